@@ -1,0 +1,131 @@
+// Package ledger is capstan's durable record of intended side effects
+// (DESIGN §5.3) and of transcript items. Every worker of a pool shares one
+// ledger, so a retry on another worker sees what the first attempt did.
+//
+// Guarantees:
+//   - Claim is a compare-and-set: at most one live claim per operation id.
+//   - Every write after a claim presents the claim's fence; a write with a
+//     stale fence fails with ErrFenced and changes nothing, so an attempt that
+//     lost its claim can never overwrite what its successor recorded.
+//   - Transcript items are content-addressed: PutItem of equal bytes returns
+//     the same reference and stores one row.
+package ledger
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// State of an operation.
+type State string
+
+const (
+	StateDeclared   State = "DECLARED"
+	StateClaimed    State = "CLAIMED"
+	StateRunning    State = "RUNNING"
+	StateSucceeded  State = "SUCCEEDED"
+	StateFailed     State = "FAILED"
+	StateUnknown    State = "UNKNOWN"
+	StateAbsent     State = "ABSENT"
+	StateNeedsHuman State = "NEEDS_HUMAN"
+)
+
+// Operation is one row of the operations table.
+type Operation struct {
+	ID             string
+	Tenant         string
+	TaskID         string
+	TurnID         string
+	ToolCallID     string
+	Kind           string // tool name or delivery kind, e.g. "github_create_pull_request", "slack_post"
+	BusinessKey    string
+	RequestHash    string
+	State          State
+	LeaseOwner     string
+	LeaseExpiresAt time.Time
+	Fence          int64
+	AttemptCount   int
+	ExternalID     string
+	Result         []byte
+	Error          string
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+}
+
+// ClaimStatus is what Claim decided.
+type ClaimStatus string
+
+const (
+	// Claimed: the caller holds the claim and the returned fence.
+	Claimed ClaimStatus = "claimed"
+	// AlreadySucceeded: the operation already happened; the returned
+	// operation carries the stored result. Do not act again.
+	AlreadySucceeded ClaimStatus = "already_succeeded"
+	// InProgress: another owner holds a live lease.
+	InProgress ClaimStatus = "in_progress"
+	// MustReconcile: the outcome of an earlier attempt is unknown (UNKNOWN,
+	// NEEDS_HUMAN, or an expired lease on a RUNNING operation); ask the
+	// external system before acting.
+	MustReconcile ClaimStatus = "must_reconcile"
+)
+
+// ClaimRequest asks for the right to perform an operation.
+type ClaimRequest struct {
+	Op    Operation // identity fields: ID, Tenant, TaskID, TurnID, ToolCallID, Kind, BusinessKey, RequestHash
+	Owner string    // worker identity + activity attempt
+	Lease time.Duration
+}
+
+// ClaimResult is the operation as it stands after the claim.
+type ClaimResult struct {
+	Status ClaimStatus
+	Op     Operation
+}
+
+// Completion records how a claimed operation ended.
+type Completion struct {
+	ID         string
+	Fence      int64
+	State      State // SUCCEEDED, FAILED, UNKNOWN, ABSENT or NEEDS_HUMAN
+	ExternalID string
+	Result     []byte
+	Error      string
+}
+
+// Store is the ledger. Implementations: sqlite (embedded default) and, later,
+// postgres; both pass the contract suite in ledgertest.
+type Store interface {
+	// Claim creates the operation if new, or takes it when it is ABSENT,
+	// FAILED, or CLAIMED with an expired lease. It returns ErrConflict when
+	// the id is known with another request hash.
+	Claim(ctx context.Context, req ClaimRequest) (ClaimResult, error)
+	// MarkRunning moves a claimed operation to RUNNING just before the
+	// request is sent, and counts the attempt.
+	MarkRunning(ctx context.Context, id string, fence int64) error
+	// Complete records the end of an attempt.
+	Complete(ctx context.Context, c Completion) error
+	// Release returns a claim without acting (nothing was sent), leaving the
+	// operation free to claim again.
+	Release(ctx context.Context, id string, fence int64) error
+	Get(ctx context.Context, id string) (Operation, error)
+	ListByTask(ctx context.Context, taskID string) ([]Operation, error)
+
+	// PutItem stores a transcript item and returns its reference
+	// ("sha256:<hex>").
+	PutItem(ctx context.Context, data []byte) (string, error)
+	// GetItem returns the bytes stored under ref, or ErrNotFound.
+	GetItem(ctx context.Context, ref string) ([]byte, error)
+
+	Close() error
+}
+
+var (
+	// ErrNotFound: no such operation or item.
+	ErrNotFound = errors.New("ledger: not found")
+	// ErrConflict: the operation id is known with another request hash.
+	ErrConflict = errors.New("ledger: operation id reused with a different request")
+	// ErrFenced: the write presented a stale fence; a newer claim owns the
+	// operation.
+	ErrFenced = errors.New("ledger: stale fence")
+)

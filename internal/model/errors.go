@@ -1,0 +1,48 @@
+package model
+
+import (
+	"fmt"
+	"time"
+)
+
+// Outcome classifies an attempt for the turn guard (DESIGN §4.4).
+type Outcome string
+
+const (
+	OutcomeCompleted  Outcome = "completed"
+	OutcomeNotSent    Outcome = "not_sent"
+	OutcomeOverloaded Outcome = "overloaded"
+	OutcomeRejected   Outcome = "rejected"
+	OutcomeCutIdle    Outcome = "cut_idle"
+	OutcomeCutTotal   Outcome = "cut_total"
+	OutcomeInvalid    Outcome = "invalid"
+	OutcomeOverflow   Outcome = "overflow"
+	OutcomeWorkerLost Outcome = "worker_lost"
+	OutcomeCancelled  Outcome = "cancelled"
+	OutcomeUnknown    Outcome = "unknown"
+)
+
+// AttemptError is how a provider reports a failed attempt: the outcome class,
+// the phase reached, the HTTP status if headers arrived, and the provider's
+// own words. RetryAfter is set when the provider asked for a delay.
+type AttemptError struct {
+	Outcome    Outcome
+	Phase      Phase
+	HTTPStatus int
+	RetryAfter time.Duration
+	Message    string
+	Err        error
+}
+
+func (e *AttemptError) Error() string {
+	s := fmt.Sprintf("model attempt %s at %s", e.Outcome, e.Phase)
+	if e.HTTPStatus != 0 {
+		s += fmt.Sprintf(" (HTTP %d)", e.HTTPStatus)
+	}
+	if e.Message != "" {
+		s += ": " + e.Message
+	}
+	return s
+}
+
+func (e *AttemptError) Unwrap() error { return e.Err }

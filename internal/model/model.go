@@ -1,0 +1,115 @@
+// Package model defines the provider-neutral view of one model attempt: the
+// request capstan sends, the events a streaming provider yields, and the
+// transport phase an attempt reached. Providers (openai/, and later anthropic/)
+// map their SDK's stream onto these types so the turn guard in the workflow
+// never depends on a vendor's wire format.
+package model
+
+import (
+	"context"
+	"encoding/json"
+)
+
+// Role of a transcript message.
+type Role string
+
+const (
+	RoleSystem    Role = "system"
+	RoleUser      Role = "user"
+	RoleAssistant Role = "assistant"
+	RoleTool      Role = "tool"
+)
+
+// Message is one transcript item as the model sees it. Items are stored once,
+// content-addressed, in the ledger database; workflow history only carries
+// their references.
+type Message struct {
+	Role       Role       `json:"role"`
+	Content    string     `json:"content,omitempty"`
+	ToolCalls  []ToolCall `json:"tool_calls,omitempty"`
+	ToolCallID string     `json:"tool_call_id,omitempty"` // for RoleTool
+}
+
+// ToolCall is a complete tool call as committed by a completed attempt.
+// ID is the model protocol's correlation id (tool_call_id); it is never used
+// as an operation id.
+type ToolCall struct {
+	ID        string          `json:"id"`
+	Name      string          `json:"name"`
+	Arguments json.RawMessage `json:"arguments"`
+}
+
+// ToolSpec describes a tool offered to the model.
+type ToolSpec struct {
+	Name        string         `json:"name"`
+	Description string         `json:"description"`
+	Parameters  map[string]any `json:"parameters"` // JSON Schema object
+}
+
+// Request is what one attempt sends.
+type Request struct {
+	Model    string // provider-specific model name, without the "provider:" prefix
+	Messages []Message
+	Tools    []ToolSpec
+}
+
+// EventKind tells which fields of an Event are set.
+type EventKind int
+
+const (
+	EventTextDelta     EventKind = iota + 1 // Text
+	EventToolCallDelta                      // ToolIndex, ToolCallID (first delta), ToolName (first delta), ArgsDelta
+	EventFinish                             // FinishReason
+	EventUsage                              // Usage
+)
+
+// Event is one item of a provider's stream.
+type Event struct {
+	Kind         EventKind
+	Text         string
+	ToolIndex    int
+	ToolCallID   string
+	ToolName     string
+	ArgsDelta    string
+	FinishReason string
+	Usage        Usage
+}
+
+// Usage reports token counts when the provider sends them.
+type Usage struct {
+	InputTokens  int64 `json:"input_tokens"`
+	OutputTokens int64 `json:"output_tokens"`
+}
+
+// Phase is the furthest point an attempt's HTTP exchange reached (DESIGN §4.1).
+// Phases only move forward.
+type Phase string
+
+const (
+	PhaseNotSent         Phase = "NOT_SENT"
+	PhaseSentNoHeaders   Phase = "SENT_NO_HEADERS"
+	PhaseHeadersReceived Phase = "HEADERS_RECEIVED"
+	PhaseStreamPartial   Phase = "STREAM_PARTIAL"
+	PhaseStreamCompleted Phase = "STREAM_COMPLETED"
+	PhaseUnknown         Phase = "UNKNOWN"
+)
+
+// Provider starts attempts against one model provider.
+type Provider interface {
+	// Name is the provider part of "provider:model", e.g. "openai".
+	Name() string
+	// Stream sends the request and returns the open stream. A returned error
+	// is an *AttemptError describing how far the request got.
+	Stream(ctx context.Context, req Request) (Stream, error)
+}
+
+// Stream yields the events of one attempt.
+type Stream interface {
+	// Recv returns the next event, io.EOF after the last one, or an
+	// *AttemptError.
+	Recv() (Event, error)
+	// Phase is the furthest phase reached so far; safe to call concurrently
+	// with Recv.
+	Phase() Phase
+	Close() error
+}
