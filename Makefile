@@ -1,0 +1,45 @@
+# capstan — see README.md.
+#   make demo   install the pinned Temporal CLI, start a dev server with its UI,
+#               start a sandbox worker and run the sample task
+#   make down   stop what `make demo` started
+#   make test   go vet and the race-enabled test suite, end to end against a
+#               real Temporal dev server
+
+SHELL := /bin/bash
+BIN := $(CURDIR)/.bin
+TEMPORAL_VERSION := v1.5.1
+TEMPORAL := $(BIN)/temporal
+
+# Tests find the pinned CLI here (testsuite.DevServerOptions.ExistingPath).
+export CAPSTAN_TEMPORAL_BIN := $(TEMPORAL)
+
+.PHONY: demo down test build vet temporal clean record-history
+
+$(TEMPORAL):
+	@echo "installing the Temporal CLI $(TEMPORAL_VERSION) into $(BIN) (a few minutes the first time)"
+	GOBIN=$(BIN) go install github.com/temporalio/cli/cmd/temporal@$(TEMPORAL_VERSION)
+
+temporal: $(TEMPORAL)
+
+build:
+	go build -o $(BIN)/worker ./worker
+	go build -o $(BIN)/starter ./starter
+
+vet:
+	go vet ./...
+
+test: $(TEMPORAL) vet
+	go test -race -count=1 -timeout 25m ./...
+
+demo: $(TEMPORAL) build
+	@scripts/demo.sh
+
+down:
+	@scripts/down.sh
+
+clean: down
+	rm -rf .capstan
+
+# Re-record the histories the replay test replays (workflows/testdata).
+record-history: $(TEMPORAL)
+	CAPSTAN_RECORD_HISTORY=1 go test -count=1 -run 'TestDemoTaskAgainstCompatibleEndpoints' ./internal/e2e/

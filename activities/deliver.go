@@ -1,0 +1,108 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/slack-go/slack"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/capstanhq/capstan/internal/ledger"
+	"github.com/capstanhq/capstan/internal/tools"
+)
+
+// DeliveryEventType is the Slack metadata event type of capstan's messages.
+// A reconciler finds a message by it and the operation_id in its payload.
+const DeliveryEventType = "capstan_delivery"
+
+// Deliver posts the final answer to a Slack channel as an unsafe operation:
+// claimed in the ledger first, with the operation id in the message metadata
+// so a reconciler can tell whether an unanswered post landed. A post whose
+// outcome is unknown is recorded UNKNOWN and never re-sent blindly.
+func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResult, error) {
+	res := DeliverResult{OperationID: in.OperationID}
+	if a.Slack == nil {
+		return res, temporal.NewNonRetryableApplicationError(
+			"this worker has no Slack client configured (set SLACK_BOT_TOKEN)", ErrTypeConfig, nil)
+	}
+	claim, err := a.Ledger.Claim(ctx, ledger.ClaimRequest{
+		Op: ledger.Operation{
+			ID: in.OperationID, Tenant: in.Tenant, TaskID: in.TaskID, Kind: "slack_post",
+			BusinessKey: "slack:post:" + in.Channel,
+			RequestHash: requestHash("slack_post", []byte(in.Channel+"\x00"+in.Text)),
+		},
+		Owner: a.owner(ctx),
+		Lease: a.lease(),
+	})
+	switch {
+	case errors.Is(err, ledger.ErrConflict):
+		return res, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("delivery %s was already used for a different message", in.OperationID), ErrTypeOperationConflict, err)
+	case err != nil:
+		return res, fmt.Errorf("claim delivery %s: %w", in.OperationID, err)
+	}
+	switch claim.Status {
+	case ledger.AlreadySucceeded:
+		res.ExternalID, res.Replayed = claim.Op.ExternalID, true
+		return res, nil
+	case ledger.InProgress:
+		return res, temporal.NewApplicationError(
+			fmt.Sprintf("delivery %s is held by %s", in.OperationID, claim.Op.LeaseOwner), ErrTypeOperationInProgress)
+	case ledger.MustReconcile:
+		return res, unknownOperation(in.OperationID, claim.Op.State, nil)
+	}
+	fence := claim.Op.Fence
+	if err := a.Ledger.MarkRunning(ctx, in.OperationID, fence); err != nil {
+		return res, fmt.Errorf("mark delivery %s running: %w", in.OperationID, err)
+	}
+	channel, ts, postErr := a.Slack.PostMessageContext(ctx, in.Channel,
+		slack.MsgOptionText(in.Text, false),
+		slack.MsgOptionMetadata(slack.SlackMetadata{
+			EventType:    DeliveryEventType,
+			EventPayload: map[string]any{"operation_id": in.OperationID, "task_id": in.TaskID},
+		}),
+	)
+	if postErr == nil {
+		res.ExternalID = channel + "/" + ts
+		if err := a.Ledger.Complete(ctx, ledger.Completion{ID: in.OperationID, Fence: fence,
+			State: ledger.StateSucceeded, ExternalID: res.ExternalID}); err != nil {
+			return res, fmt.Errorf("record delivery %s: %w", in.OperationID, err)
+		}
+		return res, nil
+	}
+
+	var refused slack.SlackErrorResponse
+	var limited *slack.RateLimitedError
+	var status slack.StatusCodeError
+	switch {
+	case errors.As(postErr, &refused):
+		// Slack answered ok=false: it processed the request and posted nothing.
+		if err := a.Ledger.Complete(ctx, ledger.Completion{ID: in.OperationID, Fence: fence,
+			State: ledger.StateFailed, Error: postErr.Error()}); err != nil {
+			return res, fmt.Errorf("record refused delivery %s: %w", in.OperationID, err)
+		}
+		return res, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("Slack refused the message to %s: %s", in.Channel, refused.Err), ErrTypeDeliveryFailed, postErr)
+	case errors.As(postErr, &limited), errors.As(postErr, &status) && status.Code == 429,
+		tools.Classify(postErr) == tools.VerdictNotSent:
+		// Rate limited or never sent: nothing was posted, so trying again
+		// with the same operation id is safe.
+		if err := a.Ledger.Complete(ctx, ledger.Completion{ID: in.OperationID, Fence: fence,
+			State: ledger.StateAbsent, Error: postErr.Error()}); err != nil {
+			return res, fmt.Errorf("record unsent delivery %s: %w", in.OperationID, err)
+		}
+		opts := temporal.ApplicationErrorOptions{Cause: postErr}
+		if limited != nil {
+			opts.NextRetryDelay = limited.RetryAfter
+		}
+		return res, temporal.NewApplicationErrorWithOptions(
+			fmt.Sprintf("Slack did not take the message to %s: %v", in.Channel, postErr), "DeliveryNotSent", opts)
+	default:
+		if err := a.Ledger.Complete(context.WithoutCancel(ctx), ledger.Completion{ID: in.OperationID, Fence: fence,
+			State: ledger.StateUnknown, Error: postErr.Error()}); err != nil {
+			return res, fmt.Errorf("record delivery %s as unknown: %w", in.OperationID, err)
+		}
+		return res, unknownOperation(in.OperationID, ledger.StateUnknown, postErr)
+	}
+}

@@ -1,0 +1,177 @@
+package activities
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/capstanhq/capstan/internal/model"
+)
+
+// ModelTurn runs one attempt of one turn: it streams the model's answer,
+// heartbeats on a ticker whatever the stream does, and cuts the stream when
+// it is idle or over its total limit. It returns only a complete, valid
+// output, which it commits to the transcript; any other ending is an
+// ErrTypeAttempt application error carrying an AttemptReport, and nothing of
+// that attempt is committed.
+func (a *Activities) ModelTurn(ctx context.Context, in ModelTurnInput) (ModelTurnResult, error) {
+	report := AttemptReport{AttemptID: in.AttemptID, Phase: model.PhaseNotSent}
+	ref, err := model.ParseRef(in.Model)
+	if err != nil {
+		return ModelTurnResult{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeConfig, nil)
+	}
+	provider, ok := a.Providers[ref.Provider]
+	if !ok {
+		return ModelTurnResult{}, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("this worker has no %s provider configured", ref.Provider), ErrTypeConfig, nil)
+	}
+	refs, msgs, err := a.loadTranscript(ctx, in)
+	if err != nil {
+		return ModelTurnResult{}, err // ledger trouble: let Temporal retry
+	}
+
+	limits := a.limits()
+	attemptCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stream, err := provider.Stream(attemptCtx, model.Request{Model: ref.Model, Messages: msgs, Tools: a.Tools.Specs()})
+	if err != nil {
+		return ModelTurnResult{}, attemptFailure(report, err)
+	}
+	defer stream.Close()
+
+	var acc model.Accumulator
+	events := make(chan model.Event)
+	done := make(chan error, 1)
+	go func() {
+		for {
+			ev, err := stream.Recv()
+			if err != nil {
+				done <- err
+				return
+			}
+			select {
+			case events <- ev:
+			case <-attemptCtx.Done():
+				done <- context.Cause(attemptCtx)
+				return
+			}
+		}
+	}()
+
+	heartbeat := time.NewTicker(limits.Heartbeat)
+	defer heartbeat.Stop()
+	idle := time.NewTimer(limits.FirstEvent)
+	defer idle.Stop()
+	total := time.NewTimer(limits.Total)
+	defer total.Stop()
+	snapshot := func() AttemptReport {
+		r := report
+		r.Phase = stream.Phase()
+		r.Events, r.Chars, r.PreviewTail = acc.Events(), acc.Chars(), acc.PreviewTail(80)
+		return r
+	}
+	activity.RecordHeartbeat(ctx, snapshot())
+
+	var streamErr error
+loop:
+	for {
+		select {
+		case ev := <-events:
+			acc.Add(ev)
+			idle.Reset(limits.Idle)
+		case streamErr = <-done:
+			break loop
+		case <-heartbeat.C:
+			activity.RecordHeartbeat(ctx, snapshot())
+		case <-idle.C:
+			cut := &model.AttemptError{Outcome: model.OutcomeCutIdle, Phase: stream.Phase(),
+				Message: fmt.Sprintf("the stream was silent for %s", idleFor(acc.Events(), limits))}
+			cancel(cut)
+			return ModelTurnResult{}, attemptFailure(snapshot(), cut)
+		case <-total.C:
+			cut := &model.AttemptError{Outcome: model.OutcomeCutTotal, Phase: stream.Phase(),
+				Message: fmt.Sprintf("the attempt ran past its total limit of %s", limits.Total)}
+			cancel(cut)
+			return ModelTurnResult{}, attemptFailure(snapshot(), cut)
+		case <-ctx.Done():
+			cancel(ctx.Err())
+			return ModelTurnResult{}, attemptFailure(snapshot(), &model.AttemptError{
+				Outcome: model.OutcomeCancelled, Phase: stream.Phase(), Message: "the attempt was cancelled", Err: ctx.Err()})
+		}
+	}
+	if !errors.Is(streamErr, io.EOF) {
+		return ModelTurnResult{}, attemptFailure(snapshot(), streamErr)
+	}
+	out, err := acc.Finish(a.validateToolCall)
+	if err != nil {
+		return ModelTurnResult{}, attemptFailure(snapshot(), err)
+	}
+
+	// Commit: the assistant item joins the transcript only now.
+	item, err := a.putMessage(ctx, model.Message{Role: model.RoleAssistant, Content: out.Text, ToolCalls: out.ToolCalls})
+	if err != nil {
+		return ModelTurnResult{}, err
+	}
+	transcript, err := a.saveManifest(ctx, append(refs, item))
+	if err != nil {
+		return ModelTurnResult{}, err
+	}
+	return ModelTurnResult{
+		AttemptID:    in.AttemptID,
+		Transcript:   transcript,
+		Text:         out.Text,
+		ToolCalls:    out.ToolCalls,
+		FinishReason: out.FinishReason,
+		Usage:        out.Usage,
+		Phase:        stream.Phase(),
+		Events:       acc.Events(),
+	}, nil
+}
+
+func idleFor(events int, l ModelLimits) time.Duration {
+	if events == 0 {
+		return l.FirstEvent
+	}
+	return l.Idle
+}
+
+// validateToolCall accepts a tool call only for a registered tool with
+// arguments its schema accepts, so a malformed call never reaches ExecuteTool.
+func (a *Activities) validateToolCall(name string, args json.RawMessage) error {
+	t, err := a.Tools.Get(name)
+	if err != nil {
+		return err
+	}
+	_, err = t.Identify(args)
+	return err
+}
+
+// attemptFailure turns an attempt's ending into the application error the
+// workflow's turn guard reads. It is never retried by Temporal: the guard
+// decides, and says why in the journal.
+func attemptFailure(r AttemptReport, err error) error {
+	var ae *model.AttemptError
+	if !errors.As(err, &ae) {
+		ae = &model.AttemptError{Outcome: model.OutcomeUnknown, Phase: r.Phase, Message: err.Error(), Err: err}
+	}
+	r.Outcome = ae.Outcome
+	if ae.Phase != "" {
+		r.Phase = ae.Phase
+	}
+	r.HTTPStatus = ae.HTTPStatus
+	r.RetryAfterMS = ae.RetryAfter.Milliseconds()
+	r.Message = ae.Message
+	if r.Message == "" {
+		r.Message = ae.Error()
+	}
+	return temporal.NewApplicationErrorWithOptions(ae.Error(), ErrTypeAttempt, temporal.ApplicationErrorOptions{
+		NonRetryable: true,
+		Details:      []any{r},
+	})
+}

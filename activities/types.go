@@ -1,0 +1,111 @@
+package activities
+
+import (
+	"encoding/json"
+
+	"github.com/capstanhq/capstan/internal/model"
+)
+
+// Error types of the application errors the activities return. The workflow
+// switches on them; they are the only contract between the two about failure.
+const (
+	// ErrTypeAttempt: a model attempt ended without a complete output. The
+	// details carry an AttemptReport; the workflow's turn guard decides
+	// whether to try again. Never retried by Temporal itself.
+	ErrTypeAttempt = "ModelAttempt"
+	// ErrTypeOperationConflict: the operation id is known with another
+	// request hash.
+	ErrTypeOperationConflict = "OperationConflict"
+	// ErrTypeOperationInProgress: another worker holds a live claim; retry
+	// after the lease.
+	ErrTypeOperationInProgress = "OperationInProgress"
+	// ErrTypeOperationUnknown: the request may have reached the external
+	// system and its outcome is not known. The operation is UNKNOWN in the
+	// ledger and must be reconciled, never blindly retried.
+	ErrTypeOperationUnknown = "OperationUnknown"
+	// ErrTypeDeliveryFailed: the delivery target refused the message.
+	ErrTypeDeliveryFailed = "DeliveryFailed"
+	// ErrTypeConfig: the worker lacks what the call needs (a provider, a
+	// token); retrying on the same worker cannot help.
+	ErrTypeConfig = "WorkerConfig"
+)
+
+// ModelTurnInput asks for one attempt of one turn. The transcript travels by
+// reference: Transcript names the manifest of committed items, Append the
+// items committed since (tool results), and Seed the opening messages of a
+// task's first turn. History therefore grows by a constant per turn.
+type ModelTurnInput struct {
+	TaskID     string
+	TurnID     string
+	AttemptID  string
+	Model      string // "provider:model"
+	Transcript string // manifest ref; empty on the first turn
+	Append     []string
+	Seed       []model.Message
+}
+
+// ModelTurnResult is the committed output of a completed attempt.
+type ModelTurnResult struct {
+	AttemptID    string
+	Transcript   string // manifest ref including the assistant item
+	Text         string
+	ToolCalls    []model.ToolCall
+	FinishReason string
+	Usage        model.Usage
+	Phase        model.Phase
+	Events       int
+}
+
+// AttemptReport describes an attempt that did not complete; it is the detail
+// of an ErrTypeAttempt application error and of a heartbeat.
+type AttemptReport struct {
+	AttemptID    string        `json:"attempt_id"`
+	Outcome      model.Outcome `json:"outcome"`
+	Phase        model.Phase   `json:"phase"`
+	HTTPStatus   int           `json:"http_status,omitempty"`
+	RetryAfterMS int64         `json:"retry_after_ms,omitempty"`
+	Message      string        `json:"message,omitempty"`
+	Events       int           `json:"events"`
+	Chars        int           `json:"chars"`
+	PreviewTail  string        `json:"preview_tail,omitempty"`
+}
+
+// ExecuteToolInput asks for one operation. OperationID was fixed by the
+// workflow; every retry of the same intent carries the same one.
+type ExecuteToolInput struct {
+	Tenant      string
+	TaskID      string
+	TurnID      string
+	OperationID string
+	ToolCallID  string
+	Tool        string
+	Arguments   json.RawMessage
+}
+
+// ExecuteToolResult is how the operation ended. A tool that refused the
+// request (a definite 4xx, invalid arguments) is not an activity failure: the
+// model is told, State is FAILED, and Item carries the message.
+type ExecuteToolResult struct {
+	OperationID string
+	State       string // ledger state: SUCCEEDED or FAILED
+	ExternalID  string
+	Replayed    bool   // the ledger already held SUCCEEDED; nothing was sent
+	Item        string // ref of the tool message committed to the transcript
+	Preview     string // first characters of the output, for the UI
+}
+
+// DeliverInput asks to post the final answer to one target.
+type DeliverInput struct {
+	Tenant      string
+	TaskID      string
+	OperationID string
+	Channel     string // Slack channel name or id
+	Text        string
+}
+
+// DeliverResult is an acknowledged delivery.
+type DeliverResult struct {
+	OperationID string
+	ExternalID  string // "<channel>/<ts>"
+	Replayed    bool
+}

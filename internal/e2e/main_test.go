@@ -1,0 +1,218 @@
+// Package e2e runs capstan end to end: the real worker and starter binaries
+// against a real Temporal dev server, with the sandbox's loopback HTTP
+// servers standing in for the model provider, GitHub and Slack.
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/client"
+
+	"github.com/capstanhq/capstan/internal/testenv"
+)
+
+var (
+	devServerAddr string
+	temporal      client.Client
+	workerBin     string
+	starterBin    string
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(runMain(m))
+}
+
+func runMain(m *testing.M) int {
+	ctx := context.Background()
+	srv, err := testenv.StartDevServer(ctx, nil)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
+	}
+	defer srv.Stop()
+	devServerAddr, temporal = srv.FrontendHostPort(), srv.Client()
+
+	dir, err := os.MkdirTemp("", "capstan-e2e-bin")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	if workerBin, starterBin, err = testenv.BuildBinaries(dir); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
+	}
+	return m.Run()
+}
+
+// baseEnv is the environment every process of a test gets: the dev server,
+// a task queue of the test's own, and nothing from the caller's shell that
+// could point a client somewhere else.
+func baseEnv(t *testing.T, taskQueue string) []string {
+	t.Helper()
+	env := []string{
+		"PATH=" + os.Getenv("PATH"),
+		"HOME=" + t.TempDir(),
+		"TEMPORAL_ADDRESS=" + devServerAddr,
+		"TEMPORAL_NAMESPACE=default",
+		"CAPSTAN_TASK_QUEUE=" + taskQueue,
+		"CAPSTAN_LEDGER_DSN=sqlite://" + filepath.Join(t.TempDir(), "ledger.db"),
+	}
+	return env
+}
+
+// workerProcess is a running worker binary.
+type workerProcess struct {
+	cmd    *exec.Cmd
+	mu     sync.Mutex
+	stdout []string
+	stderr bytes.Buffer
+	lines  chan string
+	exited chan struct{}
+}
+
+// startWorker runs the worker binary and waits until it polls its queue.
+// The worker is stopped with SIGTERM at the end of the test.
+func startWorker(t *testing.T, env []string, args ...string) *workerProcess {
+	t.Helper()
+	w := &workerProcess{lines: make(chan string, 64), exited: make(chan struct{})}
+	w.cmd = exec.Command(workerBin, args...)
+	w.cmd.Env = env
+	out, err := w.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.cmd.Stderr = &syncWriter{mu: &w.mu, w: &w.stderr}
+	if err := w.cmd.Start(); err != nil {
+		t.Fatalf("start worker: %v", err)
+	}
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			w.mu.Lock()
+			w.stdout = append(w.stdout, sc.Text())
+			w.mu.Unlock()
+			select {
+			case w.lines <- sc.Text():
+			default:
+			}
+		}
+		_ = w.cmd.Wait()
+		close(w.exited)
+	}()
+	t.Cleanup(func() {
+		_ = w.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-w.exited:
+		case <-time.After(30 * time.Second):
+			_ = w.cmd.Process.Kill()
+			<-w.exited
+		}
+		if t.Failed() {
+			t.Logf("worker stderr:\n%s", w.logs())
+		}
+	})
+	deadline := time.After(60 * time.Second)
+	for {
+		select {
+		case line := <-w.lines:
+			if strings.Contains(line, "polling task queue") {
+				return w
+			}
+		case <-w.exited:
+			t.Fatalf("worker exited before polling: %s", w.logs())
+		case <-deadline:
+			t.Fatalf("worker did not start polling within 60 s: %s", w.logs())
+		}
+	}
+}
+
+func (w *workerProcess) logs() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return strings.Join(w.stdout, "\n") + "\n" + w.stderr.String()
+}
+
+// stdoutLine returns the first stdout line starting with prefix.
+func (w *workerProcess) stdoutLine(prefix string) string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, l := range w.stdout {
+		if strings.HasPrefix(l, prefix) {
+			return l
+		}
+	}
+	return ""
+}
+
+type syncWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
+}
+
+// result of one command run.
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+// runStarter runs the starter binary to completion.
+func runStarter(t *testing.T, env []string, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, starterBin, args...)
+	cmd.Env = env
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	r := result{stdout: stdout.String(), stderr: stderr.String()}
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &exit):
+		r.code = exit.ExitCode()
+	default:
+		t.Fatalf("run starter %v: %v", args, err)
+	}
+	return r
+}
+
+// runWorkerToExit runs the worker binary expecting it to exit by itself.
+func runWorkerToExit(t *testing.T, env []string, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, workerBin, args...)
+	cmd.Env = env
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	r := result{stdout: stdout.String(), stderr: stderr.String()}
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		r.code = exit.ExitCode()
+	} else if err != nil {
+		t.Fatalf("run worker %v: %v", args, err)
+	}
+	return r
+}

@@ -1,0 +1,261 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/api/serviceerror"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/capstanhq/capstan/internal/sandbox"
+	"github.com/capstanhq/capstan/internal/testenv"
+	"github.com/capstanhq/capstan/workflows"
+)
+
+// Secrets given to the worker. They must reach the fakes and never the
+// workflow history.
+const (
+	openAIKey  = "sk-capstan-e2e-openai-7f3a9c"
+	githubTok  = "ghp_capstanE2eGithubToken42"
+	slackToken = "xoxb-capstan-e2e-slack-token-99"
+)
+
+// startSandbox runs the fakes in the test process; the worker reaches them
+// only through OPENAI_BASE_URL, GITHUB_API_URL and SLACK_API_URL, as it
+// would any compatible server.
+func startSandbox(t *testing.T) *sandbox.Sandbox {
+	t.Helper()
+	sb, err := sandbox.Start(sandbox.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sb.Close() })
+	return sb
+}
+
+func endpointEnv(t *testing.T, queue string, sb *sandbox.Sandbox) []string {
+	return append(baseEnv(t, queue),
+		"OPENAI_BASE_URL="+sb.ModelURL, "OPENAI_API_KEY="+openAIKey,
+		"GITHUB_API_URL="+sb.GitHubURL, "GITHUB_TOKEN="+githubTok,
+		"SLACK_API_URL="+sb.SlackURL, "SLACK_BOT_TOKEN="+slackToken,
+	)
+}
+
+func decodeResult(t *testing.T, r result) workflows.TaskResult {
+	t.Helper()
+	var res workflows.TaskResult
+	if err := json.Unmarshal([]byte(r.stdout), &res); err != nil {
+		t.Fatalf("starter --json printed no JSON object (%v):\nstdout: %s\nstderr: %s", err, r.stdout, r.stderr)
+	}
+	return res
+}
+
+// TestDemoTaskAgainstCompatibleEndpoints runs the sample task on a plain
+// worker whose three endpoints point at the sandbox servers, and checks
+// from the servers' own counters that each effect happened exactly once.
+func TestDemoTaskAgainstCompatibleEndpoints(t *testing.T) {
+	sb := startSandbox(t)
+	env := endpointEnv(t, "e2e-demo", sb)
+	startWorker(t, env)
+
+	taskID := fmt.Sprintf("e2e-demo-%d", time.Now().UnixNano())
+	r := runStarter(t, env, "run",
+		"--prompt", "Add a HELLO.md greeting, open a pull request and tell the team.",
+		"--repo", "capstan-sandbox/demo", "--base", "main", "--slack", "#capstan-e2e",
+		"--model", "openai:demo", "--id", taskID, "--wait", "--json")
+	if r.code != 0 {
+		t.Fatalf("starter run exited %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+	}
+	res := decodeResult(t, r)
+
+	if res.Status != workflows.StatusCompleted || res.TaskID != taskID || res.WorkflowID != "task-"+taskID {
+		t.Fatalf("result = %+v, want completed task %s", res, taskID)
+	}
+	if len(res.Turns) != 4 {
+		t.Errorf("turns = %d, want 4 (branch, file, pull request, answer)", len(res.Turns))
+	}
+	for _, turn := range res.Turns {
+		if len(turn.Attempts) != 1 || turn.Attempts[0].Outcome != "completed" || turn.Attempts[0].Phase != "STREAM_COMPLETED" {
+			t.Errorf("turn %s attempts = %+v, want one completed attempt", turn.TurnID, turn.Attempts)
+		}
+	}
+	wantTools := []string{"github_create_branch", "github_put_file", "github_create_pull_request"}
+	if len(res.Operations) != len(wantTools) {
+		t.Fatalf("operations = %+v, want %v", res.Operations, wantTools)
+	}
+	for i, op := range res.Operations {
+		if op.Tool != wantTools[i] || op.State != "SUCCEEDED" || op.Replayed || op.ExternalID == "" {
+			t.Errorf("operation %d = %+v, want %s SUCCEEDED with an external id", i, op, wantTools[i])
+		}
+	}
+	prOp := res.Operations[2].OperationID
+	if want := "default:" + taskID + ":github_create_pull_request:pr:create:capstan-sandbox/demo:capstan/hello:main"; prOp != want {
+		t.Errorf("pull request operation id = %q, want %q", prOp, want)
+	}
+	if len(res.Deliveries) != 1 || res.Deliveries[0].State != workflows.DeliveryAcked || res.Deliveries[0].Target != "slack:#capstan-e2e" {
+		t.Fatalf("deliveries = %+v, want one ACKED to slack:#capstan-e2e", res.Deliveries)
+	}
+	if !strings.Contains(res.FinalText, "pull request") {
+		t.Errorf("final_text = %q, want the script's summary", res.FinalText)
+	}
+
+	// The servers' counters: exactly one of each effect.
+	gh := sb.GitHub.Stats()
+	if gh.BranchesCreated != 1 || gh.FilesWritten != 1 || gh.PullRequestsCreated != 1 || gh.CommentsCreated != 0 {
+		t.Errorf("github stats = %+v, want 1 branch, 1 file write, 1 pull request, 0 comments", gh)
+	}
+	if gh.AuthorizedRequests == 0 || gh.AuthorizedRequests != gh.Requests {
+		t.Errorf("github saw %d of %d requests with a token, want all", gh.AuthorizedRequests, gh.Requests)
+	}
+	prs := sb.GitHub.PullRequests("capstan-sandbox/demo")
+	if len(prs) != 1 || !strings.Contains(prs[0].Body, "<!-- capstan-op: "+prOp+" -->") {
+		t.Errorf("pull requests = %+v, want one whose body carries the marker of %s", prs, prOp)
+	}
+	if sl := sb.Slack.Stats(); sl.MessagesPosted != 1 {
+		t.Errorf("slack stats = %+v, want 1 message posted", sl)
+	}
+	msgs := sb.Slack.Messages("#capstan-e2e")
+	if len(msgs) != 1 || msgs[0].Metadata.EventPayload["operation_id"] != res.Deliveries[0].OperationID {
+		t.Errorf("slack messages = %+v, want one with operation_id %s in its metadata", msgs, res.Deliveries[0].OperationID)
+	}
+
+	// No secret in the history, though the fakes were sent them.
+	hist := history(t, res.WorkflowID)
+	for _, secret := range []string{openAIKey, githubTok, slackToken} {
+		if strings.Contains(hist, secret) {
+			t.Errorf("workflow history contains the secret %q", secret)
+		}
+	}
+	if !strings.Contains(hist, "capstan/hello") {
+		t.Fatal("history check is blind: the history does not even contain the branch name")
+	}
+	recordHistory(t, "demo.json", res.WorkflowID)
+}
+
+// history returns the workflow's full history in its wire encoding, where
+// every payload, failure message and heartbeat detail appears as raw bytes.
+func history(t *testing.T, workflowID string) string {
+	t.Helper()
+	b, err := proto.Marshal(fetchHistory(t, workflowID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func fetchHistory(t *testing.T, workflowID string) *historypb.History {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	it := temporal.GetWorkflowHistory(ctx, workflowID, "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	h := &historypb.History{}
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			t.Fatalf("read history of %s: %v", workflowID, err)
+		}
+		h.Events = append(h.Events, ev)
+	}
+	return h
+}
+
+// recordHistory saves the history for the replay test when
+// CAPSTAN_RECORD_HISTORY is set (`make record-history`).
+func recordHistory(t *testing.T, name, workflowID string) {
+	if os.Getenv("CAPSTAN_RECORD_HISTORY") == "" {
+		return
+	}
+	b, err := protojson.MarshalOptions{Indent: "  "}.Marshal(fetchHistory(t, workflowID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(testenv.RepoRoot(), "workflows", "testdata", name)
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("recorded %s", path)
+}
+
+// TestStarterRefusesBadInput: one clear line on stderr, exit 2, nothing
+// started.
+func TestStarterRefusesBadInput(t *testing.T) {
+	env := baseEnv(t, "e2e-bad-input")
+	cases := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"repo without a slash", []string{"--prompt", "x", "--repo", "capstan"}, "OWNER/NAME"},
+		{"unknown provider", []string{"--prompt", "x", "--model", "llamacorp:big"}, `unknown model provider "llamacorp"`},
+		{"empty prompt", []string{"--prompt", "  "}, "--prompt is required"},
+		{"no prompt", nil, "--prompt is required"},
+		{"bad max turns", []string{"--prompt", "x", "--max-turns", "0"}, "--max-turns"},
+		{"bad task id", []string{"--prompt", "x", "--id", "a/b"}, "--id"},
+		{"unknown flag", []string{"--prompt", "x", "--frobnicate"}, "unknown flag"},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			id := fmt.Sprintf("e2e-bad-%d-%d", i, time.Now().UnixNano())
+			args := append([]string{"run"}, tc.args...)
+			if tc.name != "bad task id" {
+				args = append(args, "--id", id)
+			}
+			r := runStarter(t, env, args...)
+			if r.code != 2 {
+				t.Fatalf("exit = %d, want 2\nstderr: %s", r.code, r.stderr)
+			}
+			if lines := strings.Split(strings.TrimSpace(r.stderr), "\n"); len(lines) != 1 || !strings.Contains(r.stderr, tc.want) {
+				t.Errorf("stderr = %q, want one line mentioning %q", r.stderr, tc.want)
+			}
+			if r.stdout != "" {
+				t.Errorf("stdout = %q, want nothing", r.stdout)
+			}
+			assertNotStarted(t, id)
+		})
+	}
+}
+
+func assertNotStarted(t *testing.T, taskID string) {
+	t.Helper()
+	_, err := temporal.DescribeWorkflowExecution(context.Background(), workflows.WorkflowID(taskID), "")
+	var nf *serviceerror.NotFound
+	if !errors.As(err, &nf) {
+		t.Errorf("task %s: describe = %v, want not found (nothing started)", taskID, err)
+	}
+}
+
+// TestStarterRefusesARunningTaskID: a second start of a running task id is
+// bad usage and leaves the running task alone.
+func TestStarterRefusesARunningTaskID(t *testing.T) {
+	env := baseEnv(t, "e2e-no-worker") // no worker: the task stays running
+	id := fmt.Sprintf("e2e-dup-%d", time.Now().UnixNano())
+	first := runStarter(t, env, "run", "--prompt", "wait for me", "--model", "sandbox:hello", "--id", id)
+	if first.code != 0 || !strings.Contains(first.stdout, "task-"+id) || !strings.Contains(first.stdout, "/namespaces/default/workflows/task-"+id) {
+		t.Fatalf("first run: exit %d, stdout %q, stderr %q; want the workflow id and UI link", first.code, first.stdout, first.stderr)
+	}
+	t.Cleanup(func() {
+		_ = temporal.TerminateWorkflow(context.Background(), workflows.WorkflowID(id), "", "test over")
+	})
+	second := runStarter(t, env, "run", "--prompt", "again", "--model", "sandbox:hello", "--id", id)
+	if second.code != 2 || !strings.Contains(second.stderr, "already running") {
+		t.Fatalf("second run: exit %d, stderr %q; want exit 2 and 'already running'", second.code, second.stderr)
+	}
+	desc, err := temporal.DescribeWorkflowExecution(context.Background(), workflows.WorkflowID(id), "")
+	if err != nil || desc.GetWorkflowExecutionInfo().GetStatus() != enums.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		t.Fatalf("first task after the refused start: %v, %v; want still running", desc.GetWorkflowExecutionInfo().GetStatus(), err)
+	}
+	c := runStarter(t, env, "cancel", id)
+	if c.code != 0 {
+		t.Fatalf("cancel: exit %d, stderr %q", c.code, c.stderr)
+	}
+}

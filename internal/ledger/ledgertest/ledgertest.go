@@ -1,0 +1,258 @@
+// Package ledgertest is the contract suite every ledger.Store implementation
+// must pass. Run it from the implementation's own tests:
+//
+//	func TestContract(t *testing.T) {
+//		ledgertest.Run(t, func(t *testing.T, now func() time.Time) ledger.Store {
+//			s, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "l.db"), sqlite.Options{Now: now})
+//			if err != nil {
+//				t.Fatal(err)
+//			}
+//			t.Cleanup(func() { s.Close() })
+//			return s
+//		})
+//	}
+//
+// The suite states the ledger's rules as tests: claims are compare-and-set,
+// a stale fence never writes, a success is never performed twice, an
+// operation that may have been sent is never handed out again without
+// reconciliation, and items are content-addressed. Each subtest gets a fresh,
+// empty store and its own Clock; time only moves when a test advances it, in
+// whole microseconds, so stores with microsecond timestamps (PostgreSQL)
+// compare equal.
+package ledgertest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/capstanhq/capstan/internal/ledger"
+)
+
+// Clock is a fake clock safe for concurrent use. Pass its Now method to the
+// store under test.
+type Clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+// NewClock returns a clock that reads start until advanced.
+func NewClock(start time.Time) *Clock { return &Clock{t: start} }
+
+// Now returns the clock's current time.
+func (c *Clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+// Advance moves the clock forward by d and returns the new time.
+func (c *Clock) Advance(d time.Duration) time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+	return c.t
+}
+
+// Epoch is where every subtest's clock starts.
+var Epoch = time.Date(2030, time.March, 4, 5, 6, 7, 123456000, time.UTC)
+
+// Lease is the lease every claim in the suite asks for unless it says
+// otherwise.
+const Lease = 30 * time.Second
+
+// Run runs the contract suite. newStore must return a fresh, empty store that
+// reads time only from now, and arrange for it to be closed when t ends.
+// Subtests run one after another, never in parallel.
+func Run(t *testing.T, newStore func(t *testing.T, now func() time.Time) ledger.Store) {
+	t.Helper()
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			clock := NewClock(Epoch)
+			s := newStore(t, clock.Now)
+			if s == nil {
+				t.Fatal("newStore returned nil")
+			}
+			c.fn(&h{T: t, ctx: context.Background(), clock: clock, s: s})
+		})
+	}
+}
+
+type testCase struct {
+	name string
+	fn   func(*h)
+}
+
+// cases lists every subtest; the rules live in claim.go, writes.go and
+// misc.go.
+var cases = []testCase{
+	{"ClaimNew", testClaimNew},
+	{"ClaimValidation", testClaimValidation},
+	{"ReplayedSuccessReturnsStoredResult", testReplayedSuccess},
+	{"ConflictOnOtherRequestHash", testConflict},
+	{"LiveLeaseElsewhereIsInProgress", testLiveLeaseElsewhere},
+	{"OwnerReclaimsOwnLiveClaim", testOwnerReclaims},
+	{"ExpiredClaimedLeaseIsReclaimed", testExpiredClaimed},
+	{"RunningWithExpiredLeaseMustReconcile", testRunningExpired},
+	{"UnknownAndNeedsHumanMustReconcile", testUnknownNeedsHuman},
+	{"FailedAndAbsentAreReclaimed", testFailedAbsentReclaimed},
+	{"ZombieCannotOverwriteSuccessor", testZombie},
+	{"ZombieAfterReconcileCannotOverwrite", testZombieAfterReconcile},
+	{"MarkRunningRules", testMarkRunningRules},
+	{"CompleteRules", testCompleteRules},
+	{"ReleaseThenReclaim", testReleaseThenReclaim},
+	{"ReleaseRefusesSentOperations", testReleaseRefusesSent},
+	{"AttemptCounting", testAttemptCounting},
+	{"NotFound", testNotFound},
+	{"ListByTaskOrder", testListByTask},
+	{"ItemsDedupeAndRoundTrip", testItems},
+	{"ItemRefValidation", testItemRefValidation},
+	{"ConcurrentClaimsOneWinner", testConcurrentClaims},
+	{"ConcurrentClaimsManyOperations", testConcurrentClaimsMany},
+}
+
+// h is the harness one subtest works with.
+type h struct {
+	*testing.T
+	ctx   context.Context
+	clock *Clock
+	s     ledger.Store
+}
+
+// newOp returns an operation with every identity field set.
+func newOp(id, task string) ledger.Operation {
+	return ledger.Operation{
+		ID:          id,
+		Tenant:      "acme",
+		TaskID:      task,
+		TurnID:      task + "/t1",
+		ToolCallID:  "call_" + id,
+		Kind:        "github_create_pull_request",
+		BusinessKey: "pr:create:acme/payments:agent/fix:main",
+		RequestHash: "hash-" + id,
+	}
+}
+
+func (h *h) claimAs(owner string, op ledger.Operation, lease time.Duration) ledger.ClaimResult {
+	h.Helper()
+	res, err := h.s.Claim(h.ctx, ledger.ClaimRequest{Op: op, Owner: owner, Lease: lease})
+	if err != nil {
+		h.Fatalf("Claim(%q) by %q: %v", op.ID, owner, err)
+	}
+	return res
+}
+
+// claim claims op for owner and expects to get it.
+func (h *h) claim(owner string, op ledger.Operation) ledger.Operation {
+	h.Helper()
+	res := h.claimAs(owner, op, Lease)
+	if res.Status != ledger.Claimed {
+		h.Fatalf("Claim(%q) by %q: status %q, want %q (op %+v)", op.ID, owner, res.Status, ledger.Claimed, res.Op)
+	}
+	return res.Op
+}
+
+func (h *h) expectStatus(owner string, op ledger.Operation, want ledger.ClaimStatus) ledger.Operation {
+	h.Helper()
+	res := h.claimAs(owner, op, Lease)
+	if res.Status != want {
+		h.Fatalf("Claim(%q) by %q: status %q, want %q (op %+v)", op.ID, owner, res.Status, want, res.Op)
+	}
+	return res.Op
+}
+
+func (h *h) get(id string) ledger.Operation {
+	h.Helper()
+	op, err := h.s.Get(h.ctx, id)
+	if err != nil {
+		h.Fatalf("Get(%q): %v", id, err)
+	}
+	return op
+}
+
+func (h *h) markRunning(id string, fence int64) {
+	h.Helper()
+	if err := h.s.MarkRunning(h.ctx, id, fence); err != nil {
+		h.Fatalf("MarkRunning(%q, %d): %v", id, fence, err)
+	}
+}
+
+func (h *h) complete(c ledger.Completion) {
+	h.Helper()
+	if err := h.s.Complete(h.ctx, c); err != nil {
+		h.Fatalf("Complete(%+v): %v", c, err)
+	}
+}
+
+// succeed runs a claimed operation to SUCCEEDED.
+func (h *h) succeed(op ledger.Operation, externalID string, result []byte) {
+	h.Helper()
+	h.markRunning(op.ID, op.Fence)
+	h.complete(ledger.Completion{ID: op.ID, Fence: op.Fence, State: ledger.StateSucceeded,
+		ExternalID: externalID, Result: result})
+}
+
+// expectErrIs fails unless err wraps target and names the operation id.
+func (h *h) expectErrIs(what string, err, target error, id string) {
+	h.Helper()
+	if !errors.Is(err, target) {
+		h.Fatalf("%s: error %v, want one wrapping %v", what, err, target)
+	}
+	if id != "" && !strings.Contains(err.Error(), id) {
+		h.Errorf("%s: error %q does not name operation %q", what, err, id)
+	}
+}
+
+// unchanged fails unless the stored operation equals before.
+func (h *h) unchanged(what string, before ledger.Operation) {
+	h.Helper()
+	if d := diff(h.get(before.ID), before); d != "" {
+		h.Fatalf("%s changed the operation: %s", what, d)
+	}
+}
+
+// diff describes how got differs from want, comparing times with Equal and
+// byte slices by content; "" when they match.
+func diff(got, want ledger.Operation) string {
+	var d []string
+	f := func(name string, g, w any) {
+		if g != w {
+			d = append(d, fmt.Sprintf("%s = %v, want %v", name, g, w))
+		}
+	}
+	f("ID", got.ID, want.ID)
+	f("Tenant", got.Tenant, want.Tenant)
+	f("TaskID", got.TaskID, want.TaskID)
+	f("TurnID", got.TurnID, want.TurnID)
+	f("ToolCallID", got.ToolCallID, want.ToolCallID)
+	f("Kind", got.Kind, want.Kind)
+	f("BusinessKey", got.BusinessKey, want.BusinessKey)
+	f("RequestHash", got.RequestHash, want.RequestHash)
+	f("State", got.State, want.State)
+	f("LeaseOwner", got.LeaseOwner, want.LeaseOwner)
+	f("Fence", got.Fence, want.Fence)
+	f("AttemptCount", got.AttemptCount, want.AttemptCount)
+	f("ExternalID", got.ExternalID, want.ExternalID)
+	f("Error", got.Error, want.Error)
+	if !bytes.Equal(got.Result, want.Result) {
+		d = append(d, fmt.Sprintf("Result = %q, want %q", got.Result, want.Result))
+	}
+	for _, t := range []struct {
+		name string
+		g, w time.Time
+	}{
+		{"LeaseExpiresAt", got.LeaseExpiresAt, want.LeaseExpiresAt},
+		{"CreatedAt", got.CreatedAt, want.CreatedAt},
+		{"UpdatedAt", got.UpdatedAt, want.UpdatedAt},
+	} {
+		if !t.g.Equal(t.w) {
+			d = append(d, fmt.Sprintf("%s = %v, want %v", t.name, t.g, t.w))
+		}
+	}
+	return strings.Join(d, "; ")
+}

@@ -1,0 +1,226 @@
+package ledgertest
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/capstanhq/capstan/internal/ledger"
+)
+
+// ListByTask returns only the task's operations, by creation time and then
+// id, whatever order they were claimed in and whatever happened since.
+func testListByTask(h *h) {
+	if ops, err := h.s.ListByTask(h.ctx, "task-empty"); err != nil || len(ops) != 0 {
+		h.Fatalf("ListByTask of a task without operations: %v, %v; want none", ops, err)
+	}
+	claim := func(id, task string) ledger.Operation {
+		h.Helper()
+		return h.claim("worker-a/1", newOp(id, task))
+	}
+	// Same instant, claimed in reverse id order.
+	claim("op-c", "task-1")
+	claim("op-b", "task-1")
+	claim("op-x", "task-2")
+	h.clock.Advance(time.Millisecond)
+	claim("op-a", "task-1") // later, though first by id
+	h.clock.Advance(time.Second)
+	late := claim("op-0", "task-1")
+	h.succeed(late, "e", []byte("r")) // updates must not reorder
+	// Touch an early one last.
+	if err := h.s.Release(h.ctx, "op-c", 1); err != nil {
+		h.Fatal(err)
+	}
+
+	ops, err := h.s.ListByTask(h.ctx, "task-1")
+	if err != nil {
+		h.Fatalf("ListByTask: %v", err)
+	}
+	var ids []string
+	for _, op := range ops {
+		ids = append(ids, op.ID)
+		if d := diff(op, h.get(op.ID)); d != "" {
+			h.Errorf("ListByTask row %s differs from Get: %s", op.ID, d)
+		}
+	}
+	if got, want := strings.Join(ids, ","), "op-b,op-c,op-a,op-0"; got != want {
+		h.Fatalf("ListByTask order %s, want %s", got, want)
+	}
+	if ops, err := h.s.ListByTask(h.ctx, "task-2"); err != nil || len(ops) != 1 || ops[0].ID != "op-x" {
+		h.Fatalf("ListByTask(task-2) = %v, %v; want [op-x]", ops, err)
+	}
+}
+
+// Items are content-addressed: equal bytes give one reference, the reference
+// is sha256 of the bytes, and the bytes come back intact.
+func testItems(h *h) {
+	big := bytes.Repeat([]byte("0123456789abcdef"), 64<<10) // 1 MiB
+	for _, data := range [][]byte{
+		[]byte(`{"role":"assistant","content":"hello"}`),
+		{0, 1, 2, 255, 0},
+		{},
+		big,
+	} {
+		sum := sha256.Sum256(data)
+		want := "sha256:" + hex.EncodeToString(sum[:])
+		ref, err := h.s.PutItem(h.ctx, data)
+		if err != nil {
+			h.Fatalf("PutItem(%d bytes): %v", len(data), err)
+		}
+		if ref != want {
+			h.Fatalf("PutItem ref %s, want %s", ref, want)
+		}
+		again, err := h.s.PutItem(h.ctx, bytes.Clone(data))
+		if err != nil || again != ref {
+			h.Fatalf("PutItem of equal bytes: %s, %v; want %s", again, err, ref)
+		}
+		got, err := h.s.GetItem(h.ctx, ref)
+		if err != nil {
+			h.Fatalf("GetItem(%s): %v", ref, err)
+		}
+		if !bytes.Equal(got, data) {
+			h.Fatalf("GetItem(%s) returned %d bytes, want the %d stored", ref, len(got), len(data))
+		}
+	}
+	a, _ := h.s.PutItem(h.ctx, []byte("a"))
+	b, _ := h.s.PutItem(h.ctx, []byte("b"))
+	if a == b {
+		h.Fatalf("different bytes share the reference %s", a)
+	}
+	// nil stores the empty item.
+	if ref, err := h.s.PutItem(h.ctx, nil); err != nil || ref != "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855" {
+		h.Fatalf("PutItem(nil) = %s, %v; want the empty item's reference", ref, err)
+	}
+}
+
+// GetItem tells a missing item (ErrNotFound) from a malformed reference (an
+// error that is not ErrNotFound).
+func testItemRefValidation(h *h) {
+	missing := "sha256:" + strings.Repeat("ab", 32)
+	_, err := h.s.GetItem(h.ctx, missing)
+	h.expectErrIs("GetItem of a missing item", err, ledger.ErrNotFound, "")
+	ref, _ := h.s.PutItem(h.ctx, []byte("x"))
+	for _, bad := range []string{
+		"",
+		"x",
+		strings.TrimPrefix(ref, "sha256:"),
+		"md5:" + strings.TrimPrefix(ref, "sha256:"),
+		ref[:len(ref)-1],
+		ref + "0",
+		strings.ToUpper(ref[:7]) + ref[7:],
+		"sha256:" + strings.ToUpper(strings.TrimPrefix(ref, "sha256:")),
+		"sha256:" + strings.Repeat("zz", 32),
+	} {
+		_, err := h.s.GetItem(h.ctx, bad)
+		if err == nil || errors.Is(err, ledger.ErrNotFound) {
+			h.Errorf("GetItem(%q) = %v, want a malformed-reference error", bad, err)
+		}
+	}
+}
+
+// N claimers race for one id: exactly one gets it, the rest see it in
+// progress, and the row is at fence 1. Run with -race.
+func testConcurrentClaims(h *h) {
+	const n = 16
+	op := newOp("op-race", "task-1")
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		statuses = map[ledger.ClaimStatus]int{}
+		winner   string
+		errs     []error
+	)
+	start := make(chan struct{})
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			owner := fmt.Sprintf("worker-%02d/1", i)
+			<-start
+			res, err := h.s.Claim(h.ctx, ledger.ClaimRequest{Op: op, Owner: owner, Lease: Lease})
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, err)
+				return
+			}
+			statuses[res.Status]++
+			if res.Status == ledger.Claimed {
+				winner = owner
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	if len(errs) > 0 {
+		h.Fatalf("concurrent claims failed: %v", errors.Join(errs...))
+	}
+	if statuses[ledger.Claimed] != 1 || statuses[ledger.InProgress] != n-1 {
+		h.Fatalf("statuses %v, want 1 claimed and %d in progress", statuses, n-1)
+	}
+	got := h.get(op.ID)
+	if got.Fence != 1 || got.LeaseOwner != winner || got.State != ledger.StateClaimed {
+		h.Fatalf("after the race: fence %d owner %q state %s, want fence 1 owner %q CLAIMED", got.Fence, got.LeaseOwner, got.State, winner)
+	}
+}
+
+// Many claimers over many ids, each winner running its operation to the end:
+// every id is claimed exactly once and run exactly once.
+func testConcurrentClaimsMany(h *h) {
+	const ids, perID = 8, 6
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		wins = map[string]int{}
+		errs []error
+	)
+	start := make(chan struct{})
+	for i := range ids * perID {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			op := newOp(fmt.Sprintf("op-many-%d", i%ids), "task-many")
+			owner := fmt.Sprintf("worker-%02d/1", i)
+			<-start
+			err := func() error {
+				res, err := h.s.Claim(h.ctx, ledger.ClaimRequest{Op: op, Owner: owner, Lease: Lease})
+				if err != nil || res.Status != ledger.Claimed {
+					return err
+				}
+				mu.Lock()
+				wins[op.ID]++
+				mu.Unlock()
+				if err := h.s.MarkRunning(h.ctx, op.ID, res.Op.Fence); err != nil {
+					return err
+				}
+				return h.s.Complete(h.ctx, ledger.Completion{ID: op.ID, Fence: res.Op.Fence,
+					State: ledger.StateSucceeded, ExternalID: owner})
+			}()
+			if err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	if len(errs) > 0 {
+		h.Fatalf("concurrent operations failed: %v", errors.Join(errs...))
+	}
+	ops, err := h.s.ListByTask(h.ctx, "task-many")
+	if err != nil || len(ops) != ids {
+		h.Fatalf("ListByTask: %d operations, %v; want %d", len(ops), err, ids)
+	}
+	for _, op := range ops {
+		if wins[op.ID] != 1 || op.State != ledger.StateSucceeded || op.AttemptCount != 1 || op.Fence != 1 {
+			h.Errorf("%s: won %d times, state %s, attempts %d, fence %d; want once, SUCCEEDED, 1, 1",
+				op.ID, wins[op.ID], op.State, op.AttemptCount, op.Fence)
+		}
+	}
+}

@@ -1,0 +1,294 @@
+// Package sqlite is the embedded ledger.Store: one SQLite file, opened with
+// the pure-Go modernc.org/sqlite driver, shared by every worker process on a
+// machine.
+//
+// Guarantees, in addition to those of package ledger:
+//   - Every state change is one transaction begun with BEGIN IMMEDIATE, so it
+//     reads and writes under the database's write lock: concurrent claimers,
+//     in this process or in others sharing the file, are serialized, and a
+//     claim decision can never be based on a row that changed before commit.
+//   - Inside a process all writes go through a single connection; readers use
+//     their own connections and, thanks to WAL, never block the writer.
+//   - Open returns only once journal_mode=WAL, busy_timeout=5000 ms,
+//     synchronous=NORMAL and foreign_keys=ON are verified on a live
+//     connection and the schema exists. A committed write survives a process
+//     crash; with synchronous=NORMAL the last transactions before a power
+//     loss may roll back, but the database stays consistent.
+//   - All timestamps, including lease expiry checks, come from Options.Now and
+//     are stored as UTC Unix nanoseconds.
+//   - GetItem verifies that the bytes it returns hash to the reference asked
+//     for.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/capstanhq/capstan/internal/ledger"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
+)
+
+// schemaVersion is stored in PRAGMA user_version. Open refuses a database
+// written by a newer schema.
+const schemaVersion = 1
+
+const busyTimeoutMillis = 5000
+
+// Options configures a Store. The zero value is ready to use.
+type Options struct {
+	// Now returns the current time; it stamps rows and decides whether a
+	// lease is live. Defaults to time.Now.
+	Now func() time.Time
+	// Logger receives claim decisions (debug) and rejected stale-fence
+	// writes (warn). Defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// Store is a ledger.Store backed by one SQLite file. It is safe for
+// concurrent use.
+type Store struct {
+	path   string
+	w      *sql.DB // exactly one connection; every write goes through it
+	r      *sql.DB // read-only connections for Get, ListByTask and GetItem
+	now    func() time.Time
+	log    *slog.Logger
+	closed sync.Once
+	cerr   error
+}
+
+var _ ledger.Store = (*Store)(nil)
+
+// Open opens (creating if needed) the ledger database at path, creating its
+// parent directories. Errors name the path.
+func Open(ctx context.Context, path string, opts Options) (*Store, error) {
+	if path == "" {
+		return nil, errors.New("ledger/sqlite: open: empty database path")
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("ledger/sqlite: open %q: %w", path, err)
+	}
+	if fi, err := os.Stat(abs); err == nil && fi.IsDir() {
+		return nil, fmt.Errorf("ledger/sqlite: open %q: is a directory, want a database file", path)
+	}
+	if err := os.MkdirAll(filepath.Dir(abs), 0o755); err != nil {
+		return nil, fmt.Errorf("ledger/sqlite: open %q: create parent directory: %w", path, err)
+	}
+
+	s := &Store{path: abs, now: opts.Now, log: opts.Logger}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+
+	fail := func(what string, err error) (*Store, error) {
+		s.Close()
+		return nil, fmt.Errorf("ledger/sqlite: open %q: %s: %w", path, what, err)
+	}
+
+	// The writer is opened and checked first: it is the connection that
+	// switches a new file to WAL and creates the schema.
+	if s.w, err = sql.Open("sqlite", dsn(abs, false)); err != nil {
+		return fail("open writer", err)
+	}
+	s.w.SetMaxOpenConns(1)
+	s.w.SetMaxIdleConns(1)
+	s.w.SetConnMaxLifetime(0)
+	s.w.SetConnMaxIdleTime(0)
+	if err := verifyPragmas(ctx, s.w); err != nil {
+		return fail("configure writer connection", err)
+	}
+	if err := migrate(ctx, s.w); err != nil {
+		return fail("create schema", err)
+	}
+
+	if s.r, err = sql.Open("sqlite", dsn(abs, true)); err != nil {
+		return fail("open readers", err)
+	}
+	s.r.SetMaxOpenConns(4)
+	s.r.SetMaxIdleConns(4)
+	if err := verifyPragmas(ctx, s.r); err != nil {
+		return fail("configure reader connection", err)
+	}
+	s.log.DebugContext(ctx, "ledger opened", "path", abs)
+	return s, nil
+}
+
+// Path returns the absolute path of the database file.
+func (s *Store) Path() string { return s.path }
+
+// Close closes the database. It is safe to call more than once.
+func (s *Store) Close() error {
+	s.closed.Do(func() {
+		var errs []error
+		if s.r != nil {
+			errs = append(errs, s.r.Close())
+		}
+		if s.w != nil {
+			errs = append(errs, s.w.Close())
+		}
+		if err := errors.Join(errs...); err != nil {
+			s.cerr = fmt.Errorf("ledger/sqlite: close %q: %w", s.path, err)
+		}
+	})
+	return s.cerr
+}
+
+// dsn builds a modernc.org/sqlite URI DSN. The driver runs the _pragma list on
+// every new connection, busy_timeout first; _txlock=immediate makes every
+// read-write BeginTx issue BEGIN IMMEDIATE.
+func dsn(abs string, readOnly bool) string {
+	p := filepath.ToSlash(abs)
+	if !strings.HasPrefix(p, "/") {
+		p = "/" + p // Windows drive letter: file:/C:/...
+	}
+	// Characters that end or escape the path part of a URI.
+	p = strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(p)
+	q := []string{
+		fmt.Sprintf("_pragma=busy_timeout(%d)", busyTimeoutMillis),
+		"_pragma=journal_mode(WAL)",
+		"_pragma=synchronous(NORMAL)",
+		"_pragma=foreign_keys(1)",
+	}
+	if readOnly {
+		q = append(q, "_pragma=query_only(1)")
+	} else {
+		q = append(q, "_txlock=immediate")
+	}
+	return "file:" + p + "?" + strings.Join(q, "&")
+}
+
+// verifyPragmas checks on one live connection of db that the DSN pragmas took
+// effect; the driver applies the same list to every connection it opens.
+func verifyPragmas(ctx context.Context, db *sql.DB) error {
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	var mode string
+	if err := conn.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
+		return fmt.Errorf("read journal_mode: %w", err)
+	}
+	if !strings.EqualFold(mode, "wal") {
+		return fmt.Errorf("journal_mode is %q, want wal (is the file on a filesystem without shared memory support?)", mode)
+	}
+	want := []struct {
+		pragma string
+		value  int64
+	}{
+		{"busy_timeout", busyTimeoutMillis},
+		{"synchronous", 1}, // NORMAL
+		{"foreign_keys", 1},
+	}
+	for _, w := range want {
+		var got int64
+		if err := conn.QueryRowContext(ctx, "PRAGMA "+w.pragma).Scan(&got); err != nil {
+			return fmt.Errorf("read %s: %w", w.pragma, err)
+		}
+		if got != w.value {
+			return fmt.Errorf("%s is %d, want %d", w.pragma, got, w.value)
+		}
+	}
+	return nil
+}
+
+const schema = `
+CREATE TABLE IF NOT EXISTS operations (
+	operation_id     TEXT    NOT NULL PRIMARY KEY,
+	tenant           TEXT    NOT NULL DEFAULT '',
+	task_id          TEXT    NOT NULL DEFAULT '',
+	turn_id          TEXT    NOT NULL DEFAULT '',
+	tool_call_id     TEXT    NOT NULL DEFAULT '',
+	kind             TEXT    NOT NULL DEFAULT '',
+	business_key     TEXT    NOT NULL DEFAULT '',
+	request_hash     TEXT    NOT NULL DEFAULT '',
+	state            TEXT    NOT NULL,
+	lease_owner      TEXT    NOT NULL DEFAULT '',
+	lease_expires_at INTEGER,          -- UTC Unix nanoseconds; NULL when no lease
+	fence            INTEGER NOT NULL,
+	attempt_count    INTEGER NOT NULL DEFAULT 0,
+	external_id      TEXT    NOT NULL DEFAULT '',
+	result           BLOB,
+	error            TEXT    NOT NULL DEFAULT '',
+	created_at       INTEGER NOT NULL, -- UTC Unix nanoseconds
+	updated_at       INTEGER NOT NULL  -- UTC Unix nanoseconds
+);
+CREATE INDEX IF NOT EXISTS operations_task_id ON operations (task_id, created_at, operation_id);
+CREATE TABLE IF NOT EXISTS items (
+	ref        TEXT    NOT NULL PRIMARY KEY, -- "sha256:<hex>"
+	data       BLOB    NOT NULL,
+	size       INTEGER NOT NULL,
+	created_at INTEGER NOT NULL              -- UTC Unix nanoseconds
+);
+`
+
+// migrate creates the schema if missing. It is idempotent and refuses a
+// database from a newer schema version.
+func migrate(ctx context.Context, db *sql.DB) error {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	var v int
+	if err := tx.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
+		return fmt.Errorf("read user_version: %w", err)
+	}
+	if v > schemaVersion {
+		return fmt.Errorf("schema version %d is newer than this binary's %d", v, schemaVersion)
+	}
+	if _, err := tx.ExecContext(ctx, schema); err != nil {
+		return err
+	}
+	if v < schemaVersion {
+		if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", schemaVersion)); err != nil {
+			return fmt.Errorf("set user_version: %w", err)
+		}
+	}
+	return tx.Commit()
+}
+
+// inTx runs fn in a write transaction (BEGIN IMMEDIATE) and commits it when fn
+// returns nil.
+func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	if err := fn(tx); err != nil {
+		tx.Rollback()
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+// toNanos and fromNanos convert between time.Time and the stored form. The
+// zero time is stored as NULL.
+func toNanos(t time.Time) sql.NullInt64 {
+	if t.IsZero() {
+		return sql.NullInt64{}
+	}
+	return sql.NullInt64{Int64: t.UnixNano(), Valid: true}
+}
+
+func fromNanos(n sql.NullInt64) time.Time {
+	if !n.Valid {
+		return time.Time{}
+	}
+	return time.Unix(0, n.Int64).UTC()
+}

@@ -1,0 +1,283 @@
+package sqlite_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/capstanhq/capstan/internal/ledger"
+	"github.com/capstanhq/capstan/internal/ledger/ledgertest"
+	"github.com/capstanhq/capstan/internal/ledger/sqlite"
+)
+
+func testLogger(t *testing.T) *slog.Logger {
+	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+func open(t *testing.T, path string, now func() time.Time) *sqlite.Store {
+	t.Helper()
+	s, err := sqlite.Open(context.Background(), path, sqlite.Options{Now: now, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatalf("Open(%q): %v", path, err)
+	}
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return s
+}
+
+func TestContract(t *testing.T) {
+	ledgertest.Run(t, func(t *testing.T, now func() time.Time) ledger.Store {
+		return open(t, filepath.Join(t.TempDir(), "ledger.db"), now)
+	})
+}
+
+func TestOpenCreatesParentDirectories(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "a", "b", "c", "ledger.db")
+	s := open(t, path, nil)
+	if s.Path() != path {
+		t.Errorf("Path() = %q, want %q", s.Path(), path)
+	}
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("database file: %v", err)
+	}
+}
+
+func TestOpenErrorsNameThePath(t *testing.T) {
+	dir := t.TempDir()
+	regular := filepath.Join(dir, "regular")
+	if err := os.WriteFile(regular, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	notDB := filepath.Join(dir, "notes.db")
+	if err := os.WriteFile(notDB, []byte(strings.Repeat("this is a text file, not a database\n", 200)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name, path, want string
+	}{
+		{"parent is a regular file", filepath.Join(regular, "ledger.db"), "create parent directory"},
+		{"not a database", notDB, "not a database"},
+		{"a directory", dir, "is a directory"},
+		{"empty path", "", "empty database path"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, err := sqlite.Open(context.Background(), tt.path, sqlite.Options{})
+			if err == nil {
+				s.Close()
+				t.Fatalf("Open(%q) succeeded, want an error", tt.path)
+			}
+			if !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("error %q does not contain %q", err, tt.want)
+			}
+			if tt.path != "" && !strings.Contains(err.Error(), tt.path) {
+				t.Errorf("error %q does not name the path %q", err, tt.path)
+			}
+		})
+	}
+	// The text file is left as it was.
+	if b, _ := os.ReadFile(notDB); !strings.HasPrefix(string(b), "this is a text file") {
+		t.Errorf("Open modified the non-database file")
+	}
+}
+
+// rawDB opens the file with plain database/sql to look at what Open left.
+func rawDB(t *testing.T, path string) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+func TestWALIsOn(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "ledger.db")
+	s := open(t, path, nil)
+	if _, err := s.PutItem(context.Background(), []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	var mode string
+	if err := rawDB(t, path).QueryRow("PRAGMA journal_mode").Scan(&mode); err != nil {
+		t.Fatal(err)
+	}
+	if mode != "wal" {
+		t.Fatalf("journal_mode = %q, want wal (persistent in the file)", mode)
+	}
+	if _, err := os.Stat(path + "-wal"); err != nil {
+		t.Errorf("no write-ahead log next to the database: %v", err)
+	}
+}
+
+func TestPathWithURICharacters(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "odd?name#1%20.db")
+	s := open(t, path, nil)
+	if _, err := s.PutItem(context.Background(), []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("database not created at the literal path: %v", err)
+	}
+}
+
+func TestDataSurvivesReopen(t *testing.T) {
+	ctx := context.Background()
+	clock := ledgertest.NewClock(ledgertest.Epoch)
+	path := filepath.Join(t.TempDir(), "ledger.db")
+
+	s, err := sqlite.Open(ctx, path, sqlite.Options{Now: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	op := ledger.Operation{ID: "op-1", TaskID: "task-1", RequestHash: "h", Kind: "slack_post"}
+	res, err := s.Claim(ctx, ledger.ClaimRequest{Op: op, Owner: "w/1", Lease: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.MarkRunning(ctx, op.ID, res.Op.Fence); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Complete(ctx, ledger.Completion{ID: op.ID, Fence: res.Op.Fence, State: ledger.StateSucceeded, ExternalID: "ts-1", Result: []byte("ok")}); err != nil {
+		t.Fatal(err)
+	}
+	ref, err := s.PutItem(ctx, []byte("item"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := s.Get(ctx, op.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+
+	s2 := open(t, path, clock.Now) // schema creation is idempotent
+	got, err := s2.Get(ctx, op.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.State != ledger.StateSucceeded || string(got.Result) != "ok" || got.ExternalID != "ts-1" ||
+		!got.UpdatedAt.Equal(want.UpdatedAt) || !got.CreatedAt.Equal(ledgertest.Epoch) {
+		t.Fatalf("after reopen: %+v, want %+v", got, want)
+	}
+	res, err = s2.Claim(ctx, ledger.ClaimRequest{Op: op, Owner: "w/2", Lease: time.Minute})
+	if err != nil || res.Status != ledger.AlreadySucceeded {
+		t.Fatalf("Claim after reopen: %v, %v; want AlreadySucceeded", res.Status, err)
+	}
+	if b, err := s2.GetItem(ctx, ref); err != nil || string(b) != "item" {
+		t.Fatalf("GetItem after reopen: %q, %v", b, err)
+	}
+}
+
+func TestItemsStoredOnce(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "ledger.db")
+	s := open(t, path, nil)
+	for range 3 {
+		if _, err := s.PutItem(ctx, []byte("same")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var n int
+	if err := rawDB(t, path).QueryRow("SELECT count(*) FROM items").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 1 {
+		t.Fatalf("%d item rows, want 1", n)
+	}
+}
+
+func TestCorruptItemIsNotReturned(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "ledger.db")
+	s := open(t, path, nil)
+	ref, err := s.PutItem(ctx, []byte("original"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rawDB(t, path).Exec("UPDATE items SET data = ? WHERE ref = ?", []byte("tampered"), ref); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.GetItem(ctx, ref); err == nil || !strings.Contains(err.Error(), "corrupt") || errors.Is(err, ledger.ErrNotFound) {
+		t.Fatalf("GetItem of tampered bytes: %v, want a corruption error", err)
+	}
+}
+
+func TestNewerSchemaIsRefused(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "ledger.db")
+	s := open(t, path, nil)
+	s.Close()
+	if _, err := rawDB(t, path).Exec("PRAGMA user_version = 99"); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := sqlite.Open(context.Background(), path, sqlite.Options{}); err == nil {
+		s.Close()
+		t.Fatal("Open of a newer schema succeeded")
+	} else if !strings.Contains(err.Error(), "newer") {
+		t.Fatalf("error %q, want it to say the schema is newer", err)
+	}
+}
+
+// Two Stores on one file stand in for two worker processes: each has its own
+// write connection, so only BEGIN IMMEDIATE and the busy timeout keep their
+// claims apart.
+func TestClaimsSerializeAcrossStores(t *testing.T) {
+	ctx := context.Background()
+	clock := ledgertest.NewClock(ledgertest.Epoch)
+	path := filepath.Join(t.TempDir(), "ledger.db")
+	stores := []*sqlite.Store{open(t, path, clock.Now), open(t, path, clock.Now)}
+	const ids, perStore = 20, 8
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		claimed = map[string]int{}
+		errs    []error
+	)
+	start := make(chan struct{})
+	for si, s := range stores {
+		for g := range perStore {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				for i := range ids {
+					op := ledger.Operation{ID: fmt.Sprintf("op-%d", i), TaskID: "task", RequestHash: "h"}
+					res, err := s.Claim(ctx, ledger.ClaimRequest{Op: op, Owner: fmt.Sprintf("s%d/g%d", si, g), Lease: time.Minute})
+					mu.Lock()
+					if err != nil {
+						errs = append(errs, err)
+					} else if res.Status == ledger.Claimed {
+						claimed[op.ID]++
+					}
+					mu.Unlock()
+				}
+			}()
+		}
+	}
+	close(start)
+	wg.Wait()
+	if len(errs) > 0 {
+		t.Fatalf("%d claims failed, first: %v", len(errs), errs[0])
+	}
+	for i := range ids {
+		if id := fmt.Sprintf("op-%d", i); claimed[id] != 1 {
+			t.Errorf("%s claimed %d times, want once", id, claimed[id])
+		}
+	}
+}

@@ -1,0 +1,251 @@
+package openai
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/openai/openai-go/v3"
+
+	"github.com/capstanhq/capstan/internal/model"
+)
+
+// classifyRequestError classifies a failure of the request itself, before any
+// of the stream was read (DESIGN §4.4). resp is the response, if one arrived.
+func (p *Provider) classifyRequestError(ctx context.Context, rec *model.PhaseRecorder, resp *http.Response, err error) *model.AttemptError {
+	if ctx.Err() != nil {
+		cause := context.Cause(ctx)
+		return &model.AttemptError{Outcome: model.OutcomeCancelled, Phase: rec.Phase(),
+			Message: p.redact("the request was cancelled: " + cause.Error()), Err: cause}
+	}
+
+	var apiErr *openai.Error
+	if errors.As(err, &apiErr) || (resp != nil && resp.StatusCode >= 400) {
+		rec.Advance(model.PhaseHeadersReceived)
+		ae := &model.AttemptError{Phase: rec.Phase()}
+		var code, typ, msg string
+		if apiErr != nil {
+			ae.HTTPStatus = apiErr.StatusCode
+			code, typ, msg = apiErr.Code, apiErr.Type, apiErr.Message
+			ae.Err = scrubbed(apiErr)
+		} else {
+			// The SDK could not decode the error body (e.g. an HTML page
+			// from a proxy); the status still decides.
+			ae.HTTPStatus = resp.StatusCode
+			ae.Err = err
+		}
+		if resp != nil {
+			ae.RetryAfter = retryAfter(resp.Header, time.Now())
+		}
+		ae.Outcome = classifyStatus(ae.HTTPStatus, code, typ, msg)
+		if msg == "" {
+			msg = fmt.Sprintf("the provider answered HTTP %d %s", ae.HTTPStatus, http.StatusText(ae.HTTPStatus))
+		}
+		ae.Message = p.redact(msg)
+		return ae
+	}
+
+	var urlErr *url.Error
+	switch {
+	case !rec.WroteRequestBytes() && errors.As(err, &urlErr):
+		// Dial, DNS, TLS or proxy failure, with proof that no byte of the
+		// request was written: safe to send again.
+		return &model.AttemptError{Outcome: model.OutcomeNotSent, Phase: model.PhaseNotSent,
+			Message: p.redact("could not reach the provider: " + err.Error()), Err: err}
+	case !rec.WroteRequestBytes():
+		// Not a transport error: the SDK refused to build the request
+		// (unparsable base URL, unencodable parameters). Sending it again
+		// cannot help, so it is not "not_sent".
+		return &model.AttemptError{Outcome: model.OutcomeRejected, Phase: model.PhaseNotSent,
+			Message: p.redact("could not build the request: " + err.Error()), Err: err}
+	default:
+		// Bytes were written and the connection failed before a response:
+		// the provider may have started the work (DESIGN §4.1).
+		return &model.AttemptError{Outcome: model.OutcomeUnknown, Phase: rec.Phase(),
+			Message: p.redact("the connection failed after the request was sent: " + err.Error()), Err: err}
+	}
+}
+
+// classifyStatus maps an HTTP error status, refined by the provider's error
+// code, type and message, onto an outcome (DESIGN §4.4).
+func classifyStatus(status int, code, typ, msg string) model.Outcome {
+	switch status {
+	case http.StatusTooManyRequests:
+		if isQuota(code, typ, msg) {
+			return model.OutcomeRejected
+		}
+		return model.OutcomeOverloaded
+	case http.StatusRequestTimeout, http.StatusConflict,
+		http.StatusInternalServerError, http.StatusBadGateway, http.StatusServiceUnavailable,
+		http.StatusGatewayTimeout, 529:
+		return model.OutcomeOverloaded
+	case http.StatusBadRequest, http.StatusRequestEntityTooLarge:
+		if isOverflow(code, typ, msg) {
+			return model.OutcomeOverflow
+		}
+		return model.OutcomeRejected
+	case http.StatusNotImplemented, http.StatusHTTPVersionNotSupported:
+		return model.OutcomeRejected // the server will never serve this request
+	}
+	switch {
+	case status >= 500:
+		// Other 5xx (Cloudflare's 520–524, …) are transient server trouble.
+		return model.OutcomeOverloaded
+	case status >= 400:
+		return model.OutcomeRejected // 401, 403, 404, 422, …
+	default:
+		return model.OutcomeUnknown
+	}
+}
+
+// classifyEvent classifies an SSE error object received in a 200 stream by
+// its type and code, never by the status (DESIGN §4.5). It returns the
+// provider's own message.
+func classifyEvent(data []byte) (model.Outcome, string) {
+	code, typ, msg, status := parseEventError(data)
+	if msg == "" {
+		msg = "the provider sent an error event mid-stream"
+		if typ != "" || code != "" {
+			msg += fmt.Sprintf(" (%s)", strings.Trim(typ+" "+code, " "))
+		}
+	}
+	kind := strings.ToLower(code + " " + typ)
+	switch {
+	case isOverflow(code, typ, msg):
+		return model.OutcomeOverflow, msg
+	case isQuota(code, typ, msg):
+		return model.OutcomeRejected, msg
+	case containsAny(kind, "overloaded", "rate_limit", "rate limit", "server_error", "unavailable", "timeout", "internal_error", "api_error"),
+		containsAny(strings.ToLower(msg), "overloaded", "rate limit"):
+		return model.OutcomeOverloaded, msg
+	case status >= 400:
+		return classifyStatus(status, code, typ, msg), msg
+	case containsAny(kind, "invalid_request", "authentication", "permission", "not_found", "content_filter", "content_policy"):
+		return model.OutcomeRejected, msg
+	default:
+		// An error we cannot place: the 2xx answer is unusable, which is what
+		// the invalid outcome retries.
+		return model.OutcomeInvalid, msg
+	}
+}
+
+// parseEventError reads {"error": {...}} as OpenAI and most compatible
+// servers send it. "code" may be a string or a number (vLLM sends the HTTP
+// status there); "error" may also be a bare string.
+func parseEventError(data []byte) (code, typ, msg string, status int) {
+	var env struct {
+		Error json.RawMessage `json:"error"`
+	}
+	if json.Unmarshal(data, &env) != nil {
+		return "", "", "", 0
+	}
+	var s string
+	if json.Unmarshal(env.Error, &s) == nil {
+		return "", "", s, 0
+	}
+	var e struct {
+		Message string          `json:"message"`
+		Type    string          `json:"type"`
+		Code    json.RawMessage `json:"code"`
+	}
+	if json.Unmarshal(env.Error, &e) != nil {
+		return "", "", "", 0
+	}
+	if json.Unmarshal(e.Code, &code) != nil {
+		var n json.Number
+		if json.Unmarshal(e.Code, &n) == nil {
+			code = n.String()
+			if v, err := strconv.Atoi(code); err == nil && v >= 100 && v <= 599 {
+				status = v
+			}
+		}
+	}
+	return code, e.Type, e.Message, status
+}
+
+// isOverflow reports whether the provider said the prompt does not fit the
+// model's context window.
+func isOverflow(code, typ, msg string) bool {
+	return containsAny(strings.ToLower(code+" "+typ), "context_length_exceeded", "context_window_exceeded") ||
+		containsAny(strings.ToLower(msg), "maximum context length", "prompt is too long",
+			"context_length_exceeded", "context window", "maximum model length")
+}
+
+// isQuota reports whether a 429 means the account is out of quota or over
+// its spend limit, which waiting does not fix. "billing" is matched in the
+// code and type only: OpenAI's ordinary rate-limit messages mention the
+// billing page.
+func isQuota(code, typ, msg string) bool {
+	return containsAny(strings.ToLower(code+" "+typ), "insufficient_quota", "quota_exceeded", "billing", "spend_limit", "spend limit") ||
+		containsAny(strings.ToLower(msg), "exceeded your current quota", "insufficient_quota", "spend limit", "spending limit")
+}
+
+func containsAny(s string, subs ...string) bool {
+	for _, sub := range subs {
+		if strings.Contains(s, sub) {
+			return true
+		}
+	}
+	return false
+}
+
+// retryAfter reads the delay a provider asked for: retry-after-ms
+// (milliseconds), else Retry-After in seconds or as an HTTP date. Zero means
+// no usable header. Values are not capped here: the turn guard decides what
+// an over-long wait means.
+func retryAfter(h http.Header, now time.Time) time.Duration {
+	if v := strings.TrimSpace(h.Get("Retry-After-Ms")); v != "" {
+		if ms, err := strconv.ParseFloat(v, 64); err == nil && ms > 0 && ms < math.MaxInt64/float64(time.Millisecond) {
+			return time.Duration(ms * float64(time.Millisecond))
+		}
+	}
+	v := strings.TrimSpace(h.Get("Retry-After"))
+	if v == "" {
+		return 0
+	}
+	if sec, err := strconv.ParseFloat(v, 64); err == nil {
+		if sec > 0 && sec < math.MaxInt64/float64(time.Second) {
+			return time.Duration(sec * float64(time.Second))
+		}
+		return 0
+	}
+	if t, err := http.ParseTime(v); err == nil && t.After(now) {
+		return t.Sub(now)
+	}
+	return 0
+}
+
+// scrubbed copies an SDK API error without its request and response: the
+// request carries the Authorization header (and so does the response, through
+// its Request field), and an AttemptError travels to logs and to Temporal.
+// The error's fields, and errors.As on *openai.Error, remain.
+func scrubbed(e *openai.Error) *openai.Error {
+	c := *e
+	c.Request, c.Response = nil, nil
+	return &c
+}
+
+// redact removes the API key from text that is about to leave the provider,
+// in case a server or a URL echoes it.
+func (p *Provider) redact(s string) string {
+	if p.key == "" {
+		return s
+	}
+	return strings.ReplaceAll(s, p.key, "[redacted]")
+}
+
+// isDecodeError reports whether err means the stream's bytes arrived but did
+// not form a valid chunk.
+func isDecodeError(err error) bool {
+	var syn *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	return errors.As(err, &syn) || errors.As(err, &typ) || errors.Is(err, bufio.ErrTooLong)
+}

@@ -1,0 +1,383 @@
+package sandbox
+
+import (
+	"context"
+	"crypto/sha1"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+)
+
+// GitHub is an in-memory stand-in for the GitHub REST API, serving the
+// endpoints go-github v62 calls for refs, contents, pull requests, issues and
+// issue comments, with GitHub's status codes and error bodies.
+//
+// Any "owner/name" repository exists on first touch, with a branch "main"
+// holding README.md ("# <name>\n"). The API may be mounted under any path
+// prefix (a GitHub Enterprise "/api/v3/" or a proxy path): everything from the
+// first "/repos/" on is the API path. GET /_sandbox/stats returns Stats.
+//
+// Guarantees: it is safe for concurrent use; an installed Fault runs before
+// any state changes, and the effect counters count only effects that were
+// actually performed (a rejected request counts as a request, nothing else).
+type GitHub struct {
+	faultPoint
+
+	mux *http.ServeMux
+	now func() time.Time
+
+	dataMu sync.Mutex
+	repos  map[string]*ghRepo // by lower-case "owner/name": GitHub is case-insensitive there
+	seq    int64              // global ids (commits, pull requests, comments), like GitHub's
+	stats  GitHubStats
+}
+
+// GitHubStats counts what the fake has seen and done.
+type GitHubStats struct {
+	Requests            int64 `json:"requests"`
+	AuthorizedRequests  int64 `json:"authorized_requests"`
+	BranchesCreated     int64 `json:"branches_created"`
+	FilesWritten        int64 `json:"files_written"`
+	PullRequestsCreated int64 `json:"pull_requests_created"`
+	CommentsCreated     int64 `json:"comments_created"`
+}
+
+// SandboxPR is a pull request as stored by the fake.
+type SandboxPR struct {
+	Number  int    `json:"number"`
+	Head    string `json:"head"`
+	Base    string `json:"base"`
+	Title   string `json:"title"`
+	Body    string `json:"body"`
+	State   string `json:"state"`
+	HeadSHA string `json:"head_sha"`
+}
+
+// SandboxComment is an issue or pull request comment as stored by the fake.
+type SandboxComment struct {
+	ID        int64     `json:"id"`
+	Body      string    `json:"body"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+type ghRepo struct {
+	owner, name string
+	id          int64
+	created     time.Time
+	branches    map[string]string // branch name -> head commit sha
+	commits     map[string]*ghCommit
+	issues      map[int]*ghIssue // pull requests are issues too, as on GitHub
+	comments    []*ghComment     // in creation order
+	lastNumber  int
+}
+
+type ghCommit struct {
+	sha, parent, message string
+	files                map[string][]byte // full snapshot; the fake favours clarity over space
+	at                   time.Time
+}
+
+type ghIssue struct {
+	number                       int
+	id                           int64
+	title, body, state           string
+	created, updated             time.Time
+	closed                       time.Time
+	isPull                       bool
+	draft                        bool
+	head, base, headSHA, baseSHA string
+}
+
+type ghComment struct {
+	id               int64
+	number           int
+	body             string
+	created, updated time.Time
+}
+
+// ghURLs are the bases for the links the fake writes: web pages at the host
+// root (like https://github.com/), API resources under the mount prefix.
+type ghURLs struct{ web, api string }
+
+type ghPrefixKey struct{}
+
+// NewGitHub returns an empty fake.
+func NewGitHub() *GitHub {
+	g := &GitHub{repos: map[string]*ghRepo{}, now: time.Now, mux: http.NewServeMux()}
+	const r = "/repos/{owner}/{repo}"
+	g.mux.HandleFunc("GET "+r, g.getRepo)
+	g.mux.HandleFunc("GET "+r+"/git/ref/{ref...}", g.getRef)
+	g.mux.HandleFunc("POST "+r+"/git/refs", g.createRef)
+	g.mux.HandleFunc("GET "+r+"/contents/{path...}", g.getContents)
+	g.mux.HandleFunc("PUT "+r+"/contents/{path...}", g.putContents)
+	g.mux.HandleFunc("GET "+r+"/pulls", g.listPulls)
+	g.mux.HandleFunc("POST "+r+"/pulls", g.createPull)
+	g.mux.HandleFunc("GET "+r+"/pulls/{number}", g.getPull)
+	g.mux.HandleFunc("PATCH "+r+"/pulls/{number}", g.updatePull)
+	g.mux.HandleFunc("POST "+r+"/issues", g.createIssue)
+	g.mux.HandleFunc("GET "+r+"/issues/comments", g.listComments)
+	g.mux.HandleFunc("GET "+r+"/issues/{number}/comments", g.listComments)
+	g.mux.HandleFunc("POST "+r+"/issues/{number}/comments", g.createComment)
+	g.mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) { ghError(w, http.StatusNotFound, "Not Found") })
+	return g
+}
+
+// ServeHTTP serves the API and the /_sandbox/stats endpoint.
+func (g *GitHub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	// Stats bypass faults and are not counted, so a test can always read them.
+	if p := r.URL.Path; !strings.Contains(p, "/repos/") && strings.HasSuffix(p, sandboxStatsPath) {
+		serveSandboxStats(w, r, g.Stats())
+		return
+	}
+	g.dataMu.Lock()
+	g.stats.Requests++
+	if r.Header.Get("Authorization") != "" {
+		g.stats.AuthorizedRequests++
+	}
+	g.dataMu.Unlock()
+	if g.intercept(w, r, http.HandlerFunc(g.serve)) {
+		return
+	}
+	g.serve(w, r)
+}
+
+// serve strips the mount prefix and dispatches to the API handlers.
+func (g *GitHub) serve(w http.ResponseWriter, r *http.Request) {
+	p := r.URL.Path
+	i := strings.Index(p, "/repos/")
+	if i < 0 {
+		ghError(w, http.StatusNotFound, "Not Found")
+		return
+	}
+	r2 := r.Clone(context.WithValue(r.Context(), ghPrefixKey{}, p[:i]))
+	r2.URL.Path = p[i:]
+	r2.URL.RawPath = ""
+	if j := strings.Index(r.URL.RawPath, "/repos/"); j >= 0 {
+		r2.URL.RawPath = r.URL.RawPath[j:]
+	}
+	g.mux.ServeHTTP(w, r2)
+}
+
+// Stats returns a snapshot of the counters.
+func (g *GitHub) Stats() GitHubStats {
+	g.dataMu.Lock()
+	defer g.dataMu.Unlock()
+	return g.stats
+}
+
+// PullRequests returns the pull requests of repo ("owner/name") by number.
+func (g *GitHub) PullRequests(repo string) []SandboxPR {
+	g.dataMu.Lock()
+	defer g.dataMu.Unlock()
+	var out []SandboxPR
+	if rp := g.repos[strings.ToLower(repo)]; rp != nil {
+		for _, is := range rp.sortedIssues() {
+			if is.isPull {
+				out = append(out, SandboxPR{Number: is.number, Head: is.head, Base: is.base,
+					Title: is.title, Body: is.body, State: is.state, HeadSHA: is.headSHA})
+			}
+		}
+	}
+	return out
+}
+
+// Comments returns the comments on issue or pull request number of repo, oldest first.
+func (g *GitHub) Comments(repo string, number int) []SandboxComment {
+	g.dataMu.Lock()
+	defer g.dataMu.Unlock()
+	var out []SandboxComment
+	if rp := g.repos[strings.ToLower(repo)]; rp != nil {
+		for _, c := range rp.comments {
+			if c.number == number {
+				out = append(out, SandboxComment{ID: c.id, Body: c.body, CreatedAt: c.created})
+			}
+		}
+	}
+	return out
+}
+
+// stamp is the current time at GitHub's one-second resolution.
+func (g *GitHub) stamp() time.Time { return g.now().UTC().Truncate(time.Second) }
+
+// repoLocked returns the repository named in the request path, creating it on
+// first touch. The caller holds dataMu.
+func (g *GitHub) repoLocked(r *http.Request) *ghRepo {
+	owner, name := r.PathValue("owner"), r.PathValue("repo")
+	key := strings.ToLower(owner + "/" + name)
+	if rp := g.repos[key]; rp != nil {
+		return rp
+	}
+	g.seq++
+	rp := &ghRepo{owner: owner, name: name, id: g.seq, created: g.stamp(),
+		branches: map[string]string{}, commits: map[string]*ghCommit{}, issues: map[int]*ghIssue{}}
+	c := g.commitLocked(rp, "", map[string][]byte{"README.md": []byte("# " + name + "\n")}, "Initial commit")
+	rp.branches["main"] = c.sha
+	g.repos[key] = rp
+	return rp
+}
+
+// commitLocked records a commit with a git-style sha. The caller holds dataMu.
+func (g *GitHub) commitLocked(rp *ghRepo, parent string, files map[string][]byte, msg string) *ghCommit {
+	g.seq++
+	paths := make([]string, 0, len(files))
+	for p := range files {
+		paths = append(paths, p)
+	}
+	sort.Strings(paths)
+	tree := sha1.New()
+	for _, p := range paths {
+		fmt.Fprintf(tree, "%s %s\n", ghBlobSHA(files[p]), p)
+	}
+	body := fmt.Sprintf("tree %x\nparent %s\nserial %d\n\n%s", tree.Sum(nil), parent, g.seq, msg)
+	c := &ghCommit{sha: ghObjectSHA("commit", []byte(body)), parent: parent, message: msg, files: files, at: g.stamp()}
+	rp.commits[c.sha] = c
+	return c
+}
+
+// resolveLocked maps a branch name, "heads/x", "refs/heads/x" or a commit sha
+// to a commit. The caller holds dataMu.
+func (rp *ghRepo) resolveLocked(ref string) *ghCommit {
+	if ref == "" {
+		ref = "main"
+	}
+	if sha, ok := rp.branches[strings.TrimPrefix(strings.TrimPrefix(ref, "refs/"), "heads/")]; ok {
+		return rp.commits[sha]
+	}
+	return rp.commits[ref]
+}
+
+func (rp *ghRepo) sortedIssues() []*ghIssue {
+	out := make([]*ghIssue, 0, len(rp.issues))
+	for _, is := range rp.issues {
+		out = append(out, is)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].number < out[j].number })
+	return out
+}
+
+func (g *GitHub) getRepo(w http.ResponseWriter, r *http.Request) {
+	g.dataMu.Lock()
+	defer g.dataMu.Unlock()
+	rp, u := g.repoLocked(r), ghBases(r)
+	writeJSONBody(w, http.StatusOK, map[string]any{"id": rp.id, "name": rp.name, "full_name": rp.owner + "/" + rp.name,
+		"owner": ghUser(rp.owner), "private": false, "default_branch": "main",
+		"html_url": u.web + rp.owner + "/" + rp.name, "url": u.api + "repos/" + rp.owner + "/" + rp.name,
+		"created_at": rp.created, "updated_at": rp.created})
+}
+
+func (g *GitHub) getRef(w http.ResponseWriter, r *http.Request) {
+	g.dataMu.Lock()
+	defer g.dataMu.Unlock()
+	rp, ref := g.repoLocked(r), r.PathValue("ref")
+	sha, ok := rp.branches[strings.TrimPrefix(ref, "heads/")]
+	if !strings.HasPrefix(ref, "heads/") || !ok {
+		ghError(w, http.StatusNotFound, "Not Found")
+		return
+	}
+	writeJSONBody(w, http.StatusOK, rp.refJSON(ghBases(r), strings.TrimPrefix(ref, "heads/"), sha))
+}
+
+func (g *GitHub) createRef(w http.ResponseWriter, r *http.Request) {
+	var in struct{ Ref, SHA *string }
+	if !ghDecode(w, r, &in) {
+		return
+	}
+	g.dataMu.Lock()
+	defer g.dataMu.Unlock()
+	rp := g.repoLocked(r)
+	switch {
+	case in.Ref == nil:
+		ghError(w, http.StatusUnprocessableEntity, "Invalid request.\n\n\"ref\" wasn't supplied.")
+	case in.SHA == nil:
+		ghError(w, http.StatusUnprocessableEntity, "Invalid request.\n\n\"sha\" wasn't supplied.")
+	case !strings.HasPrefix(*in.Ref, "refs/heads/") || !ghValidBranch(strings.TrimPrefix(*in.Ref, "refs/heads/")):
+		// The fake stores branches only; tags and other namespaces are refused.
+		ghError(w, http.StatusUnprocessableEntity, "Reference name is invalid")
+	case rp.commits[*in.SHA] == nil:
+		ghError(w, http.StatusUnprocessableEntity, "Object does not exist")
+	default:
+		branch := strings.TrimPrefix(*in.Ref, "refs/heads/")
+		if _, exists := rp.branches[branch]; exists {
+			ghError(w, http.StatusUnprocessableEntity, "Reference already exists")
+			return
+		}
+		rp.branches[branch] = *in.SHA
+		g.stats.BranchesCreated++
+		writeJSONBody(w, http.StatusCreated, rp.refJSON(ghBases(r), branch, *in.SHA))
+	}
+}
+
+func (rp *ghRepo) full() string { return rp.owner + "/" + rp.name }
+
+func (rp *ghRepo) refJSON(u ghURLs, branch, sha string) map[string]any {
+	return map[string]any{"ref": "refs/heads/" + branch, "node_id": ghNodeID("REF", branch),
+		"url":    u.api + "repos/" + rp.full() + "/git/refs/heads/" + branch,
+		"object": map[string]any{"type": "commit", "sha": sha, "url": u.api + "repos/" + rp.full() + "/git/commits/" + sha}}
+}
+
+func ghBases(r *http.Request) ghURLs {
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	prefix, _ := r.Context().Value(ghPrefixKey{}).(string)
+	return ghURLs{web: scheme + "://" + r.Host + "/", api: scheme + "://" + r.Host + prefix + "/"}
+}
+
+// ghObjectSHA is git's object id: sha1 of "<kind> <len>\x00<data>".
+func ghObjectSHA(kind string, data []byte) string {
+	h := sha1.New()
+	fmt.Fprintf(h, "%s %d\x00", kind, len(data))
+	h.Write(data)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+func ghBlobSHA(data []byte) string { return ghObjectSHA("blob", data) }
+
+func ghNodeID(kind, s string) string {
+	return kind + "_" + base64.RawURLEncoding.EncodeToString([]byte(s))
+}
+
+func ghUser(login string) map[string]any {
+	return map[string]any{"login": login, "id": 1, "type": "User"}
+}
+
+// ghValidBranch applies the parts of git check-ref-format that matter here.
+func ghValidBranch(b string) bool {
+	return b != "" && !strings.ContainsAny(b, " ~^:?*[\\\x7f") && !strings.Contains(b, "..") &&
+		!strings.Contains(b, "//") && !strings.Contains(b, "@{") && !strings.HasPrefix(b, "/") &&
+		!strings.HasSuffix(b, "/") && !strings.HasSuffix(b, ".") && !strings.HasSuffix(b, ".lock")
+}
+
+func ghDeref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// ghDecode reads a JSON request body, answering 400 "Problems parsing JSON"
+// (GitHub's answer) when it is not.
+func ghDecode(w http.ResponseWriter, r *http.Request, v any) bool {
+	if err := json.NewDecoder(r.Body).Decode(v); err != nil {
+		ghError(w, http.StatusBadRequest, "Problems parsing JSON")
+		return false
+	}
+	return true
+}
+
+// ghError writes GitHub's error body; details become the "errors" array of a
+// 422 "Validation Failed".
+func ghError(w http.ResponseWriter, status int, msg string, details ...map[string]any) {
+	body := map[string]any{"message": msg, "documentation_url": "https://docs.github.com/rest"}
+	if len(details) > 0 {
+		body["errors"] = details
+	}
+	writeJSONBody(w, status, body)
+}

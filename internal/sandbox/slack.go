@@ -1,0 +1,381 @@
+package sandbox
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Identities the Slack fake reports for its one workspace and bot.
+const (
+	slackTeam   = "capstan-sandbox"
+	slackTeamID = "T0SANDBOX"
+	slackUser   = "capstan"
+	slackUserID = "U0SANDBOX"
+	slackBotID  = "B0SANDBOX"
+)
+
+// Slack is a fake Slack Web API serving the methods capstan uses, under
+// /api/<method> as slack-go calls them: auth.test, chat.postMessage and
+// conversations.history. Every method needs a token (form field "token" or
+// an Authorization: Bearer header) but any non-empty token is accepted. Any
+// channel name is accepted and echoed back as given. It is safe for
+// concurrent use.
+type Slack struct {
+	faultPoint
+
+	mu       sync.Mutex
+	stats    SlackStats
+	channels map[string][]slackStored
+	lastTS   int64 // microseconds since the epoch of the newest message
+}
+
+// SlackStats counts what the Slack fake has done. Requests answered by a
+// fault are not counted.
+type SlackStats struct {
+	// Requests is the number of /api/ requests the fake handled.
+	Requests int64 `json:"requests"`
+	// MessagesPosted is the number of messages chat.postMessage stored.
+	MessagesPosted int64 `json:"messages_posted"`
+}
+
+// SlackMessage is a message as the fake stored it.
+type SlackMessage struct {
+	Text string `json:"text"`
+	TS   string `json:"ts"`
+	// Metadata is the zero value when the message was posted without any.
+	Metadata SlackMessageMetadata `json:"metadata"`
+}
+
+// SlackMessageMetadata is a message's metadata, as chat.postMessage took it.
+type SlackMessageMetadata struct {
+	EventType string `json:"event_type"`
+	// EventPayload is a private copy: changing it changes nothing stored.
+	EventPayload map[string]any `json:"event_payload,omitempty"`
+}
+
+// slackStored is a stored message. The payload is kept as JSON so every
+// reader decodes a private copy.
+type slackStored struct {
+	text      string
+	ts        int64
+	eventType string
+	payload   json.RawMessage
+}
+
+// NewSlack returns a Slack fake with no messages and no fault.
+func NewSlack() *Slack {
+	return &Slack{channels: map[string][]slackStored{}}
+}
+
+// Stats returns a snapshot of the counters.
+func (s *Slack) Stats() SlackStats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stats
+}
+
+// Messages returns the messages posted to channel (named as the poster named
+// it), oldest first.
+func (s *Slack) Messages(channel string) []SlackMessage {
+	s.mu.Lock()
+	stored := slices.Clone(s.channels[channel])
+	s.mu.Unlock()
+	out := make([]SlackMessage, 0, len(stored))
+	for _, m := range stored {
+		msg := SlackMessage{Text: m.text, TS: formatTS(m.ts)}
+		msg.Metadata.EventType = m.eventType
+		if len(m.payload) > 0 {
+			_ = json.Unmarshal(m.payload, &msg.Metadata.EventPayload)
+		}
+		out = append(out, msg)
+	}
+	return out
+}
+
+// ServeHTTP implements [http.Handler]. The installed fault, if any, runs
+// before anything is read or counted. Like Slack, the fake answers API errors
+// with status 200 and {"ok": false, "error": ...}.
+func (s *Slack) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == sandboxStatsPath {
+		serveSandboxStats(w, r, s.Stats())
+		return
+	}
+	next := http.HandlerFunc(s.serve)
+	if s.intercept(w, r, next) {
+		return
+	}
+	next.ServeHTTP(w, r)
+}
+
+func (s *Slack) serve(w http.ResponseWriter, r *http.Request) {
+	method, ok := strings.CutPrefix(r.URL.Path, "/api/")
+	if !ok {
+		http.NotFound(w, r)
+		return
+	}
+	s.mu.Lock()
+	s.stats.Requests++
+	s.mu.Unlock()
+
+	var handle func(slackArgs) any
+	switch method {
+	case "auth.test":
+		handle = s.authTest
+	case "chat.postMessage":
+		handle = s.postMessage
+	case "conversations.history":
+		handle = s.history
+	default:
+		writeJSONBody(w, http.StatusOK, slackError("unknown_method"))
+		return
+	}
+	args, err := readSlackArgs(w, r)
+	if err != nil {
+		writeJSONBody(w, http.StatusOK, slackError("invalid_form_data"))
+		return
+	}
+	if args.token == "" {
+		writeJSONBody(w, http.StatusOK, slackError("not_authed"))
+		return
+	}
+	writeJSONBody(w, http.StatusOK, handle(args))
+}
+
+func (s *Slack) authTest(slackArgs) any {
+	return map[string]any{
+		"ok":      true,
+		"url":     "https://" + slackTeam + ".slack.com/",
+		"team":    slackTeam,
+		"user":    slackUser,
+		"team_id": slackTeamID,
+		"user_id": slackUserID,
+		"bot_id":  slackBotID,
+	}
+}
+
+func (s *Slack) postMessage(a slackArgs) any {
+	channel := a.get("channel")
+	if channel == "" {
+		return slackError("channel_not_found")
+	}
+	text := a.get("text")
+	if text == "" && a.get("blocks") == "" && a.get("attachments") == "" {
+		return slackError("no_text")
+	}
+	msg := slackStored{text: text}
+	if raw := a.get("metadata"); raw != "" {
+		var md struct {
+			EventType    string          `json:"event_type"`
+			EventPayload json.RawMessage `json:"event_payload"`
+		}
+		if err := json.Unmarshal([]byte(raw), &md); err != nil {
+			return slackError("invalid_metadata_format")
+		}
+		if md.EventType == "" {
+			return slackError("invalid_metadata_schema")
+		}
+		msg.eventType, msg.payload = md.EventType, md.EventPayload
+	}
+
+	s.mu.Lock()
+	// Timestamps follow the wall clock, so a reconciler's "oldest = claim
+	// time minus a margin" finds the message, and strictly increase, so
+	// each one names one message.
+	msg.ts = max(time.Now().UnixMicro(), s.lastTS+1)
+	s.lastTS = msg.ts
+	s.channels[channel] = append(s.channels[channel], msg)
+	s.stats.MessagesPosted++
+	s.mu.Unlock()
+
+	return map[string]any{
+		"ok":      true,
+		"channel": channel,
+		"ts":      formatTS(msg.ts),
+		"message": msg.toJSON(true),
+	}
+}
+
+// historyPageMax is the largest page conversations.history returns, as in
+// Slack; the default page is 100.
+const historyPageMax = 999
+
+func (s *Slack) history(a slackArgs) any {
+	channel := a.get("channel")
+	if channel == "" {
+		return slackError("channel_not_found")
+	}
+	oldest, okOld := parseTS(a.get("oldest"), 0)
+	latest, okNew := parseTS(a.get("latest"), 1<<62)
+	if !okOld || !okNew {
+		return slackError("invalid_ts_oldest")
+	}
+	limit := 100
+	if v := a.get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return slackError("invalid_limit")
+		}
+		if n > 0 {
+			limit = min(n, historyPageMax)
+		}
+	}
+	offset := 0
+	if c := a.get("cursor"); c != "" {
+		n, err := strconv.Atoi(strings.TrimPrefix(c, "offset:"))
+		if err != nil || n < 0 || !strings.HasPrefix(c, "offset:") {
+			return slackError("invalid_cursor")
+		}
+		offset = n
+	}
+	inclusive, withMeta := a.flag("inclusive"), a.flag("include_all_metadata")
+
+	s.mu.Lock()
+	stored := slices.Clone(s.channels[channel])
+	s.mu.Unlock()
+
+	// Newest first, as Slack returns them.
+	var matched []slackStored
+	for _, m := range slices.Backward(stored) {
+		if m.ts > oldest && m.ts < latest || inclusive && (m.ts == oldest || m.ts == latest) {
+			matched = append(matched, m)
+		}
+	}
+	page := matched[min(offset, len(matched)):]
+	hasMore := len(page) > limit
+	page = page[:min(limit, len(page))]
+	msgs := make([]map[string]any, 0, len(page))
+	for _, m := range page {
+		msgs = append(msgs, m.toJSON(withMeta))
+	}
+	next := ""
+	if hasMore {
+		next = fmt.Sprintf("offset:%d", offset+limit)
+	}
+	return map[string]any{
+		"ok":                true,
+		"messages":          msgs,
+		"has_more":          hasMore,
+		"pin_count":         0,
+		"response_metadata": map[string]any{"next_cursor": next},
+	}
+}
+
+// toJSON renders m as a Slack message object.
+func (m slackStored) toJSON(withMeta bool) map[string]any {
+	out := map[string]any{
+		"type":   "message",
+		"user":   slackUserID,
+		"bot_id": slackBotID,
+		"text":   m.text,
+		"ts":     formatTS(m.ts),
+	}
+	if withMeta && m.eventType != "" {
+		md := map[string]any{"event_type": m.eventType}
+		if len(m.payload) > 0 {
+			md["event_payload"] = m.payload
+		}
+		out["metadata"] = md
+	}
+	return out
+}
+
+func slackError(code string) map[string]any {
+	return map[string]any{"ok": false, "error": code}
+}
+
+// formatTS renders microseconds since the epoch as a Slack ts
+// ("1700000000.000100").
+func formatTS(us int64) string {
+	return fmt.Sprintf("%d.%06d", us/1e6, us%1e6)
+}
+
+// parseTS parses a Slack ts (seconds with up to six decimals) into
+// microseconds; empty means def.
+func parseTS(s string, def int64) (int64, bool) {
+	if s == "" {
+		return def, true
+	}
+	sec, frac, _ := strings.Cut(s, ".")
+	n, err := strconv.ParseInt(sec, 10, 64)
+	if err != nil || n < 0 || len(frac) > 6 {
+		return 0, false
+	}
+	us := int64(0)
+	if frac != "" {
+		f, err := strconv.ParseInt(frac+strings.Repeat("0", 6-len(frac)), 10, 64)
+		if err != nil || f < 0 {
+			return 0, false
+		}
+		us = f
+	}
+	return n*1e6 + us, true
+}
+
+// slackArgs holds a method's arguments, read from the query string and a
+// form-encoded or JSON body, and its token.
+type slackArgs struct {
+	values map[string]string
+	token  string
+}
+
+func (a slackArgs) get(key string) string { return a.values[key] }
+
+// flag reports a boolean argument the way Slack reads one: "1" or "true".
+func (a slackArgs) flag(key string) bool {
+	v := a.values[key]
+	return v == "1" || v == "true"
+}
+
+// readSlackArgs reads arguments as slack-go sends them: a form body (or query
+// string) with the token as a field, or a JSON body with the token in the
+// Authorization header. In a JSON body, a non-string value (a number, a
+// boolean, the metadata object) is kept as its JSON text, which is the form
+// the same argument has in a form body.
+func readSlackArgs(w http.ResponseWriter, r *http.Request) (slackArgs, error) {
+	a := slackArgs{values: map[string]string{}}
+	ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if ct == "application/json" {
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxFakeRequestBytes))
+		if err != nil {
+			return a, err
+		}
+		var fields map[string]json.RawMessage
+		if err := json.Unmarshal(body, &fields); err != nil {
+			return a, err
+		}
+		for k, raw := range fields {
+			var str string
+			if json.Unmarshal(raw, &str) == nil {
+				a.values[k] = str
+			} else {
+				a.values[k] = string(raw)
+			}
+		}
+		for k, v := range r.URL.Query() {
+			if _, ok := a.values[k]; !ok && len(v) > 0 {
+				a.values[k] = v[0]
+			}
+		}
+	} else {
+		r.Body = http.MaxBytesReader(w, r.Body, maxFakeRequestBytes)
+		if err := r.ParseForm(); err != nil {
+			return a, err
+		}
+		for k := range r.Form {
+			a.values[k] = r.Form.Get(k)
+		}
+	}
+	a.token = a.values["token"]
+	if bearer, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok && bearer != "" {
+		a.token = bearer
+	}
+	return a, nil
+}

@@ -1,0 +1,69 @@
+// Package testenv starts the real dependencies capstan's tests run against:
+// a Temporal dev server from the pinned CLI (testsuite.DevServerOptions with
+// ExistingPath, on a free port) and the project's own binaries. It never
+// downloads anything: `make test` installs the CLI into .bin/ first.
+package testenv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/testsuite"
+)
+
+// RepoRoot is the directory holding go.mod.
+func RepoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+}
+
+// TemporalCLI is the path of the pinned Temporal CLI: $CAPSTAN_TEMPORAL_BIN,
+// else .bin/temporal in the repository.
+func TemporalCLI() (string, error) {
+	p := os.Getenv("CAPSTAN_TEMPORAL_BIN")
+	if p == "" {
+		p = filepath.Join(RepoRoot(), ".bin", "temporal")
+	}
+	if _, err := os.Stat(p); err != nil {
+		return "", fmt.Errorf("the Temporal CLI is not at %s: run `make temporal` (or `make test`, which installs it) or set CAPSTAN_TEMPORAL_BIN", p)
+	}
+	return p, nil
+}
+
+// StartDevServer starts a Temporal dev server on a free loopback port, with
+// no UI and an in-memory database. Stop it with Stop.
+func StartDevServer(ctx context.Context, logs io.Writer) (*testsuite.DevServer, error) {
+	cli, err := TemporalCLI()
+	if err != nil {
+		return nil, err
+	}
+	if logs == nil {
+		logs = io.Discard
+	}
+	return testsuite.StartDevServer(ctx, testsuite.DevServerOptions{
+		ExistingPath:  cli,
+		ClientOptions: &client.Options{Namespace: "default"},
+		LogLevel:      "error",
+		Stdout:        logs,
+		Stderr:        logs,
+	})
+}
+
+// BuildBinaries builds ./worker and ./starter into dir and returns their paths.
+func BuildBinaries(dir string) (worker, starter string, err error) {
+	worker, starter = filepath.Join(dir, "worker"), filepath.Join(dir, "starter")
+	cmd := exec.Command("go", "build", "-o", dir+string(filepath.Separator), "./worker", "./starter")
+	cmd.Dir = RepoRoot()
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return "", "", errors.New("go build ./worker ./starter: " + err.Error() + "\n" + string(out))
+	}
+	return worker, starter, nil
+}

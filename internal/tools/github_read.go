@@ -1,0 +1,208 @@
+package tools
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/google/go-github/v62/github"
+)
+
+// maxFileContent bounds the file content given back to the model; the rest
+// would only fill its context window.
+const maxFileContent = 64 << 10
+
+// maxListedPulls bounds one github_list_pull_requests answer.
+const maxListedPulls = 50
+
+type getFileArgs struct {
+	repo      repoName
+	path, ref string
+}
+
+func getFileTool(c *github.Client) Tool {
+	return &ghTool[getFileArgs]{
+		name:        "github_get_file",
+		description: "Read one file (or list one directory) of a GitHub repository at a branch, tag or commit.",
+		class:       ReadOnly,
+		schema: func() map[string]any {
+			return objectSchema([]string{"repo", "path"}, map[string]any{
+				"repo": repoProp(),
+				"path": stringProp(`File path relative to the repository root, e.g. "src/main.go".`),
+				"ref":  stringProp("Branch, tag or commit SHA to read from. Defaults to the repository's default branch."),
+			})
+		},
+		parse: func(v *validator, raw json.RawMessage) getFileArgs {
+			var in struct{ Repo, Path, Ref string }
+			v.decode(raw, &in)
+			a := getFileArgs{repo: v.repo(in.Repo), path: v.path(in.Path), ref: in.Ref}
+			if in.Ref != "" && !validRefName(in.Ref) {
+				v.fail("field %q must be a branch, tag or commit SHA, but %q is not", "ref", in.Ref)
+			}
+			return a
+		},
+		identify: func(a getFileArgs) Identity {
+			return Identity{Effect: canonical(struct {
+				Repo string `json:"repo"`
+				Path string `json:"path"`
+				Ref  string `json:"ref"`
+			}{a.repo.key(), a.path, a.ref})}
+		},
+		run: func(ctx context.Context, _ string, a getFileArgs) (Result, error) {
+			file, dir, _, err := c.Repositories.GetContents(ctx, a.repo.owner, a.repo.name, a.path,
+				&github.RepositoryContentGetOptions{Ref: a.ref})
+			if err != nil {
+				return Result{}, fmt.Errorf("github_get_file: get %s from %s at %q: %w", a.path, a.repo, a.ref, err)
+			}
+			if dir != nil {
+				return Result{Output: output(dirListing(a, dir))}, nil
+			}
+			return Result{Output: output(fileOutput(a, file))}, nil
+		},
+	}
+}
+
+type fileOut struct {
+	Path      string `json:"path"`
+	Ref       string `json:"ref,omitempty"`
+	Type      string `json:"type"`
+	SHA       string `json:"sha,omitempty"`
+	Size      int    `json:"size"`
+	Content   string `json:"content"`
+	Truncated bool   `json:"truncated,omitempty"`
+	Note      string `json:"note,omitempty"`
+}
+
+func fileOutput(a getFileArgs, f *github.RepositoryContent) fileOut {
+	out := fileOut{Path: a.path, Ref: a.ref, Type: f.GetType(), SHA: f.GetSHA(), Size: f.GetSize()}
+	content, err := f.GetContent()
+	switch {
+	case f.GetType() != "file":
+		out.Note = fmt.Sprintf("%s is a %s, not a regular file", a.path, f.GetType())
+	case err != nil:
+		// GitHub sends no inline content for files over 1 MB.
+		out.Note = fmt.Sprintf("content not available through the contents API (%v)", err)
+	case !utf8.ValidString(content):
+		out.Note = "binary file; content not shown"
+	case len(content) > maxFileContent:
+		cut := maxFileContent
+		for cut > 0 && !utf8.RuneStart(content[cut]) {
+			cut--
+		}
+		out.Content, out.Truncated = content[:cut], true
+		out.Note = fmt.Sprintf("content truncated to the first %d of %d bytes", cut, len(content))
+	default:
+		out.Content = content
+	}
+	return out
+}
+
+func dirListing(a getFileArgs, dir []*github.RepositoryContent) any {
+	type entry struct {
+		Name string `json:"name"`
+		Path string `json:"path"`
+		Type string `json:"type"`
+	}
+	entries := make([]entry, 0, len(dir))
+	for _, e := range dir {
+		entries = append(entries, entry{Name: e.GetName(), Path: e.GetPath(), Type: e.GetType()})
+	}
+	return struct {
+		Path    string  `json:"path"`
+		Ref     string  `json:"ref,omitempty"`
+		Type    string  `json:"type"`
+		Entries []entry `json:"entries"`
+	}{a.path, a.ref, "dir", entries}
+}
+
+type listPullsArgs struct {
+	repo              repoName
+	head, base, state string
+}
+
+func listPullRequestsTool(c *github.Client) Tool {
+	return &ghTool[listPullsArgs]{
+		name:        "github_list_pull_requests",
+		description: fmt.Sprintf("List pull requests of a GitHub repository, newest first (at most %d), optionally filtered by head branch, base branch and state.", maxListedPulls),
+		class:       ReadOnly,
+		schema: func() map[string]any {
+			return objectSchema([]string{"repo"}, map[string]any{
+				"repo":  repoProp(),
+				"head":  stringProp(`Only pull requests from this branch of the repository, e.g. "agent/fix".`),
+				"base":  stringProp(`Only pull requests into this branch, e.g. "main".`),
+				"state": map[string]any{"type": "string", "enum": []string{"open", "closed", "all"}, "description": `Which pull requests to list; defaults to "open".`},
+			})
+		},
+		parse: func(v *validator, raw json.RawMessage) listPullsArgs {
+			var in struct{ Repo, Head, Base, State string }
+			v.decode(raw, &in)
+			a := listPullsArgs{repo: v.repo(in.Repo), head: in.Head, base: in.Base, state: in.State}
+			if a.state == "" {
+				a.state = "open"
+			}
+			if a.state != "open" && a.state != "closed" && a.state != "all" {
+				v.fail("field %q must be \"open\", \"closed\" or \"all\", not %q", "state", in.State)
+			}
+			// A head may already be "owner:branch" (a fork); git forbids ":"
+			// in branch names, so the form is unambiguous.
+			if owner, branch, fork := strings.Cut(a.head, ":"); a.head != "" {
+				if !fork {
+					branch = a.head
+				}
+				if (fork && !ownerRE.MatchString(owner)) || !validRefName(branch) {
+					v.fail("field %q must be a branch name (or \"owner:branch\"), but %q is not", "head", a.head)
+				}
+			}
+			if a.base != "" {
+				v.branch("base", a.base)
+			}
+			return a
+		},
+		identify: func(a listPullsArgs) Identity {
+			return Identity{Effect: canonical(struct {
+				Repo  string `json:"repo"`
+				Head  string `json:"head"`
+				Base  string `json:"base"`
+				State string `json:"state"`
+			}{a.repo.key(), a.head, a.base, a.state})}
+		},
+		run: func(ctx context.Context, _ string, a listPullsArgs) (Result, error) {
+			opts := &github.PullRequestListOptions{State: a.state, Base: a.base,
+				ListOptions: github.ListOptions{PerPage: maxListedPulls}}
+			if a.head != "" {
+				// GitHub silently ignores a head filter without "owner:".
+				opts.Head = a.head
+				if !strings.Contains(a.head, ":") {
+					opts.Head = a.repo.owner + ":" + a.head
+				}
+			}
+			prs, resp, err := c.PullRequests.List(ctx, a.repo.owner, a.repo.name, opts)
+			if err != nil {
+				return Result{}, fmt.Errorf("github_list_pull_requests: list %s (head %q, base %q, state %s): %w", a.repo, a.head, a.base, a.state, err)
+			}
+			type pr struct {
+				Number  int    `json:"number"`
+				Title   string `json:"title"`
+				State   string `json:"state"`
+				Head    string `json:"head"`
+				Base    string `json:"base"`
+				HTMLURL string `json:"html_url"`
+			}
+			out := struct {
+				PullRequests []pr `json:"pull_requests"`
+				More         bool `json:"more,omitempty"`
+			}{PullRequests: make([]pr, 0, len(prs)), More: resp.NextPage != 0}
+			for _, p := range prs {
+				state := p.GetState()
+				if p.MergedAt != nil {
+					state = "merged"
+				}
+				out.PullRequests = append(out.PullRequests, pr{p.GetNumber(), p.GetTitle(), state,
+					p.GetHead().GetRef(), p.GetBase().GetRef(), p.GetHTMLURL()})
+			}
+			return Result{Output: output(out)}, nil
+		},
+	}
+}

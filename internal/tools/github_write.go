@@ -1,0 +1,318 @@
+package tools
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/google/go-github/v62/github"
+)
+
+// errWriteNotSent marks an error from the read a mutating tool does before
+// its write: the write itself was never sent. Classify turns an otherwise
+// unknown verdict into VerdictNotSent for it.
+var errWriteNotSent = errors.New("the write was not sent")
+
+// requireOperationID refuses a conditional or unsafe call without an
+// operation id: its marker could never be reconciled.
+func requireOperationID(tool, opID string) error {
+	if opID == "" {
+		return fmt.Errorf("%s: %w: no operation id, so the effect could not be reconciled", tool, errRefused)
+	}
+	return nil
+}
+
+type createBranchArgs struct {
+	repo         repoName
+	branch, from string
+}
+
+func createBranchTool(c *github.Client) Tool {
+	return &ghTool[createBranchArgs]{
+		name:        "github_create_branch",
+		description: "Create a new branch in a GitHub repository, pointing at the head of another branch or at a commit. Fails if the branch already exists.",
+		class:       Conditional,
+		schema: func() map[string]any {
+			return objectSchema([]string{"repo", "branch", "from"}, map[string]any{
+				"repo":   repoProp(),
+				"branch": stringProp(`Name of the branch to create, e.g. "agent/fix-typo".`),
+				"from":   stringProp(`Existing branch name (e.g. "main") or full 40-character commit SHA to start the branch at.`),
+			})
+		},
+		parse: func(v *validator, raw json.RawMessage) createBranchArgs {
+			var in struct{ Repo, Branch, From string }
+			v.decode(raw, &in)
+			a := createBranchArgs{repo: v.repo(in.Repo), branch: v.branch("branch", in.Branch), from: in.From}
+			if !shaRE.MatchString(in.From) {
+				v.branch("from", in.From)
+			}
+			return a
+		},
+		identify: func(a createBranchArgs) Identity {
+			return Identity{
+				BusinessKey: "branch:create:" + a.repo.key() + ":" + a.branch,
+				Effect: canonical(struct {
+					Repo   string `json:"repo"`
+					Branch string `json:"branch"`
+					From   string `json:"from"`
+				}{a.repo.key(), a.branch, a.from}),
+			}
+		},
+		run: func(ctx context.Context, _ string, a createBranchArgs) (Result, error) {
+			sha := a.from
+			if !shaRE.MatchString(sha) {
+				ref, _, err := c.Git.GetRef(ctx, a.repo.owner, a.repo.name, "heads/"+a.from)
+				if err != nil {
+					return Result{}, fmt.Errorf("github_create_branch: resolve branch %q of %s: %w: %w", a.from, a.repo, errWriteNotSent, err)
+				}
+				sha = ref.GetObject().GetSHA()
+			}
+			ref, _, err := c.Git.CreateRef(ctx, a.repo.owner, a.repo.name, &github.Reference{
+				Ref: github.String("refs/heads/" + a.branch), Object: &github.GitObject{SHA: github.String(sha)}})
+			if err != nil {
+				return Result{}, fmt.Errorf("github_create_branch: create %s in %s at %s: %w", a.branch, a.repo, sha, err)
+			}
+			sha = ref.GetObject().GetSHA()
+			out := struct {
+				Ref  string `json:"ref"`
+				SHA  string `json:"sha"`
+				From string `json:"from"`
+			}{ref.GetRef(), sha, a.from}
+			return Result{Output: output(out), ExternalID: ref.GetRef() + "@" + sha}, nil
+		},
+	}
+}
+
+type putFileArgs struct {
+	repo                           repoName
+	branch, path, content, message string
+}
+
+func putFileTool(c *github.Client) Tool {
+	return &ghTool[putFileArgs]{
+		name:        "github_put_file",
+		description: "Create or replace one file on an existing branch of a GitHub repository with the given content, as one commit. Writing content the file already has changes nothing.",
+		class:       Idempotent,
+		schema: func() map[string]any {
+			return objectSchema([]string{"repo", "branch", "path", "content", "message"}, map[string]any{
+				"repo":    repoProp(),
+				"branch":  stringProp("Existing branch to commit to. Never the default branch unless asked."),
+				"path":    stringProp(`File path relative to the repository root, e.g. "docs/README.md".`),
+				"content": stringProp("The complete new content of the file (UTF-8 text)."),
+				"message": stringProp("Commit message."),
+			})
+		},
+		parse: func(v *validator, raw json.RawMessage) putFileArgs {
+			var in struct {
+				Repo, Branch, Path string
+				Content, Message   *string
+			}
+			v.decode(raw, &in)
+			return putFileArgs{repo: v.repo(in.Repo), branch: v.branch("branch", in.Branch), path: v.path(in.Path),
+				content: v.text("content", in.Content, true), message: v.text("message", in.Message, false)}
+		},
+		identify: func(a putFileArgs) Identity {
+			// The content defines the effect (by its blob sha, to keep the
+			// effect small); the commit message does not.
+			return Identity{
+				BusinessKey: "file:put:" + a.repo.key() + ":" + a.branch + ":" + a.path,
+				Effect: canonical(struct {
+					Repo    string `json:"repo"`
+					Branch  string `json:"branch"`
+					Path    string `json:"path"`
+					BlobSHA string `json:"blob_sha"`
+				}{a.repo.key(), a.branch, a.path, blobSHA([]byte(a.content))}),
+			}
+		},
+		run: func(ctx context.Context, opID string, a putFileArgs) (Result, error) {
+			return putFile(ctx, c, opID, a)
+		},
+	}
+}
+
+// putFile makes the file hold a.content with a compare-and-set on the blob
+// sha read first: identical content is a no-op (so a repeat after an unknown
+// outcome writes nothing), and a concurrent change in between makes GitHub
+// refuse the write (409) instead of silently overwriting it.
+func putFile(ctx context.Context, c *github.Client, opID string, a putFileArgs) (Result, error) {
+	content := []byte(a.content)
+	want := blobSHA(content)
+	current := ""
+	file, dir, _, err := c.Repositories.GetContents(ctx, a.repo.owner, a.repo.name, a.path,
+		&github.RepositoryContentGetOptions{Ref: a.branch})
+	switch {
+	case HTTPStatus(err) == http.StatusNotFound:
+		// Absent; if the branch is what is missing, the write says so.
+	case err != nil:
+		return Result{}, fmt.Errorf("github_put_file: read %s on %s of %s: %w: %w", a.path, a.branch, a.repo, errWriteNotSent, err)
+	case dir != nil || file.GetType() != "file":
+		return Result{}, fmt.Errorf("github_put_file: %w: %s on %s of %s is not a regular file", errRefused, a.path, a.branch, a.repo)
+	default:
+		current = file.GetSHA()
+	}
+	type out struct {
+		Path      string `json:"path"`
+		Branch    string `json:"branch"`
+		BlobSHA   string `json:"blob_sha"`
+		CommitSHA string `json:"commit_sha,omitempty"`
+		Changed   bool   `json:"changed"`
+	}
+	if current == want {
+		return Result{Output: output(out{a.path, a.branch, want, "", false}), ExternalID: want}, nil
+	}
+	msg := a.message
+	if opID != "" {
+		msg += "\n\nCapstan-Operation: " + opID // a git trailer, for audits
+	}
+	opts := &github.RepositoryContentFileOptions{Message: &msg, Content: content, Branch: &a.branch}
+	if content == nil {
+		opts.Content = []byte{} // "" creates an empty file; null would be refused
+	}
+	put := c.Repositories.CreateFile
+	if current != "" {
+		opts.SHA, put = &current, c.Repositories.UpdateFile
+	}
+	// Unlike GetContents, go-github does not escape the path of a write.
+	segments := strings.Split(a.path, "/")
+	for i, seg := range segments {
+		segments[i] = url.PathEscape(seg)
+	}
+	resp, _, err := put(ctx, a.repo.owner, a.repo.name, strings.Join(segments, "/"), opts)
+	if err != nil {
+		return Result{}, fmt.Errorf("github_put_file: write %s on %s of %s (expected blob %q): %w", a.path, a.branch, a.repo, current, err)
+	}
+	sha := resp.GetContent().GetSHA()
+	return Result{Output: output(out{a.path, a.branch, sha, resp.Commit.GetSHA(), true}), ExternalID: sha}, nil
+}
+
+type createPullArgs struct {
+	repo                    repoName
+	head, base, title, body string
+}
+
+func createPullRequestTool(c *github.Client) Tool {
+	return &ghTool[createPullArgs]{
+		name:        "github_create_pull_request",
+		description: "Open a pull request in a GitHub repository from a head branch into a base branch. At most one open pull request can exist per head and base.",
+		class:       Conditional,
+		schema: func() map[string]any {
+			return objectSchema([]string{"repo", "head", "base", "title", "body"}, map[string]any{
+				"repo":  repoProp(),
+				"head":  stringProp(`Branch of the same repository with the changes, e.g. "agent/fix-typo".`),
+				"base":  stringProp(`Branch to merge into, e.g. "main".`),
+				"title": stringProp("Pull request title."),
+				"body":  stringProp("Pull request description (Markdown)."),
+			})
+		},
+		parse: func(v *validator, raw json.RawMessage) createPullArgs {
+			var in struct {
+				Repo, Head, Base string
+				Title, Body      *string
+			}
+			v.decode(raw, &in)
+			a := createPullArgs{repo: v.repo(in.Repo), head: v.branch("head", in.Head), base: v.branch("base", in.Base),
+				title: v.text("title", in.Title, false), body: v.text("body", in.Body, true)}
+			if a.head == a.base && a.head != "" {
+				v.fail("fields \"head\" and \"base\" must differ, but both are %q", a.head)
+			}
+			return a
+		},
+		identify: func(a createPullArgs) Identity {
+			// Title and body do not define the effect: a retry that rewords
+			// them is still the same pull request.
+			return Identity{
+				BusinessKey: "pr:create:" + a.repo.key() + ":" + a.head + ":" + a.base,
+				Effect: canonical(struct {
+					Repo string `json:"repo"`
+					Head string `json:"head"`
+					Base string `json:"base"`
+				}{a.repo.key(), a.head, a.base}),
+			}
+		},
+		run: func(ctx context.Context, opID string, a createPullArgs) (Result, error) {
+			if err := requireOperationID("github_create_pull_request", opID); err != nil {
+				return Result{}, err
+			}
+			pr, _, err := c.PullRequests.Create(ctx, a.repo.owner, a.repo.name, &github.NewPullRequest{
+				Title: &a.title, Head: &a.head, Base: &a.base, Body: github.String(withMarker(a.body, opID))})
+			if err != nil {
+				return Result{}, fmt.Errorf("github_create_pull_request: open %s → %s in %s: %w", a.head, a.base, a.repo, err)
+			}
+			out := struct {
+				Number  int    `json:"number"`
+				HTMLURL string `json:"html_url"`
+				Head    string `json:"head"`
+				Base    string `json:"base"`
+				HeadSHA string `json:"head_sha"`
+				State   string `json:"state"`
+			}{pr.GetNumber(), pr.GetHTMLURL(), pr.GetHead().GetRef(), pr.GetBase().GetRef(), pr.GetHead().GetSHA(), pr.GetState()}
+			return Result{Output: output(out), ExternalID: pr.GetHTMLURL()}, nil
+		},
+	}
+}
+
+type commentArgs struct {
+	repo   repoName
+	number int
+	body   string
+}
+
+func commentTool(c *github.Client) Tool {
+	return &ghTool[commentArgs]{
+		name:        "github_comment",
+		description: "Post a comment on an issue or pull request of a GitHub repository. Each call posts a new comment.",
+		class:       Unsafe,
+		schema: func() map[string]any {
+			return objectSchema([]string{"repo", "number", "body"}, map[string]any{
+				"repo":   repoProp(),
+				"number": map[string]any{"type": "integer", "minimum": 1, "description": "Issue or pull request number."},
+				"body":   stringProp("Comment text (Markdown)."),
+			})
+		},
+		parse: func(v *validator, raw json.RawMessage) commentArgs {
+			var in struct {
+				Repo   string
+				Number *json.Number
+				Body   *string
+			}
+			v.decode(raw, &in)
+			a := commentArgs{repo: v.repo(in.Repo), body: v.text("body", in.Body, false)}
+			if in.Number == nil {
+				v.fail("field %q is required", "number")
+			} else if f, err := in.Number.Float64(); err != nil || f != math.Trunc(f) || f < 1 || f > math.MaxInt32 {
+				v.fail("field %q must be a positive integer, not %s", "number", in.Number.String())
+			} else {
+				a.number = int(f)
+			}
+			return a
+		},
+		identify: func(a commentArgs) Identity {
+			return Identity{Effect: canonical(struct {
+				Repo   string `json:"repo"`
+				Number int    `json:"number"`
+				Body   string `json:"body"`
+			}{a.repo.key(), a.number, a.body})}
+		},
+		run: func(ctx context.Context, opID string, a commentArgs) (Result, error) {
+			if err := requireOperationID("github_comment", opID); err != nil {
+				return Result{}, err
+			}
+			cm, _, err := c.Issues.CreateComment(ctx, a.repo.owner, a.repo.name, a.number,
+				&github.IssueComment{Body: github.String(withMarker(a.body, opID))})
+			if err != nil {
+				return Result{}, fmt.Errorf("github_comment: comment on %s#%d: %w", a.repo, a.number, err)
+			}
+			out := struct {
+				ID      int64  `json:"id"`
+				Number  int    `json:"number"`
+				HTMLURL string `json:"html_url"`
+			}{cm.GetID(), a.number, cm.GetHTMLURL()}
+			return Result{Output: output(out), ExternalID: cm.GetHTMLURL()}, nil
+		},
+	}
+}

@@ -1,0 +1,98 @@
+// Command starter is how people and scripts start and watch capstan tasks:
+//
+//	starter run --prompt TEXT [--repo OWNER/NAME] [--base BRANCH] [--slack CHANNEL]
+//	            [--model PROVIDER:MODEL] [--id TASK_ID] [--tenant NAME] [--max-turns N] [--wait] [--json]
+//	starter status TASK_ID [--json]
+//	starter list
+//	starter cancel TASK_ID
+//	starter demo
+//
+// Exit status: 0 completed (or started, without --wait), 1 failed or
+// cancelled or an environment problem, 2 bad usage. Bad input is refused
+// with one line on stderr before anything is started.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/capstanhq/capstan/internal/config"
+)
+
+// usageError is bad input: exit status 2, nothing started.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error { return &usageError{msg: fmt.Sprintf(format, args...)} }
+
+// taskEndedError reports a task that ended failed or cancelled: exit 1, and
+// the result has already been printed.
+type taskEndedError struct{ status string }
+
+func (e *taskEndedError) Error() string { return "task " + e.status }
+
+// app carries what every command needs.
+type app struct {
+	cfg    config.Config
+	stdout io.Writer
+	stderr io.Writer
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	a := &app{cfg: config.FromEnv(getenv), stdout: stdout, stderr: stderr}
+	root := &cobra.Command{
+		Use:           "starter",
+		Short:         "Start and watch capstan agent tasks",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{msg: err.Error()} })
+	root.AddCommand(a.runCommand(), a.statusCommand(), a.listCommand(), a.cancelCommand(), a.demoCommand())
+
+	err := root.ExecuteContext(ctx)
+	var ue *usageError
+	var te *taskEndedError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &te):
+		return 1
+	case errors.As(err, &ue) || isCobraUsage(err):
+		fmt.Fprintf(stderr, "starter: %v\n", err)
+		return 2
+	default:
+		fmt.Fprintf(stderr, "starter: %v\n", err)
+		return 1
+	}
+}
+
+// isCobraUsage recognises cobra's own argument errors (unknown command,
+// wrong number of arguments), which are usage errors too.
+func isCobraUsage(err error) bool {
+	msg := err.Error()
+	for _, p := range []string{"unknown command", "accepts ", "requires at least", "unknown flag", "unknown shorthand"} {
+		if strings.Contains(msg, p) {
+			return true
+		}
+	}
+	return false
+}

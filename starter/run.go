@@ -1,0 +1,201 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	tlog "go.temporal.io/sdk/log"
+
+	"github.com/capstanhq/capstan/internal/config"
+	"github.com/capstanhq/capstan/internal/model"
+	"github.com/capstanhq/capstan/workflows"
+)
+
+// runFlags are the flags of `starter run`.
+type runFlags struct {
+	prompt, repo, base, slack, model, id, tenant string
+	maxTurns                                     int
+	wait, json                                   bool
+}
+
+func (a *app) runCommand() *cobra.Command {
+	var f runFlags
+	cmd := &cobra.Command{
+		Use:   "run --prompt TEXT [flags]",
+		Short: "Start an agent task",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			in, err := a.taskInput(f)
+			if err != nil {
+				return err
+			}
+			return a.start(cmd.Context(), in, f.wait, f.json)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.prompt, "prompt", "", "what the agent should do (required)")
+	fl.StringVar(&f.repo, "repo", "", "GitHub repository the agent works on, OWNER/NAME")
+	fl.StringVar(&f.base, "base", "main", "base branch for the agent's changes")
+	fl.StringVar(&f.slack, "slack", "", "Slack channel that receives the final answer")
+	fl.StringVar(&f.model, "model", "", "model as PROVIDER:MODEL (default $CAPSTAN_MODEL or "+config.DefaultModel+")")
+	fl.StringVar(&f.id, "id", "", "task id (default: generated); the workflow id is task-<id>")
+	fl.StringVar(&f.tenant, "tenant", config.DefaultTenant, "tenant the task's operations belong to")
+	fl.IntVar(&f.maxTurns, "max-turns", workflows.DefaultMaxTurns, "most model turns before the task fails with max_turns")
+	fl.BoolVar(&f.wait, "wait", false, "wait for the task to end and print its result")
+	fl.BoolVar(&f.json, "json", false, "print machine-readable JSON")
+	return cmd
+}
+
+// demoCommand runs the sample task against a sandbox worker.
+func (a *app) demoCommand() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "demo",
+		Short: "Run the sample task on a sandbox worker (worker --sandbox) and wait for it",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			in, err := a.taskInput(runFlags{
+				prompt: "Add a HELLO.md greeting to the repository on a new branch, open a pull request, and tell the team.",
+				repo:   "capstan-sandbox/demo", base: "main", slack: "#capstan-demo", model: "sandbox:demo",
+				tenant: config.DefaultTenant, maxTurns: 10,
+			})
+			if err != nil {
+				return err
+			}
+			return a.start(cmd.Context(), in, true, asJSON)
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
+	return cmd
+}
+
+var (
+	idPattern     = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$`)
+	repoPart      = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)
+	channelPatern = regexp.MustCompile(`^#?[A-Za-z0-9._-]{1,80}$`)
+)
+
+// taskInput validates the flags; every error is a usage error and nothing
+// has been started.
+func (a *app) taskInput(f runFlags) (workflows.AgentTaskInput, error) {
+	var in workflows.AgentTaskInput
+	if strings.TrimSpace(f.prompt) == "" {
+		return in, usagef("--prompt is required and must not be empty")
+	}
+	if f.repo != "" {
+		owner, name, ok := strings.Cut(f.repo, "/")
+		if !ok || !repoPart.MatchString(owner) || !repoPart.MatchString(name) {
+			return in, usagef("--repo %q is not of the form OWNER/NAME", f.repo)
+		}
+	}
+	if f.base == "" || strings.ContainsAny(f.base, " ~^:?*[\\") {
+		return in, usagef("--base %q is not a valid branch name", f.base)
+	}
+	if f.slack != "" && !channelPatern.MatchString(f.slack) {
+		return in, usagef("--slack %q is not a Slack channel name or id", f.slack)
+	}
+	m := f.model
+	if m == "" {
+		m = a.cfg.Model
+	}
+	if _, err := model.ParseRef(m); err != nil {
+		return in, usagef("--model: %v", err)
+	}
+	id := f.id
+	if id == "" {
+		id = newTaskID()
+	} else if !idPattern.MatchString(id) {
+		return in, usagef("--id %q may only hold letters, digits, '.', '_' and '-' (at most 100)", id)
+	}
+	if !idPattern.MatchString(f.tenant) {
+		return in, usagef("--tenant %q may only hold letters, digits, '.', '_' and '-'", f.tenant)
+	}
+	if f.maxTurns < 1 || f.maxTurns > 1000 {
+		return in, usagef("--max-turns %d is out of range (1 to 1000)", f.maxTurns)
+	}
+	return workflows.AgentTaskInput{
+		TaskID: id, Tenant: f.tenant, Prompt: f.prompt, Repo: f.repo, Base: f.base,
+		SlackChannel: f.slack, Model: m, MaxTurns: f.maxTurns,
+	}, nil
+}
+
+func newTaskID() string {
+	b := make([]byte, 3)
+	_, _ = rand.Read(b)
+	return time.Now().UTC().Format("20060102-150405") + "-" + hex.EncodeToString(b)
+}
+
+func (a *app) dial(ctx context.Context) (client.Client, client.Options, error) {
+	quiet := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	return config.DialTemporal(ctx, "capstan-starter@"+config.Hostname(), tlog.NewStructuredLogger(quiet), 10*time.Second)
+}
+
+// start starts the task and, with wait, follows it to its end.
+func (a *app) start(ctx context.Context, in workflows.AgentTaskInput, wait, asJSON bool) error {
+	c, opts, err := a.dial(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	wid := workflows.WorkflowID(in.TaskID)
+	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID:                                       wid,
+		TaskQueue:                                a.cfg.TaskQueue,
+		WorkflowExecutionErrorWhenAlreadyStarted: true,
+		StaticSummary:                            summary(in),
+	}, workflows.AgentTask, in)
+	var started *serviceerror.WorkflowExecutionAlreadyStarted
+	if errors.As(err, &started) {
+		return usagef("task %s is already running (workflow %s); pick another --id", in.TaskID, wid)
+	}
+	if err != nil {
+		return fmt.Errorf("start task %s: %w", in.TaskID, err)
+	}
+	ui := a.cfg.WorkflowURL(opts.Namespace, wid)
+	if !wait {
+		if asJSON {
+			return printJSON(a.stdout, map[string]string{"task_id": in.TaskID, "workflow_id": wid, "run_id": run.GetRunID(), "ui_url": ui})
+		}
+		fmt.Fprintf(a.stdout, "started task %s\nworkflow: %s\nui: %s\n", in.TaskID, wid, ui)
+		return nil
+	}
+	info := a.stdout
+	if asJSON {
+		info = a.stderr
+	}
+	fmt.Fprintf(info, "started task %s (workflow %s)\nui: %s\n", in.TaskID, wid, ui)
+	var follow func()
+	if !asJSON {
+		stopFollow := a.follow(ctx, c, wid)
+		follow = stopFollow
+	}
+	res, err := awaitResult(ctx, c, wid, run.GetRunID())
+	if follow != nil {
+		follow()
+	}
+	if err != nil {
+		return err
+	}
+	return a.report(res, ui, asJSON)
+}
+
+func summary(in workflows.AgentTaskInput) string {
+	p := in.Prompt
+	if r := []rune(p); len(r) > 80 {
+		p = string(r[:80]) + "…"
+	}
+	if in.Repo != "" {
+		return fmt.Sprintf("%s · %s", in.Repo, p)
+	}
+	return p
+}

@@ -1,0 +1,256 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/capstanhq/capstan/workflows"
+)
+
+func (a *app) statusCommand() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "status TASK_ID",
+		Short: "Show a task's status, turns, operations and deliveries",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			c, opts, err := a.dial(ctx)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			wid := workflows.WorkflowID(args[0])
+			desc, err := c.DescribeWorkflowExecution(ctx, wid, "")
+			if err != nil {
+				return notFound(err, args[0])
+			}
+			var res workflows.TaskResult
+			if desc.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+				v, err := c.QueryWorkflow(ctx, wid, "", workflows.QueryStatus)
+				if err != nil {
+					return fmt.Errorf("ask task %s for its status (is a worker running?): %w", args[0], err)
+				}
+				if err := v.Get(&res); err != nil {
+					return fmt.Errorf("decode status of task %s: %w", args[0], err)
+				}
+			} else if res, err = awaitResult(ctx, c, wid, ""); err != nil {
+				return err
+			}
+			ui := a.cfg.WorkflowURL(opts.Namespace, wid)
+			if asJSON {
+				return printJSON(a.stdout, res)
+			}
+			printResult(a.stdout, res, ui)
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the status as JSON")
+	return cmd
+}
+
+func (a *app) listCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "list",
+		Short: "List recent tasks",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			c, opts, err := a.dial(ctx)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
+				Namespace: opts.Namespace, PageSize: 50, Query: "WorkflowType = 'AgentTask'",
+			})
+			if err != nil {
+				return fmt.Errorf("list tasks: %w", err)
+			}
+			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "TASK\tSTATUS\tREPO\tSTARTED")
+			for _, e := range resp.GetExecutions() {
+				status := strings.ToLower(strings.TrimPrefix(e.GetStatus().String(), "WORKFLOW_EXECUTION_STATUS_"))
+				repo := ""
+				if sa := e.GetSearchAttributes().GetIndexedFields(); sa != nil {
+					var s string
+					if p, ok := sa[workflows.AttrStatus.GetName()]; ok && converter.GetDefaultDataConverter().FromPayload(p, &s) == nil && s != "" {
+						status = s
+					}
+					if p, ok := sa[workflows.AttrRepo.GetName()]; ok {
+						_ = converter.GetDefaultDataConverter().FromPayload(p, &repo)
+					}
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", strings.TrimPrefix(e.GetExecution().GetWorkflowId(), "task-"), status, repo,
+					e.GetStartTime().AsTime().Local().Format(time.DateTime))
+			}
+			return tw.Flush()
+		},
+	}
+}
+
+func (a *app) cancelCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "cancel TASK_ID",
+		Short: "Cancel a running task",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			c, _, err := a.dial(ctx)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			if err := c.CancelWorkflow(ctx, workflows.WorkflowID(args[0]), ""); err != nil {
+				return notFound(err, args[0])
+			}
+			fmt.Fprintf(a.stdout, "cancellation requested for task %s\n", args[0])
+			return nil
+		},
+	}
+}
+
+func notFound(err error, taskID string) error {
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) {
+		return fmt.Errorf("no task %s (workflow %s)", taskID, workflows.WorkflowID(taskID))
+	}
+	return fmt.Errorf("task %s: %w", taskID, err)
+}
+
+// awaitResult waits for the task's workflow to close and returns its result,
+// whether it completed, failed or was cancelled: failures and cancellations
+// carry the result as error details.
+func awaitResult(ctx context.Context, c client.Client, wid, runID string) (workflows.TaskResult, error) {
+	var res workflows.TaskResult
+	err := c.GetWorkflow(ctx, wid, runID).Get(ctx, &res)
+	if err == nil {
+		return res, nil
+	}
+	if ctx.Err() != nil {
+		return res, fmt.Errorf("stopped waiting for %s; the task goes on (starter status %s)", wid, strings.TrimPrefix(wid, "task-"))
+	}
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) && appErr.HasDetails() && appErr.Details(&res) == nil {
+		return res, nil
+	}
+	var canErr *temporal.CanceledError
+	if errors.As(err, &canErr) && canErr.HasDetails() && canErr.Details(&res) == nil {
+		return res, nil
+	}
+	res = workflows.TaskResult{TaskID: strings.TrimPrefix(wid, "task-"), WorkflowID: wid, Status: workflows.StatusFailed, Message: err.Error()}
+	var term *temporal.TerminatedError
+	var timeout *temporal.TimeoutError
+	switch {
+	case errors.As(err, &canErr):
+		res.Status = workflows.StatusCancelled
+	case errors.As(err, &term):
+		res.FailureCode = "terminated"
+	case errors.As(err, &timeout):
+		res.FailureCode = "workflow_timeout"
+	default:
+		res.FailureCode = "internal_error"
+	}
+	return res, nil
+}
+
+// follow prints the task's journal as it grows, until the returned stop is
+// called.
+func (a *app) follow(ctx context.Context, c client.Client, wid string) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		seen := 0
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			v, err := c.QueryWorkflow(ctx, wid, "", workflows.QueryJournal)
+			var lines []string
+			if err != nil || v.Get(&lines) != nil {
+				continue
+			}
+			for _, l := range lines[min(seen, len(lines)):] {
+				fmt.Fprintf(a.stdout, "  %s\n", l)
+			}
+			seen = max(seen, len(lines))
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
+// report prints a finished task and turns a failed or cancelled one into
+// exit status 1.
+func (a *app) report(res workflows.TaskResult, ui string, asJSON bool) error {
+	if asJSON {
+		if err := printJSON(a.stdout, res); err != nil {
+			return err
+		}
+	} else {
+		printResult(a.stdout, res, ui)
+	}
+	if res.Status != workflows.StatusCompleted {
+		return &taskEndedError{status: res.Status}
+	}
+	return nil
+}
+
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func printResult(w io.Writer, res workflows.TaskResult, ui string) {
+	fmt.Fprintf(w, "task %s: %s\n", res.TaskID, res.Status)
+	if res.FailureCode != "" || res.Message != "" {
+		fmt.Fprintf(w, "  %s: %s\n", res.FailureCode, res.Message)
+	}
+	attempts := 0
+	for _, t := range res.Turns {
+		attempts += len(t.Attempts)
+	}
+	fmt.Fprintf(w, "turns: %d (%d model attempts)\n", len(res.Turns), attempts)
+	if len(res.Operations) > 0 {
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "OPERATION\tTOOL\tSTATE\tEXTERNAL ID")
+		for _, op := range res.Operations {
+			state := op.State
+			if op.Replayed {
+				state += " (replayed)"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", op.OperationID, op.Tool, state, op.ExternalID)
+		}
+		_ = tw.Flush()
+	}
+	for _, d := range res.Deliveries {
+		fmt.Fprintf(w, "delivery %s: %s %s\n", d.Target, d.State, d.ExternalID)
+	}
+	if res.FinalText != "" {
+		fmt.Fprintf(w, "final answer:\n%s\n", indent(res.FinalText))
+	}
+	fmt.Fprintf(w, "ui: %s\n", ui)
+}
+
+func indent(s string) string {
+	return "  " + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n  ")
+}

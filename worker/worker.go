@@ -1,0 +1,196 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/slack-go/slack"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/operatorservice/v1"
+	"go.temporal.io/sdk/client"
+	tlog "go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/capstanhq/capstan/activities"
+	"github.com/capstanhq/capstan/internal/config"
+	"github.com/capstanhq/capstan/internal/ledger"
+	"github.com/capstanhq/capstan/internal/ledger/ledgerdsn"
+	"github.com/capstanhq/capstan/internal/ledger/sqlite"
+	"github.com/capstanhq/capstan/internal/model"
+	"github.com/capstanhq/capstan/internal/model/openai"
+	"github.com/capstanhq/capstan/internal/sandbox"
+	"github.com/capstanhq/capstan/internal/tools"
+	"github.com/capstanhq/capstan/workflows"
+)
+
+// process is a started worker and what it must close.
+type process struct {
+	client  client.Client
+	worker  worker.Worker
+	ledger  ledger.Store
+	sandbox *sandbox.Sandbox
+	logger  *slog.Logger
+}
+
+// start checks the configuration and connects everything, failing with one
+// sentence on the first problem: a missing key, a bad ledger DSN, an
+// unreachable server.
+func start(ctx context.Context, o options, getenv func(string) string, logger *slog.Logger, stdout io.Writer) (_ *process, err error) {
+	cfg := config.FromEnv(getenv)
+	p := &process{logger: logger}
+	defer func() {
+		if err != nil {
+			p.close()
+		}
+	}()
+
+	if o.sandbox {
+		sb, err := sandbox.Start(sandbox.Options{})
+		if err != nil {
+			return nil, fmt.Errorf("start the sandbox: %w", err)
+		}
+		p.sandbox = sb
+		cfg.OpenAIBaseURL, cfg.GitHubAPIURL, cfg.SlackAPIURL = sb.ModelURL, sb.GitHubURL, sb.SlackURL
+		// The fakes accept any token; keep real-looking ones only if given.
+		cfg.OpenAIAPIKey = orDefault(cfg.OpenAIAPIKey, "sandbox")
+		cfg.GitHubToken = orDefault(cfg.GitHubToken, "sandbox")
+		cfg.SlackBotToken = orDefault(cfg.SlackBotToken, "sandbox")
+		fmt.Fprintf(stdout, "sandbox: model %s  github %s  slack %s\n", sb.ModelURL, sb.GitHubURL, sb.SlackURL)
+		logger.Info("sandbox started", "model_url", sb.ModelURL, "github_url", sb.GitHubURL, "slack_url", sb.SlackURL)
+	}
+	if cfg.OpenAIAPIKey == "" {
+		return nil, errors.New("OPENAI_API_KEY is not set: set it (any value for a local server that needs none), or start the worker with --sandbox")
+	}
+	if cfg.GitHubToken == "" {
+		return nil, errors.New("GITHUB_TOKEN is not set: set it to a token that may push branches and open pull requests, or start the worker with --sandbox")
+	}
+
+	dsn := cfg.LedgerDSN
+	if dsn == "" {
+		dsn = ledgerdsn.DefaultDSN()
+	}
+	p.ledger, err = ledgerdsn.Open(ctx, dsn, sqlite.Options{Logger: logger})
+	if err != nil {
+		return nil, fmt.Errorf("open the ledger (CAPSTAN_LEDGER_DSN): %w", err)
+	}
+
+	httpClient := &http.Client{Timeout: time.Minute}
+	gh, err := tools.NewGitHubClient(cfg.GitHubAPIURL, cfg.GitHubToken, httpClient)
+	if err != nil {
+		return nil, fmt.Errorf("GITHUB_API_URL: %w", err)
+	}
+	var slackClient activities.SlackPoster
+	if cfg.SlackBotToken != "" {
+		opts := []slack.Option{slack.OptionHTTPClient(httpClient)}
+		if cfg.SlackAPIURL != "" {
+			opts = append(opts, slack.OptionAPIURL(withSlash(cfg.SlackAPIURL)))
+		}
+		slackClient = slack.New(cfg.SlackBotToken, opts...)
+	} else {
+		logger.Warn("SLACK_BOT_TOKEN is not set: tasks with a Slack channel will fail at delivery")
+	}
+	providers := map[string]model.Provider{
+		"openai": openai.New(openai.Config{BaseURL: cfg.OpenAIBaseURL, APIKey: cfg.OpenAIAPIKey, Logger: logger}),
+	}
+	if p.sandbox != nil {
+		providers["sandbox"] = openai.New(openai.Config{BaseURL: p.sandbox.ModelURL, APIKey: cfg.OpenAIAPIKey, Logger: logger})
+	}
+
+	identity := newIdentity()
+	var copts client.Options
+	p.client, copts, err = config.DialTemporal(ctx, identity, tlog.NewStructuredLogger(logger), 10*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	if err := ensureSearchAttributes(ctx, p.client, copts.Namespace, logger); err != nil {
+		return nil, err
+	}
+
+	p.worker = worker.New(p.client, cfg.TaskQueue, worker.Options{Identity: identity})
+	p.worker.RegisterWorkflow(workflows.AgentTask)
+	p.worker.RegisterActivity(&activities.Activities{
+		Ledger:    p.ledger,
+		Providers: providers,
+		Tools:     tools.NewRegistry(tools.GitHubTools(gh)...),
+		Slack:     slackClient,
+		Identity:  identity,
+		Limits:    activities.DefaultModelLimits,
+		Now:       time.Now,
+		Logger:    logger,
+	})
+	logger.Info("worker ready", "identity", identity, "task_queue", cfg.TaskQueue, "ledger", redactDSN(dsn))
+	fmt.Fprintf(stdout, "worker %s polling task queue %q\n", identity, cfg.TaskQueue)
+	return p, nil
+}
+
+// run polls until ctx is cancelled (SIGINT/SIGTERM), then stops gracefully.
+func (p *process) run(ctx context.Context) error {
+	stopped := make(chan any)
+	go func() {
+		<-ctx.Done()
+		close(stopped)
+	}()
+	if err := p.worker.Run(stopped); err != nil {
+		return fmt.Errorf("worker stopped: %w", err)
+	}
+	p.logger.Info("worker stopped")
+	return nil
+}
+
+func (p *process) close() {
+	if p.client != nil {
+		p.client.Close()
+	}
+	if p.ledger != nil {
+		_ = p.ledger.Close()
+	}
+	if p.sandbox != nil {
+		_ = p.sandbox.Close()
+	}
+}
+
+// searchAttributes are the attributes AgentTask sets; the worker registers
+// the missing ones so a task never fails on an unknown attribute.
+var searchAttributes = map[string]enumspb.IndexedValueType{
+	workflows.AttrStatus.GetName():     enumspb.INDEXED_VALUE_TYPE_KEYWORD,
+	workflows.AttrNeedsHuman.GetName(): enumspb.INDEXED_VALUE_TYPE_BOOL,
+	workflows.AttrUnknownOps.GetName(): enumspb.INDEXED_VALUE_TYPE_INT,
+	workflows.AttrRepo.GetName():       enumspb.INDEXED_VALUE_TYPE_KEYWORD,
+}
+
+func ensureSearchAttributes(ctx context.Context, c client.Client, ns string, logger *slog.Logger) error {
+	list, err := c.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: ns})
+	if err != nil {
+		return fmt.Errorf("list search attributes of namespace %s: %w", ns, err)
+	}
+	missing := map[string]enumspb.IndexedValueType{}
+	for name, typ := range searchAttributes {
+		if _, ok := list.GetCustomAttributes()[name]; !ok {
+			missing[name] = typ
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	if _, err := c.OperatorService().AddSearchAttributes(ctx, &operatorservice.AddSearchAttributesRequest{
+		Namespace: ns, SearchAttributes: missing,
+	}); err != nil {
+		return fmt.Errorf("register search attributes %v in namespace %s (register them with `temporal operator search-attribute create`): %w", keys(missing), ns, err)
+	}
+	logger.Info("registered search attributes", "names", keys(missing))
+	return nil
+}
+
+func newIdentity() string {
+	b := make([]byte, 3)
+	_, _ = rand.Read(b)
+	return fmt.Sprintf("capstan-worker@%s/%d/%s", config.Hostname(), os.Getpid(), hex.EncodeToString(b))
+}

@@ -1,0 +1,221 @@
+package workflows
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/capstanhq/capstan/activities"
+	"github.com/capstanhq/capstan/internal/model"
+)
+
+// Query names.
+const (
+	QueryStatus  = "status"
+	QueryJournal = "journal"
+)
+
+// Search attributes capstan sets on every task (DESIGN §8).
+var (
+	AttrStatus     = temporal.NewSearchAttributeKeyKeyword("CapstanStatus")
+	AttrNeedsHuman = temporal.NewSearchAttributeKeyBool("CapstanNeedsHuman")
+	AttrUnknownOps = temporal.NewSearchAttributeKeyInt64("CapstanUnknownOps")
+	AttrRepo       = temporal.NewSearchAttributeKeyKeyword("CapstanRepo")
+)
+
+// a is the nil receiver through which the workflow names its activities.
+var a *activities.Activities
+
+// taskError ends a task as failed with a code and a sentence.
+type taskError struct{ code, msg string }
+
+func (e *taskError) Error() string { return e.code + ": " + e.msg }
+
+func fail(code, format string, args ...any) error {
+	return &taskError{code: code, msg: fmt.Sprintf(format, args...)}
+}
+
+// task is the state of one run of AgentTask.
+type task struct {
+	in         AgentTaskInput
+	result     TaskResult
+	journal    []string
+	transcript string   // manifest ref of the committed transcript
+	append     []string // tool results committed since the last turn
+	nextTurn   int
+}
+
+// AgentTask runs one agent task: turns until the model answers without tool
+// calls, each tool call as an operation, then the delivery of the answer.
+func AgentTask(ctx workflow.Context, in AgentTaskInput) (TaskResult, error) {
+	t := &task{in: in, nextTurn: 1}
+	if cp := in.Checkpoint; cp != nil {
+		t.result, t.transcript, t.append, t.nextTurn = cp.Result, cp.Transcript, cp.Append, cp.NextTurn
+	} else {
+		t.result = TaskResult{
+			TaskID: in.TaskID, WorkflowID: workflow.GetInfo(ctx).WorkflowExecution.ID, Model: in.Model,
+			Turns: []TurnRecord{}, Operations: []OperationRecord{}, Deliveries: []DeliveryRecord{},
+		}
+	}
+	t.result.Status = StatusRunning
+	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (TaskResult, error) { return t.result, nil }); err != nil {
+		return t.result, err
+	}
+	if err := workflow.SetQueryHandler(ctx, QueryJournal, func() ([]string, error) { return t.journal, nil }); err != nil {
+		return t.result, err
+	}
+	attrs := []temporal.SearchAttributeUpdate{AttrStatus.ValueSet(StatusRunning), AttrNeedsHuman.ValueSet(false), AttrUnknownOps.ValueSet(0)}
+	if in.Repo != "" {
+		attrs = append(attrs, AttrRepo.ValueSet(in.Repo))
+	}
+	if err := workflow.UpsertTypedSearchAttributes(ctx, attrs...); err != nil {
+		return t.result, err
+	}
+	return t.finish(ctx, t.run(ctx))
+}
+
+func (t *task) maxTurns() int {
+	if t.in.MaxTurns > 0 {
+		return t.in.MaxTurns
+	}
+	return DefaultMaxTurns
+}
+
+func (t *task) note(ctx workflow.Context, format string, args ...any) {
+	line := workflow.Now(ctx).UTC().Format(time.RFC3339) + " " + fmt.Sprintf(format, args...)
+	t.journal = append(t.journal, line)
+	workflow.GetLogger(ctx).Info(fmt.Sprintf(format, args...), "TaskID", t.in.TaskID)
+}
+
+func (t *task) run(ctx workflow.Context) error {
+	first := t.nextTurn
+	final, answered := "", false
+	for turn := first; turn <= t.maxTurns(); turn++ {
+		if turn > first && workflow.GetInfo(ctx).GetContinueAsNewSuggested() {
+			t.note(ctx, "continuing as new before turn %d", turn)
+			next := t.in
+			next.Checkpoint = &Checkpoint{NextTurn: turn, Transcript: t.transcript, Append: t.append, Result: t.result}
+			return workflow.NewContinueAsNewError(ctx, AgentTask, next)
+		}
+		out, err := t.runTurn(ctx, turn)
+		if err != nil {
+			return err
+		}
+		t.transcript, t.append = out.Transcript, nil
+		if len(out.ToolCalls) == 0 {
+			final, answered = out.Text, true
+			break
+		}
+		items, err := t.runOperations(ctx, turn, out.ToolCalls)
+		if err != nil {
+			return err
+		}
+		t.append = items
+	}
+	if !answered {
+		return fail(FailMaxTurns, "the model had not given a final answer after %d turns", t.maxTurns())
+	}
+	t.result.FinalText = final
+	t.note(ctx, "final response committed (%d characters)", len(final))
+	return t.deliver(ctx, final)
+}
+
+// seed is the opening of a task's transcript.
+func (t *task) seed() []model.Message {
+	sys := "You are capstan, an agent that changes code on GitHub through tools. " +
+		"Every tool call that changes something is recorded and happens at most once; " +
+		"when a tool reports an error, read it and adapt rather than repeating the same call. " +
+		"When the work is done, answer with a short summary and no tool calls."
+	if t.in.Repo != "" {
+		base := t.in.Base
+		if base == "" {
+			base = "main"
+		}
+		sys += fmt.Sprintf("\nRepository: %s. Base branch: %s.", t.in.Repo, base)
+	}
+	return []model.Message{{Role: model.RoleSystem, Content: sys}, {Role: model.RoleUser, Content: t.in.Prompt}}
+}
+
+// runTurn runs attempts of one turn under the turn guard until one completes
+// or the guard gives up.
+func (t *task) runTurn(ctx workflow.Context, turn int) (activities.ModelTurnResult, error) {
+	tid := turnID(t.in.TaskID, turn)
+	t.result.Turns = append(t.result.Turns, TurnRecord{TurnID: tid, Attempts: []AttemptRecord{}})
+	rec := &t.result.Turns[len(t.result.Turns)-1]
+	in := activities.ModelTurnInput{TaskID: t.in.TaskID, TurnID: tid, Model: t.in.Model, Transcript: t.transcript, Append: t.append}
+	if t.transcript == "" {
+		in.Seed = t.seed()
+	}
+	var guard turnGuard
+	for attempt := 1; ; attempt++ {
+		in.AttemptID = attemptID(tid, attempt)
+		summary := fmt.Sprintf("turn %d · attempt %d · %s", turn, attempt, modelLabel(t.in.Model))
+		actx := workflow.WithActivityOptions(ctx, modelTurnOptions(summary))
+		var out activities.ModelTurnResult
+		err := workflow.ExecuteActivity(actx, a.ModelTurn, in).Get(ctx, &out)
+		if err == nil {
+			guard.completed()
+			rec.Attempts = append(rec.Attempts, AttemptRecord{AttemptID: in.AttemptID, Outcome: string(model.OutcomeCompleted), Phase: string(out.Phase), HTTPStatus: 200})
+			t.note(ctx, "%s completed: %d tool call(s), %d characters", in.AttemptID, len(out.ToolCalls), len(out.Text))
+			return out, nil
+		}
+		if ctx.Err() != nil {
+			rec.Attempts = append(rec.Attempts, AttemptRecord{AttemptID: in.AttemptID, Outcome: string(model.OutcomeCancelled), Phase: string(model.PhaseUnknown)})
+			return out, err
+		}
+		oc, report, cfgErr := attemptOutcomeOf(err)
+		rec.Attempts = append(rec.Attempts, AttemptRecord{AttemptID: in.AttemptID, Outcome: oc.Outcome, Phase: string(report.Phase), HTTPStatus: report.HTTPStatus, Message: oc.Message})
+		if cfgErr != "" {
+			return out, fail(FailWorkerMisconfigured, "%s", cfgErr)
+		}
+		var jitter float64
+		if err := workflow.SideEffect(ctx, func(workflow.Context) any { return rand.Float64() }).Get(&jitter); err != nil {
+			return out, err
+		}
+		d := guard.decide(oc, jitter)
+		if !d.Retry {
+			t.note(ctx, "%s abandoned (%s); giving up: %s", in.AttemptID, oc.Outcome, d.Message)
+			return out, fail(d.Code, "%s", d.Message)
+		}
+		t.note(ctx, "%s abandoned (%s); retrying in %s: %s", in.AttemptID, oc.Outcome, d.Delay, d.Message)
+		if d.Delay > 0 {
+			if err := workflow.Sleep(ctx, d.Delay); err != nil {
+				return out, err
+			}
+		}
+	}
+}
+
+// attemptOutcomeOf reads how a failed ModelTurn ended. The third result is
+// set when the worker lacks configuration, which no retry fixes.
+func attemptOutcomeOf(err error) (attemptOutcome, activities.AttemptReport, string) {
+	var appErr *temporal.ApplicationError
+	var timeoutErr *temporal.TimeoutError
+	switch {
+	case errors.As(err, &appErr) && appErr.Type() == activities.ErrTypeAttempt:
+		var r activities.AttemptReport
+		if appErr.HasDetails() && appErr.Details(&r) == nil {
+			return attemptOutcome{Outcome: string(r.Outcome), HTTPStatus: r.HTTPStatus,
+				RetryAfter: time.Duration(r.RetryAfterMS) * time.Millisecond, Message: r.Message}, r, ""
+		}
+		return attemptOutcome{Outcome: string(model.OutcomeUnknown), Message: appErr.Error()}, activities.AttemptReport{Phase: model.PhaseUnknown}, ""
+	case errors.As(err, &appErr) && appErr.Type() == activities.ErrTypeConfig:
+		return attemptOutcome{Outcome: string(model.OutcomeRejected), Message: appErr.Error()}, activities.AttemptReport{Phase: model.PhaseNotSent}, appErr.Error()
+	case errors.As(err, &timeoutErr):
+		return attemptOutcome{Outcome: string(model.OutcomeWorkerLost), Message: fmt.Sprintf("the worker stopped answering (%s timeout)", timeoutErr.TimeoutType())},
+			activities.AttemptReport{Phase: model.PhaseUnknown}, ""
+	default:
+		return attemptOutcome{Outcome: string(model.OutcomeUnknown), Message: err.Error()}, activities.AttemptReport{Phase: model.PhaseUnknown}, ""
+	}
+}
+
+func modelLabel(m string) string {
+	if ref, err := model.ParseRef(m); err == nil {
+		return ref.Provider + "/" + ref.Model
+	}
+	return m
+}

@@ -1,0 +1,120 @@
+package workflows
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/capstanhq/capstan/internal/model"
+)
+
+// Per-turn retry budgets of the turn guard (DESIGN §4.4).
+const (
+	budgetTransport = 4
+	budgetOverload  = 5
+	budgetIdle      = 1
+	budgetInvalid   = 2
+	// maxRetryAfter: a provider asking for a longer wait fails the turn.
+	maxRetryAfter = 5 * time.Minute
+)
+
+// backoff is a full-jitter exponential delay.
+type backoff struct{ base, cap time.Duration }
+
+var (
+	transportBackoff = backoff{base: 500 * time.Millisecond, cap: 10 * time.Second}
+	overloadBackoff  = backoff{base: 2 * time.Second, cap: 30 * time.Second}
+)
+
+// delay returns the n-th (1-based) delay scaled by jitter in [0,1).
+func (b backoff) delay(n int, jitter float64) time.Duration {
+	d := b.base
+	for i := 1; i < n && d < b.cap; i++ {
+		d *= 2
+	}
+	d = min(d, b.cap)
+	return time.Duration(jitter * float64(d))
+}
+
+// turnGuard decides, for one turn, whether a failed attempt is tried again.
+// Its state is plain data, so the decision replays deterministically; jitter
+// is passed in from a SideEffect.
+type turnGuard struct {
+	transport, overload, idle, invalid int
+}
+
+// decision is the guard's verdict on one attempt.
+type decision struct {
+	Retry   bool
+	Delay   time.Duration
+	Code    string // failure code when not retrying
+	Message string // the readable reason, for the journal and the task
+}
+
+func (g *turnGuard) decide(r attemptOutcome, jitter float64) decision {
+	switch model.Outcome(r.Outcome) {
+	case model.OutcomeNotSent, model.OutcomeUnknown, model.OutcomeWorkerLost:
+		// The model call has no side effect: a request lost in transit or a
+		// lost worker is simply asked again, within the transport budget.
+		g.transport++
+		if g.transport > budgetTransport {
+			code := FailProviderUnavailable
+			if r.Outcome == string(model.OutcomeWorkerLost) {
+				code = FailWorkerLost
+			}
+			return decision{Code: code, Message: fmt.Sprintf("the model could not be reached after %d attempts: %s", g.transport, r.Message)}
+		}
+		delay := transportBackoff.delay(g.transport, jitter)
+		if r.Outcome == string(model.OutcomeWorkerLost) {
+			delay = 0
+		}
+		return decision{Retry: true, Delay: delay, Message: fmt.Sprintf("%s (transport %d/%d)", r.Message, g.transport, budgetTransport)}
+	case model.OutcomeOverloaded:
+		g.overload++
+		if g.overload > budgetOverload {
+			return decision{Code: FailProviderUnavailable, Message: fmt.Sprintf("the model provider stayed overloaded through %d attempts: %s", g.overload, r.Message)}
+		}
+		delay := overloadBackoff.delay(g.overload, jitter)
+		if r.RetryAfter > 0 {
+			if r.RetryAfter > maxRetryAfter {
+				return decision{Code: FailProviderUnavailable, Message: fmt.Sprintf("the model provider asked to wait %s, longer than the %s capstan waits", r.RetryAfter, maxRetryAfter)}
+			}
+			delay = r.RetryAfter
+		}
+		return decision{Retry: true, Delay: delay, Message: fmt.Sprintf("%s (overload %d/%d)", r.Message, g.overload, budgetOverload)}
+	case model.OutcomeCutIdle:
+		g.idle++
+		if g.idle > budgetIdle {
+			return decision{Code: FailModelIdleTimeout, Message: fmt.Sprintf("the model stream went idle again: %s", r.Message)}
+		}
+		return decision{Retry: true, Delay: time.Second, Message: fmt.Sprintf("%s (idle %d/%d)", r.Message, g.idle, budgetIdle)}
+	case model.OutcomeInvalid:
+		g.invalid++
+		if g.invalid > budgetInvalid {
+			return decision{Code: FailModelInvalidOutput, Message: fmt.Sprintf("the model kept answering with invalid output: %s", r.Message)}
+		}
+		return decision{Retry: true, Delay: 500 * time.Millisecond, Message: fmt.Sprintf("%s (invalid %d/%d)", r.Message, g.invalid, budgetInvalid)}
+	case model.OutcomeCutTotal:
+		return decision{Code: FailModelMaxDuration, Message: r.Message}
+	case model.OutcomeOverflow:
+		return decision{Code: FailContextOverflow, Message: "the transcript no longer fits the model's context: " + r.Message}
+	case model.OutcomeRejected:
+		msg := "the model provider rejected the request"
+		if r.HTTPStatus != 0 {
+			msg += fmt.Sprintf(" (HTTP %d)", r.HTTPStatus)
+		}
+		return decision{Code: FailProviderRejected, Message: msg + ": " + r.Message}
+	default:
+		return decision{Code: FailProviderUnavailable, Message: fmt.Sprintf("the model attempt ended as %s: %s", r.Outcome, r.Message)}
+	}
+}
+
+// completed clears the idle-cut count: only a completed attempt does.
+func (g *turnGuard) completed() { g.idle = 0 }
+
+// attemptOutcome is what the guard reads of an attempt.
+type attemptOutcome struct {
+	Outcome    string
+	HTTPStatus int
+	RetryAfter time.Duration
+	Message    string
+}

@@ -1,0 +1,65 @@
+package workflows
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestTurnGuard(t *testing.T) {
+	t.Run("overload honours Retry-After and gives up after the budget", func(t *testing.T) {
+		var g turnGuard
+		d := g.decide(attemptOutcome{Outcome: "overloaded", RetryAfter: 3 * time.Second}, 0.5)
+		if !d.Retry || d.Delay != 3*time.Second {
+			t.Fatalf("first overload = %+v, want retry after 3s", d)
+		}
+		for i := 2; i <= budgetOverload; i++ {
+			if d = g.decide(attemptOutcome{Outcome: "overloaded"}, 0.5); !d.Retry {
+				t.Fatalf("overload %d = %+v, want retry", i, d)
+			}
+		}
+		if d = g.decide(attemptOutcome{Outcome: "overloaded"}, 0.5); d.Retry || d.Code != FailProviderUnavailable {
+			t.Fatalf("overload past budget = %+v, want provider_unavailable", d)
+		}
+	})
+	t.Run("a Retry-After over five minutes fails the turn and says how long", func(t *testing.T) {
+		var g turnGuard
+		d := g.decide(attemptOutcome{Outcome: "overloaded", RetryAfter: 10 * time.Minute}, 0)
+		if d.Retry || d.Code != FailProviderUnavailable || !contains(d.Message, "10m0s") {
+			t.Fatalf("decision = %+v", d)
+		}
+	})
+	t.Run("an idle cut is retried once, and only a completed attempt clears it", func(t *testing.T) {
+		var g turnGuard
+		if d := g.decide(attemptOutcome{Outcome: "cut_idle"}, 0); !d.Retry || d.Delay != time.Second {
+			t.Fatalf("first idle cut = %+v", d)
+		}
+		g.decide(attemptOutcome{Outcome: "not_sent"}, 0)
+		if d := g.decide(attemptOutcome{Outcome: "cut_idle"}, 0); d.Retry || d.Code != FailModelIdleTimeout {
+			t.Fatalf("second idle cut = %+v, want model_idle_timeout", d)
+		}
+		g.completed()
+		if d := g.decide(attemptOutcome{Outcome: "cut_idle"}, 0); !d.Retry {
+			t.Fatalf("idle cut after a completed attempt = %+v, want retry", d)
+		}
+	})
+	t.Run("rejections and total cuts are never retried", func(t *testing.T) {
+		var g turnGuard
+		if d := g.decide(attemptOutcome{Outcome: "rejected", HTTPStatus: 401, Message: "bad key"}, 0); d.Retry || d.Code != FailProviderRejected || !contains(d.Message, "HTTP 401") {
+			t.Fatalf("rejected = %+v", d)
+		}
+		if d := g.decide(attemptOutcome{Outcome: "cut_total"}, 0); d.Retry || d.Code != FailModelMaxDuration {
+			t.Fatalf("cut_total = %+v", d)
+		}
+	})
+	t.Run("full jitter stays under the cap", func(t *testing.T) {
+		if d := overloadBackoff.delay(10, 0.999); d > overloadBackoff.cap || d < 29*time.Second {
+			t.Fatalf("delay = %s, want just under %s", d, overloadBackoff.cap)
+		}
+		if d := transportBackoff.delay(1, 0); d != 0 {
+			t.Fatalf("zero jitter delay = %s, want 0", d)
+		}
+	})
+}
+
+func contains(s, sub string) bool { return strings.Contains(s, sub) }

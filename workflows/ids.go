@@ -1,0 +1,28 @@
+package workflows
+
+import (
+	"fmt"
+	"strings"
+)
+
+// WorkflowID is the workflow id of a task.
+func WorkflowID(taskID string) string { return "task-" + taskID }
+
+func turnID(taskID string, turn int) string { return fmt.Sprintf("%s/t%d", taskID, turn) }
+
+func attemptID(turnID string, attempt int) string { return fmt.Sprintf("%s/a%d", turnID, attempt) }
+
+// operationID names an intended effect (DESIGN §5.2). With a business key it
+// is the same for every call with the same effect in this task, so a
+// re-declared call maps to the recorded operation; without one, it is unique
+// per declared call (the uuid comes from workflow.SideEffect).
+func operationID(tenant, taskID, tool, businessKey, turn, uuid string) string {
+	if businessKey != "" {
+		return strings.Join([]string{tenant, taskID, tool, businessKey}, ":")
+	}
+	return strings.Join([]string{tenant, taskID, turn, tool, uuid}, ":")
+}
+
+func deliveryOperationID(tenant, taskID, channel string) string {
+	return strings.Join([]string{tenant, taskID, "deliver", "slack", channel}, ":")
+}

@@ -1,0 +1,173 @@
+package workflows
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/google/uuid"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/capstanhq/capstan/activities"
+	"github.com/capstanhq/capstan/internal/ledger"
+	"github.com/capstanhq/capstan/internal/model"
+	"github.com/capstanhq/capstan/internal/tools"
+)
+
+// catalog knows the built-in tools' classes and identities. The workflow only
+// uses their pure methods (Class, Identify); the clients that act live in
+// the workers.
+var catalog = tools.NewRegistry(tools.GitHubTools(nil)...)
+
+// declared is a tool call with the operation id the workflow gave it.
+type declared struct {
+	call  model.ToolCall
+	class tools.Class
+	opID  string
+	index int // into result.Operations
+}
+
+// runOperations executes the tool calls of one turn and returns the refs of
+// their tool messages, in the model's order. Runs of consecutive read-only
+// calls execute in parallel; every mutation runs alone, in model order.
+func (t *task) runOperations(ctx workflow.Context, turn int, calls []model.ToolCall) ([]string, error) {
+	tid := turnID(t.in.TaskID, turn)
+	ops := make([]declared, len(calls))
+	for i, c := range calls {
+		d, err := t.declare(ctx, tid, turn, c)
+		if err != nil {
+			return nil, err
+		}
+		ops[i] = d
+	}
+	items := make([]string, len(ops))
+	for i := 0; i < len(ops); {
+		j := i + 1
+		if ops[i].class == tools.ReadOnly {
+			for j < len(ops) && ops[j].class == tools.ReadOnly {
+				j++
+			}
+		}
+		futures := make([]workflow.Future, 0, j-i)
+		for _, op := range ops[i:j] {
+			futures = append(futures, t.startOperation(ctx, tid, op))
+		}
+		for k, f := range futures {
+			item, err := t.awaitOperation(ctx, ops[i+k], f)
+			if err != nil {
+				return nil, err
+			}
+			items[i+k] = item
+		}
+		i = j
+	}
+	return items, nil
+}
+
+// declare gives a tool call its operation id (DESIGN §5.2) and records it.
+func (t *task) declare(ctx workflow.Context, tid string, turn int, c model.ToolCall) (declared, error) {
+	d := declared{call: c, class: tools.Unsafe}
+	key := ""
+	if tool, err := catalog.Get(c.Name); err == nil {
+		d.class = tool.Class()
+		if id, err := tool.Identify(c.Arguments); err == nil {
+			key = id.BusinessKey
+		}
+	}
+	var uid string
+	if key == "" {
+		if err := workflow.SideEffect(ctx, func(workflow.Context) any { return uuid.NewString() }).Get(&uid); err != nil {
+			return d, err
+		}
+	}
+	d.opID = operationID(t.in.Tenant, t.in.TaskID, c.Name, key, fmt.Sprintf("t%d", turn), uid)
+	t.result.Operations = append(t.result.Operations, OperationRecord{
+		OperationID: d.opID, TurnID: tid, ToolCallID: c.ID, Tool: c.Name, State: string(ledger.StateDeclared),
+	})
+	d.index = len(t.result.Operations) - 1
+	return d, nil
+}
+
+func (t *task) startOperation(ctx workflow.Context, tid string, op declared) workflow.Future {
+	t.result.Operations[op.index].State = string(ledger.StateRunning)
+	actx := workflow.WithActivityOptions(ctx, toolOptions(op.class, summarizeCall(op.call)))
+	return workflow.ExecuteActivity(actx, a.ExecuteTool, activities.ExecuteToolInput{
+		Tenant: t.in.Tenant, TaskID: t.in.TaskID, TurnID: tid, OperationID: op.opID,
+		ToolCallID: op.call.ID, Tool: op.call.Name, Arguments: op.call.Arguments,
+	})
+}
+
+func (t *task) awaitOperation(ctx workflow.Context, op declared, f workflow.Future) (string, error) {
+	rec := &t.result.Operations[op.index]
+	var res activities.ExecuteToolResult
+	err := f.Get(ctx, &res)
+	if err == nil {
+		rec.State, rec.ExternalID, rec.Replayed = res.State, res.ExternalID, res.Replayed
+		t.note(ctx, "operation %s %s%s", op.opID, res.State, map[bool]string{true: " (replayed from the ledger)"}[res.Replayed])
+		return res.Item, nil
+	}
+	if ctx.Err() != nil {
+		rec.State = string(ledger.StateUnknown)
+		return "", err
+	}
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) {
+		switch appErr.Type() {
+		case activities.ErrTypeOperationConflict:
+			rec.State = string(ledger.StateFailed)
+			return "", fail(FailOperationConflict, "%s", appErr.Error())
+		case activities.ErrTypeOperationUnknown:
+			rec.State = string(ledger.StateUnknown)
+			_ = workflow.UpsertTypedSearchAttributes(ctx, AttrUnknownOps.ValueSet(int64(t.unknownOps())))
+			return "", fail(FailOperationUnknown, "%s", appErr.Error())
+		case activities.ErrTypeConfig:
+			rec.State = string(ledger.StateAbsent)
+			return "", fail(FailWorkerMisconfigured, "%s", appErr.Error())
+		}
+	}
+	rec.State = string(ledger.StateFailed)
+	return "", fail(FailOperationFailed, "%s did not complete: %v", op.call.Name, err)
+}
+
+func (t *task) unknownOps() int {
+	n := 0
+	for _, op := range t.result.Operations {
+		if op.State == string(ledger.StateUnknown) {
+			n++
+		}
+	}
+	return n
+}
+
+// summarizeCall is the activity summary the Temporal UI shows for a call,
+// e.g. "create_pull_request acme/payments agent/fix → main".
+func summarizeCall(c model.ToolCall) string {
+	var args map[string]any
+	_ = json.Unmarshal(c.Arguments, &args)
+	s := func(k string) string {
+		v, _ := args[k].(string)
+		return v
+	}
+	name := strings.TrimPrefix(c.Name, "github_")
+	repo := s("repo")
+	switch c.Name {
+	case "github_create_pull_request":
+		return fmt.Sprintf("%s %s %s → %s", name, repo, s("head"), s("base"))
+	case "github_create_branch":
+		return fmt.Sprintf("%s %s %s from %s", name, repo, s("branch"), s("from"))
+	case "github_put_file":
+		return fmt.Sprintf("%s %s %s:%s", name, repo, s("branch"), s("path"))
+	case "github_get_file":
+		if ref := s("ref"); ref != "" {
+			return fmt.Sprintf("%s %s %s@%s", name, repo, s("path"), ref)
+		}
+		return fmt.Sprintf("%s %s %s", name, repo, s("path"))
+	case "github_comment":
+		n, _ := args["number"].(float64)
+		return fmt.Sprintf("%s %s #%d", name, repo, int(n))
+	default:
+		return strings.TrimSpace(name + " " + repo)
+	}
+}

@@ -1,0 +1,72 @@
+package workflows
+
+import (
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/capstanhq/capstan/activities"
+	"github.com/capstanhq/capstan/internal/tools"
+)
+
+// Activity options, one set per call type. They are the only place timeouts
+// and retry policies of activities are chosen.
+
+// modelTurnOptions: Temporal never retries a model attempt — the turn guard
+// does, so every retry is a new attempt id and a journalled decision. The
+// start-to-close timeout is the activity's own total limit plus a margin, so
+// capstan's watchdogs decide and say why; the heartbeat timeout notices a
+// dead worker in ~30 s.
+func modelTurnOptions(summary string) workflow.ActivityOptions {
+	return workflow.ActivityOptions{
+		StartToCloseTimeout: activities.DefaultModelLimits.Total + time.Minute,
+		HeartbeatTimeout:    30 * time.Second,
+		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 1},
+		Summary:             summary,
+	}
+}
+
+// toolOptions: reads retry freely; mutations retry only on errors that prove
+// nothing was sent or that another claim is live, never on an UNKNOWN outcome
+// or a conflict, which need a reconciler or a person.
+func toolOptions(class tools.Class, summary string) workflow.ActivityOptions {
+	o := workflow.ActivityOptions{
+		StartToCloseTimeout: 2 * time.Minute,
+		Summary:             summary,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval:    time.Second,
+			BackoffCoefficient: 2,
+			MaximumInterval:    30 * time.Second,
+			MaximumAttempts:    5,
+			NonRetryableErrorTypes: []string{
+				activities.ErrTypeOperationConflict,
+				activities.ErrTypeOperationUnknown,
+				activities.ErrTypeConfig,
+			},
+		},
+	}
+	if class == tools.ReadOnly {
+		o.RetryPolicy.MaximumAttempts = 3
+	}
+	return o
+}
+
+// deliverOptions: three tries, then the delivery is dead-lettered (DESIGN §6).
+func deliverOptions(summary string) workflow.ActivityOptions {
+	return workflow.ActivityOptions{
+		StartToCloseTimeout: time.Minute,
+		Summary:             summary,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval:    2 * time.Second,
+			BackoffCoefficient: 2,
+			MaximumAttempts:    3,
+			NonRetryableErrorTypes: []string{
+				activities.ErrTypeOperationConflict,
+				activities.ErrTypeOperationUnknown,
+				activities.ErrTypeDeliveryFailed,
+				activities.ErrTypeConfig,
+			},
+		},
+	}
+}

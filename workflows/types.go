@@ -1,0 +1,113 @@
+package workflows
+
+// Task statuses. A task ends completed, failed or cancelled; while it runs
+// its status is running.
+const (
+	StatusRunning   = "running"
+	StatusCompleted = "completed"
+	StatusFailed    = "failed"
+	StatusCancelled = "cancelled"
+)
+
+// Failure codes of a failed task (DESIGN §3). Each comes with one readable
+// sentence in TaskResult.Message.
+const (
+	FailModelIdleTimeout    = "model_idle_timeout"
+	FailModelMaxDuration    = "model_max_duration"
+	FailModelInvalidOutput  = "model_invalid_output"
+	FailProviderRejected    = "provider_rejected"
+	FailProviderUnavailable = "provider_unavailable"
+	FailContextOverflow     = "context_overflow"
+	FailWorkerLost          = "worker_lost"
+	FailMaxTurns            = "max_turns"
+	FailOperationConflict   = "operation_conflict"
+	FailOperationUnknown    = "operation_unknown"
+	FailOperationFailed     = "operation_failed"
+	FailDeliveryFailed      = "delivery_failed"
+	FailWorkerMisconfigured = "worker_misconfigured"
+)
+
+// DefaultMaxTurns bounds a task whose input leaves MaxTurns at zero.
+const DefaultMaxTurns = 20
+
+// AgentTaskInput starts a task. It carries no secret: tokens and keys live in
+// the workers' environment.
+type AgentTaskInput struct {
+	TaskID       string `json:"task_id"`
+	Tenant       string `json:"tenant"`
+	Prompt       string `json:"prompt"`
+	Repo         string `json:"repo,omitempty"` // owner/name the agent works on
+	Base         string `json:"base,omitempty"` // base branch, default main
+	SlackChannel string `json:"slack_channel,omitempty"`
+	Model        string `json:"model"` // provider:model
+	MaxTurns     int    `json:"max_turns,omitempty"`
+	// Checkpoint is set when the task continues as new.
+	Checkpoint *Checkpoint `json:"checkpoint,omitempty"`
+}
+
+// Checkpoint is what a task carries across continue-as-new: the transcript by
+// reference and the records of what already happened.
+type Checkpoint struct {
+	NextTurn   int        `json:"next_turn"`
+	Transcript string     `json:"transcript"`
+	Append     []string   `json:"append,omitempty"`
+	Result     TaskResult `json:"result"`
+}
+
+// TaskResult is the outcome of a task, and its status while it runs (the
+// status query). It is the JSON object `starter run --wait --json` prints.
+type TaskResult struct {
+	TaskID      string            `json:"task_id"`
+	WorkflowID  string            `json:"workflow_id"`
+	Status      string            `json:"status"`
+	FailureCode string            `json:"failure_code"`
+	Message     string            `json:"message"`
+	FinalText   string            `json:"final_text"`
+	Model       string            `json:"model"`
+	Turns       []TurnRecord      `json:"turns"`
+	Operations  []OperationRecord `json:"operations"`
+	Deliveries  []DeliveryRecord  `json:"deliveries"`
+}
+
+// TurnRecord lists the attempts of one turn.
+type TurnRecord struct {
+	TurnID   string          `json:"turn_id"`
+	Attempts []AttemptRecord `json:"attempts"`
+}
+
+// AttemptRecord is one model request: how it ended and how far it got.
+type AttemptRecord struct {
+	AttemptID  string `json:"attempt_id"`
+	Outcome    string `json:"outcome"`
+	Phase      string `json:"phase"`
+	HTTPStatus int    `json:"http_status"`
+	Message    string `json:"message,omitempty"`
+}
+
+// OperationRecord is one tool call's operation.
+type OperationRecord struct {
+	OperationID string `json:"operation_id"`
+	TurnID      string `json:"turn_id"`
+	ToolCallID  string `json:"tool_call_id"`
+	Tool        string `json:"tool"`
+	State       string `json:"state"`
+	ExternalID  string `json:"external_id"`
+	Replayed    bool   `json:"replayed"`
+}
+
+// Delivery states (DESIGN §6).
+const (
+	DeliveryPending    = "PENDING"
+	DeliverySending    = "SENDING"
+	DeliveryAcked      = "ACKED"
+	DeliveryUnknown    = "AMBIGUOUS"
+	DeliveryDeadLetter = "DEAD_LETTER"
+)
+
+// DeliveryRecord is one delivery of the final answer.
+type DeliveryRecord struct {
+	OperationID string `json:"operation_id"`
+	Target      string `json:"target"`
+	State       string `json:"state"`
+	ExternalID  string `json:"external_id,omitempty"`
+}
