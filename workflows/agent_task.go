@@ -130,6 +130,7 @@ func (t *task) seed() []model.Message {
 		"Every tool call that changes something is recorded and happens at most once; " +
 		"when a tool reports an error, read it and adapt rather than repeating the same call. " +
 		"When the work is done, answer with a short summary and no tool calls."
+	sys += "\nTask id: " + t.in.TaskID
 	if t.in.Repo != "" {
 		base := t.in.Base
 		if base == "" {

@@ -99,7 +99,7 @@ func TestDemoTaskAgainstCompatibleEndpoints(t *testing.T) {
 		}
 	}
 	prOp := res.Operations[2].OperationID
-	if want := "default:" + taskID + ":github_create_pull_request:pr:create:capstan-sandbox/demo:capstan/hello:main"; prOp != want {
+	if want := "default:" + taskID + ":github_create_pull_request:pr:create:capstan-sandbox/demo:capstan/hello-" + taskID + ":main"; prOp != want {
 		t.Errorf("pull request operation id = %q, want %q", prOp, want)
 	}
 	if len(res.Deliveries) != 1 || res.Deliveries[0].State != workflows.DeliveryAcked || res.Deliveries[0].Target != "slack:#capstan-e2e" {
@@ -136,7 +136,7 @@ func TestDemoTaskAgainstCompatibleEndpoints(t *testing.T) {
 			t.Errorf("workflow history contains the secret %q", secret)
 		}
 	}
-	if !strings.Contains(hist, "capstan/hello") {
+	if !strings.Contains(hist, "capstan/hello-"+taskID) {
 		t.Fatal("history check is blind: the history does not even contain the branch name")
 	}
 	recordHistory(t, "demo.json", res.WorkflowID)

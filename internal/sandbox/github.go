@@ -14,9 +14,14 @@ import (
 	"time"
 )
 
-// GitHub is an in-memory stand-in for the GitHub REST API, serving the
-// endpoints go-github v62 calls for refs, contents, pull requests, issues and
-// issue comments, with GitHub's status codes and error bodies.
+// GitHub is an in-memory stand-in for the GitHub REST API. It serves, with
+// GitHub's status codes and error bodies, the endpoints go-github v62 calls
+// for: Repositories.Get; Git.GetRef and Git.CreateRef (branches only);
+// Repositories.GetContents, CreateFile and UpdateFile; PullRequests.List,
+// Create, Get and Edit (title, body, close and reopen); Issues.Create; and
+// Issues.CreateComment and ListComments (per issue or repository-wide).
+// Unknown routes answer 404 {"message":"Not Found"}. Authentication is
+// counted, never required.
 //
 // Any "owner/name" repository exists on first touch, with a branch "main"
 // holding README.md ("# <name>\n"). The API may be mounted under any path

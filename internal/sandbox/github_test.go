@@ -401,3 +401,39 @@ func TestGitHubConcurrentComments(t *testing.T) {
 		t.Errorf("%d distinct ids, stats %+v", len(seen), g.Stats())
 	}
 }
+
+func TestGitHubReopenRespectsOpenDuplicate(t *testing.T) {
+	_, c, _ := newGitHub(t, "/")
+	ctx := context.Background()
+	createBranch(t, c, "app", "feature")
+	open := func() *github.PullRequest {
+		t.Helper()
+		pr, _, err := c.PullRequests.Create(ctx, "acme", "app", &github.NewPullRequest{
+			Title: github.String("t"), Head: github.String("acme:feature"), Base: github.String("main")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pr
+	}
+	setState := func(n int, state string) error {
+		_, _, err := c.PullRequests.Edit(ctx, "acme", "app", n, &github.PullRequest{State: &state})
+		return err
+	}
+	first := open()
+	if err := setState(first.GetNumber(), "closed"); err != nil {
+		t.Fatal(err)
+	}
+	second := open() // allowed: the first one is closed
+	wantStatus(t, setState(first.GetNumber(), "open"), http.StatusUnprocessableEntity, "already exists")
+	if err := setState(second.GetNumber(), "closed"); err != nil {
+		t.Fatal(err)
+	}
+	if err := setState(first.GetNumber(), "open"); err != nil {
+		t.Fatalf("reopen: %v", err)
+	}
+	pr, _, err := c.PullRequests.Get(ctx, "acme", "app", first.GetNumber())
+	if err != nil || pr.GetState() != "open" || pr.ClosedAt != nil {
+		t.Errorf("reopened = %v, %v", pr, err)
+	}
+	wantStatus(t, setState(first.GetNumber(), "merged"), http.StatusUnprocessableEntity, "state")
+}

@@ -95,7 +95,8 @@ func (m *Model) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 type chatRequest struct {
 	Model    string `json:"model"`
 	Messages []struct {
-		Role string `json:"role"`
+		Role    string          `json:"role"`
+		Content json.RawMessage `json:"content"`
 	} `json:"messages"`
 	Stream        bool `json:"stream"`
 	StreamOptions *struct {
@@ -151,10 +152,15 @@ func (m *Model) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	assistants := 0
+	assistants, taskID := 0, ""
 	for _, msg := range req.Messages {
-		if msg.Role == "assistant" {
+		switch msg.Role {
+		case "assistant":
 			assistants++
+		case "system", "developer":
+			if taskID == "" {
+				taskID = findTaskID(messageText(msg.Content))
+			}
 		}
 	}
 	m.mu.Lock()
@@ -162,7 +168,7 @@ func (m *Model) serve(w http.ResponseWriter, r *http.Request) {
 	m.mu.Unlock()
 
 	includeUsage := req.StreamOptions != nil && req.StreamOptions.IncludeUsage
-	m.stream(w, sc.Name, sc.stepAt(assistants), includeUsage, len(body))
+	m.stream(w, sc.Name, sc.stepAt(assistants).expand(taskID), includeUsage, len(body))
 }
 
 // stream writes one step as a server-sent event stream. It stops at the first

@@ -78,9 +78,10 @@ func TestModelStreamsScriptedToolCall(t *testing.T) {
 	m, srv := newModelServer(t)
 	client := newOpenAIClient(srv.URL + "/v1")
 
+	msgs := append([]openai.ChatCompletionMessageParamUnion{openai.SystemMessage("You are an agent.\nTask id: t-42\nRepository: x/y.")}, conversation(1)...)
 	res, err := complete(t, client, openai.ChatCompletionNewParams{
 		Model:         "demo",
-		Messages:      conversation(1),
+		Messages:      msgs,
 		StreamOptions: openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)},
 	})
 	if err != nil {
@@ -103,7 +104,8 @@ func TestModelStreamsScriptedToolCall(t *testing.T) {
 	if !strings.HasPrefix(tc.ID, "call_") {
 		t.Errorf("tool call id = %q, want call_ prefix", tc.ID)
 	}
-	const wantArgs = `{"repo":"capstan-sandbox/demo","branch":"capstan/hello","path":"HELLO.md",` +
+	// The script's {{task_id}} expands to the task id of the system message.
+	const wantArgs = `{"repo":"capstan-sandbox/demo","branch":"capstan/hello-t-42","path":"HELLO.md",` +
 		`"content":"# Hello from capstan\n\nThis file was written by a durable agent task.\n","message":"Add HELLO.md"}`
 	if tc.Function.Arguments != wantArgs {
 		t.Errorf("arguments =\n%s\nwant\n%s", tc.Function.Arguments, wantArgs)

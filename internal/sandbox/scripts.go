@@ -87,6 +87,68 @@ func (s *script) stepAt(i int) step {
 	return s.Steps[i]
 }
 
+// taskPlaceholder in a script's text or arguments stands for the task id the
+// conversation's system message names ("Task id: <id>" on a line of its
+// own), so a script can name branches per task and a second run of the same
+// script does not collide with the first. Without a task id it expands to
+// "task".
+const taskPlaceholder = "{{task_id}}"
+
+// expand replaces taskPlaceholder in the step. The task id is restricted to
+// characters that need no escaping inside a JSON string.
+func (st step) expand(taskID string) step {
+	if taskID == "" {
+		taskID = "task"
+	}
+	out := step{Text: strings.ReplaceAll(st.Text, taskPlaceholder, taskID)}
+	for _, tc := range st.ToolCalls {
+		tc.Arguments = bytes.ReplaceAll(tc.Arguments, []byte(taskPlaceholder), []byte(taskID))
+		out.ToolCalls = append(out.ToolCalls, tc)
+	}
+	return out
+}
+
+// findTaskID reads "Task id: <id>" from a system message.
+func findTaskID(text string) string {
+	for _, line := range strings.Split(text, "\n") {
+		if id, ok := strings.CutPrefix(strings.TrimSpace(line), "Task id: "); ok && validTaskID(id) {
+			return id
+		}
+	}
+	return ""
+}
+
+func validTaskID(id string) bool {
+	if id == "" || len(id) > 100 {
+		return false
+	}
+	for _, r := range id {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+// messageText is the text of a chat message's content, which is either a
+// string or an array of parts.
+func messageText(raw json.RawMessage) string {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	var parts []struct {
+		Text string `json:"text"`
+	}
+	_ = json.Unmarshal(raw, &parts)
+	var b strings.Builder
+	for _, p := range parts {
+		b.WriteString(p.Text)
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
 // parseTurns reports N for a model name "turns-N" with N in [1, maxTurns].
 // Leading zeros and signs are rejected so that each N has one name and one
 // per-script counter.

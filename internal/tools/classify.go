@@ -23,7 +23,8 @@ const (
 	// VerdictNotSent: provably no request byte reached the server (the dial,
 	// including a connect timeout, or the DNS lookup failed, the TLS
 	// handshake was refused, or go-github's rate-limit guard declined to
-	// send). Safe to send again.
+	// send), or a mutating tool failed in the read it makes before its write.
+	// Safe to send again.
 	VerdictNotSent Verdict = "not_sent"
 	// VerdictUnknown: the request may have been written and may have acted —
 	// a timeout, a reset or EOF, a 5xx, 408 or 429, or anything not proven
@@ -144,6 +145,7 @@ func tlsRefused(err error) bool {
 	// A record header error can also strike mid-connection; only the one
 	// about the very first record is a handshake failure.
 	firstRecord := errors.As(err, &record) && strings.Contains(record.Msg, "first record")
-	return firstRecord || errors.As(err, &verify) ||
+	// net/http turns a first record that reads "HTTP/" into ErrSchemeMismatch.
+	return firstRecord || errors.Is(err, http.ErrSchemeMismatch) || errors.As(err, &verify) ||
 		errors.As(err, &unknownAuthority) || errors.As(err, &hostname) || errors.As(err, &invalid)
 }

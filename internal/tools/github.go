@@ -63,7 +63,9 @@ func NewGitHubClient(baseURL, token string, hc *http.Client) (*github.Client, er
 	return c, nil
 }
 
-// GitHubTools returns the six built-in GitHub tools using c.
+// GitHubTools returns the six built-in GitHub tools using c. A nil c gives
+// tools whose Name, Schema, Class and Identify work (workflow code needs only
+// those) and whose Execute fails without sending anything.
 func GitHubTools(c *github.Client) []Tool {
 	return []Tool{
 		getFileTool(c),
@@ -89,6 +91,7 @@ func withMarker(body, operationID string) string {
 
 // ghTool is one GitHub tool; A is its parsed, validated arguments.
 type ghTool[A any] struct {
+	c                 *github.Client // nil when only Identify and Schema are needed
 	name, description string
 	class             Class
 	schema            func() map[string]any
@@ -116,6 +119,9 @@ func (t *ghTool[A]) Execute(ctx context.Context, call Call) (Result, error) {
 	a, err := t.args(call.Arguments)
 	if err != nil {
 		return Result{}, err
+	}
+	if t.c == nil {
+		return Result{}, fmt.Errorf("%s: %w: no GitHub client configured", t.name, errRefused)
 	}
 	return t.run(ctx, call.OperationID, a)
 }

@@ -24,6 +24,7 @@ type getFileArgs struct {
 
 func getFileTool(c *github.Client) Tool {
 	return &ghTool[getFileArgs]{
+		c:           c,
 		name:        "github_get_file",
 		description: "Read one file (or list one directory) of a GitHub repository at a branch, tag or commit.",
 		class:       ReadOnly,
@@ -35,7 +36,11 @@ func getFileTool(c *github.Client) Tool {
 			})
 		},
 		parse: func(v *validator, raw json.RawMessage) getFileArgs {
-			var in struct{ Repo, Path, Ref string }
+			var in struct {
+				Repo string `json:"repo"`
+				Path string `json:"path"`
+				Ref  string `json:"ref"`
+			}
 			v.decode(raw, &in)
 			a := getFileArgs{repo: v.repo(in.Repo), path: v.path(in.Path), ref: in.Ref}
 			if in.Ref != "" && !validRefName(in.Ref) {
@@ -124,6 +129,7 @@ type listPullsArgs struct {
 
 func listPullRequestsTool(c *github.Client) Tool {
 	return &ghTool[listPullsArgs]{
+		c:           c,
 		name:        "github_list_pull_requests",
 		description: fmt.Sprintf("List pull requests of a GitHub repository, newest first (at most %d), optionally filtered by head branch, base branch and state.", maxListedPulls),
 		class:       ReadOnly,
@@ -136,7 +142,12 @@ func listPullRequestsTool(c *github.Client) Tool {
 			})
 		},
 		parse: func(v *validator, raw json.RawMessage) listPullsArgs {
-			var in struct{ Repo, Head, Base, State string }
+			var in struct {
+				Repo  string `json:"repo"`
+				Head  string `json:"head"`
+				Base  string `json:"base"`
+				State string `json:"state"`
+			}
 			v.decode(raw, &in)
 			a := listPullsArgs{repo: v.repo(in.Repo), head: in.Head, base: in.Base, state: in.State}
 			if a.state == "" {

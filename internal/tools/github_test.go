@@ -122,6 +122,11 @@ func TestPutFileUpdatesWithExpectedSHA(t *testing.T) {
 	if out["content"] != "# app\n" || len(out["sha"].(string)) != 40 {
 		t.Errorf("main README %v", out)
 	}
+	f.mustRun(t, "github_put_file", "p4", `{"repo":"acme/app","branch":"dev","path":"src/app/main.go","content":"package main\n","message":"m"}`)
+	_, out = f.mustRun(t, "github_get_file", "", `{"repo":"acme/app","path":"src","ref":"dev"}`)
+	if entries, _ := out["entries"].([]any); out["type"] != "dir" || len(entries) != 1 || entries[0].(map[string]any)["path"] != "src/app" {
+		t.Errorf("directory listing %v", out)
+	}
 	_, _, err := f.run(t, "github_put_file", "p2", `{"repo":"acme/app","branch":"gone","path":"x.md","content":"","message":"m"}`)
 	if v := tools.Classify(err); v != tools.VerdictFailed || tools.HTTPStatus(err) != http.StatusNotFound {
 		t.Errorf("missing branch: %v → %q", err, v)
@@ -130,8 +135,8 @@ func TestPutFileUpdatesWithExpectedSHA(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s := f.gh.Stats(); s.FilesWritten != 2 {
-		t.Errorf("FilesWritten = %d, want 2", s.FilesWritten)
+	if s := f.gh.Stats(); s.FilesWritten != 3 {
+		t.Errorf("FilesWritten = %d, want 3", s.FilesWritten)
 	}
 }
 

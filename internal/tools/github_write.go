@@ -34,6 +34,7 @@ type createBranchArgs struct {
 
 func createBranchTool(c *github.Client) Tool {
 	return &ghTool[createBranchArgs]{
+		c:           c,
 		name:        "github_create_branch",
 		description: "Create a new branch in a GitHub repository, pointing at the head of another branch or at a commit. Fails if the branch already exists.",
 		class:       Conditional,
@@ -45,7 +46,11 @@ func createBranchTool(c *github.Client) Tool {
 			})
 		},
 		parse: func(v *validator, raw json.RawMessage) createBranchArgs {
-			var in struct{ Repo, Branch, From string }
+			var in struct {
+				Repo   string `json:"repo"`
+				Branch string `json:"branch"`
+				From   string `json:"from"`
+			}
 			v.decode(raw, &in)
 			a := createBranchArgs{repo: v.repo(in.Repo), branch: v.branch("branch", in.Branch), from: in.From}
 			if !shaRE.MatchString(in.From) {
@@ -95,6 +100,7 @@ type putFileArgs struct {
 
 func putFileTool(c *github.Client) Tool {
 	return &ghTool[putFileArgs]{
+		c:           c,
 		name:        "github_put_file",
 		description: "Create or replace one file on an existing branch of a GitHub repository with the given content, as one commit. Writing content the file already has changes nothing.",
 		class:       Idempotent,
@@ -109,8 +115,11 @@ func putFileTool(c *github.Client) Tool {
 		},
 		parse: func(v *validator, raw json.RawMessage) putFileArgs {
 			var in struct {
-				Repo, Branch, Path string
-				Content, Message   *string
+				Repo    string  `json:"repo"`
+				Branch  string  `json:"branch"`
+				Path    string  `json:"path"`
+				Content *string `json:"content"`
+				Message *string `json:"message"`
 			}
 			v.decode(raw, &in)
 			return putFileArgs{repo: v.repo(in.Repo), branch: v.branch("branch", in.Branch), path: v.path(in.Path),
@@ -197,6 +206,7 @@ type createPullArgs struct {
 
 func createPullRequestTool(c *github.Client) Tool {
 	return &ghTool[createPullArgs]{
+		c:           c,
 		name:        "github_create_pull_request",
 		description: "Open a pull request in a GitHub repository from a head branch into a base branch. At most one open pull request can exist per head and base.",
 		class:       Conditional,
@@ -211,8 +221,11 @@ func createPullRequestTool(c *github.Client) Tool {
 		},
 		parse: func(v *validator, raw json.RawMessage) createPullArgs {
 			var in struct {
-				Repo, Head, Base string
-				Title, Body      *string
+				Repo  string  `json:"repo"`
+				Head  string  `json:"head"`
+				Base  string  `json:"base"`
+				Title *string `json:"title"`
+				Body  *string `json:"body"`
 			}
 			v.decode(raw, &in)
 			a := createPullArgs{repo: v.repo(in.Repo), head: v.branch("head", in.Head), base: v.branch("base", in.Base),
@@ -264,6 +277,7 @@ type commentArgs struct {
 
 func commentTool(c *github.Client) Tool {
 	return &ghTool[commentArgs]{
+		c:           c,
 		name:        "github_comment",
 		description: "Post a comment on an issue or pull request of a GitHub repository. Each call posts a new comment.",
 		class:       Unsafe,
@@ -276,9 +290,9 @@ func commentTool(c *github.Client) Tool {
 		},
 		parse: func(v *validator, raw json.RawMessage) commentArgs {
 			var in struct {
-				Repo   string
-				Number *json.Number
-				Body   *string
+				Repo   string       `json:"repo"`
+				Number *json.Number `json:"number"`
+				Body   *string      `json:"body"`
 			}
 			v.decode(raw, &in)
 			a := commentArgs{repo: v.repo(in.Repo), body: v.text("body", in.Body, false)}

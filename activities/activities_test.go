@@ -1,0 +1,255 @@
+package activities_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/slack-go/slack"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/capstanhq/capstan/activities"
+	"github.com/capstanhq/capstan/internal/ledger"
+	"github.com/capstanhq/capstan/internal/ledger/sqlite"
+	"github.com/capstanhq/capstan/internal/model"
+	"github.com/capstanhq/capstan/internal/model/openai"
+	"github.com/capstanhq/capstan/internal/sandbox"
+	"github.com/capstanhq/capstan/internal/tools"
+)
+
+// fixture wires real activities to a real SQLite ledger and the sandbox's
+// loopback servers.
+type fixture struct {
+	acts   *activities.Activities
+	ledger *sqlite.Store
+	sb     *sandbox.Sandbox
+	env    *testsuite.TestActivityEnvironment
+}
+
+func newFixture(t *testing.T, limits activities.ModelLimits) *fixture {
+	t.Helper()
+	sb, err := sandbox.Start(sandbox.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sb.Close() })
+	store, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "ledger.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = store.Close() })
+	gh, err := tools.NewGitHubClient(sb.GitHubURL, "test-token", http.DefaultClient)
+	if err != nil {
+		t.Fatal(err)
+	}
+	acts := &activities.Activities{
+		Ledger:    store,
+		Providers: map[string]model.Provider{"sandbox": openai.New(openai.Config{BaseURL: sb.ModelURL, APIKey: "test-key"})},
+		Tools:     tools.NewRegistry(tools.GitHubTools(gh)...),
+		Slack:     slack.New("xoxb-test", slack.OptionAPIURL(sb.SlackURL)),
+		Identity:  "test-worker",
+		Limits:    limits,
+		Now:       time.Now,
+	}
+	var suite testsuite.WorkflowTestSuite
+	env := suite.NewTestActivityEnvironment()
+	env.RegisterActivity(acts)
+	return &fixture{acts: acts, ledger: store, sb: sb, env: env}
+}
+
+func TestExecuteToolActsOnceAndReplaysTheStoredResult(t *testing.T) {
+	f := newFixture(t, activities.ModelLimits{})
+	args := json.RawMessage(`{"repo":"acme/app","branch":"agent/x","from":"main"}`)
+	in := activities.ExecuteToolInput{Tenant: "default", TaskID: "T1", TurnID: "T1/t1", ToolCallID: "call_1",
+		OperationID: "default:T1:github_create_branch:branch:create:acme/app:agent/x", Tool: "github_create_branch", Arguments: args}
+
+	var first, second activities.ExecuteToolResult
+	v, err := f.env.ExecuteActivity(f.acts.ExecuteTool, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = v.Get(&first)
+	in.ToolCallID = "call_2" // a re-declared call with the same business identity
+	v, err = f.env.ExecuteActivity(f.acts.ExecuteTool, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = v.Get(&second)
+
+	if first.State != "SUCCEEDED" || first.Replayed || !strings.HasPrefix(first.ExternalID, "refs/heads/agent/x@") {
+		t.Errorf("first = %+v, want SUCCEEDED with the ref", first)
+	}
+	if second.State != "SUCCEEDED" || !second.Replayed || second.ExternalID != first.ExternalID {
+		t.Errorf("second = %+v, want the stored result, replayed", second)
+	}
+	if n := f.sb.GitHub.Stats().BranchesCreated; n != 1 {
+		t.Errorf("branches created = %d, want 1", n)
+	}
+	op, err := f.ledger.Get(context.Background(), in.OperationID)
+	if err != nil || op.State != ledger.StateSucceeded || op.AttemptCount != 1 {
+		t.Errorf("ledger row = %+v, %v; want SUCCEEDED after one attempt", op, err)
+	}
+	// The tool message of the replay tells the model nothing was sent again.
+	data, err := f.ledger.GetItem(context.Background(), second.Item)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var msg model.Message
+	if err := json.Unmarshal(data, &msg); err != nil || msg.ToolCallID != "call_2" || !strings.Contains(msg.Content, `"replayed":true`) {
+		t.Errorf("replayed tool message = %s, %v", data, err)
+	}
+}
+
+func TestExecuteToolConflictOnReusedOperationID(t *testing.T) {
+	f := newFixture(t, activities.ModelLimits{})
+	in := activities.ExecuteToolInput{Tenant: "default", TaskID: "T1", TurnID: "T1/t1", OperationID: "op-1",
+		Tool: "github_create_branch", Arguments: json.RawMessage(`{"repo":"acme/app","branch":"a","from":"main"}`)}
+	if _, err := f.env.ExecuteActivity(f.acts.ExecuteTool, in); err != nil {
+		t.Fatal(err)
+	}
+	in.Arguments = json.RawMessage(`{"repo":"acme/app","branch":"b","from":"main"}`)
+	_, err := f.env.ExecuteActivity(f.acts.ExecuteTool, in)
+	var appErr *temporal.ApplicationError
+	if !errors.As(err, &appErr) || appErr.Type() != activities.ErrTypeOperationConflict {
+		t.Fatalf("err = %v, want %s", err, activities.ErrTypeOperationConflict)
+	}
+	if n := f.sb.GitHub.Stats().BranchesCreated; n != 1 {
+		t.Errorf("branches created = %d, want 1", n)
+	}
+}
+
+func TestExecuteToolTimeoutAfterSendIsUnknown(t *testing.T) {
+	f := newFixture(t, activities.ModelLimits{})
+	// GitHub creates the pull request, but the answer never arrives.
+	f.sb.GitHub.SetFault(func(w http.ResponseWriter, r *http.Request, next http.Handler) bool {
+		if r.Method != http.MethodPost || !strings.HasSuffix(r.URL.Path, "/pulls") {
+			return false
+		}
+		next.ServeHTTP(&discard{header: http.Header{}}, r)
+		panic(http.ErrAbortHandler) // drop the connection
+	})
+	ctx := context.Background()
+	branch := activities.ExecuteToolInput{Tenant: "d", TaskID: "T", TurnID: "T/t1", OperationID: "op-branch",
+		Tool: "github_create_branch", Arguments: json.RawMessage(`{"repo":"acme/app","branch":"feat","from":"main"}`)}
+	if _, err := f.env.ExecuteActivity(f.acts.ExecuteTool, branch); err != nil {
+		t.Fatal(err)
+	}
+	pr := activities.ExecuteToolInput{Tenant: "d", TaskID: "T", TurnID: "T/t2", OperationID: "op-pr",
+		Tool: "github_create_pull_request", Arguments: json.RawMessage(`{"repo":"acme/app","head":"feat","base":"main","title":"t","body":"b"}`)}
+	_, err := f.env.ExecuteActivity(f.acts.ExecuteTool, pr)
+	var appErr *temporal.ApplicationError
+	if !errors.As(err, &appErr) || appErr.Type() != activities.ErrTypeOperationUnknown || !appErr.NonRetryable() {
+		t.Fatalf("err = %v, want a non-retryable %s", err, activities.ErrTypeOperationUnknown)
+	}
+	op, _ := f.ledger.Get(ctx, "op-pr")
+	if op.State != ledger.StateUnknown {
+		t.Fatalf("ledger state = %s, want UNKNOWN (never FAILED after the request left)", op.State)
+	}
+	// A retry does not send again: it must reconcile first.
+	f.sb.GitHub.SetFault(nil)
+	_, err = f.env.ExecuteActivity(f.acts.ExecuteTool, pr)
+	if !errors.As(err, &appErr) || appErr.Type() != activities.ErrTypeOperationUnknown {
+		t.Fatalf("retry err = %v, want %s", err, activities.ErrTypeOperationUnknown)
+	}
+	if n := f.sb.GitHub.Stats().PullRequestsCreated; n != 1 {
+		t.Errorf("pull requests created = %d, want exactly 1", n)
+	}
+}
+
+// discard is a ResponseWriter that throws the answer away.
+type discard struct{ header http.Header }
+
+func (d *discard) Header() http.Header         { return d.header }
+func (d *discard) Write(p []byte) (int, error) { return len(p), nil }
+func (d *discard) WriteHeader(int)             {}
+
+func TestModelTurnCommitsOnlyACompletedAttempt(t *testing.T) {
+	f := newFixture(t, activities.ModelLimits{})
+	in := activities.ModelTurnInput{TaskID: "T", TurnID: "T/t1", AttemptID: "T/t1/a1", Model: "sandbox:demo",
+		Seed: []model.Message{{Role: model.RoleSystem, Content: "You are a test.\nTask id: T"}, {Role: model.RoleUser, Content: "go"}}}
+	v, err := f.env.ExecuteActivity(f.acts.ModelTurn, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out activities.ModelTurnResult
+	if err := v.Get(&out); err != nil {
+		t.Fatal(err)
+	}
+	if len(out.ToolCalls) != 1 || out.ToolCalls[0].Name != "github_create_branch" || out.Phase != model.PhaseStreamCompleted {
+		t.Fatalf("out = %+v, want one create_branch call from a completed stream", out)
+	}
+	var args map[string]string
+	if err := json.Unmarshal(out.ToolCalls[0].Arguments, &args); err != nil || args["branch"] != "capstan/hello-T" {
+		t.Errorf("arguments = %s, want the branch of task T", out.ToolCalls[0].Arguments)
+	}
+	// The committed transcript: seed, then the assistant item.
+	data, err := f.ledger.GetItem(context.Background(), out.Transcript)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var manifest struct{ Items []string }
+	if err := json.Unmarshal(data, &manifest); err != nil || len(manifest.Items) != 3 {
+		t.Fatalf("manifest = %s, want 3 items", data)
+	}
+	// The next turn sends the transcript back, and the model sees it.
+	in2 := activities.ModelTurnInput{TaskID: "T", TurnID: "T/t2", AttemptID: "T/t2/a1", Model: "sandbox:demo", Transcript: out.Transcript}
+	if _, err := f.env.ExecuteActivity(f.acts.ModelTurn, in2); err != nil {
+		t.Fatal(err)
+	}
+	var sent struct {
+		Messages []struct{ Role string } `json:"messages"`
+	}
+	if err := json.Unmarshal(f.sb.Model.LastRequest(), &sent); err != nil || len(sent.Messages) != 3 || sent.Messages[2].Role != "assistant" {
+		t.Errorf("second request messages = %+v, want system, user, assistant", sent.Messages)
+	}
+
+	// An attempt cut for silence commits nothing and says why.
+	f.sb.Model.SetFault(func(w http.ResponseWriter, r *http.Request, _ http.Handler) bool {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write([]byte("data: {\"id\":\"x\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"thinking\"}}]}\n\n"))
+		http.NewResponseController(w).Flush()
+		<-r.Context().Done() // then silence
+		return true
+	})
+	f.acts.Limits = activities.ModelLimits{Idle: 300 * time.Millisecond, Heartbeat: 50 * time.Millisecond}
+	in3 := activities.ModelTurnInput{TaskID: "T", TurnID: "T/t2", AttemptID: "T/t2/a2", Model: "sandbox:demo", Transcript: out.Transcript}
+	_, err = f.env.ExecuteActivity(f.acts.ModelTurn, in3)
+	var appErr *temporal.ApplicationError
+	if !errors.As(err, &appErr) || appErr.Type() != activities.ErrTypeAttempt {
+		t.Fatalf("err = %v, want %s", err, activities.ErrTypeAttempt)
+	}
+	var report activities.AttemptReport
+	if err := appErr.Details(&report); err != nil {
+		t.Fatal(err)
+	}
+	if report.Outcome != model.OutcomeCutIdle || report.Phase != model.PhaseStreamPartial || report.Events == 0 || report.AttemptID != "T/t2/a2" {
+		t.Errorf("report = %+v, want cut_idle at STREAM_PARTIAL after some events", report)
+	}
+}
+
+func TestDeliverPostsWithOperationIDInMetadata(t *testing.T) {
+	f := newFixture(t, activities.ModelLimits{})
+	in := activities.DeliverInput{Tenant: "default", TaskID: "T", OperationID: "default:T:deliver:slack:#c", Channel: "#c", Text: "done"}
+	for i := 0; i < 2; i++ {
+		v, err := f.env.ExecuteActivity(f.acts.Deliver, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var res activities.DeliverResult
+		_ = v.Get(&res)
+		if res.Replayed != (i == 1) || res.ExternalID == "" {
+			t.Errorf("delivery %d = %+v", i, res)
+		}
+	}
+	msgs := f.sb.Slack.Messages("#c")
+	if len(msgs) != 1 || msgs[0].Metadata.EventType != activities.DeliveryEventType || msgs[0].Metadata.EventPayload["operation_id"] != in.OperationID {
+		t.Fatalf("messages = %+v, want one carrying the operation id", msgs)
+	}
+}

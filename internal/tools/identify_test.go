@@ -1,0 +1,213 @@
+package tools_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/capstanhq/capstan/internal/tools"
+)
+
+// offlineTools have no client, as in workflow code: Identify must not need one.
+func offlineTools(t *testing.T) *tools.Registry {
+	t.Helper()
+	return tools.NewRegistry(tools.GitHubTools(nil)...)
+}
+
+func TestExecuteWithoutClientSendsNothing(t *testing.T) {
+	tool, _ := offlineTools(t).Get("github_get_file")
+	_, err := tool.Execute(context.Background(), tools.Call{OperationID: "op", Arguments: json.RawMessage(`{"repo":"a/b","path":"x"}`)})
+	if tools.Classify(err) != tools.VerdictFailed {
+		t.Errorf("Execute without a client: %v → %q", err, tools.Classify(err))
+	}
+}
+
+func identify(t *testing.T, r *tools.Registry, name, args string) (tools.Identity, error) {
+	t.Helper()
+	tool, err := r.Get(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tool.Identify(json.RawMessage(args))
+}
+
+func TestIdentifyRejectsBadArguments(t *testing.T) {
+	r := offlineTools(t)
+	for _, tc := range []struct {
+		tool, args, field string
+	}{
+		{"github_comment", `{"repo":"acme","number":1,"body":"x"}`, `"repo"`},
+		{"github_comment", `{"repo":"","number":1,"body":"x"}`, `"repo"`},
+		{"github_comment", `{"number":1,"body":"x"}`, `"repo"`},
+		{"github_comment", `{"repo":"acme/","number":1,"body":"x"}`, `"repo"`},
+		{"github_comment", `{"repo":"/app","number":1,"body":"x"}`, `"repo"`},
+		{"github_comment", `{"repo":"acme/app/x","number":1,"body":"x"}`, `"repo"`},
+		{"github_comment", `{"repo":"acme//app","number":1,"body":"x"}`, `"repo"`},
+		{"github_comment", `{"repo":"ac me/app","number":1,"body":"x"}`, `"repo"`},
+		{"github_comment", `{"repo":"acme/app","body":"x"}`, `"number"`},
+		{"github_comment", `{"repo":"acme/app","number":0,"body":"x"}`, `"number"`},
+		{"github_comment", `{"repo":"acme/app","number":1.5,"body":"x"}`, `"number"`},
+		{"github_comment", `{"repo":"acme/app","number":true,"body":"x"}`, `"number"`},
+		{"github_comment", `{"repo":"acme/app","number":1}`, `"body"`},
+		{"github_comment", `{"repo":"acme/app","number":1,"body":"  "}`, `"body"`},
+		{"github_comment", `null`, "JSON object"},
+		{"github_comment", `[]`, "JSON object"},
+		{"github_comment", ``, "JSON object"},
+		{"github_comment", `{"repo":`, "not valid JSON"},
+		{"github_create_branch", `{"repo":"acme/app","branch":"x"}`, `"from"`},
+		{"github_create_branch", `{"repo":"acme/app","from":"main"}`, `"branch"`},
+		{"github_create_branch", `{"repo":"acme/app","branch":"a..b","from":"main"}`, `"branch"`},
+		{"github_create_branch", `{"repo":"acme/app","branch":"has space","from":"main"}`, `"branch"`},
+		{"github_create_branch", `{"repo":"acme/app","branch":42,"from":"main"}`, `"branch"`},
+		{"github_put_file", `{"repo":"acme/app","branch":"b","path":"a.md","message":"m"}`, `"content"`},
+		{"github_put_file", `{"repo":"acme/app","branch":"b","path":"a.md","content":"c"}`, `"message"`},
+		{"github_put_file", `{"repo":"acme/app","branch":"b","path":"/etc/passwd","content":"c","message":"m"}`, `"path"`},
+		{"github_put_file", `{"repo":"acme/app","branch":"b","path":"a/../b","content":"c","message":"m"}`, `"path"`},
+		{"github_put_file", `{"repo":"acme/app","branch":"b","path":"dir/","content":"c","message":"m"}`, `"path"`},
+		{"github_put_file", `{"repo":"acme/app","path":"a.md","content":"c","message":"m"}`, `"branch"`},
+		{"github_create_pull_request", `{"repo":"acme/app","head":"x","base":"main","body":""}`, `"title"`},
+		{"github_create_pull_request", `{"repo":"acme/app","head":"x","base":"main","title":"t"}`, `"body"`},
+		{"github_create_pull_request", `{"repo":"acme/app","base":"main","title":"t","body":""}`, `"head"`},
+		{"github_create_pull_request", `{"repo":"acme/app","head":"main","base":"main","title":"t","body":""}`, `"head" and "base"`},
+		{"github_create_pull_request", `{"repo":"acme/app","head":"acme:x","base":"main","title":"t","body":""}`, `"head"`},
+		{"github_get_file", `{"repo":"acme/app"}`, `"path"`},
+		{"github_get_file", `{"repo":"acme/app","path":"a","ref":"a b"}`, `"ref"`},
+		{"github_list_pull_requests", `{"repo":"acme/app","state":"merged"}`, `"state"`},
+		{"github_list_pull_requests", `{"repo":"acme/app","head":"x y"}`, `"head"`},
+		{"github_list_pull_requests", `{}`, `"repo"`},
+	} {
+		_, err := identify(t, r, tc.tool, tc.args)
+		if !errors.Is(err, tools.ErrInvalidArguments) {
+			t.Errorf("%s %s: err = %v, want ErrInvalidArguments", tc.tool, tc.args, err)
+			continue
+		}
+		if msg := err.Error(); !strings.Contains(msg, tc.field) || !strings.HasPrefix(msg, tc.tool+": ") || strings.Contains(msg, "\n") {
+			t.Errorf("%s %s: message %q should name %s in one line", tc.tool, tc.args, msg, tc.field)
+		}
+	}
+}
+
+func TestIdentifyBusinessKeys(t *testing.T) {
+	r := offlineTools(t)
+	for _, tc := range []struct{ tool, args, key string }{
+		{"github_create_branch", `{"repo":"acme/app","branch":"agent/fix","from":"main"}`, "branch:create:acme/app:agent/fix"},
+		{"github_create_branch", `{"repo":"Acme/App","branch":"agent/fix","from":"0123456789abcdef0123456789abcdef01234567"}`, "branch:create:acme/app:agent/fix"},
+		{"github_put_file", `{"repo":"acme/app","branch":"agent/fix","path":"docs/a.md","content":"","message":"m"}`, "file:put:acme/app:agent/fix:docs/a.md"},
+		{"github_create_pull_request", `{"repo":"acme/payments","head":"agent/fix","base":"main","title":"t","body":""}`, "pr:create:acme/payments:agent/fix:main"},
+		{"github_comment", `{"repo":"acme/app","number":3,"body":"x"}`, ""},
+		{"github_get_file", `{"repo":"acme/app","path":"a"}`, ""},
+		{"github_list_pull_requests", `{"repo":"acme/app"}`, ""},
+	} {
+		id, err := identify(t, r, tc.tool, tc.args)
+		if err != nil {
+			t.Errorf("%s %s: %v", tc.tool, tc.args, err)
+			continue
+		}
+		if id.BusinessKey != tc.key {
+			t.Errorf("%s %s: business key %q, want %q", tc.tool, tc.args, id.BusinessKey, tc.key)
+		}
+		if !json.Valid(id.Effect) {
+			t.Errorf("%s: effect %s is not JSON", tc.tool, id.Effect)
+		}
+	}
+}
+
+func TestIdentifyEffects(t *testing.T) {
+	r := offlineTools(t)
+	effect := func(tool, args string) string {
+		t.Helper()
+		id, err := identify(t, r, tool, args)
+		if err != nil {
+			t.Fatalf("%s %s: %v", tool, args, err)
+		}
+		again, _ := identify(t, r, tool, args)
+		if !bytes.Equal(id.Effect, again.Effect) || id.BusinessKey != again.BusinessKey {
+			t.Fatalf("%s: Identify is not deterministic", tool)
+		}
+		return string(id.Effect)
+	}
+	pr := func(head, title, body string) string {
+		args, _ := json.Marshal(map[string]string{"repo": "acme/app", "head": head, "base": "main", "title": title, "body": body})
+		return effect("github_create_pull_request", string(args))
+	}
+	if got, want := pr("agent/fix", "A", "a"), `{"repo":"acme/app","head":"agent/fix","base":"main"}`; got != want {
+		t.Errorf("PR effect %s, want %s", got, want)
+	}
+	if pr("agent/fix", "A", "a") != pr("agent/fix", "Another title", "other body") {
+		t.Error("PR effect depends on title or body")
+	}
+	if pr("agent/fix", "A", "a") == pr("agent/other", "A", "a") {
+		t.Error("PR effect does not depend on head")
+	}
+	if effect("github_create_pull_request", `{"repo":"acme/app","head":"x","base":"main","title":"t","body":"","zzz":1}`) !=
+		effect("github_create_pull_request", `{"zzz":2,"body":"","title":"t","base":"main","head":"x","repo":"Acme/App"}`) {
+		t.Error("PR effect depends on field order, unknown fields or owner case")
+	}
+
+	put := func(content, message string) string {
+		args, _ := json.Marshal(map[string]string{"repo": "acme/app", "branch": "b", "path": "p", "content": content, "message": message})
+		return effect("github_put_file", string(args))
+	}
+	if put("x", "one") != put("x", "two") || put("x", "one") == put("y", "one") {
+		t.Error("put_file effect should cover content, not the commit message")
+	}
+
+	comment := func(number, body string) string {
+		return effect("github_comment", `{"repo":"acme/app","number":`+number+`,"body":"`+body+`"}`)
+	}
+	if got, want := comment("3", "hi"), `{"repo":"acme/app","number":3,"body":"hi"}`; got != want {
+		t.Errorf("comment effect %s, want %s", got, want)
+	}
+	if comment("3", "hi") == comment("4", "hi") || comment("3", "hi") == comment("3", "ho") {
+		t.Error("comment effect should cover number and body")
+	}
+	if effect("github_list_pull_requests", `{"repo":"acme/app"}`) != effect("github_list_pull_requests", `{"repo":"acme/app","state":"open"}`) {
+		t.Error("list effect should canonicalise the default state")
+	}
+}
+
+func TestSchemasAreStrictObjects(t *testing.T) {
+	r := offlineTools(t)
+	want := []string{"github_comment", "github_create_branch", "github_create_pull_request",
+		"github_get_file", "github_list_pull_requests", "github_put_file"}
+	if got := strings.Join(r.Names(), ","); got != strings.Join(want, ",") {
+		t.Fatalf("names = %s", got)
+	}
+	classes := map[string]tools.Class{
+		"github_get_file": tools.ReadOnly, "github_list_pull_requests": tools.ReadOnly,
+		"github_create_branch": tools.Conditional, "github_put_file": tools.Idempotent,
+		"github_create_pull_request": tools.Conditional, "github_comment": tools.Unsafe,
+	}
+	for _, spec := range r.Specs() {
+		tool, _ := r.Get(spec.Name)
+		if tool.Class() != classes[spec.Name] {
+			t.Errorf("%s: class %s, want %s", spec.Name, tool.Class(), classes[spec.Name])
+		}
+		s := spec.Parameters
+		props, _ := s["properties"].(map[string]any)
+		required, _ := s["required"].([]string)
+		if s["type"] != "object" || s["additionalProperties"] != false || len(required) == 0 || spec.Description == "" {
+			t.Errorf("%s: schema %v", spec.Name, s)
+		}
+		for _, name := range required {
+			if props[name] == nil {
+				t.Errorf("%s: required %q has no property", spec.Name, name)
+			}
+		}
+		for name, p := range props {
+			if d, _ := p.(map[string]any)["description"].(string); d == "" {
+				t.Errorf("%s.%s: no description", spec.Name, name)
+			}
+		}
+		if _, err := json.Marshal(s); err != nil {
+			t.Errorf("%s: schema does not encode: %v", spec.Name, err)
+		}
+		s["type"] = "mutated"
+		if tool.Schema()["type"] != "object" {
+			t.Errorf("%s: Schema returns shared state", spec.Name)
+		}
+	}
+}

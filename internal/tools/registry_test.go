@@ -1,0 +1,60 @@
+package tools_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/capstanhq/capstan/internal/tools"
+)
+
+// stubTool is a minimal Tool for registry tests.
+type stubTool struct{ name string }
+
+func (s stubTool) Name() string           { return s.name }
+func (s stubTool) Description() string    { return "stub " + s.name }
+func (s stubTool) Schema() map[string]any { return map[string]any{"type": "object"} }
+func (s stubTool) Class() tools.Class     { return tools.ReadOnly }
+func (s stubTool) Identify(json.RawMessage) (tools.Identity, error) {
+	return tools.Identity{Effect: []byte(`{}`)}, nil
+}
+func (s stubTool) Execute(context.Context, tools.Call) (tools.Result, error) {
+	return tools.Result{Output: json.RawMessage(`{}`)}, nil
+}
+
+func TestRegistry(t *testing.T) {
+	r := tools.NewRegistry(stubTool{"zeta"}, stubTool{"alpha"}, stubTool{"mid"})
+	if got := r.Names(); !slices.Equal(got, []string{"alpha", "mid", "zeta"}) {
+		t.Errorf("Names = %v", got)
+	}
+	r.Names()[0] = "mutated"
+	if r.Names()[0] != "alpha" {
+		t.Error("Names returns shared state")
+	}
+	specs := r.Specs()
+	if len(specs) != 3 || specs[0].Name != "alpha" || specs[2].Name != "zeta" || specs[0].Description != "stub alpha" || specs[0].Parameters["type"] != "object" {
+		t.Errorf("Specs = %+v", specs)
+	}
+	if tool, err := r.Get("mid"); err != nil || tool.Name() != "mid" {
+		t.Errorf("Get(mid) = %v, %v", tool, err)
+	}
+	_, err := r.Get("github_delete_repo")
+	if !errors.Is(err, tools.ErrUnknownTool) || !strings.Contains(err.Error(), "github_delete_repo") {
+		t.Errorf("Get(unknown) err = %v", err)
+	}
+	if tools.Classify(err) != tools.VerdictFailed {
+		t.Errorf("unknown tool classifies as %q", tools.Classify(err))
+	}
+}
+
+func TestRegistryPanicsOnDuplicateName(t *testing.T) {
+	defer func() {
+		if p := recover(); p == nil || !strings.Contains(p.(string), `"dup"`) {
+			t.Errorf("recover() = %v, want a panic naming the tool", p)
+		}
+	}()
+	tools.NewRegistry(stubTool{"dup"}, stubTool{"other"}, stubTool{"dup"})
+}
