@@ -13,7 +13,7 @@ TEMPORAL := $(BIN)/temporal
 # Tests find the pinned CLI here (testsuite.DevServerOptions.ExistingPath).
 export CAPSTAN_TEMPORAL_BIN := $(TEMPORAL)
 
-.PHONY: demo down test build vet temporal clean record-history
+.PHONY: demo down test build vet temporal clean record-history compose-config
 
 $(TEMPORAL):
 	@echo "installing the Temporal CLI $(TEMPORAL_VERSION) into $(BIN) (a few minutes the first time)"
@@ -43,3 +43,9 @@ clean: down
 # Re-record the histories the replay test replays (workflows/testdata).
 record-history: $(TEMPORAL)
 	CAPSTAN_RECORD_HISTORY=1 go test -count=1 -run 'TestDemoTaskAgainstCompatibleEndpoints' ./internal/e2e/
+
+# Check docker-compose.yml with `docker compose config` (builds the compose
+# CLI plugin from the Go module proxy the first time; about a minute).
+compose-config:
+	@scripts/install-compose.sh >/dev/null
+	docker compose config -q && echo "docker-compose.yml: ok"

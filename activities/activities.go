@@ -64,7 +64,8 @@ type Activities struct {
 	// Identity names this worker in lease owners.
 	Identity string
 	Limits   ModelLimits
-	// Lease is how long a claim stays live without renewal.
+	// Lease is how long a claim stays live. Leases are not renewed yet, so
+	// it must outlast the longest tool or delivery call (2 min).
 	Lease  time.Duration
 	Now    func() time.Time
 	Logger *slog.Logger
@@ -88,7 +89,7 @@ func (a *Activities) lease() time.Duration {
 	if a.Lease > 0 {
 		return a.Lease
 	}
-	return 2 * time.Minute
+	return 3 * time.Minute
 }
 
 func (a *Activities) limits() ModelLimits {

@@ -38,8 +38,9 @@ func TemporalCLI() (string, error) {
 }
 
 // StartDevServer starts a Temporal dev server on a free loopback port, with
-// no UI and an in-memory database. Stop it with Stop.
-func StartDevServer(ctx context.Context, logs io.Writer) (*testsuite.DevServer, error) {
+// no UI and an in-memory database; extraArgs go to `temporal server
+// start-dev` (for example --dynamic-config-value). Stop it with Stop.
+func StartDevServer(ctx context.Context, logs io.Writer, extraArgs ...string) (*testsuite.DevServer, error) {
 	cli, err := TemporalCLI()
 	if err != nil {
 		return nil, err
@@ -53,6 +54,7 @@ func StartDevServer(ctx context.Context, logs io.Writer) (*testsuite.DevServer, 
 		LogLevel:      "error",
 		Stdout:        logs,
 		Stderr:        logs,
+		ExtraArgs:     extraArgs,
 	})
 }
 

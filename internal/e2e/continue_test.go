@@ -1,0 +1,84 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/workflowservice/v1"
+
+	"github.com/capstanhq/capstan/internal/testenv"
+	"github.com/capstanhq/capstan/workflows"
+)
+
+// TestContinueAsNewCarriesTheCheckpoint runs a long task on a server that
+// suggests continue-as-new early, and checks that the task goes on across
+// runs with its transcript and records intact.
+func TestContinueAsNewCarriesTheCheckpoint(t *testing.T) {
+	srv, err := testenv.StartDevServer(context.Background(), nil,
+		"--dynamic-config-value", "limit.historyCount.suggestContinueAsNew=60")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Stop() })
+	sb := startSandbox(t)
+	env := endpointEnv(t, "e2e-continue", sb)
+	for i, kv := range env {
+		if strings.HasPrefix(kv, "TEMPORAL_ADDRESS=") {
+			env[i] = "TEMPORAL_ADDRESS=" + srv.FrontendHostPort()
+		}
+	}
+	startWorker(t, env)
+
+	const turns = 12
+	id := fmt.Sprintf("e2e-continue-%d", time.Now().UnixNano())
+	r := runStarter(t, env, "run", "--prompt", "Read the README many times.", "--repo", "capstan-sandbox/demo",
+		"--model", fmt.Sprintf("openai:turns-%d", turns), "--id", id, "--max-turns", "20", "--wait", "--json")
+	if r.code != 0 {
+		t.Fatalf("exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+	}
+	res := decodeResult(t, r)
+	if res.Status != workflows.StatusCompleted || len(res.Turns) != turns || len(res.Operations) != turns-1 {
+		t.Fatalf("result: status %s, %d turns, %d operations; want completed, %d turns, %d operations",
+			res.Status, len(res.Turns), len(res.Operations), turns, turns-1)
+	}
+	for i, turn := range res.Turns {
+		if want := fmt.Sprintf("%s/t%d", id, i+1); turn.TurnID != want {
+			t.Errorf("turn %d id = %s, want %s", i, turn.TurnID, want)
+		}
+	}
+	// The model saw the whole conversation in the last turn: the transcript
+	// crossed the runs by reference.
+	if got := sb.Model.Stats().ScriptRequests[fmt.Sprintf("turns-%d", turns)]; got != turns {
+		t.Errorf("model requests = %d, want %d", got, turns)
+	}
+	var last struct {
+		Messages []struct{ Role string } `json:"messages"`
+	}
+	if err := json.Unmarshal(sb.Model.LastRequest(), &last); err != nil {
+		t.Fatal(err)
+	}
+	if want := 2 + 2*(turns-1); len(last.Messages) != want {
+		t.Errorf("the last request carried %d messages, want %d (system, user, and every assistant and tool item)", len(last.Messages), want)
+	}
+	list, err := srv.Client().ListWorkflow(context.Background(), &workflowservice.ListWorkflowExecutionsRequest{
+		Query: fmt.Sprintf("WorkflowId = '%s'", workflows.WorkflowID(id)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	continued := 0
+	for _, e := range list.GetExecutions() {
+		if e.GetStatus() == enums.WORKFLOW_EXECUTION_STATUS_CONTINUED_AS_NEW {
+			continued++
+		}
+	}
+	if continued == 0 {
+		t.Fatalf("the task never continued as new (%d runs listed); the test proves nothing", len(list.GetExecutions()))
+	}
+	t.Logf("%d turns over %d runs", turns, continued+1)
+}
