@@ -234,6 +234,30 @@ func TestModelTurnCommitsOnlyACompletedAttempt(t *testing.T) {
 	}
 }
 
+// A server that takes the request and never answers is cut by the
+// first-event watchdog, not left to Temporal's start-to-close timeout.
+func TestModelTurnCutsAServerThatNeverAnswers(t *testing.T) {
+	f := newFixture(t, activities.ModelLimits{Idle: 200 * time.Millisecond, Heartbeat: 50 * time.Millisecond})
+	f.sb.Model.SetFault(func(w http.ResponseWriter, r *http.Request, _ http.Handler) bool {
+		<-r.Context().Done()
+		return true
+	})
+	in := activities.ModelTurnInput{TaskID: "T", TurnID: "T/t1", AttemptID: "T/t1/a1", Model: "sandbox:hello",
+		Seed: []model.Message{{Role: model.RoleUser, Content: "hi"}}}
+	_, err := f.env.ExecuteActivity(f.acts.ModelTurn, in)
+	var appErr *temporal.ApplicationError
+	if !errors.As(err, &appErr) || appErr.Type() != activities.ErrTypeAttempt {
+		t.Fatalf("err = %v, want %s", err, activities.ErrTypeAttempt)
+	}
+	var report activities.AttemptReport
+	if err := appErr.Details(&report); err != nil {
+		t.Fatal(err)
+	}
+	if report.Outcome != model.OutcomeCutIdle || report.Events != 0 {
+		t.Errorf("report = %+v, want cut_idle before any event", report)
+	}
+}
+
 func TestDeliverPostsWithOperationIDInMetadata(t *testing.T) {
 	f := newFixture(t, activities.ModelLimits{})
 	in := activities.DeliverInput{Tenant: "default", TaskID: "T", OperationID: "default:T:deliver:slack:#c", Channel: "#c", Text: "done"}

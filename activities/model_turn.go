@@ -39,16 +39,22 @@ func (a *Activities) ModelTurn(ctx context.Context, in ModelTurnInput) (ModelTur
 	limits := a.limits()
 	attemptCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	stream, err := provider.Stream(attemptCtx, model.Request{Model: ref.Model, Messages: msgs, Tools: a.Tools.Specs()})
-	if err != nil {
-		return ModelTurnResult{}, attemptFailure(report, err)
-	}
-	defer stream.Close()
 
+	// The watchdogs start before the request is sent: a server that takes
+	// the request and never answers is cut like a silent stream. The
+	// goroutine owns the stream; the loop below only reads its phase.
 	var acc model.Accumulator
+	opened := make(chan model.Stream, 1)
 	events := make(chan model.Event)
 	done := make(chan error, 1)
 	go func() {
+		stream, err := provider.Stream(attemptCtx, model.Request{Model: ref.Model, Messages: msgs, Tools: a.Tools.Specs()})
+		if err != nil {
+			done <- err
+			return
+		}
+		defer stream.Close()
+		opened <- stream
 		for {
 			ev, err := stream.Recv()
 			if err != nil {
@@ -64,6 +70,13 @@ func (a *Activities) ModelTurn(ctx context.Context, in ModelTurnInput) (ModelTur
 		}
 	}()
 
+	var stream model.Stream
+	phase := func() model.Phase {
+		if stream == nil {
+			return model.PhaseUnknown // no headers yet; the transport cannot tell how far it got
+		}
+		return stream.Phase()
+	}
 	heartbeat := time.NewTicker(limits.Heartbeat)
 	defer heartbeat.Stop()
 	idle := time.NewTimer(limits.FirstEvent)
@@ -72,7 +85,7 @@ func (a *Activities) ModelTurn(ctx context.Context, in ModelTurnInput) (ModelTur
 	defer total.Stop()
 	snapshot := func() AttemptReport {
 		r := report
-		r.Phase = stream.Phase()
+		r.Phase = phase()
 		r.Events, r.Chars, r.PreviewTail = acc.Events(), acc.Chars(), acc.PreviewTail(80)
 		return r
 	}
@@ -82,6 +95,7 @@ func (a *Activities) ModelTurn(ctx context.Context, in ModelTurnInput) (ModelTur
 loop:
 	for {
 		select {
+		case stream = <-opened:
 		case ev := <-events:
 			acc.Add(ev)
 			idle.Reset(limits.Idle)
@@ -90,20 +104,24 @@ loop:
 		case <-heartbeat.C:
 			activity.RecordHeartbeat(ctx, snapshot())
 		case <-idle.C:
-			cut := &model.AttemptError{Outcome: model.OutcomeCutIdle, Phase: stream.Phase(),
+			cut := &model.AttemptError{Outcome: model.OutcomeCutIdle, Phase: phase(),
 				Message: fmt.Sprintf("the stream was silent for %s", idleFor(acc.Events(), limits))}
 			cancel(cut)
 			return ModelTurnResult{}, attemptFailure(snapshot(), cut)
 		case <-total.C:
-			cut := &model.AttemptError{Outcome: model.OutcomeCutTotal, Phase: stream.Phase(),
+			cut := &model.AttemptError{Outcome: model.OutcomeCutTotal, Phase: phase(),
 				Message: fmt.Sprintf("the attempt ran past its total limit of %s", limits.Total)}
 			cancel(cut)
 			return ModelTurnResult{}, attemptFailure(snapshot(), cut)
 		case <-ctx.Done():
 			cancel(ctx.Err())
 			return ModelTurnResult{}, attemptFailure(snapshot(), &model.AttemptError{
-				Outcome: model.OutcomeCancelled, Phase: stream.Phase(), Message: "the attempt was cancelled", Err: ctx.Err()})
+				Outcome: model.OutcomeCancelled, Phase: phase(), Message: "the attempt was cancelled", Err: ctx.Err()})
 		}
+	}
+	select { // the stream may have opened and ended between two selects
+	case stream = <-opened:
+	default:
 	}
 	if !errors.Is(streamErr, io.EOF) {
 		return ModelTurnResult{}, attemptFailure(snapshot(), streamErr)
@@ -129,7 +147,7 @@ loop:
 		ToolCalls:    out.ToolCalls,
 		FinishReason: out.FinishReason,
 		Usage:        out.Usage,
-		Phase:        stream.Phase(),
+		Phase:        phase(),
 		Events:       acc.Events(),
 	}, nil
 }

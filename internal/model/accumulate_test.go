@@ -9,7 +9,7 @@ import (
 	"testing"
 )
 
-func evText(s string) Event { return Event{Kind: EventTextDelta, Text: s} }
+func evText(s string) Event   { return Event{Kind: EventTextDelta, Text: s} }
 func evFinish(r string) Event { return Event{Kind: EventFinish, FinishReason: r} }
 func evCall(i int, id, name, args string) Event {
 	return Event{Kind: EventToolCallDelta, ToolIndex: i, ToolCallID: id, ToolName: name, ArgsDelta: args}

@@ -111,5 +111,8 @@ type Stream interface {
 	// Phase is the furthest phase reached so far; safe to call concurrently
 	// with Recv.
 	Phase() Phase
+	// Close releases the stream. It is idempotent and may be called from
+	// another goroutine while Recv is blocked (a watchdog cutting the
+	// attempt); that Recv then returns an error.
 	Close() error
 }

@@ -26,6 +26,7 @@ func asAttempt(t *testing.T, err error) *model.AttemptError {
 			t.Fatalf("error text leaks the API key: %q", s)
 		}
 	}
+	t.Logf("attempt error: %v", ae)
 	return ae
 }
 
@@ -285,5 +286,25 @@ func TestCancelMidStream(t *testing.T) {
 				t.Fatalf("error does not carry the cancellation cause: %v", ae)
 			}
 		})
+	}
+}
+
+func TestConnectionLostBeforeHeaders(t *testing.T) {
+	api := newFakeAPI(t, func(w http.ResponseWriter, r *http.Request) {
+		// The request arrived in full; drop the connection without a word.
+		conn, _, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			t.Errorf("hijack: %v", err)
+			return
+		}
+		_ = conn.Close()
+	})
+	_, err := api.provider().Stream(context.Background(), simpleRequest)
+	ae := asAttempt(t, err)
+	if ae.Outcome != model.OutcomeUnknown || ae.Phase != model.PhaseSentNoHeaders {
+		t.Fatalf("got {%s %s}, want {unknown SENT_NO_HEADERS} (%v)", ae.Outcome, ae.Phase, ae)
+	}
+	if n := api.requests.Load(); n != 1 {
+		t.Fatalf("server saw %d requests, want exactly 1", n)
 	}
 }

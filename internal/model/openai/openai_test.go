@@ -1,6 +1,7 @@
 package openai
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -30,6 +31,10 @@ func newFakeAPI(t *testing.T, handle http.HandlerFunc) *fakeAPI {
 	f := &fakeAPI{}
 	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		f.requests.Add(1)
+		// Read the whole body first: only then does the server watch the
+		// connection, so r.Context() ends when the client goes away.
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
 		if r.Method != http.MethodPost || r.URL.Path != "/v1/chat/completions" {
 			http.Error(w, "unexpected "+r.Method+" "+r.URL.Path, http.StatusTeapot)
 			return
@@ -64,7 +69,9 @@ func chunk(choice map[string]any) string {
 	return string(b)
 }
 
-func roleChunk() string { return chunk(map[string]any{"delta": map[string]any{"role": "assistant", "content": ""}}) }
+func roleChunk() string {
+	return chunk(map[string]any{"delta": map[string]any{"role": "assistant", "content": ""}})
+}
 func textChunk(s string) string {
 	return chunk(map[string]any{"delta": map[string]any{"content": s}, "finish_reason": nil})
 }
@@ -287,3 +294,34 @@ func TestConfigIsTheOnlySource(t *testing.T) {
 type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// TestStreamReturnsAtHeaders checks that Stream returns as soon as the
+// response headers arrive, without waiting for (or consuming) the first
+// event: the server sends nothing more until Stream has returned.
+func TestStreamReturnsAtHeaders(t *testing.T) {
+	release := make(chan struct{})
+	api := newFakeAPI(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		w.(http.Flusher).Flush()
+		select {
+		case <-release:
+		case <-r.Context().Done():
+			return
+		}
+		writeSSE(w, textChunk("late"), finishChunk("stop"), "[DONE]")
+	})
+	s, err := api.provider().Stream(context.Background(), simpleRequest)
+	if err != nil {
+		t.Fatalf("Stream: %v", err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	if got := s.Phase(); got != model.PhaseHeadersReceived {
+		t.Fatalf("phase = %s, want %s", got, model.PhaseHeadersReceived)
+	}
+	close(release)
+	evs, err := drain(t, s)
+	if !errors.Is(err, io.EOF) || len(evs) != 2 || evs[0].Text != "late" {
+		t.Fatalf("events %+v, end %v", evs, err)
+	}
+}

@@ -66,6 +66,9 @@ func (s *stream) Recv() (model.Event, error) {
 			if ae, ok := s.end.(*model.AttemptError); ok {
 				s.provider.logFailure(ae)
 			}
+			// The SDK closed the body; release the request's context now
+			// rather than when the consumer gets round to Close.
+			s.cancel(nil)
 			continue
 		}
 		// Any decoded chunk means the body is flowing, even one that carries

@@ -1,0 +1,112 @@
+package openai
+
+import (
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/capstanhq/capstan/internal/model"
+)
+
+func TestClassifyStatus(t *testing.T) {
+	tests := []struct {
+		status         int
+		code, typ, msg string
+		want           model.Outcome
+	}{
+		{408, "", "", "", model.OutcomeOverloaded},
+		{409, "", "", "", model.OutcomeOverloaded},
+		{429, "rate_limit_exceeded", "requests", "Rate limit reached; see https://platform.openai.com/account/billing", model.OutcomeOverloaded},
+		{429, "insufficient_quota", "insufficient_quota", "", model.OutcomeRejected},
+		{429, "", "billing_hard_limit_reached", "", model.OutcomeRejected},
+		{429, "", "", "You have reached your spend limit", model.OutcomeRejected},
+		{500, "", "", "", model.OutcomeOverloaded},
+		{502, "", "", "", model.OutcomeOverloaded},
+		{503, "", "", "", model.OutcomeOverloaded},
+		{504, "", "", "", model.OutcomeOverloaded},
+		{529, "", "overloaded_error", "", model.OutcomeOverloaded},
+		{522, "", "", "", model.OutcomeOverloaded},
+		{501, "", "", "", model.OutcomeRejected},
+		{400, "", "invalid_request_error", "bad", model.OutcomeRejected},
+		{400, "context_length_exceeded", "", "", model.OutcomeOverflow},
+		{400, "", "", "This model's maximum context length is 8192 tokens", model.OutcomeOverflow},
+		{413, "", "", "prompt is too long: 300000 tokens > 200000 maximum", model.OutcomeOverflow},
+		{413, "", "", "request entity too large", model.OutcomeRejected},
+		{401, "", "", "", model.OutcomeRejected},
+		{403, "", "", "", model.OutcomeRejected},
+		{404, "", "", "", model.OutcomeRejected},
+		{422, "", "", "", model.OutcomeRejected},
+		{422, "context_length_exceeded", "", "", model.OutcomeRejected}, // overflow is a 400/413 verdict
+	}
+	for _, tt := range tests {
+		if got := classifyStatus(tt.status, tt.code, tt.typ, tt.msg); got != tt.want {
+			t.Errorf("classifyStatus(%d, %q, %q, %q) = %s, want %s", tt.status, tt.code, tt.typ, tt.msg, got, tt.want)
+		}
+	}
+}
+
+func TestClassifyEvent(t *testing.T) {
+	tests := []struct {
+		data    string
+		want    model.Outcome
+		wantMsg string
+	}{
+		{`{"error":{"message":"Overloaded","type":"overloaded_error"}}`, model.OutcomeOverloaded, "Overloaded"},
+		{`{"error":{"message":"x","type":"server_error","code":null}}`, model.OutcomeOverloaded, "x"},
+		{`{"error":{"message":"x","code":"rate_limit_exceeded"}}`, model.OutcomeOverloaded, "x"},
+		{`{"error":{"message":"x","code":"context_length_exceeded"}}`, model.OutcomeOverflow, "x"},
+		{`{"error":{"message":"prompt is too long"}}`, model.OutcomeOverflow, "prompt is too long"},
+		{`{"error":{"message":"x","code":"insufficient_quota"}}`, model.OutcomeRejected, "x"},
+		{`{"error":{"message":"x","type":"invalid_request_error"}}`, model.OutcomeRejected, "x"},
+		// vLLM puts the HTTP status in "code".
+		{`{"error":{"object":"error","message":"x","type":"BadRequestError","code":400}}`, model.OutcomeRejected, "x"},
+		{`{"error":{"message":"x","type":"InternalServerError","code":503}}`, model.OutcomeOverloaded, "x"},
+		{`{"error":"upstream went away"}`, model.OutcomeInvalid, "upstream went away"},
+		{`{"error":{"type":"weird"}}`, model.OutcomeInvalid, "the provider sent an error event mid-stream (weird)"},
+		{`{"error":null}`, model.OutcomeInvalid, "the provider sent an error event mid-stream"},
+	}
+	for _, tt := range tests {
+		got, msg := classifyEvent([]byte(tt.data))
+		if got != tt.want || msg != tt.wantMsg {
+			t.Errorf("classifyEvent(%s) = %s, %q; want %s, %q", tt.data, got, msg, tt.want, tt.wantMsg)
+		}
+	}
+}
+
+func TestRetryAfter(t *testing.T) {
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name   string
+		header http.Header
+		want   time.Duration
+	}{
+		{"none", http.Header{}, 0},
+		{"milliseconds", http.Header{"Retry-After-Ms": {"250"}}, 250 * time.Millisecond},
+		{"fractional milliseconds", http.Header{"Retry-After-Ms": {"12.5"}}, 12500 * time.Microsecond},
+		{"milliseconds win over seconds", http.Header{"Retry-After-Ms": {"250"}, "Retry-After": {"3"}}, 250 * time.Millisecond},
+		{"bad milliseconds fall back to seconds", http.Header{"Retry-After-Ms": {"soon"}, "Retry-After": {"3"}}, 3 * time.Second},
+		{"seconds", http.Header{"Retry-After": {"20"}}, 20 * time.Second},
+		{"fractional seconds", http.Header{"Retry-After": {"1.5"}}, 1500 * time.Millisecond},
+		{"long wait kept for the guard to judge", http.Header{"Retry-After": {"3600"}}, time.Hour},
+		{"http date", http.Header{"Retry-After": {now.Add(45 * time.Second).Format(http.TimeFormat)}}, 45 * time.Second},
+		{"date in the past", http.Header{"Retry-After": {now.Add(-time.Minute).Format(http.TimeFormat)}}, 0},
+		{"negative", http.Header{"Retry-After": {"-5"}}, 0},
+		{"garbage", http.Header{"Retry-After": {"later"}}, 0},
+		{"absurd", http.Header{"Retry-After": {"1e300"}}, 0},
+	}
+	for _, tt := range tests {
+		if got := retryAfter(tt.header, now); got != tt.want {
+			t.Errorf("%s: retryAfter = %s, want %s", tt.name, got, tt.want)
+		}
+	}
+}
+
+func TestRedact(t *testing.T) {
+	p := New(Config{APIKey: testKey})
+	if got := p.redact("key " + testKey + " twice " + testKey); got != "key [redacted] twice [redacted]" {
+		t.Fatalf("redact = %q", got)
+	}
+	if got := New(Config{}).redact("nothing to hide"); got != "nothing to hide" {
+		t.Fatalf("redact without a key = %q", got)
+	}
+}
