@@ -24,7 +24,7 @@ import (
 //	github_get_file             read_only
 //	github_list_pull_requests   read_only
 //	github_create_branch        conditional  branch:create:<owner>/<repo>:<branch>
-//	github_put_file             idempotent   file:put:<owner>/<repo>:<branch>:<path>
+//	github_put_file             idempotent   file:put:<owner>/<repo>:<branch>:<path>@<blob sha prefix>
 //	github_create_pull_request  conditional  pr:create:<owner>/<repo>:<head>:<base>
 //	github_comment              unsafe       (none; reconciled by Marker)
 //

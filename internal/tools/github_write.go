@@ -127,15 +127,19 @@ func putFileTool(c *github.Client) Tool {
 		},
 		identify: func(a putFileArgs) Identity {
 			// The content defines the effect (by its blob sha, to keep the
-			// effect small); the commit message does not.
+			// effect small); the commit message does not. The key carries a
+			// prefix of that sha too, so writing the same content again maps
+			// to the recorded operation while an agent that edits a file a
+			// second time declares a new one instead of a conflict.
+			sha := blobSHA([]byte(a.content))
 			return Identity{
-				BusinessKey: "file:put:" + a.repo.key() + ":" + a.branch + ":" + a.path,
+				BusinessKey: "file:put:" + a.repo.key() + ":" + a.branch + ":" + a.path + "@" + sha[:12],
 				Effect: canonical(struct {
 					Repo    string `json:"repo"`
 					Branch  string `json:"branch"`
 					Path    string `json:"path"`
 					BlobSHA string `json:"blob_sha"`
-				}{a.repo.key(), a.branch, a.path, blobSHA([]byte(a.content))}),
+				}{a.repo.key(), a.branch, a.path, sha}),
 			}
 		},
 		run: func(ctx context.Context, opID string, a putFileArgs) (Result, error) {
