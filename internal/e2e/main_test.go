@@ -178,9 +178,20 @@ type result struct {
 // runStarter runs the starter binary to completion.
 func runStarter(t *testing.T, env []string, args ...string) result {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	return runToExit(t, starterBin, 3*time.Minute, env, args...)
+}
+
+// runWorkerToExit runs the worker binary expecting it to exit by itself.
+func runWorkerToExit(t *testing.T, env []string, args ...string) result {
+	t.Helper()
+	return runToExit(t, workerBin, time.Minute, env, args...)
+}
+
+func runToExit(t *testing.T, bin string, timeout time.Duration, env []string, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, starterBin, args...)
+	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Env = env
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -192,27 +203,7 @@ func runStarter(t *testing.T, env []string, args ...string) result {
 	case errors.As(err, &exit):
 		r.code = exit.ExitCode()
 	default:
-		t.Fatalf("run starter %v: %v", args, err)
-	}
-	return r
-}
-
-// runWorkerToExit runs the worker binary expecting it to exit by itself.
-func runWorkerToExit(t *testing.T, env []string, args ...string) result {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, workerBin, args...)
-	cmd.Env = env
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	r := result{stdout: stdout.String(), stderr: stderr.String()}
-	var exit *exec.ExitError
-	if errors.As(err, &exit) {
-		r.code = exit.ExitCode()
-	} else if err != nil {
-		t.Fatalf("run worker %v: %v", args, err)
+		t.Fatalf("run %s %v: %v", filepath.Base(bin), args, err)
 	}
 	return r
 }
