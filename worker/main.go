@@ -20,6 +20,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 )
 
 func main() {
@@ -28,9 +29,10 @@ func main() {
 
 // options are the worker's flags.
 type options struct {
-	sandbox   bool
-	logFormat string
-	logLevel  string
+	sandbox     bool
+	logFormat   string
+	logLevel    string
+	stopTimeout time.Duration
 }
 
 func run(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
@@ -40,8 +42,9 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	fs.BoolVar(&o.sandbox, "sandbox", false, "start the offline sandbox (model, GitHub, Slack) and use it instead of real endpoints")
 	fs.StringVar(&o.logFormat, "log-format", "json", "log format: json or text")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fs.DurationVar(&o.stopTimeout, "stop-timeout", 30*time.Second, "on SIGINT/SIGTERM, how long running activities may take to finish")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: worker [--sandbox] [--log-format json|text] [--log-level LEVEL]")
+		fmt.Fprintln(stderr, "usage: worker [--sandbox] [--log-format json|text] [--log-level LEVEL] [--stop-timeout DURATION]")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {

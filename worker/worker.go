@@ -114,7 +114,9 @@ func start(ctx context.Context, o options, getenv func(string) string, logger *s
 		return nil, err
 	}
 
-	p.worker = worker.New(p.client, cfg.TaskQueue, worker.Options{Identity: identity})
+	// On SIGTERM the worker stops polling and gives running activities
+	// o.stopTimeout to finish before their contexts are cancelled.
+	p.worker = worker.New(p.client, cfg.TaskQueue, worker.Options{Identity: identity, WorkerStopTimeout: o.stopTimeout})
 	p.worker.RegisterWorkflow(workflows.AgentTask)
 	p.worker.RegisterActivity(&activities.Activities{
 		Ledger:    p.ledger,

@@ -105,7 +105,11 @@ func (t *task) awaitOperation(ctx workflow.Context, op declared, f workflow.Futu
 	err := f.Get(ctx, &res)
 	if err == nil {
 		rec.State, rec.ExternalID, rec.Replayed = res.State, res.ExternalID, res.Replayed
-		t.note(ctx, "operation %s %s%s", op.opID, res.State, map[bool]string{true: " (replayed from the ledger)"}[res.Replayed])
+		if res.Replayed {
+			t.note(ctx, "operation %s %s (replayed from the ledger; nothing sent)", op.opID, res.State)
+		} else {
+			t.note(ctx, "operation %s %s", op.opID, res.State)
+		}
 		return res.Item, nil
 	}
 	if ctx.Err() != nil {
