@@ -31,6 +31,11 @@ import (
 	"github.com/capstanhq/capstan/workflows"
 )
 
+// sandboxToken is what a --sandbox worker sends when the environment has no
+// token; the fakes accept any. It must not be a word that appears in
+// ordinary messages, since providers redact their key from error text.
+const sandboxToken = "capstan-sandbox-token-not-a-secret"
+
 // process is a started worker and what it must close.
 type process struct {
 	client  client.Client
@@ -60,9 +65,9 @@ func start(ctx context.Context, o options, getenv func(string) string, logger *s
 		p.sandbox = sb
 		cfg.OpenAIBaseURL, cfg.GitHubAPIURL, cfg.SlackAPIURL = sb.ModelURL, sb.GitHubURL, sb.SlackURL
 		// The fakes accept any token; keep real-looking ones only if given.
-		cfg.OpenAIAPIKey = orDefault(cfg.OpenAIAPIKey, "sandbox")
-		cfg.GitHubToken = orDefault(cfg.GitHubToken, "sandbox")
-		cfg.SlackBotToken = orDefault(cfg.SlackBotToken, "sandbox")
+		cfg.OpenAIAPIKey = orDefault(cfg.OpenAIAPIKey, sandboxToken)
+		cfg.GitHubToken = orDefault(cfg.GitHubToken, sandboxToken)
+		cfg.SlackBotToken = orDefault(cfg.SlackBotToken, sandboxToken)
 		fmt.Fprintf(stdout, "sandbox: model %s  github %s  slack %s\n", sb.ModelURL, sb.GitHubURL, sb.SlackURL)
 		logger.Info("sandbox started", "model_url", sb.ModelURL, "github_url", sb.GitHubURL, "slack_url", sb.SlackURL)
 	}

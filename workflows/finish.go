@@ -62,7 +62,11 @@ func (t *task) finish(ctx workflow.Context, err error) (TaskResult, error) {
 	default:
 		t.result.Status, t.result.FailureCode, t.result.Message = StatusFailed, "internal_error", fmt.Sprintf("capstan stopped on an unexpected error: %v", err)
 	}
-	t.note(ctx, "task %s %s", t.result.Status, t.result.Message)
+	if t.result.Message != "" {
+		t.note(ctx, "task %s: %s", t.result.Status, t.result.Message)
+	} else {
+		t.note(ctx, "task %s", t.result.Status)
+	}
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
 	if uerr := workflow.UpsertTypedSearchAttributes(dctx, AttrStatus.ValueSet(t.result.Status), AttrUnknownOps.ValueSet(int64(t.unknownOps()))); uerr != nil {
 		workflow.GetLogger(ctx).Warn("could not update search attributes", "Error", uerr)
