@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -275,5 +276,90 @@ func TestDeliverPostsWithOperationIDInMetadata(t *testing.T) {
 	msgs := f.sb.Slack.Messages("#c")
 	if len(msgs) != 1 || msgs[0].Metadata.EventType != activities.DeliveryEventType || msgs[0].Metadata.EventPayload["operation_id"] != in.OperationID {
 		t.Fatalf("messages = %+v, want one carrying the operation id", msgs)
+	}
+}
+
+func TestExecuteToolWaitsOutAnotherHoldersLease(t *testing.T) {
+	f := newFixture(t, activities.ModelLimits{})
+	ctx := context.Background()
+	args := json.RawMessage(`{"repo":"acme/app","head":"feat","base":"main","title":"t","body":"b"}`)
+	tool, _ := f.acts.Tools.Get("github_create_pull_request")
+	id, _ := tool.Identify(args)
+	// Another worker claimed the same operation a moment ago.
+	if _, err := f.ledger.Claim(ctx, ledger.ClaimRequest{Op: ledger.Operation{ID: "op-held", Kind: "github_create_pull_request",
+		RequestHash: activities.RequestHash("github_create_pull_request", id.Effect)}, Owner: "other-worker", Lease: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := f.env.ExecuteActivity(f.acts.ExecuteTool, activities.ExecuteToolInput{OperationID: "op-held", Tool: "github_create_pull_request", Arguments: args})
+	var appErr *temporal.ApplicationError
+	if !errors.As(err, &appErr) || appErr.Type() != activities.ErrTypeOperationInProgress || appErr.NonRetryable() {
+		t.Fatalf("err = %v, want a retryable %s", err, activities.ErrTypeOperationInProgress)
+	}
+	if d := appErr.NextRetryDelay(); d < 50*time.Second || d > 62*time.Second {
+		t.Errorf("next retry delay = %s, want about the minute left on the other lease", d)
+	}
+	if n := f.sb.GitHub.Stats().PullRequestsCreated; n != 0 {
+		t.Errorf("pull requests created = %d, want 0", n)
+	}
+}
+
+func TestExecuteToolRetriesAnIdempotentWriteWhoseAnswerWasLost(t *testing.T) {
+	f := newFixture(t, activities.ModelLimits{})
+	var lost atomic.Bool
+	lost.Store(true)
+	f.sb.GitHub.SetFault(func(w http.ResponseWriter, r *http.Request, next http.Handler) bool {
+		if r.Method != http.MethodPut || !lost.Load() {
+			return false
+		}
+		lost.Store(false)
+		next.ServeHTTP(&discard{header: http.Header{}}, r) // written, answer lost
+		panic(http.ErrAbortHandler)
+	})
+	in := activities.ExecuteToolInput{Tenant: "d", TaskID: "T", TurnID: "T/t1", OperationID: "op-put", Tool: "github_put_file",
+		Arguments: json.RawMessage(`{"repo":"acme/app","branch":"main","path":"a.md","content":"hello","message":"m"}`)}
+	_, err := f.env.ExecuteActivity(f.acts.ExecuteTool, in)
+	var appErr *temporal.ApplicationError
+	if err == nil || (errors.As(err, &appErr) && appErr.NonRetryable()) {
+		t.Fatalf("err = %v, want a retryable error: the write is safe to repeat", err)
+	}
+	if op, _ := f.ledger.Get(context.Background(), "op-put"); op.State != ledger.StateAbsent {
+		t.Fatalf("ledger state = %s, want ABSENT so the retry may claim it", op.State)
+	}
+	v, err := f.env.ExecuteActivity(f.acts.ExecuteTool, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res activities.ExecuteToolResult
+	_ = v.Get(&res)
+	if res.State != "SUCCEEDED" || f.sb.GitHub.Stats().FilesWritten != 1 {
+		t.Errorf("retry = %+v with %d writes; want SUCCEEDED and exactly one write", res, f.sb.GitHub.Stats().FilesWritten)
+	}
+}
+
+func TestDeliverTellsDefiniteRefusalsFromUnknownOutcomes(t *testing.T) {
+	for _, tc := range []struct {
+		slackError string
+		wantType   string
+		wantState  ledger.State
+	}{
+		{"channel_not_found", activities.ErrTypeDeliveryFailed, ledger.StateFailed},
+		{"internal_error", activities.ErrTypeOperationUnknown, ledger.StateUnknown},
+	} {
+		t.Run(tc.slackError, func(t *testing.T) {
+			f := newFixture(t, activities.ModelLimits{})
+			f.sb.Slack.SetFault(func(w http.ResponseWriter, r *http.Request, _ http.Handler) bool {
+				w.Header().Set("Content-Type", "application/json")
+				_, _ = w.Write([]byte(`{"ok":false,"error":"` + tc.slackError + `"}`))
+				return true
+			})
+			_, err := f.env.ExecuteActivity(f.acts.Deliver, activities.DeliverInput{OperationID: "op-d", Channel: "#c", Text: "x"})
+			var appErr *temporal.ApplicationError
+			if !errors.As(err, &appErr) || appErr.Type() != tc.wantType {
+				t.Fatalf("err = %v, want %s", err, tc.wantType)
+			}
+			if op, _ := f.ledger.Get(context.Background(), "op-d"); op.State != tc.wantState {
+				t.Errorf("ledger state = %s, want %s", op.State, tc.wantState)
+			}
+		})
 	}
 }

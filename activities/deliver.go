@@ -16,6 +16,17 @@ import (
 // A reconciler finds a message by it and the operation_id in its payload.
 const DeliveryEventType = "capstan_delivery"
 
+// definiteSlackRefusals are chat.postMessage errors after which Slack has
+// certainly posted nothing. Any other ok=false answer is treated as unknown.
+var definiteSlackRefusals = map[string]bool{
+	"channel_not_found": true, "not_in_channel": true, "is_archived": true, "msg_too_long": true,
+	"no_text": true, "too_many_attachments": true, "invalid_blocks": true, "invalid_metadata_format": true,
+	"invalid_metadata_schema": true, "metadata_too_large": true, "restricted_action": true,
+	"not_authed": true, "invalid_auth": true, "account_inactive": true, "token_revoked": true,
+	"token_expired": true, "no_permission": true, "missing_scope": true, "ekm_access_denied": true,
+	"channel_is_archived": true, "cannot_reply_to_message": true, "duplicate_channel_not_found": true,
+}
+
 // Deliver posts the final answer to a Slack channel as an unsafe operation:
 // claimed in the ledger first, with the operation id in the message metadata
 // so a reconciler can tell whether an unanswered post landed. A post whose
@@ -30,7 +41,7 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 		Op: ledger.Operation{
 			ID: in.OperationID, Tenant: in.Tenant, TaskID: in.TaskID, Kind: "slack_post",
 			BusinessKey: "slack:post:" + in.Channel,
-			RequestHash: requestHash("slack_post", []byte(in.Channel+"\x00"+in.Text)),
+			RequestHash: RequestHash("slack_post", []byte(in.Channel+"\x00"+in.Text)),
 		},
 		Owner: a.owner(ctx),
 		Lease: a.lease(),
@@ -47,8 +58,7 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 		res.ExternalID, res.Replayed = claim.Op.ExternalID, true
 		return res, nil
 	case ledger.InProgress:
-		return res, temporal.NewApplicationError(
-			fmt.Sprintf("delivery %s is held by %s", in.OperationID, claim.Op.LeaseOwner), ErrTypeOperationInProgress)
+		return res, a.inProgress(in.OperationID, claim.Op)
 	case ledger.MustReconcile:
 		return res, unknownOperation(in.OperationID, claim.Op.State, nil)
 	}
@@ -65,7 +75,7 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 	)
 	if postErr == nil {
 		res.ExternalID = channel + "/" + ts
-		if err := a.Ledger.Complete(ctx, ledger.Completion{ID: in.OperationID, Fence: fence,
+		if err := a.Ledger.Complete(context.WithoutCancel(ctx), ledger.Completion{ID: in.OperationID, Fence: fence,
 			State: ledger.StateSucceeded, ExternalID: res.ExternalID}); err != nil {
 			return res, fmt.Errorf("record delivery %s: %w", in.OperationID, err)
 		}
@@ -76,8 +86,9 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 	var limited *slack.RateLimitedError
 	var status slack.StatusCodeError
 	switch {
-	case errors.As(postErr, &refused):
-		// Slack answered ok=false: it processed the request and posted nothing.
+	case errors.As(postErr, &refused) && definiteSlackRefusals[refused.Err]:
+		// Slack answered ok=false with an error that means it posted
+		// nothing. Others (internal_error, fatal_error, …) may have posted.
 		if err := a.Ledger.Complete(ctx, ledger.Completion{ID: in.OperationID, Fence: fence,
 			State: ledger.StateFailed, Error: postErr.Error()}); err != nil {
 			return res, fmt.Errorf("record refused delivery %s: %w", in.OperationID, err)

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
@@ -44,7 +45,7 @@ func (a *Activities) ExecuteTool(ctx context.Context, in ExecuteToolInput) (Exec
 		Op: ledger.Operation{
 			ID: in.OperationID, Tenant: in.Tenant, TaskID: in.TaskID, TurnID: in.TurnID,
 			ToolCallID: in.ToolCallID, Kind: in.Tool, BusinessKey: id.BusinessKey,
-			RequestHash: requestHash(in.Tool, id.Effect),
+			RequestHash: RequestHash(in.Tool, id.Effect),
 		},
 		Owner: a.owner(ctx),
 		Lease: a.lease(),
@@ -62,9 +63,7 @@ func (a *Activities) ExecuteTool(ctx context.Context, in ExecuteToolInput) (Exec
 		res.Replayed = true
 		return a.succeeded(ctx, in, res, claim.Op.ExternalID, claim.Op.Result)
 	case ledger.InProgress:
-		return res, temporal.NewApplicationError(
-			fmt.Sprintf("operation %s is held by %s until %s", in.OperationID, claim.Op.LeaseOwner, claim.Op.LeaseExpiresAt.Format("15:04:05")),
-			ErrTypeOperationInProgress)
+		return res, a.inProgress(in.OperationID, claim.Op)
 	case ledger.MustReconcile:
 		return res, unknownOperation(in.OperationID, claim.Op.State, nil)
 	}
@@ -76,7 +75,8 @@ func (a *Activities) ExecuteTool(ctx context.Context, in ExecuteToolInput) (Exec
 	activity.RecordHeartbeat(ctx, in.OperationID)
 	out, callErr := tool.Execute(ctx, tools.Call{OperationID: in.OperationID, Arguments: in.Arguments})
 	if callErr == nil {
-		if err := a.Ledger.Complete(ctx, ledger.Completion{ID: in.OperationID, Fence: fence,
+		// Recorded even if the activity is being cancelled: it happened.
+		if err := a.Ledger.Complete(context.WithoutCancel(ctx), ledger.Completion{ID: in.OperationID, Fence: fence,
 			State: ledger.StateSucceeded, ExternalID: out.ExternalID, Result: out.Output}); err != nil {
 			// The effect happened but we could not record it: the next
 			// attempt will find RUNNING and must reconcile.
@@ -86,8 +86,10 @@ func (a *Activities) ExecuteTool(ctx context.Context, in ExecuteToolInput) (Exec
 	}
 
 	verdict := tools.Classify(callErr)
-	if tool.Class() == tools.ReadOnly && verdict != tools.VerdictFailed {
-		// Nothing to reconcile for a read: release and let Temporal retry.
+	if (tool.Class() == tools.ReadOnly || tool.Class() == tools.Idempotent) && verdict != tools.VerdictFailed {
+		// Nothing to reconcile for a read, nor for a write that is safe to
+		// repeat with the same operation id: mark it ABSENT so the retry may
+		// claim it, and let Temporal retry.
 		_ = a.Ledger.Complete(context.WithoutCancel(ctx), ledger.Completion{ID: in.OperationID, Fence: fence,
 			State: ledger.StateAbsent, Error: callErr.Error()})
 		return res, fmt.Errorf("%s: %w", in.Tool, callErr)
@@ -147,6 +149,15 @@ func (a *Activities) refused(ctx context.Context, in ExecuteToolInput, res Execu
 	return res, nil
 }
 
+// inProgress asks Temporal to retry once the other holder's lease has run
+// out: then the operation is either finished or must be reconciled.
+func (a *Activities) inProgress(id string, op ledger.Operation) error {
+	wait := op.LeaseExpiresAt.Sub(a.now()) + time.Second
+	return temporal.NewApplicationErrorWithOptions(
+		fmt.Sprintf("operation %s is held by %s until %s", id, op.LeaseOwner, op.LeaseExpiresAt.UTC().Format(time.RFC3339)),
+		ErrTypeOperationInProgress, temporal.ApplicationErrorOptions{NextRetryDelay: max(wait, time.Second)})
+}
+
 // owner names the lease holder: this worker and this activity attempt.
 func (a *Activities) owner(ctx context.Context) string {
 	if !activity.IsActivity(ctx) {
@@ -155,7 +166,9 @@ func (a *Activities) owner(ctx context.Context) string {
 	return fmt.Sprintf("%s#%d", a.Identity, activity.GetInfo(ctx).Attempt)
 }
 
-func requestHash(kind string, effect []byte) string {
+// RequestHash is the ledger's request hash of an operation: the kind and the
+// canonical bytes of what defines its effect.
+func RequestHash(kind string, effect []byte) string {
 	h := sha256.New()
 	h.Write([]byte(kind))
 	h.Write([]byte{0})

@@ -10,6 +10,7 @@ import (
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/worker"
 
 	"github.com/capstanhq/capstan/internal/model"
 )
@@ -107,15 +108,15 @@ loop:
 			cut := &model.AttemptError{Outcome: model.OutcomeCutIdle, Phase: phase(),
 				Message: fmt.Sprintf("the stream was silent for %s", idleFor(acc.Events(), limits))}
 			cancel(cut)
-			return ModelTurnResult{}, attemptFailure(snapshot(), cut)
+			return ModelTurnResult{}, attemptFailure(ctx, snapshot(), cut)
 		case <-total.C:
 			cut := &model.AttemptError{Outcome: model.OutcomeCutTotal, Phase: phase(),
 				Message: fmt.Sprintf("the attempt ran past its total limit of %s", limits.Total)}
 			cancel(cut)
-			return ModelTurnResult{}, attemptFailure(snapshot(), cut)
+			return ModelTurnResult{}, attemptFailure(ctx, snapshot(), cut)
 		case <-ctx.Done():
 			cancel(ctx.Err())
-			return ModelTurnResult{}, attemptFailure(snapshot(), &model.AttemptError{
+			return ModelTurnResult{}, attemptFailure(ctx, snapshot(), &model.AttemptError{
 				Outcome: model.OutcomeCancelled, Phase: phase(), Message: "the attempt was cancelled", Err: ctx.Err()})
 		}
 	}
@@ -124,11 +125,11 @@ loop:
 	default:
 	}
 	if !errors.Is(streamErr, io.EOF) {
-		return ModelTurnResult{}, attemptFailure(snapshot(), streamErr)
+		return ModelTurnResult{}, attemptFailure(ctx, snapshot(), streamErr)
 	}
 	out, err := acc.Finish(a.validateToolCall)
 	if err != nil {
-		return ModelTurnResult{}, attemptFailure(snapshot(), err)
+		return ModelTurnResult{}, attemptFailure(ctx, snapshot(), err)
 	}
 
 	// Commit: the assistant item joins the transcript only now.
@@ -173,10 +174,18 @@ func (a *Activities) validateToolCall(name string, args json.RawMessage) error {
 // attemptFailure turns an attempt's ending into the application error the
 // workflow's turn guard reads. It is never retried by Temporal: the guard
 // decides, and says why in the journal.
-func attemptFailure(r AttemptReport, err error) error {
+//
+// A failure while the worker shuts down is worker_lost, whatever the stream
+// reported, so a deploy never fails a task.
+func attemptFailure(ctx context.Context, r AttemptReport, err error) error {
 	var ae *model.AttemptError
 	if !errors.As(err, &ae) {
 		ae = &model.AttemptError{Outcome: model.OutcomeUnknown, Phase: r.Phase, Message: err.Error(), Err: err}
+	}
+	if errors.Is(context.Cause(ctx), worker.ErrWorkerShutdown) {
+		// The worker is stopping, not the task: another worker takes the
+		// turn again at once.
+		ae = &model.AttemptError{Outcome: model.OutcomeWorkerLost, Phase: ae.Phase, Message: "the worker shut down during the attempt", Err: err}
 	}
 	r.Outcome = ae.Outcome
 	if ae.Phase != "" {

@@ -12,12 +12,14 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	tlog "go.temporal.io/sdk/log"
 
 	"github.com/capstanhq/capstan/internal/config"
 	"github.com/capstanhq/capstan/internal/model"
+	"github.com/capstanhq/capstan/internal/tools"
 	"github.com/capstanhq/capstan/workflows"
 )
 
@@ -80,9 +82,8 @@ func (a *app) demoCommand() *cobra.Command {
 }
 
 var (
-	idPattern     = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$`)
-	repoPart      = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)
-	channelPatern = regexp.MustCompile(`^#?[A-Za-z0-9._-]{1,80}$`)
+	idPattern      = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$`)
+	channelPattern = regexp.MustCompile(`^#?[A-Za-z0-9._-]{1,80}$`)
 )
 
 // taskInput validates the flags; every error is a usage error and nothing
@@ -92,16 +93,15 @@ func (a *app) taskInput(f runFlags) (workflows.AgentTaskInput, error) {
 	if strings.TrimSpace(f.prompt) == "" {
 		return in, usagef("--prompt is required and must not be empty")
 	}
-	if f.repo != "" {
-		owner, name, ok := strings.Cut(f.repo, "/")
-		if !ok || !repoPart.MatchString(owner) || !repoPart.MatchString(name) {
-			return in, usagef("--repo %q is not of the form OWNER/NAME", f.repo)
-		}
+	// The same rules as the tools, so a task never starts only to have its
+	// every call refused.
+	if f.repo != "" && !tools.ValidRepo(f.repo) {
+		return in, usagef("--repo %q is not of the form OWNER/NAME (letters, digits, '-', and '.' or '_' in the name)", f.repo)
 	}
-	if f.base == "" || strings.ContainsAny(f.base, " ~^:?*[\\") {
+	if !tools.ValidBranchName(f.base) {
 		return in, usagef("--base %q is not a valid branch name", f.base)
 	}
-	if f.slack != "" && !channelPatern.MatchString(f.slack) {
+	if f.slack != "" && !channelPattern.MatchString(f.slack) {
 		return in, usagef("--slack %q is not a Slack channel name or id", f.slack)
 	}
 	m := f.model
@@ -152,10 +152,18 @@ func (a *app) start(ctx context.Context, in workflows.AgentTaskInput, wait, asJS
 		ID:                                       wid,
 		TaskQueue:                                a.cfg.TaskQueue,
 		WorkflowExecutionErrorWhenAlreadyStarted: true,
-		StaticSummary:                            summary(in),
+		// A task id names its operations in the ledger; a second task under
+		// the same id would replay the first one's effects, so ids are
+		// never reused.
+		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		StaticSummary:         summary(in),
 	}, workflows.AgentTask, in)
 	var started *serviceerror.WorkflowExecutionAlreadyStarted
 	if errors.As(err, &started) {
+		if desc, derr := c.DescribeWorkflowExecution(ctx, wid, ""); derr == nil &&
+			desc.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+			return usagef("task %s already ran (workflow %s) and task ids are never reused; pick another --id", in.TaskID, wid)
+		}
 		return usagef("task %s is already running (workflow %s); pick another --id", in.TaskID, wid)
 	}
 	if err != nil {

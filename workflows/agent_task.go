@@ -54,7 +54,7 @@ type task struct {
 func AgentTask(ctx workflow.Context, in AgentTaskInput) (TaskResult, error) {
 	t := &task{in: in, nextTurn: 1}
 	if cp := in.Checkpoint; cp != nil {
-		t.result, t.transcript, t.append, t.nextTurn = cp.Result, cp.Transcript, cp.Append, cp.NextTurn
+		t.result, t.transcript, t.append, t.nextTurn, t.journal = cp.Result, cp.Transcript, cp.Append, cp.NextTurn, cp.Journal
 	} else {
 		t.result = TaskResult{
 			TaskID: in.TaskID, WorkflowID: workflow.GetInfo(ctx).WorkflowExecution.ID, Model: in.Model,
@@ -98,7 +98,7 @@ func (t *task) run(ctx workflow.Context) error {
 		if turn > first && workflow.GetInfo(ctx).GetContinueAsNewSuggested() {
 			t.note(ctx, "continuing as new before turn %d", turn)
 			next := t.in
-			next.Checkpoint = &Checkpoint{NextTurn: turn, Transcript: t.transcript, Append: t.append, Result: t.result}
+			next.Checkpoint = &Checkpoint{NextTurn: turn, Transcript: t.transcript, Append: t.append, Result: t.result, Journal: t.journal}
 			return workflow.NewContinueAsNewError(ctx, AgentTask, next)
 		}
 		out, err := t.runTurn(ctx, turn)

@@ -35,9 +35,18 @@ func (t *task) deliver(ctx workflow.Context, text string) error {
 		return err
 	}
 	var appErr *temporal.ApplicationError
-	if errors.As(err, &appErr) && appErr.Type() == activities.ErrTypeOperationUnknown {
-		rec.State = DeliveryUnknown
-		return fail(FailOperationUnknown, "the delivery to Slack %s may have been posted: %s", t.in.SlackChannel, appErr.Error())
+	if errors.As(err, &appErr) {
+		switch appErr.Type() {
+		case activities.ErrTypeOperationUnknown, activities.ErrTypeOperationInProgress:
+			rec.State = DeliveryUnknown
+			return fail(FailOperationUnknown, "the delivery to Slack %s may have been posted: %s", t.in.SlackChannel, appErr.Error())
+		case activities.ErrTypeOperationConflict:
+			rec.State = DeliveryDeadLetter
+			return fail(FailOperationConflict, "%s", appErr.Error())
+		case activities.ErrTypeConfig:
+			rec.State = DeliveryDeadLetter
+			return fail(FailWorkerMisconfigured, "%s", appErr.Error())
+		}
 	}
 	rec.State = DeliveryDeadLetter
 	return fail(FailDeliveryFailed, "the final answer could not be delivered to Slack %s: %v", t.in.SlackChannel, err)

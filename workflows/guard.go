@@ -52,19 +52,21 @@ type decision struct {
 
 func (g *turnGuard) decide(r attemptOutcome, jitter float64) decision {
 	switch model.Outcome(r.Outcome) {
-	case model.OutcomeNotSent, model.OutcomeUnknown, model.OutcomeWorkerLost:
+	case model.OutcomeNotSent, model.OutcomeUnknown, model.OutcomeWorkerLost, model.OutcomeCancelled:
+		// cancelled reaches the guard only when the task itself was not
+		// cancelled: the attempt's worker went away under it.
 		// The model call has no side effect: a request lost in transit or a
 		// lost worker is simply asked again, within the transport budget.
 		g.transport++
 		if g.transport > budgetTransport {
 			code := FailProviderUnavailable
-			if r.Outcome == string(model.OutcomeWorkerLost) {
+			if lostWorker(r.Outcome) {
 				code = FailWorkerLost
 			}
 			return decision{Code: code, Message: fmt.Sprintf("the model could not be reached after %d attempts: %s", g.transport, r.Message)}
 		}
 		delay := transportBackoff.delay(g.transport, jitter)
-		if r.Outcome == string(model.OutcomeWorkerLost) {
+		if lostWorker(r.Outcome) {
 			delay = 0
 		}
 		return decision{Retry: true, Delay: delay, Message: fmt.Sprintf("%s (transport %d/%d)", r.Message, g.transport, budgetTransport)}
@@ -106,6 +108,10 @@ func (g *turnGuard) decide(r attemptOutcome, jitter float64) decision {
 	default:
 		return decision{Code: FailProviderUnavailable, Message: fmt.Sprintf("the model attempt ended as %s: %s", r.Outcome, r.Message)}
 	}
+}
+
+func lostWorker(outcome string) bool {
+	return outcome == string(model.OutcomeWorkerLost) || outcome == string(model.OutcomeCancelled)
 }
 
 // completed clears the idle-cut count: only a completed attempt does.

@@ -18,7 +18,9 @@ import (
 
 // catalog knows the built-in tools' classes and identities. The workflow only
 // uses their pure methods (Class, Identify); the clients that act live in
-// the workers.
+// the workers. Whether a tool has a business key decides whether the
+// workflow records a SideEffect for its calls, so changing that for a shipped
+// tool is a change to workflow logic and goes behind workflow.GetVersion.
 var catalog = tools.NewRegistry(tools.GitHubTools(nil)...)
 
 // declared is a tool call with the operation id the workflow gave it.
@@ -131,8 +133,15 @@ func (t *task) awaitOperation(ctx workflow.Context, op declared, f workflow.Futu
 			return "", fail(FailWorkerMisconfigured, "%s", appErr.Error())
 		}
 	}
-	rec.State = string(ledger.StateFailed)
-	return "", fail(FailOperationFailed, "%s did not complete: %v", op.call.Name, err)
+	if op.class == tools.ReadOnly {
+		rec.State = string(ledger.StateFailed)
+		return "", fail(FailOperationFailed, "%s did not complete: %v", op.call.Name, err)
+	}
+	// A mutation whose attempts ran out (a lost worker, a claim still held
+	// elsewhere) may have acted: it is unknown, never failed.
+	rec.State = string(ledger.StateUnknown)
+	_ = workflow.UpsertTypedSearchAttributes(ctx, AttrUnknownOps.ValueSet(int64(t.unknownOps())))
+	return "", fail(FailOperationUnknown, "%s %s could not be confirmed and may have taken effect: %v", op.call.Name, op.opID, err)
 }
 
 func (t *task) unknownOps() int {

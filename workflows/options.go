@@ -28,11 +28,15 @@ func modelTurnOptions(summary string) workflow.ActivityOptions {
 }
 
 // toolOptions: reads retry freely; mutations retry only on errors that prove
-// nothing was sent or that another claim is live, never on an UNKNOWN outcome
-// or a conflict, which need a reconciler or a person.
+// nothing was sent or that another claim is live (waiting out its lease, as
+// the error's next-retry delay says), never on an UNKNOWN outcome or a
+// conflict, which need a reconciler or a person.
 func toolOptions(class tools.Class, summary string) workflow.ActivityOptions {
 	o := workflow.ActivityOptions{
 		StartToCloseTimeout: 2 * time.Minute,
+		// A cancelled task waits for a call in flight to end, so what it
+		// did is recorded rather than guessed.
+		WaitForCancellation: true,
 		Summary:             summary,
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval:    time.Second,
@@ -56,6 +60,7 @@ func toolOptions(class tools.Class, summary string) workflow.ActivityOptions {
 func deliverOptions(summary string) workflow.ActivityOptions {
 	return workflow.ActivityOptions{
 		StartToCloseTimeout: time.Minute,
+		WaitForCancellation: true,
 		Summary:             summary,
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval:    2 * time.Second,

@@ -52,6 +52,7 @@ type Checkpoint struct {
 	Transcript string     `json:"transcript"`
 	Append     []string   `json:"append,omitempty"`
 	Result     TaskResult `json:"result"`
+	Journal    []string   `json:"journal,omitempty"`
 }
 
 // TaskResult is the outcome of a task, and its status while it runs (the

@@ -140,6 +140,12 @@ func TestDemoTaskAgainstCompatibleEndpoints(t *testing.T) {
 		t.Fatal("history check is blind: the history does not even contain the branch name")
 	}
 	recordHistory(t, "demo.json", res.WorkflowID)
+
+	// The id of a finished task is never reused: its operations would replay.
+	again := runStarter(t, env, "run", "--prompt", "again", "--model", "openai:demo", "--id", taskID)
+	if again.code != 2 || !strings.Contains(again.stderr, "never reused") {
+		t.Errorf("rerun of %s: exit %d, stderr %q; want exit 2 saying ids are never reused", taskID, again.code, again.stderr)
+	}
 }
 
 // history returns the workflow's full history in its wire encoding, where
@@ -196,6 +202,8 @@ func TestStarterRefusesBadInput(t *testing.T) {
 		want string
 	}{
 		{"repo without a slash", []string{"--prompt", "x", "--repo", "capstan"}, "OWNER/NAME"},
+		{"repo the tools would refuse", []string{"--prompt", "x", "--repo", "../x"}, "OWNER/NAME"},
+		{"bad base branch", []string{"--prompt", "x", "--base", "a..b"}, "--base"},
 		{"unknown provider", []string{"--prompt", "x", "--model", "llamacorp:big"}, `unknown model provider "llamacorp"`},
 		{"empty prompt", []string{"--prompt", "  "}, "--prompt is required"},
 		{"no prompt", nil, "--prompt is required"},

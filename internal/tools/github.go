@@ -24,7 +24,7 @@ import (
 //	github_get_file             read_only
 //	github_list_pull_requests   read_only
 //	github_create_branch        conditional  branch:create:<owner>/<repo>:<branch>
-//	github_put_file             idempotent   file:put:<owner>/<repo>:<branch>:<path>@<blob sha prefix>
+//	github_put_file             idempotent   (none; one operation per declared call)
 //	github_create_pull_request  conditional  pr:create:<owner>/<repo>:<head>:<base>
 //	github_comment              unsafe       (none; reconciled by Marker)
 //
@@ -191,6 +191,17 @@ func (v *validator) repo(s string) repoName {
 	}
 	return repoName{owner: owner, name: name}
 }
+
+// ValidRepo reports whether s is a repository "owner/name" the tools accept,
+// so the starter can refuse one before a task starts and spends turns on it.
+func ValidRepo(s string) bool {
+	v := validator{tool: "repo"}
+	v.repo(s)
+	return v.err == nil
+}
+
+// ValidBranchName reports whether s is a branch name the tools accept.
+func ValidBranchName(s string) bool { return s != "" && validRefName(s) }
 
 // branch checks a branch name against the rules of git check-ref-format that
 // a model is likely to break.

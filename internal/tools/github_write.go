@@ -127,13 +127,13 @@ func putFileTool(c *github.Client) Tool {
 		},
 		identify: func(a putFileArgs) Identity {
 			// The content defines the effect (by its blob sha, to keep the
-			// effect small); the commit message does not. The key carries a
-			// prefix of that sha too, so writing the same content again maps
-			// to the recorded operation while an agent that edits a file a
-			// second time declares a new one instead of a conflict.
+			// effect small); the commit message does not. There is no
+			// business key: a write is safe to repeat (it reads first and
+			// writes with the expected blob sha), so every declared call is
+			// its own operation. A key would make a later write of the same
+			// content (a revert, say) replay an old success and send nothing.
 			sha := blobSHA([]byte(a.content))
 			return Identity{
-				BusinessKey: "file:put:" + a.repo.key() + ":" + a.branch + ":" + a.path + "@" + sha[:12],
 				Effect: canonical(struct {
 					Repo    string `json:"repo"`
 					Branch  string `json:"branch"`

@@ -95,7 +95,7 @@ func TestIdentifyBusinessKeys(t *testing.T) {
 	for _, tc := range []struct{ tool, args, key string }{
 		{"github_create_branch", `{"repo":"acme/app","branch":"agent/fix","from":"main"}`, "branch:create:acme/app:agent/fix"},
 		{"github_create_branch", `{"repo":"Acme/App","branch":"agent/fix","from":"0123456789abcdef0123456789abcdef01234567"}`, "branch:create:acme/app:agent/fix"},
-		{"github_put_file", `{"repo":"acme/app","branch":"agent/fix","path":"docs/a.md","content":"","message":"m"}`, "file:put:acme/app:agent/fix:docs/a.md@e69de29bb2d1"}, // e69de29: the empty blob
+		{"github_put_file", `{"repo":"acme/app","branch":"agent/fix","path":"docs/a.md","content":"","message":"m"}`, ""}, // no business key: every declared write is its own operation
 		{"github_create_pull_request", `{"repo":"acme/payments","head":"agent/fix","base":"main","title":"t","body":""}`, "pr:create:acme/payments:agent/fix:main"},
 		{"github_comment", `{"repo":"acme/app","number":3,"body":"x"}`, ""},
 		{"github_get_file", `{"repo":"acme/app","path":"a"}`, ""},

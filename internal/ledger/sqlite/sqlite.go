@@ -10,10 +10,11 @@
 //   - Inside a process all writes go through a single connection; readers use
 //     their own connections and, thanks to WAL, never block the writer.
 //   - Open returns only once journal_mode=WAL, busy_timeout=5000 ms,
-//     synchronous=NORMAL and foreign_keys=ON are verified on a live
+//     synchronous=FULL and foreign_keys=ON are verified on a live
 //     connection and the schema exists. A committed write survives a process
-//     crash; with synchronous=NORMAL the last transactions before a power
-//     loss may roll back, but the database stays consistent.
+//     crash and a power loss: with synchronous=FULL every commit is synced,
+//     because a RUNNING mark that rolled back would let a second claim send
+//     the same effect again. Ledger writes are few, so the cost is small.
 //   - All timestamps, including lease expiry checks, come from Options.Now and
 //     are stored as UTC Unix nanoseconds.
 //   - GetItem verifies that the bytes it returns hash to the reference asked
@@ -158,7 +159,7 @@ func dsn(abs string, readOnly bool) string {
 	q := []string{
 		fmt.Sprintf("_pragma=busy_timeout(%d)", busyTimeoutMillis),
 		"_pragma=journal_mode(WAL)",
-		"_pragma=synchronous(NORMAL)",
+		"_pragma=synchronous(FULL)",
 		"_pragma=foreign_keys(1)",
 	}
 	if readOnly {
@@ -189,7 +190,7 @@ func verifyPragmas(ctx context.Context, db *sql.DB) error {
 		value  int64
 	}{
 		{"busy_timeout", busyTimeoutMillis},
-		{"synchronous", 1}, // NORMAL
+		{"synchronous", 2}, // FULL
 		{"foreign_keys", 1},
 	}
 	for _, w := range want {

@@ -1,0 +1,81 @@
+package workflows_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/mock"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/capstanhq/capstan/activities"
+	"github.com/capstanhq/capstan/internal/model"
+	"github.com/capstanhq/capstan/workflows"
+)
+
+var a *activities.Activities
+
+// A mutation whose retries run out while another claim holds it may have
+// acted: the task ends operation_unknown with the operation UNKNOWN, never
+// FAILED.
+func TestExhaustedMutationIsUnknownNeverFailed(t *testing.T) {
+	var suite testsuite.WorkflowTestSuite
+	env := suite.NewTestWorkflowEnvironment()
+	env.RegisterActivity(&activities.Activities{})
+	env.OnActivity(a.ModelTurn, mock.Anything, mock.Anything).Return(activities.ModelTurnResult{
+		Transcript: "sha256:00",
+		ToolCalls: []model.ToolCall{{ID: "call_1", Name: "github_create_pull_request",
+			Arguments: json.RawMessage(`{"repo":"acme/app","head":"feat","base":"main","title":"t","body":"b"}`)}},
+	}, nil)
+	env.OnActivity(a.ExecuteTool, mock.Anything, mock.Anything).Return(activities.ExecuteToolResult{},
+		temporal.NewApplicationError("held by another worker", activities.ErrTypeOperationInProgress))
+
+	env.ExecuteWorkflow(workflows.AgentTask, workflows.AgentTaskInput{TaskID: "T1", Tenant: "default", Prompt: "p", Model: "openai:m"})
+	if !env.IsWorkflowCompleted() {
+		t.Fatal("workflow did not complete")
+	}
+	var appErr *temporal.ApplicationError
+	if err := env.GetWorkflowError(); !errors.As(err, &appErr) || appErr.Type() != workflows.FailOperationUnknown {
+		t.Fatalf("workflow error = %v, want %s", err, workflows.FailOperationUnknown)
+	}
+	var res workflows.TaskResult
+	if err := appErr.Details(&res); err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Operations) != 1 || res.Operations[0].State != "UNKNOWN" {
+		t.Errorf("operations = %+v, want one UNKNOWN", res.Operations)
+	}
+	if want := "default:T1:github_create_pull_request:pr:create:acme/app:feat:main"; res.Operations[0].OperationID != want {
+		t.Errorf("operation id = %s, want %s", res.Operations[0].OperationID, want)
+	}
+}
+
+// A model attempt whose worker went away is tried again as a new attempt.
+func TestLostWorkerAttemptIsRetried(t *testing.T) {
+	var suite testsuite.WorkflowTestSuite
+	env := suite.NewTestWorkflowEnvironment()
+	env.RegisterActivity(&activities.Activities{})
+	calls := 0
+	env.OnActivity(a.ModelTurn, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.ModelTurnInput) (activities.ModelTurnResult, error) {
+			calls++
+			if calls == 1 {
+				return activities.ModelTurnResult{}, temporal.NewNonRetryableApplicationError("worker stopping", activities.ErrTypeAttempt, nil,
+					activities.AttemptReport{AttemptID: in.AttemptID, Outcome: model.OutcomeCancelled, Phase: model.PhaseStreamPartial})
+			}
+			return activities.ModelTurnResult{AttemptID: in.AttemptID, Transcript: "sha256:01", Text: "done", Phase: model.PhaseStreamCompleted}, nil
+		})
+	env.ExecuteWorkflow(workflows.AgentTask, workflows.AgentTaskInput{TaskID: "T2", Tenant: "default", Prompt: "p", Model: "openai:m"})
+	var res workflows.TaskResult
+	if err := env.GetWorkflowResult(&res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != workflows.StatusCompleted || len(res.Turns) != 1 || len(res.Turns[0].Attempts) != 2 {
+		t.Fatalf("result = %+v, want completed after two attempts", res)
+	}
+	if got := res.Turns[0].Attempts[1].AttemptID; got != "T2/t1/a2" {
+		t.Errorf("second attempt id = %s, want T2/t1/a2", got)
+	}
+}
