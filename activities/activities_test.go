@@ -64,11 +64,22 @@ func newFixture(t *testing.T, limits activities.ModelLimits) *fixture {
 	return &fixture{acts: acts, ledger: store, sb: sb, env: env}
 }
 
+// args stores tool arguments in the ledger, as ModelTurn does, and returns
+// their reference.
+func (f *fixture) args(t *testing.T, s string) string {
+	t.Helper()
+	ref, err := f.ledger.PutItem(context.Background(), []byte(s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ref
+}
+
 func TestExecuteToolActsOnceAndReplaysTheStoredResult(t *testing.T) {
 	f := newFixture(t, activities.ModelLimits{})
 	args := json.RawMessage(`{"repo":"acme/app","branch":"agent/x","from":"main"}`)
 	in := activities.ExecuteToolInput{Tenant: "default", TaskID: "T1", TurnID: "T1/t1", ToolCallID: "call_1",
-		OperationID: "default:T1:github_create_branch:branch:create:acme/app:agent/x", Tool: "github_create_branch", Arguments: args}
+		OperationID: "default:T1:github_create_branch:branch:create:acme/app:agent/x", Tool: "github_create_branch", Arguments: f.args(t, string(args))}
 
 	var first, second activities.ExecuteToolResult
 	v, err := f.env.ExecuteActivity(f.acts.ExecuteTool, in)
@@ -110,11 +121,11 @@ func TestExecuteToolActsOnceAndReplaysTheStoredResult(t *testing.T) {
 func TestExecuteToolConflictOnReusedOperationID(t *testing.T) {
 	f := newFixture(t, activities.ModelLimits{})
 	in := activities.ExecuteToolInput{Tenant: "default", TaskID: "T1", TurnID: "T1/t1", OperationID: "op-1",
-		Tool: "github_create_branch", Arguments: json.RawMessage(`{"repo":"acme/app","branch":"a","from":"main"}`)}
+		Tool: "github_create_branch", Arguments: f.args(t, `{"repo":"acme/app","branch":"a","from":"main"}`)}
 	if _, err := f.env.ExecuteActivity(f.acts.ExecuteTool, in); err != nil {
 		t.Fatal(err)
 	}
-	in.Arguments = json.RawMessage(`{"repo":"acme/app","branch":"b","from":"main"}`)
+	in.Arguments = f.args(t, `{"repo":"acme/app","branch":"b","from":"main"}`)
 	_, err := f.env.ExecuteActivity(f.acts.ExecuteTool, in)
 	var appErr *temporal.ApplicationError
 	if !errors.As(err, &appErr) || appErr.Type() != activities.ErrTypeOperationConflict {
@@ -137,12 +148,12 @@ func TestExecuteToolTimeoutAfterSendIsUnknown(t *testing.T) {
 	})
 	ctx := context.Background()
 	branch := activities.ExecuteToolInput{Tenant: "d", TaskID: "T", TurnID: "T/t1", OperationID: "op-branch",
-		Tool: "github_create_branch", Arguments: json.RawMessage(`{"repo":"acme/app","branch":"feat","from":"main"}`)}
+		Tool: "github_create_branch", Arguments: f.args(t, `{"repo":"acme/app","branch":"feat","from":"main"}`)}
 	if _, err := f.env.ExecuteActivity(f.acts.ExecuteTool, branch); err != nil {
 		t.Fatal(err)
 	}
 	pr := activities.ExecuteToolInput{Tenant: "d", TaskID: "T", TurnID: "T/t2", OperationID: "op-pr",
-		Tool: "github_create_pull_request", Arguments: json.RawMessage(`{"repo":"acme/app","head":"feat","base":"main","title":"t","body":"b"}`)}
+		Tool: "github_create_pull_request", Arguments: f.args(t, `{"repo":"acme/app","head":"feat","base":"main","title":"t","body":"b"}`)}
 	_, err := f.env.ExecuteActivity(f.acts.ExecuteTool, pr)
 	var appErr *temporal.ApplicationError
 	if !errors.As(err, &appErr) || appErr.Type() != activities.ErrTypeOperationUnknown || !appErr.NonRetryable() {
@@ -186,8 +197,17 @@ func TestModelTurnCommitsOnlyACompletedAttempt(t *testing.T) {
 		t.Fatalf("out = %+v, want one create_branch call from a completed stream", out)
 	}
 	var args map[string]string
-	if err := json.Unmarshal(out.ToolCalls[0].Arguments, &args); err != nil || args["branch"] != "capstan/hello-T" {
-		t.Errorf("arguments = %s, want the branch of task T", out.ToolCalls[0].Arguments)
+	call := out.ToolCalls[0]
+	stored, err := f.ledger.GetItem(context.Background(), call.Arguments)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(stored, &args); err != nil || args["branch"] != "capstan/hello-T" {
+		t.Errorf("arguments = %s, want the branch of task T", stored)
+	}
+	if call.Class != "conditional" || call.BusinessKey != "branch:create:capstan-sandbox/demo:capstan/hello-T" ||
+		call.Summary != "create_branch capstan-sandbox/demo capstan/hello-T from main" {
+		t.Errorf("call = %+v, want its class, business key and summary", call)
 	}
 	// The committed transcript: seed, then the assistant item.
 	data, err := f.ledger.GetItem(context.Background(), out.Transcript)
@@ -290,7 +310,7 @@ func TestExecuteToolWaitsOutAnotherHoldersLease(t *testing.T) {
 		RequestHash: activities.RequestHash("github_create_pull_request", id.Effect)}, Owner: "other-worker", Lease: time.Minute}); err != nil {
 		t.Fatal(err)
 	}
-	_, err := f.env.ExecuteActivity(f.acts.ExecuteTool, activities.ExecuteToolInput{OperationID: "op-held", Tool: "github_create_pull_request", Arguments: args})
+	_, err := f.env.ExecuteActivity(f.acts.ExecuteTool, activities.ExecuteToolInput{OperationID: "op-held", Tool: "github_create_pull_request", Arguments: f.args(t, string(args))})
 	var appErr *temporal.ApplicationError
 	if !errors.As(err, &appErr) || appErr.Type() != activities.ErrTypeOperationInProgress || appErr.NonRetryable() {
 		t.Fatalf("err = %v, want a retryable %s", err, activities.ErrTypeOperationInProgress)
@@ -316,7 +336,7 @@ func TestExecuteToolRetriesAnIdempotentWriteWhoseAnswerWasLost(t *testing.T) {
 		panic(http.ErrAbortHandler)
 	})
 	in := activities.ExecuteToolInput{Tenant: "d", TaskID: "T", TurnID: "T/t1", OperationID: "op-put", Tool: "github_put_file",
-		Arguments: json.RawMessage(`{"repo":"acme/app","branch":"main","path":"a.md","content":"hello","message":"m"}`)}
+		Arguments: f.args(t, `{"repo":"acme/app","branch":"main","path":"a.md","content":"hello","message":"m"}`)}
 	_, err := f.env.ExecuteActivity(f.acts.ExecuteTool, in)
 	var appErr *temporal.ApplicationError
 	if err == nil || (errors.As(err, &appErr) && appErr.NonRetryable()) {

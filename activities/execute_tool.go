@@ -34,7 +34,11 @@ func (a *Activities) ExecuteTool(ctx context.Context, in ExecuteToolInput) (Exec
 	if err != nil {
 		return res, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeConfig, nil)
 	}
-	id, err := tool.Identify(in.Arguments)
+	args, err := a.Ledger.GetItem(ctx, in.Arguments)
+	if err != nil {
+		return res, fmt.Errorf("load arguments of operation %s: %w", in.OperationID, err)
+	}
+	id, err := tool.Identify(args)
 	if err != nil {
 		// The model turn validated these arguments; reaching here means the
 		// tool changed under a running task. Tell the model, act on nothing.
@@ -73,7 +77,7 @@ func (a *Activities) ExecuteTool(ctx context.Context, in ExecuteToolInput) (Exec
 		return res, fmt.Errorf("mark operation %s running: %w", in.OperationID, err)
 	}
 	activity.RecordHeartbeat(ctx, in.OperationID)
-	out, callErr := tool.Execute(ctx, tools.Call{OperationID: in.OperationID, Arguments: in.Arguments})
+	out, callErr := tool.Execute(ctx, tools.Call{OperationID: in.OperationID, Arguments: args})
 	if callErr == nil {
 		// Recorded even if the activity is being cancelled: it happened.
 		if err := a.Ledger.Complete(context.WithoutCancel(ctx), ledger.Completion{ID: in.OperationID, Fence: fence,

@@ -141,11 +141,15 @@ loop:
 	if err != nil {
 		return ModelTurnResult{}, err
 	}
+	calls, err := a.toolCallRefs(ctx, out.ToolCalls)
+	if err != nil {
+		return ModelTurnResult{}, err
+	}
 	return ModelTurnResult{
 		AttemptID:    in.AttemptID,
 		Transcript:   transcript,
 		Text:         out.Text,
-		ToolCalls:    out.ToolCalls,
+		ToolCalls:    calls,
 		FinishReason: out.FinishReason,
 		Usage:        out.Usage,
 		Phase:        phase(),
@@ -158,6 +162,29 @@ func idleFor(events int, l ModelLimits) time.Duration {
 		return l.FirstEvent
 	}
 	return l.Idle
+}
+
+// toolCallRefs names each committed call for the workflow: its identity
+// (validated by Finish already) and a reference to its arguments.
+func (a *Activities) toolCallRefs(ctx context.Context, calls []model.ToolCall) ([]ToolCallRef, error) {
+	refs := make([]ToolCallRef, 0, len(calls))
+	for _, c := range calls {
+		t, err := a.Tools.Get(c.Name)
+		if err != nil {
+			return nil, err
+		}
+		id, err := t.Identify(c.Arguments)
+		if err != nil {
+			return nil, err
+		}
+		args, err := a.Ledger.PutItem(ctx, c.Arguments)
+		if err != nil {
+			return nil, fmt.Errorf("store arguments of %s: %w", c.ID, err)
+		}
+		refs = append(refs, ToolCallRef{ID: c.ID, Name: c.Name, Class: string(t.Class()),
+			BusinessKey: id.BusinessKey, Arguments: args, Summary: SummarizeCall(c.Name, c.Arguments)})
+	}
+	return refs, nil
 }
 
 // validateToolCall accepts a tool call only for a registered tool with

@@ -1,8 +1,6 @@
 package activities
 
 import (
-	"encoding/json"
-
 	"github.com/capstanhq/capstan/internal/model"
 )
 
@@ -49,11 +47,23 @@ type ModelTurnResult struct {
 	AttemptID    string
 	Transcript   string // manifest ref including the assistant item
 	Text         string
-	ToolCalls    []model.ToolCall
+	ToolCalls    []ToolCallRef
 	FinishReason string
 	Usage        model.Usage
 	Phase        model.Phase
 	Events       int
+}
+
+// ToolCallRef is a committed tool call as the workflow needs it to declare
+// the operation: its identity, but not its arguments, which stay in the
+// ledger (a file's content must not be copied into history twice).
+type ToolCallRef struct {
+	ID          string // the model's tool_call_id
+	Name        string
+	Class       string // tools.Class
+	BusinessKey string // empty when the tool has none
+	Arguments   string // ref of the arguments in the ledger
+	Summary     string // what the Temporal UI shows for the call
 }
 
 // AttemptReport describes an attempt that did not complete; it is the detail
@@ -79,7 +89,7 @@ type ExecuteToolInput struct {
 	OperationID string
 	ToolCallID  string
 	Tool        string
-	Arguments   json.RawMessage
+	Arguments   string // ref of the arguments in the ledger
 }
 
 // ExecuteToolResult is how the operation ended. A tool that refused the

@@ -2,7 +2,6 @@ package workflows_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"testing"
 
@@ -26,8 +25,8 @@ func TestExhaustedMutationIsUnknownNeverFailed(t *testing.T) {
 	env.RegisterActivity(&activities.Activities{})
 	env.OnActivity(a.ModelTurn, mock.Anything, mock.Anything).Return(activities.ModelTurnResult{
 		Transcript: "sha256:00",
-		ToolCalls: []model.ToolCall{{ID: "call_1", Name: "github_create_pull_request",
-			Arguments: json.RawMessage(`{"repo":"acme/app","head":"feat","base":"main","title":"t","body":"b"}`)}},
+		ToolCalls: []activities.ToolCallRef{{ID: "call_1", Name: "github_create_pull_request", Class: "conditional",
+			BusinessKey: "pr:create:acme/app:feat:main", Arguments: "sha256:01", Summary: "create_pull_request acme/app feat → main"}},
 	}, nil)
 	env.OnActivity(a.ExecuteTool, mock.Anything, mock.Anything).Return(activities.ExecuteToolResult{},
 		temporal.NewApplicationError("held by another worker", activities.ErrTypeOperationInProgress))

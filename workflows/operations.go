@@ -1,10 +1,8 @@
 package workflows
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/google/uuid"
 	"go.temporal.io/sdk/temporal"
@@ -12,21 +10,12 @@ import (
 
 	"github.com/capstanhq/capstan/activities"
 	"github.com/capstanhq/capstan/internal/ledger"
-	"github.com/capstanhq/capstan/internal/model"
 	"github.com/capstanhq/capstan/internal/tools"
 )
 
-// catalog knows the built-in tools' classes and identities. The workflow only
-// uses their pure methods (Class, Identify); the clients that act live in
-// the workers. Whether a tool has a business key decides whether the
-// workflow records a SideEffect for its calls, so changing that for a shipped
-// tool is a change to workflow logic and goes behind workflow.GetVersion.
-var catalog = tools.NewRegistry(tools.GitHubTools(nil)...)
-
 // declared is a tool call with the operation id the workflow gave it.
 type declared struct {
-	call  model.ToolCall
-	class tools.Class
+	call  activities.ToolCallRef
 	opID  string
 	index int // into result.Operations
 }
@@ -34,7 +23,7 @@ type declared struct {
 // runOperations executes the tool calls of one turn and returns the refs of
 // their tool messages, in the model's order. Runs of consecutive read-only
 // calls execute in parallel; every mutation runs alone, in model order.
-func (t *task) runOperations(ctx workflow.Context, turn int, calls []model.ToolCall) ([]string, error) {
+func (t *task) runOperations(ctx workflow.Context, turn int, calls []activities.ToolCallRef) ([]string, error) {
 	tid := turnID(t.in.TaskID, turn)
 	ops := make([]declared, len(calls))
 	for i, c := range calls {
@@ -47,8 +36,8 @@ func (t *task) runOperations(ctx workflow.Context, turn int, calls []model.ToolC
 	items := make([]string, len(ops))
 	for i := 0; i < len(ops); {
 		j := i + 1
-		if ops[i].class == tools.ReadOnly {
-			for j < len(ops) && ops[j].class == tools.ReadOnly {
+		if ops[i].readOnly() {
+			for j < len(ops) && ops[j].readOnly() {
 				j++
 			}
 		}
@@ -68,16 +57,14 @@ func (t *task) runOperations(ctx workflow.Context, turn int, calls []model.ToolC
 	return items, nil
 }
 
+func (d declared) readOnly() bool { return tools.Class(d.call.Class) == tools.ReadOnly }
+
 // declare gives a tool call its operation id (DESIGN §5.2) and records it.
-func (t *task) declare(ctx workflow.Context, tid string, turn int, c model.ToolCall) (declared, error) {
-	d := declared{call: c, class: tools.Unsafe}
-	key := ""
-	if tool, err := catalog.Get(c.Name); err == nil {
-		d.class = tool.Class()
-		if id, err := tool.Identify(c.Arguments); err == nil {
-			key = id.BusinessKey
-		}
-	}
+// The business key comes from the model turn that committed the call, so
+// the id is part of history and replays as recorded.
+func (t *task) declare(ctx workflow.Context, tid string, turn int, c activities.ToolCallRef) (declared, error) {
+	d := declared{call: c}
+	key := c.BusinessKey
 	var uid string
 	if key == "" {
 		if err := workflow.SideEffect(ctx, func(workflow.Context) any { return uuid.NewString() }).Get(&uid); err != nil {
@@ -94,7 +81,7 @@ func (t *task) declare(ctx workflow.Context, tid string, turn int, c model.ToolC
 
 func (t *task) startOperation(ctx workflow.Context, tid string, op declared) workflow.Future {
 	t.result.Operations[op.index].State = string(ledger.StateRunning)
-	actx := workflow.WithActivityOptions(ctx, toolOptions(op.class, summarizeCall(op.call)))
+	actx := workflow.WithActivityOptions(ctx, toolOptions(tools.Class(op.call.Class), op.call.Summary))
 	return workflow.ExecuteActivity(actx, a.ExecuteTool, activities.ExecuteToolInput{
 		Tenant: t.in.Tenant, TaskID: t.in.TaskID, TurnID: tid, OperationID: op.opID,
 		ToolCallID: op.call.ID, Tool: op.call.Name, Arguments: op.call.Arguments,
@@ -133,7 +120,7 @@ func (t *task) awaitOperation(ctx workflow.Context, op declared, f workflow.Futu
 			return "", fail(FailWorkerMisconfigured, "%s", appErr.Error())
 		}
 	}
-	if op.class == tools.ReadOnly {
+	if op.readOnly() {
 		rec.State = string(ledger.StateFailed)
 		return "", fail(FailOperationFailed, "%s did not complete: %v", op.call.Name, err)
 	}
@@ -152,35 +139,4 @@ func (t *task) unknownOps() int {
 		}
 	}
 	return n
-}
-
-// summarizeCall is the activity summary the Temporal UI shows for a call,
-// e.g. "create_pull_request acme/payments agent/fix → main".
-func summarizeCall(c model.ToolCall) string {
-	var args map[string]any
-	_ = json.Unmarshal(c.Arguments, &args)
-	s := func(k string) string {
-		v, _ := args[k].(string)
-		return v
-	}
-	name := strings.TrimPrefix(c.Name, "github_")
-	repo := s("repo")
-	switch c.Name {
-	case "github_create_pull_request":
-		return fmt.Sprintf("%s %s %s → %s", name, repo, s("head"), s("base"))
-	case "github_create_branch":
-		return fmt.Sprintf("%s %s %s from %s", name, repo, s("branch"), s("from"))
-	case "github_put_file":
-		return fmt.Sprintf("%s %s %s:%s", name, repo, s("branch"), s("path"))
-	case "github_get_file":
-		if ref := s("ref"); ref != "" {
-			return fmt.Sprintf("%s %s %s@%s", name, repo, s("path"), ref)
-		}
-		return fmt.Sprintf("%s %s %s", name, repo, s("path"))
-	case "github_comment":
-		n, _ := args["number"].(float64)
-		return fmt.Sprintf("%s %s #%d", name, repo, int(n))
-	default:
-		return strings.TrimSpace(name + " " + repo)
-	}
 }

@@ -136,6 +136,11 @@ func TestDemoTaskAgainstCompatibleEndpoints(t *testing.T) {
 			t.Errorf("workflow history contains the secret %q", secret)
 		}
 	}
+	// Tool arguments travel by reference: the file's content is in the
+	// ledger, not in history.
+	if strings.Contains(hist, "written by a durable agent task") {
+		t.Error("workflow history contains the content of HELLO.md")
+	}
 	if !strings.Contains(hist, "capstan/hello-"+taskID) {
 		t.Fatal("history check is blind: the history does not even contain the branch name")
 	}
