@@ -37,35 +37,19 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 		return res, temporal.NewNonRetryableApplicationError(
 			"this worker has no Slack client configured (set SLACK_BOT_TOKEN)", ErrTypeConfig, nil)
 	}
-	claim, err := a.Ledger.Claim(ctx, ledger.ClaimRequest{
-		Op: ledger.Operation{
-			ID: in.OperationID, Tenant: in.Tenant, TaskID: in.TaskID, Kind: "slack_post",
-			BusinessKey: "slack:post:" + in.Channel,
-			RequestHash: RequestHash("slack_post", []byte(in.Channel+"\x00"+in.Text)),
-		},
-		Owner: a.owner(ctx),
-		Lease: a.lease(),
+	rec, done, err := a.begin(ctx, ledger.Operation{
+		ID: in.OperationID, Tenant: in.Tenant, TaskID: in.TaskID, Kind: "slack_post",
+		BusinessKey: "slack:post:" + in.Channel,
+		RequestHash: RequestHash("slack_post", []byte(in.Channel+"\x00"+in.Text)),
 	})
-	switch {
-	case errors.Is(err, ledger.ErrConflict):
-		return res, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("delivery %s was already used for a different message", in.OperationID), ErrTypeOperationConflict, err)
-	case err != nil:
-		return res, fmt.Errorf("claim delivery %s: %w", in.OperationID, err)
+	if err != nil {
+		return res, err
 	}
-	switch claim.Status {
-	case ledger.AlreadySucceeded:
-		res.ExternalID, res.Replayed = claim.Op.ExternalID, true
+	if done {
+		res.ExternalID, res.Replayed = rec.ExternalID, true
 		return res, nil
-	case ledger.InProgress:
-		return res, a.inProgress(in.OperationID, claim.Op)
-	case ledger.MustReconcile:
-		return res, unknownOperation(in.OperationID, claim.Op.State, nil)
 	}
-	fence := claim.Op.Fence
-	if err := a.Ledger.MarkRunning(ctx, in.OperationID, fence); err != nil {
-		return res, fmt.Errorf("mark delivery %s running: %w", in.OperationID, err)
-	}
+	fence := rec.Fence
 	channel, ts, postErr := a.Slack.PostMessageContext(ctx, in.Channel,
 		slack.MsgOptionText(in.Text, false),
 		slack.MsgOptionMetadata(slack.SlackMetadata{

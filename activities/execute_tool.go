@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
@@ -45,37 +44,19 @@ func (a *Activities) ExecuteTool(ctx context.Context, in ExecuteToolInput) (Exec
 		return a.refused(ctx, in, res, err)
 	}
 
-	claim, err := a.Ledger.Claim(ctx, ledger.ClaimRequest{
-		Op: ledger.Operation{
-			ID: in.OperationID, Tenant: in.Tenant, TaskID: in.TaskID, TurnID: in.TurnID,
-			ToolCallID: in.ToolCallID, Kind: in.Tool, BusinessKey: id.BusinessKey,
-			RequestHash: RequestHash(in.Tool, id.Effect),
-		},
-		Owner: a.owner(ctx),
-		Lease: a.lease(),
+	rec, done, err := a.begin(ctx, ledger.Operation{
+		ID: in.OperationID, Tenant: in.Tenant, TaskID: in.TaskID, TurnID: in.TurnID,
+		ToolCallID: in.ToolCallID, Kind: in.Tool, BusinessKey: id.BusinessKey,
+		RequestHash: RequestHash(in.Tool, id.Effect),
 	})
-	switch {
-	case errors.Is(err, ledger.ErrConflict):
-		return res, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("operation %s was already used for a different %s request", in.OperationID, in.Tool),
-			ErrTypeOperationConflict, err)
-	case err != nil:
-		return res, fmt.Errorf("claim operation %s: %w", in.OperationID, err)
+	if err != nil {
+		return res, err
 	}
-	switch claim.Status {
-	case ledger.AlreadySucceeded:
+	if done {
 		res.Replayed = true
-		return a.succeeded(ctx, in, res, claim.Op.ExternalID, claim.Op.Result)
-	case ledger.InProgress:
-		return res, a.inProgress(in.OperationID, claim.Op)
-	case ledger.MustReconcile:
-		return res, unknownOperation(in.OperationID, claim.Op.State, nil)
+		return a.succeeded(ctx, in, res, rec.ExternalID, rec.Result)
 	}
-	fence := claim.Op.Fence
-
-	if err := a.Ledger.MarkRunning(ctx, in.OperationID, fence); err != nil {
-		return res, fmt.Errorf("mark operation %s running: %w", in.OperationID, err)
-	}
+	fence := rec.Fence
 	activity.RecordHeartbeat(ctx, in.OperationID)
 	out, callErr := tool.Execute(ctx, tools.Call{OperationID: in.OperationID, Arguments: args})
 	if callErr == nil {
@@ -118,6 +99,10 @@ func (a *Activities) ExecuteTool(ctx context.Context, in ExecuteToolInput) (Exec
 		}
 		return res, unknownOperation(in.OperationID, ledger.StateUnknown, callErr)
 	}
+}
+
+func nonRetryable(typ string, cause error, format string, args ...any) error {
+	return temporal.NewNonRetryableApplicationError(fmt.Sprintf(format, args...), typ, cause)
 }
 
 func unknownOperation(id string, state ledger.State, cause error) error {
