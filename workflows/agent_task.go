@@ -173,11 +173,15 @@ func (t *task) runTurn(ctx workflow.Context, turn int) (activities.ModelTurnResu
 		if cfgErr != "" {
 			return out, fail(FailWorkerMisconfigured, "%s", cfgErr)
 		}
-		var jitter float64
-		if err := workflow.SideEffect(ctx, func(workflow.Context) any { return rand.Float64() }).Get(&jitter); err != nil {
-			return out, err
+		var sideEffectErr error
+		d := guard.decide(oc, func() float64 {
+			var j float64
+			sideEffectErr = workflow.SideEffect(ctx, func(workflow.Context) any { return rand.Float64() }).Get(&j)
+			return j
+		})
+		if sideEffectErr != nil {
+			return out, sideEffectErr
 		}
-		d := guard.decide(oc, jitter)
 		if !d.Retry {
 			t.note(ctx, "%s abandoned (%s); giving up: %s", in.AttemptID, oc.Outcome, d.Message)
 			return out, fail(d.Code, "%s", d.Message)

@@ -50,7 +50,9 @@ type decision struct {
 	Message string // the readable reason, for the journal and the task
 }
 
-func (g *turnGuard) decide(r attemptOutcome, jitter float64) decision {
+// decide calls jitter (a workflow.SideEffect in the workflow) only when it
+// chooses a jittered delay, so history records randomness only where used.
+func (g *turnGuard) decide(r attemptOutcome, jitter func() float64) decision {
 	switch model.Outcome(r.Outcome) {
 	case model.OutcomeNotSent, model.OutcomeUnknown, model.OutcomeWorkerLost, model.OutcomeCancelled:
 		// cancelled reaches the guard only when the task itself was not
@@ -65,9 +67,9 @@ func (g *turnGuard) decide(r attemptOutcome, jitter float64) decision {
 			}
 			return decision{Code: code, Message: fmt.Sprintf("the model could not be reached after %d attempts: %s", g.transport, r.Message)}
 		}
-		delay := transportBackoff.delay(g.transport, jitter)
-		if lostWorker(r.Outcome) {
-			delay = 0
+		var delay time.Duration // a lost worker's turn is taken up again at once
+		if !lostWorker(r.Outcome) {
+			delay = transportBackoff.delay(g.transport, jitter())
 		}
 		return decision{Retry: true, Delay: delay, Message: fmt.Sprintf("%s (transport %d/%d)", r.Message, g.transport, budgetTransport)}
 	case model.OutcomeOverloaded:
@@ -75,12 +77,12 @@ func (g *turnGuard) decide(r attemptOutcome, jitter float64) decision {
 		if g.overload > budgetOverload {
 			return decision{Code: FailProviderUnavailable, Message: fmt.Sprintf("the model provider stayed overloaded through %d attempts: %s", g.overload, r.Message)}
 		}
-		delay := overloadBackoff.delay(g.overload, jitter)
-		if r.RetryAfter > 0 {
-			if r.RetryAfter > maxRetryAfter {
-				return decision{Code: FailProviderUnavailable, Message: fmt.Sprintf("the model provider asked to wait %s, longer than the %s capstan waits", r.RetryAfter, maxRetryAfter)}
-			}
-			delay = r.RetryAfter
+		if r.RetryAfter > maxRetryAfter {
+			return decision{Code: FailProviderUnavailable, Message: fmt.Sprintf("the model provider asked to wait %s, longer than the %s capstan waits", r.RetryAfter, maxRetryAfter)}
+		}
+		delay := r.RetryAfter
+		if delay <= 0 {
+			delay = overloadBackoff.delay(g.overload, jitter())
 		}
 		return decision{Retry: true, Delay: delay, Message: fmt.Sprintf("%s (overload %d/%d)", r.Message, g.overload, budgetOverload)}
 	case model.OutcomeCutIdle:

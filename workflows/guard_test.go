@@ -9,46 +9,46 @@ import (
 func TestTurnGuard(t *testing.T) {
 	t.Run("overload honours Retry-After and gives up after the budget", func(t *testing.T) {
 		var g turnGuard
-		d := g.decide(attemptOutcome{Outcome: "overloaded", RetryAfter: 3 * time.Second}, 0.5)
+		d := g.decide(attemptOutcome{Outcome: "overloaded", RetryAfter: 3 * time.Second}, noJitter(t))
 		if !d.Retry || d.Delay != 3*time.Second {
 			t.Fatalf("first overload = %+v, want retry after 3s", d)
 		}
 		for i := 2; i <= budgetOverload; i++ {
-			if d = g.decide(attemptOutcome{Outcome: "overloaded"}, 0.5); !d.Retry {
+			if d = g.decide(attemptOutcome{Outcome: "overloaded"}, half); !d.Retry {
 				t.Fatalf("overload %d = %+v, want retry", i, d)
 			}
 		}
-		if d = g.decide(attemptOutcome{Outcome: "overloaded"}, 0.5); d.Retry || d.Code != FailProviderUnavailable {
+		if d = g.decide(attemptOutcome{Outcome: "overloaded"}, half); d.Retry || d.Code != FailProviderUnavailable {
 			t.Fatalf("overload past budget = %+v, want provider_unavailable", d)
 		}
 	})
 	t.Run("a Retry-After over five minutes fails the turn and says how long", func(t *testing.T) {
 		var g turnGuard
-		d := g.decide(attemptOutcome{Outcome: "overloaded", RetryAfter: 10 * time.Minute}, 0)
+		d := g.decide(attemptOutcome{Outcome: "overloaded", RetryAfter: 10 * time.Minute}, noJitter(t))
 		if d.Retry || d.Code != FailProviderUnavailable || !contains(d.Message, "10m0s") {
 			t.Fatalf("decision = %+v", d)
 		}
 	})
 	t.Run("an idle cut is retried once, and only a completed attempt clears it", func(t *testing.T) {
 		var g turnGuard
-		if d := g.decide(attemptOutcome{Outcome: "cut_idle"}, 0); !d.Retry || d.Delay != time.Second {
+		if d := g.decide(attemptOutcome{Outcome: "cut_idle"}, noJitter(t)); !d.Retry || d.Delay != time.Second {
 			t.Fatalf("first idle cut = %+v", d)
 		}
-		g.decide(attemptOutcome{Outcome: "not_sent"}, 0)
-		if d := g.decide(attemptOutcome{Outcome: "cut_idle"}, 0); d.Retry || d.Code != FailModelIdleTimeout {
+		g.decide(attemptOutcome{Outcome: "not_sent"}, half)
+		if d := g.decide(attemptOutcome{Outcome: "cut_idle"}, noJitter(t)); d.Retry || d.Code != FailModelIdleTimeout {
 			t.Fatalf("second idle cut = %+v, want model_idle_timeout", d)
 		}
 		g.completed()
-		if d := g.decide(attemptOutcome{Outcome: "cut_idle"}, 0); !d.Retry {
+		if d := g.decide(attemptOutcome{Outcome: "cut_idle"}, noJitter(t)); !d.Retry {
 			t.Fatalf("idle cut after a completed attempt = %+v, want retry", d)
 		}
 	})
 	t.Run("rejections and total cuts are never retried", func(t *testing.T) {
 		var g turnGuard
-		if d := g.decide(attemptOutcome{Outcome: "rejected", HTTPStatus: 401, Message: "bad key"}, 0); d.Retry || d.Code != FailProviderRejected || !contains(d.Message, "HTTP 401") {
+		if d := g.decide(attemptOutcome{Outcome: "rejected", HTTPStatus: 401, Message: "bad key"}, noJitter(t)); d.Retry || d.Code != FailProviderRejected || !contains(d.Message, "HTTP 401") {
 			t.Fatalf("rejected = %+v", d)
 		}
-		if d := g.decide(attemptOutcome{Outcome: "cut_total"}, 0); d.Retry || d.Code != FailModelMaxDuration {
+		if d := g.decide(attemptOutcome{Outcome: "cut_total"}, noJitter(t)); d.Retry || d.Code != FailModelMaxDuration {
 			t.Fatalf("cut_total = %+v", d)
 		}
 	})
@@ -60,6 +60,18 @@ func TestTurnGuard(t *testing.T) {
 			t.Fatalf("zero jitter delay = %s, want 0", d)
 		}
 	})
+}
+
+// half is a fixed jitter draw.
+func half() float64 { return 0.5 }
+
+// noJitter fails the test if the guard draws jitter where none is due.
+func noJitter(t *testing.T) func() float64 {
+	return func() float64 {
+		t.Helper()
+		t.Error("the guard drew jitter for a decision that needs none")
+		return 0
+	}
 }
 
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
