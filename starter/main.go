@@ -76,7 +76,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return 0
 	case errors.As(err, &te):
 		return 1
-	case errors.As(err, &ue) || isCobraUsage(err):
+	case errors.As(err, &ue) || strings.HasPrefix(err.Error(), "unknown command"):
+		// cobra reports an unknown subcommand only as text.
 		fmt.Fprintf(stderr, "starter: %v\n", err)
 		return 2
 	default:
@@ -85,14 +86,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 }
 
-// isCobraUsage recognises cobra's own argument errors (unknown command,
-// wrong number of arguments), which are usage errors too.
-func isCobraUsage(err error) bool {
-	msg := err.Error()
-	for _, p := range []string{"unknown command", "accepts ", "requires at least", "unknown flag", "unknown shorthand"} {
-		if strings.Contains(msg, p) {
-			return true
+// usageArgs makes a cobra argument check's complaint a usage error.
+func usageArgs(check cobra.PositionalArgs) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if err := check(cmd, args); err != nil {
+			return &usageError{msg: err.Error()}
 		}
+		return nil
 	}
-	return false
 }

@@ -35,7 +35,7 @@ func (a *app) runCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "run --prompt TEXT [flags]",
 		Short: "Start an agent task",
-		Args:  cobra.NoArgs,
+		Args:  usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			in, err := a.taskInput(f)
 			if err != nil {
@@ -64,7 +64,7 @@ func (a *app) demoCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "demo",
 		Short: "Run the sample task on a sandbox worker (worker --sandbox) and wait for it",
-		Args:  cobra.NoArgs,
+		Args:  usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			in, err := a.taskInput(runFlags{
 				prompt: "Add a HELLO.md greeting to the repository on a new branch, open a pull request, and tell the team.",

@@ -26,7 +26,7 @@ func (a *app) statusCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "status TASK_ID",
 		Short: "Show a task's status, turns, operations and deliveries",
-		Args:  cobra.ExactArgs(1),
+		Args:  usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			c, opts, err := a.dial(ctx)
@@ -67,7 +67,7 @@ func (a *app) listCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "list",
 		Short: "List recent tasks",
-		Args:  cobra.NoArgs,
+		Args:  usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
 			c, opts, err := a.dial(ctx)
@@ -107,7 +107,7 @@ func (a *app) cancelCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "cancel TASK_ID",
 		Short: "Cancel a running task",
-		Args:  cobra.ExactArgs(1),
+		Args:  usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			c, _, err := a.dial(ctx)

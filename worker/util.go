@@ -1,7 +1,6 @@
 package main
 
 import (
-	"net/url"
 	"sort"
 	"strings"
 )
@@ -27,16 +26,4 @@ func keys[V any](m map[string]V) []string {
 	}
 	sort.Strings(out)
 	return out
-}
-
-// redactDSN hides a password in a DSN before it is logged.
-func redactDSN(dsn string) string {
-	u, err := url.Parse(dsn)
-	if err != nil || u.User == nil {
-		return dsn
-	}
-	if _, ok := u.User.Password(); ok {
-		u.User = url.UserPassword(u.User.Username(), "xxxxx")
-	}
-	return u.String()
 }

@@ -133,7 +133,7 @@ func start(ctx context.Context, o options, getenv func(string) string, logger *s
 		Now:       time.Now,
 		Logger:    logger,
 	})
-	logger.Info("worker ready", "identity", identity, "task_queue", cfg.TaskQueue, "ledger", redactDSN(dsn))
+	logger.Info("worker ready", "identity", identity, "task_queue", cfg.TaskQueue, "ledger", ledgerdsn.Redact(dsn))
 	fmt.Fprintf(stdout, "worker %s polling task queue %q\n", identity, cfg.TaskQueue)
 	return p, nil
 }

@@ -25,7 +25,7 @@ func TestTurnGuard(t *testing.T) {
 	t.Run("a Retry-After over five minutes fails the turn and says how long", func(t *testing.T) {
 		var g turnGuard
 		d := g.decide(attemptOutcome{Outcome: "overloaded", RetryAfter: 10 * time.Minute}, noJitter(t))
-		if d.Retry || d.Code != FailProviderUnavailable || !contains(d.Message, "10m0s") {
+		if d.Retry || d.Code != FailProviderUnavailable || !strings.Contains(d.Message, "10m0s") {
 			t.Fatalf("decision = %+v", d)
 		}
 	})
@@ -45,7 +45,7 @@ func TestTurnGuard(t *testing.T) {
 	})
 	t.Run("rejections and total cuts are never retried", func(t *testing.T) {
 		var g turnGuard
-		if d := g.decide(attemptOutcome{Outcome: "rejected", HTTPStatus: 401, Message: "bad key"}, noJitter(t)); d.Retry || d.Code != FailProviderRejected || !contains(d.Message, "HTTP 401") {
+		if d := g.decide(attemptOutcome{Outcome: "rejected", HTTPStatus: 401, Message: "bad key"}, noJitter(t)); d.Retry || d.Code != FailProviderRejected || !strings.Contains(d.Message, "HTTP 401") {
 			t.Fatalf("rejected = %+v", d)
 		}
 		if d := g.decide(attemptOutcome{Outcome: "cut_total"}, noJitter(t)); d.Retry || d.Code != FailModelMaxDuration {
@@ -73,5 +73,3 @@ func noJitter(t *testing.T) func() float64 {
 		return 0
 	}
 }
-
-func contains(s, sub string) bool { return strings.Contains(s, sub) }

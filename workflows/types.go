@@ -98,7 +98,6 @@ type OperationRecord struct {
 
 // Delivery states (DESIGN §6).
 const (
-	DeliveryPending    = "PENDING"
 	DeliverySending    = "SENDING"
 	DeliveryAcked      = "ACKED"
 	DeliveryUnknown    = "AMBIGUOUS"
