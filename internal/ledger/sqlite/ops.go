@@ -182,33 +182,53 @@ func (s *Store) fenced(ctx context.Context, verb, id string, fence int64, cur le
 	return fmt.Errorf("%s: %w", why, ledger.ErrFenced)
 }
 
-// MarkRunning implements ledger.Store. The operation must be CLAIMED under
-// fence with a live lease: acting on an expired lease could race with a
-// successor, so that too is ErrFenced and the caller must claim again.
-func (s *Store) MarkRunning(ctx context.Context, id string, fence int64) error {
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+// writeUnderFence is every write after a claim: in one transaction it reads
+// the operation, refuses a fence that is not current, lets check refuse the
+// row (through stale for a write the fence no longer authorizes), and then
+// runs update. The UPDATE repeats "AND fence = ?" so the row it changes is
+// the one that was checked.
+func (s *Store) writeUnderFence(ctx context.Context, verb, id string, fence int64,
+	check func(cur ledger.Operation, now time.Time, stale func(why string) error) error,
+	update func(tx *sql.Tx, now time.Time) error,
+) error {
+	return s.inTx(ctx, func(tx *sql.Tx) error {
 		now := s.now().UTC()
 		cur, err := getOp(ctx, tx, id)
 		if err != nil {
 			return err
 		}
-		switch {
-		case cur.Fence != fence:
-			return s.fenced(ctx, "mark_running", id, fence, cur,
-				fmt.Sprintf("fence %d is not current, the operation is at fence %d", fence, cur.Fence))
-		case cur.State != ledger.StateClaimed:
-			return s.fenced(ctx, "mark_running", id, fence, cur,
-				fmt.Sprintf("operation is %s, not CLAIMED", cur.State))
-		case !leaseLive(cur, now):
-			return s.fenced(ctx, "mark_running", id, fence, cur,
-				fmt.Sprintf("lease expired at %s", cur.LeaseExpiresAt.Format(time.RFC3339Nano)))
+		stale := func(why string) error { return s.fenced(ctx, verb, id, fence, cur, why) }
+		if cur.Fence != fence {
+			return stale(fmt.Sprintf("fence %d is not current, the operation is at fence %d", fence, cur.Fence))
 		}
-		_, err = tx.ExecContext(ctx, `UPDATE operations SET state = ?,
-			attempt_count = attempt_count + 1, updated_at = ?
-			WHERE operation_id = ? AND fence = ?`,
-			string(ledger.StateRunning), toNanos(now), id, fence)
-		return err
+		if err := check(cur, now, stale); err != nil {
+			return err
+		}
+		return update(tx, now)
 	})
+}
+
+// MarkRunning implements ledger.Store. The operation must be CLAIMED under
+// fence with a live lease: acting on an expired lease could race with a
+// successor, so that too is ErrFenced and the caller must claim again.
+func (s *Store) MarkRunning(ctx context.Context, id string, fence int64) error {
+	err := s.writeUnderFence(ctx, "mark_running", id, fence,
+		func(cur ledger.Operation, now time.Time, stale func(string) error) error {
+			switch {
+			case cur.State != ledger.StateClaimed:
+				return stale(fmt.Sprintf("operation is %s, not CLAIMED", cur.State))
+			case !leaseLive(cur, now):
+				return stale(fmt.Sprintf("lease expired at %s", cur.LeaseExpiresAt.Format(time.RFC3339Nano)))
+			}
+			return nil
+		},
+		func(tx *sql.Tx, now time.Time) error {
+			_, err := tx.ExecContext(ctx, `UPDATE operations SET state = ?,
+				attempt_count = attempt_count + 1, updated_at = ?
+				WHERE operation_id = ? AND fence = ?`,
+				string(ledger.StateRunning), toNanos(now), id, fence)
+			return err
+		})
 	if err != nil {
 		return fmt.Errorf("ledger/sqlite: mark running %q (fence %d): %w", id, fence, err)
 	}
@@ -243,26 +263,20 @@ func (s *Store) Complete(ctx context.Context, c ledger.Completion) error {
 		return fmt.Errorf("ledger/sqlite: complete %q (fence %d): cannot complete to state %q (want SUCCEEDED, FAILED, UNKNOWN, ABSENT or NEEDS_HUMAN)",
 			c.ID, c.Fence, c.State)
 	}
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		now := s.now().UTC()
-		cur, err := getOp(ctx, tx, c.ID)
-		if err != nil {
+	err := s.writeUnderFence(ctx, "complete", c.ID, c.Fence,
+		func(cur ledger.Operation, _ time.Time, stale func(string) error) error {
+			if !completable[cur.State] {
+				return stale(fmt.Sprintf("the claim already ended in %s", cur.State))
+			}
+			return nil
+		},
+		func(tx *sql.Tx, now time.Time) error {
+			_, err := tx.ExecContext(ctx, `UPDATE operations SET state = ?, external_id = ?,
+				result = ?, error = ?, lease_expires_at = NULL, updated_at = ?
+				WHERE operation_id = ? AND fence = ?`,
+				string(c.State), c.ExternalID, c.Result, c.Error, toNanos(now), c.ID, c.Fence)
 			return err
-		}
-		switch {
-		case cur.Fence != c.Fence:
-			return s.fenced(ctx, "complete", c.ID, c.Fence, cur,
-				fmt.Sprintf("fence %d is not current, the operation is at fence %d", c.Fence, cur.Fence))
-		case !completable[cur.State]:
-			return s.fenced(ctx, "complete", c.ID, c.Fence, cur,
-				fmt.Sprintf("the claim already ended in %s", cur.State))
-		}
-		_, err = tx.ExecContext(ctx, `UPDATE operations SET state = ?, external_id = ?,
-			result = ?, error = ?, lease_expires_at = NULL, updated_at = ?
-			WHERE operation_id = ? AND fence = ?`,
-			string(c.State), c.ExternalID, c.Result, c.Error, toNanos(now), c.ID, c.Fence)
-		return err
-	})
+		})
 	if err != nil {
 		return fmt.Errorf("ledger/sqlite: complete %q (fence %d) as %s: %w", c.ID, c.Fence, c.State, err)
 	}
@@ -273,28 +287,24 @@ func (s *Store) Complete(ctx context.Context, c ledger.Completion) error {
 // An operation that may have been sent (RUNNING, UNKNOWN, NEEDS_HUMAN) is
 // never released; complete it instead.
 func (s *Store) Release(ctx context.Context, id string, fence int64) error {
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		now := s.now().UTC()
-		cur, err := getOp(ctx, tx, id)
-		if err != nil {
+	err := s.writeUnderFence(ctx, "release", id, fence,
+		func(cur ledger.Operation, _ time.Time, stale func(string) error) error {
+			switch cur.State {
+			case ledger.StateClaimed:
+				return nil
+			case ledger.StateRunning, ledger.StateUnknown, ledger.StateNeedsHuman:
+				return fmt.Errorf("operation is %s and may have been sent; record its outcome with Complete instead", cur.State)
+			default:
+				return stale(fmt.Sprintf("the claim already ended in %s", cur.State))
+			}
+		},
+		func(tx *sql.Tx, now time.Time) error {
+			_, err := tx.ExecContext(ctx, `UPDATE operations SET state = ?, lease_owner = '',
+				lease_expires_at = NULL, updated_at = ?
+				WHERE operation_id = ? AND fence = ?`,
+				string(ledger.StateAbsent), toNanos(now), id, fence)
 			return err
-		}
-		switch {
-		case cur.Fence != fence:
-			return s.fenced(ctx, "release", id, fence, cur,
-				fmt.Sprintf("fence %d is not current, the operation is at fence %d", fence, cur.Fence))
-		case cur.State == ledger.StateRunning || cur.State == ledger.StateUnknown || cur.State == ledger.StateNeedsHuman:
-			return fmt.Errorf("operation is %s and may have been sent; record its outcome with Complete instead", cur.State)
-		case cur.State != ledger.StateClaimed:
-			return s.fenced(ctx, "release", id, fence, cur,
-				fmt.Sprintf("the claim already ended in %s", cur.State))
-		}
-		_, err = tx.ExecContext(ctx, `UPDATE operations SET state = ?, lease_owner = '',
-			lease_expires_at = NULL, updated_at = ?
-			WHERE operation_id = ? AND fence = ?`,
-			string(ledger.StateAbsent), toNanos(now), id, fence)
-		return err
-	})
+		})
 	if err != nil {
 		return fmt.Errorf("ledger/sqlite: release %q (fence %d): %w", id, fence, err)
 	}
