@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	"go.temporal.io/sdk/temporal"
+
 	"github.com/capstanhq/capstan/internal/ledger"
 )
 
@@ -18,8 +20,8 @@ func (a *Activities) begin(ctx context.Context, op ledger.Operation) (rec ledger
 	claim, err := a.Ledger.Claim(ctx, ledger.ClaimRequest{Op: op, Owner: a.owner(ctx), Lease: a.lease()})
 	switch {
 	case errors.Is(err, ledger.ErrConflict):
-		return rec, false, nonRetryable(ErrTypeOperationConflict, err,
-			"operation %s was already used for a different %s request", op.ID, op.Kind)
+		return rec, false, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("operation %s was already used for a different %s request", op.ID, op.Kind), ErrTypeOperationConflict, err)
 	case err != nil:
 		return rec, false, fmt.Errorf("claim operation %s: %w", op.ID, err)
 	}

@@ -101,10 +101,6 @@ func (a *Activities) ExecuteTool(ctx context.Context, in ExecuteToolInput) (Exec
 	}
 }
 
-func nonRetryable(typ string, cause error, format string, args ...any) error {
-	return temporal.NewNonRetryableApplicationError(fmt.Sprintf(format, args...), typ, cause)
-}
-
 func unknownOperation(id string, state ledger.State, cause error) error {
 	msg := fmt.Sprintf("operation %s is %s: it may have taken effect and must be reconciled before anything else is sent", id, state)
 	if cause != nil {

@@ -6,9 +6,9 @@ import (
 	"strings"
 )
 
-// SummarizeCall is the activity summary the Temporal UI shows for a tool
+// summarizeCall is the activity summary the Temporal UI shows for a tool
 // call, e.g. "create_pull_request acme/payments agent/fix → main".
-func SummarizeCall(tool string, arguments json.RawMessage) string {
+func summarizeCall(tool string, arguments json.RawMessage) string {
 	var args map[string]any
 	_ = json.Unmarshal(arguments, &args)
 	s := func(k string) string {
