@@ -168,8 +168,8 @@ func (t *task) runTurn(ctx workflow.Context, turn int) (activities.ModelTurnResu
 			rec.Attempts = append(rec.Attempts, AttemptRecord{AttemptID: in.AttemptID, Outcome: string(model.OutcomeCancelled), Phase: string(model.PhaseUnknown)})
 			return out, err
 		}
-		oc, report, cfgErr := attemptOutcomeOf(err)
-		rec.Attempts = append(rec.Attempts, AttemptRecord{AttemptID: in.AttemptID, Outcome: oc.Outcome, Phase: string(report.Phase), HTTPStatus: report.HTTPStatus, Message: oc.Message})
+		oc, cfgErr := attemptOutcomeOf(err)
+		rec.Attempts = append(rec.Attempts, AttemptRecord{AttemptID: in.AttemptID, Outcome: oc.Outcome, Phase: oc.Phase, HTTPStatus: oc.HTTPStatus, Message: oc.Message})
 		if cfgErr != "" {
 			return out, fail(FailWorkerMisconfigured, "%s", cfgErr)
 		}
@@ -195,26 +195,26 @@ func (t *task) runTurn(ctx workflow.Context, turn int) (activities.ModelTurnResu
 	}
 }
 
-// attemptOutcomeOf reads how a failed ModelTurn ended. The third result is
+// attemptOutcomeOf reads how a failed ModelTurn ended. The second result is
 // set when the worker lacks configuration, which no retry fixes.
-func attemptOutcomeOf(err error) (attemptOutcome, activities.AttemptReport, string) {
+func attemptOutcomeOf(err error) (attemptOutcome, string) {
 	var appErr *temporal.ApplicationError
 	var timeoutErr *temporal.TimeoutError
 	switch {
 	case errors.As(err, &appErr) && appErr.Type() == activities.ErrTypeAttempt:
 		var r activities.AttemptReport
 		if appErr.HasDetails() && appErr.Details(&r) == nil {
-			return attemptOutcome{Outcome: string(r.Outcome), HTTPStatus: r.HTTPStatus,
-				RetryAfter: time.Duration(r.RetryAfterMS) * time.Millisecond, Message: r.Message}, r, ""
+			return attemptOutcome{Outcome: string(r.Outcome), Phase: string(r.Phase), HTTPStatus: r.HTTPStatus,
+				RetryAfter: time.Duration(r.RetryAfterMS) * time.Millisecond, Message: r.Message}, ""
 		}
-		return attemptOutcome{Outcome: string(model.OutcomeUnknown), Message: appErr.Error()}, activities.AttemptReport{Phase: model.PhaseUnknown}, ""
+		return attemptOutcome{Outcome: string(model.OutcomeUnknown), Phase: string(model.PhaseUnknown), Message: appErr.Error()}, ""
 	case errors.As(err, &appErr) && appErr.Type() == activities.ErrTypeConfig:
-		return attemptOutcome{Outcome: string(model.OutcomeRejected), Message: appErr.Error()}, activities.AttemptReport{Phase: model.PhaseNotSent}, appErr.Error()
+		return attemptOutcome{Outcome: string(model.OutcomeRejected), Phase: string(model.PhaseNotSent), Message: appErr.Error()}, appErr.Error()
 	case errors.As(err, &timeoutErr):
-		return attemptOutcome{Outcome: string(model.OutcomeWorkerLost), Message: fmt.Sprintf("the worker stopped answering (%s timeout)", timeoutErr.TimeoutType())},
-			activities.AttemptReport{Phase: model.PhaseUnknown}, ""
+		return attemptOutcome{Outcome: string(model.OutcomeWorkerLost), Phase: string(model.PhaseUnknown),
+			Message: fmt.Sprintf("the worker stopped answering (%s timeout)", timeoutErr.TimeoutType())}, ""
 	default:
-		return attemptOutcome{Outcome: string(model.OutcomeUnknown), Message: err.Error()}, activities.AttemptReport{Phase: model.PhaseUnknown}, ""
+		return attemptOutcome{Outcome: string(model.OutcomeUnknown), Phase: string(model.PhaseUnknown), Message: err.Error()}, ""
 	}
 }
 

@@ -122,6 +122,7 @@ func (g *turnGuard) completed() { g.idle = 0 }
 // attemptOutcome is what the guard reads of an attempt.
 type attemptOutcome struct {
 	Outcome    string
+	Phase      string
 	HTTPStatus int
 	RetryAfter time.Duration
 	Message    string
