@@ -182,15 +182,12 @@ func (a *app) start(ctx context.Context, in workflows.AgentTaskInput, wait, asJS
 		info = a.stderr
 	}
 	fmt.Fprintf(info, "started task %s (workflow %s)\nui: %s\n", in.TaskID, wid, ui)
-	var follow func()
+	stopFollow := func() {}
 	if !asJSON {
-		stopFollow := a.follow(ctx, c, wid)
-		follow = stopFollow
+		stopFollow = a.follow(ctx, c, wid)
 	}
 	res, err := awaitResult(ctx, c, wid, run.GetRunID())
-	if follow != nil {
-		follow()
-	}
+	stopFollow()
 	if err != nil {
 		return err
 	}

@@ -106,7 +106,9 @@ func start(ctx context.Context, o options, getenv func(string) string, logger *s
 		"openai": openai.New(openai.Config{BaseURL: cfg.OpenAIBaseURL, APIKey: cfg.OpenAIAPIKey, Logger: logger}),
 	}
 	if p.sandbox != nil {
-		providers["sandbox"] = openai.New(openai.Config{BaseURL: p.sandbox.ModelURL, APIKey: cfg.OpenAIAPIKey, Logger: logger})
+		// The sandbox model is OpenAI-compatible and already what "openai"
+		// points at; "sandbox:<script>" names it plainly.
+		providers["sandbox"] = providers["openai"]
 	}
 
 	identity := newIdentity()
