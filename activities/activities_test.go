@@ -243,8 +243,8 @@ func TestModelTurnCommitsOnlyACompletedAttempt(t *testing.T) {
 	in3 := activities.ModelTurnInput{TaskID: "T", TurnID: "T/t2", AttemptID: "T/t2/a2", Model: "sandbox:demo", Transcript: out.Transcript}
 	_, err = f.env.ExecuteActivity(f.acts.ModelTurn, in3)
 	var appErr *temporal.ApplicationError
-	if !errors.As(err, &appErr) || appErr.Type() != activities.ErrTypeAttempt {
-		t.Fatalf("err = %v, want %s", err, activities.ErrTypeAttempt)
+	if !errors.As(err, &appErr) || appErr.Type() != activities.ErrTypeModelAttempt {
+		t.Fatalf("err = %v, want %s", err, activities.ErrTypeModelAttempt)
 	}
 	var report activities.AttemptReport
 	if err := appErr.Details(&report); err != nil {
@@ -267,8 +267,8 @@ func TestModelTurnCutsAServerThatNeverAnswers(t *testing.T) {
 		Seed: []model.Message{{Role: model.RoleUser, Content: "hi"}}}
 	_, err := f.env.ExecuteActivity(f.acts.ModelTurn, in)
 	var appErr *temporal.ApplicationError
-	if !errors.As(err, &appErr) || appErr.Type() != activities.ErrTypeAttempt {
-		t.Fatalf("err = %v, want %s", err, activities.ErrTypeAttempt)
+	if !errors.As(err, &appErr) || appErr.Type() != activities.ErrTypeModelAttempt {
+		t.Fatalf("err = %v, want %s", err, activities.ErrTypeModelAttempt)
 	}
 	var report activities.AttemptReport
 	if err := appErr.Details(&report); err != nil {

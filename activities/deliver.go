@@ -35,7 +35,7 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 	res := DeliverResult{OperationID: in.OperationID}
 	if a.Slack == nil {
 		return res, temporal.NewNonRetryableApplicationError(
-			"this worker has no Slack client configured (set SLACK_BOT_TOKEN)", ErrTypeConfig, nil)
+			"this worker has no Slack client configured (set SLACK_BOT_TOKEN)", ErrTypeWorkerConfig, nil)
 	}
 	rec, done, err := a.begin(ctx, ledger.Operation{
 		ID: in.OperationID, Tenant: in.Tenant, TaskID: in.TaskID, Kind: "slack_post",
@@ -92,7 +92,7 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 			opts.NextRetryDelay = limited.RetryAfter
 		}
 		return res, temporal.NewApplicationErrorWithOptions(
-			fmt.Sprintf("Slack did not take the message to %s: %v", in.Channel, postErr), "DeliveryNotSent", opts)
+			fmt.Sprintf("Slack did not take the message to %s: %v", in.Channel, postErr), ErrTypeDeliveryNotSent, opts)
 	default:
 		if err := a.Ledger.Complete(context.WithoutCancel(ctx), ledger.Completion{ID: in.OperationID, Fence: fence,
 			State: ledger.StateUnknown, Error: postErr.Error()}); err != nil {

@@ -31,7 +31,7 @@ func (a *Activities) ExecuteTool(ctx context.Context, in ExecuteToolInput) (Exec
 	res := ExecuteToolResult{OperationID: in.OperationID}
 	tool, err := a.Tools.Get(in.Tool)
 	if err != nil {
-		return res, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeConfig, nil)
+		return res, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeWorkerConfig, nil)
 	}
 	args, err := a.Ledger.GetItem(ctx, in.Arguments)
 	if err != nil {
@@ -119,7 +119,7 @@ func (a *Activities) succeeded(ctx context.Context, in ExecuteToolInput, res Exe
 	if err != nil {
 		return res, err
 	}
-	res.State, res.ExternalID, res.Item, res.Preview = string(ledger.StateSucceeded), externalID, item, preview(content)
+	res.State, res.ExternalID, res.Item, res.Preview = ledger.StateSucceeded, externalID, item, preview(content)
 	return res, nil
 }
 
@@ -130,7 +130,7 @@ func (a *Activities) refused(ctx context.Context, in ExecuteToolInput, res Execu
 	if err != nil {
 		return res, err
 	}
-	res.State, res.Item, res.Preview = string(ledger.StateFailed), item, preview(string(body))
+	res.State, res.Item, res.Preview = ledger.StateFailed, item, preview(string(body))
 	return res, nil
 }
 

@@ -19,18 +19,18 @@ import (
 // heartbeats on a ticker whatever the stream does, and cuts the stream when
 // it is idle or over its total limit. It returns only a complete, valid
 // output, which it commits to the transcript; any other ending is an
-// ErrTypeAttempt application error carrying an AttemptReport, and nothing of
+// ErrTypeModelAttempt application error carrying an AttemptReport, and nothing of
 // that attempt is committed.
 func (a *Activities) ModelTurn(ctx context.Context, in ModelTurnInput) (ModelTurnResult, error) {
 	report := AttemptReport{AttemptID: in.AttemptID, Phase: model.PhaseNotSent}
 	ref, err := model.ParseRef(in.Model)
 	if err != nil {
-		return ModelTurnResult{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeConfig, nil)
+		return ModelTurnResult{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeWorkerConfig, nil)
 	}
 	provider, ok := a.Providers[ref.Provider]
 	if !ok {
 		return ModelTurnResult{}, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("this worker has no %s provider configured", ref.Provider), ErrTypeConfig, nil)
+			fmt.Sprintf("this worker has no %s provider configured", ref.Provider), ErrTypeWorkerConfig, nil)
 	}
 	refs, msgs, err := a.loadTranscript(ctx, in)
 	if err != nil {
@@ -224,7 +224,7 @@ func attemptFailure(ctx context.Context, r AttemptReport, err error) error {
 	if r.Message == "" {
 		r.Message = ae.Error()
 	}
-	return temporal.NewApplicationErrorWithOptions(ae.Error(), ErrTypeAttempt, temporal.ApplicationErrorOptions{
+	return temporal.NewApplicationErrorWithOptions(ae.Error(), ErrTypeModelAttempt, temporal.ApplicationErrorOptions{
 		NonRetryable: true,
 		Details:      []any{r},
 	})

@@ -1,16 +1,24 @@
 package activities
 
 import (
+	"errors"
+
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/capstanhq/capstan/internal/ledger"
 	"github.com/capstanhq/capstan/internal/model"
 )
 
 // Error types of the application errors the activities return. The workflow
-// switches on them; they are the only contract between the two about failure.
+// switches on them; they are the only contract between the two about
+// failure. Each constant's name is its value, prefixed ErrType, because the
+// value is what the Temporal UI shows and recorded histories hold.
 const (
-	// ErrTypeAttempt: a model attempt ended without a complete output. The
-	// details carry an AttemptReport; the workflow's turn guard decides
-	// whether to try again. Never retried by Temporal itself.
-	ErrTypeAttempt = "ModelAttempt"
+	// ErrTypeModelAttempt: a model attempt ended without a complete output.
+	// The details carry an AttemptReport (read it with AttemptReportOf);
+	// the workflow's turn guard decides whether to try again. Never retried
+	// by Temporal itself.
+	ErrTypeModelAttempt = "ModelAttempt"
 	// ErrTypeOperationConflict: the operation id is known with another
 	// request hash.
 	ErrTypeOperationConflict = "OperationConflict"
@@ -23,9 +31,13 @@ const (
 	ErrTypeOperationUnknown = "OperationUnknown"
 	// ErrTypeDeliveryFailed: the delivery target refused the message.
 	ErrTypeDeliveryFailed = "DeliveryFailed"
-	// ErrTypeConfig: the worker lacks what the call needs (a provider, a
-	// token); retrying on the same worker cannot help.
-	ErrTypeConfig = "WorkerConfig"
+	// ErrTypeDeliveryNotSent: the delivery target took nothing (rate
+	// limited, or the request never left); Temporal retries it, after the
+	// error's next-retry delay when the target named one.
+	ErrTypeDeliveryNotSent = "DeliveryNotSent"
+	// ErrTypeWorkerConfig: the worker lacks what the call needs (a
+	// provider, a token); retrying on the same worker cannot help.
+	ErrTypeWorkerConfig = "WorkerConfig"
 )
 
 // ModelTurnInput asks for one attempt of one turn. The transcript travels by
@@ -67,7 +79,7 @@ type ToolCallRef struct {
 }
 
 // AttemptReport describes an attempt that did not complete; it is the detail
-// of an ErrTypeAttempt application error and of a heartbeat.
+// of an ErrTypeModelAttempt application error and of a heartbeat.
 type AttemptReport struct {
 	AttemptID    string        `json:"attempt_id"`
 	Outcome      model.Outcome `json:"outcome"`
@@ -97,7 +109,7 @@ type ExecuteToolInput struct {
 // model is told, State is FAILED, and Item carries the message.
 type ExecuteToolResult struct {
 	OperationID string
-	State       string // ledger state: SUCCEEDED or FAILED
+	State       ledger.State // SUCCEEDED or FAILED
 	ExternalID  string
 	Replayed    bool   // the ledger already held SUCCEEDED; nothing was sent
 	Item        string // ref of the tool message committed to the transcript
@@ -118,4 +130,19 @@ type DeliverResult struct {
 	OperationID string
 	ExternalID  string // "<channel>/<ts>"
 	Replayed    bool
+}
+
+// AttemptReportOf returns the report carried by a failed ModelTurn: err is
+// what the workflow got from the activity (it may wrap the application
+// error). ok is false for any other error, including an ErrTypeModelAttempt
+// error whose details cannot be decoded.
+func AttemptReportOf(err error) (r AttemptReport, ok bool) {
+	var appErr *temporal.ApplicationError
+	if !errors.As(err, &appErr) || appErr.Type() != ErrTypeModelAttempt || !appErr.HasDetails() {
+		return r, false
+	}
+	if appErr.Details(&r) != nil {
+		return AttemptReport{}, false
+	}
+	return r, true
 }

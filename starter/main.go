@@ -25,6 +25,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/capstanhq/capstan/internal/config"
+	"github.com/capstanhq/capstan/workflows"
 )
 
 // usageError is bad input: exit status 2, nothing started.
@@ -36,9 +37,9 @@ func usagef(format string, args ...any) error { return &usageError{msg: fmt.Spri
 
 // taskEndedError reports a task that ended failed or cancelled: exit 1, and
 // the result has already been printed.
-type taskEndedError struct{ status string }
+type taskEndedError struct{ status workflows.Status }
 
-func (e *taskEndedError) Error() string { return "task " + e.status }
+func (e *taskEndedError) Error() string { return "task " + string(e.status) }
 
 // app carries what every command needs.
 type app struct {

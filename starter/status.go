@@ -27,26 +27,20 @@ func (a *app) statusCommand() *cobra.Command {
 		Use:   "status TASK_ID",
 		Short: "Show a task's status, turns, operations and deliveries",
 		Args:  usageArgs(cobra.ExactArgs(1)),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			c, opts, err := a.dial(ctx)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			wid := workflows.WorkflowID(args[0])
+		RunE: a.withTask(func(ctx context.Context, c client.Client, opts client.Options, taskID string) error {
+			wid := workflows.WorkflowID(taskID)
 			desc, err := c.DescribeWorkflowExecution(ctx, wid, "")
 			if err != nil {
-				return notFound(err, args[0])
+				return notFound(err, taskID)
 			}
 			var res workflows.TaskResult
 			if desc.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 				v, err := c.QueryWorkflow(ctx, wid, "", workflows.QueryStatus)
 				if err != nil {
-					return fmt.Errorf("ask task %s for its status (is a worker running?): %w", args[0], err)
+					return fmt.Errorf("ask task %s for its status (is a worker running?): %w", taskID, err)
 				}
 				if err := v.Get(&res); err != nil {
-					return fmt.Errorf("decode status of task %s: %w", args[0], err)
+					return fmt.Errorf("decode status of task %s: %w", taskID, err)
 				}
 			} else if res, err = awaitResult(ctx, c, wid, ""); err != nil {
 				return err
@@ -57,7 +51,7 @@ func (a *app) statusCommand() *cobra.Command {
 			}
 			printResult(a.stdout, res, ui)
 			return nil
-		},
+		}),
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the status as JSON")
 	return cmd
@@ -68,13 +62,7 @@ func (a *app) listCommand() *cobra.Command {
 		Use:   "list",
 		Short: "List recent tasks",
 		Args:  usageArgs(cobra.NoArgs),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx := cmd.Context()
-			c, opts, err := a.dial(ctx)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
+		RunE: a.withClient(func(ctx context.Context, c client.Client, opts client.Options, _ []string) error {
 			resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
 				Namespace: opts.Namespace, PageSize: 50, Query: "WorkflowType = 'AgentTask'",
 			})
@@ -99,7 +87,7 @@ func (a *app) listCommand() *cobra.Command {
 					e.GetStartTime().AsTime().Local().Format(time.DateTime))
 			}
 			return tw.Flush()
-		},
+		}),
 	}
 }
 
@@ -108,20 +96,34 @@ func (a *app) cancelCommand() *cobra.Command {
 		Use:   "cancel TASK_ID",
 		Short: "Cancel a running task",
 		Args:  usageArgs(cobra.ExactArgs(1)),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			c, _, err := a.dial(ctx)
-			if err != nil {
-				return err
+		RunE: a.withTask(func(ctx context.Context, c client.Client, _ client.Options, taskID string) error {
+			if err := c.CancelWorkflow(ctx, workflows.WorkflowID(taskID), ""); err != nil {
+				return notFound(err, taskID)
 			}
-			defer c.Close()
-			if err := c.CancelWorkflow(ctx, workflows.WorkflowID(args[0]), ""); err != nil {
-				return notFound(err, args[0])
-			}
-			fmt.Fprintf(a.stdout, "cancellation requested for task %s\n", args[0])
+			fmt.Fprintf(a.stdout, "cancellation requested for task %s\n", taskID)
 			return nil
-		},
+		}),
 	}
+}
+
+// withClient runs fn with a Temporal client that is closed when fn returns.
+func (a *app) withClient(fn func(ctx context.Context, c client.Client, opts client.Options, args []string) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		ctx := cmd.Context()
+		c, opts, err := a.dial(ctx)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		return fn(ctx, c, opts, args)
+	}
+}
+
+// withTask is withClient for a command whose one argument is a task id.
+func (a *app) withTask(fn func(ctx context.Context, c client.Client, opts client.Options, taskID string) error) func(*cobra.Command, []string) error {
+	return a.withClient(func(ctx context.Context, c client.Client, opts client.Options, args []string) error {
+		return fn(ctx, c, opts, args[0])
+	})
 }
 
 func notFound(err error, taskID string) error {
@@ -159,11 +161,11 @@ func awaitResult(ctx context.Context, c client.Client, wid, runID string) (workf
 	case errors.As(err, &canErr):
 		res.Status = workflows.StatusCancelled
 	case errors.As(err, &term):
-		res.FailureCode = "terminated"
+		res.FailureCode = workflows.FailTerminated
 	case errors.As(err, &timeout):
-		res.FailureCode = "workflow_timeout"
+		res.FailureCode = workflows.FailWorkflowTimeout
 	default:
-		res.FailureCode = "internal_error"
+		res.FailureCode = workflows.FailInternalError
 	}
 	return res, nil
 }
@@ -234,7 +236,7 @@ func printResult(w io.Writer, res workflows.TaskResult, ui string) {
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "OPERATION\tTOOL\tSTATE\tEXTERNAL ID")
 		for _, op := range res.Operations {
-			state := op.State
+			state := string(op.State)
 			if op.Replayed {
 				state += " (replayed)"
 			}

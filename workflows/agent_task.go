@@ -30,12 +30,7 @@ var (
 // a is the nil receiver through which the workflow names its activities.
 var a *activities.Activities
 
-// taskError ends a task as failed with a code and a sentence.
-type taskError struct{ code, msg string }
-
-func (e *taskError) Error() string { return e.code + ": " + e.msg }
-
-func fail(code, format string, args ...any) error {
+func fail(code FailureCode, format string, args ...any) error {
 	return &taskError{code: code, msg: fmt.Sprintf(format, args...)}
 }
 
@@ -68,7 +63,7 @@ func AgentTask(ctx workflow.Context, in AgentTaskInput) (TaskResult, error) {
 	if err := workflow.SetQueryHandler(ctx, QueryJournal, func() ([]string, error) { return t.journal, nil }); err != nil {
 		return t.result, err
 	}
-	attrs := []temporal.SearchAttributeUpdate{AttrStatus.ValueSet(StatusRunning), AttrNeedsHuman.ValueSet(false), AttrUnknownOps.ValueSet(0)}
+	attrs := []temporal.SearchAttributeUpdate{AttrStatus.ValueSet(string(StatusRunning)), AttrNeedsHuman.ValueSet(false), AttrUnknownOps.ValueSet(0)}
 	if in.Repo != "" {
 		attrs = append(attrs, AttrRepo.ValueSet(in.Repo))
 	}
@@ -160,12 +155,12 @@ func (t *task) runTurn(ctx workflow.Context, turn int) (activities.ModelTurnResu
 		err := workflow.ExecuteActivity(actx, a.ModelTurn, in).Get(ctx, &out)
 		if err == nil {
 			guard.completed()
-			rec.Attempts = append(rec.Attempts, AttemptRecord{AttemptID: in.AttemptID, Outcome: string(model.OutcomeCompleted), Phase: string(out.Phase), HTTPStatus: 200})
+			rec.Attempts = append(rec.Attempts, AttemptRecord{AttemptID: in.AttemptID, Outcome: model.OutcomeCompleted, Phase: out.Phase, HTTPStatus: 200})
 			t.note(ctx, "%s completed: %d tool call(s), %d characters", in.AttemptID, len(out.ToolCalls), len(out.Text))
 			return out, nil
 		}
 		if ctx.Err() != nil {
-			rec.Attempts = append(rec.Attempts, AttemptRecord{AttemptID: in.AttemptID, Outcome: string(model.OutcomeCancelled), Phase: string(model.PhaseUnknown)})
+			rec.Attempts = append(rec.Attempts, AttemptRecord{AttemptID: in.AttemptID, Outcome: model.OutcomeCancelled, Phase: model.PhaseUnknown})
 			return out, err
 		}
 		oc, cfgErr := attemptOutcomeOf(err)
@@ -200,21 +195,18 @@ func (t *task) runTurn(ctx workflow.Context, turn int) (activities.ModelTurnResu
 func attemptOutcomeOf(err error) (attemptOutcome, string) {
 	var appErr *temporal.ApplicationError
 	var timeoutErr *temporal.TimeoutError
+	if r, ok := activities.AttemptReportOf(err); ok {
+		return attemptOutcome{Outcome: r.Outcome, Phase: r.Phase, HTTPStatus: r.HTTPStatus,
+			RetryAfter: time.Duration(r.RetryAfterMS) * time.Millisecond, Message: r.Message}, ""
+	}
 	switch {
-	case errors.As(err, &appErr) && appErr.Type() == activities.ErrTypeAttempt:
-		var r activities.AttemptReport
-		if appErr.HasDetails() && appErr.Details(&r) == nil {
-			return attemptOutcome{Outcome: string(r.Outcome), Phase: string(r.Phase), HTTPStatus: r.HTTPStatus,
-				RetryAfter: time.Duration(r.RetryAfterMS) * time.Millisecond, Message: r.Message}, ""
-		}
-		return attemptOutcome{Outcome: string(model.OutcomeUnknown), Phase: string(model.PhaseUnknown), Message: appErr.Error()}, ""
-	case errors.As(err, &appErr) && appErr.Type() == activities.ErrTypeConfig:
-		return attemptOutcome{Outcome: string(model.OutcomeRejected), Phase: string(model.PhaseNotSent), Message: appErr.Error()}, appErr.Error()
+	case errors.As(err, &appErr) && appErr.Type() == activities.ErrTypeWorkerConfig:
+		return attemptOutcome{Outcome: model.OutcomeRejected, Phase: model.PhaseNotSent, Message: appErr.Error()}, appErr.Error()
 	case errors.As(err, &timeoutErr):
-		return attemptOutcome{Outcome: string(model.OutcomeWorkerLost), Phase: string(model.PhaseUnknown),
+		return attemptOutcome{Outcome: model.OutcomeWorkerLost, Phase: model.PhaseUnknown,
 			Message: fmt.Sprintf("the worker stopped answering (%s timeout)", timeoutErr.TimeoutType())}, ""
 	default:
-		return attemptOutcome{Outcome: string(model.OutcomeUnknown), Phase: string(model.PhaseUnknown), Message: err.Error()}, ""
+		return attemptOutcome{Outcome: model.OutcomeUnknown, Phase: model.PhaseUnknown, Message: err.Error()}, ""
 	}
 }
 

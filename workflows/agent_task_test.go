@@ -36,7 +36,7 @@ func TestExhaustedMutationIsUnknownNeverFailed(t *testing.T) {
 		t.Fatal("workflow did not complete")
 	}
 	var appErr *temporal.ApplicationError
-	if err := env.GetWorkflowError(); !errors.As(err, &appErr) || appErr.Type() != workflows.FailOperationUnknown {
+	if err := env.GetWorkflowError(); !errors.As(err, &appErr) || appErr.Type() != string(workflows.FailOperationUnknown) {
 		t.Fatalf("workflow error = %v, want %s", err, workflows.FailOperationUnknown)
 	}
 	var res workflows.TaskResult
@@ -61,7 +61,7 @@ func TestLostWorkerAttemptIsRetried(t *testing.T) {
 		func(_ context.Context, in activities.ModelTurnInput) (activities.ModelTurnResult, error) {
 			calls++
 			if calls == 1 {
-				return activities.ModelTurnResult{}, temporal.NewNonRetryableApplicationError("worker stopping", activities.ErrTypeAttempt, nil,
+				return activities.ModelTurnResult{}, temporal.NewNonRetryableApplicationError("worker stopping", activities.ErrTypeModelAttempt, nil,
 					activities.AttemptReport{AttemptID: in.AttemptID, Outcome: model.OutcomeCancelled, Phase: model.PhaseStreamPartial})
 			}
 			return activities.ModelTurnResult{AttemptID: in.AttemptID, Transcript: "sha256:01", Text: "done", Phase: model.PhaseStreamCompleted}, nil

@@ -43,7 +43,7 @@ func (t *task) deliver(ctx workflow.Context, text string) error {
 		case activities.ErrTypeOperationConflict:
 			rec.State = DeliveryDeadLetter
 			return fail(FailOperationConflict, "%s", appErr.Error())
-		case activities.ErrTypeConfig:
+		case activities.ErrTypeWorkerConfig:
 			rec.State = DeliveryDeadLetter
 			return fail(FailWorkerMisconfigured, "%s", appErr.Error())
 		}
@@ -69,7 +69,7 @@ func (t *task) finish(ctx workflow.Context, err error) (TaskResult, error) {
 	case errors.As(err, &te):
 		t.result.Status, t.result.FailureCode, t.result.Message = StatusFailed, te.code, te.msg
 	default:
-		t.result.Status, t.result.FailureCode, t.result.Message = StatusFailed, "internal_error", fmt.Sprintf("capstan stopped on an unexpected error: %v", err)
+		t.result.Status, t.result.FailureCode, t.result.Message = StatusFailed, FailInternalError, fmt.Sprintf("capstan stopped on an unexpected error: %v", err)
 	}
 	if t.result.Message != "" {
 		t.note(ctx, "task %s: %s", t.result.Status, t.result.Message)
@@ -77,7 +77,7 @@ func (t *task) finish(ctx workflow.Context, err error) (TaskResult, error) {
 		t.note(ctx, "task %s", t.result.Status)
 	}
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
-	if uerr := workflow.UpsertTypedSearchAttributes(dctx, AttrStatus.ValueSet(t.result.Status), AttrUnknownOps.ValueSet(int64(t.unknownOps()))); uerr != nil {
+	if uerr := workflow.UpsertTypedSearchAttributes(dctx, AttrStatus.ValueSet(string(t.result.Status)), AttrUnknownOps.ValueSet(int64(t.unknownOps()))); uerr != nil {
 		workflow.GetLogger(ctx).Warn("could not update search attributes", "Error", uerr)
 	}
 	switch t.result.Status {
@@ -86,6 +86,6 @@ func (t *task) finish(ctx workflow.Context, err error) (TaskResult, error) {
 	case StatusCancelled:
 		return t.result, temporal.NewCanceledError(t.result)
 	default:
-		return t.result, temporal.NewNonRetryableApplicationError(t.result.Message, t.result.FailureCode, nil, t.result)
+		return t.result, temporal.NewNonRetryableApplicationError(t.result.Message, string(t.result.FailureCode), nil, t.result)
 	}
 }

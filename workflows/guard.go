@@ -46,14 +46,14 @@ type turnGuard struct {
 type decision struct {
 	Retry   bool
 	Delay   time.Duration
-	Code    string // failure code when not retrying
+	Code    FailureCode // failure code when not retrying
 	Message string // the readable reason, for the journal and the task
 }
 
 // decide calls jitter (a workflow.SideEffect in the workflow) only when it
 // chooses a jittered delay, so history records randomness only where used.
 func (g *turnGuard) decide(r attemptOutcome, jitter func() float64) decision {
-	switch model.Outcome(r.Outcome) {
+	switch r.Outcome {
 	case model.OutcomeNotSent, model.OutcomeUnknown, model.OutcomeWorkerLost, model.OutcomeCancelled:
 		// cancelled reaches the guard only when the task itself was not
 		// cancelled: the attempt's worker went away under it.
@@ -112,8 +112,8 @@ func (g *turnGuard) decide(r attemptOutcome, jitter func() float64) decision {
 	}
 }
 
-func lostWorker(outcome string) bool {
-	return outcome == string(model.OutcomeWorkerLost) || outcome == string(model.OutcomeCancelled)
+func lostWorker(outcome model.Outcome) bool {
+	return outcome == model.OutcomeWorkerLost || outcome == model.OutcomeCancelled
 }
 
 // completed clears the idle-cut count: only a completed attempt does.
@@ -121,8 +121,8 @@ func (g *turnGuard) completed() { g.idle = 0 }
 
 // attemptOutcome is what the guard reads of an attempt.
 type attemptOutcome struct {
-	Outcome    string
-	Phase      string
+	Outcome    model.Outcome
+	Phase      model.Phase
 	HTTPStatus int
 	RetryAfter time.Duration
 	Message    string

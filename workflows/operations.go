@@ -73,14 +73,14 @@ func (t *task) declare(ctx workflow.Context, tid string, turn int, c activities.
 	}
 	d.opID = operationID(t.in.Tenant, t.in.TaskID, c.Name, key, fmt.Sprintf("t%d", turn), uid)
 	t.result.Operations = append(t.result.Operations, OperationRecord{
-		OperationID: d.opID, TurnID: tid, ToolCallID: c.ID, Tool: c.Name, State: string(ledger.StateDeclared),
+		OperationID: d.opID, TurnID: tid, ToolCallID: c.ID, Tool: c.Name, State: ledger.StateDeclared,
 	})
 	d.index = len(t.result.Operations) - 1
 	return d, nil
 }
 
 func (t *task) startOperation(ctx workflow.Context, tid string, op declared) workflow.Future {
-	t.result.Operations[op.index].State = string(ledger.StateRunning)
+	t.result.Operations[op.index].State = ledger.StateRunning
 	actx := workflow.WithActivityOptions(ctx, toolOptions(tools.Class(op.call.Class), op.call.Summary))
 	return workflow.ExecuteActivity(actx, a.ExecuteTool, activities.ExecuteToolInput{
 		Tenant: t.in.Tenant, TaskID: t.in.TaskID, TurnID: tid, OperationID: op.opID,
@@ -102,31 +102,31 @@ func (t *task) awaitOperation(ctx workflow.Context, op declared, f workflow.Futu
 		return res.Item, nil
 	}
 	if ctx.Err() != nil {
-		rec.State = string(ledger.StateUnknown)
+		rec.State = ledger.StateUnknown
 		return "", err
 	}
 	var appErr *temporal.ApplicationError
 	if errors.As(err, &appErr) {
 		switch appErr.Type() {
 		case activities.ErrTypeOperationConflict:
-			rec.State = string(ledger.StateFailed)
+			rec.State = ledger.StateFailed
 			return "", fail(FailOperationConflict, "%s", appErr.Error())
 		case activities.ErrTypeOperationUnknown:
-			rec.State = string(ledger.StateUnknown)
+			rec.State = ledger.StateUnknown
 			_ = workflow.UpsertTypedSearchAttributes(ctx, AttrUnknownOps.ValueSet(int64(t.unknownOps())))
 			return "", fail(FailOperationUnknown, "%s", appErr.Error())
-		case activities.ErrTypeConfig:
-			rec.State = string(ledger.StateAbsent)
+		case activities.ErrTypeWorkerConfig:
+			rec.State = ledger.StateAbsent
 			return "", fail(FailWorkerMisconfigured, "%s", appErr.Error())
 		}
 	}
 	if op.readOnly() {
-		rec.State = string(ledger.StateFailed)
+		rec.State = ledger.StateFailed
 		return "", fail(FailOperationFailed, "%s did not complete: %v", op.call.Name, err)
 	}
 	// A mutation whose attempts ran out (a lost worker, a claim still held
 	// elsewhere) may have acted: it is unknown, never failed.
-	rec.State = string(ledger.StateUnknown)
+	rec.State = ledger.StateUnknown
 	_ = workflow.UpsertTypedSearchAttributes(ctx, AttrUnknownOps.ValueSet(int64(t.unknownOps())))
 	return "", fail(FailOperationUnknown, "%s %s could not be confirmed and may have taken effect: %v", op.call.Name, op.opID, err)
 }
@@ -134,7 +134,7 @@ func (t *task) awaitOperation(ctx workflow.Context, op declared, f workflow.Futu
 func (t *task) unknownOps() int {
 	n := 0
 	for _, op := range t.result.Operations {
-		if op.State == string(ledger.StateUnknown) {
+		if op.State == ledger.StateUnknown {
 			n++
 		}
 	}

@@ -46,7 +46,7 @@ func toolOptions(class tools.Class, summary string) workflow.ActivityOptions {
 			NonRetryableErrorTypes: []string{
 				activities.ErrTypeOperationConflict,
 				activities.ErrTypeOperationUnknown,
-				activities.ErrTypeConfig,
+				activities.ErrTypeWorkerConfig,
 			},
 		},
 	}
@@ -70,7 +70,7 @@ func deliverOptions(summary string) workflow.ActivityOptions {
 				activities.ErrTypeOperationConflict,
 				activities.ErrTypeOperationUnknown,
 				activities.ErrTypeDeliveryFailed,
-				activities.ErrTypeConfig,
+				activities.ErrTypeWorkerConfig,
 			},
 		},
 	}

@@ -1,30 +1,8 @@
 package workflows
 
-// Task statuses. A task ends completed, failed or cancelled; while it runs
-// its status is running.
-const (
-	StatusRunning   = "running"
-	StatusCompleted = "completed"
-	StatusFailed    = "failed"
-	StatusCancelled = "cancelled"
-)
-
-// Failure codes of a failed task (DESIGN §3). Each comes with one readable
-// sentence in TaskResult.Message.
-const (
-	FailModelIdleTimeout    = "model_idle_timeout"
-	FailModelMaxDuration    = "model_max_duration"
-	FailModelInvalidOutput  = "model_invalid_output"
-	FailProviderRejected    = "provider_rejected"
-	FailProviderUnavailable = "provider_unavailable"
-	FailContextOverflow     = "context_overflow"
-	FailWorkerLost          = "worker_lost"
-	FailMaxTurns            = "max_turns"
-	FailOperationConflict   = "operation_conflict"
-	FailOperationUnknown    = "operation_unknown"
-	FailOperationFailed     = "operation_failed"
-	FailDeliveryFailed      = "delivery_failed"
-	FailWorkerMisconfigured = "worker_misconfigured"
+import (
+	"github.com/capstanhq/capstan/internal/ledger"
+	"github.com/capstanhq/capstan/internal/model"
 )
 
 // DefaultMaxTurns bounds a task whose input leaves MaxTurns at zero.
@@ -60,8 +38,8 @@ type Checkpoint struct {
 type TaskResult struct {
 	TaskID      string            `json:"task_id"`
 	WorkflowID  string            `json:"workflow_id"`
-	Status      string            `json:"status"`
-	FailureCode string            `json:"failure_code"`
+	Status      Status            `json:"status"`
+	FailureCode FailureCode       `json:"failure_code"`
 	Message     string            `json:"message"`
 	FinalText   string            `json:"final_text"`
 	Model       string            `json:"model"`
@@ -78,36 +56,39 @@ type TurnRecord struct {
 
 // AttemptRecord is one model request: how it ended and how far it got.
 type AttemptRecord struct {
-	AttemptID  string `json:"attempt_id"`
-	Outcome    string `json:"outcome"`
-	Phase      string `json:"phase"`
-	HTTPStatus int    `json:"http_status"`
-	Message    string `json:"message,omitempty"`
+	AttemptID  string        `json:"attempt_id"`
+	Outcome    model.Outcome `json:"outcome"`
+	Phase      model.Phase   `json:"phase"`
+	HTTPStatus int           `json:"http_status"`
+	Message    string        `json:"message,omitempty"`
 }
 
 // OperationRecord is one tool call's operation.
 type OperationRecord struct {
-	OperationID string `json:"operation_id"`
-	TurnID      string `json:"turn_id"`
-	ToolCallID  string `json:"tool_call_id"`
-	Tool        string `json:"tool"`
-	State       string `json:"state"`
-	ExternalID  string `json:"external_id"`
-	Replayed    bool   `json:"replayed"`
+	OperationID string       `json:"operation_id"`
+	TurnID      string       `json:"turn_id"`
+	ToolCallID  string       `json:"tool_call_id"`
+	Tool        string       `json:"tool"`
+	State       ledger.State `json:"state"`
+	ExternalID  string       `json:"external_id"`
+	Replayed    bool         `json:"replayed"`
 }
 
-// Delivery states (DESIGN §6).
+// DeliveryState is where a delivery stands (DESIGN §6).
+type DeliveryState string
+
+// Delivery states.
 const (
-	DeliverySending    = "SENDING"
-	DeliveryAcked      = "ACKED"
-	DeliveryUnknown    = "AMBIGUOUS"
-	DeliveryDeadLetter = "DEAD_LETTER"
+	DeliverySending    DeliveryState = "SENDING"
+	DeliveryAcked      DeliveryState = "ACKED"
+	DeliveryUnknown    DeliveryState = "AMBIGUOUS"
+	DeliveryDeadLetter DeliveryState = "DEAD_LETTER"
 )
 
 // DeliveryRecord is one delivery of the final answer.
 type DeliveryRecord struct {
-	OperationID string `json:"operation_id"`
-	Target      string `json:"target"`
-	State       string `json:"state"`
-	ExternalID  string `json:"external_id,omitempty"`
+	OperationID string        `json:"operation_id"`
+	Target      string        `json:"target"`
+	State       DeliveryState `json:"state"`
+	ExternalID  string        `json:"external_id,omitempty"`
 }

@@ -1,0 +1,54 @@
+package workflows
+
+// Status is where a task stands. A task ends completed, failed or
+// cancelled; while it runs its status is running (or needs_human while it
+// waits for a person).
+type Status string
+
+// Task statuses.
+const (
+	StatusRunning   Status = "running"
+	StatusCompleted Status = "completed"
+	StatusFailed    Status = "failed"
+	StatusCancelled Status = "cancelled"
+)
+
+// FailureCode says why a task failed (DESIGN §3). Every failed task carries
+// exactly one, with one readable sentence in TaskResult.Message; in the
+// Temporal UI the workflow fails with the code as its error type. These are
+// all the codes a task can end with: a new way to fail is a new constant
+// here, never a string literal elsewhere.
+type FailureCode string
+
+// Failure codes.
+const (
+	FailModelIdleTimeout    FailureCode = "model_idle_timeout"
+	FailModelMaxDuration    FailureCode = "model_max_duration"
+	FailModelInvalidOutput  FailureCode = "model_invalid_output"
+	FailProviderRejected    FailureCode = "provider_rejected"
+	FailProviderUnavailable FailureCode = "provider_unavailable"
+	FailContextOverflow     FailureCode = "context_overflow"
+	FailWorkerLost          FailureCode = "worker_lost"
+	FailMaxTurns            FailureCode = "max_turns"
+	FailOperationConflict   FailureCode = "operation_conflict"
+	FailOperationUnknown    FailureCode = "operation_unknown"
+	FailOperationFailed     FailureCode = "operation_failed"
+	FailDeliveryFailed      FailureCode = "delivery_failed"
+	FailWorkerMisconfigured FailureCode = "worker_misconfigured"
+	// FailInternalError: the workflow stopped on an error it has no code
+	// for; the message carries the error. A bug, never a routine ending.
+	FailInternalError FailureCode = "internal_error"
+	// FailTerminated and FailWorkflowTimeout are never set by the workflow
+	// itself: starter reports them for a task that Temporal ended from
+	// outside (`temporal workflow terminate`, a workflow run timeout).
+	FailTerminated      FailureCode = "terminated"
+	FailWorkflowTimeout FailureCode = "workflow_timeout"
+)
+
+// taskError ends a task as failed with a code and a sentence.
+type taskError struct {
+	code FailureCode
+	msg  string
+}
+
+func (e *taskError) Error() string { return string(e.code) + ": " + e.msg }
