@@ -12,11 +12,14 @@ package activities
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/slack-go/slack"
 
+	"github.com/capstanhq/capstan/internal/config"
 	"github.com/capstanhq/capstan/internal/ledger"
 	"github.com/capstanhq/capstan/internal/model"
 	"github.com/capstanhq/capstan/internal/tools"
@@ -37,75 +40,56 @@ type SlackPoster interface {
 	PostMessageContext(ctx context.Context, channelID string, options ...slack.MsgOption) (string, string, error)
 }
 
-// ModelLimits are the per-attempt watchdogs of DESIGN §4.2.
-type ModelLimits struct {
-	// FirstEvent bounds the wait for the first stream event; zero means Idle.
-	FirstEvent time.Duration
-	// Idle bounds the silence between two stream events.
-	Idle time.Duration
-	// Total bounds the whole attempt.
-	Total time.Duration
-	// Heartbeat is the interval of the worker-liveness heartbeat, sent
-	// whether or not the stream moves.
-	Heartbeat time.Duration
-}
-
-// DefaultModelLimits are the design's defaults: a silent model is cut after
-// 120 s, an attempt after 10 min; the worker heartbeats every 10 s against a
-// 30 s heartbeat timeout.
-var DefaultModelLimits = ModelLimits{Idle: 120 * time.Second, Total: 10 * time.Minute, Heartbeat: 10 * time.Second}
-
-// Activities carries the dependencies of every activity.
-type Activities struct {
-	Ledger    Ledger
+// Deps are the dependencies of every activity. New checks them and fixes
+// their defaults once.
+type Deps struct {
+	Ledger    Ledger                    // required
+	Tools     *tools.Registry           // required
 	Providers map[string]model.Provider // by provider name: "openai", "sandbox"
-	Tools     *tools.Registry
-	Slack     SlackPoster
-	// Identity names this worker in lease owners.
+	// Slack may be nil: a delivery to Slack then fails as worker_misconfigured.
+	Slack SlackPoster
+	// Identity names this worker in lease owners. Required.
 	Identity string
-	Limits   ModelLimits
-	// Lease is how long a claim stays live. Leases are not renewed yet, so
-	// it must outlast the longest tool or delivery call (2 min).
+	// Lease is how long a claim stays live; zero means config.DefaultLease.
 	Lease  time.Duration
-	Now    func() time.Time
-	Logger *slog.Logger
+	Now    func() time.Time // default time.Now
+	Logger *slog.Logger     // default slog.Default()
 }
 
-func (a *Activities) now() time.Time {
-	if a.Now != nil {
-		return a.Now()
-	}
-	return time.Now()
+// Activities carries the dependencies of every activity. Build it with New;
+// the workflow names activities through a nil *Activities.
+type Activities struct {
+	deps
 }
 
-func (a *Activities) logger() *slog.Logger {
-	if a.Logger != nil {
-		return a.Logger
-	}
-	return slog.Default()
-}
+type deps = Deps
 
-func (a *Activities) lease() time.Duration {
-	if a.Lease > 0 {
-		return a.Lease
-	}
-	return 3 * time.Minute
-}
+// ErrMissingDependency is wrapped by New's error for a required dependency
+// that is nil or empty.
+var ErrMissingDependency = errors.New("missing activity dependency")
 
-func (a *Activities) limits() ModelLimits {
-	l := a.Limits
-	d := DefaultModelLimits
-	if l.Idle <= 0 {
-		l.Idle = d.Idle
+// New returns the activities over d, or an error naming the first required
+// dependency that is missing.
+func New(d Deps) (*Activities, error) {
+	switch {
+	case d.Ledger == nil:
+		return nil, fmt.Errorf("%w: Ledger", ErrMissingDependency)
+	case d.Tools == nil:
+		return nil, fmt.Errorf("%w: Tools", ErrMissingDependency)
+	case d.Identity == "":
+		return nil, fmt.Errorf("%w: Identity", ErrMissingDependency)
 	}
-	if l.FirstEvent <= 0 {
-		l.FirstEvent = l.Idle
+	if d.Providers == nil {
+		d.Providers = map[string]model.Provider{}
 	}
-	if l.Total <= 0 {
-		l.Total = d.Total
+	if d.Lease <= 0 {
+		d.Lease = config.DefaultLease
 	}
-	if l.Heartbeat <= 0 {
-		l.Heartbeat = d.Heartbeat
+	if d.Now == nil {
+		d.Now = time.Now
 	}
-	return l
+	if d.Logger == nil {
+		d.Logger = slog.Default()
+	}
+	return &Activities{deps: d}, nil
 }

@@ -33,7 +33,7 @@ type fixture struct {
 	env    *testsuite.TestActivityEnvironment
 }
 
-func newFixture(t *testing.T, limits activities.ModelLimits) *fixture {
+func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	sb, err := sandbox.Start(sandbox.Options{})
 	if err != nil {
@@ -49,14 +49,16 @@ func newFixture(t *testing.T, limits activities.ModelLimits) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	acts := &activities.Activities{
+	acts, err := activities.New(activities.Deps{
 		Ledger:    store,
 		Providers: map[string]model.Provider{"sandbox": openai.New(openai.Config{BaseURL: sb.ModelURL, APIKey: "test-key"})},
 		Tools:     tools.NewRegistry(tools.GitHubTools(gh)...),
 		Slack:     slack.New("xoxb-test", slack.OptionAPIURL(sb.SlackURL)),
 		Identity:  "test-worker",
-		Limits:    limits,
 		Now:       time.Now,
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 	var suite testsuite.WorkflowTestSuite
 	env := suite.NewTestActivityEnvironment()
@@ -76,7 +78,7 @@ func (f *fixture) args(t *testing.T, s string) string {
 }
 
 func TestExecuteToolActsOnceAndReplaysTheStoredResult(t *testing.T) {
-	f := newFixture(t, activities.ModelLimits{})
+	f := newFixture(t)
 	args := json.RawMessage(`{"repo":"acme/app","branch":"agent/x","from":"main"}`)
 	in := activities.ExecuteToolInput{Tenant: "default", TaskID: "T1", TurnID: "T1/t1", ToolCallID: "call_1",
 		OperationID: "default:T1:github_create_branch:branch:create:acme/app:agent/x", Tool: "github_create_branch", Arguments: f.args(t, string(args))}
@@ -119,7 +121,7 @@ func TestExecuteToolActsOnceAndReplaysTheStoredResult(t *testing.T) {
 }
 
 func TestExecuteToolConflictOnReusedOperationID(t *testing.T) {
-	f := newFixture(t, activities.ModelLimits{})
+	f := newFixture(t)
 	in := activities.ExecuteToolInput{Tenant: "default", TaskID: "T1", TurnID: "T1/t1", OperationID: "op-1",
 		Tool: "github_create_branch", Arguments: f.args(t, `{"repo":"acme/app","branch":"a","from":"main"}`)}
 	if _, err := f.env.ExecuteActivity(f.acts.ExecuteTool, in); err != nil {
@@ -137,7 +139,7 @@ func TestExecuteToolConflictOnReusedOperationID(t *testing.T) {
 }
 
 func TestExecuteToolTimeoutAfterSendIsUnknown(t *testing.T) {
-	f := newFixture(t, activities.ModelLimits{})
+	f := newFixture(t)
 	// GitHub creates the pull request, but the answer never arrives.
 	f.sb.GitHub.SetFault(func(w http.ResponseWriter, r *http.Request, next http.Handler) bool {
 		if r.Method != http.MethodPost || !strings.HasSuffix(r.URL.Path, "/pulls") {
@@ -182,7 +184,7 @@ func (d *discard) Write(p []byte) (int, error) { return len(p), nil }
 func (d *discard) WriteHeader(int)             {}
 
 func TestModelTurnCommitsOnlyACompletedAttempt(t *testing.T) {
-	f := newFixture(t, activities.ModelLimits{})
+	f := newFixture(t)
 	in := activities.ModelTurnInput{TaskID: "T", TurnID: "T/t1", AttemptID: "T/t1/a1", Model: "sandbox:demo",
 		Seed: []model.Message{{Role: model.RoleSystem, Content: "You are a test.\nTask id: T"}, {Role: model.RoleUser, Content: "go"}}}
 	v, err := f.env.ExecuteActivity(f.acts.ModelTurn, in)
@@ -239,16 +241,12 @@ func TestModelTurnCommitsOnlyACompletedAttempt(t *testing.T) {
 		<-r.Context().Done() // then silence
 		return true
 	})
-	f.acts.Limits = activities.ModelLimits{Idle: 300 * time.Millisecond, Heartbeat: 50 * time.Millisecond}
-	in3 := activities.ModelTurnInput{TaskID: "T", TurnID: "T/t2", AttemptID: "T/t2/a2", Model: "sandbox:demo", Transcript: out.Transcript}
+	in3 := activities.ModelTurnInput{TaskID: "T", TurnID: "T/t2", AttemptID: "T/t2/a2", Model: "sandbox:demo", Transcript: out.Transcript,
+		Limits: model.Limits{Idle: 300 * time.Millisecond, HeartbeatTimeout: 150 * time.Millisecond}}
 	_, err = f.env.ExecuteActivity(f.acts.ModelTurn, in3)
-	var appErr *temporal.ApplicationError
-	if !errors.As(err, &appErr) || appErr.Type() != activities.ErrTypeModelAttempt {
-		t.Fatalf("err = %v, want %s", err, activities.ErrTypeModelAttempt)
-	}
-	var report activities.AttemptReport
-	if err := appErr.Details(&report); err != nil {
-		t.Fatal(err)
+	report, ok := activities.AttemptReportOf(err)
+	if !ok {
+		t.Fatalf("err = %v, want %s with an AttemptReport", err, activities.ErrTypeModelAttempt)
 	}
 	if report.Outcome != model.OutcomeCutIdle || report.Phase != model.PhaseStreamPartial || report.Events == 0 || report.AttemptID != "T/t2/a2" {
 		t.Errorf("report = %+v, want cut_idle at STREAM_PARTIAL after some events", report)
@@ -258,21 +256,18 @@ func TestModelTurnCommitsOnlyACompletedAttempt(t *testing.T) {
 // A server that takes the request and never answers is cut by the
 // first-event watchdog, not left to Temporal's start-to-close timeout.
 func TestModelTurnCutsAServerThatNeverAnswers(t *testing.T) {
-	f := newFixture(t, activities.ModelLimits{Idle: 200 * time.Millisecond, Heartbeat: 50 * time.Millisecond})
+	f := newFixture(t)
 	f.sb.Model.SetFault(func(w http.ResponseWriter, r *http.Request, _ http.Handler) bool {
 		<-r.Context().Done()
 		return true
 	})
 	in := activities.ModelTurnInput{TaskID: "T", TurnID: "T/t1", AttemptID: "T/t1/a1", Model: "sandbox:hello",
-		Seed: []model.Message{{Role: model.RoleUser, Content: "hi"}}}
+		Seed:   []model.Message{{Role: model.RoleUser, Content: "hi"}},
+		Limits: model.Limits{Idle: 200 * time.Millisecond, HeartbeatTimeout: 150 * time.Millisecond}}
 	_, err := f.env.ExecuteActivity(f.acts.ModelTurn, in)
-	var appErr *temporal.ApplicationError
-	if !errors.As(err, &appErr) || appErr.Type() != activities.ErrTypeModelAttempt {
-		t.Fatalf("err = %v, want %s", err, activities.ErrTypeModelAttempt)
-	}
-	var report activities.AttemptReport
-	if err := appErr.Details(&report); err != nil {
-		t.Fatal(err)
+	report, ok := activities.AttemptReportOf(err)
+	if !ok {
+		t.Fatalf("err = %v, want %s with an AttemptReport", err, activities.ErrTypeModelAttempt)
 	}
 	if report.Outcome != model.OutcomeCutIdle || report.Events != 0 {
 		t.Errorf("report = %+v, want cut_idle before any event", report)
@@ -280,7 +275,7 @@ func TestModelTurnCutsAServerThatNeverAnswers(t *testing.T) {
 }
 
 func TestDeliverPostsWithOperationIDInMetadata(t *testing.T) {
-	f := newFixture(t, activities.ModelLimits{})
+	f := newFixture(t)
 	in := activities.DeliverInput{Tenant: "default", TaskID: "T", OperationID: "default:T:deliver:slack:#c", Channel: "#c", Text: "done"}
 	for i := 0; i < 2; i++ {
 		v, err := f.env.ExecuteActivity(f.acts.Deliver, in)
@@ -300,7 +295,7 @@ func TestDeliverPostsWithOperationIDInMetadata(t *testing.T) {
 }
 
 func TestExecuteToolWaitsOutAnotherHoldersLease(t *testing.T) {
-	f := newFixture(t, activities.ModelLimits{})
+	f := newFixture(t)
 	ctx := context.Background()
 	args := json.RawMessage(`{"repo":"acme/app","head":"feat","base":"main","title":"t","body":"b"}`)
 	tool, _ := f.acts.Tools.Get("github_create_pull_request")
@@ -324,7 +319,7 @@ func TestExecuteToolWaitsOutAnotherHoldersLease(t *testing.T) {
 }
 
 func TestExecuteToolRetriesAnIdempotentWriteWhoseAnswerWasLost(t *testing.T) {
-	f := newFixture(t, activities.ModelLimits{})
+	f := newFixture(t)
 	var lost atomic.Bool
 	lost.Store(true)
 	f.sb.GitHub.SetFault(func(w http.ResponseWriter, r *http.Request, next http.Handler) bool {
@@ -366,7 +361,7 @@ func TestDeliverTellsDefiniteRefusalsFromUnknownOutcomes(t *testing.T) {
 		{"internal_error", activities.ErrTypeOperationUnknown, ledger.StateUnknown},
 	} {
 		t.Run(tc.slackError, func(t *testing.T) {
-			f := newFixture(t, activities.ModelLimits{})
+			f := newFixture(t)
 			f.sb.Slack.SetFault(func(w http.ResponseWriter, r *http.Request, _ http.Handler) bool {
 				w.Header().Set("Content-Type", "application/json")
 				_, _ = w.Write([]byte(`{"ok":false,"error":"` + tc.slackError + `"}`))
@@ -381,5 +376,27 @@ func TestDeliverTellsDefiniteRefusalsFromUnknownOutcomes(t *testing.T) {
 				t.Errorf("ledger state = %s, want %s", op.State, tc.wantState)
 			}
 		})
+	}
+}
+
+// New refuses to build activities that would fail on their first call.
+func TestNewRefusesMissingDependencies(t *testing.T) {
+	f := newFixture(t)
+	full := activities.Deps{Ledger: f.ledger, Tools: f.acts.Tools, Identity: "w"}
+	for name, d := range map[string]activities.Deps{
+		"Ledger":   {Tools: full.Tools, Identity: "w"},
+		"Tools":    {Ledger: full.Ledger, Identity: "w"},
+		"Identity": {Ledger: full.Ledger, Tools: full.Tools},
+	} {
+		if _, err := activities.New(d); !errors.Is(err, activities.ErrMissingDependency) || !strings.Contains(err.Error(), name) {
+			t.Errorf("New without %s: %v, want ErrMissingDependency naming it", name, err)
+		}
+	}
+	a, err := activities.New(full)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Lease <= 0 || a.Now == nil || a.Logger == nil || a.Providers == nil {
+		t.Errorf("defaults not fixed: lease %s, now %v, logger %v, providers %v", a.Lease, a.Now != nil, a.Logger != nil, a.Providers != nil)
 	}
 }

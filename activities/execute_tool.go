@@ -137,7 +137,7 @@ func (a *Activities) refused(ctx context.Context, in ExecuteToolInput, res Execu
 // inProgress asks Temporal to retry once the other holder's lease has run
 // out: then the operation is either finished or must be reconciled.
 func (a *Activities) inProgress(id string, op ledger.Operation) error {
-	wait := op.LeaseExpiresAt.Sub(a.now()) + time.Second
+	wait := op.LeaseExpiresAt.Sub(a.Now()) + time.Second
 	return temporal.NewApplicationErrorWithOptions(
 		fmt.Sprintf("operation %s is held by %s until %s", id, op.LeaseOwner, op.LeaseExpiresAt.UTC().Format(time.RFC3339)),
 		ErrTypeOperationInProgress, temporal.ApplicationErrorOptions{NextRetryDelay: max(wait, time.Second)})

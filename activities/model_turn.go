@@ -37,7 +37,7 @@ func (a *Activities) ModelTurn(ctx context.Context, in ModelTurnInput) (ModelTur
 		return ModelTurnResult{}, err // ledger trouble: let Temporal retry
 	}
 
-	limits := a.limits()
+	limits := in.Limits.WithDefaults()
 	attemptCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 
@@ -78,7 +78,7 @@ func (a *Activities) ModelTurn(ctx context.Context, in ModelTurnInput) (ModelTur
 		}
 		return stream.Phase()
 	}
-	heartbeat := time.NewTicker(limits.Heartbeat)
+	heartbeat := time.NewTicker(limits.HeartbeatInterval())
 	defer heartbeat.Stop()
 	idle := time.NewTimer(limits.FirstEvent)
 	defer idle.Stop()
@@ -157,7 +157,7 @@ loop:
 	}, nil
 }
 
-func idleFor(events int, l ModelLimits) time.Duration {
+func idleFor(events int, l model.Limits) time.Duration {
 	if events == 0 {
 		return l.FirstEvent
 	}

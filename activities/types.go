@@ -45,10 +45,13 @@ const (
 // items committed since (tool results), and Seed the opening messages of a
 // task's first turn. History therefore grows by a constant per turn.
 type ModelTurnInput struct {
-	TaskID     string
-	TurnID     string
-	AttemptID  string
-	Model      string // "provider:model"
+	TaskID    string
+	TurnID    string
+	AttemptID string
+	Model     string // "provider:model"
+	// Limits are the attempt's watchdogs; zero fields take the defaults.
+	// The workflow sets the activity's timeouts from the same value.
+	Limits     model.Limits
 	Transcript string // manifest ref; empty on the first turn
 	Append     []string
 	Seed       []model.Message

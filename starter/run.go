@@ -41,13 +41,13 @@ func (a *app) runCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return a.start(cmd.Context(), in, f.wait, f.json)
+			return a.start(cmd.Context(), a.cfg.TaskQueue, in, f.wait, f.json)
 		},
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.prompt, "prompt", "", "what the agent should do (required)")
 	fl.StringVar(&f.repo, "repo", "", "GitHub repository the agent works on, OWNER/NAME")
-	fl.StringVar(&f.base, "base", "main", "base branch for the agent's changes")
+	fl.StringVar(&f.base, "base", config.DefaultBaseBranch, "base branch for the agent's changes")
 	fl.StringVar(&f.slack, "slack", "", "Slack channel that receives the final answer")
 	fl.StringVar(&f.model, "model", "", "model as PROVIDER:MODEL (default $CAPSTAN_MODEL or "+config.DefaultModel+")")
 	fl.StringVar(&f.id, "id", "", "task id (default: generated); the workflow id is task-<id>")
@@ -63,18 +63,18 @@ func (a *app) demoCommand() *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "demo",
-		Short: "Run the sample task on a sandbox worker (worker --sandbox) and wait for it",
+		Short: "Run the sample task on a sandbox worker (worker --sandbox, on its own task queue) and wait for it",
 		Args:  usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			in, err := a.taskInput(runFlags{
 				prompt: "Add a HELLO.md greeting to the repository on a new branch, open a pull request, and tell the team.",
-				repo:   "capstan-sandbox/demo", base: "main", slack: "#capstan-demo", model: "sandbox:demo",
+				repo:   "capstan-sandbox/demo", base: config.DefaultBaseBranch, slack: "#capstan-demo", model: "sandbox:demo",
 				tenant: config.DefaultTenant, maxTurns: 10,
 			})
 			if err != nil {
 				return err
 			}
-			return a.start(cmd.Context(), in, true, asJSON)
+			return a.start(cmd.Context(), a.cfg.SandboxTaskQueue(), in, true, asJSON)
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
@@ -90,6 +90,9 @@ var (
 // has been started.
 func (a *app) taskInput(f runFlags) (workflows.AgentTaskInput, error) {
 	var in workflows.AgentTaskInput
+	if err := a.cfg.ValidateStarter(); err != nil {
+		return in, usagef("%v", err)
+	}
 	if strings.TrimSpace(f.prompt) == "" {
 		return in, usagef("--prompt is required and must not be empty")
 	}
@@ -104,12 +107,12 @@ func (a *app) taskInput(f runFlags) (workflows.AgentTaskInput, error) {
 	if f.slack != "" && !channelPattern.MatchString(f.slack) {
 		return in, usagef("--slack %q is not a Slack channel name or id", f.slack)
 	}
-	m := f.model
+	m, source := f.model, "--model"
 	if m == "" {
-		m = a.cfg.Model
+		m, source = a.cfg.Model, "CAPSTAN_MODEL"
 	}
 	if _, err := model.ParseRef(m); err != nil {
-		return in, usagef("--model: %v", err)
+		return in, usagef("%s: %v", source, err)
 	}
 	id := f.id
 	if id == "" {
@@ -125,7 +128,7 @@ func (a *app) taskInput(f runFlags) (workflows.AgentTaskInput, error) {
 	}
 	return workflows.AgentTaskInput{
 		TaskID: id, Tenant: f.tenant, Prompt: f.prompt, Repo: f.repo, Base: f.base,
-		SlackChannel: f.slack, Model: m, MaxTurns: f.maxTurns,
+		SlackChannel: f.slack, Model: m, MaxTurns: f.maxTurns, ModelLimits: a.cfg.ModelLimits,
 	}, nil
 }
 
@@ -140,8 +143,8 @@ func (a *app) dial(ctx context.Context) (client.Client, client.Options, error) {
 	return config.DialTemporal(ctx, "capstan-starter@"+config.Hostname(), tlog.NewStructuredLogger(quiet), 10*time.Second)
 }
 
-// start starts the task and, with wait, follows it to its end.
-func (a *app) start(ctx context.Context, in workflows.AgentTaskInput, wait, asJSON bool) error {
+// start starts the task on queue and, with wait, follows it to its end.
+func (a *app) start(ctx context.Context, queue string, in workflows.AgentTaskInput, wait, asJSON bool) error {
 	c, opts, err := a.dial(ctx)
 	if err != nil {
 		return err
@@ -150,7 +153,7 @@ func (a *app) start(ctx context.Context, in workflows.AgentTaskInput, wait, asJS
 	wid := workflows.WorkflowID(in.TaskID)
 	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID:                                       wid,
-		TaskQueue:                                a.cfg.TaskQueue,
+		TaskQueue:                                queue,
 		WorkflowExecutionErrorWhenAlreadyStarted: true,
 		// A task id names its operations in the ledger; a second task under
 		// the same id would replay the first one's effects, so ids are

@@ -15,6 +15,7 @@ import (
 	"github.com/slack-go/slack"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/operatorservice/v1"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	tlog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
@@ -63,25 +64,17 @@ func start(ctx context.Context, o options, getenv func(string) string, logger *s
 			return nil, fmt.Errorf("start the sandbox: %w", err)
 		}
 		p.sandbox = sb
-		cfg.OpenAIBaseURL, cfg.GitHubAPIURL, cfg.SlackAPIURL = sb.ModelURL, sb.GitHubURL, sb.SlackURL
-		// The fakes accept any token; keep real-looking ones only if given.
-		cfg.OpenAIAPIKey = orDefault(cfg.OpenAIAPIKey, sandboxToken)
-		cfg.GitHubToken = orDefault(cfg.GitHubToken, sandboxToken)
-		cfg.SlackBotToken = orDefault(cfg.SlackBotToken, sandboxToken)
+		if err := cfg.UseSandbox(sb.ModelURL, sb.GitHubURL, sb.SlackURL, sandboxToken); err != nil {
+			return nil, err
+		}
 		fmt.Fprintf(stdout, "sandbox: model %s  github %s  slack %s\n", sb.ModelURL, sb.GitHubURL, sb.SlackURL)
 		logger.Info("sandbox started", "model_url", sb.ModelURL, "github_url", sb.GitHubURL, "slack_url", sb.SlackURL)
 	}
-	if cfg.OpenAIAPIKey == "" {
-		return nil, errors.New("OPENAI_API_KEY is not set: set it (any value for a local server that needs none), or start the worker with --sandbox")
-	}
-	if cfg.GitHubToken == "" {
-		return nil, errors.New("GITHUB_TOKEN is not set: set it to a token that may push branches and open pull requests, or start the worker with --sandbox")
+	if err := cfg.ValidateWorker(); err != nil {
+		return nil, err
 	}
 
 	dsn := cfg.LedgerDSN
-	if dsn == "" {
-		dsn = ledgerdsn.DefaultDSN()
-	}
 	p.ledger, err = ledgerdsn.Open(ctx, dsn, sqlite.Options{Logger: logger})
 	if err != nil {
 		return nil, fmt.Errorf("open the ledger (CAPSTAN_LEDGER_DSN): %w", err)
@@ -94,16 +87,13 @@ func start(ctx context.Context, o options, getenv func(string) string, logger *s
 	}
 	var slackClient activities.SlackPoster
 	if cfg.SlackBotToken != "" {
-		opts := []slack.Option{slack.OptionHTTPClient(httpClient)}
-		if cfg.SlackAPIURL != "" {
-			opts = append(opts, slack.OptionAPIURL(withSlash(cfg.SlackAPIURL)))
-		}
-		slackClient = slack.New(cfg.SlackBotToken, opts...)
+		slackClient = slack.New(cfg.SlackBotToken, slack.OptionHTTPClient(httpClient), slack.OptionAPIURL(cfg.SlackAPIURL))
 	} else {
 		logger.Warn("SLACK_BOT_TOKEN is not set: tasks with a Slack channel will fail at delivery")
 	}
 	providers := map[string]model.Provider{
-		"openai": openai.New(openai.Config{BaseURL: cfg.OpenAIBaseURL, APIKey: cfg.OpenAIAPIKey, Logger: logger}),
+		"openai": openai.New(openai.Config{BaseURL: cfg.OpenAIBaseURL, APIKey: cfg.OpenAIAPIKey,
+			ConnectTimeout: cfg.ModelConnectTimeout, Logger: logger}),
 	}
 	if p.sandbox != nil {
 		// The sandbox model is OpenAI-compatible and already what "openai"
@@ -125,16 +115,20 @@ func start(ctx context.Context, o options, getenv func(string) string, logger *s
 	// o.stopTimeout to finish before their contexts are cancelled.
 	p.worker = worker.New(p.client, cfg.TaskQueue, worker.Options{Identity: identity, WorkerStopTimeout: o.stopTimeout})
 	p.worker.RegisterWorkflow(workflows.AgentTask)
-	p.worker.RegisterActivity(&activities.Activities{
+	acts, err := activities.New(activities.Deps{
 		Ledger:    p.ledger,
 		Providers: providers,
 		Tools:     tools.NewRegistry(tools.GitHubTools(gh)...),
 		Slack:     slackClient,
 		Identity:  identity,
-		Limits:    activities.DefaultModelLimits,
+		Lease:     cfg.Lease,
 		Now:       time.Now,
 		Logger:    logger,
 	})
+	if err != nil {
+		return nil, err
+	}
+	p.worker.RegisterActivity(acts)
 	logger.Info("worker ready", "identity", identity, "task_queue", cfg.TaskQueue, "ledger", ledgerdsn.Redact(dsn))
 	fmt.Fprintf(stdout, "worker %s polling task queue %q\n", identity, cfg.TaskQueue)
 	return p, nil
@@ -166,36 +160,52 @@ func (p *process) close() {
 	}
 }
 
-// searchAttributes are the attributes AgentTask sets; the worker registers
-// the missing ones so a task never fails on an unknown attribute.
-var searchAttributes = map[string]enumspb.IndexedValueType{
-	workflows.AttrStatus.GetName():     enumspb.INDEXED_VALUE_TYPE_KEYWORD,
-	workflows.AttrNeedsHuman.GetName(): enumspb.INDEXED_VALUE_TYPE_BOOL,
-	workflows.AttrUnknownOps.GetName(): enumspb.INDEXED_VALUE_TYPE_INT,
-	workflows.AttrRepo.GetName():       enumspb.INDEXED_VALUE_TYPE_KEYWORD,
-}
-
+// ensureSearchAttributes registers the attributes AgentTask sets that the
+// namespace lacks, so a task never fails on an unknown attribute. Workers of
+// a pool start together: an attribute a peer registered first is success.
 func ensureSearchAttributes(ctx context.Context, c client.Client, ns string, logger *slog.Logger) error {
 	list, err := c.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: ns})
 	if err != nil {
 		return fmt.Errorf("list search attributes of namespace %s: %w", ns, err)
 	}
 	missing := map[string]enumspb.IndexedValueType{}
-	for name, typ := range searchAttributes {
-		if _, ok := list.GetCustomAttributes()[name]; !ok {
-			missing[name] = typ
+	for _, key := range workflows.SearchAttributes {
+		if _, ok := list.GetCustomAttributes()[key.GetName()]; !ok {
+			missing[key.GetName()] = key.GetValueType()
 		}
 	}
 	if len(missing) == 0 {
 		return nil
 	}
-	if _, err := c.OperatorService().AddSearchAttributes(ctx, &operatorservice.AddSearchAttributesRequest{
+	_, err = c.OperatorService().AddSearchAttributes(ctx, &operatorservice.AddSearchAttributesRequest{
 		Namespace: ns, SearchAttributes: missing,
-	}); err != nil {
+	})
+	var exists *serviceerror.AlreadyExists
+	if errors.As(err, &exists) || (err != nil && registered(ctx, c, ns, missing)) {
+		// A peer worker registered them first (the server reports the
+		// race as AlreadyExists or as a retryable error): that is success.
+		logger.Info("search attributes registered by a peer", "names", keys(missing))
+		return nil
+	}
+	if err != nil {
 		return fmt.Errorf("register search attributes %v in namespace %s (register them with `temporal operator search-attribute create`): %w", keys(missing), ns, err)
 	}
 	logger.Info("registered search attributes", "names", keys(missing))
 	return nil
+}
+
+// registered reports whether the namespace now has every attribute in want.
+func registered(ctx context.Context, c client.Client, ns string, want map[string]enumspb.IndexedValueType) bool {
+	list, err := c.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: ns})
+	if err != nil {
+		return false
+	}
+	for name := range want {
+		if _, ok := list.GetCustomAttributes()[name]; !ok {
+			return false
+		}
+	}
+	return true
 }
 
 func newIdentity() string {

@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/capstanhq/capstan/activities"
+	"github.com/capstanhq/capstan/internal/config"
 	"github.com/capstanhq/capstan/internal/model"
 )
 
@@ -26,6 +27,10 @@ var (
 	AttrUnknownOps = temporal.NewSearchAttributeKeyInt64("CapstanUnknownOps")
 	AttrRepo       = temporal.NewSearchAttributeKeyKeyword("CapstanRepo")
 )
+
+// SearchAttributes are every attribute AgentTask sets; a namespace must
+// have them registered before a task starts.
+var SearchAttributes = []temporal.SearchAttributeKey{AttrStatus, AttrNeedsHuman, AttrUnknownOps, AttrRepo}
 
 // a is the nil receiver through which the workflow names its activities.
 var a *activities.Activities
@@ -129,7 +134,7 @@ func (t *task) seed() []model.Message {
 	if t.in.Repo != "" {
 		base := t.in.Base
 		if base == "" {
-			base = "main"
+			base = config.DefaultBaseBranch
 		}
 		sys += fmt.Sprintf("\nRepository: %s. Base branch: %s.", t.in.Repo, base)
 	}
@@ -142,7 +147,8 @@ func (t *task) runTurn(ctx workflow.Context, turn int) (activities.ModelTurnResu
 	tid := turnID(t.in.TaskID, turn)
 	t.result.Turns = append(t.result.Turns, TurnRecord{TurnID: tid, Attempts: []AttemptRecord{}})
 	rec := &t.result.Turns[len(t.result.Turns)-1]
-	in := activities.ModelTurnInput{TaskID: t.in.TaskID, TurnID: tid, Model: t.in.Model, Transcript: t.transcript, Append: t.append}
+	in := activities.ModelTurnInput{TaskID: t.in.TaskID, TurnID: tid, Model: t.in.Model,
+		Limits: t.in.ModelLimits.WithDefaults(), Transcript: t.transcript, Append: t.append}
 	if t.transcript == "" {
 		in.Seed = t.seed()
 	}
@@ -150,7 +156,7 @@ func (t *task) runTurn(ctx workflow.Context, turn int) (activities.ModelTurnResu
 	for attempt := 1; ; attempt++ {
 		in.AttemptID = attemptID(tid, attempt)
 		summary := fmt.Sprintf("turn %d · attempt %d · %s", turn, attempt, modelLabel(t.in.Model))
-		actx := workflow.WithActivityOptions(ctx, modelTurnOptions(summary))
+		actx := workflow.WithActivityOptions(ctx, modelTurnOptions(in.Limits, summary))
 		var out activities.ModelTurnResult
 		err := workflow.ExecuteActivity(actx, a.ModelTurn, in).Get(ctx, &out)
 		if err == nil {

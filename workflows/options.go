@@ -7,6 +7,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/capstanhq/capstan/activities"
+	"github.com/capstanhq/capstan/internal/model"
 	"github.com/capstanhq/capstan/internal/tools"
 )
 
@@ -18,10 +19,11 @@ import (
 // start-to-close timeout is the activity's own total limit plus a margin, so
 // capstan's watchdogs decide and say why; the heartbeat timeout notices a
 // dead worker in ~30 s.
-func modelTurnOptions(summary string) workflow.ActivityOptions {
+func modelTurnOptions(limits model.Limits, summary string) workflow.ActivityOptions {
+	limits = limits.WithDefaults()
 	return workflow.ActivityOptions{
-		StartToCloseTimeout: activities.DefaultModelLimits.Total + time.Minute,
-		HeartbeatTimeout:    30 * time.Second,
+		StartToCloseTimeout: limits.Total + time.Minute,
+		HeartbeatTimeout:    limits.HeartbeatTimeout,
 		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 1},
 		Summary:             summary,
 	}

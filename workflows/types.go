@@ -19,6 +19,10 @@ type AgentTaskInput struct {
 	SlackChannel string `json:"slack_channel,omitempty"`
 	Model        string `json:"model"` // provider:model
 	MaxTurns     int    `json:"max_turns,omitempty"`
+	// ModelLimits are the watchdogs of every model attempt; zero fields
+	// take model.DefaultLimits. The activity enforces them and the
+	// workflow derives the activity's timeouts from them.
+	ModelLimits model.Limits `json:"model_limits"`
 	// Checkpoint is set when the task continues as new.
 	Checkpoint *Checkpoint `json:"checkpoint,omitempty"`
 }

@@ -1,44 +1,75 @@
 // Package config reads capstan's configuration (DESIGN §9): the environment
-// first, flags override. Secrets are read here, in the worker, and go only
-// into the clients that need them — never into workflow inputs.
+// first, flags override. Every default is filled here, once, by FromEnv;
+// each binary then checks what it needs with ValidateWorker or
+// ValidateStarter, so a bad value is one sentence at startup rather than a
+// failure in the middle of a task. Secrets are read here, in the worker, and
+// go only into the clients that need them — never into workflow inputs.
 package config
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
 	"strings"
 	"time"
 
-	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/contrib/envconfig"
-	"go.temporal.io/sdk/log"
+	"github.com/capstanhq/capstan/internal/model"
 )
 
 // Defaults.
 const (
 	DefaultTaskQueue = "capstan"
-	DefaultUIURL     = "http://localhost:8233"
-	DefaultModel     = "openai:gpt-4.1"
-	DefaultTenant    = "default"
+	// DefaultSandboxTaskQueue is the queue of a `worker --sandbox`, whose
+	// GitHub and Slack are fakes: it never polls the queue real tasks use.
+	DefaultSandboxTaskQueue = "capstan-sandbox"
+	DefaultLedgerDSN        = "sqlite://.capstan/ledger.db"
+	DefaultUIURL            = "http://localhost:8233"
+	DefaultModel            = "openai:gpt-4.1"
+	DefaultTenant           = "default"
+	DefaultBaseBranch       = "main"
+	DefaultOpenAIBaseURL    = "https://api.openai.com/v1/"
+	DefaultGitHubAPIURL     = "https://api.github.com/"
+	DefaultSlackAPIURL      = "https://slack.com/api/"
+	// DefaultLease is how long a claim on an operation stays live. Leases
+	// are not renewed yet, so it must outlast the longest tool or delivery
+	// call (2 min).
+	DefaultLease = 3 * time.Minute
+	// DefaultConnectTimeout bounds dialling a model provider and the TLS
+	// handshake (DESIGN §4.2).
+	DefaultConnectTimeout = 10 * time.Second
 )
 
-// Config is capstan's environment.
+// Config is capstan's environment, with every default filled in.
 type Config struct {
 	TaskQueue     string // CAPSTAN_TASK_QUEUE
 	LedgerDSN     string // CAPSTAN_LEDGER_DSN
 	Model         string // CAPSTAN_MODEL: provider:model
-	UIURL         string // CAPSTAN_UI_URL: base URL of the Temporal web UI
+	UIURL         string // CAPSTAN_UI_URL: base URL of the Temporal web UI, no trailing slash
 	OpenAIAPIKey  string // OPENAI_API_KEY
 	OpenAIBaseURL string // OPENAI_BASE_URL
 	GitHubToken   string // GITHUB_TOKEN
-	GitHubAPIURL  string // GITHUB_API_URL
+	GitHubAPIURL  string // GITHUB_API_URL, with a trailing slash
 	SlackBotToken string // SLACK_BOT_TOKEN
-	SlackAPIURL   string // SLACK_API_URL
+	SlackAPIURL   string // SLACK_API_URL, with a trailing slash
+	BaseBranch    string
+	Lease         time.Duration
+	// ModelConnectTimeout is the worker's: CAPSTAN_MODEL_CONNECT_TIMEOUT.
+	ModelConnectTimeout time.Duration
+	// ModelLimits go into each task's input (CAPSTAN_MODEL_IDLE_TIMEOUT,
+	// CAPSTAN_MODEL_FIRST_EVENT_TIMEOUT, CAPSTAN_MODEL_MAX_DURATION,
+	// CAPSTAN_HEARTBEAT_TIMEOUT).
+	ModelLimits model.Limits
+
+	// taskQueueSet records that CAPSTAN_TASK_QUEUE was given, so a sandbox
+	// worker can refuse an explicit request for the real queue.
+	taskQueueSet bool
+	// problems are the values FromEnv could not read; Validate* report them.
+	problems []error
 }
 
-// FromEnv reads the configuration through getenv (os.Getenv in production).
+// FromEnv reads the configuration through getenv (os.Getenv in production)
+// and fills every default. Values it cannot parse are kept as problems for
+// ValidateWorker and ValidateStarter to report.
 func FromEnv(getenv func(string) string) Config {
 	or := func(key, def string) string {
 		if v := strings.TrimSpace(getenv(key)); v != "" {
@@ -46,18 +77,104 @@ func FromEnv(getenv func(string) string) Config {
 		}
 		return def
 	}
-	return Config{
+	c := Config{
 		TaskQueue:     or("CAPSTAN_TASK_QUEUE", DefaultTaskQueue),
-		LedgerDSN:     or("CAPSTAN_LEDGER_DSN", ""),
+		LedgerDSN:     or("CAPSTAN_LEDGER_DSN", DefaultLedgerDSN),
 		Model:         or("CAPSTAN_MODEL", DefaultModel),
 		UIURL:         strings.TrimRight(or("CAPSTAN_UI_URL", DefaultUIURL), "/"),
 		OpenAIAPIKey:  getenv("OPENAI_API_KEY"),
-		OpenAIBaseURL: or("OPENAI_BASE_URL", ""),
+		OpenAIBaseURL: or("OPENAI_BASE_URL", DefaultOpenAIBaseURL),
 		GitHubToken:   getenv("GITHUB_TOKEN"),
-		GitHubAPIURL:  or("GITHUB_API_URL", ""),
+		GitHubAPIURL:  withSlash(or("GITHUB_API_URL", DefaultGitHubAPIURL)),
 		SlackBotToken: getenv("SLACK_BOT_TOKEN"),
-		SlackAPIURL:   or("SLACK_API_URL", ""),
+		SlackAPIURL:   withSlash(or("SLACK_API_URL", DefaultSlackAPIURL)),
+		BaseBranch:    DefaultBaseBranch,
+		Lease:         DefaultLease,
+		taskQueueSet:  strings.TrimSpace(getenv("CAPSTAN_TASK_QUEUE")) != "",
 	}
+	duration := func(key string, def time.Duration) time.Duration {
+		v := strings.TrimSpace(getenv(key))
+		if v == "" {
+			return def
+		}
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			c.problems = append(c.problems, fmt.Errorf("%s=%q is not a positive Go duration such as 90s or 2m", key, v))
+			return def
+		}
+		return d
+	}
+	c.ModelConnectTimeout = duration("CAPSTAN_MODEL_CONNECT_TIMEOUT", DefaultConnectTimeout)
+	c.ModelLimits = model.Limits{
+		FirstEvent:       duration("CAPSTAN_MODEL_FIRST_EVENT_TIMEOUT", 0),
+		Idle:             duration("CAPSTAN_MODEL_IDLE_TIMEOUT", model.DefaultLimits.Idle),
+		Total:            duration("CAPSTAN_MODEL_MAX_DURATION", model.DefaultLimits.Total),
+		HeartbeatTimeout: duration("CAPSTAN_HEARTBEAT_TIMEOUT", model.DefaultLimits.HeartbeatTimeout),
+	}.WithDefaults()
+	return c
+}
+
+// ErrSandboxOnRealQueue refuses a sandbox worker on the queue real tasks use.
+var ErrSandboxOnRealQueue = errors.New("a --sandbox worker must not poll the default task queue " + DefaultTaskQueue +
+	": its GitHub and Slack are fakes, so real tasks would \"complete\" there; unset CAPSTAN_TASK_QUEUE (the sandbox uses " +
+	DefaultSandboxTaskQueue + ") or name another queue")
+
+// UseSandbox points every client at the sandbox's servers, supplies token
+// for any credential the environment lacks (the fakes accept any), and moves
+// the worker to the sandbox's own task queue.
+func (c *Config) UseSandbox(modelURL, githubURL, slackURL, token string) error {
+	if c.taskQueueSet && c.TaskQueue == DefaultTaskQueue {
+		return ErrSandboxOnRealQueue
+	}
+	c.TaskQueue = c.SandboxTaskQueue()
+	c.OpenAIBaseURL, c.GitHubAPIURL, c.SlackAPIURL = modelURL, withSlash(githubURL), withSlash(slackURL)
+	c.OpenAIAPIKey = orDefault(c.OpenAIAPIKey, token)
+	c.GitHubToken = orDefault(c.GitHubToken, token)
+	c.SlackBotToken = orDefault(c.SlackBotToken, token)
+	return nil
+}
+
+// SandboxTaskQueue is the queue sandbox tasks run on: the configured queue
+// when CAPSTAN_TASK_QUEUE names one other than the default, else
+// DefaultSandboxTaskQueue. `worker --sandbox` polls it and `starter demo`
+// starts its task there.
+func (c Config) SandboxTaskQueue() string {
+	if c.TaskQueue == "" || c.TaskQueue == DefaultTaskQueue {
+		return DefaultSandboxTaskQueue
+	}
+	return c.TaskQueue
+}
+
+// ValidateWorker reports, as one error, what keeps a worker from starting:
+// unreadable values and missing credentials.
+func (c Config) ValidateWorker() error {
+	errs := append([]error(nil), c.problems...)
+	if c.OpenAIAPIKey == "" {
+		errs = append(errs, errors.New("OPENAI_API_KEY is not set: set it (any value for a local server that needs none), or start the worker with --sandbox"))
+	}
+	if c.GitHubToken == "" {
+		errs = append(errs, errors.New("GITHUB_TOKEN is not set: set it to a token that may push branches and open pull requests, or start the worker with --sandbox"))
+	}
+	return join(errs)
+}
+
+// ValidateStarter reports what keeps starter from starting a task: values
+// of the environment it could not read. (CAPSTAN_MODEL is checked where it
+// is used, since --model overrides it.)
+func (c Config) ValidateStarter() error {
+	return join(c.problems)
+}
+
+// join is errors.Join on one line: binaries print one sentence.
+func join(errs []error) error {
+	if len(errs) == 0 {
+		return nil
+	}
+	msgs := make([]string, len(errs))
+	for i, e := range errs {
+		msgs[i] = e.Error()
+	}
+	return errors.New(strings.Join(msgs, "; "))
 }
 
 // WorkflowURL is the Temporal UI page of a workflow.
@@ -68,37 +185,6 @@ func (c Config) WorkflowURL(namespace, workflowID string) string {
 	return fmt.Sprintf("%s/namespaces/%s/workflows/%s", c.UIURL, namespace, workflowID)
 }
 
-// DialTemporal connects to the Temporal server named by the SDK's envconfig
-// (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_PROFILE, the config file
-// for TLS and API keys). It fails within timeout with a sentence naming the
-// address when the server cannot be reached.
-func DialTemporal(ctx context.Context, identity string, logger log.Logger, timeout time.Duration) (client.Client, client.Options, error) {
-	opts, err := envconfig.LoadDefaultClientOptions()
-	if err != nil {
-		return nil, opts, fmt.Errorf("read Temporal client configuration: %w", err)
-	}
-	if opts.HostPort == "" {
-		opts.HostPort = client.DefaultHostPort
-	}
-	if opts.Namespace == "" {
-		opts.Namespace = client.DefaultNamespace
-	}
-	if identity != "" {
-		opts.Identity = identity
-	}
-	opts.Logger = logger
-	dctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	c, err := client.DialContext(dctx, opts)
-	if err != nil {
-		if errors.Is(dctx.Err(), context.DeadlineExceeded) {
-			return nil, opts, fmt.Errorf("cannot reach the Temporal server at %s (namespace %s) within %s; is it running? (set TEMPORAL_ADDRESS)", opts.HostPort, opts.Namespace, timeout)
-		}
-		return nil, opts, fmt.Errorf("cannot connect to the Temporal server at %s (namespace %s): %w", opts.HostPort, opts.Namespace, err)
-	}
-	return c, opts, nil
-}
-
 // Hostname for identities; never fails.
 func Hostname() string {
 	h, err := os.Hostname()
@@ -106,4 +192,18 @@ func Hostname() string {
 		return "unknown-host"
 	}
 	return h
+}
+
+func orDefault(v, def string) string {
+	if v == "" {
+		return def
+	}
+	return v
+}
+
+func withSlash(u string) string {
+	if u == "" || strings.HasSuffix(u, "/") {
+		return u
+	}
+	return u + "/"
 }

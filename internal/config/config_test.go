@@ -1,0 +1,106 @@
+package config
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/capstanhq/capstan/internal/model"
+)
+
+func env(kv map[string]string) func(string) string {
+	return func(k string) string { return kv[k] }
+}
+
+func TestFromEnvFillsEveryDefault(t *testing.T) {
+	c := FromEnv(env(nil))
+	want := map[string][2]string{
+		"TaskQueue":     {c.TaskQueue, DefaultTaskQueue},
+		"LedgerDSN":     {c.LedgerDSN, DefaultLedgerDSN},
+		"Model":         {c.Model, DefaultModel},
+		"UIURL":         {c.UIURL, DefaultUIURL},
+		"OpenAIBaseURL": {c.OpenAIBaseURL, DefaultOpenAIBaseURL},
+		"GitHubAPIURL":  {c.GitHubAPIURL, DefaultGitHubAPIURL},
+		"SlackAPIURL":   {c.SlackAPIURL, DefaultSlackAPIURL},
+		"BaseBranch":    {c.BaseBranch, DefaultBaseBranch},
+	}
+	for name, v := range want {
+		if v[0] != v[1] {
+			t.Errorf("%s = %q, want %q", name, v[0], v[1])
+		}
+	}
+	if c.Lease != DefaultLease || c.ModelConnectTimeout != DefaultConnectTimeout {
+		t.Errorf("Lease, ModelConnectTimeout = %s, %s", c.Lease, c.ModelConnectTimeout)
+	}
+	if c.ModelLimits != model.DefaultLimits.WithDefaults() {
+		t.Errorf("ModelLimits = %+v, want %+v", c.ModelLimits, model.DefaultLimits.WithDefaults())
+	}
+	if err := c.ValidateStarter(); err != nil {
+		t.Errorf("ValidateStarter() = %v", err)
+	}
+	if err := c.ValidateWorker(); err == nil || !strings.Contains(err.Error(), "OPENAI_API_KEY") {
+		t.Errorf("ValidateWorker() without keys = %v, want the missing OPENAI_API_KEY named", err)
+	}
+}
+
+func TestFromEnvReadsLimitsAndURLs(t *testing.T) {
+	c := FromEnv(env(map[string]string{
+		"CAPSTAN_MODEL_IDLE_TIMEOUT": "5s", "CAPSTAN_MODEL_MAX_DURATION": "1m", "CAPSTAN_HEARTBEAT_TIMEOUT": "9s",
+		"GITHUB_API_URL": "https://ghe.example.com/api/v3", "CAPSTAN_UI_URL": "http://ui:8233/",
+		"OPENAI_API_KEY": "k", "GITHUB_TOKEN": "g",
+	}))
+	want := model.Limits{FirstEvent: 5 * time.Second, Idle: 5 * time.Second, Total: time.Minute, HeartbeatTimeout: 9 * time.Second}
+	if c.ModelLimits != want {
+		t.Errorf("ModelLimits = %+v, want %+v", c.ModelLimits, want)
+	}
+	if c.GitHubAPIURL != "https://ghe.example.com/api/v3/" || c.UIURL != "http://ui:8233" {
+		t.Errorf("GitHubAPIURL, UIURL = %q, %q", c.GitHubAPIURL, c.UIURL)
+	}
+	if err := c.ValidateWorker(); err != nil {
+		t.Errorf("ValidateWorker() = %v", err)
+	}
+}
+
+func TestBadDurationsAreOneSentenceForEachBinary(t *testing.T) {
+	c := FromEnv(env(map[string]string{"CAPSTAN_MODEL_IDLE_TIMEOUT": "soon", "CAPSTAN_HEARTBEAT_TIMEOUT": "-3s",
+		"OPENAI_API_KEY": "k", "GITHUB_TOKEN": "g"}))
+	for name, err := range map[string]error{"worker": c.ValidateWorker(), "starter": c.ValidateStarter()} {
+		if err == nil {
+			t.Fatalf("%s: no error for bad durations", name)
+		}
+		msg := err.Error()
+		if strings.Contains(msg, "\n") || !strings.Contains(msg, `CAPSTAN_MODEL_IDLE_TIMEOUT="soon"`) || !strings.Contains(msg, `CAPSTAN_HEARTBEAT_TIMEOUT="-3s"`) {
+			t.Errorf("%s: %q, want one line naming both variables", name, msg)
+		}
+	}
+}
+
+func TestUseSandboxKeepsToItsOwnQueue(t *testing.T) {
+	c := FromEnv(env(nil))
+	if err := c.UseSandbox("http://127.0.0.1:1/v1", "http://127.0.0.1:2", "http://127.0.0.1:3/api", "tok"); err != nil {
+		t.Fatal(err)
+	}
+	if c.TaskQueue != DefaultSandboxTaskQueue {
+		t.Errorf("TaskQueue = %q, want %q", c.TaskQueue, DefaultSandboxTaskQueue)
+	}
+	if c.GitHubAPIURL != "http://127.0.0.1:2/" || c.SlackAPIURL != "http://127.0.0.1:3/api/" || c.OpenAIBaseURL != "http://127.0.0.1:1/v1" {
+		t.Errorf("URLs = %q %q %q", c.OpenAIBaseURL, c.GitHubAPIURL, c.SlackAPIURL)
+	}
+	if c.GitHubToken != "tok" || c.SlackBotToken != "tok" || c.OpenAIAPIKey != "tok" {
+		t.Error("sandbox tokens not filled in")
+	}
+
+	named := FromEnv(env(map[string]string{"CAPSTAN_TASK_QUEUE": "e2e-q", "GITHUB_TOKEN": "real"}))
+	if err := named.UseSandbox("m", "g", "s", "tok"); err != nil || named.TaskQueue != "e2e-q" || named.GitHubToken != "real" {
+		t.Errorf("named queue: err %v, queue %q, token %q; want e2e-q and the given token kept", err, named.TaskQueue, named.GitHubToken)
+	}
+	if q := named.SandboxTaskQueue(); q != "e2e-q" {
+		t.Errorf("SandboxTaskQueue() = %q, want e2e-q", q)
+	}
+
+	real := FromEnv(env(map[string]string{"CAPSTAN_TASK_QUEUE": DefaultTaskQueue}))
+	if err := real.UseSandbox("m", "g", "s", "tok"); !errors.Is(err, ErrSandboxOnRealQueue) {
+		t.Errorf("sandbox on the explicit default queue: %v, want ErrSandboxOnRealQueue", err)
+	}
+}

@@ -1,0 +1,43 @@
+package config
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/contrib/envconfig"
+	"go.temporal.io/sdk/log"
+)
+
+// DialTemporal connects to the Temporal server named by the SDK's envconfig
+// (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_PROFILE, the config file
+// for TLS and API keys). It fails within timeout with a sentence naming the
+// address when the server cannot be reached.
+func DialTemporal(ctx context.Context, identity string, logger log.Logger, timeout time.Duration) (client.Client, client.Options, error) {
+	opts, err := envconfig.LoadDefaultClientOptions()
+	if err != nil {
+		return nil, opts, fmt.Errorf("read Temporal client configuration: %w", err)
+	}
+	if opts.HostPort == "" {
+		opts.HostPort = client.DefaultHostPort
+	}
+	if opts.Namespace == "" {
+		opts.Namespace = client.DefaultNamespace
+	}
+	if identity != "" {
+		opts.Identity = identity
+	}
+	opts.Logger = logger
+	dctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	c, err := client.DialContext(dctx, opts)
+	if err != nil {
+		if errors.Is(dctx.Err(), context.DeadlineExceeded) {
+			return nil, opts, fmt.Errorf("cannot reach the Temporal server at %s (namespace %s) within %s; is it running? (set TEMPORAL_ADDRESS)", opts.HostPort, opts.Namespace, timeout)
+		}
+		return nil, opts, fmt.Errorf("cannot connect to the Temporal server at %s (namespace %s): %w", opts.HostPort, opts.Namespace, err)
+	}
+	return c, opts, nil
+}

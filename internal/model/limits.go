@@ -1,0 +1,50 @@
+package model
+
+import "time"
+
+// Limits are the watchdogs of one model attempt (DESIGN §4.2). A task
+// carries them in its input, so the activity that enforces them and the
+// workflow that sets the activity's timeouts read one value. (The connect
+// timeout is the worker's: it belongs to the provider's HTTP client.)
+type Limits struct {
+	// FirstEvent bounds the wait for the first stream event; zero means Idle.
+	FirstEvent time.Duration `json:"first_event,omitempty"`
+	// Idle bounds the silence between two stream events.
+	Idle time.Duration `json:"idle,omitempty"`
+	// Total bounds the whole attempt.
+	Total time.Duration `json:"total,omitempty"`
+	// HeartbeatTimeout is how long the worker may go without a heartbeat
+	// before Temporal declares it lost; it heartbeats three times as often.
+	HeartbeatTimeout time.Duration `json:"heartbeat_timeout,omitempty"`
+}
+
+// DefaultLimits are the design's defaults: a silent model is cut after
+// 120 s, an attempt after 10 min, and a dead worker is noticed in 30 s.
+var DefaultLimits = Limits{
+	Idle:             120 * time.Second,
+	Total:            10 * time.Minute,
+	HeartbeatTimeout: 30 * time.Second,
+}
+
+// WithDefaults returns l with every zero field taken from DefaultLimits,
+// and FirstEvent from Idle. It is a pure function: workflow code calls it.
+func (l Limits) WithDefaults() Limits {
+	d := DefaultLimits
+	if l.Idle <= 0 {
+		l.Idle = d.Idle
+	}
+	if l.FirstEvent <= 0 {
+		l.FirstEvent = l.Idle
+	}
+	if l.Total <= 0 {
+		l.Total = d.Total
+	}
+	if l.HeartbeatTimeout <= 0 {
+		l.HeartbeatTimeout = d.HeartbeatTimeout
+	}
+	return l
+}
+
+// HeartbeatInterval is how often an attempt heartbeats: three beats fit in
+// one heartbeat timeout, so one lost beat never looks like a lost worker.
+func (l Limits) HeartbeatInterval() time.Duration { return l.WithDefaults().HeartbeatTimeout / 3 }
