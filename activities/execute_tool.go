@@ -2,11 +2,8 @@ package activities
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"time"
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
@@ -101,14 +98,6 @@ func (a *Activities) ExecuteTool(ctx context.Context, in ExecuteToolInput) (Exec
 	}
 }
 
-func unknownOperation(id string, state ledger.State, cause error) error {
-	msg := fmt.Sprintf("operation %s is %s: it may have taken effect and must be reconciled before anything else is sent", id, state)
-	if cause != nil {
-		msg += " (" + cause.Error() + ")"
-	}
-	return temporal.NewNonRetryableApplicationError(msg, ErrTypeOperationUnknown, nil, string(state))
-}
-
 // succeeded commits the tool message for a successful (or replayed) call.
 func (a *Activities) succeeded(ctx context.Context, in ExecuteToolInput, res ExecuteToolResult, externalID string, output []byte) (ExecuteToolResult, error) {
 	content := string(output)
@@ -134,45 +123,9 @@ func (a *Activities) refused(ctx context.Context, in ExecuteToolInput, res Execu
 	return res, nil
 }
 
-// inProgress asks Temporal to retry once the other holder's lease has run
-// out: then the operation is either finished or must be reconciled.
-func (a *Activities) inProgress(id string, op ledger.Operation) error {
-	wait := op.LeaseExpiresAt.Sub(a.Now()) + time.Second
-	return temporal.NewApplicationErrorWithOptions(
-		fmt.Sprintf("operation %s is held by %s until %s", id, op.LeaseOwner, op.LeaseExpiresAt.UTC().Format(time.RFC3339)),
-		ErrTypeOperationInProgress, temporal.ApplicationErrorOptions{NextRetryDelay: max(wait, time.Second)})
-}
-
-// owner names the lease holder: this worker and this activity attempt.
-func (a *Activities) owner(ctx context.Context) string {
-	if !activity.IsActivity(ctx) {
-		return a.Identity
-	}
-	return fmt.Sprintf("%s#%d", a.Identity, activity.GetInfo(ctx).Attempt)
-}
-
-// RequestHash is the ledger's request hash of an operation: the kind and the
-// canonical bytes of what defines its effect.
-func RequestHash(kind string, effect []byte) string {
-	h := sha256.New()
-	h.Write([]byte(kind))
-	h.Write([]byte{0})
-	h.Write(effect)
-	return hex.EncodeToString(h.Sum(nil))
-}
-
 func orNull(b []byte) string {
 	if len(b) == 0 || !json.Valid(b) {
 		return "null"
 	}
 	return string(b)
-}
-
-func preview(s string) string {
-	const n = 160
-	r := []rune(s)
-	if len(r) <= n {
-		return s
-	}
-	return string(r[:n]) + "…"
 }

@@ -47,7 +47,7 @@ type decision struct {
 	Retry   bool
 	Delay   time.Duration
 	Code    FailureCode // failure code when not retrying
-	Message string // the readable reason, for the journal and the task
+	Message string      // the readable reason, for the journal and the task
 }
 
 // decide calls jitter (a workflow.SideEffect in the workflow) only when it

@@ -1,0 +1,93 @@
+package activities
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/capstanhq/capstan/internal/ledger"
+)
+
+// This file holds what ExecuteTool and Deliver share: both perform an
+// operation under a claim in the ledger (DESIGN §5.3, §5.4).
+
+// begin takes an operation for this attempt (DESIGN §5.4 steps 1 and 3).
+// When the ledger already holds it as SUCCEEDED, begin returns that record
+// and done: nothing may be sent again. Otherwise the caller holds the claim
+// under rec.Fence and the operation is RUNNING: from here on, a failure after
+// the request may have left must be recorded UNKNOWN. Every other ending is
+// returned as the application error the workflow expects.
+func (a *Activities) begin(ctx context.Context, op ledger.Operation) (rec ledger.Operation, done bool, err error) {
+	claim, err := a.Ledger.Claim(ctx, ledger.ClaimRequest{Op: op, Owner: a.owner(ctx), Lease: a.Lease})
+	switch {
+	case errors.Is(err, ledger.ErrConflict):
+		return rec, false, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("operation %s was already used for a different %s request", op.ID, op.Kind), ErrTypeOperationConflict, err)
+	case err != nil:
+		return rec, false, fmt.Errorf("claim operation %s: %w", op.ID, err)
+	}
+	switch claim.Status {
+	case ledger.AlreadySucceeded:
+		return claim.Op, true, nil
+	case ledger.InProgress:
+		return rec, false, a.inProgress(op.ID, claim.Op)
+	case ledger.MustReconcile:
+		return rec, false, unknownOperation(op.ID, claim.Op.State, nil)
+	}
+	if err := a.Ledger.MarkRunning(ctx, op.ID, claim.Op.Fence); err != nil {
+		return rec, false, fmt.Errorf("mark operation %s running: %w", op.ID, err)
+	}
+	return claim.Op, false, nil
+}
+
+// unknownOperation is the error for an operation whose outcome is not known:
+// never retried by Temporal, since only a reconciler may decide.
+func unknownOperation(id string, state ledger.State, cause error) error {
+	msg := fmt.Sprintf("operation %s is %s: it may have taken effect and must be reconciled before anything else is sent", id, state)
+	if cause != nil {
+		msg += " (" + cause.Error() + ")"
+	}
+	return temporal.NewNonRetryableApplicationError(msg, ErrTypeOperationUnknown, nil, string(state))
+}
+
+// inProgress asks Temporal to retry once the other holder's lease has run
+// out: then the operation is either finished or must be reconciled.
+func (a *Activities) inProgress(id string, op ledger.Operation) error {
+	wait := op.LeaseExpiresAt.Sub(a.Now()) + time.Second
+	return temporal.NewApplicationErrorWithOptions(
+		fmt.Sprintf("operation %s is held by %s until %s", id, op.LeaseOwner, op.LeaseExpiresAt.UTC().Format(time.RFC3339)),
+		ErrTypeOperationInProgress, temporal.ApplicationErrorOptions{NextRetryDelay: max(wait, time.Second)})
+}
+
+// owner names the lease holder: this worker and this activity attempt.
+func (a *Activities) owner(ctx context.Context) string {
+	if !activity.IsActivity(ctx) {
+		return a.Identity
+	}
+	return fmt.Sprintf("%s#%d", a.Identity, activity.GetInfo(ctx).Attempt)
+}
+
+// RequestHash is the ledger's request hash of an operation: the kind and the
+// canonical bytes of what defines its effect.
+func RequestHash(kind string, effect []byte) string {
+	h := sha256.New()
+	h.Write([]byte(kind))
+	h.Write([]byte{0})
+	h.Write(effect)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+func preview(s string) string {
+	const n = 160
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n]) + "…"
+}
