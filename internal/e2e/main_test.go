@@ -121,8 +121,10 @@ func startWorker(t *testing.T, env []string, args ...string) *workerProcess {
 			_ = w.cmd.Process.Kill()
 			<-w.exited
 		}
-		if t.Failed() {
-			t.Logf("worker stderr:\n%s", w.logs())
+		if logs := w.logs(); strings.Contains(logs, raceReport) {
+			t.Errorf("the race detector reported a data race in the worker:\n%s", logs)
+		} else if t.Failed() {
+			t.Logf("worker stderr:\n%s", logs)
 		}
 	})
 	deadline := time.After(60 * time.Second)
@@ -169,6 +171,10 @@ func (s *syncWriter) Write(p []byte) (int, error) {
 	return s.w.Write(p)
 }
 
+// raceReport opens every report of the race detector; the binaries are
+// race-built when the tests are (testenv.BuildBinaries).
+const raceReport = "WARNING: DATA RACE"
+
 // result of one command run.
 type result struct {
 	code           int
@@ -197,6 +203,9 @@ func runToExit(t *testing.T, bin string, timeout time.Duration, env []string, ar
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
 	r := result{stdout: stdout.String(), stderr: stderr.String()}
+	if strings.Contains(r.stderr, raceReport) {
+		t.Errorf("the race detector reported a data race in %s %v:\n%s", filepath.Base(bin), args, r.stderr)
+	}
 	var exit *exec.ExitError
 	switch {
 	case err == nil:

@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/testsuite"
@@ -58,14 +59,23 @@ func StartDevServer(ctx context.Context, logs io.Writer, extraArgs ...string) (*
 	})
 }
 
-// BuildBinaries builds ./worker and ./starter into dir and returns their paths.
+// BuildBinaries builds ./worker and ./starter into dir and returns their
+// paths. Under `go test -race` they are built with -race as well, so the
+// stream goroutine, the watchdogs and the parallel reads are race-checked
+// where they really run; a race report makes the binary exit 66, which the
+// end-to-end tests see as a failure.
 func BuildBinaries(dir string) (worker, starter string, err error) {
 	worker, starter = filepath.Join(dir, "worker"), filepath.Join(dir, "starter")
-	cmd := exec.Command("go", "build", "-o", dir+string(filepath.Separator), "./worker", "./starter")
+	args := []string{"build"}
+	if RaceEnabled {
+		args = append(args, "-race")
+	}
+	args = append(args, "-o", dir+string(filepath.Separator), "./worker", "./starter")
+	cmd := exec.Command("go", args...)
 	cmd.Dir = RepoRoot()
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		return "", "", errors.New("go build ./worker ./starter: " + err.Error() + "\n" + string(out))
+		return "", "", errors.New("go " + strings.Join(args, " ") + ": " + err.Error() + "\n" + string(out))
 	}
 	return worker, starter, nil
 }
