@@ -1,0 +1,219 @@
+package workflows_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/mock"
+	enumspb "go.temporal.io/api/enums/v1"
+	tlog "go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/capstanhq/capstan/activities"
+	"github.com/capstanhq/capstan/internal/ledger"
+	"github.com/capstanhq/capstan/internal/model"
+	"github.com/capstanhq/capstan/workflows"
+)
+
+// Tool calls as a model turn commits them.
+var (
+	prCall = activities.ToolCallRef{ID: "call_pr", Name: "github_create_pull_request", Class: "conditional",
+		BusinessKey: "pr:create:acme/app:feat:main", Arguments: "sha256:01", Summary: "create_pull_request acme/app feat → main"}
+	readCall = activities.ToolCallRef{ID: "call_read", Name: "github_get_file", Class: "read_only",
+		Arguments: "sha256:02", Summary: "get_file acme/app README.md"}
+)
+
+// attemptErr is a ModelTurn failure as the activity reports it.
+func attemptErr(outcome model.Outcome, msg string) error {
+	return temporal.NewNonRetryableApplicationError(msg, activities.ErrTypeModelAttempt, nil,
+		activities.AttemptReport{Outcome: outcome, Phase: model.PhaseHeadersReceived, HTTPStatus: 400, Message: msg})
+}
+
+// modelFails makes every model attempt fail with err.
+func modelFails(err error) func(*testsuite.TestWorkflowEnvironment) {
+	return func(env *testsuite.TestWorkflowEnvironment) {
+		env.OnActivity(a.ModelTurn, mock.Anything, mock.Anything).Return(activities.ModelTurnResult{}, err)
+	}
+}
+
+// callsThenAnswers: the first turn declares call, the next answers "done".
+func callsThenAnswers(call activities.ToolCallRef) func(*testsuite.TestWorkflowEnvironment) {
+	return func(env *testsuite.TestWorkflowEnvironment) {
+		env.OnActivity(a.ModelTurn, mock.Anything, mock.Anything).Return(
+			func(_ context.Context, in activities.ModelTurnInput) (activities.ModelTurnResult, error) {
+				if in.Transcript == "" {
+					return activities.ModelTurnResult{AttemptID: in.AttemptID, Transcript: "sha256:10", ToolCalls: []activities.ToolCallRef{call}}, nil
+				}
+				return activities.ModelTurnResult{AttemptID: in.AttemptID, Transcript: "sha256:11", Text: "done"}, nil
+			})
+	}
+}
+
+func toolFails(call activities.ToolCallRef, err error) func(*testsuite.TestWorkflowEnvironment) {
+	return func(env *testsuite.TestWorkflowEnvironment) {
+		callsThenAnswers(call)(env)
+		env.OnActivity(a.ExecuteTool, mock.Anything, mock.Anything).Return(activities.ExecuteToolResult{}, err)
+	}
+}
+
+func deliveryFails(err error) func(*testsuite.TestWorkflowEnvironment) {
+	return func(env *testsuite.TestWorkflowEnvironment) {
+		callsThenAnswers(readCall)(env)
+		env.OnActivity(a.ExecuteTool, mock.Anything, mock.Anything).Return(
+			activities.ExecuteToolResult{State: ledger.StateSucceeded, Item: "sha256:20"}, nil)
+		env.OnActivity(a.Deliver, mock.Anything, mock.Anything).Return(activities.DeliverResult{}, err)
+	}
+}
+
+// TestFailureMapping pins how every way an activity can fail ends the task:
+// its status and failure code, the state of the operation or delivery it
+// concerned, and the journal line that says why. A changed mapping fails
+// here.
+func TestFailureMapping(t *testing.T) {
+	appErr := func(typ string) error { return temporal.NewNonRetryableApplicationError(typ+" from the activity", typ, nil) }
+	heartbeatTimeout := temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_HEARTBEAT, nil)
+	startToCloseTimeout := temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_START_TO_CLOSE, nil)
+
+	tests := []struct {
+		name     string
+		setup    func(*testsuite.TestWorkflowEnvironment)
+		maxTurns int
+		cancel   bool
+		status   workflows.Status
+		code     workflows.FailureCode
+		opState  ledger.State            // of the one operation, when set
+		delivery workflows.DeliveryState // of the one delivery, when set
+		journal  string                  // a journal line contains it
+	}{
+		// Model attempts, decided by the turn guard.
+		{name: "rejected attempt", setup: modelFails(attemptErr(model.OutcomeRejected, "bad key")),
+			status: workflows.StatusFailed, code: workflows.FailProviderRejected, journal: "abandoned (rejected); giving up"},
+		{name: "attempt over its total limit", setup: modelFails(attemptErr(model.OutcomeCutTotal, "ran past 10m")),
+			status: workflows.StatusFailed, code: workflows.FailModelMaxDuration, journal: "abandoned (cut_total); giving up"},
+		{name: "stream idle twice", setup: modelFails(attemptErr(model.OutcomeCutIdle, "silent for 2m")),
+			status: workflows.StatusFailed, code: workflows.FailModelIdleTimeout, journal: "a2 abandoned (cut_idle); giving up"},
+		{name: "invalid output past its budget", setup: modelFails(attemptErr(model.OutcomeInvalid, "no finish reason")),
+			status: workflows.StatusFailed, code: workflows.FailModelInvalidOutput, journal: "a3 abandoned (invalid); giving up"},
+		{name: "context overflow", setup: modelFails(attemptErr(model.OutcomeOverflow, "too long")),
+			status: workflows.StatusFailed, code: workflows.FailContextOverflow, journal: "abandoned (overflow); giving up"},
+		{name: "overloaded past its budget", setup: modelFails(attemptErr(model.OutcomeOverloaded, "529")),
+			status: workflows.StatusFailed, code: workflows.FailProviderUnavailable, journal: "a6 abandoned (overloaded); giving up"},
+		{name: "never sent past the transport budget", setup: modelFails(attemptErr(model.OutcomeNotSent, "connection refused")),
+			status: workflows.StatusFailed, code: workflows.FailProviderUnavailable, journal: "a5 abandoned (not_sent); giving up"},
+		{name: "model worker misconfigured", setup: modelFails(appErr(activities.ErrTypeWorkerConfig)),
+			status: workflows.StatusFailed, code: workflows.FailWorkerMisconfigured, journal: "task failed: WorkerConfig from the activity"},
+		{name: "model heartbeat timeout", setup: modelFails(heartbeatTimeout),
+			status: workflows.StatusFailed, code: workflows.FailWorkerLost, journal: "a5 abandoned (worker_lost); giving up"},
+		{name: "model start-to-close timeout", setup: modelFails(startToCloseTimeout),
+			status: workflows.StatusFailed, code: workflows.FailWorkerLost, journal: "StartToClose timeout"},
+		{name: "no answer within max turns", setup: func(env *testsuite.TestWorkflowEnvironment) {
+			env.OnActivity(a.ModelTurn, mock.Anything, mock.Anything).Return(activities.ModelTurnResult{Transcript: "sha256:10", ToolCalls: []activities.ToolCallRef{readCall}}, nil)
+			env.OnActivity(a.ExecuteTool, mock.Anything, mock.Anything).Return(activities.ExecuteToolResult{State: ledger.StateSucceeded, Item: "sha256:20"}, nil)
+		}, maxTurns: 2, status: workflows.StatusFailed, code: workflows.FailMaxTurns, journal: "had not given a final answer after 2 turns"},
+
+		// Operations.
+		{name: "operation conflict", setup: toolFails(prCall, appErr(activities.ErrTypeOperationConflict)),
+			status: workflows.StatusFailed, code: workflows.FailOperationConflict, opState: ledger.StateFailed, journal: "task failed: OperationConflict"},
+		{name: "operation unknown", setup: toolFails(prCall, appErr(activities.ErrTypeOperationUnknown)),
+			status: workflows.StatusFailed, code: workflows.FailOperationUnknown, opState: ledger.StateUnknown, journal: "task failed: OperationUnknown"},
+		{name: "tool worker misconfigured", setup: toolFails(prCall, appErr(activities.ErrTypeWorkerConfig)),
+			status: workflows.StatusFailed, code: workflows.FailWorkerMisconfigured, opState: ledger.StateAbsent, journal: "task failed: WorkerConfig"},
+		{name: "read that keeps failing", setup: toolFails(readCall, errors.New("502 from GitHub")),
+			status: workflows.StatusFailed, code: workflows.FailOperationFailed, opState: ledger.StateFailed, journal: "github_get_file did not complete"},
+		{name: "mutation whose worker is lost", setup: toolFails(prCall, heartbeatTimeout),
+			status: workflows.StatusFailed, code: workflows.FailOperationUnknown, opState: ledger.StateUnknown, journal: "could not be confirmed and may have taken effect"},
+		{name: "mutation held elsewhere to the end", setup: toolFails(prCall, temporal.NewApplicationError("held", activities.ErrTypeOperationInProgress)),
+			status: workflows.StatusFailed, code: workflows.FailOperationUnknown, opState: ledger.StateUnknown, journal: "could not be confirmed"},
+
+		// Deliveries.
+		{name: "delivery refused", setup: deliveryFails(appErr(activities.ErrTypeDeliveryFailed)),
+			status: workflows.StatusFailed, code: workflows.FailDeliveryFailed, delivery: workflows.DeliveryDeadLetter, journal: "could not be delivered to Slack"},
+		{name: "delivery unknown", setup: deliveryFails(appErr(activities.ErrTypeOperationUnknown)),
+			status: workflows.StatusFailed, code: workflows.FailOperationUnknown, delivery: workflows.DeliveryUnknown, journal: "may have been posted"},
+		{name: "delivery conflict", setup: deliveryFails(appErr(activities.ErrTypeOperationConflict)),
+			status: workflows.StatusFailed, code: workflows.FailOperationConflict, delivery: workflows.DeliveryDeadLetter, journal: "task failed: OperationConflict"},
+		{name: "delivery worker misconfigured", setup: deliveryFails(appErr(activities.ErrTypeWorkerConfig)),
+			status: workflows.StatusFailed, code: workflows.FailWorkerMisconfigured, delivery: workflows.DeliveryDeadLetter, journal: "task failed: WorkerConfig"},
+		{name: "delivery not sent three times", setup: deliveryFails(temporal.NewApplicationError("ratelimited", activities.ErrTypeDeliveryNotSent)),
+			status: workflows.StatusFailed, code: workflows.FailDeliveryFailed, delivery: workflows.DeliveryDeadLetter, journal: "could not be delivered to Slack"},
+
+		// Cancellation while a model attempt runs.
+		{name: "cancelled", cancel: true, setup: func(env *testsuite.TestWorkflowEnvironment) {
+			env.OnActivity(a.ModelTurn, mock.Anything, mock.Anything).After(time.Hour).Return(activities.ModelTurnResult{}, nil)
+		}, status: workflows.StatusCancelled, journal: "task cancelled: the task was cancelled"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var suite testsuite.WorkflowTestSuite
+			suite.SetLogger(tlog.NewStructuredLogger(slog.New(slog.DiscardHandler)))
+			env := suite.NewTestWorkflowEnvironment()
+			env.RegisterActivity(&activities.Activities{})
+			tt.setup(env)
+			if tt.cancel {
+				env.RegisterDelayedCallback(env.CancelWorkflow, time.Minute)
+			}
+			in := workflows.AgentTaskInput{TaskID: "T", Tenant: "default", Prompt: "p", Model: "openai:m", MaxTurns: tt.maxTurns}
+			if tt.delivery != "" {
+				in.SlackChannel = "#eng"
+			}
+			env.ExecuteWorkflow(workflows.AgentTask, in)
+			if !env.IsWorkflowCompleted() {
+				t.Fatal("workflow did not complete")
+			}
+			res := taskResult(t, env.GetWorkflowError())
+			if res.Status != tt.status || res.FailureCode != tt.code {
+				t.Fatalf("status, code = %s, %q (%s); want %s, %q", res.Status, res.FailureCode, res.Message, tt.status, tt.code)
+			}
+			if tt.code != "" && res.Message == "" {
+				t.Error("a failed task carries no readable sentence")
+			}
+			if tt.opState != "" && (len(res.Operations) != 1 || res.Operations[0].State != tt.opState) {
+				t.Errorf("operations = %+v, want one %s", res.Operations, tt.opState)
+			}
+			if tt.delivery != "" && (len(res.Deliveries) != 1 || res.Deliveries[0].State != tt.delivery) {
+				t.Errorf("deliveries = %+v, want one %s", res.Deliveries, tt.delivery)
+			}
+			v, err := env.QueryWorkflow(workflows.QueryJournal)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var journal []string
+			if err := v.Get(&journal); err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(strings.Join(journal, "\n"), tt.journal) {
+				t.Errorf("journal has no line with %q:\n%s", tt.journal, strings.Join(journal, "\n"))
+			}
+		})
+	}
+}
+
+// taskResult reads the TaskResult a failed or cancelled task carries in its
+// error, as starter does; the workflow error's type is the failure code.
+func taskResult(t *testing.T, err error) workflows.TaskResult {
+	t.Helper()
+	var res workflows.TaskResult
+	var appErr *temporal.ApplicationError
+	var canErr *temporal.CanceledError
+	switch {
+	case errors.As(err, &appErr):
+		if err := appErr.Details(&res); err != nil {
+			t.Fatal(err)
+		}
+		if appErr.Type() != string(res.FailureCode) {
+			t.Errorf("workflow error type %q, result code %q: want them equal", appErr.Type(), res.FailureCode)
+		}
+	case errors.As(err, &canErr):
+		if err := canErr.Details(&res); err != nil {
+			t.Fatal(err)
+		}
+	default:
+		t.Fatalf("workflow error = %v, want a failed or cancelled task", err)
+	}
+	return res
+}
