@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/slack-go/slack"
@@ -50,6 +51,10 @@ type process struct {
 // unreachable server.
 func start(ctx context.Context, o options, getenv func(string) string, logger *slog.Logger, stdout io.Writer) (_ *process, err error) {
 	cfg := config.FromEnv(getenv)
+	limits, err := modelLimits(getenv)
+	if err != nil {
+		return nil, err
+	}
 	p := &process{logger: logger}
 	defer func() {
 		if err != nil {
@@ -131,7 +136,7 @@ func start(ctx context.Context, o options, getenv func(string) string, logger *s
 		Tools:     tools.NewRegistry(tools.GitHubTools(gh)...),
 		Slack:     slackClient,
 		Identity:  identity,
-		Limits:    activities.DefaultModelLimits,
+		Limits:    limits,
 		Now:       time.Now,
 		Logger:    logger,
 	})
@@ -202,4 +207,20 @@ func newIdentity() string {
 	b := make([]byte, 3)
 	_, _ = rand.Read(b)
 	return fmt.Sprintf("capstan-worker@%s/%d/%s", config.Hostname(), os.Getpid(), hex.EncodeToString(b))
+}
+
+// modelLimits are the model watchdogs: the design's defaults, with the idle
+// timeout taken from CAPSTAN_MODEL_IDLE_TIMEOUT (a Go duration) when set.
+// The end-to-end tests shorten it to see a stalled stream cut and retried
+// in seconds rather than minutes.
+func modelLimits(getenv func(string) string) (activities.ModelLimits, error) {
+	limits := activities.DefaultModelLimits
+	if v := strings.TrimSpace(getenv("CAPSTAN_MODEL_IDLE_TIMEOUT")); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return limits, fmt.Errorf("CAPSTAN_MODEL_IDLE_TIMEOUT=%q is not a positive duration such as 120s", v)
+		}
+		limits.Idle = d
+	}
+	return limits, nil
 }
