@@ -40,9 +40,14 @@ down:
 clean: down
 	rm -rf .capstan
 
-# Re-record the histories the replay test replays (workflows/testdata).
+# Record the histories the replay test replays: every end-to-end test that
+# calls recordHistory writes workflows/testdata/<HistoryVersion>-<case>.json,
+# HistoryVersion being the label in workflows/version.go. Files are never
+# overwritten (a test fails rather than replace one): when workflow logic
+# changes behind workflow.GetVersion, bump HistoryVersion and run this to
+# record the new version's histories next to the old ones.
 record-history: $(TEMPORAL)
-	CAPSTAN_RECORD_HISTORY=1 go test -count=1 -run 'TestDemoTaskAgainstCompatibleEndpoints' ./internal/e2e/
+	CAPSTAN_RECORD_HISTORY=1 go test -count=1 -timeout 15m ./internal/e2e/
 
 # Check docker-compose.yml with `docker compose config` (builds the compose
 # CLI plugin from the Go module proxy the first time; about a minute).

@@ -55,4 +55,5 @@ func TestCancelStopsAStalledTask(t *testing.T) {
 	if len(res.Turns) != 1 || len(res.Turns[0].Attempts) != 1 || res.Turns[0].Attempts[0].Outcome != "cancelled" {
 		t.Errorf("turns = %+v, want one cancelled attempt", res.Turns)
 	}
+	recordHistory(t, "cancelled", res.WorkflowID)
 }

@@ -81,4 +81,15 @@ func TestContinueAsNewCarriesTheCheckpoint(t *testing.T) {
 		t.Fatalf("the task never continued as new (%d runs listed); the test proves nothing", len(list.GetExecutions()))
 	}
 	t.Logf("%d turns over %d runs", turns, continued+1)
+
+	// The last run names the first; the first run's history ends in the
+	// continue-as-new that carried the checkpoint.
+	lastRun := fetchRunHistory(t, srv.Client(), workflows.WorkflowID(id), "")
+	firstRunID := lastRun.GetEvents()[0].GetWorkflowExecutionStartedEventAttributes().GetFirstExecutionRunId()
+	first := fetchRunHistory(t, srv.Client(), workflows.WorkflowID(id), firstRunID)
+	if evs := first.GetEvents(); firstRunID == "" || evs[len(evs)-1].GetEventType() != enums.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW {
+		t.Fatalf("the first run %q does not end in a continue-as-new", firstRunID)
+	}
+	recordRunHistory(t, srv.Client(), "continue-as-new-run1", workflows.WorkflowID(id), firstRunID)
+	recordRunHistory(t, srv.Client(), "continue-as-new-last", workflows.WorkflowID(id), "")
 }

@@ -93,6 +93,9 @@ func TestWorkerStartupErrors(t *testing.T) {
 		{"server unreachable", func(e []string) []string {
 			return append(e, "OPENAI_API_KEY=x", "GITHUB_TOKEN=x", "TEMPORAL_ADDRESS=127.0.0.1:1")
 		}, nil, 1, "127.0.0.1:1"},
+		{"bad idle timeout", func(e []string) []string {
+			return append(e, "OPENAI_API_KEY=x", "GITHUB_TOKEN=x", "CAPSTAN_MODEL_IDLE_TIMEOUT=soon")
+		}, nil, 1, "CAPSTAN_MODEL_IDLE_TIMEOUT"},
 		{"bad flag", func(e []string) []string { return e }, []string{"--frobnicate"}, 2, "frobnicate"},
 	}
 	for _, tc := range cases {

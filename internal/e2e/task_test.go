@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
@@ -144,7 +146,7 @@ func TestDemoTaskAgainstCompatibleEndpoints(t *testing.T) {
 	if !strings.Contains(hist, "capstan/hello-"+taskID) {
 		t.Fatal("history check is blind: the history does not even contain the branch name")
 	}
-	recordHistory(t, "demo.json", res.WorkflowID)
+	recordHistory(t, "demo", res.WorkflowID)
 
 	// The id of a finished task is never reused: its operations would replay.
 	again := runStarter(t, env, "run", "--prompt", "again", "--model", "openai:demo", "--id", taskID)
@@ -166,9 +168,16 @@ func history(t *testing.T, workflowID string) string {
 
 func fetchHistory(t *testing.T, workflowID string) *historypb.History {
 	t.Helper()
+	return fetchRunHistory(t, temporal, workflowID, "")
+}
+
+// fetchRunHistory reads the history of one run (the latest when runID is
+// empty) from the server c talks to.
+func fetchRunHistory(t *testing.T, c client.Client, workflowID, runID string) *historypb.History {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	it := temporal.GetWorkflowHistory(ctx, workflowID, "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	it := c.GetWorkflowHistory(ctx, workflowID, runID, false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	h := &historypb.History{}
 	for it.HasNext() {
 		ev, err := it.Next()
@@ -180,19 +189,45 @@ func fetchHistory(t *testing.T, workflowID string) *historypb.History {
 	return h
 }
 
-// recordHistory saves the history for the replay test when
-// CAPSTAN_RECORD_HISTORY is set (`make record-history`).
+// recordHistory saves the history of the workflow's latest run on the
+// package's dev server for the replay test; see recordRunHistory.
 func recordHistory(t *testing.T, name, workflowID string) {
+	t.Helper()
+	recordRunHistory(t, temporal, name, workflowID, "")
+}
+
+// recordRunHistory saves the history of one run for the replay test when
+// CAPSTAN_RECORD_HISTORY is set (`make record-history`), as
+// workflows/testdata/<workflows.HistoryVersion>-<name>.json. It never
+// overwrites a file: a recorded history is what a released version of the
+// workflow did, and replay_test.go must keep replaying it. New recordings
+// go under a new HistoryVersion.
+func recordRunHistory(t *testing.T, c client.Client, name, workflowID, runID string) {
+	t.Helper()
 	if os.Getenv("CAPSTAN_RECORD_HISTORY") == "" {
 		return
 	}
-	b, err := protojson.MarshalOptions{Indent: "  "}.Marshal(fetchHistory(t, workflowID))
+	b, err := protojson.MarshalOptions{Indent: "  "}.Marshal(fetchRunHistory(t, c, workflowID, runID))
 	if err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(testenv.RepoRoot(), "workflows", "testdata", name)
-	if err := os.WriteFile(path, b, 0o644); err != nil {
+	path := filepath.Join(testenv.RepoRoot(), "workflows", "testdata", workflows.HistoryVersion+"-"+name+".json")
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if errors.Is(err, fs.ErrExist) {
+		t.Fatalf("%s already exists and recorded histories are never overwritten: "+
+			"to record new ones, change workflows.HistoryVersion (now %q) along with the workflow logic", path, workflows.HistoryVersion)
+	}
+	if err != nil {
 		t.Fatal(err)
+	}
+	if _, err := f.Write(b); err != nil {
+		_ = f.Close()
+		_ = os.Remove(path)
+		t.Fatalf("write %s: %v", path, err)
+	}
+	if err := f.Close(); err != nil {
+		_ = os.Remove(path)
+		t.Fatalf("write %s: %v", path, err)
 	}
 	t.Logf("recorded %s", path)
 }
