@@ -75,7 +75,9 @@ func deliveryFails(err error) func(*testsuite.TestWorkflowEnvironment) {
 // concerned, and the journal line that says why. A changed mapping fails
 // here.
 func TestFailureMapping(t *testing.T) {
-	appErr := func(typ string) error { return temporal.NewNonRetryableApplicationError(typ+" from the activity", typ, nil) }
+	appErr := func(typ string) error {
+		return temporal.NewNonRetryableApplicationError(typ+" from the activity", typ, nil)
+	}
 	heartbeatTimeout := temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_HEARTBEAT, nil)
 	startToCloseTimeout := temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_START_TO_CLOSE, nil)
 
