@@ -28,6 +28,7 @@ import (
 	"github.com/capstanhq/capstan/internal/model/openai"
 	"github.com/capstanhq/capstan/internal/sandbox"
 	"github.com/capstanhq/capstan/internal/tools"
+	githubtools "github.com/capstanhq/capstan/internal/tools/github"
 	"github.com/capstanhq/capstan/workflows"
 )
 
@@ -88,7 +89,7 @@ func start(ctx context.Context, o options, getenv func(string) string, logger *s
 	}
 
 	httpClient := &http.Client{Timeout: time.Minute}
-	gh, err := tools.NewGitHubClient(cfg.GitHubAPIURL, cfg.GitHubToken, httpClient)
+	gh, err := githubtools.NewClient(cfg.GitHubAPIURL, cfg.GitHubToken, httpClient)
 	if err != nil {
 		return nil, fmt.Errorf("GITHUB_API_URL: %w", err)
 	}
@@ -128,7 +129,7 @@ func start(ctx context.Context, o options, getenv func(string) string, logger *s
 	p.worker.RegisterActivity(&activities.Activities{
 		Ledger:    p.ledger,
 		Providers: providers,
-		Tools:     tools.NewRegistry(tools.GitHubTools(gh)...),
+		Tools:     tools.NewRegistry(githubtools.Tools(gh)...),
 		Slack:     slackClient,
 		Identity:  identity,
 		Limits:    activities.DefaultModelLimits,
