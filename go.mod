@@ -5,10 +5,12 @@ go 1.26.8
 require (
 	github.com/google/go-github/v62 v62.0.0
 	github.com/openai/openai-go/v3 v3.99.0
+	github.com/santhosh-tekuri/jsonschema/v6 v6.0.2
 	github.com/slack-go/slack v0.36.0
 	github.com/spf13/cobra v1.10.2
 	go.temporal.io/sdk v1.51.0
 	go.temporal.io/sdk/contrib/envconfig v1.0.2
+	golang.org/x/text v0.42.0
 	modernc.org/sqlite v1.62.0
 )
 
@@ -43,7 +45,6 @@ require (
 	golang.org/x/net v0.60.0 // indirect
 	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
-	golang.org/x/text v0.42.0 // indirect
 	golang.org/x/time v0.3.0 // indirect
 	google.golang.org/genproto/googleapis/api v0.0.0-20260526163538-3dc84a4a5aaa // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260526163538-3dc84a4a5aaa // indirect

@@ -22,6 +22,7 @@ import (
 	"github.com/capstanhq/capstan/internal/model/openai"
 	"github.com/capstanhq/capstan/internal/sandbox"
 	"github.com/capstanhq/capstan/internal/tools"
+	githubtools "github.com/capstanhq/capstan/internal/tools/github"
 )
 
 // fixture wires real activities to a real SQLite ledger and the sandbox's
@@ -45,14 +46,14 @@ func newFixture(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = store.Close() })
-	gh, err := tools.NewGitHubClient(sb.GitHubURL, "test-token", http.DefaultClient)
+	gh, err := githubtools.NewClient(sb.GitHubURL, "test-token", http.DefaultClient)
 	if err != nil {
 		t.Fatal(err)
 	}
 	acts, err := activities.New(activities.Deps{
 		Ledger:    store,
 		Providers: map[string]model.Provider{"sandbox": openai.New(openai.Config{BaseURL: sb.ModelURL, APIKey: "test-key"})},
-		Tools:     tools.NewRegistry(tools.GitHubTools(gh)...),
+		Tools:     tools.NewRegistry(githubtools.Tools(gh)...),
 		Slack:     slack.New("xoxb-test", slack.OptionAPIURL(sb.SlackURL)),
 		Identity:  "test-worker",
 		Now:       time.Now,

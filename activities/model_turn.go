@@ -182,7 +182,7 @@ func (a *Activities) toolCallRefs(ctx context.Context, calls []model.ToolCall) (
 			return nil, fmt.Errorf("store arguments of %s: %w", c.ID, err)
 		}
 		refs = append(refs, ToolCallRef{ID: c.ID, Name: c.Name, Class: string(t.Class()),
-			BusinessKey: id.BusinessKey, Arguments: args, Summary: summarizeCall(c.Name, c.Arguments)})
+			BusinessKey: id.BusinessKey, Arguments: args, Summary: t.Summary(c.Arguments)})
 	}
 	return refs, nil
 }

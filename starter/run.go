@@ -19,7 +19,7 @@ import (
 
 	"github.com/capstanhq/capstan/internal/config"
 	"github.com/capstanhq/capstan/internal/model"
-	"github.com/capstanhq/capstan/internal/tools"
+	githubtools "github.com/capstanhq/capstan/internal/tools/github"
 	"github.com/capstanhq/capstan/workflows"
 )
 
@@ -98,10 +98,10 @@ func (a *app) taskInput(f runFlags) (workflows.AgentTaskInput, error) {
 	}
 	// The same rules as the tools, so a task never starts only to have its
 	// every call refused.
-	if f.repo != "" && !tools.ValidRepo(f.repo) {
+	if f.repo != "" && !githubtools.ValidRepo(f.repo) {
 		return in, usagef("--repo %q is not of the form OWNER/NAME (letters, digits, '-', and '.' or '_' in the name)", f.repo)
 	}
-	if !tools.ValidBranchName(f.base) {
+	if !githubtools.ValidBranchName(f.base) {
 		return in, usagef("--base %q is not a valid branch name", f.base)
 	}
 	if f.slack != "" && !channelPattern.MatchString(f.slack) {

@@ -29,6 +29,7 @@ import (
 	"github.com/capstanhq/capstan/internal/model/openai"
 	"github.com/capstanhq/capstan/internal/sandbox"
 	"github.com/capstanhq/capstan/internal/tools"
+	githubtools "github.com/capstanhq/capstan/internal/tools/github"
 	"github.com/capstanhq/capstan/workflows"
 )
 
@@ -81,7 +82,7 @@ func start(ctx context.Context, o options, getenv func(string) string, logger *s
 	}
 
 	httpClient := &http.Client{Timeout: time.Minute}
-	gh, err := tools.NewGitHubClient(cfg.GitHubAPIURL, cfg.GitHubToken, httpClient)
+	gh, err := githubtools.NewClient(cfg.GitHubAPIURL, cfg.GitHubToken, httpClient)
 	if err != nil {
 		return nil, fmt.Errorf("GITHUB_API_URL: %w", err)
 	}
@@ -118,7 +119,7 @@ func start(ctx context.Context, o options, getenv func(string) string, logger *s
 	acts, err := activities.New(activities.Deps{
 		Ledger:    p.ledger,
 		Providers: providers,
-		Tools:     tools.NewRegistry(tools.GitHubTools(gh)...),
+		Tools:     tools.NewRegistry(githubtools.Tools(gh)...),
 		Slack:     slackClient,
 		Identity:  identity,
 		Lease:     cfg.Lease,

@@ -8,27 +8,26 @@ import (
 	"net"
 	"net/http"
 	"strings"
-
-	"github.com/google/go-github/v62/github"
 )
 
 // Verdict says what a failed Execute means for the effect it attempted.
 type Verdict string
 
 const (
-	// VerdictFailed: the request was refused and nothing happened — a 4xx
-	// other than 408 and 429, or arguments rejected before anything was sent.
-	// The operation may be released; repeating the same call fails again.
+	// VerdictFailed: the request was refused and nothing happened — e.g. an
+	// HTTP 4xx other than 408 and 429, or arguments rejected before anything
+	// was sent. The operation may be released; repeating the same call fails
+	// again.
 	VerdictFailed Verdict = "failed"
 	// VerdictNotSent: provably no request byte reached the server (the dial,
-	// including a connect timeout, or the DNS lookup failed, the TLS
-	// handshake was refused, or go-github's rate-limit guard declined to
-	// send), or a mutating tool failed in the read it makes before its write.
-	// Safe to send again.
+	// including a connect timeout, or the DNS lookup failed, or the TLS
+	// handshake was refused), or the tool proved its effect was never
+	// requested. Safe to send again.
 	VerdictNotSent Verdict = "not_sent"
 	// VerdictUnknown: the request may have been written and may have acted —
-	// a timeout, a reset or EOF, a 5xx, 408 or 429, or anything not proven
-	// otherwise. The operation must be reconciled before it is repeated.
+	// a timeout, a reset or EOF, an HTTP 5xx, 408 or 429, or anything not
+	// proven otherwise. The operation must be reconciled before it is
+	// repeated.
 	VerdictUnknown Verdict = "unknown"
 	// VerdictCancelled: the caller's context was cancelled. It proves nothing
 	// about the request; a cancelled mutation is reconciled like an unknown
@@ -36,52 +35,34 @@ const (
 	VerdictCancelled Verdict = "cancelled"
 )
 
-// errRefused marks a call this package refused on its own before sending the
-// mutation (e.g. a put_file path that is a directory on the branch). It
-// classifies as VerdictFailed.
-var errRefused = errors.New("refused")
-
 // Classify is the rule of DESIGN §5.4 step 4 for an error returned by Execute:
 // success (nil) has no verdict; a definite refusal is "failed"; only proof
 // that nothing was sent is "not_sent"; everything else is "unknown", and in
 // particular a timeout is never "failed" (invariant 4). When in doubt the
 // answer is "unknown", because reconciling a call that did nothing is cheap
 // and repeating one that acted is not.
+//
+// Classify knows the sentinels of this package and the errors of Go's
+// network stack, which every HTTP client shares. What an answer of a
+// particular service means (its status codes, its client library's local
+// refusals) is that service's tools' to say: they mark the errors they
+// return with WithVerdict, and Classify reports that verdict first.
 func Classify(err error) Verdict {
-	v := classify(err)
-	if v == VerdictUnknown && errors.Is(err, errWriteNotSent) {
-		return VerdictNotSent // only the read before the write was in doubt
-	}
-	return v
-}
-
-func classify(err error) Verdict {
+	var marked *verdictError
 	switch {
 	case err == nil:
 		return ""
+	case errors.As(err, &marked):
+		return marked.verdict
 	case errors.Is(err, context.Canceled):
 		return VerdictCancelled
-	case errors.Is(err, ErrInvalidArguments), errors.Is(err, ErrUnknownTool),
-		errors.Is(err, errRefused), errors.Is(err, github.ErrPathForbidden):
+	case errors.Is(err, ErrInvalidArguments), errors.Is(err, ErrUnknownTool), errors.Is(err, ErrRefused):
 		return VerdictFailed
-	case notSentByRateGuard(err):
-		return VerdictNotSent
 	}
-	if status := HTTPStatus(err); status != 0 {
-		var rate *github.RateLimitError
-		var abuse *github.AbuseRateLimitError
-		switch {
-		case errors.As(err, &rate), errors.As(err, &abuse):
-			return VerdictUnknown // rate limited: treated like 429
-		case status >= 400 && status < 500 && status != http.StatusRequestTimeout && status != http.StatusTooManyRequests:
-			return VerdictFailed
-		default:
-			return VerdictUnknown // 5xx, 408, 429, and 202 "accepted, still working"
-		}
-	}
-	// Transport errors. When the caller's context expired, go-github returns
-	// ctx.Err() instead of the transport error, so a deadline that struck
-	// during the dial has lost its proof and stays unknown.
+	// Transport errors. A client that returns ctx.Err() once the caller's
+	// context expired (as go-github does) loses the transport error, so a
+	// deadline that struck during the dial has lost its proof and stays
+	// unknown.
 	var op *net.OpError
 	var dns *net.DNSError
 	if (errors.As(err, &op) && op.Op == "dial") || errors.As(err, &dns) {
@@ -93,46 +74,24 @@ func classify(err error) Verdict {
 	return VerdictUnknown
 }
 
-// HTTPStatus returns the status code GitHub answered with, or 0 when err
-// carries no answer (including go-github's local rate-limit refusals, which
-// fabricate a 403 without sending anything).
-func HTTPStatus(err error) int {
-	var resp *http.Response
-	var er *github.ErrorResponse
-	var rate *github.RateLimitError
-	var abuse *github.AbuseRateLimitError
-	var twoFactor *github.TwoFactorAuthError
-	var accepted *github.AcceptedError
-	switch {
-	case err == nil, notSentByRateGuard(err):
-		return 0
-	case errors.As(err, &er):
-		resp = er.Response
-	case errors.As(err, &rate):
-		resp = rate.Response
-	case errors.As(err, &abuse):
-		resp = abuse.Response
-	case errors.As(err, &twoFactor):
-		resp = twoFactor.Response
-	case errors.As(err, &accepted):
-		return http.StatusAccepted
+// WithVerdict returns err marked so that Classify reports v for it and for
+// any error wrapping it. Its message and its chain (errors.Is, errors.As) are
+// err's. A nil err stays nil.
+func WithVerdict(err error, v Verdict) error {
+	if err == nil {
+		return nil
 	}
-	if resp == nil {
-		return 0
-	}
-	return resp.StatusCode
+	return &verdictError{err: err, verdict: v}
 }
 
-// notSentByRateGuard reports go-github's refusal to send while a known rate
-// limit is in force. Its errors carry a fabricated 403 response and say
-// "not making remote request" — that phrase is the only marker it leaves.
-func notSentByRateGuard(err error) bool {
-	var rate *github.RateLimitError
-	var abuse *github.AbuseRateLimitError
-	const phrase = "not making remote request"
-	return (errors.As(err, &rate) && strings.Contains(rate.Message, phrase)) ||
-		(errors.As(err, &abuse) && strings.Contains(abuse.Message, phrase))
+// verdictError is an error its tool has classified.
+type verdictError struct {
+	err     error
+	verdict Verdict
 }
+
+func (e *verdictError) Error() string { return e.err.Error() }
+func (e *verdictError) Unwrap() error { return e.err }
 
 // tlsRefused reports a TLS handshake failure: certificate verification or a
 // protocol-level refusal, all before the first request byte.

@@ -14,40 +14,22 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-github/v62/github"
-
 	"github.com/capstanhq/capstan/internal/tools"
 )
 
-// listAgainst makes one read through go-github and returns its error.
-func listAgainst(ctx context.Context, t *testing.T, c *github.Client) error {
+// get makes one plain net/http request, as any HTTP client library does
+// underneath, and returns its error.
+func get(ctx context.Context, t *testing.T, hc *http.Client, target string) error {
 	t.Helper()
-	_, _, err := c.PullRequests.List(ctx, "acme", "app", nil)
-	return err
-}
-
-func clientFor(t *testing.T, baseURL string, hc *http.Client) *github.Client {
-	t.Helper()
-	c, err := tools.NewGitHubClient(baseURL, "", hc)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return c
-}
-
-// statusServer answers every request with status and a GitHub error body.
-func statusServer(t *testing.T, status int, header http.Header) string {
-	t.Helper()
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		for k, v := range header {
-			w.Header()[k] = v
-		}
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(status)
-		fmt.Fprintf(w, `{"message":%q}`, http.StatusText(status))
-	}))
-	t.Cleanup(srv.Close)
-	return srv.URL
+	resp, err := hc.Do(req)
+	if err == nil {
+		resp.Body.Close()
+	}
+	return err
 }
 
 // hangingServer accepts requests and never answers; entered receives one
@@ -66,48 +48,6 @@ func hangingServer(t *testing.T) (string, <-chan struct{}) {
 	return srv.URL, entered
 }
 
-func TestClassifyStatuses(t *testing.T) {
-	ctx := context.Background()
-	for _, tc := range []struct {
-		status int
-		header http.Header
-		want   tools.Verdict
-	}{
-		{http.StatusUnprocessableEntity, nil, tools.VerdictFailed},
-		{http.StatusNotFound, nil, tools.VerdictFailed},
-		{http.StatusConflict, nil, tools.VerdictFailed},
-		{http.StatusUnauthorized, nil, tools.VerdictFailed},
-		{http.StatusForbidden, nil, tools.VerdictFailed},
-		{http.StatusRequestTimeout, nil, tools.VerdictUnknown},
-		{http.StatusTooManyRequests, nil, tools.VerdictUnknown},
-		{http.StatusForbidden, http.Header{"X-Ratelimit-Remaining": {"0"}, "X-Ratelimit-Reset": {fmt.Sprint(time.Now().Add(time.Hour).Unix())}}, tools.VerdictUnknown},
-		{http.StatusInternalServerError, nil, tools.VerdictUnknown},
-		{http.StatusBadGateway, nil, tools.VerdictUnknown},
-		{http.StatusServiceUnavailable, nil, tools.VerdictUnknown},
-	} {
-		err := listAgainst(ctx, t, clientFor(t, statusServer(t, tc.status, tc.header), nil))
-		if got := tools.Classify(err); got != tc.want {
-			t.Errorf("%d %v: Classify(%v) = %q, want %q", tc.status, tc.header, err, got, tc.want)
-		}
-		if got := tools.HTTPStatus(err); got != tc.status {
-			t.Errorf("%d: HTTPStatus = %d", tc.status, got)
-		}
-	}
-}
-
-func TestClassifyRateLimitGuardIsNotSent(t *testing.T) {
-	reset := fmt.Sprint(time.Now().Add(time.Hour).Unix())
-	c := clientFor(t, statusServer(t, http.StatusForbidden, http.Header{"X-Ratelimit-Remaining": {"0"}, "X-Ratelimit-Reset": {reset}}), nil)
-	if err := listAgainst(context.Background(), t, c); tools.Classify(err) != tools.VerdictUnknown {
-		t.Fatalf("first: %v", err)
-	}
-	// go-github now refuses locally without sending anything.
-	err := listAgainst(context.Background(), t, c)
-	if got := tools.Classify(err); got != tools.VerdictNotSent || tools.HTTPStatus(err) != 0 {
-		t.Errorf("guarded: Classify(%v) = %q, status %d", err, got, tools.HTTPStatus(err))
-	}
-}
-
 func TestClassifyTransportFailures(t *testing.T) {
 	ctx := context.Background()
 
@@ -118,15 +58,14 @@ func TestClassifyTransportFailures(t *testing.T) {
 		}
 		addr := ln.Addr().String()
 		ln.Close()
-		err = listAgainst(ctx, t, clientFor(t, "http://"+addr+"/", nil))
-		if got := tools.Classify(err); got != tools.VerdictNotSent || tools.HTTPStatus(err) != 0 {
-			t.Errorf("Classify(%v) = %q", err, got)
+		if err := get(ctx, t, &http.Client{}, "http://"+addr+"/"); tools.Classify(err) != tools.VerdictNotSent {
+			t.Errorf("Classify(%v) = %q", err, tools.Classify(err))
 		}
 	})
 
 	t.Run("timeout after sending is unknown", func(t *testing.T) {
 		base, _ := hangingServer(t)
-		err := listAgainst(ctx, t, clientFor(t, base, &http.Client{Timeout: 50 * time.Millisecond}))
+		err := get(ctx, t, &http.Client{Timeout: 50 * time.Millisecond}, base)
 		if got := tools.Classify(err); got != tools.VerdictUnknown {
 			t.Errorf("Classify(%v) = %q, want unknown: a timeout is never failed", err, got)
 		}
@@ -136,9 +75,8 @@ func TestClassifyTransportFailures(t *testing.T) {
 		base, _ := hangingServer(t)
 		dctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 		defer cancel()
-		err := listAgainst(dctx, t, clientFor(t, base, nil))
-		if got := tools.Classify(err); got != tools.VerdictUnknown {
-			t.Errorf("Classify(%v) = %q", err, got)
+		if err := get(dctx, t, &http.Client{}, base); tools.Classify(err) != tools.VerdictUnknown {
+			t.Errorf("Classify(%v) = %q", err, tools.Classify(err))
 		}
 	})
 
@@ -150,9 +88,8 @@ func TestClassifyTransportFailures(t *testing.T) {
 			}
 		}))
 		t.Cleanup(srv.Close)
-		err := listAgainst(ctx, t, clientFor(t, srv.URL, nil))
-		if got := tools.Classify(err); got != tools.VerdictUnknown {
-			t.Errorf("Classify(%v) = %q", err, got)
+		if err := get(ctx, t, &http.Client{}, srv.URL); tools.Classify(err) != tools.VerdictUnknown {
+			t.Errorf("Classify(%v) = %q", err, tools.Classify(err))
 		}
 	})
 
@@ -160,19 +97,10 @@ func TestClassifyTransportFailures(t *testing.T) {
 		base, entered := hangingServer(t)
 		cctx, cancel := context.WithCancel(ctx)
 		errc := make(chan error, 1)
-		go func() { errc <- listAgainst(cctx, t, clientFor(t, base, nil)) }()
+		go func() { errc <- get(cctx, t, &http.Client{}, base) }()
 		<-entered
 		cancel()
 		if err := <-errc; tools.Classify(err) != tools.VerdictCancelled {
-			t.Errorf("Classify(%v) = %q", err, tools.Classify(err))
-		}
-	})
-
-	t.Run("cancelled before sending", func(t *testing.T) {
-		cctx, cancel := context.WithCancel(ctx)
-		cancel()
-		base, _ := hangingServer(t)
-		if err := listAgainst(cctx, t, clientFor(t, base, nil)); tools.Classify(err) != tools.VerdictCancelled {
 			t.Errorf("Classify(%v) = %q", err, tools.Classify(err))
 		}
 	})
@@ -182,9 +110,8 @@ func TestClassifyTransportFailures(t *testing.T) {
 		srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the refused handshake is expected
 		srv.StartTLS()
 		t.Cleanup(srv.Close)
-		err := listAgainst(ctx, t, clientFor(t, srv.URL, &http.Client{}))
-		if got := tools.Classify(err); got != tools.VerdictNotSent {
-			t.Errorf("Classify(%v) = %q", err, got)
+		if err := get(ctx, t, &http.Client{}, srv.URL); tools.Classify(err) != tools.VerdictNotSent {
+			t.Errorf("Classify(%v) = %q", err, tools.Classify(err))
 		}
 	})
 
@@ -203,9 +130,8 @@ func TestClassifyTransportFailures(t *testing.T) {
 			_, _ = bufio.NewReader(conn).Peek(1) // wait for the ClientHello
 			_, _ = conn.Write([]byte("HTTP/1.1 400 Bad Request\r\n\r\n"))
 		}()
-		err = listAgainst(ctx, t, clientFor(t, "https://"+ln.Addr().String()+"/", nil))
-		if got := tools.Classify(err); got != tools.VerdictNotSent {
-			t.Errorf("Classify(%v) = %q", err, got)
+		if err := get(ctx, t, &http.Client{}, "https://"+ln.Addr().String()+"/"); tools.Classify(err) != tools.VerdictNotSent {
+			t.Errorf("Classify(%v) = %q", err, tools.Classify(err))
 		}
 	})
 }
@@ -225,11 +151,33 @@ func TestClassifyConstructedErrors(t *testing.T) {
 		{&net.OpError{Op: "read", Net: "tcp", Err: errors.New("connection reset by peer")}, tools.VerdictUnknown},
 		{fmt.Errorf("x: %w", tools.ErrInvalidArguments), tools.VerdictFailed},
 		{fmt.Errorf("x: %w", tools.ErrUnknownTool), tools.VerdictFailed},
-		{&github.AcceptedError{}, tools.VerdictUnknown},
+		{fmt.Errorf("x: %w", tools.ErrRefused), tools.VerdictFailed},
 		{errors.New("something odd"), tools.VerdictUnknown},
 	} {
 		if got := tools.Classify(tc.err); got != tc.want {
 			t.Errorf("Classify(%v) = %q, want %q", tc.err, got, tc.want)
 		}
+	}
+}
+
+// A tool's own verdict wins over the transport rules, survives wrapping, and
+// leaves the error's message and chain as they were.
+func TestClassifyWithVerdict(t *testing.T) {
+	if tools.WithVerdict(nil, tools.VerdictFailed) != nil {
+		t.Error("WithVerdict(nil) is not nil")
+	}
+	cause := &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused")} // not_sent by itself
+	marked := tools.WithVerdict(cause, tools.VerdictUnknown)
+	var op *net.OpError
+	if marked.Error() != cause.Error() || !errors.As(marked, &op) || op != cause {
+		t.Errorf("marked error %q lost its message or chain", marked)
+	}
+	for _, err := range []error{marked, fmt.Errorf("github_comment: %w", marked)} {
+		if got := tools.Classify(err); got != tools.VerdictUnknown {
+			t.Errorf("Classify(%v) = %q, want the marked unknown", err, got)
+		}
+	}
+	if got := tools.Classify(tools.WithVerdict(errors.New("422 Validation Failed"), tools.VerdictFailed)); got != tools.VerdictFailed {
+		t.Errorf("marked refusal classifies as %q", got)
 	}
 }

@@ -49,7 +49,7 @@ func (r *Registry) Specs() []model.ToolSpec {
 	specs := make([]model.ToolSpec, 0, len(r.names))
 	for _, name := range r.names {
 		t := r.byName[name]
-		specs = append(specs, model.ToolSpec{Name: name, Description: t.Description(), Parameters: t.Schema()})
+		specs = append(specs, model.ToolSpec{Name: name, Description: t.Description(), Parameters: t.Schema().Doc()})
 	}
 	return specs
 }

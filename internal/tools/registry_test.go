@@ -11,13 +11,16 @@ import (
 	"github.com/capstanhq/capstan/internal/tools"
 )
 
+var stubSchema = tools.MustSchema(map[string]any{"type": "object"})
+
 // stubTool is a minimal Tool for registry tests.
 type stubTool struct{ name string }
 
-func (s stubTool) Name() string           { return s.name }
-func (s stubTool) Description() string    { return "stub " + s.name }
-func (s stubTool) Schema() map[string]any { return map[string]any{"type": "object"} }
-func (s stubTool) Class() tools.Class     { return tools.ReadOnly }
+func (s stubTool) Name() string                   { return s.name }
+func (s stubTool) Description() string            { return "stub " + s.name }
+func (s stubTool) Schema() *tools.Schema          { return stubSchema }
+func (s stubTool) Class() tools.Class             { return tools.ReadOnly }
+func (s stubTool) Summary(json.RawMessage) string { return s.name }
 func (s stubTool) Identify(json.RawMessage) (tools.Identity, error) {
 	return tools.Identity{Effect: []byte(`{}`)}, nil
 }

@@ -1,10 +1,15 @@
-// Package tools defines the tools an agent may call, the safety class of each
-// (DESIGN §5.1), and the built-in GitHub tools. A tool knows how to validate
-// its arguments, how to name the effect it would have (business key and the
-// fields that define it), and how to perform it once.
+// Package tools defines what every tool an agent may call has in common,
+// whatever system it acts on: the Tool interface, the safety class of each
+// tool (DESIGN §5.1), the registry, the compiled schema of a tool's
+// arguments, and the verdict of a failed call (Classify). It depends on no
+// external system; the tools themselves live in subpackages, such as the
+// GitHub tools in internal/tools/github.
 //
-// Identify must be a pure function of the arguments: the workflow calls it to
-// derive operation ids, so it must be deterministic and do no I/O.
+// A tool knows how to validate its arguments, how to name the effect it would
+// have (business key and the fields that define it), how to describe a call
+// in one line, and how to perform it once. Identify must be a pure function of
+// the arguments: its result derives operation ids, so it must be
+// deterministic and do no I/O.
 package tools
 
 import (
@@ -60,13 +65,22 @@ type Result struct {
 type Tool interface {
 	Name() string
 	Description() string
-	// Schema is the JSON Schema of the arguments object.
-	Schema() map[string]any
+	// Schema is the compiled JSON Schema of the arguments object. Identify
+	// and Execute reject every arguments object it rejects, so the schema a
+	// model is shown is the one its calls are held to.
+	Schema() *Schema
 	Class() Class
 	// Identify validates the arguments and names their effect. It returns an
 	// error wrapping ErrInvalidArguments for bad arguments.
 	Identify(args json.RawMessage) (Identity, error)
-	// Execute performs the call once. Errors are classified with Classify.
+	// Summary describes a call in one short line for people, e.g. the
+	// Temporal UI's activity summary "create_pull_request acme/payments
+	// agent/fix → main". It is meant for arguments Identify accepts; for
+	// others it still returns something short, never an error.
+	Summary(args json.RawMessage) string
+	// Execute performs the call once. Errors are classified with Classify;
+	// a tool that knows what its service's answers mean marks its errors
+	// with WithVerdict.
 	Execute(ctx context.Context, call Call) (Result, error)
 }
 
@@ -75,3 +89,8 @@ var ErrInvalidArguments = errors.New("invalid tool arguments")
 
 // ErrUnknownTool reports a call to a tool that is not registered.
 var ErrUnknownTool = errors.New("unknown tool")
+
+// ErrRefused reports a call a tool refused on its own before sending its
+// effect: no client configured, no operation id to reconcile by, a write the
+// target cannot take. Nothing happened, and repeating the call fails again.
+var ErrRefused = errors.New("refused")

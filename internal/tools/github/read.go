@@ -1,4 +1,4 @@
-package tools
+package githubtools
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/go-github/v62/github"
+
+	"github.com/capstanhq/capstan/internal/tools"
 )
 
 // maxFileContent bounds the file content given back to the model; the rest
@@ -22,19 +24,19 @@ type getFileArgs struct {
 	path, ref string
 }
 
-func getFileTool(c *github.Client) Tool {
+var getFileSchema = objectSchema([]string{"repo", "path"}, map[string]any{
+	"repo": repoProp(),
+	"path": stringProp(`File path relative to the repository root, e.g. "src/main.go".`),
+	"ref":  stringProp("Branch, tag or commit SHA to read from. Defaults to the repository's default branch."),
+})
+
+func getFileTool(c *github.Client) tools.Tool {
 	return &ghTool[getFileArgs]{
 		c:           c,
 		name:        "github_get_file",
 		description: "Read one file (or list one directory) of a GitHub repository at a branch, tag or commit.",
-		class:       ReadOnly,
-		schema: func() map[string]any {
-			return objectSchema([]string{"repo", "path"}, map[string]any{
-				"repo": repoProp(),
-				"path": stringProp(`File path relative to the repository root, e.g. "src/main.go".`),
-				"ref":  stringProp("Branch, tag or commit SHA to read from. Defaults to the repository's default branch."),
-			})
-		},
+		class:       tools.ReadOnly,
+		schema:      getFileSchema,
 		parse: func(v *validator, raw json.RawMessage) getFileArgs {
 			var in struct {
 				Repo string `json:"repo"`
@@ -48,23 +50,29 @@ func getFileTool(c *github.Client) Tool {
 			}
 			return a
 		},
-		identify: func(a getFileArgs) Identity {
-			return Identity{Effect: canonical(struct {
+		identify: func(a getFileArgs) tools.Identity {
+			return tools.Identity{Effect: canonical(struct {
 				Repo string `json:"repo"`
 				Path string `json:"path"`
 				Ref  string `json:"ref"`
 			}{a.repo.key(), a.path, a.ref})}
 		},
-		run: func(ctx context.Context, _ string, a getFileArgs) (Result, error) {
+		summary: func(name string, a getFileArgs) string {
+			if a.ref != "" {
+				return fmt.Sprintf("%s %s %s@%s", name, a.repo, a.path, a.ref)
+			}
+			return fmt.Sprintf("%s %s %s", name, a.repo, a.path)
+		},
+		run: func(ctx context.Context, _ string, a getFileArgs) (tools.Result, error) {
 			file, dir, _, err := c.Repositories.GetContents(ctx, a.repo.owner, a.repo.name, a.path,
 				&github.RepositoryContentGetOptions{Ref: a.ref})
 			if err != nil {
-				return Result{}, fmt.Errorf("github_get_file: get %s from %s at %q: %w", a.path, a.repo, a.ref, err)
+				return tools.Result{}, fmt.Errorf("github_get_file: get %s from %s at %q: %w", a.path, a.repo, a.ref, err)
 			}
 			if dir != nil {
-				return Result{Output: output(dirListing(a, dir))}, nil
+				return tools.Result{Output: output(dirListing(a, dir))}, nil
 			}
-			return Result{Output: output(fileOutput(a, file))}, nil
+			return tools.Result{Output: output(fileOutput(a, file))}, nil
 		},
 	}
 }
@@ -127,20 +135,20 @@ type listPullsArgs struct {
 	head, base, state string
 }
 
-func listPullRequestsTool(c *github.Client) Tool {
+var listPullRequestsSchema = objectSchema([]string{"repo"}, map[string]any{
+	"repo":  repoProp(),
+	"head":  stringProp(`Only pull requests from this branch of the repository, e.g. "agent/fix".`),
+	"base":  stringProp(`Only pull requests into this branch, e.g. "main".`),
+	"state": map[string]any{"type": "string", "enum": []string{"open", "closed", "all"}, "description": `Which pull requests to list; defaults to "open".`},
+})
+
+func listPullRequestsTool(c *github.Client) tools.Tool {
 	return &ghTool[listPullsArgs]{
 		c:           c,
 		name:        "github_list_pull_requests",
 		description: fmt.Sprintf("List pull requests of a GitHub repository, newest first (at most %d), optionally filtered by head branch, base branch and state.", maxListedPulls),
-		class:       ReadOnly,
-		schema: func() map[string]any {
-			return objectSchema([]string{"repo"}, map[string]any{
-				"repo":  repoProp(),
-				"head":  stringProp(`Only pull requests from this branch of the repository, e.g. "agent/fix".`),
-				"base":  stringProp(`Only pull requests into this branch, e.g. "main".`),
-				"state": map[string]any{"type": "string", "enum": []string{"open", "closed", "all"}, "description": `Which pull requests to list; defaults to "open".`},
-			})
-		},
+		class:       tools.ReadOnly,
+		schema:      listPullRequestsSchema,
 		parse: func(v *validator, raw json.RawMessage) listPullsArgs {
 			var in struct {
 				Repo  string `json:"repo"`
@@ -151,10 +159,7 @@ func listPullRequestsTool(c *github.Client) Tool {
 			v.decode(raw, &in)
 			a := listPullsArgs{repo: v.repo(in.Repo), head: in.Head, base: in.Base, state: in.State}
 			if a.state == "" {
-				a.state = "open"
-			}
-			if a.state != "open" && a.state != "closed" && a.state != "all" {
-				v.fail("field %q must be \"open\", \"closed\" or \"all\", not %q", "state", in.State)
+				a.state = "open" // absent; the schema admits no other empty value
 			}
 			// A head may already be "owner:branch" (a fork); git forbids ":"
 			// in branch names, so the form is unambiguous.
@@ -171,15 +176,16 @@ func listPullRequestsTool(c *github.Client) Tool {
 			}
 			return a
 		},
-		identify: func(a listPullsArgs) Identity {
-			return Identity{Effect: canonical(struct {
+		identify: func(a listPullsArgs) tools.Identity {
+			return tools.Identity{Effect: canonical(struct {
 				Repo  string `json:"repo"`
 				Head  string `json:"head"`
 				Base  string `json:"base"`
 				State string `json:"state"`
 			}{a.repo.key(), a.head, a.base, a.state})}
 		},
-		run: func(ctx context.Context, _ string, a listPullsArgs) (Result, error) {
+		summary: func(name string, a listPullsArgs) string { return name + " " + a.repo.String() },
+		run: func(ctx context.Context, _ string, a listPullsArgs) (tools.Result, error) {
 			opts := &github.PullRequestListOptions{State: a.state, Base: a.base,
 				ListOptions: github.ListOptions{PerPage: maxListedPulls}}
 			if a.head != "" {
@@ -191,7 +197,7 @@ func listPullRequestsTool(c *github.Client) Tool {
 			}
 			prs, resp, err := c.PullRequests.List(ctx, a.repo.owner, a.repo.name, opts)
 			if err != nil {
-				return Result{}, fmt.Errorf("github_list_pull_requests: list %s (head %q, base %q, state %s): %w", a.repo, a.head, a.base, a.state, err)
+				return tools.Result{}, fmt.Errorf("github_list_pull_requests: list %s (head %q, base %q, state %s): %w", a.repo, a.head, a.base, a.state, err)
 			}
 			type pr struct {
 				Number  int    `json:"number"`
@@ -213,7 +219,7 @@ func listPullRequestsTool(c *github.Client) Tool {
 				out.PullRequests = append(out.PullRequests, pr{p.GetNumber(), p.GetTitle(), state,
 					p.GetHead().GetRef(), p.GetBase().GetRef(), p.GetHTMLURL()})
 			}
-			return Result{Output: output(out)}, nil
+			return tools.Result{Output: output(out)}, nil
 		},
 	}
 }

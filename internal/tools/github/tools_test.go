@@ -1,4 +1,4 @@
-package tools_test
+package githubtools_test
 
 import (
 	"context"
@@ -10,10 +10,11 @@ import (
 
 	"github.com/capstanhq/capstan/internal/sandbox"
 	"github.com/capstanhq/capstan/internal/tools"
+	githubtools "github.com/capstanhq/capstan/internal/tools/github"
 )
 
-// Every tool runs against the real sandbox fake through NewGitHubClient, the
-// way a worker runs them against GitHub.
+// Every tool runs against the real sandbox fake through NewClient, the way a
+// worker runs them against GitHub.
 
 type fixture struct {
 	gh    *sandbox.GitHub
@@ -25,11 +26,11 @@ func newFixture(t *testing.T) *fixture {
 	gh := sandbox.NewGitHub()
 	srv := httptest.NewServer(gh)
 	t.Cleanup(srv.Close)
-	c, err := tools.NewGitHubClient(srv.URL, "test-token", srv.Client())
+	c, err := githubtools.NewClient(srv.URL, "test-token", srv.Client())
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &fixture{gh: gh, tools: tools.NewRegistry(tools.GitHubTools(c)...)}
+	return &fixture{gh: gh, tools: tools.NewRegistry(githubtools.Tools(c)...)}
 }
 
 // run executes one call and decodes its output into a map.
@@ -77,7 +78,7 @@ func TestBranchFilePullRequestFlow(t *testing.T) {
 	}
 
 	pr, out := f.mustRun(t, "github_create_pull_request", "tenant:task-1:create_pr:pr:create:acme/app:agent/fix:main",
-		`{"repo":"acme/app","head":"agent/fix","base":"main","title":"Fix docs","body":"Fixes the docs.","extra":"ignored"}`)
+		`{"repo":"acme/app","head":"agent/fix","base":"main","title":"Fix docs","body":"Fixes the docs."}`)
 	if out["number"] != 1.0 || out["head"] != "agent/fix" || out["base"] != "main" || pr.ExternalID != out["html_url"] ||
 		!strings.HasSuffix(pr.ExternalID, "/acme/app/pull/1") {
 		t.Errorf("pr: %v, external id %q", out, pr.ExternalID)
@@ -98,7 +99,7 @@ func TestBranchFilePullRequestFlow(t *testing.T) {
 
 	// A duplicate is refused by GitHub, definitely.
 	_, _, err := f.run(t, "github_create_pull_request", "op-2", `{"repo":"acme/app","head":"agent/fix","base":"main","title":"again","body":""}`)
-	if v := tools.Classify(err); v != tools.VerdictFailed || tools.HTTPStatus(err) != http.StatusUnprocessableEntity {
+	if v := tools.Classify(err); v != tools.VerdictFailed || githubtools.HTTPStatus(err) != http.StatusUnprocessableEntity {
 		t.Errorf("duplicate PR: %v → %q", err, v)
 	}
 	_, _, err = f.run(t, "github_create_branch", "op-b2", `{"repo":"acme/app","branch":"agent/fix","from":"main"}`)
@@ -128,7 +129,7 @@ func TestPutFileUpdatesWithExpectedSHA(t *testing.T) {
 		t.Errorf("directory listing %v", out)
 	}
 	_, _, err := f.run(t, "github_put_file", "p2", `{"repo":"acme/app","branch":"gone","path":"x.md","content":"","message":"m"}`)
-	if v := tools.Classify(err); v != tools.VerdictFailed || tools.HTTPStatus(err) != http.StatusNotFound {
+	if v := tools.Classify(err); v != tools.VerdictFailed || githubtools.HTTPStatus(err) != http.StatusNotFound {
 		t.Errorf("missing branch: %v → %q", err, v)
 	}
 	_, _, err = f.run(t, "github_put_file", "p3", `{"repo":"acme/app","branch":"dev","path":"docs","content":"x","message":"m"}`)
@@ -200,7 +201,7 @@ func TestCommentCarriesMarker(t *testing.T) {
 		t.Errorf("comment: %v, external id %q", out, res.ExternalID)
 	}
 	cs := f.gh.Comments("acme/app", 1)
-	if len(cs) != 1 || cs[0].Body != "Done.\n\n"+tools.Marker("t:task:3:comment:uuid-1") {
+	if len(cs) != 1 || cs[0].Body != "Done.\n\n"+githubtools.Marker("t:task:3:comment:uuid-1") {
 		t.Errorf("stored comments %+v", cs)
 	}
 	_, _, err := f.run(t, "github_comment", "c2", `{"repo":"acme/app","number":42,"body":"hi"}`)

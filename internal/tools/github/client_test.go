@@ -1,4 +1,4 @@
-package tools_test
+package githubtools_test
 
 import (
 	"context"
@@ -6,7 +6,7 @@ import (
 	"net/http/httptest"
 	"testing"
 
-	"github.com/capstanhq/capstan/internal/tools"
+	githubtools "github.com/capstanhq/capstan/internal/tools/github"
 )
 
 type seen struct{ path, auth string }
@@ -24,7 +24,7 @@ func recorder(t *testing.T) (*httptest.Server, <-chan seen) {
 	return srv, got
 }
 
-func TestNewGitHubClientHonoursBaseURL(t *testing.T) {
+func TestNewClientHonoursBaseURL(t *testing.T) {
 	for _, tc := range []struct{ suffix, token, wantPath, wantAuth string }{
 		{"", "", "/repos/acme/app/pulls", ""},
 		{"/", "tok", "/repos/acme/app/pulls", "Bearer tok"},
@@ -33,7 +33,7 @@ func TestNewGitHubClientHonoursBaseURL(t *testing.T) {
 		{"/custom/", "tok", "/custom/repos/acme/app/pulls", "Bearer tok"},
 	} {
 		srv, got := recorder(t)
-		c, err := tools.NewGitHubClient(srv.URL+tc.suffix, tc.token, srv.Client())
+		c, err := githubtools.NewClient(srv.URL+tc.suffix, tc.token, srv.Client())
 		if err != nil {
 			t.Fatalf("%q: %v", tc.suffix, err)
 		}
@@ -46,14 +46,14 @@ func TestNewGitHubClientHonoursBaseURL(t *testing.T) {
 	}
 }
 
-func TestNewGitHubClientDefaultsAndErrors(t *testing.T) {
-	c, err := tools.NewGitHubClient("", "", nil)
+func TestNewClientDefaultsAndErrors(t *testing.T) {
+	c, err := githubtools.NewClient("", "", nil)
 	if err != nil || c.BaseURL.String() != "https://api.github.com/" {
 		t.Errorf("default base = %v, %v", c.BaseURL, err)
 	}
 	for _, bad := range []string{"://nope", "api.github.com", "ftp://host/", "http://", "http://host/x?y=1", "http://[::1"} {
-		if _, err := tools.NewGitHubClient(bad, "", nil); err == nil {
-			t.Errorf("NewGitHubClient(%q) accepted a malformed URL", bad)
+		if _, err := githubtools.NewClient(bad, "", nil); err == nil {
+			t.Errorf("NewClient(%q) accepted a malformed URL", bad)
 		}
 	}
 }

@@ -1,9 +1,8 @@
-package tools
+package githubtools
 
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
 	"net/http"
@@ -11,18 +10,15 @@ import (
 	"strings"
 
 	"github.com/google/go-github/v62/github"
-)
 
-// errWriteNotSent marks an error from the read a mutating tool does before
-// its write: the write itself was never sent. Classify turns an otherwise
-// unknown verdict into VerdictNotSent for it.
-var errWriteNotSent = errors.New("the write was not sent")
+	"github.com/capstanhq/capstan/internal/tools"
+)
 
 // requireOperationID refuses a conditional or unsafe call without an
 // operation id: its marker could never be reconciled.
 func requireOperationID(tool, opID string) error {
 	if opID == "" {
-		return fmt.Errorf("%s: %w: no operation id, so the effect could not be reconciled", tool, errRefused)
+		return fmt.Errorf("%s: %w: no operation id, so the effect could not be reconciled", tool, tools.ErrRefused)
 	}
 	return nil
 }
@@ -32,19 +28,19 @@ type createBranchArgs struct {
 	branch, from string
 }
 
-func createBranchTool(c *github.Client) Tool {
+var createBranchSchema = objectSchema([]string{"repo", "branch", "from"}, map[string]any{
+	"repo":   repoProp(),
+	"branch": stringProp(`Name of the branch to create, e.g. "agent/fix-typo".`),
+	"from":   stringProp(`Existing branch name (e.g. "main") or full 40-character commit SHA to start the branch at.`),
+})
+
+func createBranchTool(c *github.Client) tools.Tool {
 	return &ghTool[createBranchArgs]{
 		c:           c,
 		name:        "github_create_branch",
 		description: "Create a new branch in a GitHub repository, pointing at the head of another branch or at a commit. Fails if the branch already exists.",
-		class:       Conditional,
-		schema: func() map[string]any {
-			return objectSchema([]string{"repo", "branch", "from"}, map[string]any{
-				"repo":   repoProp(),
-				"branch": stringProp(`Name of the branch to create, e.g. "agent/fix-typo".`),
-				"from":   stringProp(`Existing branch name (e.g. "main") or full 40-character commit SHA to start the branch at.`),
-			})
-		},
+		class:       tools.Conditional,
+		schema:      createBranchSchema,
 		parse: func(v *validator, raw json.RawMessage) createBranchArgs {
 			var in struct {
 				Repo   string `json:"repo"`
@@ -58,8 +54,8 @@ func createBranchTool(c *github.Client) Tool {
 			}
 			return a
 		},
-		identify: func(a createBranchArgs) Identity {
-			return Identity{
+		identify: func(a createBranchArgs) tools.Identity {
+			return tools.Identity{
 				BusinessKey: "branch:create:" + a.repo.key() + ":" + a.branch,
 				Effect: canonical(struct {
 					Repo   string `json:"repo"`
@@ -68,19 +64,22 @@ func createBranchTool(c *github.Client) Tool {
 				}{a.repo.key(), a.branch, a.from}),
 			}
 		},
-		run: func(ctx context.Context, _ string, a createBranchArgs) (Result, error) {
+		summary: func(name string, a createBranchArgs) string {
+			return fmt.Sprintf("%s %s %s from %s", name, a.repo, a.branch, a.from)
+		},
+		run: func(ctx context.Context, _ string, a createBranchArgs) (tools.Result, error) {
 			sha := a.from
 			if !shaRE.MatchString(sha) {
 				ref, _, err := c.Git.GetRef(ctx, a.repo.owner, a.repo.name, "heads/"+a.from)
 				if err != nil {
-					return Result{}, fmt.Errorf("github_create_branch: resolve branch %q of %s: %w: %w", a.from, a.repo, errWriteNotSent, err)
+					return tools.Result{}, fmt.Errorf("github_create_branch: resolve branch %q of %s: %w: %w", a.from, a.repo, errWriteNotSent, err)
 				}
 				sha = ref.GetObject().GetSHA()
 			}
 			ref, _, err := c.Git.CreateRef(ctx, a.repo.owner, a.repo.name, &github.Reference{
 				Ref: github.String("refs/heads/" + a.branch), Object: &github.GitObject{SHA: github.String(sha)}})
 			if err != nil {
-				return Result{}, fmt.Errorf("github_create_branch: create %s in %s at %s: %w", a.branch, a.repo, sha, err)
+				return tools.Result{}, fmt.Errorf("github_create_branch: create %s in %s at %s: %w", a.branch, a.repo, sha, err)
 			}
 			sha = ref.GetObject().GetSHA()
 			out := struct {
@@ -88,7 +87,7 @@ func createBranchTool(c *github.Client) Tool {
 				SHA  string `json:"sha"`
 				From string `json:"from"`
 			}{ref.GetRef(), sha, a.from}
-			return Result{Output: output(out), ExternalID: ref.GetRef() + "@" + sha}, nil
+			return tools.Result{Output: output(out), ExternalID: ref.GetRef() + "@" + sha}, nil
 		},
 	}
 }
@@ -98,34 +97,34 @@ type putFileArgs struct {
 	branch, path, content, message string
 }
 
-func putFileTool(c *github.Client) Tool {
+var putFileSchema = objectSchema([]string{"repo", "branch", "path", "content", "message"}, map[string]any{
+	"repo":    repoProp(),
+	"branch":  stringProp("Existing branch to commit to. Never the default branch unless asked."),
+	"path":    stringProp(`File path relative to the repository root, e.g. "docs/README.md".`),
+	"content": stringProp("The complete new content of the file (UTF-8 text)."),
+	"message": stringProp("Commit message."),
+})
+
+func putFileTool(c *github.Client) tools.Tool {
 	return &ghTool[putFileArgs]{
 		c:           c,
 		name:        "github_put_file",
 		description: "Create or replace one file on an existing branch of a GitHub repository with the given content, as one commit. Writing content the file already has changes nothing.",
-		class:       Idempotent,
-		schema: func() map[string]any {
-			return objectSchema([]string{"repo", "branch", "path", "content", "message"}, map[string]any{
-				"repo":    repoProp(),
-				"branch":  stringProp("Existing branch to commit to. Never the default branch unless asked."),
-				"path":    stringProp(`File path relative to the repository root, e.g. "docs/README.md".`),
-				"content": stringProp("The complete new content of the file (UTF-8 text)."),
-				"message": stringProp("Commit message."),
-			})
-		},
+		class:       tools.Idempotent,
+		schema:      putFileSchema,
 		parse: func(v *validator, raw json.RawMessage) putFileArgs {
 			var in struct {
-				Repo    string  `json:"repo"`
-				Branch  string  `json:"branch"`
-				Path    string  `json:"path"`
-				Content *string `json:"content"`
-				Message *string `json:"message"`
+				Repo    string `json:"repo"`
+				Branch  string `json:"branch"`
+				Path    string `json:"path"`
+				Content string `json:"content"`
+				Message string `json:"message"`
 			}
 			v.decode(raw, &in)
 			return putFileArgs{repo: v.repo(in.Repo), branch: v.branch("branch", in.Branch), path: v.path(in.Path),
-				content: v.text("content", in.Content, true), message: v.text("message", in.Message, false)}
+				content: in.Content, message: v.nonBlank("message", in.Message)}
 		},
-		identify: func(a putFileArgs) Identity {
+		identify: func(a putFileArgs) tools.Identity {
 			// The content defines the effect (by its blob sha, to keep the
 			// effect small); the commit message does not. There is no
 			// business key: a write is safe to repeat (it reads first and
@@ -133,7 +132,7 @@ func putFileTool(c *github.Client) Tool {
 			// its own operation. A key would make a later write of the same
 			// content (a revert, say) replay an old success and send nothing.
 			sha := blobSHA([]byte(a.content))
-			return Identity{
+			return tools.Identity{
 				Effect: canonical(struct {
 					Repo    string `json:"repo"`
 					Branch  string `json:"branch"`
@@ -142,7 +141,10 @@ func putFileTool(c *github.Client) Tool {
 				}{a.repo.key(), a.branch, a.path, sha}),
 			}
 		},
-		run: func(ctx context.Context, opID string, a putFileArgs) (Result, error) {
+		summary: func(name string, a putFileArgs) string {
+			return fmt.Sprintf("%s %s %s:%s", name, a.repo, a.branch, a.path)
+		},
+		run: func(ctx context.Context, opID string, a putFileArgs) (tools.Result, error) {
 			return putFile(ctx, c, opID, a)
 		},
 	}
@@ -152,7 +154,7 @@ func putFileTool(c *github.Client) Tool {
 // sha read first: identical content is a no-op (so a repeat after an unknown
 // outcome writes nothing), and a concurrent change in between makes GitHub
 // refuse the write (409) instead of silently overwriting it.
-func putFile(ctx context.Context, c *github.Client, opID string, a putFileArgs) (Result, error) {
+func putFile(ctx context.Context, c *github.Client, opID string, a putFileArgs) (tools.Result, error) {
 	content := []byte(a.content)
 	want := blobSHA(content)
 	current := ""
@@ -162,9 +164,9 @@ func putFile(ctx context.Context, c *github.Client, opID string, a putFileArgs) 
 	case HTTPStatus(err) == http.StatusNotFound:
 		// Absent; if the branch is what is missing, the write says so.
 	case err != nil:
-		return Result{}, fmt.Errorf("github_put_file: read %s on %s of %s: %w: %w", a.path, a.branch, a.repo, errWriteNotSent, err)
+		return tools.Result{}, fmt.Errorf("github_put_file: read %s on %s of %s: %w: %w", a.path, a.branch, a.repo, errWriteNotSent, err)
 	case dir != nil || file.GetType() != "file":
-		return Result{}, fmt.Errorf("github_put_file: %w: %s on %s of %s is not a regular file", errRefused, a.path, a.branch, a.repo)
+		return tools.Result{}, fmt.Errorf("github_put_file: %w: %s on %s of %s is not a regular file", tools.ErrRefused, a.path, a.branch, a.repo)
 	default:
 		current = file.GetSHA()
 	}
@@ -176,7 +178,7 @@ func putFile(ctx context.Context, c *github.Client, opID string, a putFileArgs) 
 		Changed   bool   `json:"changed"`
 	}
 	if current == want {
-		return Result{Output: output(out{a.path, a.branch, want, "", false}), ExternalID: want}, nil
+		return tools.Result{Output: output(out{a.path, a.branch, want, "", false}), ExternalID: want}, nil
 	}
 	msg := a.message
 	if opID != "" {
@@ -197,10 +199,10 @@ func putFile(ctx context.Context, c *github.Client, opID string, a putFileArgs) 
 	}
 	resp, _, err := put(ctx, a.repo.owner, a.repo.name, strings.Join(segments, "/"), opts)
 	if err != nil {
-		return Result{}, fmt.Errorf("github_put_file: write %s on %s of %s (expected blob %q): %w", a.path, a.branch, a.repo, current, err)
+		return tools.Result{}, fmt.Errorf("github_put_file: write %s on %s of %s (expected blob %q): %w", a.path, a.branch, a.repo, current, err)
 	}
 	sha := resp.GetContent().GetSHA()
-	return Result{Output: output(out{a.path, a.branch, sha, resp.Commit.GetSHA(), true}), ExternalID: sha}, nil
+	return tools.Result{Output: output(out{a.path, a.branch, sha, resp.Commit.GetSHA(), true}), ExternalID: sha}, nil
 }
 
 type createPullArgs struct {
@@ -208,41 +210,41 @@ type createPullArgs struct {
 	head, base, title, body string
 }
 
-func createPullRequestTool(c *github.Client) Tool {
+var createPullRequestSchema = objectSchema([]string{"repo", "head", "base", "title", "body"}, map[string]any{
+	"repo":  repoProp(),
+	"head":  stringProp(`Branch of the same repository with the changes, e.g. "agent/fix-typo".`),
+	"base":  stringProp(`Branch to merge into, e.g. "main".`),
+	"title": stringProp("Pull request title."),
+	"body":  stringProp("Pull request description (Markdown)."),
+})
+
+func createPullRequestTool(c *github.Client) tools.Tool {
 	return &ghTool[createPullArgs]{
 		c:           c,
 		name:        "github_create_pull_request",
 		description: "Open a pull request in a GitHub repository from a head branch into a base branch. At most one open pull request can exist per head and base.",
-		class:       Conditional,
-		schema: func() map[string]any {
-			return objectSchema([]string{"repo", "head", "base", "title", "body"}, map[string]any{
-				"repo":  repoProp(),
-				"head":  stringProp(`Branch of the same repository with the changes, e.g. "agent/fix-typo".`),
-				"base":  stringProp(`Branch to merge into, e.g. "main".`),
-				"title": stringProp("Pull request title."),
-				"body":  stringProp("Pull request description (Markdown)."),
-			})
-		},
+		class:       tools.Conditional,
+		schema:      createPullRequestSchema,
 		parse: func(v *validator, raw json.RawMessage) createPullArgs {
 			var in struct {
-				Repo  string  `json:"repo"`
-				Head  string  `json:"head"`
-				Base  string  `json:"base"`
-				Title *string `json:"title"`
-				Body  *string `json:"body"`
+				Repo  string `json:"repo"`
+				Head  string `json:"head"`
+				Base  string `json:"base"`
+				Title string `json:"title"`
+				Body  string `json:"body"`
 			}
 			v.decode(raw, &in)
 			a := createPullArgs{repo: v.repo(in.Repo), head: v.branch("head", in.Head), base: v.branch("base", in.Base),
-				title: v.text("title", in.Title, false), body: v.text("body", in.Body, true)}
+				title: v.nonBlank("title", in.Title), body: in.Body}
 			if a.head == a.base && a.head != "" {
 				v.fail("fields \"head\" and \"base\" must differ, but both are %q", a.head)
 			}
 			return a
 		},
-		identify: func(a createPullArgs) Identity {
+		identify: func(a createPullArgs) tools.Identity {
 			// Title and body do not define the effect: a retry that rewords
 			// them is still the same pull request.
-			return Identity{
+			return tools.Identity{
 				BusinessKey: "pr:create:" + a.repo.key() + ":" + a.head + ":" + a.base,
 				Effect: canonical(struct {
 					Repo string `json:"repo"`
@@ -251,14 +253,17 @@ func createPullRequestTool(c *github.Client) Tool {
 				}{a.repo.key(), a.head, a.base}),
 			}
 		},
-		run: func(ctx context.Context, opID string, a createPullArgs) (Result, error) {
+		summary: func(name string, a createPullArgs) string {
+			return fmt.Sprintf("%s %s %s → %s", name, a.repo, a.head, a.base)
+		},
+		run: func(ctx context.Context, opID string, a createPullArgs) (tools.Result, error) {
 			if err := requireOperationID("github_create_pull_request", opID); err != nil {
-				return Result{}, err
+				return tools.Result{}, err
 			}
 			pr, _, err := c.PullRequests.Create(ctx, a.repo.owner, a.repo.name, &github.NewPullRequest{
 				Title: &a.title, Head: &a.head, Base: &a.base, Body: github.String(withMarker(a.body, opID))})
 			if err != nil {
-				return Result{}, fmt.Errorf("github_create_pull_request: open %s → %s in %s: %w", a.head, a.base, a.repo, err)
+				return tools.Result{}, fmt.Errorf("github_create_pull_request: open %s → %s in %s: %w", a.head, a.base, a.repo, err)
 			}
 			out := struct {
 				Number  int    `json:"number"`
@@ -268,7 +273,7 @@ func createPullRequestTool(c *github.Client) Tool {
 				HeadSHA string `json:"head_sha"`
 				State   string `json:"state"`
 			}{pr.GetNumber(), pr.GetHTMLURL(), pr.GetHead().GetRef(), pr.GetBase().GetRef(), pr.GetHead().GetSHA(), pr.GetState()}
-			return Result{Output: output(out), ExternalID: pr.GetHTMLURL()}, nil
+			return tools.Result{Output: output(out), ExternalID: pr.GetHTMLURL()}, nil
 		},
 	}
 }
@@ -279,58 +284,60 @@ type commentArgs struct {
 	body   string
 }
 
-func commentTool(c *github.Client) Tool {
+var commentSchema = objectSchema([]string{"repo", "number", "body"}, map[string]any{
+	"repo":   repoProp(),
+	"number": map[string]any{"type": "integer", "minimum": 1, "description": "Issue or pull request number."},
+	"body":   stringProp("Comment text (Markdown)."),
+})
+
+func commentTool(c *github.Client) tools.Tool {
 	return &ghTool[commentArgs]{
 		c:           c,
 		name:        "github_comment",
 		description: "Post a comment on an issue or pull request of a GitHub repository. Each call posts a new comment.",
-		class:       Unsafe,
-		schema: func() map[string]any {
-			return objectSchema([]string{"repo", "number", "body"}, map[string]any{
-				"repo":   repoProp(),
-				"number": map[string]any{"type": "integer", "minimum": 1, "description": "Issue or pull request number."},
-				"body":   stringProp("Comment text (Markdown)."),
-			})
-		},
+		class:       tools.Unsafe,
+		schema:      commentSchema,
 		parse: func(v *validator, raw json.RawMessage) commentArgs {
 			var in struct {
-				Repo   string       `json:"repo"`
-				Number *json.Number `json:"number"`
-				Body   *string      `json:"body"`
+				Repo   string      `json:"repo"`
+				Number json.Number `json:"number"`
+				Body   string      `json:"body"`
 			}
 			v.decode(raw, &in)
-			a := commentArgs{repo: v.repo(in.Repo), body: v.text("body", in.Body, false)}
-			if in.Number == nil {
-				v.fail("field %q is required", "number")
-			} else if f, err := in.Number.Float64(); err != nil || f != math.Trunc(f) || f < 1 || f > math.MaxInt32 {
-				v.fail("field %q must be a positive integer, not %s", "number", in.Number.String())
+			a := commentArgs{repo: v.repo(in.Repo), body: v.nonBlank("body", in.Body)}
+			// The schema admits integers from 1 up; GitHub's numbers are 32-bit.
+			if f, err := in.Number.Float64(); err != nil || f > math.MaxInt32 {
+				v.fail("field %q must be an issue or pull request number, not %s", "number", in.Number.String())
 			} else {
 				a.number = int(f)
 			}
 			return a
 		},
-		identify: func(a commentArgs) Identity {
-			return Identity{Effect: canonical(struct {
+		identify: func(a commentArgs) tools.Identity {
+			return tools.Identity{Effect: canonical(struct {
 				Repo   string `json:"repo"`
 				Number int    `json:"number"`
 				Body   string `json:"body"`
 			}{a.repo.key(), a.number, a.body})}
 		},
-		run: func(ctx context.Context, opID string, a commentArgs) (Result, error) {
+		summary: func(name string, a commentArgs) string {
+			return fmt.Sprintf("%s %s #%d", name, a.repo, a.number)
+		},
+		run: func(ctx context.Context, opID string, a commentArgs) (tools.Result, error) {
 			if err := requireOperationID("github_comment", opID); err != nil {
-				return Result{}, err
+				return tools.Result{}, err
 			}
 			cm, _, err := c.Issues.CreateComment(ctx, a.repo.owner, a.repo.name, a.number,
 				&github.IssueComment{Body: github.String(withMarker(a.body, opID))})
 			if err != nil {
-				return Result{}, fmt.Errorf("github_comment: comment on %s#%d: %w", a.repo, a.number, err)
+				return tools.Result{}, fmt.Errorf("github_comment: comment on %s#%d: %w", a.repo, a.number, err)
 			}
 			out := struct {
 				ID      int64  `json:"id"`
 				Number  int    `json:"number"`
 				HTMLURL string `json:"html_url"`
 			}{cm.GetID(), a.number, cm.GetHTMLURL()}
-			return Result{Output: output(out), ExternalID: cm.GetHTMLURL()}, nil
+			return tools.Result{Output: output(out), ExternalID: cm.GetHTMLURL()}, nil
 		},
 	}
 }

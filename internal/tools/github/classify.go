@@ -1,0 +1,97 @@
+package githubtools
+
+import (
+	"errors"
+	"net/http"
+	"strings"
+
+	"github.com/google/go-github/v62/github"
+
+	"github.com/capstanhq/capstan/internal/tools"
+)
+
+// errWriteNotSent marks an error from the read a mutating tool does before
+// its write: the write itself was never sent. Classify turns an otherwise
+// unknown verdict into VerdictNotSent for it.
+var errWriteNotSent = errors.New("the write was not sent")
+
+// Classify is tools.Classify (DESIGN §5.4 step 4) for an error of a go-github
+// call or of these tools, with what GitHub's answers mean: a 4xx other than
+// 408 and 429 is a refusal ("failed"); a 5xx, 408, 429, a rate limit or a 202
+// "accepted, still working" may have acted ("unknown"); go-github's refusal
+// to send while a known rate limit is in force, and a failed read before a
+// write, sent nothing ("not_sent"). Cancellation, the tools sentinels and
+// transport errors keep tools.Classify's verdict.
+func Classify(err error) tools.Verdict {
+	v := classify(err)
+	if v == tools.VerdictUnknown && errors.Is(err, errWriteNotSent) {
+		return tools.VerdictNotSent // only the read before the write was in doubt
+	}
+	return v
+}
+
+func classify(err error) tools.Verdict {
+	if v := tools.Classify(err); v != tools.VerdictUnknown {
+		return v
+	}
+	switch {
+	case errors.Is(err, github.ErrPathForbidden):
+		return tools.VerdictFailed // go-github refused a path with ".." before sending
+	case notSentByRateGuard(err):
+		return tools.VerdictNotSent
+	}
+	status := HTTPStatus(err)
+	var rate *github.RateLimitError
+	var abuse *github.AbuseRateLimitError
+	switch {
+	case status == 0:
+		return tools.VerdictUnknown // no answer, and the transport proved nothing
+	case errors.As(err, &rate), errors.As(err, &abuse):
+		return tools.VerdictUnknown // rate limited: treated like 429
+	case status >= 400 && status < 500 && status != http.StatusRequestTimeout && status != http.StatusTooManyRequests:
+		return tools.VerdictFailed
+	default:
+		return tools.VerdictUnknown // 5xx, 408, 429, and 202 "accepted, still working"
+	}
+}
+
+// HTTPStatus returns the status code GitHub answered with, or 0 when err
+// carries no answer (including go-github's local rate-limit refusals, which
+// fabricate a 403 without sending anything).
+func HTTPStatus(err error) int {
+	var resp *http.Response
+	var er *github.ErrorResponse
+	var rate *github.RateLimitError
+	var abuse *github.AbuseRateLimitError
+	var twoFactor *github.TwoFactorAuthError
+	var accepted *github.AcceptedError
+	switch {
+	case err == nil, notSentByRateGuard(err):
+		return 0
+	case errors.As(err, &er):
+		resp = er.Response
+	case errors.As(err, &rate):
+		resp = rate.Response
+	case errors.As(err, &abuse):
+		resp = abuse.Response
+	case errors.As(err, &twoFactor):
+		resp = twoFactor.Response
+	case errors.As(err, &accepted):
+		return http.StatusAccepted
+	}
+	if resp == nil {
+		return 0
+	}
+	return resp.StatusCode
+}
+
+// notSentByRateGuard reports go-github's refusal to send while a known rate
+// limit is in force. Its errors carry a fabricated 403 response and say
+// "not making remote request" — that phrase is the only marker it leaves.
+func notSentByRateGuard(err error) bool {
+	var rate *github.RateLimitError
+	var abuse *github.AbuseRateLimitError
+	const phrase = "not making remote request"
+	return (errors.As(err, &rate) && strings.Contains(rate.Message, phrase)) ||
+		(errors.As(err, &abuse) && strings.Contains(abuse.Message, phrase))
+}

@@ -1,0 +1,161 @@
+// Package githubtools holds the built-in GitHub tools, the go-github client
+// they use, the marker that lets a reconciler find their effects, and what a
+// GitHub answer means for an effect (Classify).
+//
+// Each tool validates its arguments in Identify (pure, deterministic, no
+// I/O) and again in Execute — first against the very schema it advertises,
+// then against the rules of GitHub and git a schema cannot state — performs
+// at most one mutating request per Execute, and names what it changed in
+// Result.ExternalID so reconcilers can find it:
+//
+//	github_get_file             read_only
+//	github_list_pull_requests   read_only
+//	github_create_branch        conditional  branch:create:<owner>/<repo>:<branch>
+//	github_put_file             idempotent   (none; one operation per declared call)
+//	github_create_pull_request  conditional  pr:create:<owner>/<repo>:<head>:<base>
+//	github_comment              unsafe       (none; reconciled by Marker)
+//
+// Owner and repository names are case-insensitive on GitHub, so business keys
+// and effects use their lower-case form: "Acme/App" and "acme/app" are one
+// effect. Branch names and paths are case-sensitive and kept as given.
+package githubtools
+
+import (
+	"context"
+	"crypto/sha1"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/google/go-github/v62/github"
+
+	"github.com/capstanhq/capstan/internal/tools"
+)
+
+// Tools returns the six built-in GitHub tools using c. A nil c gives tools
+// whose Name, Schema, Class, Identify and Summary work (workflow code needs
+// only those) and whose Execute fails without sending anything.
+func Tools(c *github.Client) []tools.Tool {
+	return []tools.Tool{
+		getFileTool(c),
+		listPullRequestsTool(c),
+		createBranchTool(c),
+		putFileTool(c),
+		createPullRequestTool(c),
+		commentTool(c),
+	}
+}
+
+// ghTool is one GitHub tool; A is its parsed, validated arguments.
+type ghTool[A any] struct {
+	c                 *github.Client // nil when only Identify and Schema are needed
+	name, description string
+	class             tools.Class
+	schema            *tools.Schema
+	parse             func(v *validator, raw json.RawMessage) A // reports problems the schema cannot state to v
+	identify          func(a A) tools.Identity
+	summary           func(name string, a A) string // name is the tool's name without "github_"
+	run               func(ctx context.Context, opID string, a A) (tools.Result, error)
+}
+
+func (t *ghTool[A]) Name() string          { return t.name }
+func (t *ghTool[A]) Description() string   { return t.description }
+func (t *ghTool[A]) Class() tools.Class    { return t.class }
+func (t *ghTool[A]) Schema() *tools.Schema { return t.schema }
+
+// Identify validates args and names their effect. It does no I/O.
+func (t *ghTool[A]) Identify(args json.RawMessage) (tools.Identity, error) {
+	a, err := t.args(args)
+	if err != nil {
+		return tools.Identity{}, err
+	}
+	return t.identify(a), nil
+}
+
+// Summary describes a call, e.g. "create_pull_request acme/payments
+// agent/fix → main"; for arguments Identify rejects, just the tool's name.
+func (t *ghTool[A]) Summary(args json.RawMessage) string {
+	name := strings.TrimPrefix(t.name, "github_")
+	a, err := t.args(args)
+	if err != nil {
+		return name
+	}
+	return t.summary(name, a)
+}
+
+// Execute validates call.Arguments and performs the call once. Its errors
+// carry their verdict (Classify), so tools.Classify knows what GitHub's
+// answer meant.
+func (t *ghTool[A]) Execute(ctx context.Context, call tools.Call) (tools.Result, error) {
+	a, err := t.args(call.Arguments)
+	if err != nil {
+		return tools.Result{}, err
+	}
+	if t.c == nil {
+		return tools.Result{}, fmt.Errorf("%s: %w: no GitHub client configured", t.name, tools.ErrRefused)
+	}
+	res, err := t.run(ctx, call.OperationID, a)
+	if err != nil {
+		return tools.Result{}, tools.WithVerdict(err, Classify(err))
+	}
+	return res, nil
+}
+
+// args checks raw against the tool's schema, then parses it and applies the
+// rules the schema cannot state.
+func (t *ghTool[A]) args(raw json.RawMessage) (A, error) {
+	if err := t.schema.Validate(raw); err != nil {
+		var zero A
+		return zero, fmt.Errorf("%s: %w", t.name, err)
+	}
+	v := &validator{tool: t.name}
+	a := t.parse(v, raw)
+	return a, v.err
+}
+
+// canonical encodes an effect: v is a struct, so fields come out in a fixed
+// order, and encoding/json output is deterministic for it.
+func canonical(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(fmt.Sprintf("githubtools: encode effect: %v", err)) // plain structs of strings and ints cannot fail
+	}
+	return b
+}
+
+// output encodes a tool's answer to the model.
+func output(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(fmt.Sprintf("githubtools: encode output: %v", err)) // plain structs cannot fail
+	}
+	return b
+}
+
+// blobSHA is git's blob id for content, the sha GitHub reports for a file.
+func blobSHA(content []byte) string {
+	h := sha1.New()
+	fmt.Fprintf(h, "blob %d\x00", len(content))
+	h.Write(content)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// Schema helpers. Every tool's schema is a package variable, compiled once
+// when the program starts (a schema that does not compile stops it there),
+// and a strict object: a field the schema does not name is refused, not
+// ignored, so a misspelt optional field cannot silently fall back to its
+// default.
+
+func objectSchema(required []string, props map[string]any) *tools.Schema {
+	return tools.MustSchema(map[string]any{"type": "object", "properties": props, "required": required, "additionalProperties": false})
+}
+
+func stringProp(description string) map[string]any {
+	return map[string]any{"type": "string", "description": description}
+}
+
+func repoProp() map[string]any {
+	return map[string]any{"type": "string", "pattern": `^[A-Za-z0-9][A-Za-z0-9-]*/[A-Za-z0-9._-]+$`,
+		"description": `Repository as "owner/name", e.g. "acme/payments".`}
+}
