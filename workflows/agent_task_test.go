@@ -78,3 +78,31 @@ func TestLostWorkerAttemptIsRetried(t *testing.T) {
 		t.Errorf("second attempt id = %s, want T2/t1/a2", got)
 	}
 }
+
+// Calls without a business key are named by their position in the
+// committed turn, so the same committed turn always yields the same ids.
+func TestOperationIDsWithoutBusinessKeyComeFromThePosition(t *testing.T) {
+	var suite testsuite.WorkflowTestSuite
+	env := suite.NewTestWorkflowEnvironment()
+	env.RegisterActivity(&activities.Activities{})
+	put := func(id string) activities.ToolCallRef {
+		return activities.ToolCallRef{ID: id, Name: "github_put_file", Class: "idempotent", Arguments: "sha256:" + id, Summary: "put_file"}
+	}
+	env.OnActivity(a.ModelTurn, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.ModelTurnInput) (activities.ModelTurnResult, error) {
+			if in.Transcript == "" {
+				return activities.ModelTurnResult{Transcript: "sha256:10", ToolCalls: []activities.ToolCallRef{put("call_a"), put("call_b")}}, nil
+			}
+			return activities.ModelTurnResult{Transcript: "sha256:11", Text: "done"}, nil
+		})
+	env.OnActivity(a.ExecuteTool, mock.Anything, mock.Anything).Return(activities.ExecuteToolResult{State: "SUCCEEDED", Item: "sha256:20"}, nil)
+	env.ExecuteWorkflow(workflows.AgentTask, workflows.AgentTaskInput{TaskID: "T3", Tenant: "default", Prompt: "p", Model: "openai:m"})
+	var res workflows.TaskResult
+	if err := env.GetWorkflowResult(&res); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"default:T3:t1:github_put_file:1", "default:T3:t1:github_put_file:2"}
+	if len(res.Operations) != 2 || res.Operations[0].OperationID != want[0] || res.Operations[1].OperationID != want[1] {
+		t.Fatalf("operations = %+v, want ids %v", res.Operations, want)
+	}
+}

@@ -14,13 +14,14 @@ func attemptID(turnID string, attempt int) string { return fmt.Sprintf("%s/a%d",
 
 // operationID names an intended effect (DESIGN §5.2). With a business key it
 // is the same for every call with the same effect in this task, so a
-// re-declared call maps to the recorded operation; without one, it is unique
-// per declared call (the uuid comes from workflow.SideEffect).
-func operationID(tenant, taskID, tool, businessKey, turn, uuid string) string {
+// re-declared call maps to the recorded operation; without one, it is
+// unique per declared call: n is the call's position in its committed turn
+// (a uuid from workflow.SideEffect in tasks started before that change).
+func operationID(tenant, taskID, tool, businessKey, turn, n string) string {
 	if businessKey != "" {
 		return strings.Join([]string{tenant, taskID, tool, businessKey}, ":")
 	}
-	return strings.Join([]string{tenant, taskID, turn, tool, uuid}, ":")
+	return strings.Join([]string{tenant, taskID, turn, tool, n}, ":")
 }
 
 func deliveryOperationID(tenant, taskID, channel string) string {

@@ -3,6 +3,7 @@ package workflows
 import (
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/google/uuid"
 	"go.temporal.io/sdk/temporal"
@@ -27,7 +28,7 @@ func (t *task) runOperations(ctx workflow.Context, turn int, calls []activities.
 	tid := turnID(t.in.TaskID, turn)
 	ops := make([]declared, len(calls))
 	for i, c := range calls {
-		d, err := t.declare(ctx, tid, turn, c)
+		d, err := t.declare(ctx, tid, turn, i+1, c)
 		if err != nil {
 			return nil, err
 		}
@@ -59,19 +60,26 @@ func (t *task) runOperations(ctx workflow.Context, turn int, calls []activities.
 
 func (d declared) readOnly() bool { return tools.Class(d.call.Class) == tools.ReadOnly }
 
-// declare gives a tool call its operation id (DESIGN §5.2) and records it.
-// The business key comes from the model turn that committed the call, so
-// the id is part of history and replays as recorded.
-func (t *task) declare(ctx workflow.Context, tid string, turn int, c activities.ToolCallRef) (declared, error) {
+// declare gives the position-th tool call of a turn its operation id
+// (DESIGN §5.2) and records it. The business key comes from the model turn
+// that committed the call; a call without one is named by its position in
+// that turn, so the same committed turn always yields the same ids — after
+// a retry, a continue-as-new or a reset alike. Tasks started before
+// changeOperationIDByPosition keep the uuid they drew.
+func (t *task) declare(ctx workflow.Context, tid string, turn, position int, c activities.ToolCallRef) (declared, error) {
 	d := declared{call: c}
 	key := c.BusinessKey
-	var uid string
+	var n string
 	if key == "" {
-		if err := workflow.SideEffect(ctx, func(workflow.Context) any { return uuid.NewString() }).Get(&uid); err != nil {
-			return d, err
+		if workflow.GetVersion(ctx, changeOperationIDByPosition, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+			if err := workflow.SideEffect(ctx, func(workflow.Context) any { return uuid.NewString() }).Get(&n); err != nil {
+				return d, err
+			}
+		} else {
+			n = strconv.Itoa(position)
 		}
 	}
-	d.opID = operationID(t.in.Tenant, t.in.TaskID, c.Name, key, fmt.Sprintf("t%d", turn), uid)
+	d.opID = operationID(t.in.Tenant, t.in.TaskID, c.Name, key, fmt.Sprintf("t%d", turn), n)
 	t.result.Operations = append(t.result.Operations, OperationRecord{
 		OperationID: d.opID, TurnID: tid, ToolCallID: c.ID, Tool: c.Name, State: ledger.StateDeclared,
 	})

@@ -10,4 +10,18 @@ package workflows
 // logic changes (behind workflow.GetVersion, so the old histories keep
 // replaying), bump this label ("v1" → "v2") in the same change and record
 // the new histories under it; the files of the earlier labels stay.
-const HistoryVersion = "v1"
+//
+//	v1  the foundation
+//	v2  changeOperationIDByPosition
+const HistoryVersion = "v2"
+
+// Changes to workflow logic, each read with workflow.GetVersion where the
+// logic forks. A change id is never reused or removed while a history that
+// predates it may still replay.
+const (
+	// changeOperationIDByPosition: an operation without a business key is
+	// named by its call's position in the committed turn, not by a uuid
+	// drawn with SideEffect, so re-running a committed turn (a reset)
+	// yields the same operation ids and the ledger replays their results.
+	changeOperationIDByPosition = "operation-id-by-position"
+)
