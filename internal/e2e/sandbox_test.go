@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -14,10 +15,19 @@ import (
 )
 
 // TestStarterDemoOnSandboxWorker is `make demo` in miniature: a worker
-// started with --sandbox and `starter demo`.
+// started with --sandbox and `starter demo`, with no CAPSTAN_TASK_QUEUE, so
+// both keep to the sandbox's own queue and never touch the real one.
 func TestStarterDemoOnSandboxWorker(t *testing.T) {
-	env := baseEnv(t, "e2e-sandbox")
+	var env []string
+	for _, kv := range baseEnv(t, "unused") {
+		if !strings.HasPrefix(kv, "CAPSTAN_TASK_QUEUE=") {
+			env = append(env, kv)
+		}
+	}
 	w := startWorker(t, env, "--sandbox", "--log-format", "text")
+	if line := w.stdoutLine("worker "); !strings.HasSuffix(line, `polling task queue "capstan-sandbox"`) {
+		t.Errorf("worker line = %q, want it polling capstan-sandbox", line)
+	}
 	r := runStarter(t, env, "demo", "--json")
 	if r.code != 0 {
 		t.Fatalf("starter demo exited %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
@@ -25,6 +35,13 @@ func TestStarterDemoOnSandboxWorker(t *testing.T) {
 	res := decodeResult(t, r)
 	if res.Status != workflows.StatusCompleted || len(res.Operations) != 3 || len(res.Deliveries) != 1 {
 		t.Fatalf("demo result = %+v", res)
+	}
+	desc, err := temporal.DescribeWorkflowExecution(context.Background(), res.WorkflowID, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q := desc.GetExecutionConfig().GetTaskQueue().GetName(); q != "capstan-sandbox" {
+		t.Errorf("the demo task ran on queue %q, want capstan-sandbox", q)
 	}
 	if !strings.Contains(r.stderr, "/namespaces/default/workflows/"+res.WorkflowID) {
 		t.Errorf("starter demo did not print the UI link; stderr: %s", r.stderr)
@@ -97,6 +114,9 @@ func TestWorkerStartupErrors(t *testing.T) {
 			return append(e, "OPENAI_API_KEY=x", "GITHUB_TOKEN=x", "CAPSTAN_MODEL_IDLE_TIMEOUT=soon")
 		}, nil, 1, "CAPSTAN_MODEL_IDLE_TIMEOUT"},
 		{"bad flag", func(e []string) []string { return e }, []string{"--frobnicate"}, 2, "frobnicate"},
+		{"sandbox on the real queue", func(e []string) []string {
+			return append(e, "CAPSTAN_TASK_QUEUE=capstan")
+		}, []string{"--sandbox"}, 1, "must not poll the default task queue capstan"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
