@@ -2,6 +2,7 @@ package activities
 
 import (
 	"errors"
+	"time"
 
 	"go.temporal.io/sdk/temporal"
 
@@ -149,3 +150,57 @@ func AttemptReportOf(err error) (r AttemptReport, ok bool) {
 	}
 	return r, true
 }
+
+// Verdict is what a reconciler concluded about an operation whose outcome
+// was unknown (DESIGN §5.4 step 5, §5.5).
+type Verdict string
+
+// Verdicts. Reconcile returns only the three final ones: it asks again
+// itself, with jittered backoff, while the answer is "not yet".
+const (
+	// VerdictFound: the effect exists; the operation is SUCCEEDED.
+	VerdictFound Verdict = "found"
+	// VerdictAbsent: the effect certainly does not exist (not seen through
+	// the whole consistency window, with every question answered); the
+	// operation is ABSENT and may be executed again with the same id.
+	VerdictAbsent Verdict = "absent"
+	// VerdictNotYet: not seen, but the external system may still be
+	// catching up; ask again within the consistency window.
+	VerdictNotYet Verdict = "not_yet"
+	// VerdictIndeterminate: nobody can tell (several candidates, or the
+	// reconciler could not ask through the whole window); the operation
+	// is NEEDS_HUMAN and a person decides.
+	VerdictIndeterminate Verdict = "indeterminate"
+)
+
+// ReconcileInput asks what became of an UNKNOWN operation.
+type ReconcileInput struct {
+	Tenant      string
+	TaskID      string
+	OperationID string
+	// ToolCallID is set for a tool operation: a found operation commits a
+	// tool message for it, telling the model the operation was recovered.
+	ToolCallID string
+	// Since is when the workflow began reconciling this operation; the
+	// consistency window runs from it, so a retried activity does not
+	// restart the window.
+	Since time.Time
+	// Window is the consistency window; zero means DefaultReconcileWindow.
+	Window time.Duration
+}
+
+// ReconcileResult is a final verdict, recorded in the ledger under a new
+// fence before it is returned.
+type ReconcileResult struct {
+	OperationID string
+	Verdict     Verdict      // found, absent or indeterminate
+	State       ledger.State // SUCCEEDED, ABSENT or NEEDS_HUMAN
+	ExternalID  string       // what was found (a PR URL, a message ts)
+	Reason      string       // one sentence: what was asked and seen
+	Item        string       // found tool operation: ref of the tool message
+	Asked       int          // how many times the external system was asked
+}
+
+// DefaultReconcileWindow bounds how long "not yet" may last before an
+// unseen effect counts as absent.
+const DefaultReconcileWindow = 60 * time.Second
