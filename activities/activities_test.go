@@ -155,6 +155,11 @@ func TestExecuteToolTimeoutAfterSendIsUnknown(t *testing.T) {
 	if _, err := f.env.ExecuteActivity(f.acts.ExecuteTool, branch); err != nil {
 		t.Fatal(err)
 	}
+	file := activities.ExecuteToolInput{Tenant: "d", TaskID: "T", TurnID: "T/t1", OperationID: "op-file",
+		Tool: "github_put_file", Arguments: f.args(t, `{"repo":"acme/app","branch":"feat","path":"a.md","content":"a\n","message":"a"}`)}
+	if _, err := f.env.ExecuteActivity(f.acts.ExecuteTool, file); err != nil {
+		t.Fatal(err)
+	}
 	pr := activities.ExecuteToolInput{Tenant: "d", TaskID: "T", TurnID: "T/t2", OperationID: "op-pr",
 		Tool: "github_create_pull_request", Arguments: f.args(t, `{"repo":"acme/app","head":"feat","base":"main","title":"t","body":"b"}`)}
 	_, err := f.env.ExecuteActivity(f.acts.ExecuteTool, pr)

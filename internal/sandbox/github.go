@@ -28,14 +28,35 @@ import (
 // prefix (a GitHub Enterprise "/api/v3/" or a proxy path): everything from the
 // first "/repos/" on is the API path. GET /_sandbox/stats returns Stats.
 //
-// Guarantees: it is safe for concurrent use; an installed Fault runs before
-// any state changes, and the effect counters count only effects that were
-// actually performed (a rejected request counts as a request, nothing else).
+// Like GitHub, it refuses a pull request whose head has no commit its base
+// lacks (422 "No commits between main and <head>") and a second open pull
+// request for the same head and base (422 "A pull request already exists for
+// owner:head."), both as a "Validation Failed" whose errors[0].message says
+// so.
+//
+// Fault rules ([FaultRule], set with AddFault or /_sandbox/faults) name an
+// endpoint by its operation id in GitHub's REST description: repos/get,
+// git/get-ref, git/create-ref, repos/get-content,
+// repos/create-or-update-file-contents, pulls/list, pulls/create, pulls/get,
+// pulls/update, issues/create, issues/list-comments,
+// issues/list-comments-for-repo, issues/create-comment. Every kind applies.
+// Under lag, pulls/list and the two comment lists leave out pull requests
+// and comments created less than the lag ago, and git/get-ref answers 404
+// for a branch created less than the lag ago (GitHub serves reads from
+// replicas, and a ref just created can be missing there); other reads, and
+// a branch's later commits, do not lag.
+//
+// Guarantees: it is safe for concurrent use; an installed Fault or rule runs
+// before any state changes, and the effect counters count only effects that
+// were actually performed, once each, including the ones whose answer a
+// fault then lost.
 type GitHub struct {
 	faultPoint
+	faultRules
+	control map[string]http.HandlerFunc // the /_sandbox/ endpoints
 
 	mux *http.ServeMux
-	now func() time.Time
+	now func() time.Time // read under dataMu
 
 	dataMu sync.Mutex
 	repos  map[string]*ghRepo // by lower-case "owner/name": GitHub is case-insensitive there
@@ -45,6 +66,9 @@ type GitHub struct {
 
 // GitHubStats counts what the fake has seen and done.
 type GitHubStats struct {
+	// Requests counts the API requests the fake handled; a request a fault
+	// answered in the fake's place (a refusal, or a SetFault fault that
+	// answers) is not counted, one the fault let through is.
 	Requests            int64 `json:"requests"`
 	AuthorizedRequests  int64 `json:"authorized_requests"`
 	BranchesCreated     int64 `json:"branches_created"`
@@ -75,7 +99,8 @@ type ghRepo struct {
 	owner, name string
 	id          int64
 	created     time.Time
-	branches    map[string]string // branch name -> head commit sha
+	branches    map[string]string    // branch name -> head commit sha
+	branchMade  map[string]time.Time // branch name -> when git/create-ref made it; zero for main
 	commits     map[string]*ghCommit
 	issues      map[int]*ghIssue // pull requests are issues too, as on GitHub
 	comments    []*ghComment     // in creation order
@@ -97,6 +122,7 @@ type ghIssue struct {
 	isPull                       bool
 	draft                        bool
 	head, base, headSHA, baseSHA string
+	written                      time.Time // when it was created, not rounded: lagging reads compare it
 }
 
 type ghComment struct {
@@ -104,6 +130,7 @@ type ghComment struct {
 	number           int
 	body             string
 	created, updated time.Time
+	written          time.Time // when it was created, not rounded: lagging reads compare it
 }
 
 // ghURLs are the bases for the links the fake writes: web pages at the host
@@ -116,40 +143,61 @@ type ghPrefixKey struct{}
 func NewGitHub() *GitHub {
 	g := &GitHub{repos: map[string]*ghRepo{}, now: time.Now, mux: http.NewServeMux()}
 	const r = "/repos/{owner}/{repo}"
-	g.mux.HandleFunc("GET "+r, g.getRepo)
-	g.mux.HandleFunc("GET "+r+"/git/ref/{ref...}", g.getRef)
-	g.mux.HandleFunc("POST "+r+"/git/refs", g.createRef)
-	g.mux.HandleFunc("GET "+r+"/contents/{path...}", g.getContents)
-	g.mux.HandleFunc("PUT "+r+"/contents/{path...}", g.putContents)
-	g.mux.HandleFunc("GET "+r+"/pulls", g.listPulls)
-	g.mux.HandleFunc("POST "+r+"/pulls", g.createPull)
-	g.mux.HandleFunc("GET "+r+"/pulls/{number}", g.getPull)
-	g.mux.HandleFunc("PATCH "+r+"/pulls/{number}", g.updatePull)
-	g.mux.HandleFunc("POST "+r+"/issues", g.createIssue)
-	g.mux.HandleFunc("GET "+r+"/issues/comments", g.listComments)
-	g.mux.HandleFunc("GET "+r+"/issues/{number}/comments", g.listComments)
-	g.mux.HandleFunc("POST "+r+"/issues/{number}/comments", g.createComment)
-	g.mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) { ghError(w, http.StatusNotFound, "Not Found") })
+	routes := []struct {
+		endpoint, pattern string
+		handle            http.HandlerFunc
+	}{
+		{"repos/get", "GET " + r, g.getRepo},
+		{"git/get-ref", "GET " + r + "/git/ref/{ref...}", g.getRef},
+		{"git/create-ref", "POST " + r + "/git/refs", g.createRef},
+		{"repos/get-content", "GET " + r + "/contents/{path...}", g.getContents},
+		{"repos/create-or-update-file-contents", "PUT " + r + "/contents/{path...}", g.putContents},
+		{"pulls/list", "GET " + r + "/pulls", g.listPulls},
+		{"pulls/create", "POST " + r + "/pulls", g.createPull},
+		{"pulls/get", "GET " + r + "/pulls/{number}", g.getPull},
+		{"pulls/update", "PATCH " + r + "/pulls/{number}", g.updatePull},
+		{"issues/create", "POST " + r + "/issues", g.createIssue},
+		{"issues/list-comments-for-repo", "GET " + r + "/issues/comments", g.listComments},
+		{"issues/list-comments", "GET " + r + "/issues/{number}/comments", g.listComments},
+		{"issues/create-comment", "POST " + r + "/issues/{number}/comments", g.createComment},
+	}
+	endpoints := make([]string, 0, len(routes))
+	for _, rt := range routes {
+		g.mux.Handle(rt.pattern, g.endpoint(rt.endpoint, rt.handle))
+		endpoints = append(endpoints, rt.endpoint)
+	}
+	g.mux.Handle("/", g.endpoint("", func(w http.ResponseWriter, _ *http.Request) { ghError(w, http.StatusNotFound, "Not Found") }))
+	g.initFaultRules(faultDialect{
+		endpoints: endpoints,
+		lagging:   []string{"git/get-ref", "pulls/list", "issues/list-comments", "issues/list-comments-for-repo"},
+		kinds:     []FaultKind{FaultFail, FaultDrop, FaultDelay, FaultLag, FaultRateLimit, FaultSecondaryRateLimit},
+		check:     checkGitHubRefusal,
+		refuse:    g.refuse,
+	})
+	g.control = map[string]http.HandlerFunc{"stats": statsHandler(g.Stats), "faults": g.serveControl}
 	return g
 }
 
-// ServeHTTP serves the API and the /_sandbox/stats endpoint.
+// ServeHTTP serves the API and the /_sandbox/ endpoints.
 func (g *GitHub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	// Stats bypass faults and are not counted, so a test can always read them.
-	if p := r.URL.Path; !strings.Contains(p, "/repos/") && strings.HasSuffix(p, sandboxStatsPath) {
-		serveSandboxStats(w, r, g.Stats())
-		return
-	}
-	g.dataMu.Lock()
-	g.stats.Requests++
-	if r.Header.Get("Authorization") != "" {
-		g.stats.AuthorizedRequests++
-	}
-	g.dataMu.Unlock()
-	if g.intercept(w, r, http.HandlerFunc(g.serve)) {
-		return
-	}
-	g.serve(w, r)
+	serveFake(w, r, &g.faultPoint, g.control, http.HandlerFunc(g.serve))
+}
+
+// endpoint serves a route: the fault rule for the endpoint, if any, then the
+// request counters, then handle.
+func (g *GitHub) endpoint(name string, handle http.HandlerFunc) http.Handler {
+	act := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		g.dataMu.Lock()
+		g.stats.Requests++
+		if r.Header.Get("Authorization") != "" {
+			g.stats.AuthorizedRequests++
+		}
+		g.dataMu.Unlock()
+		handle(w, r)
+	})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		g.serveEndpoint(name, w, r, act)
+	})
 }
 
 // serve strips the mount prefix and dispatches to the API handlers.
@@ -207,8 +255,12 @@ func (g *GitHub) Comments(repo string, number int) []SandboxComment {
 	return out
 }
 
-// stamp is the current time at GitHub's one-second resolution.
-func (g *GitHub) stamp() time.Time { return g.now().UTC().Truncate(time.Second) }
+// stamp is the current time at GitHub's one-second resolution. The caller
+// holds dataMu.
+func (g *GitHub) stamp() time.Time { return ghStamp(g.now()) }
+
+// ghStamp is t as GitHub shows it: UTC, to the second.
+func ghStamp(t time.Time) time.Time { return t.UTC().Truncate(time.Second) }
 
 // repoLocked returns the repository named in the request path, creating it on
 // first touch. The caller holds dataMu.
@@ -219,8 +271,8 @@ func (g *GitHub) repoLocked(r *http.Request) *ghRepo {
 		return rp
 	}
 	g.seq++
-	rp := &ghRepo{owner: owner, name: name, id: g.seq, created: g.stamp(),
-		branches: map[string]string{}, commits: map[string]*ghCommit{}, issues: map[int]*ghIssue{}}
+	rp := &ghRepo{owner: owner, name: name, id: g.seq, created: g.stamp(), branches: map[string]string{},
+		branchMade: map[string]time.Time{}, commits: map[string]*ghCommit{}, issues: map[int]*ghIssue{}}
 	c := g.commitLocked(rp, "", map[string][]byte{"README.md": []byte("# " + name + "\n")}, "Initial commit")
 	rp.branches["main"] = c.sha
 	g.repos[key] = rp
@@ -257,6 +309,17 @@ func (rp *ghRepo) resolveLocked(ref string) *ghCommit {
 	return rp.commits[ref]
 }
 
+// reaches reports whether target is from or one of its ancestors. The caller
+// holds dataMu.
+func (rp *ghRepo) reaches(from, target string) bool {
+	for sha := from; sha != ""; sha = rp.commits[sha].parent {
+		if sha == target {
+			return true
+		}
+	}
+	return false
+}
+
 func (rp *ghRepo) sortedIssues() []*ghIssue {
 	out := make([]*ghIssue, 0, len(rp.issues))
 	for _, is := range rp.issues {
@@ -280,12 +343,16 @@ func (g *GitHub) getRef(w http.ResponseWriter, r *http.Request) {
 	g.dataMu.Lock()
 	defer g.dataMu.Unlock()
 	rp, ref := g.repoLocked(r), r.PathValue("ref")
-	sha, ok := rp.branches[strings.TrimPrefix(ref, "heads/")]
-	if !strings.HasPrefix(ref, "heads/") || !ok {
+	branch, isBranch := strings.CutPrefix(ref, "heads/")
+	sha, ok := rp.branches[branch]
+	if cutoff, lagging := lagCutoff(r, g.now()); lagging && rp.branchMade[branch].After(cutoff) {
+		ok = false // not yet on the replica that answers
+	}
+	if !isBranch || !ok {
 		ghError(w, http.StatusNotFound, "Not Found")
 		return
 	}
-	writeJSONBody(w, http.StatusOK, rp.refJSON(ghBases(r), strings.TrimPrefix(ref, "heads/"), sha))
+	writeJSONBody(w, http.StatusOK, rp.refJSON(ghBases(r), branch, sha))
 }
 
 func (g *GitHub) createRef(w http.ResponseWriter, r *http.Request) {
@@ -313,6 +380,7 @@ func (g *GitHub) createRef(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		rp.branches[branch] = *in.SHA
+		rp.branchMade[branch] = g.now()
 		g.stats.BranchesCreated++
 		writeJSONBody(w, http.StatusCreated, rp.refJSON(ghBases(r), branch, *in.SHA))
 	}

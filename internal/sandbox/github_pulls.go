@@ -13,6 +13,8 @@ import (
 // and issues share one number sequence per repository, as on GitHub, so a
 // comment on issue N may target either.
 
+// listPulls serves pulls/list. Under a FaultLag it leaves out the pull
+// requests created less than the lag ago.
 func (g *GitHub) listPulls(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	state, sortBy, dir := q.Get("state"), q.Get("sort"), q.Get("direction")
@@ -44,10 +46,12 @@ func (g *GitHub) listPulls(w http.ResponseWriter, r *http.Request) {
 	g.dataMu.Lock()
 	defer g.dataMu.Unlock()
 	rp, u := g.repoLocked(r), ghBases(r)
+	cutoff, lagging := lagCutoff(r, g.now())
 	var match []*ghIssue
 	for _, is := range rp.sortedIssues() {
 		if !is.isPull || (state != "all" && is.state != state) || (base != "" && is.base != base) ||
-			(headOK && (!strings.EqualFold(headOwner, rp.owner) || is.head != headBranch)) {
+			(headOK && (!strings.EqualFold(headOwner, rp.owner) || is.head != headBranch)) ||
+			(lagging && is.written.After(cutoff)) {
 			continue
 		}
 		match = append(match, is)
@@ -81,6 +85,9 @@ func (g *GitHub) listPulls(w http.ResponseWriter, r *http.Request) {
 	writeJSONBody(w, http.StatusOK, out)
 }
 
+// createPull serves pulls/create. Like GitHub, it refuses a second open pull
+// request for the same head and base, and a head with no commit its base
+// lacks.
 func (g *GitHub) createPull(w http.ResponseWriter, r *http.Request) {
 	var in struct {
 		Title, Head, Base, Body string
@@ -121,11 +128,17 @@ func (g *GitHub) createPull(w http.ResponseWriter, r *http.Request) {
 			"code": "custom", "message": "A pull request already exists for " + rp.owner + ":" + head + "."})
 		return
 	}
-	now := g.stamp()
+	if rp.reaches(baseSHA, headSHA) {
+		ghError(w, http.StatusUnprocessableEntity, "Validation Failed", map[string]any{"resource": "PullRequest",
+			"code": "custom", "message": "No commits between " + in.Base + " and " + in.Head})
+		return
+	}
+	written := g.now()
+	now := ghStamp(written)
 	g.seq++
 	rp.lastNumber++
 	is := &ghIssue{number: rp.lastNumber, id: g.seq, title: in.Title, body: in.Body, state: "open",
-		created: now, updated: now, isPull: true, draft: in.Draft,
+		created: now, updated: now, written: written, isPull: true, draft: in.Draft,
 		head: head, base: in.Base, headSHA: headSHA, baseSHA: baseSHA}
 	rp.issues[is.number] = is
 	g.stats.PullRequestsCreated++
@@ -224,9 +237,10 @@ func (g *GitHub) createComment(w http.ResponseWriter, r *http.Request) {
 			map[string]any{"resource": "IssueComment", "code": "missing_field", "field": "body"})
 		return
 	}
-	now := g.stamp()
+	written := g.now()
+	now := ghStamp(written)
 	g.seq++
-	c := &ghComment{id: g.seq, number: is.number, body: in.Body, created: now, updated: now}
+	c := &ghComment{id: g.seq, number: is.number, body: in.Body, created: now, updated: now, written: written}
 	rp.comments = append(rp.comments, c)
 	is.updated = now
 	g.stats.CommentsCreated++
@@ -234,7 +248,8 @@ func (g *GitHub) createComment(w http.ResponseWriter, r *http.Request) {
 }
 
 // listComments serves both the per-issue and the repository-wide list,
-// oldest first; since keeps comments updated at or after that instant.
+// oldest first; since keeps comments updated at or after that instant. Under
+// a FaultLag it leaves out the comments created less than the lag ago.
 func (g *GitHub) listComments(w http.ResponseWriter, r *http.Request) {
 	var since time.Time
 	if s := r.URL.Query().Get("since"); s != "" {
@@ -257,9 +272,10 @@ func (g *GitHub) listComments(w http.ResponseWriter, r *http.Request) {
 		}
 		number = is.number
 	}
+	cutoff, lagging := lagCutoff(r, g.now())
 	var match []*ghComment
 	for _, c := range rp.comments {
-		if (number == 0 || c.number == number) && !c.updated.Before(since) {
+		if (number == 0 || c.number == number) && !c.updated.Before(since) && !(lagging && c.written.After(cutoff)) {
 			match = append(match, c)
 		}
 	}

@@ -32,6 +32,7 @@ const argumentFragmentBytes = 16
 // It is safe for concurrent use.
 type Model struct {
 	faultPoint
+	control map[string]http.HandlerFunc // the /_sandbox/ endpoints
 
 	mu    sync.Mutex
 	stats ModelStats
@@ -57,7 +58,9 @@ type ModelStats struct {
 
 // NewModel returns a model fake with zeroed counters and no fault.
 func NewModel() *Model {
-	return &Model{stats: ModelStats{ScriptRequests: map[string]int64{}}}
+	m := &Model{stats: ModelStats{ScriptRequests: map[string]int64{}}}
+	m.control = map[string]http.HandlerFunc{"stats": statsHandler(m.Stats)}
+	return m
 }
 
 // Stats returns a snapshot of the counters.
@@ -77,18 +80,11 @@ func (m *Model) LastRequest() []byte {
 	return append([]byte(nil), m.last...)
 }
 
-// ServeHTTP implements [http.Handler]. The installed fault, if any, runs
-// before anything is read or counted.
+// ServeHTTP implements [http.Handler]. GET /_sandbox/stats returns the
+// counters; the installed fault, if any, runs before anything else is read
+// or counted.
 func (m *Model) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path == sandboxStatsPath {
-		serveSandboxStats(w, r, m.Stats())
-		return
-	}
-	next := http.HandlerFunc(m.serve)
-	if m.intercept(w, r, next) {
-		return
-	}
-	next.ServeHTTP(w, r)
+	serveFake(w, r, &m.faultPoint, m.control, http.HandlerFunc(m.serve))
 }
 
 // chatRequest is the part of a Chat Completions request the fake reads.

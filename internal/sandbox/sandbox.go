@@ -10,10 +10,6 @@ import (
 	"time"
 )
 
-// sandboxStatsPath is where every fake serves its counters as JSON. It bypasses
-// faults, so a test can always read what happened.
-const sandboxStatsPath = "/_sandbox/stats"
-
 // defaultListenAddr lets the kernel pick a free loopback port.
 const defaultListenAddr = "127.0.0.1:0"
 
@@ -101,8 +97,9 @@ func Start(opts Options) (*Sandbox, error) {
 }
 
 // Close stops all three servers at once, cutting open connections (a stalled
-// stream would otherwise hold a graceful shutdown forever), and waits for
-// them to exit. It is safe to call more than once.
+// stream would otherwise hold a graceful shutdown forever), releases every
+// answer a FaultDelay holds, and waits for the servers and those handlers to
+// exit. It is safe to call more than once.
 func (sb *Sandbox) Close() error {
 	sb.closeOnce.Do(func() {
 		var errs []error
@@ -112,21 +109,13 @@ func (sb *Sandbox) Close() error {
 			}
 		}
 		sb.wg.Wait()
+		sb.GitHub.shutdown()
+		sb.Slack.shutdown()
 		if len(errs) > 0 {
 			sb.closeErr = fmt.Errorf("sandbox: close: %w", errors.Join(errs...))
 		}
 	})
 	return sb.closeErr
-}
-
-// serveSandboxStats answers GET /_sandbox/stats with v as JSON.
-func serveSandboxStats(w http.ResponseWriter, r *http.Request, v any) {
-	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		w.Header().Set("Allow", "GET, HEAD")
-		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
-		return
-	}
-	writeJSONBody(w, http.StatusOK, v)
 }
 
 // writeJSONBody writes v as a JSON response. Encoding errors cannot happen for

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"encoding/json"
 	"net"
 	"net/http"
 	"strings"
@@ -58,12 +59,12 @@ func TestStartServesAllFakes(t *testing.T) {
 	resp.Body.Close()
 
 	var ms ModelStats
-	getJSON(t, strings.TrimSuffix(sb.ModelURL, "/v1")+sandboxStatsPath, &ms)
+	getJSON(t, strings.TrimSuffix(sb.ModelURL, "/v1")+"/_sandbox/stats", &ms)
 	if ms.StreamsCompleted != 1 || ms.ScriptRequests["hello"] != 1 {
 		t.Errorf("model stats = %+v", ms)
 	}
 	var ss SlackStats
-	getJSON(t, strings.TrimSuffix(sb.SlackURL, "/api/")+sandboxStatsPath, &ss)
+	getJSON(t, strings.TrimSuffix(sb.SlackURL, "/api/")+"/_sandbox/stats", &ss)
 	if ss.MessagesPosted != 1 || sb.Slack.Stats() != ss {
 		t.Errorf("slack stats = %+v, direct %+v", ss, sb.Slack.Stats())
 	}
@@ -98,8 +99,137 @@ func TestCloseStopsServersAndIsIdempotent(t *testing.T) {
 	if err := sb.Close(); err != nil {
 		t.Fatalf("second Close: %v", err)
 	}
-	if resp, err := http.Get(strings.TrimSuffix(sb.ModelURL, "/v1") + sandboxStatsPath); err == nil {
+	if resp, err := http.Get(strings.TrimSuffix(sb.ModelURL, "/v1") + "/_sandbox/stats"); err == nil {
 		resp.Body.Close()
 		t.Error("model fake still answers after Close")
+	}
+}
+
+// controlRequest sends a request to a /_sandbox/ endpoint and decodes the
+// JSON answer, if any, into out.
+func controlRequest(t *testing.T, method, url, body string, out any) int {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if out != nil {
+		if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+			t.Fatalf("%s %s: %s, %v", method, url, resp.Status, err)
+		}
+	}
+	return resp.StatusCode
+}
+
+// TestFaultControlEndpoint sets faults the way a test drives a running
+// `worker --sandbox`: over HTTP.
+func TestFaultControlEndpoint(t *testing.T) {
+	sb := startSandbox(t, Options{})
+	type state struct {
+		Endpoint   string `json:"endpoint"`
+		Kind       string `json:"kind"`
+		Times      int    `json:"times"`
+		Status     int    `json:"status"`
+		Delay      string `json:"delay"`
+		Lag        string `json:"lag"`
+		RetryAfter string `json:"retry_after"`
+		Fired      int    `json:"fired"`
+	}
+	ghFaults := strings.TrimSuffix(sb.GitHubURL, "/") + "/_sandbox/faults"
+	slackFaults := strings.TrimSuffix(sb.SlackURL, "/api/") + "/_sandbox/faults"
+
+	var added state
+	if code := controlRequest(t, http.MethodPost, ghFaults, `{"endpoint":"repos/get","kind":"rate_limit","times":1}`, &added); code != http.StatusCreated ||
+		added != (state{Endpoint: "repos/get", Kind: "rate_limit", Times: 1, Status: 429, RetryAfter: "1m0s"}) {
+		t.Fatalf("POST: %d %+v, want 201 with the defaults filled in", code, added)
+	}
+	added = state{}
+	if code := controlRequest(t, http.MethodPost, slackFaults, `{"endpoint":"conversations.history","kind":"lag","lag":"1.5s"}`, &added); code != http.StatusCreated ||
+		added != (state{Endpoint: "conversations.history", Kind: "lag", Lag: "1.5s"}) {
+		t.Fatalf("POST slack: %d %+v", code, added)
+	}
+	for _, bad := range []struct{ body, want string }{
+		{`{"endpoint":"repos/get","kind":"delay"}`, "delay is required"},
+		{`{"endpoint":"repos/get","kind":"delay","delay":"soon"}`, "invalid duration"},
+		{`{"endpoint":"repos/get","kind":"fail","colour":"red"}`, "unknown field"},
+		{`{"endpoint":"chat.postMessage","kind":"fail"}`, "unknown endpoint"},
+	} {
+		var e struct{ Error string }
+		if code := controlRequest(t, http.MethodPost, ghFaults, bad.body, &e); code != http.StatusBadRequest || !strings.Contains(e.Error, bad.want) {
+			t.Errorf("POST %s: %d %q, want 400 about %q", bad.body, code, e.Error, bad.want)
+		}
+	}
+
+	resp, err := http.Get(sb.GitHubURL + "repos/acme/app")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("X-RateLimit-Remaining") != "0" {
+		t.Errorf("faulted request: %s, remaining %q", resp.Status, resp.Header.Get("X-RateLimit-Remaining"))
+	}
+	var listed []state
+	getJSON(t, ghFaults, &listed)
+	if len(listed) != 1 || listed[0].Fired != 1 {
+		t.Errorf("GET after one request: %+v, want the rule fired once", listed)
+	}
+	if code := controlRequest(t, http.MethodDelete, ghFaults, "", nil); code != http.StatusNoContent {
+		t.Errorf("DELETE: %d", code)
+	}
+	listed = nil
+	getJSON(t, ghFaults, &listed)
+	if len(listed) != 0 {
+		t.Errorf("GET after DELETE: %+v", listed)
+	}
+	getJSON(t, slackFaults, &listed)
+	if len(sb.GitHub.Faults()) != 0 || len(listed) != 1 {
+		t.Errorf("after DELETE on GitHub: github %+v, slack %+v; want only Slack's rule", sb.GitHub.Faults(), listed)
+	}
+	if code := controlRequest(t, http.MethodPut, ghFaults, "", nil); code != http.StatusMethodNotAllowed {
+		t.Errorf("PUT: %d, want 405", code)
+	}
+	// The model takes no rules; its faults are set in process with SetFault.
+	if code := controlRequest(t, http.MethodGet, strings.TrimSuffix(sb.ModelURL, "/v1")+"/_sandbox/faults", "", nil); code != http.StatusNotFound {
+		t.Errorf("model /_sandbox/faults: %d, want 404", code)
+	}
+}
+
+// TestControlPathsInsideTheGitHubAPI: a repository file named like a
+// control endpoint is a file, not the endpoint.
+func TestControlPathsInsideTheGitHubAPI(t *testing.T) {
+	sb := startSandbox(t, Options{})
+	resp, err := http.Get(sb.GitHubURL + "repos/acme/app/contents/_sandbox/stats")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound || sb.GitHub.Stats().Requests != 1 {
+		t.Errorf("GET contents/_sandbox/stats: %s, stats %+v; want the API's 404, counted", resp.Status, sb.GitHub.Stats())
+	}
+	var st GitHubStats
+	getJSON(t, sb.GitHubURL+"api/v3/_sandbox/stats", &st)
+	if st.Requests != 1 {
+		t.Errorf("stats under a mount prefix = %+v", st)
+	}
+}
+
+// getJSON decodes a GET response into v.
+func getJSON(t *testing.T, url string, v any) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %s", url, resp.Status)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		t.Fatalf("GET %s: %v", url, err)
 	}
 }

@@ -2,8 +2,10 @@ package sandbox
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"mime"
 	"net/http"
 	"slices"
@@ -26,21 +28,30 @@ const (
 // /api/<method> as slack-go calls them: auth.test, chat.postMessage and
 // conversations.history. Every method needs a token (form field "token" or
 // an Authorization: Bearer header) but any non-empty token is accepted. Any
-// channel name is accepted and echoed back as given. It is safe for
-// concurrent use.
+// channel name is accepted and echoed back as given. GET /_sandbox/stats
+// returns [SlackStats]; /_sandbox/faults and AddFault take [FaultRule]s
+// naming those methods. Kinds: fail, drop, delay, rate_limit (429 with
+// Retry-After and error "ratelimited"), and lag on conversations.history,
+// which then leaves out messages posted less than the lag ago. It is safe
+// for concurrent use.
 type Slack struct {
 	faultPoint
+	faultRules
+	control map[string]http.HandlerFunc // the /_sandbox/ endpoints
+	methods map[string]slackMethod      // the API, by method name
 
 	mu       sync.Mutex
+	now      func() time.Time // message timestamps follow it
 	stats    SlackStats
 	channels map[string][]slackStored
 	lastTS   int64 // microseconds since the epoch of the newest message
 }
 
-// SlackStats counts what the Slack fake has done. Requests answered by a
-// fault are not counted.
+// SlackStats counts what the Slack fake has done.
 type SlackStats struct {
-	// Requests is the number of /api/ requests the fake handled.
+	// Requests is the number of /api/ requests the fake handled. A request
+	// a fault answered in the fake's place (a refusal, or a SetFault fault
+	// that answers) is not counted; one the fault let through is.
 	Requests int64 `json:"requests"`
 	// MessagesPosted is the number of messages chat.postMessage stored.
 	MessagesPosted int64 `json:"messages_posted"`
@@ -70,9 +81,26 @@ type slackStored struct {
 	payload   json.RawMessage
 }
 
+// slackMethod serves one API method: it returns the JSON answer.
+type slackMethod func(r *http.Request, a slackArgs) any
+
 // NewSlack returns a Slack fake with no messages and no fault.
 func NewSlack() *Slack {
-	return &Slack{channels: map[string][]slackStored{}}
+	s := &Slack{channels: map[string][]slackStored{}, now: time.Now}
+	s.methods = map[string]slackMethod{
+		"auth.test":             s.authTest,
+		"chat.postMessage":      s.postMessage,
+		"conversations.history": s.history,
+	}
+	s.initFaultRules(faultDialect{
+		endpoints: slices.Sorted(maps.Keys(s.methods)),
+		lagging:   []string{"conversations.history"},
+		kinds:     []FaultKind{FaultFail, FaultDrop, FaultDelay, FaultLag, FaultRateLimit},
+		check:     checkSlackRefusal,
+		refuse:    refuseSlack,
+	})
+	s.control = map[string]http.HandlerFunc{"stats": statsHandler(s.Stats), "faults": s.serveControl}
+	return s
 }
 
 // Stats returns a snapshot of the counters.
@@ -101,39 +129,32 @@ func (s *Slack) Messages(channel string) []SlackMessage {
 }
 
 // ServeHTTP implements [http.Handler]. The installed fault, if any, runs
-// before anything is read or counted. Like Slack, the fake answers API errors
-// with status 200 and {"ok": false, "error": ...}.
+// before anything is read or counted, then the fault rule for the method, if
+// any. Like Slack, the fake answers API errors with status 200 and
+// {"ok": false, "error": ...}.
 func (s *Slack) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path == sandboxStatsPath {
-		serveSandboxStats(w, r, s.Stats())
-		return
-	}
-	next := http.HandlerFunc(s.serve)
-	if s.intercept(w, r, next) {
-		return
-	}
-	next.ServeHTTP(w, r)
+	serveFake(w, r, &s.faultPoint, s.control, http.HandlerFunc(s.serve))
 }
 
 func (s *Slack) serve(w http.ResponseWriter, r *http.Request) {
-	method, ok := strings.CutPrefix(r.URL.Path, "/api/")
+	name, ok := strings.CutPrefix(r.URL.Path, "/api/")
 	if !ok {
 		http.NotFound(w, r)
 		return
 	}
+	s.serveEndpoint(name, w, r, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.call(name, w, r)
+	}))
+}
+
+// call counts the request and runs the method name.
+func (s *Slack) call(name string, w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	s.stats.Requests++
 	s.mu.Unlock()
 
-	var handle func(slackArgs) any
-	switch method {
-	case "auth.test":
-		handle = s.authTest
-	case "chat.postMessage":
-		handle = s.postMessage
-	case "conversations.history":
-		handle = s.history
-	default:
+	method := s.methods[name]
+	if method == nil {
 		writeJSONBody(w, http.StatusOK, slackError("unknown_method"))
 		return
 	}
@@ -146,10 +167,32 @@ func (s *Slack) serve(w http.ResponseWriter, r *http.Request) {
 		writeJSONBody(w, http.StatusOK, slackError("not_authed"))
 		return
 	}
-	writeJSONBody(w, http.StatusOK, handle(args))
+	writeJSONBody(w, http.StatusOK, method(r, args))
 }
 
-func (s *Slack) authTest(slackArgs) any {
+// checkSlackRefusal checks the status of a Slack rate limit, which is always
+// 429.
+func checkSlackRefusal(rule *FaultRule) error {
+	if rule.Status != 0 && rule.Status != http.StatusTooManyRequests {
+		return errors.New("a Slack rate limit is always status 429")
+	}
+	rule.Status = http.StatusTooManyRequests
+	return nil
+}
+
+// refuseSlack answers as Slack does when it will not act: a rate limit is
+// 429 with Retry-After and error "ratelimited"; a server error is a page,
+// not JSON.
+func refuseSlack(w http.ResponseWriter, rule FaultRule) {
+	if rule.Kind == FaultRateLimit {
+		w.Header().Set("Retry-After", strconv.FormatInt(retryAfterSeconds(rule.RetryAfter), 10))
+		writeJSONBody(w, http.StatusTooManyRequests, slackError("ratelimited"))
+		return
+	}
+	http.Error(w, http.StatusText(rule.Status), rule.Status)
+}
+
+func (s *Slack) authTest(*http.Request, slackArgs) any {
 	return map[string]any{
 		"ok":      true,
 		"url":     "https://" + slackTeam + ".slack.com/",
@@ -161,7 +204,7 @@ func (s *Slack) authTest(slackArgs) any {
 	}
 }
 
-func (s *Slack) postMessage(a slackArgs) any {
+func (s *Slack) postMessage(_ *http.Request, a slackArgs) any {
 	channel := a.get("channel")
 	if channel == "" {
 		return slackError("channel_not_found")
@@ -189,7 +232,7 @@ func (s *Slack) postMessage(a slackArgs) any {
 	// Timestamps follow the wall clock, so a reconciler's "oldest = claim
 	// time minus a margin" finds the message, and strictly increase, so
 	// each one names one message.
-	msg.ts = max(time.Now().UnixMicro(), s.lastTS+1)
+	msg.ts = max(s.now().UnixMicro(), s.lastTS+1)
 	s.lastTS = msg.ts
 	s.channels[channel] = append(s.channels[channel], msg)
 	s.stats.MessagesPosted++
@@ -207,7 +250,9 @@ func (s *Slack) postMessage(a slackArgs) any {
 // Slack; the default page is 100.
 const historyPageMax = 999
 
-func (s *Slack) history(a slackArgs) any {
+// history serves conversations.history. Under a FaultLag it leaves out the
+// messages posted less than the lag ago, as a lagging replica would.
+func (s *Slack) history(r *http.Request, a slackArgs) any {
 	channel := a.get("channel")
 	if channel == "" {
 		return slackError("channel_not_found")
@@ -239,11 +284,19 @@ func (s *Slack) history(a slackArgs) any {
 
 	s.mu.Lock()
 	stored := slices.Clone(s.channels[channel])
+	now := s.now()
 	s.mu.Unlock()
+	visible := int64(1 << 62) // the newest ts this read can see
+	if cutoff, lagging := lagCutoff(r, now); lagging {
+		visible = cutoff.UnixMicro()
+	}
 
 	// Newest first, as Slack returns them.
 	var matched []slackStored
 	for _, m := range slices.Backward(stored) {
+		if m.ts > visible {
+			continue
+		}
 		if m.ts > oldest && m.ts < latest || inclusive && (m.ts == oldest || m.ts == latest) {
 			matched = append(matched, m)
 		}

@@ -157,6 +157,7 @@ func TestListPullRequestsFilters(t *testing.T) {
 	f := newFixture(t)
 	for _, b := range []string{"agent/a", "agent/b"} {
 		f.mustRun(t, "github_create_branch", "b-"+b, `{"repo":"acme/app","branch":"`+b+`","from":"main"}`)
+		f.mustRun(t, "github_put_file", "f-"+b, `{"repo":"acme/app","branch":"`+b+`","path":"a.md","content":"a\n","message":"a"}`)
 		f.mustRun(t, "github_create_pull_request", "pr-"+b, `{"repo":"acme/app","head":"`+b+`","base":"main","title":"t","body":""}`)
 	}
 	count := func(args string) int {
@@ -195,6 +196,7 @@ func TestListPullRequestsFilters(t *testing.T) {
 func TestCommentCarriesMarker(t *testing.T) {
 	f := newFixture(t)
 	f.mustRun(t, "github_create_branch", "b", `{"repo":"acme/app","branch":"x","from":"main"}`)
+	f.mustRun(t, "github_put_file", "f", `{"repo":"acme/app","branch":"x","path":"a.md","content":"a\n","message":"a"}`)
 	f.mustRun(t, "github_create_pull_request", "pr", `{"repo":"acme/app","head":"x","base":"main","title":"t","body":"b"}`)
 	res, out := f.mustRun(t, "github_comment", "t:task:3:comment:uuid-1", `{"repo":"acme/app","number":1,"body":"Done."}`)
 	if !strings.Contains(res.ExternalID, "/acme/app/pull/1#issuecomment-") || out["html_url"] != res.ExternalID || out["number"] != 1.0 {
