@@ -187,6 +187,17 @@ type ReconcileInput struct {
 	Since time.Time
 	// Window is the consistency window; zero means DefaultReconcileWindow.
 	Window time.Duration
+	// Resolution, when set, is a person's verdict on an operation that is
+	// NEEDS_HUMAN: Reconcile records it instead of asking the external
+	// system.
+	Resolution *Resolution
+}
+
+// Resolution is what a person decided about an operation nobody else could
+// tell (the workflow's resolve update).
+type Resolution struct {
+	Verdict    Verdict // found or absent
+	ExternalID string  // found: the URL the person saw
 }
 
 // ReconcileResult is a final verdict, recorded in the ledger under a new
