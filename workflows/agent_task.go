@@ -47,12 +47,17 @@ type task struct {
 	transcript string   // manifest ref of the committed transcript
 	append     []string // tool results committed since the last turn
 	nextTurn   int
+	// waiting holds the operations that wait for a person; resolutions the
+	// decisions the resolve update delivered and nobody has read yet.
+	waiting     map[string]bool
+	resolutions map[string]ResolveRequest
+	askedPerson bool // the task set CapstanNeedsHuman at least once
 }
 
 // AgentTask runs one agent task: turns until the model answers without tool
 // calls, each tool call as an operation, then the delivery of the answer.
 func AgentTask(ctx workflow.Context, in AgentTaskInput) (TaskResult, error) {
-	t := &task{in: in, nextTurn: 1}
+	t := &task{in: in, nextTurn: 1, waiting: map[string]bool{}, resolutions: map[string]ResolveRequest{}}
 	if cp := in.Checkpoint; cp != nil {
 		t.result, t.transcript, t.append, t.nextTurn, t.journal = cp.Result, cp.Transcript, cp.Append, cp.NextTurn, cp.Journal
 	} else {
@@ -66,6 +71,10 @@ func AgentTask(ctx workflow.Context, in AgentTaskInput) (TaskResult, error) {
 		return t.result, err
 	}
 	if err := workflow.SetQueryHandler(ctx, QueryJournal, func() ([]string, error) { return t.journal, nil }); err != nil {
+		return t.result, err
+	}
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateResolve, t.resolve,
+		workflow.UpdateHandlerOptions{Validator: t.validateResolve}); err != nil {
 		return t.result, err
 	}
 	attrs := []temporal.SearchAttributeUpdate{AttrStatus.ValueSet(string(StatusRunning)), AttrNeedsHuman.ValueSet(false), AttrUnknownOps.ValueSet(0)}

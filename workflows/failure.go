@@ -11,6 +11,9 @@ const (
 	StatusCompleted Status = "completed"
 	StatusFailed    Status = "failed"
 	StatusCancelled Status = "cancelled"
+	// StatusNeedsHuman: the task waits for a person to resolve an
+	// operation nobody else can tell (starter resolve).
+	StatusNeedsHuman Status = "needs_human"
 )
 
 // FailureCode says why a task failed (DESIGN §3). Every failed task carries
@@ -35,6 +38,11 @@ const (
 	FailOperationFailed     FailureCode = "operation_failed"
 	FailDeliveryFailed      FailureCode = "delivery_failed"
 	FailWorkerMisconfigured FailureCode = "worker_misconfigured"
+	// FailNeedsHumanTimeout: an operation waited for a person longer than
+	// the task's human timeout.
+	FailNeedsHumanTimeout FailureCode = "needs_human_timeout"
+	// FailOperationAborted: a person resolved an operation with abort.
+	FailOperationAborted FailureCode = "operation_aborted"
 	// FailInternalError: the workflow stopped on an error it has no code
 	// for; the message carries the error. A bug, never a routine ending.
 	FailInternalError FailureCode = "internal_error"

@@ -33,7 +33,11 @@ func (t *task) finish(ctx workflow.Context, err error) (TaskResult, error) {
 		t.note(ctx, "task %s", t.result.Status)
 	}
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
-	if uerr := workflow.UpsertTypedSearchAttributes(dctx, AttrStatus.ValueSet(string(t.result.Status)), AttrUnknownOps.ValueSet(int64(t.unknownOps()))); uerr != nil {
+	attrs := []temporal.SearchAttributeUpdate{AttrStatus.ValueSet(string(t.result.Status)), AttrUnknownOps.ValueSet(int64(t.unknownOps()))}
+	if t.askedPerson {
+		attrs = append(attrs, AttrNeedsHuman.ValueSet(false))
+	}
+	if uerr := workflow.UpsertTypedSearchAttributes(dctx, attrs...); uerr != nil {
 		workflow.GetLogger(ctx).Warn("could not update search attributes", "Error", uerr)
 	}
 	switch t.result.Status {

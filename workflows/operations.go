@@ -47,7 +47,7 @@ func (t *task) runOperations(ctx workflow.Context, turn int, calls []activities.
 			futures = append(futures, t.startOperation(ctx, tid, op))
 		}
 		for k, f := range futures {
-			item, err := t.awaitOperation(ctx, ops[i+k], f)
+			item, err := t.awaitOperation(ctx, tid, ops[i+k], f)
 			if err != nil {
 				return nil, err
 			}
@@ -96,10 +96,27 @@ func (t *task) startOperation(ctx workflow.Context, tid string, op declared) wor
 	})
 }
 
-func (t *task) awaitOperation(ctx workflow.Context, op declared, f workflow.Future) (string, error) {
+// awaitOperation waits for an operation started by startOperation and
+// settles it: an outcome that is unknown is reconciled (DESIGN §5.4 step 5)
+// rather than ending the task, in tasks started since changeReconcile.
+func (t *task) awaitOperation(ctx workflow.Context, tid string, op declared, f workflow.Future) (string, error) {
+	item, unknown, err := t.settle(ctx, op, f)
+	if err != nil || unknown == "" {
+		return item, err
+	}
+	if workflow.GetVersion(ctx, changeReconcile, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return "", fail(FailOperationUnknown, "%s", unknown)
+	}
+	return t.recover(ctx, tid, op, unknown)
+}
+
+// settle reads how one ExecuteTool ended. An outcome nobody knows yet is
+// returned as unknown (why it is unknown), with the operation recorded
+// UNKNOWN; every other failure ends the task.
+func (t *task) settle(ctx workflow.Context, op declared, f workflow.Future) (item, unknown string, err error) {
 	rec := &t.result.Operations[op.index]
 	var res activities.ExecuteToolResult
-	err := f.Get(ctx, &res)
+	err = f.Get(ctx, &res)
 	if err == nil {
 		rec.State, rec.ExternalID, rec.Replayed = res.State, res.ExternalID, res.Replayed
 		if res.Replayed {
@@ -107,36 +124,44 @@ func (t *task) awaitOperation(ctx workflow.Context, op declared, f workflow.Futu
 		} else {
 			t.note(ctx, "operation %s %s", op.opID, res.State)
 		}
-		return res.Item, nil
+		return res.Item, "", nil
 	}
 	if ctx.Err() != nil {
 		rec.State = ledger.StateUnknown
-		return "", err
+		return "", "", err
 	}
 	var appErr *temporal.ApplicationError
 	if errors.As(err, &appErr) {
 		switch appErr.Type() {
 		case activities.ErrTypeOperationConflict:
 			rec.State = ledger.StateFailed
-			return "", fail(FailOperationConflict, "%s", appErr.Error())
+			return "", "", fail(FailOperationConflict, "%s", appErr.Error())
 		case activities.ErrTypeOperationUnknown:
-			rec.State = ledger.StateUnknown
-			_ = workflow.UpsertTypedSearchAttributes(ctx, AttrUnknownOps.ValueSet(int64(t.unknownOps())))
-			return "", fail(FailOperationUnknown, "%s", appErr.Error())
+			t.markUnknown(ctx, rec, appErr.Error())
+			return "", appErr.Error(), nil
 		case activities.ErrTypeWorkerConfig:
 			rec.State = ledger.StateAbsent
-			return "", fail(FailWorkerMisconfigured, "%s", appErr.Error())
+			return "", "", fail(FailWorkerMisconfigured, "%s", appErr.Error())
 		}
 	}
 	if op.readOnly() {
 		rec.State = ledger.StateFailed
-		return "", fail(FailOperationFailed, "%s did not complete: %v", op.call.Name, err)
+		return "", "", fail(FailOperationFailed, "%s did not complete: %v", op.call.Name, err)
 	}
 	// A mutation whose attempts ran out (a lost worker, a claim still held
 	// elsewhere) may have acted: it is unknown, never failed.
+	why := fmt.Sprintf("%s %s could not be confirmed and may have taken effect: %v", op.call.Name, op.opID, err)
+	t.markUnknown(ctx, rec, why)
+	return "", why, nil
+}
+
+// markUnknown records an operation as UNKNOWN and counts it in the task's
+// search attributes. The upsert can fail only on a malformed attribute,
+// which replay tests would show; the count is advisory.
+func (t *task) markUnknown(ctx workflow.Context, rec *OperationRecord, why string) {
 	rec.State = ledger.StateUnknown
+	rec.Reason = why
 	_ = workflow.UpsertTypedSearchAttributes(ctx, AttrUnknownOps.ValueSet(int64(t.unknownOps())))
-	return "", fail(FailOperationUnknown, "%s %s could not be confirmed and may have taken effect: %v", op.call.Name, op.opID, err)
 }
 
 func (t *task) unknownOps() int {

@@ -58,6 +58,28 @@ func toolOptions(class tools.Class, summary string) workflow.ActivityOptions {
 	return o
 }
 
+// reconcileOptions: the activity asks again by itself through the
+// consistency window, heartbeating, so its start-to-close covers the window
+// plus a margin; Temporal retries it when its worker is lost.
+func reconcileOptions(window, heartbeat time.Duration, summary string) workflow.ActivityOptions {
+	if window <= 0 {
+		window = activities.DefaultReconcileWindow
+	}
+	return workflow.ActivityOptions{
+		StartToCloseTimeout: window + 2*time.Minute,
+		HeartbeatTimeout:    heartbeat,
+		WaitForCancellation: true,
+		Summary:             summary,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval:        time.Second,
+			BackoffCoefficient:     2,
+			MaximumInterval:        30 * time.Second,
+			MaximumAttempts:        5,
+			NonRetryableErrorTypes: []string{activities.ErrTypeWorkerConfig},
+		},
+	}
+}
+
 // deliverOptions: three tries, then the delivery is dead-lettered (DESIGN §6).
 func deliverOptions(summary string) workflow.ActivityOptions {
 	return workflow.ActivityOptions{

@@ -1,12 +1,18 @@
 package workflows
 
 import (
+	"time"
+
 	"github.com/capstanhq/capstan/internal/ledger"
 	"github.com/capstanhq/capstan/internal/model"
 )
 
 // DefaultMaxTurns bounds a task whose input leaves MaxTurns at zero.
 const DefaultMaxTurns = 20
+
+// DefaultHumanTimeout bounds the wait for a person when the task's input
+// leaves HumanTimeout at zero.
+const DefaultHumanTimeout = 24 * time.Hour
 
 // AgentTaskInput starts a task. It carries no secret: tokens and keys live in
 // the workers' environment.
@@ -23,6 +29,12 @@ type AgentTaskInput struct {
 	// take model.DefaultLimits. The activity enforces them and the
 	// workflow derives the activity's timeouts from them.
 	ModelLimits model.Limits `json:"model_limits"`
+	// ReconcileWindow bounds how long an unseen effect counts as "not yet"
+	// before it is absent; zero means activities.DefaultReconcileWindow.
+	ReconcileWindow time.Duration `json:"reconcile_window,omitempty"`
+	// HumanTimeout bounds the wait for a person to resolve an operation;
+	// zero means DefaultHumanTimeout.
+	HumanTimeout time.Duration `json:"human_timeout,omitempty"`
 	// Checkpoint is set when the task continues as new.
 	Checkpoint *Checkpoint `json:"checkpoint,omitempty"`
 }
@@ -76,6 +88,12 @@ type OperationRecord struct {
 	State       ledger.State `json:"state"`
 	ExternalID  string       `json:"external_id"`
 	Replayed    bool         `json:"replayed"`
+	// Recovered: the outcome was unknown and a reconciler (or a person)
+	// found the effect had happened.
+	Recovered bool `json:"recovered,omitempty"`
+	// Reason says why the operation is UNKNOWN or NEEDS_HUMAN, or how it
+	// was recovered.
+	Reason string `json:"reason,omitempty"`
 }
 
 // DeliveryState is where a delivery stands (DESIGN §6).

@@ -13,7 +13,8 @@ package workflows
 //
 //	v1  the foundation
 //	v2  changeOperationIDByPosition
-const HistoryVersion = "v2"
+//	v3  changeReconcile
+const HistoryVersion = "v3"
 
 // Changes to workflow logic, each read with workflow.GetVersion where the
 // logic forks. A change id is never reused or removed while a history that
@@ -24,4 +25,8 @@ const (
 	// drawn with SideEffect, so re-running a committed turn (a reset)
 	// yields the same operation ids and the ledger replays their results.
 	changeOperationIDByPosition = "operation-id-by-position"
+	// changeReconcile: an operation whose outcome is unknown is reconciled
+	// (and, when nobody can tell, resolved by a person) instead of ending
+	// the task as operation_unknown.
+	changeReconcile = "reconcile-unknown-operations"
 )
