@@ -12,6 +12,10 @@
 //		})
 //	}
 //
+// RunShared adds the cases that need several stores over one database, as
+// several worker processes have, and BenchmarkClaim measures claims per
+// second.
+//
 // The suite states the ledger's rules as tests: claims are compare-and-set,
 // a stale fence never writes, a success is never performed twice, an
 // operation that may have been sent is never handed out again without
@@ -88,8 +92,8 @@ type testCase struct {
 	fn   func(*h)
 }
 
-// cases lists every subtest; the rules live in claim.go, writes.go and
-// misc.go.
+// cases lists every subtest; the rules live in claim.go, writes.go,
+// misc.go and concurrency.go.
 var cases = []testCase{
 	{"ClaimNew", testClaimNew},
 	{"ClaimValidation", testClaimValidation},
@@ -122,6 +126,8 @@ type h struct {
 	ctx   context.Context
 	clock *Clock
 	s     ledger.Store
+	// open opens another store on s's database; set only in RunShared.
+	open func() (ledger.Store, error)
 }
 
 // newOp returns an operation with every identity field set.
