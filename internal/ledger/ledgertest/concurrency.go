@@ -33,11 +33,26 @@ func race(n int, fn func(i int) error) error {
 
 func raceOwner(i int) string { return fmt.Sprintf("worker-%02d/1", i) }
 
-// 16 claimers race for one id: exactly one gets it, the rest see it in
+// 16 claimers race for one new id: exactly one gets it, the rest see it in
 // progress, and the row is at fence 1 under the winner. Run with -race.
 func testConcurrentClaims(h *h) {
+	oneWinner(h, newOp("op-race", "task-1"), 1)
+}
+
+// After the lease of an unsent claim expired, 16 claimers race to take it
+// over: exactly one does, with the next fence.
+func testConcurrentReclaims(h *h) {
+	op := newOp("op-race-again", "task-1")
+	first := h.claim("worker-zz/1", op)
+	h.clock.Advance(Lease)
+	oneWinner(h, op, first.Fence+1)
+}
+
+// oneWinner races 16 claimers for op and wants exactly one Claimed, the
+// others InProgress, and the row CLAIMED by the winner at wantFence.
+func oneWinner(h *h, op ledger.Operation, wantFence int64) {
+	h.Helper()
 	const n = 16
-	op := newOp("op-race", "task-1")
 	statuses := make([]ledger.ClaimStatus, n)
 	err := race(n, func(i int) error {
 		res, err := h.s.Claim(h.ctx, ledger.ClaimRequest{Op: op, Owner: raceOwner(i), Lease: Lease})
@@ -59,8 +74,9 @@ func testConcurrentClaims(h *h) {
 		h.Fatalf("statuses %v, want 1 claimed and %d in progress", count, n-1)
 	}
 	got := h.get(op.ID)
-	if got.Fence != 1 || got.LeaseOwner != winner || got.State != ledger.StateClaimed {
-		h.Fatalf("after the race: fence %d owner %q state %s, want fence 1 owner %q CLAIMED", got.Fence, got.LeaseOwner, got.State, winner)
+	if got.Fence != wantFence || got.LeaseOwner != winner || got.State != ledger.StateClaimed {
+		h.Fatalf("after the race: fence %d owner %q state %s, want fence %d owner %q CLAIMED",
+			got.Fence, got.LeaseOwner, got.State, wantFence, winner)
 	}
 }
 

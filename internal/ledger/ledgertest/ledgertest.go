@@ -117,6 +117,7 @@ var cases = []testCase{
 	{"ItemsDedupeAndRoundTrip", testItems},
 	{"ItemRefValidation", testItemRefValidation},
 	{"ConcurrentClaimsOneWinner", testConcurrentClaims},
+	{"ConcurrentReclaimsOneWinner", testConcurrentReclaims},
 	{"ConcurrentClaimsManyOperations", testConcurrentClaimsMany},
 }
 
