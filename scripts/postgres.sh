@@ -9,9 +9,10 @@
 # the first time, starts it on 127.0.0.1 on the first free port from
 # $CAPSTAN_PG_PORT (default 55432), with its Unix socket inside that directory,
 # creates the role and database "capstan" (password "capstan-test-password";
-# the role may create the per-test databases), and prints the DSN as an export
-# line on stdout; everything else goes to stderr. Running it again reuses a
-# running server. It never touches the system's default cluster.
+# the role is the cluster's superuser, so tests may create their schemas),
+# and prints the DSN as an export line on stdout; everything else goes to
+# stderr. Running it again reuses a running server. It never touches the
+# system's default cluster.
 #
 # PostgreSQL comes from Debian's packages: as root, start installs them when
 # they are missing (apt-get, quietly); otherwise it says what to install. A

@@ -40,10 +40,10 @@ import (
 	"github.com/capstanhq/capstan/internal/ledger"
 )
 
-// DefaultConnectTimeout bounds each connection attempt when the DSN sets no
+// defaultConnectTimeout bounds each connection attempt when the DSN sets no
 // connect_timeout, so that a worker facing an unreachable server says so
 // instead of hanging.
-const DefaultConnectTimeout = 10 * time.Second
+const defaultConnectTimeout = 10 * time.Second
 
 // Options configures a Store. The zero value is ready to use.
 type Options struct {
@@ -77,7 +77,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("ledger/postgres: %w", parseError(err))
 	}
 	if cfg.ConnConfig.ConnectTimeout == 0 {
-		cfg.ConnConfig.ConnectTimeout = DefaultConnectTimeout
+		cfg.ConnConfig.ConnectTimeout = defaultConnectTimeout
 	}
 	s := &Store{server: serverName(cfg.ConnConfig), now: opts.Now, log: opts.Logger}
 	if s.now == nil {
@@ -108,9 +108,6 @@ func (s *Store) Close() error {
 	s.closed.Do(s.pool.Close)
 	return nil
 }
-
-// Server returns host:port/database of the ledger, for logs.
-func (s *Store) Server() string { return s.server }
 
 // serverName is host:port/database of cfg, the first host of several.
 func serverName(cfg *pgx.ConnConfig) string {

@@ -2,8 +2,8 @@
 // that use PostgreSQL never see each other's rows and may run in parallel.
 //
 // The server is named by CAPSTAN_TEST_POSTGRES_DSN, a DSN whose role may
-// create databases; `eval "$(scripts/postgres.sh start)"` starts a private
-// server and sets it. When the variable is unset a test that needs the server
+// create schemas in its database; `eval "$(scripts/postgres.sh start)"`
+// starts a private server and sets it. When the variable is unset a test that needs the server
 // is skipped, except under CI=true, where it fails: the PostgreSQL tests never
 // skip in CI.
 package pgtest
