@@ -75,14 +75,21 @@ const Lease = 30 * time.Second
 // Subtests run one after another, never in parallel.
 func Run(t *testing.T, newStore func(t *testing.T, now func() time.Time) ledger.Store) {
 	t.Helper()
+	runCases(t, cases, func(h *h) {
+		if h.s = newStore(h.T, h.clock.Now); h.s == nil {
+			h.Fatal("newStore returned nil")
+		}
+	})
+}
+
+// runCases runs each case as a subtest on a harness with its own clock,
+// which setup completes.
+func runCases(t *testing.T, cases []testCase, setup func(*h)) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			clock := NewClock(Epoch)
-			s := newStore(t, clock.Now)
-			if s == nil {
-				t.Fatal("newStore returned nil")
-			}
-			c.fn(&h{T: t, ctx: context.Background(), clock: clock, s: s})
+			h := &h{T: t, ctx: context.Background(), clock: NewClock(Epoch)}
+			setup(h)
+			c.fn(h)
 		})
 	}
 }

@@ -1,7 +1,6 @@
 package ledgertest
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -22,16 +21,11 @@ import (
 // another, never in parallel.
 func RunShared(t *testing.T, newDatabase func(t *testing.T, now func() time.Time) (open func() (ledger.Store, error))) {
 	t.Helper()
-	for _, c := range sharedCases {
-		t.Run(c.name, func(t *testing.T) {
-			clock := NewClock(Epoch)
-			open := newDatabase(t, clock.Now)
-			if open == nil {
-				t.Fatal("newDatabase returned a nil open function")
-			}
-			c.fn(&h{T: t, ctx: context.Background(), clock: clock, open: open})
-		})
-	}
+	runCases(t, sharedCases, func(h *h) {
+		if h.open = newDatabase(h.T, h.clock.Now); h.open == nil {
+			h.Fatal("newDatabase returned a nil open function")
+		}
+	})
 }
 
 var sharedCases = []testCase{
