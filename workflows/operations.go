@@ -59,7 +59,7 @@ func (t *task) runOperations(ctx workflow.Context, turn int, calls []activities.
 
 func (d declared) readOnly() bool { return tools.Class(d.call.Class) == tools.ReadOnly }
 
-// declare gives a tool call its operation id (DESIGN §5.2) and records it.
+// declare gives a tool call its operation id (docs/design.md §5.2) and records it.
 // The business key comes from the model turn that committed the call, so
 // the id is part of history and replays as recorded.
 func (t *task) declare(ctx workflow.Context, tid string, turn int, c activities.ToolCallRef) (declared, error) {

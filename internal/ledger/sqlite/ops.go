@@ -236,7 +236,7 @@ func (s *Store) MarkRunning(ctx context.Context, id string, fence int64) error {
 }
 
 // completable lists the states a Complete may leave: the claim is still open.
-// NEEDS_HUMAN is included so that a person's verdict (DESIGN §5.4 step 5) can
+// NEEDS_HUMAN is included so that a person's verdict (docs/design.md §5.4 step 5) can
 // be recorded under the fence the operation holds.
 var completable = map[ledger.State]bool{
 	ledger.StateClaimed:    true,
