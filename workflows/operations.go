@@ -61,7 +61,7 @@ func (t *task) runOperations(ctx workflow.Context, turn int, calls []activities.
 func (d declared) readOnly() bool { return tools.Class(d.call.Class) == tools.ReadOnly }
 
 // declare gives the position-th tool call of a turn its operation id
-// (DESIGN §5.2) and records it. The business key comes from the model turn
+// (docs/design.md §5.2) and records it. The business key comes from the model turn
 // that committed the call; a call without one is named by its position in
 // that turn, so the same committed turn always yields the same ids — after
 // a retry, a continue-as-new or a reset alike. Tasks started before

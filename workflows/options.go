@@ -58,7 +58,7 @@ func toolOptions(class tools.Class, summary string) workflow.ActivityOptions {
 	return o
 }
 
-// deliverOptions: three tries, then the delivery is dead-lettered (DESIGN §6).
+// deliverOptions: three tries, then the delivery is dead-lettered (docs/design.md §6).
 func deliverOptions(summary string) workflow.ActivityOptions {
 	return workflow.ActivityOptions{
 		StartToCloseTimeout: time.Minute,

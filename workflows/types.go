@@ -78,7 +78,7 @@ type OperationRecord struct {
 	Replayed    bool         `json:"replayed"`
 }
 
-// DeliveryState is where a delivery stands (DESIGN §6).
+// DeliveryState is where a delivery stands (docs/design.md §6).
 type DeliveryState string
 
 // Delivery states.

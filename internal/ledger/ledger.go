@@ -1,5 +1,5 @@
 // Package ledger is capstan's durable record of intended side effects
-// (DESIGN §5.3) and of transcript items. Every worker of a pool shares one
+// (docs/design.md §5.3) and of transcript items. Every worker of a pool shares one
 // ledger, so a retry on another worker sees what the first attempt did.
 //
 // Guarantees:

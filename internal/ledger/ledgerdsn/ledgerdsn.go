@@ -1,5 +1,5 @@
-// Package ledgerdsn opens the ledger a DSN names (CAPSTAN_LEDGER_DSN, DESIGN
-// §9).
+// Package ledgerdsn opens the ledger a DSN names (CAPSTAN_LEDGER_DSN,
+// docs/design.md §8).
 //
 // Accepted forms:
 //
