@@ -141,7 +141,7 @@ func CheckMarkRunning(cur Operation, fence int64, now time.Time) error {
 }
 
 // completable lists the states a Complete may leave: the claim is still open.
-// NEEDS_HUMAN is included so that a person's verdict (DESIGN §5.4 step 5) can
+// NEEDS_HUMAN is included so that a person's verdict (docs/design.md §5.4) can
 // be recorded under the fence the operation holds.
 var completable = map[State]bool{
 	StateClaimed:    true,
