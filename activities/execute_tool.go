@@ -13,7 +13,7 @@ import (
 	"github.com/capstanhq/capstan/internal/tools"
 )
 
-// ExecuteTool performs one operation at most once (DESIGN §5.4):
+// ExecuteTool performs one operation at most once (docs/design.md §5.4):
 //
 //  1. claim the operation in the ledger; if it already SUCCEEDED, return the
 //     stored result without calling anything (Replayed);

@@ -15,9 +15,9 @@ import (
 )
 
 // This file holds what ExecuteTool and Deliver share: both perform an
-// operation under a claim in the ledger (DESIGN §5.3, §5.4).
+// operation under a claim in the ledger (docs/design.md §5.3, §5.4).
 
-// begin takes an operation for this attempt (DESIGN §5.4 steps 1 and 3).
+// begin takes an operation for this attempt (docs/design.md §5.4 steps 1 and 3).
 // When the ledger already holds it as SUCCEEDED, begin returns that record
 // and done: nothing may be sent again. Otherwise the caller holds the claim
 // under rec.Fence and the operation is RUNNING: from here on, a failure after

@@ -152,7 +152,7 @@ func AttemptReportOf(err error) (r AttemptReport, ok bool) {
 }
 
 // Verdict is what a reconciler concluded about an operation whose outcome
-// was unknown (DESIGN §5.4 step 5, §5.5).
+// was unknown (docs/design.md §5.4, §5.5).
 type Verdict string
 
 // Verdicts. Reconcile returns only the three final ones: it asks again

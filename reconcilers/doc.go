@@ -1,5 +1,5 @@
 // Package reconcilers asks external systems what really happened to an
-// operation whose outcome is UNKNOWN (DESIGN §5.5): a pull request by head and
+// operation whose outcome is UNKNOWN (docs/design.md §5.5): a pull request by head and
 // base branch and the capstan-op marker in its body, a branch by its ref, a
 // comment or a Slack message by the operation id embedded in it.
 //

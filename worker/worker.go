@@ -24,7 +24,6 @@ import (
 	"github.com/capstanhq/capstan/internal/config"
 	"github.com/capstanhq/capstan/internal/ledger"
 	"github.com/capstanhq/capstan/internal/ledger/ledgerdsn"
-	"github.com/capstanhq/capstan/internal/ledger/sqlite"
 	"github.com/capstanhq/capstan/internal/model"
 	"github.com/capstanhq/capstan/internal/model/openai"
 	"github.com/capstanhq/capstan/internal/sandbox"
@@ -76,7 +75,7 @@ func start(ctx context.Context, o options, getenv func(string) string, logger *s
 	}
 
 	dsn := cfg.LedgerDSN
-	p.ledger, err = ledgerdsn.Open(ctx, dsn, sqlite.Options{Logger: logger})
+	p.ledger, err = ledgerdsn.Open(ctx, dsn, ledgerdsn.Options{Logger: logger})
 	if err != nil {
 		return nil, fmt.Errorf("open the ledger (CAPSTAN_LEDGER_DSN): %w", err)
 	}

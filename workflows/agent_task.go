@@ -20,7 +20,7 @@ const (
 	QueryJournal = "journal"
 )
 
-// Search attributes capstan sets on every task (DESIGN §8).
+// Search attributes capstan sets on every task (docs/design.md §9.2).
 var (
 	AttrStatus     = temporal.NewSearchAttributeKeyKeyword("CapstanStatus")
 	AttrNeedsHuman = temporal.NewSearchAttributeKeyBool("CapstanNeedsHuman")

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/mock"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/capstanhq/capstan/activities"
 	"github.com/capstanhq/capstan/internal/model"
@@ -17,12 +18,13 @@ import (
 var a *activities.Activities
 
 // A mutation whose retries run out while another claim holds it may have
-// acted: the task ends operation_unknown with the operation UNKNOWN, never
-// FAILED.
+// acted: in a task started before reconciliation (v2), the task ends
+// operation_unknown with the operation UNKNOWN, never FAILED.
 func TestExhaustedMutationIsUnknownNeverFailed(t *testing.T) {
 	var suite testsuite.WorkflowTestSuite
 	env := suite.NewTestWorkflowEnvironment()
 	env.RegisterActivity(&activities.Activities{})
+	env.OnGetVersion("reconcile-unknown-operations", workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
 	env.OnActivity(a.ModelTurn, mock.Anything, mock.Anything).Return(activities.ModelTurnResult{
 		Transcript: "sha256:00",
 		ToolCalls: []activities.ToolCallRef{{ID: "call_1", Name: "github_create_pull_request", Class: "conditional",

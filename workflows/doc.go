@@ -1,4 +1,4 @@
-// Package workflows holds AgentTask, capstan's durable turn loop (DESIGN §3):
+// Package workflows holds AgentTask, capstan's durable turn loop (docs/design.md §3):
 // model turns under the turn guard, tool calls as operations with stable ids,
 // and the delivery of the final answer.
 //

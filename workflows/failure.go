@@ -16,7 +16,7 @@ const (
 	StatusNeedsHuman Status = "needs_human"
 )
 
-// FailureCode says why a task failed (DESIGN §3). Every failed task carries
+// FailureCode says why a task failed (docs/design.md §7.1). Every failed task carries
 // exactly one, with one readable sentence in TaskResult.Message; in the
 // Temporal UI the workflow fails with the code as its error type. These are
 // all the codes a task can end with: a new way to fail is a new constant

@@ -13,6 +13,7 @@ import (
 	tlog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/capstanhq/capstan/activities"
 	"github.com/capstanhq/capstan/internal/ledger"
@@ -61,6 +62,55 @@ func toolFails(call activities.ToolCallRef, err error) func(*testsuite.TestWorkf
 	}
 }
 
+// reconciles: the pull request's execution ends with err, and every
+// reconciliation answers verdict; an execution after absent ends with err
+// again.
+func reconciles(err error, verdict activities.Verdict) func(*testsuite.TestWorkflowEnvironment) {
+	return func(env *testsuite.TestWorkflowEnvironment) {
+		toolFails(prCall, err)(env)
+		env.OnActivity(a.Reconcile, mock.Anything, mock.Anything).Return(reconciled(verdict), nil)
+	}
+}
+
+func reconciled(v activities.Verdict) activities.ReconcileResult {
+	r := activities.ReconcileResult{Verdict: v}
+	switch v {
+	case activities.VerdictFound:
+		r.State, r.ExternalID, r.Item, r.Reason = ledger.StateSucceeded, "https://github.com/acme/app/pull/7", "sha256:30", "the pull request was there"
+	case activities.VerdictAbsent:
+		r.State, r.Reason = ledger.StateAbsent, "no pull request for feat → main"
+	case activities.VerdictIndeterminate:
+		r.State, r.Reason = ledger.StateNeedsHuman, "two pull requests match"
+	}
+	return r
+}
+
+// reconcilesAbsentThenSucceeds: unknown, confirmed absent, and the second
+// execution succeeds.
+func reconcilesAbsentThenSucceeds() func(*testsuite.TestWorkflowEnvironment) {
+	return func(env *testsuite.TestWorkflowEnvironment) {
+		callsThenAnswers(prCall)(env)
+		executions := 0
+		env.OnActivity(a.ExecuteTool, mock.Anything, mock.Anything).Return(
+			func(context.Context, activities.ExecuteToolInput) (activities.ExecuteToolResult, error) {
+				executions++
+				if executions == 1 {
+					return activities.ExecuteToolResult{}, temporal.NewNonRetryableApplicationError("timeout after send", activities.ErrTypeOperationUnknown, nil)
+				}
+				return activities.ExecuteToolResult{State: ledger.StateSucceeded, ExternalID: "https://github.com/acme/app/pull/8", Item: "sha256:20"}, nil
+			})
+		env.OnActivity(a.Reconcile, mock.Anything, mock.Anything).Return(reconciled(activities.VerdictAbsent), nil)
+	}
+}
+
+func reconcilerFails(err error) func(*testsuite.TestWorkflowEnvironment) {
+	return func(env *testsuite.TestWorkflowEnvironment) {
+		toolFails(prCall, err)(env)
+		env.OnActivity(a.Reconcile, mock.Anything, mock.Anything).Return(activities.ReconcileResult{},
+			temporal.NewNonRetryableApplicationError("GitHub kept answering 502", "ReconcilerBroken", nil))
+	}
+}
+
 func deliveryFails(err error) func(*testsuite.TestWorkflowEnvironment) {
 	return func(env *testsuite.TestWorkflowEnvironment) {
 		callsThenAnswers(readCall)(env)
@@ -86,6 +136,7 @@ func TestFailureMapping(t *testing.T) {
 		setup    func(*testsuite.TestWorkflowEnvironment)
 		maxTurns int
 		cancel   bool
+		v2       bool // a task started before changeReconcile
 		status   workflows.Status
 		code     workflows.FailureCode
 		opState  ledger.State            // of the one operation, when set
@@ -121,16 +172,30 @@ func TestFailureMapping(t *testing.T) {
 		// Operations.
 		{name: "operation conflict", setup: toolFails(prCall, appErr(activities.ErrTypeOperationConflict)),
 			status: workflows.StatusFailed, code: workflows.FailOperationConflict, opState: ledger.StateFailed, journal: "task failed: OperationConflict"},
-		{name: "operation unknown", setup: toolFails(prCall, appErr(activities.ErrTypeOperationUnknown)),
+		{name: "v2: operation unknown", v2: true, setup: toolFails(prCall, appErr(activities.ErrTypeOperationUnknown)),
 			status: workflows.StatusFailed, code: workflows.FailOperationUnknown, opState: ledger.StateUnknown, journal: "task failed: OperationUnknown"},
 		{name: "tool worker misconfigured", setup: toolFails(prCall, appErr(activities.ErrTypeWorkerConfig)),
 			status: workflows.StatusFailed, code: workflows.FailWorkerMisconfigured, opState: ledger.StateAbsent, journal: "task failed: WorkerConfig"},
 		{name: "read that keeps failing", setup: toolFails(readCall, errors.New("502 from GitHub")),
 			status: workflows.StatusFailed, code: workflows.FailOperationFailed, opState: ledger.StateFailed, journal: "github_get_file did not complete"},
-		{name: "mutation whose worker is lost", setup: toolFails(prCall, heartbeatTimeout),
+		{name: "v2: mutation whose worker is lost", v2: true, setup: toolFails(prCall, heartbeatTimeout),
 			status: workflows.StatusFailed, code: workflows.FailOperationUnknown, opState: ledger.StateUnknown, journal: "could not be confirmed and may have taken effect"},
-		{name: "mutation held elsewhere to the end", setup: toolFails(prCall, temporal.NewApplicationError("held", activities.ErrTypeOperationInProgress)),
+		{name: "v2: mutation held elsewhere to the end", v2: true, setup: toolFails(prCall, temporal.NewApplicationError("held", activities.ErrTypeOperationInProgress)),
 			status: workflows.StatusFailed, code: workflows.FailOperationUnknown, opState: ledger.StateUnknown, journal: "could not be confirmed"},
+
+		// Unknown operations, reconciled.
+		{name: "unknown, then found", setup: reconciles(appErr(activities.ErrTypeOperationUnknown), activities.VerdictFound),
+			status: workflows.StatusCompleted, opState: ledger.StateSucceeded, journal: "recovered: the pull request was there"},
+		{name: "lost worker, then found", setup: reconciles(heartbeatTimeout, activities.VerdictFound),
+			status: workflows.StatusCompleted, opState: ledger.StateSucceeded, journal: "is unknown; reconciling"},
+		{name: "unknown, absent, executed again", setup: reconcilesAbsentThenSucceeds(),
+			status: workflows.StatusCompleted, opState: ledger.StateSucceeded, journal: "executing it again with the same id (1/2)"},
+		{name: "absent every time, nobody answers", setup: reconciles(appErr(activities.ErrTypeOperationUnknown), activities.VerdictAbsent),
+			status: workflows.StatusFailed, code: workflows.FailNeedsHumanTimeout, opState: ledger.StateNeedsHuman, journal: "executed 2 more times and is still not confirmed"},
+		{name: "indeterminate, nobody answers", setup: reconciles(appErr(activities.ErrTypeOperationUnknown), activities.VerdictIndeterminate),
+			status: workflows.StatusFailed, code: workflows.FailNeedsHumanTimeout, opState: ledger.StateNeedsHuman, journal: "needs a person: two pull requests match"},
+		{name: "reconciler fails, nobody answers", setup: reconcilerFails(appErr(activities.ErrTypeOperationUnknown)),
+			status: workflows.StatusFailed, code: workflows.FailNeedsHumanTimeout, opState: ledger.StateNeedsHuman, journal: "the reconciler could not finish"},
 
 		// Deliveries.
 		{name: "delivery refused", setup: deliveryFails(appErr(activities.ErrTypeDeliveryFailed)),
@@ -156,6 +221,9 @@ func TestFailureMapping(t *testing.T) {
 			env := suite.NewTestWorkflowEnvironment()
 			env.RegisterActivity(&activities.Activities{})
 			tt.setup(env)
+			if tt.v2 {
+				env.OnGetVersion("reconcile-unknown-operations", workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
+			}
 			if tt.cancel {
 				env.RegisterDelayedCallback(env.CancelWorkflow, time.Minute)
 			}
@@ -167,7 +235,14 @@ func TestFailureMapping(t *testing.T) {
 			if !env.IsWorkflowCompleted() {
 				t.Fatal("workflow did not complete")
 			}
-			res := taskResult(t, env.GetWorkflowError())
+			var res workflows.TaskResult
+			if err := env.GetWorkflowError(); err == nil {
+				if err := env.GetWorkflowResult(&res); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				res = taskResult(t, err)
+			}
 			if res.Status != tt.status || res.FailureCode != tt.code {
 				t.Fatalf("status, code = %s, %q (%s); want %s, %q", res.Status, res.FailureCode, res.Message, tt.status, tt.code)
 			}

@@ -7,7 +7,7 @@ import (
 	"github.com/capstanhq/capstan/internal/model"
 )
 
-// Per-turn retry budgets of the turn guard (DESIGN §4.4).
+// Per-turn retry budgets of the turn guard (docs/design.md §4.4).
 const (
 	budgetTransport = 4
 	budgetOverload  = 5

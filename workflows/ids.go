@@ -12,7 +12,7 @@ func turnID(taskID string, turn int) string { return fmt.Sprintf("%s/t%d", taskI
 
 func attemptID(turnID string, attempt int) string { return fmt.Sprintf("%s/a%d", turnID, attempt) }
 
-// operationID names an intended effect (DESIGN §5.2). With a business key it
+// operationID names an intended effect (docs/design.md §5.2). With a business key it
 // is the same for every call with the same effect in this task, so a
 // re-declared call maps to the recorded operation; without one, it is
 // unique per declared call: n is the call's position in its committed turn

@@ -61,7 +61,7 @@ func (t *task) runOperations(ctx workflow.Context, turn int, calls []activities.
 func (d declared) readOnly() bool { return tools.Class(d.call.Class) == tools.ReadOnly }
 
 // declare gives the position-th tool call of a turn its operation id
-// (DESIGN §5.2) and records it. The business key comes from the model turn
+// (docs/design.md §5.2) and records it. The business key comes from the model turn
 // that committed the call; a call without one is named by its position in
 // that turn, so the same committed turn always yields the same ids — after
 // a retry, a continue-as-new or a reset alike. Tasks started before
@@ -97,7 +97,7 @@ func (t *task) startOperation(ctx workflow.Context, tid string, op declared) wor
 }
 
 // awaitOperation waits for an operation started by startOperation and
-// settles it: an outcome that is unknown is reconciled (DESIGN §5.4 step 5)
+// settles it: an outcome that is unknown is reconciled (docs/design.md §5.4)
 // rather than ending the task, in tasks started since changeReconcile.
 func (t *task) awaitOperation(ctx workflow.Context, tid string, op declared, f workflow.Future) (string, error) {
 	item, unknown, err := t.settle(ctx, op, f)

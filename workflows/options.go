@@ -80,7 +80,7 @@ func reconcileOptions(window, heartbeat time.Duration, summary string) workflow.
 	}
 }
 
-// deliverOptions: three tries, then the delivery is dead-lettered (DESIGN §6).
+// deliverOptions: three tries, then the delivery is dead-lettered (docs/design.md §6).
 func deliverOptions(summary string) workflow.ActivityOptions {
 	return workflow.ActivityOptions{
 		StartToCloseTimeout: time.Minute,

@@ -15,7 +15,7 @@ import (
 // executed again with the same id before a person is asked.
 const maxReexecutions = 2
 
-// recover settles a tool operation whose outcome is unknown (DESIGN §5.4
+// recover settles a tool operation whose outcome is unknown (docs/design.md §5.4
 // step 5). The reconciler asks the external system: found → SUCCEEDED, and
 // the model is told the operation was recovered; absent → executed again
 // with the same operation id, at most maxReexecutions times; indeterminate

@@ -12,7 +12,7 @@ import (
 )
 
 // UpdateResolve is the update a person sends to settle an operation that
-// nobody else could tell (DESIGN §5.4 step 5): `starter resolve`.
+// nobody else could tell (docs/design.md §5.4): `starter resolve`.
 const UpdateResolve = "resolve"
 
 // Decisions a person can take on an operation that needs one.

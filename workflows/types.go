@@ -96,7 +96,7 @@ type OperationRecord struct {
 	Reason string `json:"reason,omitempty"`
 }
 
-// DeliveryState is where a delivery stands (DESIGN §6).
+// DeliveryState is where a delivery stands (docs/design.md §6).
 type DeliveryState string
 
 // Delivery states.

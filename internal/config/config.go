@@ -1,4 +1,4 @@
-// Package config reads capstan's configuration (DESIGN §9): the environment
+// Package config reads capstan's configuration (docs/design.md §8): the environment
 // first, flags override. Every default is filled here, once, by FromEnv;
 // each binary then checks what it needs with ValidateWorker or
 // ValidateStarter, so a bad value is one sentence at startup rather than a
@@ -35,7 +35,7 @@ const (
 	// call (2 min).
 	DefaultLease = 3 * time.Minute
 	// DefaultConnectTimeout bounds dialling a model provider and the TLS
-	// handshake (DESIGN §4.2).
+	// handshake (docs/design.md §4.2).
 	DefaultConnectTimeout = 10 * time.Second
 )
 

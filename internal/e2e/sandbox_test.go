@@ -107,6 +107,9 @@ func TestWorkerStartupErrors(t *testing.T) {
 		{"bad ledger DSN", func(e []string) []string {
 			return append(e, "OPENAI_API_KEY=x", "GITHUB_TOKEN=x", "CAPSTAN_LEDGER_DSN=mysql://db/x")
 		}, nil, 1, "unsupported scheme"},
+		{"ledger server unreachable", func(e []string) []string {
+			return append(e, "OPENAI_API_KEY=x", "GITHUB_TOKEN=x", "CAPSTAN_LEDGER_DSN=postgres://capstan:s3cret@127.0.0.1:1/capstan")
+		}, nil, 1, `CAPSTAN_LEDGER_DSN "postgres://capstan:xxxxx@127.0.0.1:1/capstan": ledger/postgres: cannot connect to PostgreSQL at 127.0.0.1:1`},
 		{"server unreachable", func(e []string) []string {
 			return append(e, "OPENAI_API_KEY=x", "GITHUB_TOKEN=x", "TEMPORAL_ADDRESS=127.0.0.1:1")
 		}, nil, 1, "127.0.0.1:1"},

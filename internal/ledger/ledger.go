@@ -1,5 +1,5 @@
 // Package ledger is capstan's durable record of intended side effects
-// (DESIGN §5.3) and of transcript items. Every worker of a pool shares one
+// (docs/design.md §5.3) and of transcript items. Every worker of a pool shares one
 // ledger, so a retry on another worker sees what the first attempt did.
 //
 // Guarantees:
@@ -93,8 +93,9 @@ type Completion struct {
 	Error      string
 }
 
-// Store is the ledger. Implementations: sqlite (embedded default) and, later,
-// postgres; both pass the contract suite in ledgertest.
+// Store is the ledger. Implementations: sqlite (embedded default) and
+// postgres (a pool across machines); both apply the rules in rules.go and
+// pass the contract suite in ledgertest.
 type Store interface {
 	// Claim creates the operation if new, or takes it when it is ABSENT,
 	// FAILED, or CLAIMED with an expired lease. It returns ErrConflict when

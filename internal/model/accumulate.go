@@ -12,7 +12,7 @@ import (
 
 // Output is the complete answer of one attempt, as committed to the
 // transcript. Only Accumulator.Finish produces it, and only for a complete,
-// valid stream (DESIGN §4.3).
+// valid stream (docs/design.md §4.3).
 type Output struct {
 	Text         string
 	ToolCalls    []ToolCall

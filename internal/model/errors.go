@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// Outcome classifies an attempt for the turn guard (DESIGN §4.4).
+// Outcome classifies an attempt for the turn guard (docs/design.md §4.4).
 type Outcome string
 
 const (

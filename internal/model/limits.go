@@ -2,7 +2,7 @@ package model
 
 import "time"
 
-// Limits are the watchdogs of one model attempt (DESIGN §4.2). A task
+// Limits are the watchdogs of one model attempt (docs/design.md §4.2). A task
 // carries them in its input, so the activity that enforces them and the
 // workflow that sets the activity's timeouts read one value. (The connect
 // timeout is the worker's: it belongs to the provider's HTTP client.)

@@ -81,7 +81,7 @@ type Usage struct {
 	OutputTokens int64 `json:"output_tokens"`
 }
 
-// Phase is the furthest point an attempt's HTTP exchange reached (DESIGN §4.1).
+// Phase is the furthest point an attempt's HTTP exchange reached (docs/design.md §4.1).
 // Phases only move forward.
 type Phase string
 

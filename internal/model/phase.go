@@ -26,7 +26,7 @@ func phaseRank(p Phase) (int32, bool) {
 	return 0, false
 }
 
-// PhaseRecorder tracks the furthest phase one attempt reached (DESIGN §4.1).
+// PhaseRecorder tracks the furthest phase one attempt reached (docs/design.md §4.1).
 //
 // Guarantees: the zero value is ready to use and reads PhaseNotSent; the phase
 // only ever moves forward, so a late or duplicate signal (a trace hook firing
@@ -60,7 +60,7 @@ func (r *PhaseRecorder) Phase() Phase {
 
 // WroteRequestBytes reports whether any byte of the request may have been
 // written. It is false only when the transport never started writing the
-// request, which is the proof DESIGN §4.1 asks for before a failure may be
+// request, which is the proof docs/design.md §4.1 asks for before a failure may be
 // called not_sent.
 func (r *PhaseRecorder) WroteRequestBytes() bool {
 	return r.rank.Load() > 0

@@ -31,14 +31,14 @@ const (
 	VerdictUnknown Verdict = "unknown"
 	// VerdictCancelled: the caller's context was cancelled. It proves nothing
 	// about the request; a cancelled mutation is reconciled like an unknown
-	// one (DESIGN §5.6).
+	// one (docs/design.md §5.6).
 	VerdictCancelled Verdict = "cancelled"
 )
 
-// Classify is the rule of DESIGN §5.4 step 4 for an error returned by Execute:
+// Classify is the rule of docs/design.md §5.4 step 4 for an error returned by Execute:
 // success (nil) has no verdict; a definite refusal is "failed"; only proof
 // that nothing was sent is "not_sent"; everything else is "unknown", and in
-// particular a timeout is never "failed" (invariant 4). When in doubt the
+// particular a timeout is never "failed" (docs/design.md §10.4). When in doubt the
 // answer is "unknown", because reconciling a call that did nothing is cheap
 // and repeating one that acted is not.
 //

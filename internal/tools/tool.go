@@ -1,6 +1,6 @@
 // Package tools defines what every tool an agent may call has in common,
 // whatever system it acts on: the Tool interface, the safety class of each
-// tool (DESIGN §5.1), the registry, the compiled schema of a tool's
+// tool (docs/design.md §5.1), the registry, the compiled schema of a tool's
 // arguments, and the verdict of a failed call (Classify). It depends on no
 // external system; the tools themselves live in subpackages, such as the
 // GitHub tools in internal/tools/github.

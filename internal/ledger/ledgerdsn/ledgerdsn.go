@@ -1,5 +1,5 @@
-// Package ledgerdsn opens the ledger a DSN names (CAPSTAN_LEDGER_DSN, DESIGN
-// §9).
+// Package ledgerdsn opens the ledger a DSN names (CAPSTAN_LEDGER_DSN,
+// docs/design.md §8).
 //
 // Accepted forms:
 //
@@ -14,8 +14,13 @@
 // settings are fixed by package sqlite). "sqlite:relative.db" without the two
 // slashes is refused rather than guessed at.
 //
-// postgres:// and postgresql:// are recognised and refused until the
-// PostgreSQL store exists; any other scheme is refused.
+// A postgres:// or postgresql:// URL names a PostgreSQL ledger and is passed
+// to package postgres as it is (user, password, host:port, database, and
+// settings such as sslmode, search_path or pool_max_conns):
+//
+//	postgres://capstan:secret@db.internal:5432/capstan?sslmode=require
+//
+// Any other scheme is refused.
 //
 // Guarantees: a DSN is parsed without side effects before anything is opened,
 // and no error this package returns contains a password from the DSN (see
@@ -26,47 +31,87 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/capstanhq/capstan/internal/ledger"
+	"github.com/capstanhq/capstan/internal/ledger/postgres"
 	"github.com/capstanhq/capstan/internal/ledger/sqlite"
 )
 
-// DefaultDSN is the ledger used when CAPSTAN_LEDGER_DSN is not set: a SQLite
-// file under .capstan in the working directory.
-func DefaultDSN() string { return "sqlite://.capstan/ledger.db" }
+// Options configures the store Open opens, whichever it is. The zero value is
+// ready to use.
+type Options struct {
+	// Now returns the current time for stamping rows and deciding leases.
+	// Defaults to time.Now.
+	Now func() time.Time
+	// Logger receives the store's claim decisions and rejected stale-fence
+	// writes. Defaults to slog.Default().
+	Logger *slog.Logger
+}
 
-// Open opens the ledger named by dsn. opts configures a SQLite ledger.
-func Open(ctx context.Context, dsn string, opts sqlite.Options) (ledger.Store, error) {
-	path, err := sqlitePath(dsn)
+// Open opens the ledger named by dsn. Errors name the DSN, its password
+// masked.
+func Open(ctx context.Context, dsn string, opts Options) (ledger.Store, error) {
+	t, err := parse(dsn)
 	if err != nil {
 		return nil, err
 	}
-	s, err := sqlite.Open(ctx, path, opts)
+	var s ledger.Store
+	if t.postgresDSN != "" {
+		s, err = openPostgres(ctx, t.postgresDSN, opts)
+	} else {
+		s, err = openSQLite(ctx, t.sqlitePath, opts)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("CAPSTAN_LEDGER_DSN %q: %w", Redact(dsn), err)
 	}
 	return s, nil
 }
 
-// ErrPostgresUnsupported is wrapped by the error Open returns for a
-// postgres:// or postgresql:// DSN; a later release adds the PostgreSQL store.
-var ErrPostgresUnsupported = errors.New("PostgreSQL ledgers are not supported yet; use sqlite://PATH")
+// openSQLite and openPostgres return a nil interface, not a typed nil, on
+// error.
+func openSQLite(ctx context.Context, path string, opts Options) (ledger.Store, error) {
+	s, err := sqlite.Open(ctx, path, sqlite.Options{Now: opts.Now, Logger: opts.Logger})
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
 
-// sqlitePath returns the database file dsn names, or an error naming the
-// (redacted) DSN.
-func sqlitePath(dsn string) (string, error) {
+func openPostgres(ctx context.Context, dsn string, opts Options) (ledger.Store, error) {
+	s, err := postgres.Open(ctx, dsn, postgres.Options{Now: opts.Now, Logger: opts.Logger})
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// target is what a DSN names: exactly one of a SQLite file and a PostgreSQL
+// connection string.
+type target struct {
+	sqlitePath  string
+	postgresDSN string
+}
+
+// forms lists the accepted DSNs for error messages.
+const forms = "sqlite://PATH, postgres://USER:PASSWORD@HOST:5432/DATABASE or a file path"
+
+// parse returns what dsn names, or an error naming the (redacted) DSN. It
+// has no side effects.
+func parse(dsn string) (target, error) {
 	dsn = strings.TrimSpace(dsn)
 	if dsn == "" {
-		return "", errors.New("CAPSTAN_LEDGER_DSN is empty; want sqlite://PATH")
+		return target{}, errors.New("CAPSTAN_LEDGER_DSN is empty; want " + forms)
 	}
-	fail := func(format string, args ...any) (string, error) {
-		return "", fmt.Errorf("CAPSTAN_LEDGER_DSN %q: %s", Redact(dsn), fmt.Sprintf(format, args...))
+	fail := func(format string, args ...any) (target, error) {
+		return target{}, fmt.Errorf("CAPSTAN_LEDGER_DSN %q: %s", Redact(dsn), fmt.Sprintf(format, args...))
 	}
 	scheme, rest, ok := splitScheme(dsn)
 	if !ok {
-		return dsn, nil // a bare file path
+		return target{sqlitePath: dsn}, nil // a bare file path
 	}
 	switch scheme {
 	case "sqlite":
@@ -79,11 +124,15 @@ func sqlitePath(dsn string) (string, error) {
 		case strings.ContainsAny(path, "?#"):
 			return fail("query parameters are not supported; want sqlite://PATH")
 		}
-		return path, nil
+		return target{sqlitePath: path}, nil
 	case "postgres", "postgresql":
-		return "", fmt.Errorf("CAPSTAN_LEDGER_DSN %q: %w", Redact(dsn), ErrPostgresUnsupported)
+		if !strings.HasPrefix(rest, "//") {
+			return fail("want %s://USER:PASSWORD@HOST:5432/DATABASE", scheme)
+		}
+		// pgx recognises a URL only by its lowercase scheme.
+		return target{postgresDSN: scheme + ":" + rest}, nil
 	default:
-		return fail("unsupported scheme %q (want sqlite://PATH or a file path)", scheme)
+		return fail("unsupported scheme %q (want %s)", scheme, forms)
 	}
 }
 
@@ -110,11 +159,17 @@ var passwordParam = regexp.MustCompile(`(?i)((?:^|[?&;\s])(?:ssl)?(?:password|pa
 
 // Redact returns dsn with passwords masked as "xxxxx": the password of a
 // user:password@ authority (an unescaped '@' or '/' inside the password
-// included) and password=, passwd=, pwd= and sslpassword= settings. It may
-// mask more than needed, never less. Use it whenever a DSN is logged or shown.
+// included, and the slashes after "scheme:" missing) and password=, passwd=,
+// pwd= and sslpassword= settings. It may mask more than needed, never less.
+// Use it whenever a DSN is logged or shown.
 func Redact(dsn string) string {
+	start := -1
 	if i := strings.Index(dsn, "://"); i >= 0 {
-		start := i + len("://")
+		start = i + len("://")
+	} else if scheme, _, ok := splitScheme(dsn); ok {
+		start = len(scheme) + len(":")
+	}
+	if start >= 0 {
 		head := dsn[start:]
 		if q := strings.IndexAny(head, "?#"); q >= 0 {
 			head = head[:q]

@@ -12,6 +12,10 @@
 //		})
 //	}
 //
+// RunShared adds the cases that need several stores over one database, as
+// several worker processes have, and BenchmarkClaim measures claims per
+// second.
+//
 // The suite states the ledger's rules as tests: claims are compare-and-set,
 // a stale fence never writes, a success is never performed twice, an
 // operation that may have been sent is never handed out again without
@@ -71,14 +75,21 @@ const Lease = 30 * time.Second
 // Subtests run one after another, never in parallel.
 func Run(t *testing.T, newStore func(t *testing.T, now func() time.Time) ledger.Store) {
 	t.Helper()
+	runCases(t, cases, func(h *h) {
+		if h.s = newStore(h.T, h.clock.Now); h.s == nil {
+			h.Fatal("newStore returned nil")
+		}
+	})
+}
+
+// runCases runs each case as a subtest on a harness with its own clock,
+// which setup completes.
+func runCases(t *testing.T, cases []testCase, setup func(*h)) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			clock := NewClock(Epoch)
-			s := newStore(t, clock.Now)
-			if s == nil {
-				t.Fatal("newStore returned nil")
-			}
-			c.fn(&h{T: t, ctx: context.Background(), clock: clock, s: s})
+			h := &h{T: t, ctx: context.Background(), clock: NewClock(Epoch)}
+			setup(h)
+			c.fn(h)
 		})
 	}
 }
@@ -88,8 +99,8 @@ type testCase struct {
 	fn   func(*h)
 }
 
-// cases lists every subtest; the rules live in claim.go, writes.go and
-// misc.go.
+// cases lists every subtest; the rules live in claim.go, writes.go,
+// misc.go and concurrency.go.
 var cases = []testCase{
 	{"ClaimNew", testClaimNew},
 	{"ClaimValidation", testClaimValidation},
@@ -113,6 +124,7 @@ var cases = []testCase{
 	{"ItemsDedupeAndRoundTrip", testItems},
 	{"ItemRefValidation", testItemRefValidation},
 	{"ConcurrentClaimsOneWinner", testConcurrentClaims},
+	{"ConcurrentReclaimsOneWinner", testConcurrentReclaims},
 	{"ConcurrentClaimsManyOperations", testConcurrentClaimsMany},
 }
 
@@ -122,6 +134,8 @@ type h struct {
 	ctx   context.Context
 	clock *Clock
 	s     ledger.Store
+	// open opens another store on s's database; set only in RunShared.
+	open func() (ledger.Store, error)
 }
 
 // newOp returns an operation with every identity field set.

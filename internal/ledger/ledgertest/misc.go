@@ -5,9 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/capstanhq/capstan/internal/ledger"
@@ -119,108 +117,6 @@ func testItemRefValidation(h *h) {
 		_, err := h.s.GetItem(h.ctx, bad)
 		if err == nil || errors.Is(err, ledger.ErrNotFound) {
 			h.Errorf("GetItem(%q) = %v, want a malformed-reference error", bad, err)
-		}
-	}
-}
-
-// N claimers race for one id: exactly one gets it, the rest see it in
-// progress, and the row is at fence 1. Run with -race.
-func testConcurrentClaims(h *h) {
-	const n = 16
-	op := newOp("op-race", "task-1")
-	var (
-		wg       sync.WaitGroup
-		mu       sync.Mutex
-		statuses = map[ledger.ClaimStatus]int{}
-		winner   string
-		errs     []error
-	)
-	start := make(chan struct{})
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			owner := fmt.Sprintf("worker-%02d/1", i)
-			<-start
-			res, err := h.s.Claim(h.ctx, ledger.ClaimRequest{Op: op, Owner: owner, Lease: Lease})
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				errs = append(errs, err)
-				return
-			}
-			statuses[res.Status]++
-			if res.Status == ledger.Claimed {
-				winner = owner
-			}
-		}()
-	}
-	close(start)
-	wg.Wait()
-	if len(errs) > 0 {
-		h.Fatalf("concurrent claims failed: %v", errors.Join(errs...))
-	}
-	if statuses[ledger.Claimed] != 1 || statuses[ledger.InProgress] != n-1 {
-		h.Fatalf("statuses %v, want 1 claimed and %d in progress", statuses, n-1)
-	}
-	got := h.get(op.ID)
-	if got.Fence != 1 || got.LeaseOwner != winner || got.State != ledger.StateClaimed {
-		h.Fatalf("after the race: fence %d owner %q state %s, want fence 1 owner %q CLAIMED", got.Fence, got.LeaseOwner, got.State, winner)
-	}
-}
-
-// Many claimers over many ids, each winner running its operation to the end:
-// every id is claimed exactly once and run exactly once.
-func testConcurrentClaimsMany(h *h) {
-	const ids, perID = 8, 6
-	var (
-		wg   sync.WaitGroup
-		mu   sync.Mutex
-		wins = map[string]int{}
-		errs []error
-	)
-	start := make(chan struct{})
-	for i := range ids * perID {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			op := newOp(fmt.Sprintf("op-many-%d", i%ids), "task-many")
-			owner := fmt.Sprintf("worker-%02d/1", i)
-			<-start
-			err := func() error {
-				res, err := h.s.Claim(h.ctx, ledger.ClaimRequest{Op: op, Owner: owner, Lease: Lease})
-				if err != nil || res.Status != ledger.Claimed {
-					return err
-				}
-				mu.Lock()
-				wins[op.ID]++
-				mu.Unlock()
-				if err := h.s.MarkRunning(h.ctx, op.ID, res.Op.Fence); err != nil {
-					return err
-				}
-				return h.s.Complete(h.ctx, ledger.Completion{ID: op.ID, Fence: res.Op.Fence,
-					State: ledger.StateSucceeded, ExternalID: owner})
-			}()
-			if err != nil {
-				mu.Lock()
-				errs = append(errs, err)
-				mu.Unlock()
-			}
-		}()
-	}
-	close(start)
-	wg.Wait()
-	if len(errs) > 0 {
-		h.Fatalf("concurrent operations failed: %v", errors.Join(errs...))
-	}
-	ops, err := h.s.ListByTask(h.ctx, "task-many")
-	if err != nil || len(ops) != ids {
-		h.Fatalf("ListByTask: %d operations, %v; want %d", len(ops), err, ids)
-	}
-	for _, op := range ops {
-		if wins[op.ID] != 1 || op.State != ledger.StateSucceeded || op.AttemptCount != 1 || op.Fence != 1 {
-			h.Errorf("%s: won %d times, state %s, attempts %d, fence %d; want once, SUCCEEDED, 1, 1",
-				op.ID, wins[op.ID], op.State, op.AttemptCount, op.Fence)
 		}
 	}
 }

@@ -7,7 +7,7 @@ import (
 	"github.com/capstanhq/capstan/internal/ledger"
 )
 
-// The zombie case (DESIGN §5.3): A claims and stalls before sending; its
+// The zombie case (docs/design.md §5.3): A claims and stalls before sending; its
 // lease expires; B takes over, sends and records success. When A wakes up,
 // every write it attempts with its old fence fails with ErrFenced and B's
 // record survives byte for byte.

@@ -2,38 +2,12 @@ package sqlite
 
 import (
 	"context"
-	"crypto/sha256"
 	"database/sql"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/capstanhq/capstan/internal/ledger"
 )
-
-const refPrefix = "sha256:"
-
-// itemRef is the content address of data.
-func itemRef(data []byte) string {
-	sum := sha256.Sum256(data)
-	return refPrefix + hex.EncodeToString(sum[:])
-}
-
-// checkRef reports whether ref is "sha256:" followed by 64 lowercase hex
-// digits, the only form PutItem produces.
-func checkRef(ref string) error {
-	h, ok := strings.CutPrefix(ref, refPrefix)
-	if !ok || len(h) != 2*sha256.Size {
-		return fmt.Errorf("malformed item reference %q, want sha256:<64 hex digits>", ref)
-	}
-	for _, c := range h {
-		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return fmt.Errorf("malformed item reference %q, want sha256:<64 lowercase hex digits>", ref)
-		}
-	}
-	return nil
-}
 
 // PutItem implements ledger.Store. Storing bytes that are already present is
 // a no-op that returns the same reference.
@@ -41,7 +15,7 @@ func (s *Store) PutItem(ctx context.Context, data []byte) (string, error) {
 	if data == nil {
 		data = []byte{}
 	}
-	ref := itemRef(data)
+	ref := ledger.ItemRef(data)
 	_, err := s.w.ExecContext(ctx,
 		"INSERT OR IGNORE INTO items (ref, data, size, created_at) VALUES (?, ?, ?, ?)",
 		ref, data, len(data), toNanos(s.now().UTC()))
@@ -55,7 +29,7 @@ func (s *Store) PutItem(ctx context.Context, data []byte) (string, error) {
 // not ErrNotFound; stored bytes that no longer match their reference are
 // reported as corrupt rather than returned.
 func (s *Store) GetItem(ctx context.Context, ref string) ([]byte, error) {
-	if err := checkRef(ref); err != nil {
+	if err := ledger.CheckItemRef(ref); err != nil {
 		return nil, fmt.Errorf("ledger/sqlite: get item: %w", err)
 	}
 	var data []byte
@@ -66,8 +40,8 @@ func (s *Store) GetItem(ctx context.Context, ref string) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ledger/sqlite: get item %s: %w", ref, err)
 	}
-	if got := itemRef(data); got != ref {
-		return nil, fmt.Errorf("ledger/sqlite: get item %s: stored bytes are corrupt (they hash to %s)", ref, got)
+	if err := ledger.CheckItem(ref, data); err != nil {
+		return nil, fmt.Errorf("ledger/sqlite: get item %s: %w", ref, err)
 	}
 	if data == nil {
 		data = []byte{}

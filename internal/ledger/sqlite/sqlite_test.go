@@ -4,12 +4,10 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -39,6 +37,37 @@ func open(t *testing.T, path string, now func() time.Time) *sqlite.Store {
 func TestContract(t *testing.T) {
 	ledgertest.Run(t, func(t *testing.T, now func() time.Time) ledger.Store {
 		return open(t, filepath.Join(t.TempDir(), "ledger.db"), now)
+	})
+}
+
+// Several Stores on one file stand in for several worker processes: each has
+// its own write connection, so only BEGIN IMMEDIATE and the busy timeout keep
+// them apart.
+func TestContractShared(t *testing.T) {
+	ledgertest.RunShared(t, func(t *testing.T, now func() time.Time) func() (ledger.Store, error) {
+		path := filepath.Join(t.TempDir(), "ledger.db")
+		return func() (ledger.Store, error) {
+			s, err := sqlite.Open(context.Background(), path, sqlite.Options{Now: now, Logger: testLogger(t)})
+			if err != nil {
+				return nil, err
+			}
+			t.Cleanup(func() { s.Close() })
+			return s, nil
+		}
+	})
+}
+
+// BenchmarkClaim reports claims/s with 1 and 8 concurrent claimers:
+//
+//	go test -run '^$' -bench Claim ./internal/ledger/sqlite/
+func BenchmarkClaim(b *testing.B) {
+	ledgertest.BenchmarkClaim(b, func(b *testing.B) ledger.Store {
+		s, err := sqlite.Open(context.Background(), filepath.Join(b.TempDir(), "ledger.db"), sqlite.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { s.Close() })
+		return s
 	})
 }
 
@@ -132,59 +161,6 @@ func TestPathWithURICharacters(t *testing.T) {
 	}
 }
 
-func TestDataSurvivesReopen(t *testing.T) {
-	ctx := context.Background()
-	clock := ledgertest.NewClock(ledgertest.Epoch)
-	path := filepath.Join(t.TempDir(), "ledger.db")
-
-	s, err := sqlite.Open(ctx, path, sqlite.Options{Now: clock.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	op := ledger.Operation{ID: "op-1", TaskID: "task-1", RequestHash: "h", Kind: "slack_post"}
-	res, err := s.Claim(ctx, ledger.ClaimRequest{Op: op, Owner: "w/1", Lease: time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.MarkRunning(ctx, op.ID, res.Op.Fence); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Complete(ctx, ledger.Completion{ID: op.ID, Fence: res.Op.Fence, State: ledger.StateSucceeded, ExternalID: "ts-1", Result: []byte("ok")}); err != nil {
-		t.Fatal(err)
-	}
-	ref, err := s.PutItem(ctx, []byte("item"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	want, err := s.Get(ctx, op.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Close(); err != nil {
-		t.Fatalf("second Close: %v", err)
-	}
-
-	s2 := open(t, path, clock.Now) // schema creation is idempotent
-	got, err := s2.Get(ctx, op.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got.State != ledger.StateSucceeded || string(got.Result) != "ok" || got.ExternalID != "ts-1" ||
-		!got.UpdatedAt.Equal(want.UpdatedAt) || !got.CreatedAt.Equal(ledgertest.Epoch) {
-		t.Fatalf("after reopen: %+v, want %+v", got, want)
-	}
-	res, err = s2.Claim(ctx, ledger.ClaimRequest{Op: op, Owner: "w/2", Lease: time.Minute})
-	if err != nil || res.Status != ledger.AlreadySucceeded {
-		t.Fatalf("Claim after reopen: %v, %v; want AlreadySucceeded", res.Status, err)
-	}
-	if b, err := s2.GetItem(ctx, ref); err != nil || string(b) != "item" {
-		t.Fatalf("GetItem after reopen: %q, %v", b, err)
-	}
-}
-
 func TestItemsStoredOnce(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "ledger.db")
@@ -231,53 +207,5 @@ func TestNewerSchemaIsRefused(t *testing.T) {
 		t.Fatal("Open of a newer schema succeeded")
 	} else if !strings.Contains(err.Error(), "newer") {
 		t.Fatalf("error %q, want it to say the schema is newer", err)
-	}
-}
-
-// Two Stores on one file stand in for two worker processes: each has its own
-// write connection, so only BEGIN IMMEDIATE and the busy timeout keep their
-// claims apart.
-func TestClaimsSerializeAcrossStores(t *testing.T) {
-	ctx := context.Background()
-	clock := ledgertest.NewClock(ledgertest.Epoch)
-	path := filepath.Join(t.TempDir(), "ledger.db")
-	stores := []*sqlite.Store{open(t, path, clock.Now), open(t, path, clock.Now)}
-	const ids, perStore = 20, 8
-	var (
-		wg      sync.WaitGroup
-		mu      sync.Mutex
-		claimed = map[string]int{}
-		errs    []error
-	)
-	start := make(chan struct{})
-	for si, s := range stores {
-		for g := range perStore {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				<-start
-				for i := range ids {
-					op := ledger.Operation{ID: fmt.Sprintf("op-%d", i), TaskID: "task", RequestHash: "h"}
-					res, err := s.Claim(ctx, ledger.ClaimRequest{Op: op, Owner: fmt.Sprintf("s%d/g%d", si, g), Lease: time.Minute})
-					mu.Lock()
-					if err != nil {
-						errs = append(errs, err)
-					} else if res.Status == ledger.Claimed {
-						claimed[op.ID]++
-					}
-					mu.Unlock()
-				}
-			}()
-		}
-	}
-	close(start)
-	wg.Wait()
-	if len(errs) > 0 {
-		t.Fatalf("%d claims failed, first: %v", len(errs), errs[0])
-	}
-	for i := range ids {
-		if id := fmt.Sprintf("op-%d", i); claimed[id] != 1 {
-			t.Errorf("%s claimed %d times, want once", id, claimed[id])
-		}
 	}
 }

@@ -19,7 +19,7 @@ import (
 )
 
 // classifyRequestError classifies a failure of the request itself, before any
-// of the stream was read (DESIGN §4.4). resp is the response, if one arrived.
+// of the stream was read (docs/design.md §4.4). resp is the response, if one arrived.
 func (p *Provider) classifyRequestError(ctx context.Context, rec *model.PhaseRecorder, resp *http.Response, err error) *model.AttemptError {
 	if ctx.Err() != nil {
 		cause := context.Cause(ctx)
@@ -68,14 +68,14 @@ func (p *Provider) classifyRequestError(ctx context.Context, rec *model.PhaseRec
 			Message: p.redact("could not build the request: " + err.Error()), Err: err}
 	default:
 		// Bytes were written and the connection failed before a response:
-		// the provider may have started the work (DESIGN §4.1).
+		// the provider may have started the work (docs/design.md §4.1).
 		return &model.AttemptError{Outcome: model.OutcomeUnknown, Phase: rec.Phase(),
 			Message: p.redact("the connection failed after the request was sent: " + err.Error()), Err: err}
 	}
 }
 
 // classifyStatus maps an HTTP error status, refined by the provider's error
-// code, type and message, onto an outcome (DESIGN §4.4).
+// code, type and message, onto an outcome (docs/design.md §4.4).
 func classifyStatus(status int, code, typ, msg string) model.Outcome {
 	switch status {
 	case http.StatusTooManyRequests:
@@ -107,7 +107,7 @@ func classifyStatus(status int, code, typ, msg string) model.Outcome {
 }
 
 // classifyEvent classifies an SSE error object received in a 200 stream by
-// its type and code, never by the status (DESIGN §4.5). It returns the
+// its type and code, never by the status (docs/design.md §4.5). It returns the
 // provider's own message.
 func classifyEvent(data []byte) (model.Outcome, string) {
 	code, typ, msg, status := parseEventError(data)

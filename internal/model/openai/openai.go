@@ -1,6 +1,6 @@
 // Package openai is capstan's model.Provider for OpenAI-compatible Chat
 // Completions streaming (OpenAI itself, and vLLM, Ollama, DeepSeek, Qwen, …
-// through a base URL), built on the official openai-go SDK (DESIGN §4.5).
+// through a base URL), built on the official openai-go SDK (docs/design.md §4.5).
 //
 // Guarantees:
 //   - One Stream call is exactly one HTTP request: the SDK's own retries are
@@ -10,7 +10,7 @@
 //     (OPENAI_API_KEY, OPENAI_BASE_URL, OPENAI_ORG_ID, OPENAI_CUSTOM_HEADERS, …)
 //     are never read here; the caller reads OPENAI_BASE_URL into Config.
 //   - Every failure is a *model.AttemptError carrying the outcome class, the
-//     furthest transport phase (recorded with httptrace, DESIGN §4.1), the HTTP
+//     furthest transport phase (recorded with httptrace, docs/design.md §4.1), the HTTP
 //     status if headers arrived, the provider's own message and any retry
 //     delay it asked for.
 //   - The API key never appears in an error or a log line.
@@ -30,7 +30,7 @@ import (
 	"github.com/capstanhq/capstan/internal/model"
 )
 
-// DefaultConnectTimeout bounds dialling and the TLS handshake (DESIGN §4.2).
+// DefaultConnectTimeout bounds dialling and the TLS handshake (docs/design.md §4.2).
 const DefaultConnectTimeout = 10 * time.Second
 
 // Config configures a Provider.

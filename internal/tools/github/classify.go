@@ -15,7 +15,7 @@ import (
 // unknown verdict into VerdictNotSent for it.
 var errWriteNotSent = errors.New("the write was not sent")
 
-// Classify is tools.Classify (DESIGN §5.4 step 4) for an error of a go-github
+// Classify is tools.Classify (docs/design.md §5.4 step 4) for an error of a go-github
 // call or of these tools, with what GitHub's answers mean: a 4xx other than
 // 408 and 429 is a refusal ("failed"); a 5xx, 408, 429, a rate limit or a 202
 // "accepted, still working" may have acted ("unknown"); go-github's refusal

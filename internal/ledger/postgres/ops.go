@@ -1,0 +1,242 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/capstanhq/capstan/internal/ledger"
+)
+
+const opColumns = `operation_id, tenant, task_id, turn_id, tool_call_id, kind,
+	business_key, request_hash, state, lease_owner, lease_expires_at, fence,
+	attempt_count, external_id, result, error, created_at, updated_at`
+
+func scanOp(r pgx.Row) (ledger.Operation, error) {
+	var (
+		op    ledger.Operation
+		state string
+		lease *time.Time
+	)
+	err := r.Scan(&op.ID, &op.Tenant, &op.TaskID, &op.TurnID, &op.ToolCallID, &op.Kind,
+		&op.BusinessKey, &op.RequestHash, &state, &op.LeaseOwner, &lease, &op.Fence,
+		&op.AttemptCount, &op.ExternalID, &op.Result, &op.Error, &op.CreatedAt, &op.UpdatedAt)
+	if err != nil {
+		return ledger.Operation{}, err
+	}
+	op.State = ledger.State(state)
+	if lease != nil {
+		op.LeaseExpiresAt = lease.UTC()
+	}
+	op.CreatedAt, op.UpdatedAt = op.CreatedAt.UTC(), op.UpdatedAt.UTC()
+	return op, nil
+}
+
+// getOp reads one operation, locking its row until the transaction ends when
+// forUpdate; a missing row is ledger.ErrNotFound (unwrapped; callers add
+// context).
+func getOp(ctx context.Context, q interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}, id string, forUpdate bool) (ledger.Operation, error) {
+	query := "SELECT " + opColumns + " FROM operations WHERE operation_id = $1"
+	if forUpdate {
+		query += " FOR UPDATE"
+	}
+	op, err := scanOp(q.QueryRow(ctx, query, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return ledger.Operation{}, ledger.ErrNotFound
+	}
+	return op, err
+}
+
+// Claim implements ledger.Store. A new id is one INSERT … ON CONFLICT DO
+// NOTHING, so of concurrent first claims exactly one inserts; a known id is
+// decided by ledger.DecideClaim with its row locked.
+func (s *Store) Claim(ctx context.Context, req ledger.ClaimRequest) (ledger.ClaimResult, error) {
+	id := req.Op.ID
+	if err := ledger.ValidateClaim(req); err != nil {
+		return ledger.ClaimResult{}, fmt.Errorf("ledger/postgres: claim %q: %w", id, err)
+	}
+	res, err := s.claimNew(ctx, req)
+	if err == nil && res.Status == "" {
+		res, err = s.claimExisting(ctx, req)
+	}
+	if err != nil {
+		return ledger.ClaimResult{}, fmt.Errorf("ledger/postgres: claim %q: %w", id, err)
+	}
+	s.log.DebugContext(ctx, "ledger claim", "operation_id", id, "owner", req.Owner,
+		"status", string(res.Status), "state", string(res.Op.State), "fence", res.Op.Fence)
+	return res, nil
+}
+
+// claimNew inserts req's operation if the id is new. It returns a zero
+// result, and no error, when the id already exists.
+func (s *Store) claimNew(ctx context.Context, req ledger.ClaimRequest) (ledger.ClaimResult, error) {
+	op := ledger.NewClaim(req, s.clock())
+	op.LeaseExpiresAt = op.LeaseExpiresAt.Truncate(time.Microsecond)
+	tag, err := s.pool.Exec(ctx, "INSERT INTO operations ("+opColumns+`)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)
+		ON CONFLICT (operation_id) DO NOTHING`,
+		op.ID, op.Tenant, op.TaskID, op.TurnID, op.ToolCallID, op.Kind,
+		op.BusinessKey, op.RequestHash, string(op.State), op.LeaseOwner,
+		nullTime(op.LeaseExpiresAt), op.Fence, op.AttemptCount, op.ExternalID,
+		op.Result, op.Error, op.CreatedAt, op.UpdatedAt)
+	if err != nil {
+		return ledger.ClaimResult{}, fmt.Errorf("insert: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return ledger.ClaimResult{}, nil
+	}
+	return ledger.ClaimResult{Status: ledger.Claimed, Op: op}, nil
+}
+
+// claimExisting decides a claim of a known id with its row locked, and
+// writes the reclaim when the decision is Claimed.
+func (s *Store) claimExisting(ctx context.Context, req ledger.ClaimRequest) (ledger.ClaimResult, error) {
+	var res ledger.ClaimResult
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		cur, err := getOp(ctx, tx, req.Op.ID, true)
+		if err != nil {
+			// Operations are never deleted, so the row the INSERT
+			// collided with is there; ErrNotFound here is a fault.
+			return fmt.Errorf("read: %w", err)
+		}
+		now := s.clock()
+		status, err := ledger.DecideClaim(cur, req, now)
+		if err != nil {
+			return err
+		}
+		if status != ledger.Claimed {
+			res = ledger.ClaimResult{Status: status, Op: cur}
+			return nil
+		}
+		op := ledger.Reclaim(cur, req, now)
+		op.LeaseExpiresAt = op.LeaseExpiresAt.Truncate(time.Microsecond)
+		_, err = tx.Exec(ctx, `UPDATE operations SET state = $1, lease_owner = $2,
+			lease_expires_at = $3, fence = $4, turn_id = $5, tool_call_id = $6,
+			external_id = '', result = NULL, error = '', updated_at = $7
+			WHERE operation_id = $8 AND fence = $9`,
+			string(op.State), op.LeaseOwner, op.LeaseExpiresAt, op.Fence,
+			op.TurnID, op.ToolCallID, now, cur.ID, cur.Fence)
+		if err != nil {
+			return fmt.Errorf("update: %w", err)
+		}
+		res = ledger.ClaimResult{Status: ledger.Claimed, Op: op}
+		return nil
+	})
+	return res, err
+}
+
+// writeUnderFence is every write after a claim: in one transaction it reads
+// and locks the operation, lets check (one of ledger's Check rules) refuse
+// it, and then runs update. The UPDATE repeats "AND fence = $n" so the row
+// it changes is the one that was checked. A stale-fence refusal is logged:
+// it is how a zombie attempt shows itself.
+func (s *Store) writeUnderFence(ctx context.Context, verb, id string, fence int64,
+	check func(cur ledger.Operation, now time.Time) error,
+	update func(tx pgx.Tx, now time.Time) error,
+) error {
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		cur, err := getOp(ctx, tx, id, true)
+		if err != nil {
+			return err
+		}
+		now := s.clock()
+		if err := check(cur, now); err != nil {
+			if errors.Is(err, ledger.ErrFenced) {
+				s.log.WarnContext(ctx, "ledger rejected a stale-fence write", "op", verb,
+					"operation_id", id, "fence", fence, "current_fence", cur.Fence,
+					"state", string(cur.State), "reason", err.Error())
+			}
+			return err
+		}
+		return update(tx, now)
+	})
+}
+
+// MarkRunning implements ledger.Store under ledger.CheckMarkRunning.
+func (s *Store) MarkRunning(ctx context.Context, id string, fence int64) error {
+	err := s.writeUnderFence(ctx, "mark_running", id, fence,
+		func(cur ledger.Operation, now time.Time) error { return ledger.CheckMarkRunning(cur, fence, now) },
+		func(tx pgx.Tx, now time.Time) error {
+			_, err := tx.Exec(ctx, `UPDATE operations SET state = $1,
+				attempt_count = attempt_count + 1, updated_at = $2
+				WHERE operation_id = $3 AND fence = $4`,
+				string(ledger.StateRunning), now, id, fence)
+			return err
+		})
+	if err != nil {
+		return fmt.Errorf("ledger/postgres: mark running %q (fence %d): %w", id, fence, err)
+	}
+	return nil
+}
+
+// Complete implements ledger.Store under ledger.CheckComplete. It writes
+// State, ExternalID, Result and Error as given and clears the lease expiry;
+// LeaseOwner is kept as the last holder.
+func (s *Store) Complete(ctx context.Context, c ledger.Completion) error {
+	err := ledger.ValidateCompletion(c)
+	if err == nil {
+		err = s.writeUnderFence(ctx, "complete", c.ID, c.Fence,
+			func(cur ledger.Operation, _ time.Time) error { return ledger.CheckComplete(cur, c.Fence) },
+			func(tx pgx.Tx, now time.Time) error {
+				_, err := tx.Exec(ctx, `UPDATE operations SET state = $1, external_id = $2,
+					result = $3, error = $4, lease_expires_at = NULL, updated_at = $5
+					WHERE operation_id = $6 AND fence = $7`,
+					string(c.State), c.ExternalID, c.Result, c.Error, now, c.ID, c.Fence)
+				return err
+			})
+	}
+	if err != nil {
+		return fmt.Errorf("ledger/postgres: complete %q (fence %d) as %s: %w", c.ID, c.Fence, c.State, err)
+	}
+	return nil
+}
+
+// Release implements ledger.Store under ledger.CheckRelease: CLAIMED →
+// ABSENT with the lease cleared.
+func (s *Store) Release(ctx context.Context, id string, fence int64) error {
+	err := s.writeUnderFence(ctx, "release", id, fence,
+		func(cur ledger.Operation, _ time.Time) error { return ledger.CheckRelease(cur, fence) },
+		func(tx pgx.Tx, now time.Time) error {
+			_, err := tx.Exec(ctx, `UPDATE operations SET state = $1, lease_owner = '',
+				lease_expires_at = NULL, updated_at = $2
+				WHERE operation_id = $3 AND fence = $4`,
+				string(ledger.StateAbsent), now, id, fence)
+			return err
+		})
+	if err != nil {
+		return fmt.Errorf("ledger/postgres: release %q (fence %d): %w", id, fence, err)
+	}
+	return nil
+}
+
+// Get implements ledger.Store.
+func (s *Store) Get(ctx context.Context, id string) (ledger.Operation, error) {
+	op, err := getOp(ctx, s.pool, id, false)
+	if err != nil {
+		return ledger.Operation{}, fmt.Errorf("ledger/postgres: get %q: %w", id, err)
+	}
+	return op, nil
+}
+
+// ListByTask implements ledger.Store: the task's operations ordered by
+// creation time, then id. A task with none gives an empty slice.
+func (s *Store) ListByTask(ctx context.Context, taskID string) ([]ledger.Operation, error) {
+	rows, err := s.pool.Query(ctx, "SELECT "+opColumns+
+		" FROM operations WHERE task_id = $1 ORDER BY created_at, operation_id", taskID)
+	if err != nil {
+		return nil, fmt.Errorf("ledger/postgres: list task %q: %w", taskID, err)
+	}
+	ops, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ledger.Operation, error) { return scanOp(r) })
+	if err != nil {
+		return nil, fmt.Errorf("ledger/postgres: list task %q: %w", taskID, err)
+	}
+	if ops == nil {
+		ops = []ledger.Operation{}
+	}
+	return ops, nil
+}

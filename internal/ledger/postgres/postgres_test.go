@@ -1,0 +1,250 @@
+package postgres_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/capstanhq/capstan/internal/ledger"
+	"github.com/capstanhq/capstan/internal/ledger/ledgertest"
+	"github.com/capstanhq/capstan/internal/ledger/postgres"
+	"github.com/capstanhq/capstan/internal/ledger/postgres/pgtest"
+)
+
+func testLogger(t testing.TB) *slog.Logger {
+	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+func open(t testing.TB, dsn string, now func() time.Time) *postgres.Store {
+	t.Helper()
+	s, err := postgres.Open(context.Background(), dsn, postgres.Options{Now: now, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// rawDB connects to dsn with plain pgx to look at what the store left.
+func rawDB(t *testing.T, dsn string) *pgx.Conn {
+	t.Helper()
+	conn, err := pgx.Connect(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return conn
+}
+
+func TestContract(t *testing.T) {
+	t.Parallel()
+	pgtest.AdminDSN(t) // skip (or fail, in CI) once, not in every subtest
+	ledgertest.Run(t, func(t *testing.T, now func() time.Time) ledger.Store {
+		return open(t, pgtest.NewLedger(t), now)
+	})
+}
+
+// Several Stores on one database stand in for the workers of a pool, each
+// with its own connection pool.
+func TestContractShared(t *testing.T) {
+	t.Parallel()
+	pgtest.AdminDSN(t)
+	ledgertest.RunShared(t, func(t *testing.T, now func() time.Time) func() (ledger.Store, error) {
+		dsn := pgtest.NewLedger(t)
+		return func() (ledger.Store, error) {
+			s, err := postgres.Open(context.Background(), dsn, postgres.Options{Now: now, Logger: testLogger(t)})
+			if err != nil {
+				return nil, err
+			}
+			t.Cleanup(func() { s.Close() })
+			return s, nil
+		}
+	})
+}
+
+// BenchmarkClaim reports claims/s with 1 and 8 concurrent claimers:
+//
+//	go test -run '^$' -bench Claim ./internal/ledger/postgres/
+func BenchmarkClaim(b *testing.B) {
+	pgtest.AdminDSN(b)
+	ledgertest.BenchmarkClaim(b, func(b *testing.B) ledger.Store {
+		s, err := postgres.Open(context.Background(), pgtest.NewLedger(b), postgres.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { s.Close() })
+		return s
+	})
+}
+
+// freePort returns a loopback port nothing listens on.
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	return port
+}
+
+// expectOpenError opens dsn and wants one line of error that contains each
+// of want and not the password.
+func expectOpenError(t *testing.T, dsn, password string, want ...string) {
+	t.Helper()
+	s, err := postgres.Open(context.Background(), dsn, postgres.Options{})
+	if err == nil {
+		s.Close()
+		t.Fatalf("Open succeeded, want an error containing %q", want)
+	}
+	msg := err.Error()
+	for _, w := range want {
+		if !strings.Contains(msg, w) {
+			t.Errorf("error %q does not contain %q", msg, w)
+		}
+	}
+	if strings.Contains(msg, password) {
+		t.Errorf("error %q leaks the password", msg)
+	}
+	if strings.Contains(msg, "\n") {
+		t.Errorf("error %q spans several lines, want one sentence", msg)
+	}
+}
+
+// These need no server.
+func TestOpenErrorsWithoutAServer(t *testing.T) {
+	t.Parallel()
+	t.Run("unreachable", func(t *testing.T) {
+		addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+		expectOpenError(t, "postgres://capstan:s3cret@"+addr+"/ledger", "s3cret",
+			"cannot connect to PostgreSQL at "+addr, `user "capstan"`, `database "ledger"`, "connection refused")
+	})
+	t.Run("bad port", func(t *testing.T) {
+		expectOpenError(t, "postgres://capstan:s3cret@db:badport/ledger", "s3cret", "cannot parse the DSN", "invalid port")
+	})
+	t.Run("bad setting", func(t *testing.T) {
+		expectOpenError(t, "postgresql://capstan:s3cret@db/ledger?sslmode=sometimes", "s3cret", "cannot parse the DSN", "sslmode is invalid")
+	})
+}
+
+func TestOpenErrorsFromTheServer(t *testing.T) {
+	t.Parallel()
+	admin := pgtest.AdminDSN(t)
+	u, err := url.Parse(admin)
+	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+		t.Skipf("%s is not a postgres:// URL; this test edits its parts", pgtest.EnvDSN)
+	}
+	wrong := *u
+	wrong.User = url.UserPassword(u.User.Username(), "not-the-password")
+	expectOpenError(t, wrong.String(), "not-the-password", "cannot connect to PostgreSQL at "+u.Host, "password authentication failed")
+
+	noDB := *u
+	noDB.Path = "/capstan_no_such_database"
+	pw, ok := u.User.Password()
+	if !ok || strings.Contains(u.Host+u.User.Username()+noDB.Path, pw) {
+		pw = "\x00" // nothing to look for that a correct message could not contain
+	}
+	expectOpenError(t, noDB.String(), pw, `database "capstan_no_such_database" does not exist`)
+}
+
+func TestNewerSchemaIsRefused(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.NewLedger(t)
+	open(t, dsn, nil).Close()
+	if _, err := rawDB(t, dsn).Exec(context.Background(), "INSERT INTO ledger_schema_version (version) VALUES (99)"); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := postgres.Open(context.Background(), dsn, postgres.Options{}); err == nil {
+		s.Close()
+		t.Fatal("Open of a newer schema succeeded")
+	} else if !strings.Contains(err.Error(), "newer") {
+		t.Fatalf("error %q, want it to say the schema is newer", err)
+	}
+}
+
+// Opening an existing database records no second migration.
+func TestSchemaIsMigratedOnce(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.NewLedger(t)
+	for range 3 {
+		open(t, dsn, nil).Close()
+	}
+	var n, v int
+	if err := rawDB(t, dsn).QueryRow(context.Background(),
+		"SELECT count(*), max(version) FROM ledger_schema_version").Scan(&n, &v); err != nil {
+		t.Fatal(err)
+	}
+	if n != 1 || v != 1 {
+		t.Fatalf("ledger_schema_version has %d rows up to version %d, want one row, version 1", n, v)
+	}
+}
+
+// PostgreSQL keeps microseconds: a clock with nanoseconds is truncated
+// before anything is written, so Claim returns what Get reads back and the
+// lease ends where the stored row says.
+func TestTimestampsAreWholeMicroseconds(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	clock := ledgertest.NewClock(ledgertest.Epoch.Add(789 * time.Nanosecond))
+	s := open(t, pgtest.NewLedger(t), clock.Now)
+	op := ledger.Operation{ID: "op-ns", TaskID: "task-1", RequestHash: "h"}
+	res, err := s.Claim(ctx, ledger.ClaimRequest{Op: op, Owner: "w/1", Lease: time.Minute + 321*time.Nanosecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Get(ctx, op.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Op.CreatedAt.Equal(ledgertest.Epoch) || !got.CreatedAt.Equal(ledgertest.Epoch) {
+		t.Errorf("CreatedAt returned %v, stored %v; want %v", res.Op.CreatedAt, got.CreatedAt, ledgertest.Epoch)
+	}
+	if want := ledgertest.Epoch.Add(time.Minute); !res.Op.LeaseExpiresAt.Equal(want) || !got.LeaseExpiresAt.Equal(want) {
+		t.Errorf("LeaseExpiresAt returned %v, stored %v; want %v", res.Op.LeaseExpiresAt, got.LeaseExpiresAt, want)
+	}
+}
+
+func TestItemsStoredOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dsn := pgtest.NewLedger(t)
+	s := open(t, dsn, nil)
+	for range 3 {
+		if _, err := s.PutItem(ctx, []byte("same")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var n int
+	if err := rawDB(t, dsn).QueryRow(ctx, "SELECT count(*) FROM items").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 1 {
+		t.Fatalf("%d item rows, want 1", n)
+	}
+}
+
+func TestCorruptItemIsNotReturned(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dsn := pgtest.NewLedger(t)
+	s := open(t, dsn, nil)
+	ref, err := s.PutItem(ctx, []byte("original"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rawDB(t, dsn).Exec(ctx, "UPDATE items SET data = $1 WHERE ref = $2", []byte("tampered"), ref); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.GetItem(ctx, ref); err == nil || !strings.Contains(err.Error(), "corrupt") || errors.Is(err, ledger.ErrNotFound) {
+		t.Fatalf("GetItem of tampered bytes: %v, want a corruption error", err)
+	}
+}

@@ -1,0 +1,231 @@
+package ledger
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// The rules in this file decide every claim and every write after a claim.
+// They look at one operation as read inside the store's transaction and never
+// at the database, so each Store implementation only reads, locks and writes
+// rows: the semantics are written once, and the contract suite in ledgertest
+// holds every implementation to them.
+
+// ValidateClaim refuses a claim without an operation id, an owner or a
+// positive lease.
+func ValidateClaim(req ClaimRequest) error {
+	switch {
+	case req.Op.ID == "":
+		return errors.New("empty operation id")
+	case req.Owner == "":
+		return errors.New("empty owner")
+	case req.Lease <= 0:
+		return fmt.Errorf("lease %v, want > 0", req.Lease)
+	}
+	return nil
+}
+
+// LeaseLive reports whether op's lease is still held at now. A lease expires
+// at LeaseExpiresAt exactly.
+func LeaseLive(op Operation, now time.Time) bool {
+	return !op.LeaseExpiresAt.IsZero() && now.Before(op.LeaseExpiresAt)
+}
+
+// NewClaim is the operation a claim inserts for an id the ledger has not
+// seen: CLAIMED at fence 1 by req.Owner until now+req.Lease, with the
+// caller's identity fields and no outcome.
+func NewClaim(req ClaimRequest, now time.Time) Operation {
+	op := req.Op
+	op.State = StateClaimed
+	op.LeaseOwner = req.Owner
+	op.LeaseExpiresAt = now.Add(req.Lease)
+	op.Fence = 1
+	op.AttemptCount = 0
+	op.ExternalID, op.Result, op.Error = "", nil, ""
+	op.CreatedAt, op.UpdatedAt = now, now
+	return op
+}
+
+// DecideClaim is the claim rule for an existing operation cur. It returns
+// ErrConflict (wrapped) when req carries another request hash. When the
+// status is Claimed the caller writes Reclaim(cur, req, now) under cur's
+// fence; otherwise the operation is left as it is and returned to the
+// claimer.
+func DecideClaim(cur Operation, req ClaimRequest, now time.Time) (ClaimStatus, error) {
+	if cur.RequestHash != req.Op.RequestHash {
+		return "", fmt.Errorf("request hash %q differs from the recorded %q: %w",
+			req.Op.RequestHash, cur.RequestHash, ErrConflict)
+	}
+	switch cur.State {
+	case StateSucceeded:
+		return AlreadySucceeded, nil
+	case StateDeclared, StateAbsent, StateFailed:
+		// Nothing was sent, or it definitely failed: free to take.
+		return Claimed, nil
+	case StateClaimed:
+		// Nothing has been sent under a CLAIMED row, so an expired lease
+		// (or the owner's own live one) can be taken over; the new fence
+		// locks the previous holder out.
+		if !LeaseLive(cur, now) || cur.LeaseOwner == req.Owner {
+			return Claimed, nil
+		}
+		return InProgress, nil
+	case StateRunning:
+		// The request may be on the wire. While the lease is live the
+		// holder is presumed to be working on it, whoever asks; after it
+		// expires only the external system can say what happened.
+		if LeaseLive(cur, now) {
+			return InProgress, nil
+		}
+		return MustReconcile, nil
+	case StateUnknown, StateNeedsHuman:
+		return MustReconcile, nil
+	default:
+		return "", fmt.Errorf("unrecognised state %q in the ledger", cur.State)
+	}
+}
+
+// Reclaim is cur as a (re)claim that DecideClaim allowed leaves it: a new
+// fence, a fresh lease for req.Owner, the caller's turn and tool call ids
+// when given, and the outcome of an earlier attempt cleared. Attempts are
+// counted across claims, so AttemptCount is kept.
+func Reclaim(cur Operation, req ClaimRequest, now time.Time) Operation {
+	op := cur
+	op.State = StateClaimed
+	op.LeaseOwner = req.Owner
+	op.LeaseExpiresAt = now.Add(req.Lease)
+	op.Fence = cur.Fence + 1
+	if req.Op.TurnID != "" {
+		op.TurnID = req.Op.TurnID
+	}
+	if req.Op.ToolCallID != "" {
+		op.ToolCallID = req.Op.ToolCallID
+	}
+	op.ExternalID, op.Result, op.Error = "", nil, ""
+	op.UpdatedAt = now
+	return op
+}
+
+// stale is the error for a write whose fence no longer authorizes it.
+func stale(format string, args ...any) error {
+	return fmt.Errorf("%s: %w", fmt.Sprintf(format, args...), ErrFenced)
+}
+
+// checkFence refuses a fence that is not the operation's current one.
+func checkFence(cur Operation, fence int64) error {
+	if cur.Fence != fence {
+		return stale("fence %d is not current, the operation is at fence %d", fence, cur.Fence)
+	}
+	return nil
+}
+
+// CheckMarkRunning decides whether MarkRunning under fence may change cur:
+// the operation must be CLAIMED under that fence with a live lease. Acting on
+// an expired lease could race with a successor, so that too is ErrFenced and
+// the caller must claim again.
+func CheckMarkRunning(cur Operation, fence int64, now time.Time) error {
+	if err := checkFence(cur, fence); err != nil {
+		return err
+	}
+	switch {
+	case cur.State != StateClaimed:
+		return stale("operation is %s, not CLAIMED", cur.State)
+	case !LeaseLive(cur, now):
+		return stale("lease expired at %s", cur.LeaseExpiresAt.Format(time.RFC3339Nano))
+	}
+	return nil
+}
+
+// completable lists the states a Complete may leave: the claim is still open.
+// NEEDS_HUMAN is included so that a person's verdict (docs/design.md §5.4) can
+// be recorded under the fence the operation holds.
+var completable = map[State]bool{
+	StateClaimed:    true,
+	StateRunning:    true,
+	StateUnknown:    true,
+	StateNeedsHuman: true,
+}
+
+// completions lists the states a Complete may write.
+var completions = map[State]bool{
+	StateSucceeded:  true,
+	StateFailed:     true,
+	StateUnknown:    true,
+	StateAbsent:     true,
+	StateNeedsHuman: true,
+}
+
+// ValidateCompletion refuses a completion to a state that does not end an
+// attempt. It needs no row, so stores call it before opening a transaction.
+func ValidateCompletion(c Completion) error {
+	if !completions[c.State] {
+		return fmt.Errorf("cannot complete to state %q (want SUCCEEDED, FAILED, UNKNOWN, ABSENT or NEEDS_HUMAN)", c.State)
+	}
+	return nil
+}
+
+// CheckComplete decides whether a Complete under fence may change cur. A
+// fence whose claim already ended (SUCCEEDED, FAILED, ABSENT) is stale.
+func CheckComplete(cur Operation, fence int64) error {
+	if err := checkFence(cur, fence); err != nil {
+		return err
+	}
+	if !completable[cur.State] {
+		return stale("the claim already ended in %s", cur.State)
+	}
+	return nil
+}
+
+// CheckRelease decides whether Release under fence may change cur: only a
+// CLAIMED operation is released. One that may have been sent (RUNNING,
+// UNKNOWN, NEEDS_HUMAN) is never released — an error that is not ErrFenced,
+// because the caller must complete it instead.
+func CheckRelease(cur Operation, fence int64) error {
+	if err := checkFence(cur, fence); err != nil {
+		return err
+	}
+	switch cur.State {
+	case StateClaimed:
+		return nil
+	case StateRunning, StateUnknown, StateNeedsHuman:
+		return fmt.Errorf("operation is %s and may have been sent; record its outcome with Complete instead", cur.State)
+	default:
+		return stale("the claim already ended in %s", cur.State)
+	}
+}
+
+const itemRefPrefix = "sha256:"
+
+// ItemRef is the content address of data: "sha256:" and the lowercase hex
+// SHA-256 of the bytes.
+func ItemRef(data []byte) string {
+	sum := sha256.Sum256(data)
+	return itemRefPrefix + hex.EncodeToString(sum[:])
+}
+
+// CheckItemRef refuses anything but "sha256:" followed by 64 lowercase hex
+// digits, the only form ItemRef produces.
+func CheckItemRef(ref string) error {
+	h, ok := strings.CutPrefix(ref, itemRefPrefix)
+	if !ok || len(h) != 2*sha256.Size {
+		return fmt.Errorf("malformed item reference %q, want sha256:<64 hex digits>", ref)
+	}
+	for _, c := range h {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return fmt.Errorf("malformed item reference %q, want sha256:<64 lowercase hex digits>", ref)
+		}
+	}
+	return nil
+}
+
+// CheckItem verifies that data, read back under ref, still hashes to ref.
+func CheckItem(ref string, data []byte) error {
+	if got := ItemRef(data); got != ref {
+		return fmt.Errorf("stored bytes are corrupt (they hash to %s)", got)
+	}
+	return nil
+}
