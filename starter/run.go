@@ -27,6 +27,7 @@ import (
 type runFlags struct {
 	prompt, repo, base, slack, model, id, tenant string
 	maxTurns                                     int
+	humanTimeout                                 time.Duration
 	wait, json                                   bool
 }
 
@@ -53,6 +54,7 @@ func (a *app) runCommand() *cobra.Command {
 	fl.StringVar(&f.id, "id", "", "task id (default: generated); the workflow id is task-<id>")
 	fl.StringVar(&f.tenant, "tenant", config.DefaultTenant, "tenant the task's operations belong to")
 	fl.IntVar(&f.maxTurns, "max-turns", workflows.DefaultMaxTurns, "most model turns before the task fails with max_turns")
+	fl.DurationVar(&f.humanTimeout, "human-timeout", workflows.DefaultHumanTimeout, "how long the task waits for a person to resolve an operation before it fails with needs_human_timeout")
 	fl.BoolVar(&f.wait, "wait", false, "wait for the task to end and print its result")
 	fl.BoolVar(&f.json, "json", false, "print machine-readable JSON")
 	return cmd
@@ -69,7 +71,7 @@ func (a *app) demoCommand() *cobra.Command {
 			in, err := a.taskInput(runFlags{
 				prompt: "Add a HELLO.md greeting to the repository on a new branch, open a pull request, and tell the team.",
 				repo:   "capstan-sandbox/demo", base: config.DefaultBaseBranch, slack: "#capstan-demo", model: "sandbox:demo",
-				tenant: config.DefaultTenant, maxTurns: 10,
+				tenant: config.DefaultTenant, maxTurns: 10, humanTimeout: workflows.DefaultHumanTimeout,
 			})
 			if err != nil {
 				return err
@@ -126,9 +128,13 @@ func (a *app) taskInput(f runFlags) (workflows.AgentTaskInput, error) {
 	if f.maxTurns < 1 || f.maxTurns > 1000 {
 		return in, usagef("--max-turns %d is out of range (1 to 1000)", f.maxTurns)
 	}
+	if f.humanTimeout < time.Minute {
+		return in, usagef("--human-timeout %s is too short (at least 1m)", f.humanTimeout)
+	}
 	return workflows.AgentTaskInput{
 		TaskID: id, Tenant: f.tenant, Prompt: f.prompt, Repo: f.repo, Base: f.base,
 		SlackChannel: f.slack, Model: m, MaxTurns: f.maxTurns, ModelLimits: a.cfg.ModelLimits,
+		HumanTimeout: f.humanTimeout, ReconcileWindow: a.cfg.ReconcileWindow,
 	}, nil
 }
 

@@ -58,13 +58,18 @@ func (a *app) statusCommand() *cobra.Command {
 }
 
 func (a *app) listCommand() *cobra.Command {
-	return &cobra.Command{
-		Use:   "list",
+	var needsHuman bool
+	cmd := &cobra.Command{
+		Use:   "list [--needs-human]",
 		Short: "List recent tasks",
 		Args:  usageArgs(cobra.NoArgs),
 		RunE: a.withClient(func(ctx context.Context, c client.Client, opts client.Options, _ []string) error {
+			query := "WorkflowType = 'AgentTask'"
+			if needsHuman {
+				query += fmt.Sprintf(" AND %s = true AND ExecutionStatus = 'Running'", workflows.AttrNeedsHuman.GetName())
+			}
 			resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
-				Namespace: opts.Namespace, PageSize: 50, Query: "WorkflowType = 'AgentTask'",
+				Namespace: opts.Namespace, PageSize: 50, Query: query,
 			})
 			if err != nil {
 				return fmt.Errorf("list tasks: %w", err)
@@ -89,6 +94,8 @@ func (a *app) listCommand() *cobra.Command {
 			return tw.Flush()
 		}),
 	}
+	cmd.Flags().BoolVar(&needsHuman, "needs-human", false, "only running tasks that wait for a person (starter resolve)")
+	return cmd
 }
 
 func (a *app) cancelCommand() *cobra.Command {

@@ -37,6 +37,9 @@ const (
 	// DefaultConnectTimeout bounds dialling a model provider and the TLS
 	// handshake (docs/design.md §4.2).
 	DefaultConnectTimeout = 10 * time.Second
+	// DefaultReconcileWindow bounds how long a reconciler waits for an
+	// external system to show an effect before calling it absent.
+	DefaultReconcileWindow = 60 * time.Second
 )
 
 // Config is capstan's environment, with every default filled in.
@@ -59,6 +62,10 @@ type Config struct {
 	// CAPSTAN_MODEL_FIRST_EVENT_TIMEOUT, CAPSTAN_MODEL_MAX_DURATION,
 	// CAPSTAN_HEARTBEAT_TIMEOUT).
 	ModelLimits model.Limits
+	// ReconcileWindow (CAPSTAN_RECONCILE_WINDOW) bounds how long an unseen
+	// effect counts as "not yet" before a reconciler calls it absent; it
+	// goes into each task's input.
+	ReconcileWindow time.Duration
 
 	// taskQueueSet records that CAPSTAN_TASK_QUEUE was given, so a sandbox
 	// worker can refuse an explicit request for the real queue.
@@ -105,6 +112,7 @@ func FromEnv(getenv func(string) string) Config {
 		return d
 	}
 	c.ModelConnectTimeout = duration("CAPSTAN_MODEL_CONNECT_TIMEOUT", DefaultConnectTimeout)
+	c.ReconcileWindow = duration("CAPSTAN_RECONCILE_WINDOW", DefaultReconcileWindow)
 	c.ModelLimits = model.Limits{
 		FirstEvent:       duration("CAPSTAN_MODEL_FIRST_EVENT_TIMEOUT", 0),
 		Idle:             duration("CAPSTAN_MODEL_IDLE_TIMEOUT", model.DefaultLimits.Idle),
