@@ -33,6 +33,8 @@ type Ledger interface {
 	Release(ctx context.Context, id string, fence int64) error
 	PutItem(ctx context.Context, data []byte) (string, error)
 	GetItem(ctx context.Context, ref string) ([]byte, error)
+	CommitTurn(ctx context.Context, turnID string, output []byte) ([]byte, error)
+	GetTurn(ctx context.Context, turnID string) ([]byte, error)
 }
 
 // SlackPoster posts a message; *slack.Client satisfies it.

@@ -247,14 +247,14 @@ func TestModelTurnCommitsOnlyACompletedAttempt(t *testing.T) {
 		<-r.Context().Done() // then silence
 		return true
 	})
-	in3 := activities.ModelTurnInput{TaskID: "T", TurnID: "T/t2", AttemptID: "T/t2/a2", Model: "sandbox:demo", Transcript: out.Transcript,
+	in3 := activities.ModelTurnInput{TaskID: "T", TurnID: "T/t3", AttemptID: "T/t3/a1", Model: "sandbox:demo", Transcript: out.Transcript,
 		Limits: model.Limits{Idle: 300 * time.Millisecond, HeartbeatTimeout: 150 * time.Millisecond}}
 	_, err = f.env.ExecuteActivity(f.acts.ModelTurn, in3)
 	report, ok := activities.AttemptReportOf(err)
 	if !ok {
 		t.Fatalf("err = %v, want %s with an AttemptReport", err, activities.ErrTypeModelAttempt)
 	}
-	if report.Outcome != model.OutcomeCutIdle || report.Phase != model.PhaseStreamPartial || report.Events == 0 || report.AttemptID != "T/t2/a2" {
+	if report.Outcome != model.OutcomeCutIdle || report.Phase != model.PhaseStreamPartial || report.Events == 0 || report.AttemptID != "T/t3/a1" {
 		t.Errorf("report = %+v, want cut_idle at STREAM_PARTIAL after some events", report)
 	}
 }
@@ -404,5 +404,38 @@ func TestNewRefusesMissingDependencies(t *testing.T) {
 	}
 	if a.Lease <= 0 || a.Now == nil || a.Logger == nil || a.Providers == nil {
 		t.Errorf("defaults not fixed: lease %s, now %v, logger %v, providers %v", a.Lease, a.Now != nil, a.Logger != nil, a.Providers != nil)
+	}
+}
+
+// A turn commits once: a second ModelTurn for a committed turn id (a lost
+// result, a redelivery, a reset) returns the recorded output and never asks
+// the model again, so its tool calls keep their identity.
+func TestModelTurnNeverResamplesACommittedTurn(t *testing.T) {
+	f := newFixture(t)
+	in := activities.ModelTurnInput{TaskID: "T", TurnID: "T/t1", AttemptID: "T/t1/a1", Model: "sandbox:demo",
+		Seed: []model.Message{{Role: model.RoleSystem, Content: "You are a test.\nTask id: T"}, {Role: model.RoleUser, Content: "go"}}}
+	run := func(attempt string) activities.ModelTurnResult {
+		in.AttemptID = attempt
+		v, err := f.env.ExecuteActivity(f.acts.ModelTurn, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out activities.ModelTurnResult
+		if err := v.Get(&out); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	first := run("T/t1/a1")
+	if first.Replayed {
+		t.Fatal("the first attempt says it was replayed")
+	}
+	again := run("T/t1/a2")
+	if n := f.sb.Model.Stats().Requests; n != 1 {
+		t.Errorf("the model saw %d requests, want 1: a committed turn was sampled again", n)
+	}
+	if !again.Replayed || again.Transcript != first.Transcript || len(again.ToolCalls) != 1 ||
+		again.ToolCalls[0] != first.ToolCalls[0] || again.AttemptID != first.AttemptID {
+		t.Errorf("second ModelTurn = %+v, want the first's output %+v, replayed", again, first)
 	}
 }

@@ -68,6 +68,9 @@ type ModelTurnResult struct {
 	Usage        model.Usage
 	Phase        model.Phase
 	Events       int
+	// Replayed: the turn had already committed (a redelivered activity, a
+	// reset); this is its recorded output and the model was not called.
+	Replayed bool `json:",omitempty"`
 }
 
 // ToolCallRef is a committed tool call as the workflow needs it to declare

@@ -9,6 +9,8 @@
 //     lost its claim can never overwrite what its successor recorded.
 //   - Transcript items are content-addressed: PutItem of equal bytes returns
 //     the same reference and stores one row.
+//   - A turn commits once: the first CommitTurn of a turn id wins, so a
+//     settled turn is never sampled again (docs/design.md §4.3).
 package ledger
 
 import (
@@ -117,6 +119,14 @@ type Store interface {
 	PutItem(ctx context.Context, data []byte) (string, error)
 	// GetItem returns the bytes stored under ref, or ErrNotFound.
 	GetItem(ctx context.Context, ref string) ([]byte, error)
+
+	// CommitTurn records the committed output of a model turn under its
+	// turn id, once: the first commit wins, and every later one (a
+	// redelivered activity, a zombie attempt, a reset) gets the output
+	// that was committed first. It returns the stored output.
+	CommitTurn(ctx context.Context, turnID string, output []byte) ([]byte, error)
+	// GetTurn returns a turn's committed output, or ErrNotFound.
+	GetTurn(ctx context.Context, turnID string) ([]byte, error)
 
 	Close() error
 }

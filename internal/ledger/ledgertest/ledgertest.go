@@ -100,7 +100,7 @@ type testCase struct {
 }
 
 // cases lists every subtest; the rules live in claim.go, writes.go,
-// misc.go and concurrency.go.
+// misc.go, turns.go and concurrency.go.
 var cases = []testCase{
 	{"ClaimNew", testClaimNew},
 	{"ClaimValidation", testClaimValidation},
@@ -126,6 +126,8 @@ var cases = []testCase{
 	{"ConcurrentClaimsOneWinner", testConcurrentClaims},
 	{"ConcurrentReclaimsOneWinner", testConcurrentReclaims},
 	{"ConcurrentClaimsManyOperations", testConcurrentClaimsMany},
+	{"TurnCommitsOnce", testTurnCommitsOnce},
+	{"ConcurrentTurnCommitsAgree", testConcurrentTurnCommits},
 }
 
 // h is the harness one subtest works with.
