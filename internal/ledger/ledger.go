@@ -106,6 +106,11 @@ type Store interface {
 	// MarkRunning moves a claimed operation to RUNNING just before the
 	// request is sent, and counts the attempt.
 	MarkRunning(ctx context.Context, id string, fence int64) error
+	// Renew extends the live lease of a CLAIMED or RUNNING operation to
+	// now+lease under its fence; activities call it with every heartbeat,
+	// so a lease outlives a slow call but not a dead worker. A stale fence
+	// or an expired lease is ErrFenced.
+	Renew(ctx context.Context, id string, fence int64, lease time.Duration) error
 	// Complete records the end of an attempt.
 	Complete(ctx context.Context, c Completion) error
 	// Release returns a claim without acting (nothing was sent), leaving the

@@ -140,6 +140,23 @@ func CheckMarkRunning(cur Operation, fence int64, now time.Time) error {
 	return nil
 }
 
+// CheckRenew decides whether Renew under fence may extend cur's lease: the
+// claim must be current (CLAIMED or RUNNING under that fence) and its lease
+// still live. A lease that ran out may already be someone else's to
+// reconcile, so it is not revived: ErrFenced.
+func CheckRenew(cur Operation, fence int64, now time.Time) error {
+	if err := checkFence(cur, fence); err != nil {
+		return err
+	}
+	switch {
+	case cur.State != StateClaimed && cur.State != StateRunning:
+		return stale("operation is %s; only a CLAIMED or RUNNING lease is renewed", cur.State)
+	case !LeaseLive(cur, now):
+		return stale("lease expired at %s", cur.LeaseExpiresAt.Format(time.RFC3339Nano))
+	}
+	return nil
+}
+
 // completable lists the states a Complete may leave: the claim is still open.
 // NEEDS_HUMAN is included so that a person's verdict (docs/design.md §5.4) can
 // be recorded under the fence the operation holds.

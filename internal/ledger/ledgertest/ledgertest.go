@@ -126,6 +126,8 @@ var cases = []testCase{
 	{"ConcurrentClaimsOneWinner", testConcurrentClaims},
 	{"ConcurrentReclaimsOneWinner", testConcurrentReclaims},
 	{"ConcurrentClaimsManyOperations", testConcurrentClaimsMany},
+	{"RenewKeepsTheLeaseLive", testRenewKeepsTheLeaseLive},
+	{"RenewRules", testRenewRules},
 	{"TurnCommitsOnce", testTurnCommitsOnce},
 	{"ConcurrentTurnCommitsAgree", testConcurrentTurnCommits},
 }

@@ -150,6 +150,22 @@ func (s *Store) MarkRunning(ctx context.Context, id string, fence int64) error {
 	return nil
 }
 
+// Renew implements ledger.Store under ledger.CheckRenew.
+func (s *Store) Renew(ctx context.Context, id string, fence int64, lease time.Duration) error {
+	err := s.writeUnderFence(ctx, "renew", id, fence,
+		func(cur ledger.Operation, now time.Time) error { return ledger.CheckRenew(cur, fence, now) },
+		func(tx *sql.Tx, now time.Time) error {
+			_, err := tx.ExecContext(ctx, `UPDATE operations SET lease_expires_at = ?, updated_at = ?
+				WHERE operation_id = ? AND fence = ?`,
+				toNanos(now.Add(lease)), toNanos(now), id, fence)
+			return err
+		})
+	if err != nil {
+		return fmt.Errorf("ledger/sqlite: renew %q (fence %d): %w", id, fence, err)
+	}
+	return nil
+}
+
 // Complete implements ledger.Store under ledger.CheckComplete. It writes
 // State, ExternalID, Result and Error as given and clears the lease expiry;
 // LeaseOwner is kept as the last holder.
