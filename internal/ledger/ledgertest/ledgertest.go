@@ -88,8 +88,8 @@ type testCase struct {
 	fn   func(*h)
 }
 
-// cases lists every subtest; the rules live in claim.go, writes.go and
-// misc.go.
+// cases lists every subtest; the rules live in claim.go, writes.go,
+// reconcile.go and misc.go.
 var cases = []testCase{
 	{"ClaimNew", testClaimNew},
 	{"ClaimValidation", testClaimValidation},
@@ -112,6 +112,13 @@ var cases = []testCase{
 	{"ListByTaskOrder", testListByTask},
 	{"ItemsDedupeAndRoundTrip", testItems},
 	{"ItemRefValidation", testItemRefValidation},
+	{"TakeForReconcile", testTakeForReconcile},
+	{"ZombieCannotOverwriteReconcilerVerdict", testZombieCannotOverwriteVerdict},
+	{"ZombieCannotOverwriteNeedsHuman", testZombieCannotOverwriteNeedsHuman},
+	{"ExpiredRunningIsReconciledNotReExecuted", testExpiredRunningIsReconciledNotReExecuted},
+	{"TakeForReconcileRefusesLiveLease", testTakeRefusesLiveLease},
+	{"TakeForReconcileSettled", testTakeSettled},
+	{"TakeForReconcileValidation", testTakeValidation},
 	{"ConcurrentClaimsOneWinner", testConcurrentClaims},
 	{"ConcurrentClaimsManyOperations", testConcurrentClaimsMany},
 }
