@@ -461,3 +461,17 @@ func TestSetAsk(t *testing.T) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// The kinds Set dispatches on are the names the GitHub tools are registered
+// under, which is what the ledger records as an operation's kind.
+func TestKindsAreToolNames(t *testing.T) {
+	names := map[string]bool{}
+	for _, tool := range githubtools.Tools(nil) {
+		names[tool.Name()] = true
+	}
+	for _, kind := range []string{reconcilers.KindPullRequest, reconcilers.KindBranch, reconcilers.KindFile, reconcilers.KindComment} {
+		if !names[kind] {
+			t.Errorf("kind %q is not a GitHub tool's name", kind)
+		}
+	}
+}
