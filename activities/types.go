@@ -39,6 +39,10 @@ const (
 	// ErrTypeWorkerConfig: the worker lacks what the call needs (a
 	// provider, a token); retrying on the same worker cannot help.
 	ErrTypeWorkerConfig = "WorkerConfig"
+	// ErrTypeInvalidResolution: a person's resolution that Reconcile
+	// cannot record (found without a URL, or a verdict other than found
+	// or absent). Never retried.
+	ErrTypeInvalidResolution = "InvalidResolution"
 )
 
 // ModelTurnInput asks for one attempt of one turn. The transcript travels by
@@ -194,6 +198,13 @@ type ReconcileInput struct {
 	// NEEDS_HUMAN: Reconcile records it instead of asking the external
 	// system.
 	Resolution *Resolution
+	// Arguments is the ref of the tool's arguments in the ledger (the
+	// ToolCallRef's Arguments) for a tool operation: the reconciler reads
+	// what to look for from them. Empty for a delivery.
+	Arguments string
+	// Channel is the Slack channel a delivery was posted to, as Deliver was
+	// given it. Empty for a tool operation.
+	Channel string
 }
 
 // Resolution is what a person decided about an operation nobody else could

@@ -7,6 +7,10 @@
 //   - Every write after a claim presents the claim's fence; a write with a
 //     stale fence fails with ErrFenced and changes nothing, so an attempt that
 //     lost its claim can never overwrite what its successor recorded.
+//   - A reconciler takes an operation whose outcome is unknown under a new
+//     fence (TakeForReconcile) before it writes its verdict, so neither the
+//     verdict nor a NEEDS_HUMAN can be overwritten by an attempt that was
+//     still in flight when the reconciler looked.
 //   - Transcript items are content-addressed: PutItem of equal bytes returns
 //     the same reference and stores one row.
 //   - A turn commits once: the first CommitTurn of a turn id wins, so a
@@ -16,6 +20,7 @@ package ledger
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -116,6 +121,16 @@ type Store interface {
 	// Release returns a claim without acting (nothing was sent), leaving the
 	// operation free to claim again.
 	Release(ctx context.Context, id string, fence int64) error
+	// TakeForReconcile takes an operation whose outcome is unknown —
+	// UNKNOWN, NEEDS_HUMAN, or CLAIMED or RUNNING with an expired lease —
+	// for owner: a new fence (the old one plus one) and a lease of the given
+	// length; the state stays. The reconciler then writes its verdict with
+	// Complete under the new fence, so an attempt still holding an older
+	// fence can never overwrite it. A live lease, whoever holds it, is
+	// refused with a *LeaseHeldError (errors.Is ErrLeaseHeld). An operation
+	// whose outcome the ledger already knows (SUCCEEDED, FAILED, ABSENT,
+	// DECLARED) is returned as it stands, with ErrSettled.
+	TakeForReconcile(ctx context.Context, id, owner string, lease time.Duration) (Operation, error)
 	Get(ctx context.Context, id string) (Operation, error)
 	ListByTask(ctx context.Context, taskID string) ([]Operation, error)
 
@@ -144,4 +159,27 @@ var (
 	// ErrFenced: the write presented a stale fence; a newer claim owns the
 	// operation.
 	ErrFenced = errors.New("ledger: stale fence")
+	// ErrLeaseHeld: another attempt holds a live lease on the operation;
+	// a *LeaseHeldError says who and until when.
+	ErrLeaseHeld = errors.New("ledger: lease held")
+	// ErrSettled: the ledger already knows how the operation ended; there
+	// is nothing to reconcile.
+	ErrSettled = errors.New("ledger: outcome already recorded")
 )
+
+// LeaseHeldError is TakeForReconcile's refusal of an operation under a live
+// lease. It matches ErrLeaseHeld with errors.Is.
+type LeaseHeldError struct {
+	ID        string
+	State     State
+	Owner     string
+	ExpiresAt time.Time
+}
+
+func (e *LeaseHeldError) Error() string {
+	return fmt.Sprintf("operation %s is %s and %s holds its lease until %s",
+		e.ID, e.State, e.Owner, e.ExpiresAt.UTC().Format(time.RFC3339Nano))
+}
+
+// Is makes errors.Is(err, ErrLeaseHeld) true.
+func (e *LeaseHeldError) Is(target error) bool { return target == ErrLeaseHeld }

@@ -157,6 +157,24 @@ func CheckRenew(cur Operation, fence int64, now time.Time) error {
 	return nil
 }
 
+// CheckTakeForReconcile decides whether a reconciler may take cur: its
+// outcome must be one nobody knows (UNKNOWN, NEEDS_HUMAN, or CLAIMED or
+// RUNNING) and no lease on it may be live. A settled operation is
+// ErrSettled; a live lease is a *LeaseHeldError.
+func CheckTakeForReconcile(cur Operation, now time.Time) error {
+	switch cur.State {
+	case StateSucceeded, StateFailed, StateAbsent, StateDeclared:
+		return fmt.Errorf("operation is %s: %w", cur.State, ErrSettled)
+	case StateUnknown, StateNeedsHuman, StateClaimed, StateRunning:
+		if LeaseLive(cur, now) {
+			return &LeaseHeldError{ID: cur.ID, State: cur.State, Owner: cur.LeaseOwner, ExpiresAt: cur.LeaseExpiresAt}
+		}
+		return nil
+	default:
+		return fmt.Errorf("unrecognised state %q in the ledger", cur.State)
+	}
+}
+
 // completable lists the states a Complete may leave: the claim is still open.
 // NEEDS_HUMAN is included so that a person's verdict (docs/design.md §5.4) can
 // be recorded under the fence the operation holds.

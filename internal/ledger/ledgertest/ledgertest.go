@@ -100,7 +100,7 @@ type testCase struct {
 }
 
 // cases lists every subtest; the rules live in claim.go, writes.go,
-// misc.go, turns.go and concurrency.go.
+// misc.go, turns.go, renew.go, reconcile.go and concurrency.go.
 var cases = []testCase{
 	{"ClaimNew", testClaimNew},
 	{"ClaimValidation", testClaimValidation},
@@ -123,6 +123,13 @@ var cases = []testCase{
 	{"ListByTaskOrder", testListByTask},
 	{"ItemsDedupeAndRoundTrip", testItems},
 	{"ItemRefValidation", testItemRefValidation},
+	{"TakeForReconcile", testTakeForReconcile},
+	{"ZombieCannotOverwriteReconcilerVerdict", testZombieCannotOverwriteVerdict},
+	{"ZombieCannotOverwriteNeedsHuman", testZombieCannotOverwriteNeedsHuman},
+	{"ExpiredRunningIsReconciledNotReExecuted", testExpiredRunningIsReconciledNotReExecuted},
+	{"TakeForReconcileRefusesLiveLease", testTakeRefusesLiveLease},
+	{"TakeForReconcileSettled", testTakeSettled},
+	{"TakeForReconcileValidation", testTakeValidation},
 	{"ConcurrentClaimsOneWinner", testConcurrentClaims},
 	{"ConcurrentReclaimsOneWinner", testConcurrentReclaims},
 	{"ConcurrentClaimsManyOperations", testConcurrentClaimsMany},

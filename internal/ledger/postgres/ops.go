@@ -256,3 +256,40 @@ func (s *Store) ListByTask(ctx context.Context, taskID string) ([]ledger.Operati
 	}
 	return ops, nil
 }
+
+// TakeForReconcile implements ledger.Store under
+// ledger.CheckTakeForReconcile: the row is locked, checked and given the
+// next fence in one transaction.
+func (s *Store) TakeForReconcile(ctx context.Context, id, owner string, lease time.Duration) (ledger.Operation, error) {
+	switch {
+	case id == "":
+		return ledger.Operation{}, errors.New("ledger/postgres: take for reconcile: empty operation id")
+	case owner == "":
+		return ledger.Operation{}, fmt.Errorf("ledger/postgres: take %q for reconcile: empty owner", id)
+	case lease <= 0:
+		return ledger.Operation{}, fmt.Errorf("ledger/postgres: take %q for reconcile: lease %v, want > 0", id, lease)
+	}
+	var op ledger.Operation
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		cur, err := getOp(ctx, tx, id, true)
+		if err != nil {
+			return err
+		}
+		op = cur
+		now := s.clock()
+		if err := ledger.CheckTakeForReconcile(cur, now); err != nil {
+			return err
+		}
+		op, err = scanOp(tx.QueryRow(ctx, `UPDATE operations SET fence = fence + 1, lease_owner = $1,
+			lease_expires_at = $2, updated_at = $3 WHERE operation_id = $4 RETURNING `+opColumns,
+			owner, now.Add(lease), now, id))
+		return err
+	})
+	switch {
+	case errors.Is(err, ledger.ErrSettled):
+		return op, fmt.Errorf("ledger/postgres: take %q for reconcile: %w", id, err) // the caller reports what the ledger knows
+	case err != nil:
+		return ledger.Operation{}, fmt.Errorf("ledger/postgres: take %q for reconcile: %w", id, err)
+	}
+	return op, nil
+}

@@ -237,3 +237,60 @@ func (s *Store) ListByTask(ctx context.Context, taskID string) ([]ledger.Operati
 	}
 	return ops, nil
 }
+
+// TakeForReconcile implements ledger.Store. The take is one compare-and-set
+// UPDATE: it changes the row only if its state may hide an unknown outcome
+// and no lease on it is live, and it bumps the fence in place. When it
+// changes nothing, the row is read in the same transaction to say why.
+func (s *Store) TakeForReconcile(ctx context.Context, id, owner string, lease time.Duration) (ledger.Operation, error) {
+	switch {
+	case id == "":
+		return ledger.Operation{}, errors.New("ledger/sqlite: take for reconcile: empty operation id")
+	case owner == "":
+		return ledger.Operation{}, fmt.Errorf("ledger/sqlite: take %q for reconcile: empty owner", id)
+	case lease <= 0:
+		return ledger.Operation{}, fmt.Errorf("ledger/sqlite: take %q for reconcile: lease %v, want > 0", id, lease)
+	}
+	var op ledger.Operation
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		now := s.now().UTC()
+		res, err := tx.ExecContext(ctx, `UPDATE operations SET fence = fence + 1, lease_owner = ?,
+			lease_expires_at = ?, updated_at = ?
+			WHERE operation_id = ? AND state IN (?, ?, ?, ?)
+			AND (lease_expires_at IS NULL OR lease_expires_at <= ?)`,
+			owner, toNanos(now.Add(lease)), toNanos(now), id,
+			string(ledger.StateUnknown), string(ledger.StateNeedsHuman),
+			string(ledger.StateClaimed), string(ledger.StateRunning), toNanos(now))
+		if err != nil {
+			return fmt.Errorf("update: %w", err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return fmt.Errorf("update: %w", err)
+		}
+		if op, err = getOp(ctx, tx, id); err != nil {
+			return err
+		}
+		if n == 1 {
+			return nil
+		}
+		switch op.State {
+		case ledger.StateSucceeded, ledger.StateFailed, ledger.StateAbsent, ledger.StateDeclared:
+			return fmt.Errorf("operation is %s: %w", op.State, ledger.ErrSettled)
+		case ledger.StateUnknown, ledger.StateNeedsHuman, ledger.StateClaimed, ledger.StateRunning:
+			return &ledger.LeaseHeldError{ID: id, State: op.State, Owner: op.LeaseOwner, ExpiresAt: op.LeaseExpiresAt}
+		default:
+			return fmt.Errorf("unrecognised state %q in the ledger", op.State)
+		}
+	})
+	switch {
+	case errors.Is(err, ledger.ErrSettled):
+		// The caller reports what the ledger already knows.
+		return op, fmt.Errorf("ledger/sqlite: take %q for reconcile: %w", id, err)
+	case err != nil:
+		return ledger.Operation{}, fmt.Errorf("ledger/sqlite: take %q for reconcile: %w", id, err)
+	}
+	s.log.DebugContext(ctx, "ledger take for reconcile", "operation_id", id, "owner", owner,
+		"state", string(op.State), "fence", op.Fence)
+	return op, nil
+}
