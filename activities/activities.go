@@ -31,6 +31,7 @@ import (
 type Ledger interface {
 	Claim(ctx context.Context, req ledger.ClaimRequest) (ledger.ClaimResult, error)
 	MarkRunning(ctx context.Context, id string, fence int64) error
+	Renew(ctx context.Context, id string, fence int64, lease time.Duration) error
 	Complete(ctx context.Context, c ledger.Completion) error
 	Release(ctx context.Context, id string, fence int64) error
 	TakeForReconcile(ctx context.Context, id, owner string, lease time.Duration) (ledger.Operation, error)

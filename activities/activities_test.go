@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -321,39 +320,6 @@ func TestExecuteToolWaitsOutAnotherHoldersLease(t *testing.T) {
 	}
 	if n := f.sb.GitHub.Stats().PullRequestsCreated; n != 0 {
 		t.Errorf("pull requests created = %d, want 0", n)
-	}
-}
-
-func TestExecuteToolRetriesAnIdempotentWriteWhoseAnswerWasLost(t *testing.T) {
-	f := newFixture(t)
-	var lost atomic.Bool
-	lost.Store(true)
-	f.sb.GitHub.SetFault(func(w http.ResponseWriter, r *http.Request, next http.Handler) bool {
-		if r.Method != http.MethodPut || !lost.Load() {
-			return false
-		}
-		lost.Store(false)
-		next.ServeHTTP(&discard{header: http.Header{}}, r) // written, answer lost
-		panic(http.ErrAbortHandler)
-	})
-	in := activities.ExecuteToolInput{Tenant: "d", TaskID: "T", TurnID: "T/t1", OperationID: "op-put", Tool: "github_put_file",
-		Arguments: f.args(t, `{"repo":"acme/app","branch":"main","path":"a.md","content":"hello","message":"m"}`)}
-	_, err := f.env.ExecuteActivity(f.acts.ExecuteTool, in)
-	var appErr *temporal.ApplicationError
-	if err == nil || (errors.As(err, &appErr) && appErr.NonRetryable()) {
-		t.Fatalf("err = %v, want a retryable error: the write is safe to repeat", err)
-	}
-	if op, _ := f.ledger.Get(context.Background(), "op-put"); op.State != ledger.StateAbsent {
-		t.Fatalf("ledger state = %s, want ABSENT so the retry may claim it", op.State)
-	}
-	v, err := f.env.ExecuteActivity(f.acts.ExecuteTool, in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var res activities.ExecuteToolResult
-	_ = v.Get(&res)
-	if res.State != "SUCCEEDED" || f.sb.GitHub.Stats().FilesWritten != 1 {
-		t.Errorf("retry = %+v with %d writes; want SUCCEEDED and exactly one write", res, f.sb.GitHub.Stats().FilesWritten)
 	}
 }
 

@@ -49,7 +49,7 @@ const (
 )
 
 // Reconcile finds out what became of an operation whose outcome is unknown
-// (DESIGN §5.4 step 5, §5.5) and records the verdict in the ledger. It first
+// (docs/design.md §5.4, §5.5) and records the verdict in the ledger. It first
 // takes the operation under a new fence, so the attempt that sent the
 // request — should it still be alive — can never overwrite the verdict.
 //

@@ -30,6 +30,11 @@ const (
 	// system and its outcome is not known. The operation is UNKNOWN in the
 	// ledger and must be reconciled, never blindly retried.
 	ErrTypeOperationUnknown = "OperationUnknown"
+	// ErrTypeOperationNotSent: the external system took nothing (rate
+	// limited, or the request never left); the operation is ABSENT and
+	// Temporal retries it, after the error's next-retry delay when the
+	// system named one.
+	ErrTypeOperationNotSent = "OperationNotSent"
 	// ErrTypeDeliveryFailed: the delivery target refused the message.
 	ErrTypeDeliveryFailed = "DeliveryFailed"
 	// ErrTypeDeliveryNotSent: the delivery target took nothing (rate

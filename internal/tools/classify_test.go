@@ -152,6 +152,8 @@ func TestClassifyConstructedErrors(t *testing.T) {
 		{fmt.Errorf("x: %w", tools.ErrInvalidArguments), tools.VerdictFailed},
 		{fmt.Errorf("x: %w", tools.ErrUnknownTool), tools.VerdictFailed},
 		{fmt.Errorf("x: %w", tools.ErrRefused), tools.VerdictFailed},
+		{fmt.Errorf("x: %w: 409", tools.ErrChangedSinceRead), tools.VerdictFailed},
+		{fmt.Errorf("x: %w", &tools.RetryAfterError{Wait: time.Minute, Err: errors.New("429 Too Many Requests")}), tools.VerdictNotSent},
 		{errors.New("something odd"), tools.VerdictUnknown},
 	} {
 		if got := tools.Classify(tc.err); got != tc.want {
@@ -179,5 +181,17 @@ func TestClassifyWithVerdict(t *testing.T) {
 	}
 	if got := tools.Classify(tools.WithVerdict(errors.New("422 Validation Failed"), tools.VerdictFailed)); got != tools.VerdictFailed {
 		t.Errorf("marked refusal classifies as %q", got)
+	}
+}
+
+// A rate limit's wait travels with the error, through any wrapping.
+func TestRetryAfterTravelsWithTheError(t *testing.T) {
+	cause := errors.New("403 You have exceeded a secondary rate limit")
+	err := fmt.Errorf("github_create_pull_request: %w", &tools.RetryAfterError{Wait: 37 * time.Second, Err: cause})
+	if wait, ok := tools.RetryAfter(err); !ok || wait != 37*time.Second || !errors.Is(err, cause) {
+		t.Errorf("RetryAfter(%v) = %s, %v; want 37s, with the cause kept", err, wait, ok)
+	}
+	if _, ok := tools.RetryAfter(cause); ok {
+		t.Error("an error without a wait reports one")
 	}
 }

@@ -81,7 +81,9 @@ func TestClassifyStatuses(t *testing.T) {
 		{http.StatusForbidden, nil, tools.VerdictFailed},
 		{http.StatusRequestTimeout, nil, tools.VerdictUnknown},
 		{http.StatusTooManyRequests, nil, tools.VerdictUnknown},
-		{http.StatusForbidden, http.Header{"X-Ratelimit-Remaining": {"0"}, "X-Ratelimit-Reset": {fmt.Sprint(time.Now().Add(time.Hour).Unix())}}, tools.VerdictUnknown},
+		// A rate limit did nothing (see ratelimit_test.go for every form).
+		{http.StatusForbidden, http.Header{"X-Ratelimit-Remaining": {"0"}, "X-Ratelimit-Reset": {fmt.Sprint(time.Now().Add(time.Hour).Unix())}}, tools.VerdictNotSent},
+		{http.StatusTooManyRequests, http.Header{"Retry-After": {"30"}}, tools.VerdictNotSent},
 		{http.StatusInternalServerError, nil, tools.VerdictUnknown},
 		{http.StatusBadGateway, nil, tools.VerdictUnknown},
 		{http.StatusServiceUnavailable, nil, tools.VerdictUnknown},
@@ -99,7 +101,7 @@ func TestClassifyStatuses(t *testing.T) {
 func TestClassifyRateLimitGuardIsNotSent(t *testing.T) {
 	reset := fmt.Sprint(time.Now().Add(time.Hour).Unix())
 	c := clientFor(t, statusServer(t, http.StatusForbidden, http.Header{"X-Ratelimit-Remaining": {"0"}, "X-Ratelimit-Reset": {reset}}), nil)
-	if err := listAgainst(context.Background(), t, c); githubtools.Classify(err) != tools.VerdictUnknown {
+	if err := listAgainst(context.Background(), t, c); githubtools.Classify(err) != tools.VerdictNotSent || githubtools.HTTPStatus(err) != http.StatusForbidden {
 		t.Fatalf("first: %v", err)
 	}
 	// go-github now refuses locally without sending anything.
