@@ -109,8 +109,8 @@ func (s *Store) Claim(ctx context.Context, req ledger.ClaimRequest) (ledger.Clai
 // writeUnderFence is every write after a claim: in one transaction it reads
 // the operation, lets check (one of ledger's Check rules) refuse it, and then
 // runs update. The UPDATE repeats "AND fence = ?" so the row it changes is
-// the one that was checked. A stale-fence refusal is logged: it is how a
-// zombie attempt shows itself.
+// the one that was checked. A stale-fence refusal is logged
+// (ledger.LogStaleFence).
 func (s *Store) writeUnderFence(ctx context.Context, verb, id string, fence int64,
 	check func(cur ledger.Operation, now time.Time) error,
 	update func(tx *sql.Tx, now time.Time) error,
@@ -122,11 +122,7 @@ func (s *Store) writeUnderFence(ctx context.Context, verb, id string, fence int6
 			return err
 		}
 		if err := check(cur, now); err != nil {
-			if errors.Is(err, ledger.ErrFenced) {
-				s.log.WarnContext(ctx, "ledger rejected a stale-fence write", "op", verb,
-					"operation_id", id, "fence", fence, "current_fence", cur.Fence,
-					"state", string(cur.State), "reason", err.Error())
-			}
+			ledger.LogStaleFence(ctx, s.log, verb, cur, fence, err)
 			return err
 		}
 		return update(tx, now)
