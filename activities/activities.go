@@ -1,6 +1,7 @@
 // Package activities holds capstan's Temporal activities: ModelTurn streams
 // one model attempt, ExecuteTool performs one operation under the ledger's
-// claim, and Deliver posts a task's final answer. Activities are methods on
+// claim, Deliver posts a task's final answer, and Reconcile finds out what
+// became of an operation whose outcome is unknown. Activities are methods on
 // Activities, whose fields are their dependencies; the workflow calls them
 // through a nil *Activities.
 //
@@ -23,16 +24,21 @@ import (
 	"github.com/capstanhq/capstan/internal/ledger"
 	"github.com/capstanhq/capstan/internal/model"
 	"github.com/capstanhq/capstan/internal/tools"
+	"github.com/capstanhq/capstan/reconcilers"
 )
 
 // Ledger is what the activities need of the ledger.
 type Ledger interface {
 	Claim(ctx context.Context, req ledger.ClaimRequest) (ledger.ClaimResult, error)
 	MarkRunning(ctx context.Context, id string, fence int64) error
+	Renew(ctx context.Context, id string, fence int64, lease time.Duration) error
 	Complete(ctx context.Context, c ledger.Completion) error
 	Release(ctx context.Context, id string, fence int64) error
+	TakeForReconcile(ctx context.Context, id, owner string, lease time.Duration) (ledger.Operation, error)
 	PutItem(ctx context.Context, data []byte) (string, error)
 	GetItem(ctx context.Context, ref string) ([]byte, error)
+	CommitTurn(ctx context.Context, turnID string, output []byte) ([]byte, error)
+	GetTurn(ctx context.Context, turnID string) ([]byte, error)
 }
 
 // SlackPoster posts a message; *slack.Client satisfies it.
@@ -48,6 +54,10 @@ type Deps struct {
 	Providers map[string]model.Provider // by provider name: "openai", "sandbox"
 	// Slack may be nil: a delivery to Slack then fails as worker_misconfigured.
 	Slack SlackPoster
+	// Reconcilers ask GitHub and Slack what became of an operation whose
+	// outcome is unknown. Nil: Reconcile can only record a person's
+	// verdict, and otherwise fails as worker_misconfigured.
+	Reconcilers *reconcilers.Set
 	// Identity names this worker in lease owners. Required.
 	Identity string
 	// Lease is how long a claim stays live; zero means config.DefaultLease.

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -247,14 +246,14 @@ func TestModelTurnCommitsOnlyACompletedAttempt(t *testing.T) {
 		<-r.Context().Done() // then silence
 		return true
 	})
-	in3 := activities.ModelTurnInput{TaskID: "T", TurnID: "T/t2", AttemptID: "T/t2/a2", Model: "sandbox:demo", Transcript: out.Transcript,
+	in3 := activities.ModelTurnInput{TaskID: "T", TurnID: "T/t3", AttemptID: "T/t3/a1", Model: "sandbox:demo", Transcript: out.Transcript,
 		Limits: model.Limits{Idle: 300 * time.Millisecond, HeartbeatTimeout: 150 * time.Millisecond}}
 	_, err = f.env.ExecuteActivity(f.acts.ModelTurn, in3)
 	report, ok := activities.AttemptReportOf(err)
 	if !ok {
 		t.Fatalf("err = %v, want %s with an AttemptReport", err, activities.ErrTypeModelAttempt)
 	}
-	if report.Outcome != model.OutcomeCutIdle || report.Phase != model.PhaseStreamPartial || report.Events == 0 || report.AttemptID != "T/t2/a2" {
+	if report.Outcome != model.OutcomeCutIdle || report.Phase != model.PhaseStreamPartial || report.Events == 0 || report.AttemptID != "T/t3/a1" {
 		t.Errorf("report = %+v, want cut_idle at STREAM_PARTIAL after some events", report)
 	}
 }
@@ -324,39 +323,6 @@ func TestExecuteToolWaitsOutAnotherHoldersLease(t *testing.T) {
 	}
 }
 
-func TestExecuteToolRetriesAnIdempotentWriteWhoseAnswerWasLost(t *testing.T) {
-	f := newFixture(t)
-	var lost atomic.Bool
-	lost.Store(true)
-	f.sb.GitHub.SetFault(func(w http.ResponseWriter, r *http.Request, next http.Handler) bool {
-		if r.Method != http.MethodPut || !lost.Load() {
-			return false
-		}
-		lost.Store(false)
-		next.ServeHTTP(&discard{header: http.Header{}}, r) // written, answer lost
-		panic(http.ErrAbortHandler)
-	})
-	in := activities.ExecuteToolInput{Tenant: "d", TaskID: "T", TurnID: "T/t1", OperationID: "op-put", Tool: "github_put_file",
-		Arguments: f.args(t, `{"repo":"acme/app","branch":"main","path":"a.md","content":"hello","message":"m"}`)}
-	_, err := f.env.ExecuteActivity(f.acts.ExecuteTool, in)
-	var appErr *temporal.ApplicationError
-	if err == nil || (errors.As(err, &appErr) && appErr.NonRetryable()) {
-		t.Fatalf("err = %v, want a retryable error: the write is safe to repeat", err)
-	}
-	if op, _ := f.ledger.Get(context.Background(), "op-put"); op.State != ledger.StateAbsent {
-		t.Fatalf("ledger state = %s, want ABSENT so the retry may claim it", op.State)
-	}
-	v, err := f.env.ExecuteActivity(f.acts.ExecuteTool, in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var res activities.ExecuteToolResult
-	_ = v.Get(&res)
-	if res.State != "SUCCEEDED" || f.sb.GitHub.Stats().FilesWritten != 1 {
-		t.Errorf("retry = %+v with %d writes; want SUCCEEDED and exactly one write", res, f.sb.GitHub.Stats().FilesWritten)
-	}
-}
-
 func TestDeliverTellsDefiniteRefusalsFromUnknownOutcomes(t *testing.T) {
 	for _, tc := range []struct {
 		slackError string
@@ -404,5 +370,38 @@ func TestNewRefusesMissingDependencies(t *testing.T) {
 	}
 	if a.Lease <= 0 || a.Now == nil || a.Logger == nil || a.Providers == nil {
 		t.Errorf("defaults not fixed: lease %s, now %v, logger %v, providers %v", a.Lease, a.Now != nil, a.Logger != nil, a.Providers != nil)
+	}
+}
+
+// A turn commits once: a second ModelTurn for a committed turn id (a lost
+// result, a redelivery, a reset) returns the recorded output and never asks
+// the model again, so its tool calls keep their identity.
+func TestModelTurnNeverResamplesACommittedTurn(t *testing.T) {
+	f := newFixture(t)
+	in := activities.ModelTurnInput{TaskID: "T", TurnID: "T/t1", AttemptID: "T/t1/a1", Model: "sandbox:demo",
+		Seed: []model.Message{{Role: model.RoleSystem, Content: "You are a test.\nTask id: T"}, {Role: model.RoleUser, Content: "go"}}}
+	run := func(attempt string) activities.ModelTurnResult {
+		in.AttemptID = attempt
+		v, err := f.env.ExecuteActivity(f.acts.ModelTurn, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out activities.ModelTurnResult
+		if err := v.Get(&out); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	first := run("T/t1/a1")
+	if first.Replayed {
+		t.Fatal("the first attempt says it was replayed")
+	}
+	again := run("T/t1/a2")
+	if n := f.sb.Model.Stats().Requests; n != 1 {
+		t.Errorf("the model saw %d requests, want 1: a committed turn was sampled again", n)
+	}
+	if !again.Replayed || again.Transcript != first.Transcript || len(again.ToolCalls) != 1 ||
+		again.ToolCalls[0] != first.ToolCalls[0] || again.AttemptID != first.AttemptID {
+		t.Errorf("second ModelTurn = %+v, want the first's output %+v, replayed", again, first)
 	}
 }

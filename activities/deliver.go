@@ -29,8 +29,10 @@ var definiteSlackRefusals = map[string]bool{
 
 // Deliver posts the final answer to a Slack channel as an unsafe operation:
 // claimed in the ledger first, with the operation id in the message metadata
-// so a reconciler can tell whether an unanswered post landed. A post whose
-// outcome is unknown is recorded UNKNOWN and never re-sent blindly.
+// so a reconciler can tell whether an unanswered post landed. It heartbeats
+// on a ticker while the post is in flight. A post whose outcome is unknown is
+// recorded UNKNOWN and never re-sent blindly; a rate-limited one is ABSENT
+// and retried after the wait Slack asked for.
 func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResult, error) {
 	res := DeliverResult{OperationID: in.OperationID}
 	if a.Slack == nil {
@@ -50,6 +52,9 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 		return res, nil
 	}
 	fence := rec.Fence
+	stop := a.heartbeat(ctx, a.heartbeatInterval(ctx),
+		func() any { return OperationHeartbeat{OperationID: in.OperationID, Step: stepCalling} },
+		a.renewLease(in.OperationID, fence))
 	channel, ts, postErr := a.Slack.PostMessageContext(ctx, in.Channel,
 		slack.MsgOptionText(in.Text, false),
 		slack.MsgOptionMetadata(slack.SlackMetadata{
@@ -57,9 +62,15 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 			EventPayload: map[string]any{"operation_id": in.OperationID, "task_id": in.TaskID},
 		}),
 	)
+	stop()
+
+	// Every write from here on records what the post did: the activity's
+	// cancellation must not break it.
+	rctx, cancel := recordContext(ctx)
+	defer cancel()
 	if postErr == nil {
 		res.ExternalID = channel + "/" + ts
-		if err := a.Ledger.Complete(context.WithoutCancel(ctx), ledger.Completion{ID: in.OperationID, Fence: fence,
+		if err := a.Ledger.Complete(rctx, ledger.Completion{ID: in.OperationID, Fence: fence,
 			State: ledger.StateSucceeded, ExternalID: res.ExternalID}); err != nil {
 			return res, fmt.Errorf("record delivery %s: %w", in.OperationID, err)
 		}
@@ -73,7 +84,7 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 	case errors.As(postErr, &refused) && definiteSlackRefusals[refused.Err]:
 		// Slack answered ok=false with an error that means it posted
 		// nothing. Others (internal_error, fatal_error, …) may have posted.
-		if err := a.Ledger.Complete(ctx, ledger.Completion{ID: in.OperationID, Fence: fence,
+		if err := a.Ledger.Complete(rctx, ledger.Completion{ID: in.OperationID, Fence: fence,
 			State: ledger.StateFailed, Error: postErr.Error()}); err != nil {
 			return res, fmt.Errorf("record refused delivery %s: %w", in.OperationID, err)
 		}
@@ -83,18 +94,19 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 		tools.Classify(postErr) == tools.VerdictNotSent:
 		// Rate limited or never sent: nothing was posted, so trying again
 		// with the same operation id is safe.
-		if err := a.Ledger.Complete(ctx, ledger.Completion{ID: in.OperationID, Fence: fence,
+		if err := a.Ledger.Complete(rctx, ledger.Completion{ID: in.OperationID, Fence: fence,
 			State: ledger.StateAbsent, Error: postErr.Error()}); err != nil {
 			return res, fmt.Errorf("record unsent delivery %s: %w", in.OperationID, err)
 		}
-		opts := temporal.ApplicationErrorOptions{Cause: postErr}
+		cause := postErr
 		if limited != nil {
-			opts.NextRetryDelay = limited.RetryAfter
+			// Slack's ratelimited answer names its wait; it travels as the
+			// same data as a GitHub rate limit's.
+			cause = &tools.RetryAfterError{Wait: limited.RetryAfter, Err: postErr}
 		}
-		return res, temporal.NewApplicationErrorWithOptions(
-			fmt.Sprintf("Slack did not take the message to %s: %v", in.Channel, postErr), ErrTypeDeliveryNotSent, opts)
+		return res, notSent(ErrTypeDeliveryNotSent, fmt.Sprintf("Slack did not take the message to %s: %v", in.Channel, postErr), cause)
 	default:
-		if err := a.Ledger.Complete(context.WithoutCancel(ctx), ledger.Completion{ID: in.OperationID, Fence: fence,
+		if err := a.Ledger.Complete(rctx, ledger.Completion{ID: in.OperationID, Fence: fence,
 			State: ledger.StateUnknown, Error: postErr.Error()}); err != nil {
 			return res, fmt.Errorf("record delivery %s as unknown: %w", in.OperationID, err)
 		}

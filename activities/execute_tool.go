@@ -3,9 +3,11 @@ package activities
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"sync/atomic"
+	"time"
 
-	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/capstanhq/capstan/internal/ledger"
@@ -13,14 +15,27 @@ import (
 	"github.com/capstanhq/capstan/internal/tools"
 )
 
+// verifyTimeout bounds the read-back of an ambiguous write. It runs even
+// when the activity was cancelled or ran out of time: what it learns spares
+// a reconciliation.
+const verifyTimeout = 15 * time.Second
+
 // ExecuteTool performs one operation at most once (docs/design.md §5.4):
 //
 //  1. claim the operation in the ledger; if it already SUCCEEDED, return the
 //     stored result without calling anything (Replayed);
-//  2. mark it RUNNING and call the tool;
+//  2. mark it RUNNING and call the tool, heartbeating on a ticker meanwhile;
 //  3. record SUCCEEDED with the external id, FAILED for a definite refusal,
-//     ABSENT when provably nothing was sent, and UNKNOWN when the request may
-//     have acted — a timeout after the request left is never FAILED.
+//     ABSENT when provably nothing was sent (a rate limit among others: the
+//     retry waits as long as the service asked), and UNKNOWN when the
+//     request may have acted — a timeout after the request left is never
+//     FAILED. An ambiguous failure of an idempotent write whose tool can
+//     read its effect back (tools.Verifier) is settled by that read:
+//     SUCCEEDED when the effect is in place, ABSENT when it is not, UNKNOWN
+//     only when the read fails too.
+//
+// Every ledger write after the call uses a context the activity's
+// cancellation cannot break, and none of their errors is ignored.
 //
 // An UNKNOWN operation is returned as an ErrTypeOperationUnknown error that
 // Temporal does not retry: only a reconciler may decide what happened.
@@ -51,58 +66,116 @@ func (a *Activities) ExecuteTool(ctx context.Context, in ExecuteToolInput) (Exec
 	}
 	if done {
 		res.Replayed = true
-		return a.succeeded(ctx, in, res, rec.ExternalID, rec.Result)
+		return a.succeeded(ctx, in, res, rec.ExternalID, rec.Result, false)
 	}
-	fence := rec.Fence
-	activity.RecordHeartbeat(ctx, in.OperationID)
-	out, callErr := tool.Execute(ctx, tools.Call{OperationID: in.OperationID, Arguments: args})
-	if callErr == nil {
-		// Recorded even if the activity is being cancelled: it happened.
-		if err := a.Ledger.Complete(context.WithoutCancel(ctx), ledger.Completion{ID: in.OperationID, Fence: fence,
-			State: ledger.StateSucceeded, ExternalID: out.ExternalID, Result: out.Output}); err != nil {
-			// The effect happened but we could not record it: the next
-			// attempt will find RUNNING and must reconcile.
-			return res, fmt.Errorf("record success of operation %s: %w", in.OperationID, err)
-		}
-		return a.succeeded(ctx, in, res, out.ExternalID, out.Output)
-	}
+	o := a.perform(ctx, tool, tools.Call{OperationID: in.OperationID, Arguments: args}, rec)
 
-	verdict := tools.Classify(callErr)
-	if (tool.Class() == tools.ReadOnly || tool.Class() == tools.Idempotent) && verdict != tools.VerdictFailed {
-		// Nothing to reconcile for a read, nor for a write that is safe to
-		// repeat with the same operation id: mark it ABSENT so the retry may
-		// claim it, and let Temporal retry.
-		_ = a.Ledger.Complete(context.WithoutCancel(ctx), ledger.Completion{ID: in.OperationID, Fence: fence,
-			State: ledger.StateAbsent, Error: callErr.Error()})
-		return res, fmt.Errorf("%s: %w", in.Tool, callErr)
+	// Recorded even if the activity is being cancelled: it happened.
+	rctx, cancel := recordContext(ctx)
+	defer cancel()
+	if err := a.Ledger.Complete(rctx, ledger.Completion{ID: in.OperationID, Fence: rec.Fence, State: o.state,
+		ExternalID: o.result.ExternalID, Result: o.result.Output, Error: errorText(o.err)}); err != nil {
+		// The effect may have happened but we could not record it: the next
+		// attempt finds the operation RUNNING and must reconcile.
+		return res, fmt.Errorf("record operation %s as %s: %w", in.OperationID, o.state, err)
 	}
-	switch verdict {
-	case tools.VerdictFailed:
-		if err := a.Ledger.Complete(ctx, ledger.Completion{ID: in.OperationID, Fence: fence,
-			State: ledger.StateFailed, Error: callErr.Error()}); err != nil {
-			return res, fmt.Errorf("record failure of operation %s: %w", in.OperationID, err)
+	switch o.state {
+	case ledger.StateSucceeded:
+		return a.succeeded(rctx, in, res, o.result.ExternalID, o.result.Output, o.recovered)
+	case ledger.StateFailed:
+		return a.refused(rctx, in, res, o.err)
+	case ledger.StateAbsent:
+		if o.verdict == tools.VerdictNotSent {
+			return res, notSent(ErrTypeOperationNotSent, fmt.Sprintf("%s was not sent: %v", in.Tool, o.err), o.err)
 		}
-		return a.refused(ctx, in, res, callErr)
-	case tools.VerdictNotSent:
-		if err := a.Ledger.Complete(ctx, ledger.Completion{ID: in.OperationID, Fence: fence,
-			State: ledger.StateAbsent, Error: callErr.Error()}); err != nil {
-			return res, fmt.Errorf("record operation %s as not sent: %w", in.OperationID, err)
-		}
-		return res, fmt.Errorf("%s was not sent: %w", in.Tool, callErr) // safe to retry
-	default: // unknown or cancelled after the request may have left
-		if err := a.Ledger.Complete(context.WithoutCancel(ctx), ledger.Completion{ID: in.OperationID, Fence: fence,
-			State: ledger.StateUnknown, Error: callErr.Error()}); err != nil {
-			return res, fmt.Errorf("record operation %s as unknown: %w", in.OperationID, err)
-		}
-		return res, unknownOperation(in.OperationID, ledger.StateUnknown, callErr)
+		return res, fmt.Errorf("%s: %w", in.Tool, o.err) // safe to repeat: let Temporal retry
+	default:
+		return res, unknownOperation(in.OperationID, ledger.StateUnknown, o.err)
 	}
 }
 
-// succeeded commits the tool message for a successful (or replayed) call.
-func (a *Activities) succeeded(ctx context.Context, in ExecuteToolInput, res ExecuteToolResult, externalID string, output []byte) (ExecuteToolResult, error) {
+// toolOutcome is what one attempt learned about its call.
+type toolOutcome struct {
+	state     ledger.State  // SUCCEEDED, FAILED, ABSENT or UNKNOWN
+	result    tools.Result  // of a SUCCEEDED call
+	err       error         // why it did not succeed
+	verdict   tools.Verdict // of err
+	recovered bool          // the call's answer was lost; a read-back found its effect in place
+}
+
+// perform calls the tool under heartbeats and decides what the call did.
+// rec is the operation as claimed, before this attempt counted.
+func (a *Activities) perform(ctx context.Context, tool tools.Tool, call tools.Call, rec ledger.Operation) toolOutcome {
+	var step atomic.Value
+	step.Store(stepCalling)
+	stop := a.heartbeat(ctx, a.heartbeatInterval(ctx),
+		func() any { return OperationHeartbeat{OperationID: call.OperationID, Step: step.Load().(string)} },
+		a.renewLease(call.OperationID, rec.Fence))
+	defer stop()
+
+	out, err := tool.Execute(ctx, call)
+	if err == nil {
+		return toolOutcome{state: ledger.StateSucceeded, result: out}
+	}
+	o := toolOutcome{err: err, verdict: tools.Classify(err)}
+	verifier, canVerify := tool.(tools.Verifier)
+	canVerify = canVerify && tool.Class() == tools.Idempotent
+	switch {
+	case o.verdict == tools.VerdictNotSent:
+		o.state = ledger.StateAbsent
+	case o.verdict == tools.VerdictFailed:
+		o.state = ledger.StateFailed
+		if canVerify && errors.Is(err, tools.ErrChangedSinceRead) && rec.AttemptCount > 0 {
+			// The target changed under a retried write: perhaps by the
+			// earlier attempt's own write, whose answer was lost.
+			step.Store(stepVerifying)
+			return verify(ctx, verifier, call, o, ledger.StateFailed)
+		}
+	case canVerify: // unknown or cancelled: the write may have landed
+		step.Store(stepVerifying)
+		return verify(ctx, verifier, call, o, ledger.StateAbsent)
+	case tool.Class() == tools.ReadOnly || tool.Class() == tools.Idempotent:
+		// Nothing to reconcile for a read, nor for a write that is safe to
+		// repeat with the same operation id: mark it ABSENT so the retry
+		// may claim it, and let Temporal retry.
+		o.state = ledger.StateAbsent
+	default:
+		o.state = ledger.StateUnknown // only a reconciler may decide
+	}
+	return o
+}
+
+// verify asks the tool whether the call whose outcome o is in doubt landed:
+// in place → SUCCEEDED, recovered; not in place → notInPlace (ABSENT after an
+// ambiguous failure, so the retry may write; FAILED after a refusal, which
+// then stands); the read failed too → UNKNOWN. The read runs in a context
+// the activity's cancellation cannot break.
+func verify(ctx context.Context, v tools.Verifier, call tools.Call, o toolOutcome, notInPlace ledger.State) toolOutcome {
+	vctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), verifyTimeout)
+	defer cancel()
+	res, landed, err := v.Verify(vctx, call)
+	switch {
+	case err != nil:
+		o.state = ledger.StateUnknown
+		o.err = fmt.Errorf("%w; reading it back could not tell whether it took effect: %v", o.err, err)
+	case landed:
+		return toolOutcome{state: ledger.StateSucceeded, result: res, recovered: true}
+	default:
+		o.state = notInPlace
+		o.err = fmt.Errorf("%w; reading it back showed it did not take effect", o.err)
+	}
+	return o
+}
+
+// succeeded commits the tool message for a successful, replayed or recovered
+// call.
+func (a *Activities) succeeded(ctx context.Context, in ExecuteToolInput, res ExecuteToolResult, externalID string, output []byte, recovered bool) (ExecuteToolResult, error) {
 	content := string(output)
-	if res.Replayed {
+	switch {
+	case res.Replayed:
 		content = `{"replayed":true,"note":"this operation had already succeeded; nothing was sent again","result":` + orNull(output) + `}`
+	case recovered:
+		content = `{"recovered":true,"note":"the answer to this call was lost; reading back showed its effect in place, so nothing was sent again","result":` + orNull(output) + `}`
 	}
 	item, err := a.putMessage(ctx, model.Message{Role: model.RoleTool, ToolCallID: in.ToolCallID, Content: content})
 	if err != nil {
@@ -128,4 +201,11 @@ func orNull(b []byte) string {
 		return "null"
 	}
 	return string(b)
+}
+
+func errorText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
 }

@@ -1,6 +1,7 @@
 package activities
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,6 +13,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
 
+	"github.com/capstanhq/capstan/internal/ledger"
 	"github.com/capstanhq/capstan/internal/model"
 )
 
@@ -31,6 +33,11 @@ func (a *Activities) ModelTurn(ctx context.Context, in ModelTurnInput) (ModelTur
 	if !ok {
 		return ModelTurnResult{}, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("this worker has no %s provider configured", ref.Provider), ErrTypeWorkerConfig, nil)
+	}
+	// A turn commits once (docs/design.md §4.3): a settled turn is never
+	// sampled again, so its tool calls keep their operation ids.
+	if out, ok, err := a.committedTurn(ctx, in.TurnID); err != nil || ok {
+		return out, err
 	}
 	refs, msgs, err := a.loadTranscript(ctx, in)
 	if err != nil {
@@ -145,7 +152,7 @@ loop:
 	if err != nil {
 		return ModelTurnResult{}, err
 	}
-	return ModelTurnResult{
+	return a.commitTurn(ctx, in.TurnID, ModelTurnResult{
 		AttemptID:    in.AttemptID,
 		Transcript:   transcript,
 		Text:         out.Text,
@@ -154,7 +161,49 @@ loop:
 		Usage:        out.Usage,
 		Phase:        phase(),
 		Events:       acc.Events(),
-	}, nil
+	})
+}
+
+// committedTurn returns the recorded output of a turn that already
+// committed, marked Replayed.
+func (a *Activities) committedTurn(ctx context.Context, turnID string) (ModelTurnResult, bool, error) {
+	data, err := a.Ledger.GetTurn(ctx, turnID)
+	if errors.Is(err, ledger.ErrNotFound) {
+		return ModelTurnResult{}, false, nil
+	}
+	if err != nil {
+		return ModelTurnResult{}, false, fmt.Errorf("look up turn %s: %w", turnID, err)
+	}
+	var out ModelTurnResult
+	if err := json.Unmarshal(data, &out); err != nil {
+		return ModelTurnResult{}, false, fmt.Errorf("decode committed turn %s: %w", turnID, err)
+	}
+	out.Replayed = true
+	return out, true, nil
+}
+
+// commitTurn records out as the turn's output. When another attempt of the
+// same turn committed first (a zombie that finished late), its output is
+// the turn's and is returned instead, so the workflow never sees two
+// versions of one turn.
+func (a *Activities) commitTurn(ctx context.Context, turnID string, out ModelTurnResult) (ModelTurnResult, error) {
+	data, err := json.Marshal(out)
+	if err != nil {
+		return ModelTurnResult{}, fmt.Errorf("encode turn %s: %w", turnID, err)
+	}
+	stored, err := a.Ledger.CommitTurn(context.WithoutCancel(ctx), turnID, data)
+	if err != nil {
+		return ModelTurnResult{}, fmt.Errorf("commit turn %s: %w", turnID, err)
+	}
+	if bytes.Equal(stored, data) {
+		return out, nil
+	}
+	var first ModelTurnResult
+	if err := json.Unmarshal(stored, &first); err != nil {
+		return ModelTurnResult{}, fmt.Errorf("decode committed turn %s: %w", turnID, err)
+	}
+	first.Replayed = true
+	return first, nil
 }
 
 func idleFor(events int, l model.Limits) time.Duration {

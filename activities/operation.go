@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/capstanhq/capstan/internal/ledger"
+	"github.com/capstanhq/capstan/internal/tools"
 )
 
 // This file holds what ExecuteTool and Deliver share: both perform an
@@ -54,6 +55,43 @@ func unknownOperation(id string, state ledger.State, cause error) error {
 		msg += " (" + cause.Error() + ")"
 	}
 	return temporal.NewNonRetryableApplicationError(msg, ErrTypeOperationUnknown, nil, string(state))
+}
+
+// recordTimeout bounds one ledger write that records what an external call
+// did.
+const recordTimeout = 15 * time.Second
+
+// recordContext is the context of the ledger writes that record what an
+// external call did. The activity's cancellation — a cancelled task, a
+// worker shutting down, the activity's own deadline — must not keep the
+// ledger from learning what happened, so the context is detached from ctx's
+// cancellation and bounded by its own timeout instead.
+func recordContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+}
+
+// maxRetryAfter bounds the wait a rate-limited service may impose on one
+// retry. A longer wait is cut to it, and the error says so: the retry then
+// finds the service still limited and waits again (go-github even refuses
+// locally, sending nothing), within the activity's retry policy.
+const maxRetryAfter = 10 * time.Minute
+
+// notSent is the retryable application error, of type errType, of an
+// operation the external system did not take (it is ABSENT in the ledger).
+// When cause carries a rate limit's wait (tools.RetryAfterError), Temporal
+// retries after that wait, at least a second and at most maxRetryAfter;
+// otherwise the retry policy decides when.
+func notSent(errType, msg string, cause error) error {
+	opts := temporal.ApplicationErrorOptions{Cause: cause}
+	if wait, ok := tools.RetryAfter(cause); ok {
+		opts.NextRetryDelay = min(max(wait, time.Second), maxRetryAfter)
+		if wait > maxRetryAfter {
+			msg += fmt.Sprintf("; the service asked to wait %s, longer than capstan waits at once: retrying after %s", wait, maxRetryAfter)
+		} else {
+			msg += fmt.Sprintf("; retrying after %s, as the service asked", opts.NextRetryDelay)
+		}
+	}
+	return temporal.NewApplicationErrorWithOptions(msg, errType, opts)
 }
 
 // inProgress asks Temporal to retry once the other holder's lease has run

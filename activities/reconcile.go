@@ -2,10 +2,396 @@ package activities
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/capstanhq/capstan/internal/ledger"
+	"github.com/capstanhq/capstan/internal/model"
+	"github.com/capstanhq/capstan/reconcilers"
 )
 
-// Reconcile is a placeholder until the reconcilers land on this branch.
+// Backoff between the questions of one Reconcile while the effect is not
+// seen yet or the question could not be asked: full jitter, growing from
+// reconcileBackoffBase to reconcileBackoffCap, never past the end of the
+// consistency window.
+const (
+	reconcileBackoffBase = time.Second
+	reconcileBackoffCap  = 10 * time.Second
+)
+
+// ReconcileProgress is Reconcile's heartbeat detail.
+type ReconcileProgress struct {
+	Asked int    `json:"asked"`
+	Last  string `json:"last,omitempty"` // the last observation, or why the last question failed
+}
+
+// recoveredNote is the tool message, and the ledger's result, of an
+// operation found after the fact: the model learns that its call took effect
+// although nobody saw the answer.
+type recoveredNote struct {
+	Recovered  bool            `json:"recovered"`
+	Note       string          `json:"note"`
+	ExternalID string          `json:"external_id,omitempty"`
+	Result     json.RawMessage `json:"result,omitempty"` // what the tool answered, when the ledger has it
+}
+
+const (
+	noteFoundByReconciler = "capstan could not confirm this call when it was made; it found afterwards that the call had taken effect"
+	noteFoundByPerson     = "capstan could not confirm this call when it was made; a person confirmed afterwards that it had taken effect"
+	noteFoundInLedger     = "capstan could not confirm this call when it was made; its ledger shows that the call had taken effect"
+)
+
+// Reconcile finds out what became of an operation whose outcome is unknown
+// (docs/design.md §5.4, §5.5) and records the verdict in the ledger. It first
+// takes the operation under a new fence, so the attempt that sent the
+// request — should it still be alive — can never overwrite the verdict.
+//
+//   - When the ledger already knows the outcome, that is the answer and
+//     nothing is asked: SUCCEEDED is found; ABSENT, FAILED are absent.
+//   - When in.Resolution is set, a person decided: found is recorded as
+//     SUCCEEDED with the URL they gave, absent as ABSENT.
+//   - Otherwise the reconciler for the operation's kind is asked, again
+//     with jittered backoff while the consistency window (from in.Since)
+//     lasts and the effect is not seen or the question cannot be asked.
+//     Found is SUCCEEDED. Not seen by a question asked at the end of the
+//     window is ABSENT. Several candidates, no reconciler for the kind, or
+//     a question that still cannot be asked at the end of the window is
+//     indeterminate: NEEDS_HUMAN, with the reason.
+//
+// A found tool operation commits a tool message for in.ToolCallID telling
+// the model the call was recovered; its ref is the result's Item. A live
+// lease held by another attempt is an ErrTypeOperationInProgress error that
+// Temporal retries when the lease ends. If the activity is cancelled before
+// a verdict, the operation is handed back (lease cleared, still unknown) so
+// the next attempt can take it at once.
 func (a *Activities) Reconcile(ctx context.Context, in ReconcileInput) (ReconcileResult, error) {
-	return ReconcileResult{}, errors.New("not built")
+	res := ReconcileResult{OperationID: in.OperationID}
+	if err := validResolution(in.Resolution); err != nil {
+		return res, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("cannot record the resolution of operation %s: %v", in.OperationID, err), ErrTypeInvalidResolution, nil)
+	}
+	window := in.Window
+	if window <= 0 {
+		window = DefaultReconcileWindow
+	}
+	since := in.Since
+	if since.IsZero() {
+		since = a.Now()
+	}
+	deadline := since.Add(window)
+	// The lease must outlast the questions still to come, and the verdict.
+	lease := a.Lease + max(0, deadline.Sub(a.Now()))
+
+	op, err := a.Ledger.TakeForReconcile(context.WithoutCancel(ctx), in.OperationID, a.owner(ctx), lease)
+	var held *ledger.LeaseHeldError
+	switch {
+	case errors.Is(err, ledger.ErrSettled):
+		return a.settled(ctx, in, op)
+	case errors.As(err, &held):
+		return res, a.inProgress(in.OperationID, ledger.Operation{LeaseOwner: held.Owner, LeaseExpiresAt: held.ExpiresAt})
+	case errors.Is(err, ledger.ErrNotFound):
+		return res, temporal.NewNonRetryableApplicationError(fmt.Sprintf(
+			"operation %s is not in this worker's ledger; is CAPSTAN_LEDGER_DSN the ledger the task's workers share?", in.OperationID),
+			ErrTypeWorkerConfig, err)
+	case err != nil:
+		return res, fmt.Errorf("take operation %s for reconciliation: %w", in.OperationID, err)
+	}
+	if in.Resolution != nil {
+		return a.recordResolution(ctx, in, op)
+	}
+	target, err := a.reconcileTarget(ctx, in, op)
+	if err != nil {
+		return res, a.handBack(ctx, op, err)
+	}
+	return a.askUntilSure(ctx, in, op, target, deadline, window)
+}
+
+// validResolution checks what a person said before anything is taken.
+func validResolution(r *Resolution) error {
+	switch {
+	case r == nil:
+		return nil
+	case r.Verdict == VerdictFound && r.ExternalID == "":
+		return errors.New("found needs the URL of what the person saw")
+	case r.Verdict == VerdictFound, r.Verdict == VerdictAbsent:
+		return nil
+	default:
+		return fmt.Errorf("verdict %q, want %q or %q", r.Verdict, VerdictFound, VerdictAbsent)
+	}
+}
+
+// reconcileTarget is what the reconciler looks for. A worker that cannot
+// ask about the operation's kind fails as misconfigured.
+func (a *Activities) reconcileTarget(ctx context.Context, in ReconcileInput, op ledger.Operation) (reconcilers.Target, error) {
+	t := reconcilers.Target{Kind: op.Kind, OperationID: op.ID, Channel: in.Channel,
+		EventType: DeliveryEventType, Since: op.CreatedAt}
+	if a.Reconcilers == nil {
+		return t, temporal.NewNonRetryableApplicationError(
+			"this worker has no reconcilers configured", ErrTypeWorkerConfig, nil)
+	}
+	if err := a.Reconcilers.Check(op.Kind); errors.Is(err, reconcilers.ErrNotConfigured) {
+		return t, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("this worker cannot reconcile operation %s: %v", op.ID, err), ErrTypeWorkerConfig, err)
+	}
+	if in.Arguments != "" {
+		args, err := a.Ledger.GetItem(ctx, in.Arguments)
+		if err != nil {
+			return t, fmt.Errorf("load arguments of operation %s: %w", op.ID, err)
+		}
+		t.Arguments = args
+	}
+	return t, nil
+}
+
+// askUntilSure asks the reconciler until it can give a final verdict (see
+// Reconcile), heartbeating meanwhile, and records the verdict.
+func (a *Activities) askUntilSure(ctx context.Context, in ReconcileInput, op ledger.Operation,
+	target reconcilers.Target, deadline time.Time, window time.Duration,
+) (ReconcileResult, error) {
+	res := ReconcileResult{OperationID: op.ID}
+	progress := &reconcileProgress{}
+	stop := a.startReconcileHeartbeat(ctx, progress)
+	defer stop()
+
+	failed := 0
+	for n := 0; ; n++ {
+		askedAt := a.Now()
+		obs, err := a.Reconcilers.Ask(ctx, target)
+		res.Asked++
+		if ctx.Err() != nil {
+			return res, a.handBack(ctx, op, fmt.Errorf("reconciliation of operation %s interrupted: %w", op.ID, ctx.Err()))
+		}
+		last := obs.Detail
+		if err != nil {
+			last = "could not ask: " + err.Error()
+		}
+		progress.set(res.Asked, last)
+		if activity.IsActivity(ctx) {
+			activity.RecordHeartbeat(ctx, progress.get()) // the SDK throttles; the ticker covers a hanging question
+		}
+		end := !askedAt.Before(deadline) // this question was asked at the end of the window
+		switch {
+		case errors.Is(err, reconcilers.ErrNoReconciler), errors.Is(err, reconcilers.ErrBadTarget):
+			res.Verdict, res.Reason = VerdictIndeterminate, fmt.Sprintf("the reconciler cannot tell: %v", err)
+		case err != nil:
+			failed++
+			if !end {
+				break
+			}
+			res.Verdict, res.Reason = VerdictIndeterminate, fmt.Sprintf(
+				"could not ask whether the operation took effect: %d of %d questions over the %s consistency window failed, the last one at its end: %v",
+				failed, res.Asked, window, err)
+		case obs.Outcome == reconcilers.Found:
+			res.Verdict, res.ExternalID, res.Reason = VerdictFound, obs.ExternalID, obs.Detail
+		case obs.Outcome == reconcilers.Ambiguous:
+			res.Verdict, res.Reason = VerdictIndeterminate, obs.Detail
+		case obs.Outcome == reconcilers.NotSeen:
+			if !end {
+				break // not yet
+			}
+			res.Verdict, res.Reason = VerdictAbsent, fmt.Sprintf("not seen through the %s consistency window (%d questions): %s",
+				window, res.Asked, obs.Detail)
+		default:
+			return res, a.handBack(ctx, op, fmt.Errorf("reconciler answered %q for operation %s", obs.Outcome, op.ID))
+		}
+		if res.Verdict != "" {
+			return a.recordVerdict(ctx, in, op, res, noteFoundByReconciler)
+		}
+		wait := min(fullJitter(n), deadline.Sub(a.Now()))
+		if err := sleepCtx(ctx, wait); err != nil {
+			return res, a.handBack(ctx, op, fmt.Errorf("reconciliation of operation %s interrupted: %w", op.ID, err))
+		}
+	}
+}
+
+// recordResolution records a person's verdict.
+func (a *Activities) recordResolution(ctx context.Context, in ReconcileInput, op ledger.Operation) (ReconcileResult, error) {
+	res := ReconcileResult{OperationID: op.ID, Verdict: in.Resolution.Verdict}
+	if res.Verdict == VerdictFound {
+		res.ExternalID, res.Reason = in.Resolution.ExternalID, "a person confirmed that the operation took effect: "+in.Resolution.ExternalID
+	} else {
+		res.Reason = "a person confirmed that the operation did not take effect"
+	}
+	return a.recordVerdict(ctx, in, op, res, noteFoundByPerson)
+}
+
+// recordVerdict writes res's verdict under the reconciler's fence and, for a
+// found tool operation, commits the tool message that tells the model.
+func (a *Activities) recordVerdict(ctx context.Context, in ReconcileInput, op ledger.Operation, res ReconcileResult, note string) (ReconcileResult, error) {
+	c := ledger.Completion{ID: op.ID, Fence: op.Fence}
+	var content []byte
+	switch res.Verdict {
+	case VerdictFound:
+		res.State = ledger.StateSucceeded
+		var err error
+		if content, err = json.Marshal(recoveredNote{Recovered: true, Note: note, ExternalID: res.ExternalID}); err != nil {
+			return res, fmt.Errorf("encode the recovered result of operation %s: %w", op.ID, err)
+		}
+		c.ExternalID, c.Result = res.ExternalID, content
+	case VerdictAbsent:
+		res.State, c.Error = ledger.StateAbsent, res.Reason
+	default:
+		res.State, c.Error = ledger.StateNeedsHuman, res.Reason
+	}
+	c.State = res.State
+	// Recorded even if the activity is being cancelled: the verdict stands.
+	if err := a.Ledger.Complete(context.WithoutCancel(ctx), c); err != nil {
+		// ErrFenced: this attempt's lease ran out and another took the
+		// operation; the retry reports what it recorded.
+		return res, fmt.Errorf("record verdict %s of operation %s: %w", res.Verdict, op.ID, err)
+	}
+	a.Logger.InfoContext(ctx, "operation reconciled", "operation_id", op.ID, "kind", op.Kind,
+		"verdict", string(res.Verdict), "state", string(res.State), "external_id", res.ExternalID,
+		"asked", res.Asked, "reason", res.Reason)
+	if res.Verdict == VerdictFound && in.ToolCallID != "" {
+		item, err := a.recoveredMessage(ctx, in.ToolCallID, content)
+		if err != nil {
+			return res, err
+		}
+		res.Item = item
+	}
+	return res, nil
+}
+
+// settled reports what the ledger already knows, asking nothing. A found
+// tool operation gets its tool message: the very one committed when the
+// verdict was recorded, if a reconciler or a person recorded it.
+func (a *Activities) settled(ctx context.Context, in ReconcileInput, op ledger.Operation) (ReconcileResult, error) {
+	res := ReconcileResult{OperationID: op.ID, State: op.State, ExternalID: op.ExternalID,
+		Reason: "the ledger already records the operation as " + string(op.State)}
+	if op.Error != "" {
+		res.Reason += ": " + op.Error
+	}
+	if op.State != ledger.StateSucceeded {
+		res.Verdict = VerdictAbsent // ABSENT, FAILED, DECLARED: it did not take effect
+		return res, nil
+	}
+	res.Verdict = VerdictFound
+	if in.ToolCallID == "" {
+		return res, nil
+	}
+	content := op.Result
+	var prior recoveredNote
+	if json.Unmarshal(op.Result, &prior) != nil || !prior.Recovered {
+		n := recoveredNote{Recovered: true, Note: noteFoundInLedger, ExternalID: op.ExternalID}
+		if json.Valid(op.Result) {
+			n.Result = op.Result
+		}
+		var err error
+		if content, err = json.Marshal(n); err != nil {
+			return res, fmt.Errorf("encode the recovered result of operation %s: %w", op.ID, err)
+		}
+	}
+	item, err := a.recoveredMessage(ctx, in.ToolCallID, content)
+	if err != nil {
+		return res, err
+	}
+	res.Item = item
+	return res, nil
+}
+
+// recoveredMessage commits the tool message for a recovered call.
+func (a *Activities) recoveredMessage(ctx context.Context, toolCallID string, content []byte) (string, error) {
+	return a.putMessage(context.WithoutCancel(ctx), model.Message{Role: model.RoleTool, ToolCallID: toolCallID, Content: string(content)})
+}
+
+// handBack gives the operation up without a verdict: the lease is cleared so
+// that the next attempt can take it at once. It stays unknown: UNKNOWN, or
+// NEEDS_HUMAN if a person was already asked; the recorded error is kept.
+// cause is returned, joined with the ledger's error if the hand-back fails.
+func (a *Activities) handBack(ctx context.Context, op ledger.Operation, cause error) error {
+	st := ledger.StateUnknown
+	if op.State == ledger.StateNeedsHuman {
+		st = ledger.StateNeedsHuman
+	}
+	why := op.Error
+	if why == "" {
+		why = cause.Error()
+	}
+	err := a.Ledger.Complete(context.WithoutCancel(ctx), ledger.Completion{ID: op.ID, Fence: op.Fence, State: st, Error: why})
+	if err != nil {
+		return fmt.Errorf("%w; and handing operation %s back failed: %w", cause, op.ID, err)
+	}
+	return cause
+}
+
+// reconcileProgress is what the heartbeat reports; the loop updates it.
+type reconcileProgress struct {
+	mu sync.Mutex
+	p  ReconcileProgress
+}
+
+func (r *reconcileProgress) set(asked int, last string) {
+	r.mu.Lock()
+	r.p = ReconcileProgress{Asked: asked, Last: last}
+	r.mu.Unlock()
+}
+
+func (r *reconcileProgress) get() ReconcileProgress {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.p
+}
+
+// startReconcileHeartbeat heartbeats the progress at once and then on a
+// ticker — a third of the heartbeat timeout, or 10 s without one — until
+// stop is called, so a question that hangs does not look like a dead worker
+// and a dead worker is noticed within the timeout.
+func (a *Activities) startReconcileHeartbeat(ctx context.Context, progress *reconcileProgress) (stop func()) {
+	if !activity.IsActivity(ctx) {
+		return func() {}
+	}
+	every := 10 * time.Second
+	if t := activity.GetInfo(ctx).HeartbeatTimeout; t > 0 {
+		every = max(t/3, 10*time.Millisecond)
+	}
+	activity.RecordHeartbeat(ctx, progress.get())
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+				activity.RecordHeartbeat(ctx, progress.get())
+			}
+		}
+	})
+	return func() {
+		close(done)
+		wg.Wait()
+	}
+}
+
+// fullJitter is the n-th backoff (from 0): uniform in (0, min(cap, base·2ⁿ)].
+func fullJitter(n int) time.Duration {
+	ceiling := min(reconcileBackoffCap, reconcileBackoffBase<<min(n, 16))
+	return time.Duration(rand.Int64N(int64(ceiling))) + 1
+}
+
+// sleepCtx waits d, or until ctx ends.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }

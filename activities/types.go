@@ -6,6 +6,7 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/capstanhq/capstan/internal/config"
 	"github.com/capstanhq/capstan/internal/ledger"
 	"github.com/capstanhq/capstan/internal/model"
 )
@@ -30,6 +31,11 @@ const (
 	// system and its outcome is not known. The operation is UNKNOWN in the
 	// ledger and must be reconciled, never blindly retried.
 	ErrTypeOperationUnknown = "OperationUnknown"
+	// ErrTypeOperationNotSent: the external system took nothing (rate
+	// limited, or the request never left); the operation is ABSENT and
+	// Temporal retries it, after the error's next-retry delay when the
+	// system named one.
+	ErrTypeOperationNotSent = "OperationNotSent"
 	// ErrTypeDeliveryFailed: the delivery target refused the message.
 	ErrTypeDeliveryFailed = "DeliveryFailed"
 	// ErrTypeDeliveryNotSent: the delivery target took nothing (rate
@@ -39,6 +45,10 @@ const (
 	// ErrTypeWorkerConfig: the worker lacks what the call needs (a
 	// provider, a token); retrying on the same worker cannot help.
 	ErrTypeWorkerConfig = "WorkerConfig"
+	// ErrTypeInvalidResolution: a person's resolution that Reconcile
+	// cannot record (found without a URL, or a verdict other than found
+	// or absent). Never retried.
+	ErrTypeInvalidResolution = "InvalidResolution"
 )
 
 // ModelTurnInput asks for one attempt of one turn. The transcript travels by
@@ -68,6 +78,9 @@ type ModelTurnResult struct {
 	Usage        model.Usage
 	Phase        model.Phase
 	Events       int
+	// Replayed: the turn had already committed (a redelivered activity, a
+	// reset); this is its recorded output and the model was not called.
+	Replayed bool `json:",omitempty"`
 }
 
 // ToolCallRef is a committed tool call as the workflow needs it to declare
@@ -191,6 +204,13 @@ type ReconcileInput struct {
 	// NEEDS_HUMAN: Reconcile records it instead of asking the external
 	// system.
 	Resolution *Resolution
+	// Arguments is the ref of the tool's arguments in the ledger (the
+	// ToolCallRef's Arguments) for a tool operation: the reconciler reads
+	// what to look for from them. Empty for a delivery.
+	Arguments string
+	// Channel is the Slack channel a delivery was posted to, as Deliver was
+	// given it. Empty for a tool operation.
+	Channel string
 }
 
 // Resolution is what a person decided about an operation nobody else could
@@ -214,4 +234,4 @@ type ReconcileResult struct {
 
 // DefaultReconcileWindow bounds how long "not yet" may last before an
 // unseen effect counts as absent.
-const DefaultReconcileWindow = 60 * time.Second
+const DefaultReconcileWindow = config.DefaultReconcileWindow

@@ -29,6 +29,7 @@ import (
 	"github.com/capstanhq/capstan/internal/sandbox"
 	"github.com/capstanhq/capstan/internal/tools"
 	githubtools "github.com/capstanhq/capstan/internal/tools/github"
+	"github.com/capstanhq/capstan/reconcilers"
 	"github.com/capstanhq/capstan/workflows"
 )
 
@@ -85,9 +86,13 @@ func start(ctx context.Context, o options, getenv func(string) string, logger *s
 	if err != nil {
 		return nil, fmt.Errorf("GITHUB_API_URL: %w", err)
 	}
+	// Interfaces, not a *slack.Client, so that "no token" stays a nil
+	// interface the activities and reconcilers can test for.
 	var slackClient activities.SlackPoster
+	var slackHistory reconcilers.SlackHistory
 	if cfg.SlackBotToken != "" {
-		slackClient = slack.New(cfg.SlackBotToken, slack.OptionHTTPClient(httpClient), slack.OptionAPIURL(cfg.SlackAPIURL))
+		sc := slack.New(cfg.SlackBotToken, slack.OptionHTTPClient(httpClient), slack.OptionAPIURL(cfg.SlackAPIURL))
+		slackClient, slackHistory = sc, sc
 	} else {
 		logger.Warn("SLACK_BOT_TOKEN is not set: tasks with a Slack channel will fail at delivery")
 	}
@@ -124,6 +129,8 @@ func start(ctx context.Context, o options, getenv func(string) string, logger *s
 		Lease:     cfg.Lease,
 		Now:       time.Now,
 		Logger:    logger,
+
+		Reconcilers: reconcilers.NewSet(gh, slackHistory),
 	})
 	if err != nil {
 		return nil, err

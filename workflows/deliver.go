@@ -19,7 +19,7 @@ func (t *task) deliver(ctx workflow.Context, text string) error {
 	opID := deliveryOperationID(t.in.Tenant, t.in.TaskID, t.in.SlackChannel)
 	t.result.Deliveries = append(t.result.Deliveries, DeliveryRecord{OperationID: opID, Target: "slack:" + t.in.SlackChannel, State: DeliverySending})
 	rec := &t.result.Deliveries[len(t.result.Deliveries)-1]
-	actx := workflow.WithActivityOptions(ctx, deliverOptions("deliver to slack "+t.in.SlackChannel))
+	actx := workflow.WithActivityOptions(ctx, deliverOptions("deliver to slack "+t.in.SlackChannel, t.in.ModelLimits))
 	var res activities.DeliverResult
 	err := workflow.ExecuteActivity(actx, a.Deliver, activities.DeliverInput{
 		Tenant: t.in.Tenant, TaskID: t.in.TaskID, OperationID: opID, Channel: t.in.SlackChannel, Text: text,

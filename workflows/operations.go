@@ -89,7 +89,7 @@ func (t *task) declare(ctx workflow.Context, tid string, turn, position int, c a
 
 func (t *task) startOperation(ctx workflow.Context, tid string, op declared) workflow.Future {
 	t.result.Operations[op.index].State = ledger.StateRunning
-	actx := workflow.WithActivityOptions(ctx, toolOptions(tools.Class(op.call.Class), op.call.Summary))
+	actx := workflow.WithActivityOptions(ctx, toolOptions(tools.Class(op.call.Class), op.call.Summary, t.in.ModelLimits))
 	return workflow.ExecuteActivity(actx, a.ExecuteTool, activities.ExecuteToolInput{
 		Tenant: t.in.Tenant, TaskID: t.in.TaskID, TurnID: tid, OperationID: op.opID,
 		ToolCallID: op.call.ID, Tool: op.call.Name, Arguments: op.call.Arguments,

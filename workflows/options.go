@@ -30,12 +30,16 @@ func modelTurnOptions(limits model.Limits, summary string) workflow.ActivityOpti
 }
 
 // toolOptions: reads retry freely; mutations retry only on errors that prove
-// nothing was sent or that another claim is live (waiting out its lease, as
-// the error's next-retry delay says), never on an UNKNOWN outcome or a
-// conflict, which need a reconciler or a person.
-func toolOptions(class tools.Class, summary string) workflow.ActivityOptions {
+// nothing was sent or that another claim is live (waiting out its lease, or
+// a rate limit, as the error's next-retry delay says), never on an UNKNOWN
+// outcome or a conflict, which need a reconciler or a person. The activity
+// heartbeats on a ticker whatever its call does, so the heartbeat timeout
+// (the task's, CAPSTAN_HEARTBEAT_TIMEOUT) notices a dead worker long before
+// the start-to-close timeout would.
+func toolOptions(class tools.Class, summary string, limits model.Limits) workflow.ActivityOptions {
 	o := workflow.ActivityOptions{
 		StartToCloseTimeout: 2 * time.Minute,
+		HeartbeatTimeout:    limits.WithDefaults().HeartbeatTimeout,
 		// A cancelled task waits for a call in flight to end, so what it
 		// did is recorded rather than guessed.
 		WaitForCancellation: true,
@@ -81,9 +85,11 @@ func reconcileOptions(window, heartbeat time.Duration, summary string) workflow.
 }
 
 // deliverOptions: three tries, then the delivery is dead-lettered (docs/design.md §6).
-func deliverOptions(summary string) workflow.ActivityOptions {
+// It heartbeats like a tool call.
+func deliverOptions(summary string, limits model.Limits) workflow.ActivityOptions {
 	return workflow.ActivityOptions{
 		StartToCloseTimeout: time.Minute,
+		HeartbeatTimeout:    limits.WithDefaults().HeartbeatTimeout,
 		WaitForCancellation: true,
 		Summary:             summary,
 		RetryPolicy: &temporal.RetryPolicy{

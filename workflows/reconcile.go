@@ -85,7 +85,7 @@ func (t *task) reconcile(ctx workflow.Context, op declared, since time.Time, res
 	var r activities.ReconcileResult
 	err := workflow.ExecuteActivity(actx, a.Reconcile, activities.ReconcileInput{
 		Tenant: t.in.Tenant, TaskID: t.in.TaskID, OperationID: op.opID, ToolCallID: op.call.ID,
-		Since: since, Window: t.in.ReconcileWindow, Resolution: resolution,
+		Arguments: op.call.Arguments, Since: since, Window: t.in.ReconcileWindow, Resolution: resolution,
 	}).Get(ctx, &r)
 	if err == nil {
 		return r, nil

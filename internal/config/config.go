@@ -30,10 +30,11 @@ const (
 	DefaultOpenAIBaseURL    = "https://api.openai.com/v1/"
 	DefaultGitHubAPIURL     = "https://api.github.com/"
 	DefaultSlackAPIURL      = "https://slack.com/api/"
-	// DefaultLease is how long a claim on an operation stays live. Leases
-	// are not renewed yet, so it must outlast the longest tool or delivery
-	// call (2 min).
-	DefaultLease = 3 * time.Minute
+	// DefaultLease is how long a claim on an operation stays live without
+	// a heartbeat: tool and delivery activities renew it with every beat
+	// (a third of the heartbeat timeout), so it bounds how long a dead
+	// worker's claim blocks its successor, not how long a call may take.
+	DefaultLease = 30 * time.Second
 	// DefaultConnectTimeout bounds dialling a model provider and the TLS
 	// handshake (docs/design.md §4.2).
 	DefaultConnectTimeout = 10 * time.Second

@@ -2,15 +2,14 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/capstanhq/capstan/internal/testenv"
 	"github.com/capstanhq/capstan/workflows"
 )
 
@@ -58,7 +57,7 @@ func TestStarterDemoOnSandboxWorker(t *testing.T) {
 		FilesWritten        int `json:"files_written"`
 		PullRequestsCreated int `json:"pull_requests_created"`
 	}
-	getJSON(t, strings.TrimRight(fields[4], "/")+"/_sandbox/stats", &gh)
+	testenv.GetJSON(t, strings.TrimRight(fields[4], "/")+"/_sandbox/stats", &gh)
 	if gh.BranchesCreated != 1 || gh.FilesWritten != 1 || gh.PullRequestsCreated != 1 {
 		t.Errorf("sandbox github stats = %+v, want 1/1/1", gh)
 	}
@@ -66,7 +65,7 @@ func TestStarterDemoOnSandboxWorker(t *testing.T) {
 		MessagesPosted int `json:"messages_posted"`
 	}
 	slackBase := strings.TrimSuffix(strings.TrimRight(fields[6], "/"), "/api")
-	getJSON(t, slackBase+"/_sandbox/stats", &sl)
+	testenv.GetJSON(t, slackBase+"/_sandbox/stats", &sl)
 	if sl.MessagesPosted != 1 {
 		t.Errorf("sandbox slack stats = %+v, want 1 message", sl)
 	}
@@ -79,18 +78,6 @@ func TestStarterDemoOnSandboxWorker(t *testing.T) {
 	ls := runStarter(t, env, "list")
 	if ls.code != 0 || !strings.Contains(ls.stdout, res.TaskID) {
 		t.Errorf("starter list: exit %d, stdout %q, want the task listed", ls.code, ls.stdout)
-	}
-}
-
-func getJSON(t *testing.T, url string, v any) {
-	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
-		t.Fatalf("GET %s: %v", url, err)
 	}
 }
 

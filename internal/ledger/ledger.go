@@ -7,13 +7,20 @@
 //   - Every write after a claim presents the claim's fence; a write with a
 //     stale fence fails with ErrFenced and changes nothing, so an attempt that
 //     lost its claim can never overwrite what its successor recorded.
+//   - A reconciler takes an operation whose outcome is unknown under a new
+//     fence (TakeForReconcile) before it writes its verdict, so neither the
+//     verdict nor a NEEDS_HUMAN can be overwritten by an attempt that was
+//     still in flight when the reconciler looked.
 //   - Transcript items are content-addressed: PutItem of equal bytes returns
 //     the same reference and stores one row.
+//   - A turn commits once: the first CommitTurn of a turn id wins, so a
+//     settled turn is never sampled again (docs/design.md §4.3).
 package ledger
 
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -104,11 +111,26 @@ type Store interface {
 	// MarkRunning moves a claimed operation to RUNNING just before the
 	// request is sent, and counts the attempt.
 	MarkRunning(ctx context.Context, id string, fence int64) error
+	// Renew extends the live lease of a CLAIMED or RUNNING operation to
+	// now+lease under its fence; activities call it with every heartbeat,
+	// so a lease outlives a slow call but not a dead worker. A stale fence
+	// or an expired lease is ErrFenced.
+	Renew(ctx context.Context, id string, fence int64, lease time.Duration) error
 	// Complete records the end of an attempt.
 	Complete(ctx context.Context, c Completion) error
 	// Release returns a claim without acting (nothing was sent), leaving the
 	// operation free to claim again.
 	Release(ctx context.Context, id string, fence int64) error
+	// TakeForReconcile takes an operation whose outcome is unknown —
+	// UNKNOWN, NEEDS_HUMAN, or CLAIMED or RUNNING with an expired lease —
+	// for owner: a new fence (the old one plus one) and a lease of the given
+	// length; the state stays. The reconciler then writes its verdict with
+	// Complete under the new fence, so an attempt still holding an older
+	// fence can never overwrite it. A live lease, whoever holds it, is
+	// refused with a *LeaseHeldError (errors.Is ErrLeaseHeld). An operation
+	// whose outcome the ledger already knows (SUCCEEDED, FAILED, ABSENT,
+	// DECLARED) is returned as it stands, with ErrSettled.
+	TakeForReconcile(ctx context.Context, id, owner string, lease time.Duration) (Operation, error)
 	Get(ctx context.Context, id string) (Operation, error)
 	ListByTask(ctx context.Context, taskID string) ([]Operation, error)
 
@@ -117,6 +139,14 @@ type Store interface {
 	PutItem(ctx context.Context, data []byte) (string, error)
 	// GetItem returns the bytes stored under ref, or ErrNotFound.
 	GetItem(ctx context.Context, ref string) ([]byte, error)
+
+	// CommitTurn records the committed output of a model turn under its
+	// turn id, once: the first commit wins, and every later one (a
+	// redelivered activity, a zombie attempt, a reset) gets the output
+	// that was committed first. It returns the stored output.
+	CommitTurn(ctx context.Context, turnID string, output []byte) ([]byte, error)
+	// GetTurn returns a turn's committed output, or ErrNotFound.
+	GetTurn(ctx context.Context, turnID string) ([]byte, error)
 
 	Close() error
 }
@@ -129,4 +159,27 @@ var (
 	// ErrFenced: the write presented a stale fence; a newer claim owns the
 	// operation.
 	ErrFenced = errors.New("ledger: stale fence")
+	// ErrLeaseHeld: another attempt holds a live lease on the operation;
+	// a *LeaseHeldError says who and until when.
+	ErrLeaseHeld = errors.New("ledger: lease held")
+	// ErrSettled: the ledger already knows how the operation ended; there
+	// is nothing to reconcile.
+	ErrSettled = errors.New("ledger: outcome already recorded")
 )
+
+// LeaseHeldError is TakeForReconcile's refusal of an operation under a live
+// lease. It matches ErrLeaseHeld with errors.Is.
+type LeaseHeldError struct {
+	ID        string
+	State     State
+	Owner     string
+	ExpiresAt time.Time
+}
+
+func (e *LeaseHeldError) Error() string {
+	return fmt.Sprintf("operation %s is %s and %s holds its lease until %s",
+		e.ID, e.State, e.Owner, e.ExpiresAt.UTC().Format(time.RFC3339Nano))
+}
+
+// Is makes errors.Is(err, ErrLeaseHeld) true.
+func (e *LeaseHeldError) Is(target error) bool { return target == ErrLeaseHeld }

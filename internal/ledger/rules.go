@@ -140,6 +140,41 @@ func CheckMarkRunning(cur Operation, fence int64, now time.Time) error {
 	return nil
 }
 
+// CheckRenew decides whether Renew under fence may extend cur's lease: the
+// claim must be current (CLAIMED or RUNNING under that fence) and its lease
+// still live. A lease that ran out may already be someone else's to
+// reconcile, so it is not revived: ErrFenced.
+func CheckRenew(cur Operation, fence int64, now time.Time) error {
+	if err := checkFence(cur, fence); err != nil {
+		return err
+	}
+	switch {
+	case cur.State != StateClaimed && cur.State != StateRunning:
+		return stale("operation is %s; only a CLAIMED or RUNNING lease is renewed", cur.State)
+	case !LeaseLive(cur, now):
+		return stale("lease expired at %s", cur.LeaseExpiresAt.Format(time.RFC3339Nano))
+	}
+	return nil
+}
+
+// CheckTakeForReconcile decides whether a reconciler may take cur: its
+// outcome must be one nobody knows (UNKNOWN, NEEDS_HUMAN, or CLAIMED or
+// RUNNING) and no lease on it may be live. A settled operation is
+// ErrSettled; a live lease is a *LeaseHeldError.
+func CheckTakeForReconcile(cur Operation, now time.Time) error {
+	switch cur.State {
+	case StateSucceeded, StateFailed, StateAbsent, StateDeclared:
+		return fmt.Errorf("operation is %s: %w", cur.State, ErrSettled)
+	case StateUnknown, StateNeedsHuman, StateClaimed, StateRunning:
+		if LeaseLive(cur, now) {
+			return &LeaseHeldError{ID: cur.ID, State: cur.State, Owner: cur.LeaseOwner, ExpiresAt: cur.LeaseExpiresAt}
+		}
+		return nil
+	default:
+		return fmt.Errorf("unrecognised state %q in the ledger", cur.State)
+	}
+}
+
 // completable lists the states a Complete may leave: the claim is still open.
 // NEEDS_HUMAN is included so that a person's verdict (docs/design.md §5.4) can
 // be recorded under the fence the operation holds.

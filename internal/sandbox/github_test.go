@@ -2,7 +2,6 @@ package sandbox_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -16,6 +15,7 @@ import (
 	"github.com/google/go-github/v62/github"
 
 	"github.com/capstanhq/capstan/internal/sandbox"
+	"github.com/capstanhq/capstan/internal/testenv"
 )
 
 // The GitHub fake is exercised through go-github itself, so every path,
@@ -312,15 +312,8 @@ func TestGitHubStatsEndpointCountsAuthorization(t *testing.T) {
 	if _, _, err := c.Repositories.Get(ctx, "acme", "app"); err != nil {
 		t.Fatal(err)
 	}
-	resp, err := http.Get(srv.URL + "/_sandbox/stats")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
 	var raw map[string]int64
-	if err := json.NewDecoder(resp.Body).Decode(&raw); err != nil {
-		t.Fatal(err)
-	}
+	testenv.GetJSON(t, srv.URL+"/_sandbox/stats", &raw)
 	want := map[string]int64{"requests": 2, "authorized_requests": 1, "branches_created": 0,
 		"files_written": 0, "pull_requests_created": 0, "comments_created": 0}
 	if fmt.Sprint(raw) != fmt.Sprint(want) {

@@ -13,6 +13,8 @@ import (
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+
+	"github.com/capstanhq/capstan/internal/testenv"
 )
 
 // newModelServer runs a fresh model fake for one test.
@@ -329,7 +331,7 @@ func TestModelFaultAnswersFirst(t *testing.T) {
 		return true
 	})
 	var st ModelStats
-	getJSON(t, srv.URL+"/_sandbox/stats", &st)
+	testenv.GetJSON(t, srv.URL+"/_sandbox/stats", &st)
 	if st.Requests != 1 || st.StreamsCompleted != 1 || st.ScriptRequests["demo"] != 1 {
 		t.Errorf("stats = %+v", st)
 	}

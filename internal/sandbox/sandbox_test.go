@@ -9,6 +9,8 @@ import (
 
 	"github.com/openai/openai-go/v3"
 	"github.com/slack-go/slack"
+
+	"github.com/capstanhq/capstan/internal/testenv"
 )
 
 // startSandbox runs all three fakes for one test.
@@ -59,12 +61,12 @@ func TestStartServesAllFakes(t *testing.T) {
 	resp.Body.Close()
 
 	var ms ModelStats
-	getJSON(t, strings.TrimSuffix(sb.ModelURL, "/v1")+"/_sandbox/stats", &ms)
+	testenv.GetJSON(t, strings.TrimSuffix(sb.ModelURL, "/v1")+"/_sandbox/stats", &ms)
 	if ms.StreamsCompleted != 1 || ms.ScriptRequests["hello"] != 1 {
 		t.Errorf("model stats = %+v", ms)
 	}
 	var ss SlackStats
-	getJSON(t, strings.TrimSuffix(sb.SlackURL, "/api/")+"/_sandbox/stats", &ss)
+	testenv.GetJSON(t, strings.TrimSuffix(sb.SlackURL, "/api/")+"/_sandbox/stats", &ss)
 	if ss.MessagesPosted != 1 || sb.Slack.Stats() != ss {
 		t.Errorf("slack stats = %+v, direct %+v", ss, sb.Slack.Stats())
 	}
@@ -174,7 +176,7 @@ func TestFaultControlEndpoint(t *testing.T) {
 		t.Errorf("faulted request: %s, remaining %q", resp.Status, resp.Header.Get("X-RateLimit-Remaining"))
 	}
 	var listed []state
-	getJSON(t, ghFaults, &listed)
+	testenv.GetJSON(t, ghFaults, &listed)
 	if len(listed) != 1 || listed[0].Fired != 1 {
 		t.Errorf("GET after one request: %+v, want the rule fired once", listed)
 	}
@@ -182,11 +184,11 @@ func TestFaultControlEndpoint(t *testing.T) {
 		t.Errorf("DELETE: %d", code)
 	}
 	listed = nil
-	getJSON(t, ghFaults, &listed)
+	testenv.GetJSON(t, ghFaults, &listed)
 	if len(listed) != 0 {
 		t.Errorf("GET after DELETE: %+v", listed)
 	}
-	getJSON(t, slackFaults, &listed)
+	testenv.GetJSON(t, slackFaults, &listed)
 	if len(sb.GitHub.Faults()) != 0 || len(listed) != 1 {
 		t.Errorf("after DELETE on GitHub: github %+v, slack %+v; want only Slack's rule", sb.GitHub.Faults(), listed)
 	}
@@ -212,24 +214,8 @@ func TestControlPathsInsideTheGitHubAPI(t *testing.T) {
 		t.Errorf("GET contents/_sandbox/stats: %s, stats %+v; want the API's 404, counted", resp.Status, sb.GitHub.Stats())
 	}
 	var st GitHubStats
-	getJSON(t, sb.GitHubURL+"api/v3/_sandbox/stats", &st)
+	testenv.GetJSON(t, sb.GitHubURL+"api/v3/_sandbox/stats", &st)
 	if st.Requests != 1 {
 		t.Errorf("stats under a mount prefix = %+v", st)
-	}
-}
-
-// getJSON decodes a GET response into v.
-func getJSON(t *testing.T, url string, v any) {
-	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET %s: %s", url, resp.Status)
-	}
-	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
-		t.Fatalf("GET %s: %v", url, err)
 	}
 }

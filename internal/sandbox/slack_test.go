@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/slack-go/slack"
+
+	"github.com/capstanhq/capstan/internal/testenv"
 )
 
 // newSlackServer runs a fresh Slack fake for one test and returns its API
@@ -191,7 +193,7 @@ func TestSlackFaultAnswersFirst(t *testing.T) {
 		t.Fatalf("err = %v, want the injected 502", err)
 	}
 	var st SlackStats
-	getJSON(t, strings.TrimSuffix(apiURL, "/api/")+"/_sandbox/stats", &st)
+	testenv.GetJSON(t, strings.TrimSuffix(apiURL, "/api/")+"/_sandbox/stats", &st)
 	if st != (SlackStats{}) || len(fake.Messages("#capstan")) != 0 {
 		t.Errorf("counters moved under a fault: %+v", st)
 	}

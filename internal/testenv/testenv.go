@@ -1,7 +1,8 @@
 // Package testenv starts the real dependencies capstan's tests run against:
 // a Temporal dev server from the pinned CLI (testsuite.DevServerOptions with
 // ExistingPath, on a free port) and the project's own binaries. It never
-// downloads anything: `make test` installs the CLI into .bin/ first.
+// downloads anything: `make test` installs the CLI into .bin/ first. It also
+// holds the few helpers tests of several packages share (GetJSON).
 package testenv
 
 import (

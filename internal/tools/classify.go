@@ -21,12 +21,13 @@ const (
 	VerdictFailed Verdict = "failed"
 	// VerdictNotSent: provably no request byte reached the server (the dial,
 	// including a connect timeout, or the DNS lookup failed, or the TLS
-	// handshake was refused), or the tool proved its effect was never
+	// handshake was refused), or the service refused the request for a rate
+	// limit (RetryAfterError), or the tool proved its effect was never
 	// requested. Safe to send again.
 	VerdictNotSent Verdict = "not_sent"
 	// VerdictUnknown: the request may have been written and may have acted —
-	// a timeout, a reset or EOF, an HTTP 5xx, 408 or 429, or anything not
-	// proven otherwise. The operation must be reconciled before it is
+	// a timeout, a reset or EOF, an HTTP 5xx, 408, or a 429 its tool could
+	// not identify as a rate limit, or anything not proven otherwise. The operation must be reconciled before it is
 	// repeated.
 	VerdictUnknown Verdict = "unknown"
 	// VerdictCancelled: the caller's context was cancelled. It proves nothing
@@ -49,14 +50,18 @@ const (
 // return with WithVerdict, and Classify reports that verdict first.
 func Classify(err error) Verdict {
 	var marked *verdictError
+	var limited *RetryAfterError
 	switch {
 	case err == nil:
 		return ""
 	case errors.As(err, &marked):
 		return marked.verdict
+	case errors.As(err, &limited):
+		return VerdictNotSent // a rate-limited request did nothing
 	case errors.Is(err, context.Canceled):
 		return VerdictCancelled
-	case errors.Is(err, ErrInvalidArguments), errors.Is(err, ErrUnknownTool), errors.Is(err, ErrRefused):
+	case errors.Is(err, ErrInvalidArguments), errors.Is(err, ErrUnknownTool), errors.Is(err, ErrRefused),
+		errors.Is(err, ErrChangedSinceRead):
 		return VerdictFailed
 	}
 	// Transport errors. A client that returns ctx.Err() once the caller's

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/capstanhq/capstan/internal/tools"
+	"github.com/capstanhq/capstan/internal/tools/internal/transporttest"
 )
 
 // get makes one plain net/http request, as any HTTP client library does
@@ -32,39 +33,17 @@ func get(ctx context.Context, t *testing.T, hc *http.Client, target string) erro
 	return err
 }
 
-// hangingServer accepts requests and never answers; entered receives one
-// value per request once the request has been read.
-func hangingServer(t *testing.T) (string, <-chan struct{}) {
-	t.Helper()
-	entered, release := make(chan struct{}, 8), make(chan struct{})
-	srv := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
-		entered <- struct{}{}
-		select {
-		case <-r.Context().Done():
-		case <-release:
-		}
-	}))
-	t.Cleanup(func() { close(release); srv.Close() })
-	return srv.URL, entered
-}
-
 func TestClassifyTransportFailures(t *testing.T) {
 	ctx := context.Background()
 
 	t.Run("dial refused is not sent", func(t *testing.T) {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := ln.Addr().String()
-		ln.Close()
-		if err := get(ctx, t, &http.Client{}, "http://"+addr+"/"); tools.Classify(err) != tools.VerdictNotSent {
+		if err := get(ctx, t, &http.Client{}, "http://"+transporttest.RefusedAddr(t)+"/"); tools.Classify(err) != tools.VerdictNotSent {
 			t.Errorf("Classify(%v) = %q", err, tools.Classify(err))
 		}
 	})
 
 	t.Run("timeout after sending is unknown", func(t *testing.T) {
-		base, _ := hangingServer(t)
+		base, _ := transporttest.HangingServer(t)
 		err := get(ctx, t, &http.Client{Timeout: 50 * time.Millisecond}, base)
 		if got := tools.Classify(err); got != tools.VerdictUnknown {
 			t.Errorf("Classify(%v) = %q, want unknown: a timeout is never failed", err, got)
@@ -72,7 +51,7 @@ func TestClassifyTransportFailures(t *testing.T) {
 	})
 
 	t.Run("context deadline is unknown", func(t *testing.T) {
-		base, _ := hangingServer(t)
+		base, _ := transporttest.HangingServer(t)
 		dctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 		defer cancel()
 		if err := get(dctx, t, &http.Client{}, base); tools.Classify(err) != tools.VerdictUnknown {
@@ -94,13 +73,22 @@ func TestClassifyTransportFailures(t *testing.T) {
 	})
 
 	t.Run("cancelled in flight", func(t *testing.T) {
-		base, entered := hangingServer(t)
+		base, entered := transporttest.HangingServer(t)
 		cctx, cancel := context.WithCancel(ctx)
 		errc := make(chan error, 1)
 		go func() { errc <- get(cctx, t, &http.Client{}, base) }()
 		<-entered
 		cancel()
 		if err := <-errc; tools.Classify(err) != tools.VerdictCancelled {
+			t.Errorf("Classify(%v) = %q", err, tools.Classify(err))
+		}
+	})
+
+	t.Run("cancelled before sending", func(t *testing.T) {
+		base, _ := transporttest.HangingServer(t)
+		cctx, cancel := context.WithCancel(ctx)
+		cancel()
+		if err := get(cctx, t, &http.Client{}, base); tools.Classify(err) != tools.VerdictCancelled {
 			t.Errorf("Classify(%v) = %q", err, tools.Classify(err))
 		}
 	})
@@ -152,6 +140,8 @@ func TestClassifyConstructedErrors(t *testing.T) {
 		{fmt.Errorf("x: %w", tools.ErrInvalidArguments), tools.VerdictFailed},
 		{fmt.Errorf("x: %w", tools.ErrUnknownTool), tools.VerdictFailed},
 		{fmt.Errorf("x: %w", tools.ErrRefused), tools.VerdictFailed},
+		{fmt.Errorf("x: %w: 409", tools.ErrChangedSinceRead), tools.VerdictFailed},
+		{fmt.Errorf("x: %w", &tools.RetryAfterError{Wait: time.Minute, Err: errors.New("429 Too Many Requests")}), tools.VerdictNotSent},
 		{errors.New("something odd"), tools.VerdictUnknown},
 	} {
 		if got := tools.Classify(tc.err); got != tc.want {
@@ -179,5 +169,17 @@ func TestClassifyWithVerdict(t *testing.T) {
 	}
 	if got := tools.Classify(tools.WithVerdict(errors.New("422 Validation Failed"), tools.VerdictFailed)); got != tools.VerdictFailed {
 		t.Errorf("marked refusal classifies as %q", got)
+	}
+}
+
+// A rate limit's wait travels with the error, through any wrapping.
+func TestRetryAfterTravelsWithTheError(t *testing.T) {
+	cause := errors.New("403 You have exceeded a secondary rate limit")
+	err := fmt.Errorf("github_create_pull_request: %w", &tools.RetryAfterError{Wait: 37 * time.Second, Err: cause})
+	if wait, ok := tools.RetryAfter(err); !ok || wait != 37*time.Second || !errors.Is(err, cause) {
+		t.Errorf("RetryAfter(%v) = %s, %v; want 37s, with the cause kept", err, wait, ok)
+	}
+	if _, ok := tools.RetryAfter(cause); ok {
+		t.Error("an error without a wait reports one")
 	}
 }

@@ -100,7 +100,7 @@ type testCase struct {
 }
 
 // cases lists every subtest; the rules live in claim.go, writes.go,
-// misc.go and concurrency.go.
+// misc.go, turns.go, renew.go, reconcile.go and concurrency.go.
 var cases = []testCase{
 	{"ClaimNew", testClaimNew},
 	{"ClaimValidation", testClaimValidation},
@@ -123,9 +123,20 @@ var cases = []testCase{
 	{"ListByTaskOrder", testListByTask},
 	{"ItemsDedupeAndRoundTrip", testItems},
 	{"ItemRefValidation", testItemRefValidation},
+	{"TakeForReconcile", testTakeForReconcile},
+	{"ZombieCannotOverwriteReconcilerVerdict", testZombieCannotOverwriteVerdict},
+	{"ZombieCannotOverwriteNeedsHuman", testZombieCannotOverwriteNeedsHuman},
+	{"ExpiredRunningIsReconciledNotReExecuted", testExpiredRunningIsReconciledNotReExecuted},
+	{"TakeForReconcileRefusesLiveLease", testTakeRefusesLiveLease},
+	{"TakeForReconcileSettled", testTakeSettled},
+	{"TakeForReconcileValidation", testTakeValidation},
 	{"ConcurrentClaimsOneWinner", testConcurrentClaims},
 	{"ConcurrentReclaimsOneWinner", testConcurrentReclaims},
 	{"ConcurrentClaimsManyOperations", testConcurrentClaimsMany},
+	{"RenewKeepsTheLeaseLive", testRenewKeepsTheLeaseLive},
+	{"RenewRules", testRenewRules},
+	{"TurnCommitsOnce", testTurnCommitsOnce},
+	{"ConcurrentTurnCommitsAgree", testConcurrentTurnCommits},
 }
 
 // h is the harness one subtest works with.

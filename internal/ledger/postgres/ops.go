@@ -133,8 +133,8 @@ func (s *Store) claimExisting(ctx context.Context, req ledger.ClaimRequest) (led
 // writeUnderFence is every write after a claim: in one transaction it reads
 // and locks the operation, lets check (one of ledger's Check rules) refuse
 // it, and then runs update. The UPDATE repeats "AND fence = $n" so the row
-// it changes is the one that was checked. A stale-fence refusal is logged:
-// it is how a zombie attempt shows itself.
+// it changes is the one that was checked. A stale-fence refusal is logged
+// (ledger.LogStaleFence).
 func (s *Store) writeUnderFence(ctx context.Context, verb, id string, fence int64,
 	check func(cur ledger.Operation, now time.Time) error,
 	update func(tx pgx.Tx, now time.Time) error,
@@ -146,11 +146,7 @@ func (s *Store) writeUnderFence(ctx context.Context, verb, id string, fence int6
 		}
 		now := s.clock()
 		if err := check(cur, now); err != nil {
-			if errors.Is(err, ledger.ErrFenced) {
-				s.log.WarnContext(ctx, "ledger rejected a stale-fence write", "op", verb,
-					"operation_id", id, "fence", fence, "current_fence", cur.Fence,
-					"state", string(cur.State), "reason", err.Error())
-			}
+			ledger.LogStaleFence(ctx, s.log, verb, cur, fence, err)
 			return err
 		}
 		return update(tx, now)
@@ -170,6 +166,22 @@ func (s *Store) MarkRunning(ctx context.Context, id string, fence int64) error {
 		})
 	if err != nil {
 		return fmt.Errorf("ledger/postgres: mark running %q (fence %d): %w", id, fence, err)
+	}
+	return nil
+}
+
+// Renew implements ledger.Store under ledger.CheckRenew.
+func (s *Store) Renew(ctx context.Context, id string, fence int64, lease time.Duration) error {
+	err := s.writeUnderFence(ctx, "renew", id, fence,
+		func(cur ledger.Operation, now time.Time) error { return ledger.CheckRenew(cur, fence, now) },
+		func(tx pgx.Tx, now time.Time) error {
+			_, err := tx.Exec(ctx, `UPDATE operations SET lease_expires_at = $1, updated_at = $2
+				WHERE operation_id = $3 AND fence = $4`,
+				now.Add(lease), now, id, fence)
+			return err
+		})
+	if err != nil {
+		return fmt.Errorf("ledger/postgres: renew %q (fence %d): %w", id, fence, err)
 	}
 	return nil
 }
@@ -239,4 +251,41 @@ func (s *Store) ListByTask(ctx context.Context, taskID string) ([]ledger.Operati
 		ops = []ledger.Operation{}
 	}
 	return ops, nil
+}
+
+// TakeForReconcile implements ledger.Store under
+// ledger.CheckTakeForReconcile: the row is locked, checked and given the
+// next fence in one transaction.
+func (s *Store) TakeForReconcile(ctx context.Context, id, owner string, lease time.Duration) (ledger.Operation, error) {
+	switch {
+	case id == "":
+		return ledger.Operation{}, errors.New("ledger/postgres: take for reconcile: empty operation id")
+	case owner == "":
+		return ledger.Operation{}, fmt.Errorf("ledger/postgres: take %q for reconcile: empty owner", id)
+	case lease <= 0:
+		return ledger.Operation{}, fmt.Errorf("ledger/postgres: take %q for reconcile: lease %v, want > 0", id, lease)
+	}
+	var op ledger.Operation
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		cur, err := getOp(ctx, tx, id, true)
+		if err != nil {
+			return err
+		}
+		op = cur
+		now := s.clock()
+		if err := ledger.CheckTakeForReconcile(cur, now); err != nil {
+			return err
+		}
+		op, err = scanOp(tx.QueryRow(ctx, `UPDATE operations SET fence = fence + 1, lease_owner = $1,
+			lease_expires_at = $2, updated_at = $3 WHERE operation_id = $4 RETURNING `+opColumns,
+			owner, now.Add(lease), now, id))
+		return err
+	})
+	switch {
+	case errors.Is(err, ledger.ErrSettled):
+		return op, fmt.Errorf("ledger/postgres: take %q for reconcile: %w", id, err) // the caller reports what the ledger knows
+	case err != nil:
+		return ledger.Operation{}, fmt.Errorf("ledger/postgres: take %q for reconcile: %w", id, err)
+	}
+	return op, nil
 }

@@ -186,6 +186,11 @@ var migrations = []string{
 		size       integer     NOT NULL,
 		created_at timestamptz NOT NULL
 	);`,
+	`CREATE TABLE turns (
+		turn_id    text COLLATE "C" NOT NULL PRIMARY KEY,
+		output     bytea       NOT NULL,
+		created_at timestamptz NOT NULL
+	);`,
 }
 
 // migrationLock is the first key of the advisory lock that serializes the

@@ -109,8 +109,8 @@ func (s *Store) Claim(ctx context.Context, req ledger.ClaimRequest) (ledger.Clai
 // writeUnderFence is every write after a claim: in one transaction it reads
 // the operation, lets check (one of ledger's Check rules) refuse it, and then
 // runs update. The UPDATE repeats "AND fence = ?" so the row it changes is
-// the one that was checked. A stale-fence refusal is logged: it is how a
-// zombie attempt shows itself.
+// the one that was checked. A stale-fence refusal is logged
+// (ledger.LogStaleFence).
 func (s *Store) writeUnderFence(ctx context.Context, verb, id string, fence int64,
 	check func(cur ledger.Operation, now time.Time) error,
 	update func(tx *sql.Tx, now time.Time) error,
@@ -122,11 +122,7 @@ func (s *Store) writeUnderFence(ctx context.Context, verb, id string, fence int6
 			return err
 		}
 		if err := check(cur, now); err != nil {
-			if errors.Is(err, ledger.ErrFenced) {
-				s.log.WarnContext(ctx, "ledger rejected a stale-fence write", "op", verb,
-					"operation_id", id, "fence", fence, "current_fence", cur.Fence,
-					"state", string(cur.State), "reason", err.Error())
-			}
+			ledger.LogStaleFence(ctx, s.log, verb, cur, fence, err)
 			return err
 		}
 		return update(tx, now)
@@ -146,6 +142,22 @@ func (s *Store) MarkRunning(ctx context.Context, id string, fence int64) error {
 		})
 	if err != nil {
 		return fmt.Errorf("ledger/sqlite: mark running %q (fence %d): %w", id, fence, err)
+	}
+	return nil
+}
+
+// Renew implements ledger.Store under ledger.CheckRenew.
+func (s *Store) Renew(ctx context.Context, id string, fence int64, lease time.Duration) error {
+	err := s.writeUnderFence(ctx, "renew", id, fence,
+		func(cur ledger.Operation, now time.Time) error { return ledger.CheckRenew(cur, fence, now) },
+		func(tx *sql.Tx, now time.Time) error {
+			_, err := tx.ExecContext(ctx, `UPDATE operations SET lease_expires_at = ?, updated_at = ?
+				WHERE operation_id = ? AND fence = ?`,
+				toNanos(now.Add(lease)), toNanos(now), id, fence)
+			return err
+		})
+	if err != nil {
+		return fmt.Errorf("ledger/sqlite: renew %q (fence %d): %w", id, fence, err)
 	}
 	return nil
 }
@@ -220,4 +232,61 @@ func (s *Store) ListByTask(ctx context.Context, taskID string) ([]ledger.Operati
 		return nil, fmt.Errorf("ledger/sqlite: list task %q: %w", taskID, err)
 	}
 	return ops, nil
+}
+
+// TakeForReconcile implements ledger.Store. The take is one compare-and-set
+// UPDATE: it changes the row only if its state may hide an unknown outcome
+// and no lease on it is live, and it bumps the fence in place. When it
+// changes nothing, the row is read in the same transaction to say why.
+func (s *Store) TakeForReconcile(ctx context.Context, id, owner string, lease time.Duration) (ledger.Operation, error) {
+	switch {
+	case id == "":
+		return ledger.Operation{}, errors.New("ledger/sqlite: take for reconcile: empty operation id")
+	case owner == "":
+		return ledger.Operation{}, fmt.Errorf("ledger/sqlite: take %q for reconcile: empty owner", id)
+	case lease <= 0:
+		return ledger.Operation{}, fmt.Errorf("ledger/sqlite: take %q for reconcile: lease %v, want > 0", id, lease)
+	}
+	var op ledger.Operation
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		now := s.now().UTC()
+		res, err := tx.ExecContext(ctx, `UPDATE operations SET fence = fence + 1, lease_owner = ?,
+			lease_expires_at = ?, updated_at = ?
+			WHERE operation_id = ? AND state IN (?, ?, ?, ?)
+			AND (lease_expires_at IS NULL OR lease_expires_at <= ?)`,
+			owner, toNanos(now.Add(lease)), toNanos(now), id,
+			string(ledger.StateUnknown), string(ledger.StateNeedsHuman),
+			string(ledger.StateClaimed), string(ledger.StateRunning), toNanos(now))
+		if err != nil {
+			return fmt.Errorf("update: %w", err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return fmt.Errorf("update: %w", err)
+		}
+		if op, err = getOp(ctx, tx, id); err != nil {
+			return err
+		}
+		if n == 1 {
+			return nil
+		}
+		switch op.State {
+		case ledger.StateSucceeded, ledger.StateFailed, ledger.StateAbsent, ledger.StateDeclared:
+			return fmt.Errorf("operation is %s: %w", op.State, ledger.ErrSettled)
+		case ledger.StateUnknown, ledger.StateNeedsHuman, ledger.StateClaimed, ledger.StateRunning:
+			return &ledger.LeaseHeldError{ID: id, State: op.State, Owner: op.LeaseOwner, ExpiresAt: op.LeaseExpiresAt}
+		default:
+			return fmt.Errorf("unrecognised state %q in the ledger", op.State)
+		}
+	})
+	switch {
+	case errors.Is(err, ledger.ErrSettled):
+		// The caller reports what the ledger already knows.
+		return op, fmt.Errorf("ledger/sqlite: take %q for reconcile: %w", id, err)
+	case err != nil:
+		return ledger.Operation{}, fmt.Errorf("ledger/sqlite: take %q for reconcile: %w", id, err)
+	}
+	s.log.DebugContext(ctx, "ledger take for reconcile", "operation_id", id, "owner", owner,
+		"state", string(op.State), "fence", op.Fence)
+	return op, nil
 }

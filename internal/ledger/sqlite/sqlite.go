@@ -27,6 +27,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -40,7 +41,7 @@ import (
 
 // schemaVersion is stored in PRAGMA user_version. Open refuses a database
 // written by a newer schema.
-const schemaVersion = 1
+const schemaVersion = 2
 
 const busyTimeoutMillis = 5000
 
@@ -170,10 +171,36 @@ func dsn(abs string, readOnly bool) string {
 	return "file:" + p + "?" + strings.Join(q, "&")
 }
 
+// openConn opens one connection of db. Switching a new file to WAL takes an
+// exclusive lock that SQLite does not wait for through busy_timeout, so
+// workers opening one fresh ledger at once can see SQLITE_BUSY here: that
+// is retried, with a short jittered pause, for up to busyTimeoutMillis.
+func openConn(ctx context.Context, db *sql.DB) (*sql.Conn, error) {
+	deadline := time.Now().Add(busyTimeoutMillis * time.Millisecond)
+	for {
+		conn, err := db.Conn(ctx)
+		if err == nil || !isBusy(err) || time.Now().After(deadline) {
+			return conn, err
+		}
+		pause := time.NewTimer(time.Duration(5+rand.IntN(20)) * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			pause.Stop()
+			return nil, ctx.Err()
+		case <-pause.C:
+		}
+	}
+}
+
+func isBusy(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "SQLITE_BUSY") || strings.Contains(msg, "database is locked")
+}
+
 // verifyPragmas checks on one live connection of db that the DSN pragmas took
 // effect; the driver applies the same list to every connection it opens.
 func verifyPragmas(ctx context.Context, db *sql.DB) error {
-	conn, err := db.Conn(ctx)
+	conn, err := openConn(ctx, db)
 	if err != nil {
 		return err
 	}
@@ -231,6 +258,11 @@ CREATE TABLE IF NOT EXISTS items (
 	ref        TEXT    NOT NULL PRIMARY KEY, -- "sha256:<hex>"
 	data       BLOB    NOT NULL,
 	size       INTEGER NOT NULL,
+	created_at INTEGER NOT NULL              -- UTC Unix nanoseconds
+);
+CREATE TABLE IF NOT EXISTS turns (           -- since schema version 2
+	turn_id    TEXT    NOT NULL PRIMARY KEY,
+	output     BLOB    NOT NULL,
 	created_at INTEGER NOT NULL              -- UTC Unix nanoseconds
 );
 `

@@ -16,12 +16,13 @@ import (
 var errWriteNotSent = errors.New("the write was not sent")
 
 // Classify is tools.Classify (docs/design.md §5.4 step 4) for an error of a go-github
-// call or of these tools, with what GitHub's answers mean: a 4xx other than
-// 408 and 429 is a refusal ("failed"); a 5xx, 408, 429, a rate limit or a 202
-// "accepted, still working" may have acted ("unknown"); go-github's refusal
-// to send while a known rate limit is in force, and a failed read before a
-// write, sent nothing ("not_sent"). Cancellation, the tools sentinels and
-// transport errors keep tools.Classify's verdict.
+// call or of these tools, with what GitHub's answers mean: a rate limit
+// (RateLimitWait: a 403 or 429 with GitHub's rate-limit marks, or
+// go-github's refusal to send while a known limit is in force) did nothing
+// ("not_sent"), and so did a failed read before a write; any other 4xx but
+// 408 and 429 is a refusal ("failed"); a 5xx, 408, an unmarked 429 or a 202
+// "accepted, still working" may have acted ("unknown"). Cancellation, the
+// tools sentinels and transport errors keep tools.Classify's verdict.
 func Classify(err error) tools.Verdict {
 	v := classify(err)
 	if v == tools.VerdictUnknown && errors.Is(err, errWriteNotSent) {
@@ -37,17 +38,14 @@ func classify(err error) tools.Verdict {
 	switch {
 	case errors.Is(err, github.ErrPathForbidden):
 		return tools.VerdictFailed // go-github refused a path with ".." before sending
-	case notSentByRateGuard(err):
-		return tools.VerdictNotSent
+	}
+	if _, limited := RateLimitWait(err); limited {
+		return tools.VerdictNotSent // GitHub refused it for a rate limit: it did nothing
 	}
 	status := HTTPStatus(err)
-	var rate *github.RateLimitError
-	var abuse *github.AbuseRateLimitError
 	switch {
 	case status == 0:
 		return tools.VerdictUnknown // no answer, and the transport proved nothing
-	case errors.As(err, &rate), errors.As(err, &abuse):
-		return tools.VerdictUnknown // rate limited: treated like 429
 	case status >= 400 && status < 500 && status != http.StatusRequestTimeout && status != http.StatusTooManyRequests:
 		return tools.VerdictFailed
 	default:

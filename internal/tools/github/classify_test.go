@@ -1,12 +1,9 @@
 package githubtools_test
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -18,6 +15,7 @@ import (
 
 	"github.com/capstanhq/capstan/internal/tools"
 	githubtools "github.com/capstanhq/capstan/internal/tools/github"
+	"github.com/capstanhq/capstan/internal/tools/internal/transporttest"
 )
 
 // listAgainst makes one read through go-github and returns its error.
@@ -51,22 +49,6 @@ func statusServer(t *testing.T, status int, header http.Header) string {
 	return srv.URL
 }
 
-// hangingServer accepts requests and never answers; entered receives one
-// value per request once the request has been read.
-func hangingServer(t *testing.T) (string, <-chan struct{}) {
-	t.Helper()
-	entered, release := make(chan struct{}, 8), make(chan struct{})
-	srv := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
-		entered <- struct{}{}
-		select {
-		case <-r.Context().Done():
-		case <-release:
-		}
-	}))
-	t.Cleanup(func() { close(release); srv.Close() })
-	return srv.URL, entered
-}
-
 func TestClassifyStatuses(t *testing.T) {
 	ctx := context.Background()
 	for _, tc := range []struct {
@@ -81,7 +63,9 @@ func TestClassifyStatuses(t *testing.T) {
 		{http.StatusForbidden, nil, tools.VerdictFailed},
 		{http.StatusRequestTimeout, nil, tools.VerdictUnknown},
 		{http.StatusTooManyRequests, nil, tools.VerdictUnknown},
-		{http.StatusForbidden, http.Header{"X-Ratelimit-Remaining": {"0"}, "X-Ratelimit-Reset": {fmt.Sprint(time.Now().Add(time.Hour).Unix())}}, tools.VerdictUnknown},
+		// A rate limit did nothing (see ratelimit_test.go for every form).
+		{http.StatusForbidden, http.Header{"X-Ratelimit-Remaining": {"0"}, "X-Ratelimit-Reset": {fmt.Sprint(time.Now().Add(time.Hour).Unix())}}, tools.VerdictNotSent},
+		{http.StatusTooManyRequests, http.Header{"Retry-After": {"30"}}, tools.VerdictNotSent},
 		{http.StatusInternalServerError, nil, tools.VerdictUnknown},
 		{http.StatusBadGateway, nil, tools.VerdictUnknown},
 		{http.StatusServiceUnavailable, nil, tools.VerdictUnknown},
@@ -99,7 +83,7 @@ func TestClassifyStatuses(t *testing.T) {
 func TestClassifyRateLimitGuardIsNotSent(t *testing.T) {
 	reset := fmt.Sprint(time.Now().Add(time.Hour).Unix())
 	c := clientFor(t, statusServer(t, http.StatusForbidden, http.Header{"X-Ratelimit-Remaining": {"0"}, "X-Ratelimit-Reset": {reset}}), nil)
-	if err := listAgainst(context.Background(), t, c); githubtools.Classify(err) != tools.VerdictUnknown {
+	if err := listAgainst(context.Background(), t, c); githubtools.Classify(err) != tools.VerdictNotSent || githubtools.HTTPStatus(err) != http.StatusForbidden {
 		t.Fatalf("first: %v", err)
 	}
 	// go-github now refuses locally without sending anything.
@@ -109,24 +93,25 @@ func TestClassifyRateLimitGuardIsNotSent(t *testing.T) {
 	}
 }
 
-func TestClassifyTransportFailures(t *testing.T) {
+// What go-github adds to a transport failure, and what GitHub's Classify
+// makes of it. How the transport's own errors classify is tested once, with
+// plain net/http, in internal/tools; here only go-github's handling matters:
+// it returns the transport error with its URL sanitised (the proof must
+// survive that), it returns ctx.Err() in place of the transport error once
+// the caller's context has ended, and an error with no answer carries no
+// status, which GitHub's status rules must not take for a refusal.
+func TestClassifyTransportFailuresThroughGoGitHub(t *testing.T) {
 	ctx := context.Background()
 
 	t.Run("dial refused is not sent", func(t *testing.T) {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := ln.Addr().String()
-		ln.Close()
-		err = listAgainst(ctx, t, clientFor(t, "http://"+addr+"/", nil))
+		err := listAgainst(ctx, t, clientFor(t, "http://"+transporttest.RefusedAddr(t)+"/", nil))
 		if got := githubtools.Classify(err); got != tools.VerdictNotSent || githubtools.HTTPStatus(err) != 0 {
-			t.Errorf("Classify(%v) = %q", err, got)
+			t.Errorf("Classify(%v) = %q, status %d; want not_sent and no status", err, got, githubtools.HTTPStatus(err))
 		}
 	})
 
 	t.Run("timeout after sending is unknown", func(t *testing.T) {
-		base, _ := hangingServer(t)
+		base, _ := transporttest.HangingServer(t)
 		err := listAgainst(ctx, t, clientFor(t, base, &http.Client{Timeout: 50 * time.Millisecond}))
 		if got := githubtools.Classify(err); got != tools.VerdictUnknown {
 			t.Errorf("Classify(%v) = %q, want unknown: a timeout is never failed", err, got)
@@ -134,7 +119,7 @@ func TestClassifyTransportFailures(t *testing.T) {
 	})
 
 	t.Run("context deadline is unknown", func(t *testing.T) {
-		base, _ := hangingServer(t)
+		base, _ := transporttest.HangingServer(t)
 		dctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 		defer cancel()
 		err := listAgainst(dctx, t, clientFor(t, base, nil))
@@ -143,22 +128,8 @@ func TestClassifyTransportFailures(t *testing.T) {
 		}
 	})
 
-	t.Run("connection dropped after the request is unknown", func(t *testing.T) {
-		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-			conn, _, err := w.(http.Hijacker).Hijack()
-			if err == nil {
-				conn.Close()
-			}
-		}))
-		t.Cleanup(srv.Close)
-		err := listAgainst(ctx, t, clientFor(t, srv.URL, nil))
-		if got := githubtools.Classify(err); got != tools.VerdictUnknown {
-			t.Errorf("Classify(%v) = %q", err, got)
-		}
-	})
-
 	t.Run("cancelled in flight", func(t *testing.T) {
-		base, entered := hangingServer(t)
+		base, entered := transporttest.HangingServer(t)
 		cctx, cancel := context.WithCancel(ctx)
 		errc := make(chan error, 1)
 		go func() { errc <- listAgainst(cctx, t, clientFor(t, base, nil)) }()
@@ -172,66 +143,54 @@ func TestClassifyTransportFailures(t *testing.T) {
 	t.Run("cancelled before sending", func(t *testing.T) {
 		cctx, cancel := context.WithCancel(ctx)
 		cancel()
-		base, _ := hangingServer(t)
+		base, _ := transporttest.HangingServer(t)
 		if err := listAgainst(cctx, t, clientFor(t, base, nil)); githubtools.Classify(err) != tools.VerdictCancelled {
 			t.Errorf("Classify(%v) = %q", err, githubtools.Classify(err))
 		}
 	})
-
-	t.Run("untrusted certificate is not sent", func(t *testing.T) {
-		srv := httptest.NewUnstartedServer(http.NotFoundHandler())
-		srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the refused handshake is expected
-		srv.StartTLS()
-		t.Cleanup(srv.Close)
-		err := listAgainst(ctx, t, clientFor(t, srv.URL, &http.Client{}))
-		if got := githubtools.Classify(err); got != tools.VerdictNotSent {
-			t.Errorf("Classify(%v) = %q", err, got)
-		}
-	})
-
-	t.Run("plain HTTP server behind https is not sent", func(t *testing.T) {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { ln.Close() })
-		go func() {
-			conn, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			defer conn.Close()
-			_, _ = bufio.NewReader(conn).Peek(1) // wait for the ClientHello
-			_, _ = conn.Write([]byte("HTTP/1.1 400 Bad Request\r\n\r\n"))
-		}()
-		err = listAgainst(ctx, t, clientFor(t, "https://"+ln.Addr().String()+"/", nil))
-		if got := githubtools.Classify(err); got != tools.VerdictNotSent {
-			t.Errorf("Classify(%v) = %q", err, got)
-		}
-	})
 }
 
-// GitHub's own errors get GitHub's verdicts; everything else keeps the
-// verdict tools.Classify gives it.
-func TestClassifyConstructedErrors(t *testing.T) {
-	dnsErr := &url.Error{Op: "Get", URL: "https://nowhere.invalid/", Err: &net.OpError{Op: "dial", Net: "tcp",
-		Err: &net.DNSError{Err: "no such host", Name: "nowhere.invalid", IsNotFound: true}}}
+// GitHub's own errors get GitHub's verdicts.
+func TestClassifyGitHubErrors(t *testing.T) {
 	for _, tc := range []struct {
 		err  error
 		want tools.Verdict
 	}{
-		{nil, ""},
 		{&github.AcceptedError{}, tools.VerdictUnknown},
 		{fmt.Errorf("get: %w", github.ErrPathForbidden), tools.VerdictFailed},
-		{dnsErr, tools.VerdictNotSent},
-		{fmt.Errorf("wrapped: %w", context.Canceled), tools.VerdictCancelled},
-		{context.DeadlineExceeded, tools.VerdictUnknown},
-		{fmt.Errorf("x: %w", tools.ErrInvalidArguments), tools.VerdictFailed},
-		{fmt.Errorf("x: %w", tools.ErrRefused), tools.VerdictFailed},
-		{errors.New("something odd"), tools.VerdictUnknown},
 	} {
 		if got := githubtools.Classify(tc.err); got != tc.want {
 			t.Errorf("Classify(%v) = %q, want %q", tc.err, got, tc.want)
+		}
+	}
+}
+
+// Every error that is not GitHub's keeps the verdict tools.Classify gives it
+// (tested there); in particular an unknown one without an HTTP status stays
+// unknown. The errors below cover every verdict, so the comparison cannot
+// pass by comparing one verdict with itself.
+func TestClassifyKeepsToolsVerdicts(t *testing.T) {
+	dnsErr := &url.Error{Op: "Get", URL: "https://nowhere.invalid/", Err: &net.OpError{Op: "dial", Net: "tcp",
+		Err: &net.DNSError{Err: "no such host", Name: "nowhere.invalid", IsNotFound: true}}}
+	covered := map[tools.Verdict]bool{}
+	for _, err := range []error{
+		nil,
+		dnsErr,
+		fmt.Errorf("wrapped: %w", context.Canceled),
+		context.DeadlineExceeded,
+		fmt.Errorf("x: %w", tools.ErrInvalidArguments),
+		fmt.Errorf("x: %w", tools.ErrRefused),
+		errors.New("something odd"),
+	} {
+		want := tools.Classify(err)
+		covered[want] = true
+		if got := githubtools.Classify(err); got != want {
+			t.Errorf("Classify(%v) = %q, want tools.Classify's %q", err, got, want)
+		}
+	}
+	for _, v := range []tools.Verdict{"", tools.VerdictNotSent, tools.VerdictCancelled, tools.VerdictFailed, tools.VerdictUnknown} {
+		if !covered[v] {
+			t.Errorf("no case where tools.Classify says %q", v)
 		}
 	}
 }

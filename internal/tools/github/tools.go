@@ -41,7 +41,7 @@ func Tools(c *github.Client) []tools.Tool {
 		getFileTool(c),
 		listPullRequestsTool(c),
 		createBranchTool(c),
-		putFileTool(c),
+		newPutFileTool(c),
 		createPullRequestTool(c),
 		commentTool(c),
 	}
@@ -86,7 +86,8 @@ func (t *ghTool[A]) Summary(args json.RawMessage) string {
 
 // Execute validates call.Arguments and performs the call once. Its errors
 // carry their verdict (Classify), so tools.Classify knows what GitHub's
-// answer meant.
+// answer meant, and a rate limit carries the wait GitHub asked for as a
+// *tools.RetryAfterError.
 func (t *ghTool[A]) Execute(ctx context.Context, call tools.Call) (tools.Result, error) {
 	a, err := t.args(call.Arguments)
 	if err != nil {
@@ -97,9 +98,19 @@ func (t *ghTool[A]) Execute(ctx context.Context, call tools.Call) (tools.Result,
 	}
 	res, err := t.run(ctx, call.OperationID, a)
 	if err != nil {
-		return tools.Result{}, tools.WithVerdict(err, Classify(err))
+		return tools.Result{}, marked(err)
 	}
 	return res, nil
+}
+
+// marked gives err its verdict and, for a rate limit, the wait.
+func marked(err error) error {
+	v := Classify(err)
+	err = tools.WithVerdict(err, v)
+	if wait, limited := RateLimitWait(err); limited && v == tools.VerdictNotSent {
+		err = &tools.RetryAfterError{Wait: wait, Err: err}
+	}
+	return err
 }
 
 // args checks raw against the tool's schema, then parses it and applies the

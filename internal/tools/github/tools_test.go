@@ -3,6 +3,7 @@ package githubtools_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -264,5 +265,91 @@ func TestPutFileClassifiesReadAndWriteFailures(t *testing.T) {
 	}
 	if s := f.gh.Stats(); s.FilesWritten != 1 {
 		t.Errorf("FilesWritten = %d, want 1", s.FilesWritten)
+	}
+}
+
+// github_put_file reads its effect back: only the content it writes, on its
+// branch and path, counts as in place.
+func TestPutFileVerifyReadsTheWriteBack(t *testing.T) {
+	f := newFixture(t)
+	tool, err := f.tools.Get("github_put_file")
+	if err != nil {
+		t.Fatal(err)
+	}
+	verifier, ok := tool.(tools.Verifier)
+	if !ok {
+		t.Fatal("github_put_file is not a tools.Verifier")
+	}
+	for _, name := range []string{"github_create_branch", "github_create_pull_request", "github_comment"} {
+		if other, _ := f.tools.Get(name); other != nil {
+			if _, ok := other.(tools.Verifier); ok {
+				t.Errorf("%s claims to verify: only an idempotent write can be settled by reading", name)
+			}
+		}
+	}
+	call := tools.Call{OperationID: "op-v", Arguments: json.RawMessage(`{"repo":"acme/app","branch":"main","path":"docs/a.md","content":"v2\n","message":"m"}`)}
+	verify := func(when string, wantLanded bool) tools.Result {
+		t.Helper()
+		res, landed, err := verifier.Verify(context.Background(), call)
+		if err != nil || landed != wantLanded {
+			t.Fatalf("%s: Verify = %v, %v; want landed %v", when, landed, err, wantLanded)
+		}
+		return res
+	}
+	verify("file missing", false)
+	f.mustRun(t, "github_put_file", "op-v1", `{"repo":"acme/app","branch":"main","path":"docs/a.md","content":"v1\n","message":"m"}`)
+	verify("other content", false)
+	written, _ := f.mustRun(t, "github_put_file", "op-v", string(call.Arguments))
+	res := verify("written", true)
+	var out map[string]any
+	if err := json.Unmarshal(res.Output, &out); err != nil || res.ExternalID != written.ExternalID || out["blob_sha"] != written.ExternalID || out["path"] != "docs/a.md" {
+		t.Errorf("verified result = %s (%s), want the written blob %s", res.Output, res.ExternalID, written.ExternalID)
+	}
+	f.gh.SetFault(func(w http.ResponseWriter, r *http.Request, _ http.Handler) bool {
+		w.WriteHeader(http.StatusBadGateway)
+		return true
+	})
+	if _, landed, err := verifier.Verify(context.Background(), call); err == nil || landed {
+		t.Errorf("read failing: Verify = %v, %v; want an error: it cannot tell", landed, err)
+	}
+	if s := f.gh.Stats(); s.FilesWritten != 2 {
+		t.Errorf("FilesWritten = %d, want 2: Verify never writes", s.FilesWritten)
+	}
+}
+
+// A write refused because the file is no longer what the read before it
+// showed is marked ErrChangedSinceRead: a 409 for a stale blob sha, a 422
+// asking for a sha when a file appeared. It stays a refusal.
+func TestPutFileMarksAWriteOverAChangedFile(t *testing.T) {
+	f := newFixture(t)
+	const get = "/repos/acme/app/contents/a.md?ref=main"
+	read := func() *httptest.ResponseRecorder {
+		rec := httptest.NewRecorder()
+		f.gh.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, get, nil))
+		return rec
+	}
+	missing := read() // 404: the file does not exist yet
+	f.mustRun(t, "github_put_file", "op-1", `{"repo":"acme/app","branch":"main","path":"a.md","content":"v1","message":"m"}`)
+	v1 := read()
+	f.mustRun(t, "github_put_file", "op-2", `{"repo":"acme/app","branch":"main","path":"a.md","content":"v2","message":"m"}`)
+	for _, stale := range []*httptest.ResponseRecorder{v1, missing} {
+		f.gh.SetFault(func(w http.ResponseWriter, r *http.Request, _ http.Handler) bool {
+			if r.Method != http.MethodGet {
+				return false
+			}
+			for k, v := range stale.Header() {
+				w.Header()[k] = v
+			}
+			w.WriteHeader(stale.Code)
+			_, _ = w.Write(stale.Body.Bytes())
+			return true
+		})
+		_, _, err := f.run(t, "github_put_file", "op-3", `{"repo":"acme/app","branch":"main","path":"a.md","content":"v3","message":"m"}`)
+		if !errors.Is(err, tools.ErrChangedSinceRead) || tools.Classify(err) != tools.VerdictFailed {
+			t.Errorf("read showed %d: err = %v (%q), want ErrChangedSinceRead, failed", stale.Code, err, tools.Classify(err))
+		}
+	}
+	if s := f.gh.Stats(); s.FilesWritten != 2 {
+		t.Errorf("FilesWritten = %d, want 2", s.FilesWritten)
 	}
 }

@@ -3,6 +3,7 @@ package githubtools
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"net/http"
@@ -105,8 +106,15 @@ var putFileSchema = objectSchema([]string{"repo", "branch", "path", "content", "
 	"message": stringProp("Commit message."),
 })
 
-func putFileTool(c *github.Client) tools.Tool {
-	return &ghTool[putFileArgs]{
+// putFileTool is github_put_file. Its write is idempotent, and it is a
+// tools.Verifier: reading the file back tells whether a write whose answer
+// was lost landed.
+type putFileTool struct {
+	*ghTool[putFileArgs]
+}
+
+func newPutFileTool(c *github.Client) tools.Tool {
+	return putFileTool{&ghTool[putFileArgs]{
 		c:           c,
 		name:        "github_put_file",
 		description: "Create or replace one file on an existing branch of a GitHub repository with the given content, as one commit. Writing content the file already has changes nothing.",
@@ -147,7 +155,43 @@ func putFileTool(c *github.Client) tools.Tool {
 		run: func(ctx context.Context, opID string, a putFileArgs) (tools.Result, error) {
 			return putFile(ctx, c, opID, a)
 		},
+	}}
+}
+
+// putFileOutput is github_put_file's answer to the model.
+type putFileOutput struct {
+	Path      string `json:"path"`
+	Branch    string `json:"branch"`
+	BlobSHA   string `json:"blob_sha"`
+	CommitSHA string `json:"commit_sha,omitempty"`
+	Changed   bool   `json:"changed"`
+}
+
+// Verify reads the file on the branch and compares its blob sha with the sha
+// of the content the call writes: equal means the write is in place (landed,
+// with the result a write would have given, less the commit sha, which a read
+// of the file does not tell); a missing file, or another content, means it
+// is not; a failed read cannot tell.
+func (t putFileTool) Verify(ctx context.Context, call tools.Call) (tools.Result, bool, error) {
+	a, err := t.args(call.Arguments)
+	if err != nil {
+		return tools.Result{}, false, err
 	}
+	if t.c == nil {
+		return tools.Result{}, false, fmt.Errorf("%s: %w: no GitHub client configured", t.name, tools.ErrRefused)
+	}
+	want := blobSHA([]byte(a.content))
+	file, dir, _, err := t.c.Repositories.GetContents(ctx, a.repo.owner, a.repo.name, a.path,
+		&github.RepositoryContentGetOptions{Ref: a.branch})
+	switch {
+	case HTTPStatus(err) == http.StatusNotFound:
+		return tools.Result{}, false, nil // no such file (or branch): the write is not in place
+	case err != nil:
+		return tools.Result{}, false, fmt.Errorf("github_put_file: read back %s on %s of %s: %w", a.path, a.branch, a.repo, err)
+	case dir != nil || file.GetType() != "file" || file.GetSHA() != want:
+		return tools.Result{}, false, nil
+	}
+	return tools.Result{Output: output(putFileOutput{a.path, a.branch, want, "", true}), ExternalID: want}, true, nil
 }
 
 // putFile makes the file hold a.content with a compare-and-set on the blob
@@ -170,15 +214,8 @@ func putFile(ctx context.Context, c *github.Client, opID string, a putFileArgs) 
 	default:
 		current = file.GetSHA()
 	}
-	type out struct {
-		Path      string `json:"path"`
-		Branch    string `json:"branch"`
-		BlobSHA   string `json:"blob_sha"`
-		CommitSHA string `json:"commit_sha,omitempty"`
-		Changed   bool   `json:"changed"`
-	}
 	if current == want {
-		return tools.Result{Output: output(out{a.path, a.branch, want, "", false}), ExternalID: want}, nil
+		return tools.Result{Output: output(putFileOutput{a.path, a.branch, want, "", false}), ExternalID: want}, nil
 	}
 	msg := a.message
 	if opID != "" {
@@ -198,11 +235,32 @@ func putFile(ctx context.Context, c *github.Client, opID string, a putFileArgs) 
 		segments[i] = url.PathEscape(seg)
 	}
 	resp, _, err := put(ctx, a.repo.owner, a.repo.name, strings.Join(segments, "/"), opts)
+	if changedSinceRead(err) {
+		return tools.Result{}, fmt.Errorf("github_put_file: write %s on %s of %s (expected blob %q): %w: %w", a.path, a.branch, a.repo, current, tools.ErrChangedSinceRead, err)
+	}
 	if err != nil {
 		return tools.Result{}, fmt.Errorf("github_put_file: write %s on %s of %s (expected blob %q): %w", a.path, a.branch, a.repo, current, err)
 	}
 	sha := resp.GetContent().GetSHA()
-	return tools.Result{Output: output(out{a.path, a.branch, sha, resp.Commit.GetSHA(), true}), ExternalID: sha}, nil
+	return tools.Result{Output: output(putFileOutput{a.path, a.branch, sha, resp.Commit.GetSHA(), true}), ExternalID: sha}, nil
+}
+
+// changedSinceRead reports GitHub refusing a contents write because the file
+// is not what the read before it showed: a 409 for a stale expected blob
+// sha, or a 422 asking for a sha because a file now exists where the read
+// found none.
+func changedSinceRead(err error) bool {
+	var answer *github.ErrorResponse
+	if !errors.As(err, &answer) || answer.Response == nil {
+		return false
+	}
+	switch answer.Response.StatusCode {
+	case http.StatusConflict:
+		return true
+	case http.StatusUnprocessableEntity:
+		return strings.Contains(answer.Message, `"sha"`)
+	}
+	return false
 }
 
 type createPullArgs struct {
