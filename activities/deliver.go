@@ -54,7 +54,7 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 	fence := rec.Fence
 	stop := a.heartbeat(ctx, a.heartbeatInterval(ctx),
 		func() any { return OperationHeartbeat{OperationID: in.OperationID, Step: stepCalling} },
-		a.renewLease(in.OperationID, fence))
+		a.renewLease(ctx, in.OperationID, fence))
 	channel, ts, postErr := a.Slack.PostMessageContext(ctx, in.Channel,
 		slack.MsgOptionText(in.Text, false),
 		slack.MsgOptionMetadata(slack.SlackMetadata{

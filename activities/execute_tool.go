@@ -110,7 +110,7 @@ func (a *Activities) perform(ctx context.Context, tool tools.Tool, call tools.Ca
 	step.Store(stepCalling)
 	stop := a.heartbeat(ctx, a.heartbeatInterval(ctx),
 		func() any { return OperationHeartbeat{OperationID: call.OperationID, Step: step.Load().(string)} },
-		a.renewLease(call.OperationID, rec.Fence))
+		a.renewLease(ctx, call.OperationID, rec.Fence))
 	defer stop()
 
 	out, err := tool.Execute(ctx, call)

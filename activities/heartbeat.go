@@ -81,15 +81,29 @@ func (a *Activities) heartbeatInterval(ctx context.Context) time.Duration {
 	if timeout <= 0 {
 		timeout = model.DefaultLimits.HeartbeatTimeout
 	}
-	return max(min(timeout, a.Lease)/3, time.Millisecond)
+	return max(min(timeout, a.lease(ctx))/3, time.Millisecond)
+}
+
+// lease is how long a claim of this attempt lives without a renewal: the
+// activity's heartbeat timeout when it has one, so a dead worker's claim
+// runs out when Temporal declares the worker lost and its successor can
+// reconcile at once; otherwise Deps.Lease.
+func (a *Activities) lease(ctx context.Context) time.Duration {
+	if activity.IsActivity(ctx) {
+		if hb := activity.GetInfo(ctx).HeartbeatTimeout; hb > 0 {
+			return hb
+		}
+	}
+	return a.Lease
 }
 
 // renewLease keeps the claim of operation id under fence alive while its
 // attempt beats: heartbeat runs it after every beat, so the lease ends at
-// most one Deps.Lease after the last beat of a worker that died, and its
+// most one lease after the last beat of a worker that died, and its
 // successor reconciles then instead of waiting out a long lease. A renewal
 // the ledger refuses (the lease ran out, a reconciler took the operation)
 // is logged by heartbeat; the attempt's own writes then meet the fence.
-func (a *Activities) renewLease(id string, fence int64) func(context.Context) error {
-	return func(ctx context.Context) error { return a.Ledger.Renew(ctx, id, fence, a.Lease) }
+func (a *Activities) renewLease(ctx context.Context, id string, fence int64) func(context.Context) error {
+	lease := a.lease(ctx)
+	return func(ctx context.Context) error { return a.Ledger.Renew(ctx, id, fence, lease) }
 }

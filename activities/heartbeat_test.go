@@ -146,11 +146,11 @@ func TestOperationsHeartbeatWhileTheCallRuns(t *testing.T) {
 						return true
 					}
 				}
-				// Each beat renewed the claim: its lease now ends later
-				// than the lease it was claimed with.
+				// The claim's lease is the heartbeat timeout, and each beat
+				// renewed it: it now ends later than it was claimed to.
 				if op, err := f.ledger.Get(context.Background(), tc.opID); err != nil {
 					t.Errorf("ledger row of %s: %v", tc.opID, err)
-				} else if claimed := op.CreatedAt.Add(f.acts.Lease); !op.LeaseExpiresAt.After(claimed) {
+				} else if claimed := op.CreatedAt.Add(heartbeatTimeout); !op.LeaseExpiresAt.After(claimed) {
 					t.Errorf("lease of %s ends %s, not after the %s it was claimed with: heartbeats did not renew it", tc.opID, op.LeaseExpiresAt, claimed)
 				}
 				held <- seen

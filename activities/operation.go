@@ -25,7 +25,7 @@ import (
 // the request may have left must be recorded UNKNOWN. Every other ending is
 // returned as the application error the workflow expects.
 func (a *Activities) begin(ctx context.Context, op ledger.Operation) (rec ledger.Operation, done bool, err error) {
-	claim, err := a.Ledger.Claim(ctx, ledger.ClaimRequest{Op: op, Owner: a.owner(ctx), Lease: a.Lease})
+	claim, err := a.Ledger.Claim(ctx, ledger.ClaimRequest{Op: op, Owner: a.owner(ctx), Lease: a.lease(ctx)})
 	switch {
 	case errors.Is(err, ledger.ErrConflict):
 		return rec, false, temporal.NewNonRetryableApplicationError(

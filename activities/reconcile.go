@@ -87,7 +87,7 @@ func (a *Activities) Reconcile(ctx context.Context, in ReconcileInput) (Reconcil
 	}
 	deadline := since.Add(window)
 	// The lease must outlast the questions still to come, and the verdict.
-	lease := a.Lease + max(0, deadline.Sub(a.Now()))
+	lease := a.lease(ctx) + max(0, deadline.Sub(a.Now()))
 
 	op, err := a.Ledger.TakeForReconcile(context.WithoutCancel(ctx), in.OperationID, a.owner(ctx), lease)
 	var held *ledger.LeaseHeldError
