@@ -29,6 +29,7 @@ else
     --search-attribute CapstanNeedsHuman=Bool \
     --search-attribute CapstanUnknownOps=Int \
     --search-attribute CapstanRepo=Keyword \
+    --search-attribute CapstanDeadLetter=Bool \
     >"$STATE/temporal.log" 2>&1 &
   echo $! >"$STATE/temporal.pid"
   for _ in $(seq 1 120); do

@@ -26,11 +26,13 @@ var (
 	AttrNeedsHuman = temporal.NewSearchAttributeKeyBool("CapstanNeedsHuman")
 	AttrUnknownOps = temporal.NewSearchAttributeKeyInt64("CapstanUnknownOps")
 	AttrRepo       = temporal.NewSearchAttributeKeyKeyword("CapstanRepo")
+	// AttrDeadLetter is set when a delivery was given up (docs/design.md §6).
+	AttrDeadLetter = temporal.NewSearchAttributeKeyBool("CapstanDeadLetter")
 )
 
 // SearchAttributes are every attribute AgentTask sets; a namespace must
 // have them registered before a task starts.
-var SearchAttributes = []temporal.SearchAttributeKey{AttrStatus, AttrNeedsHuman, AttrUnknownOps, AttrRepo}
+var SearchAttributes = []temporal.SearchAttributeKey{AttrStatus, AttrNeedsHuman, AttrUnknownOps, AttrRepo, AttrDeadLetter}
 
 // a is the nil receiver through which the workflow names its activities.
 var a *activities.Activities

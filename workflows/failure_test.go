@@ -103,6 +103,19 @@ func reconcilesAbsentThenSucceeds() func(*testsuite.TestWorkflowEnvironment) {
 	}
 }
 
+// deliveryReconciles: the delivery ends with err every time, and every
+// reconciliation answers verdict.
+func deliveryReconciles(err error, verdict activities.Verdict) func(*testsuite.TestWorkflowEnvironment) {
+	return func(env *testsuite.TestWorkflowEnvironment) {
+		deliveryFails(err)(env)
+		r := activities.ReconcileResult{Verdict: verdict, Reason: "no message with the operation id"}
+		if verdict == activities.VerdictFound {
+			r.State, r.ExternalID, r.Reason = ledger.StateSucceeded, "C1/1700000000.000100", "the message was there"
+		}
+		env.OnActivity(a.Reconcile, mock.Anything, mock.Anything).Return(r, nil)
+	}
+}
+
 func reconcilerFails(err error) func(*testsuite.TestWorkflowEnvironment) {
 	return func(env *testsuite.TestWorkflowEnvironment) {
 		toolFails(prCall, err)(env)
@@ -200,12 +213,20 @@ func TestFailureMapping(t *testing.T) {
 		// Deliveries.
 		{name: "delivery refused", setup: deliveryFails(appErr(activities.ErrTypeDeliveryFailed)),
 			status: workflows.StatusFailed, code: workflows.FailDeliveryFailed, delivery: workflows.DeliveryDeadLetter, journal: "could not be delivered to Slack"},
-		{name: "delivery unknown", setup: deliveryFails(appErr(activities.ErrTypeOperationUnknown)),
+		{name: "v2: delivery unknown", v2: true, setup: deliveryFails(appErr(activities.ErrTypeOperationUnknown)),
 			status: workflows.StatusFailed, code: workflows.FailOperationUnknown, delivery: workflows.DeliveryUnknown, journal: "may have been posted"},
 		{name: "delivery conflict", setup: deliveryFails(appErr(activities.ErrTypeOperationConflict)),
 			status: workflows.StatusFailed, code: workflows.FailOperationConflict, delivery: workflows.DeliveryDeadLetter, journal: "task failed: OperationConflict"},
 		{name: "delivery worker misconfigured", setup: deliveryFails(appErr(activities.ErrTypeWorkerConfig)),
 			status: workflows.StatusFailed, code: workflows.FailWorkerMisconfigured, delivery: workflows.DeliveryDeadLetter, journal: "task failed: WorkerConfig"},
+		{name: "delivery unknown, then found", setup: deliveryReconciles(appErr(activities.ErrTypeOperationUnknown), activities.VerdictFound),
+			status: workflows.StatusCompleted, delivery: workflows.DeliveryAcked, journal: "recovered: the message was there"},
+		{name: "delivery's worker lost, then found", setup: deliveryReconciles(heartbeatTimeout, activities.VerdictFound),
+			status: workflows.StatusCompleted, delivery: workflows.DeliveryAcked, journal: "stopped answering (Heartbeat timeout)"},
+		{name: "delivery absent every time", setup: deliveryReconciles(appErr(activities.ErrTypeOperationUnknown), activities.VerdictAbsent),
+			status: workflows.StatusFailed, code: workflows.FailDeliveryFailed, delivery: workflows.DeliveryDeadLetter, journal: "after 3 tries"},
+		{name: "delivery indeterminate, nobody answers", setup: deliveryReconciles(appErr(activities.ErrTypeOperationUnknown), activities.VerdictIndeterminate),
+			status: workflows.StatusFailed, code: workflows.FailNeedsHumanTimeout, delivery: workflows.DeliveryNeedsHuman, journal: "needs a person"},
 		{name: "delivery not sent three times", setup: deliveryFails(temporal.NewApplicationError("ratelimited", activities.ErrTypeDeliveryNotSent)),
 			status: workflows.StatusFailed, code: workflows.FailDeliveryFailed, delivery: workflows.DeliveryDeadLetter, journal: "could not be delivered to Slack"},
 

@@ -107,7 +107,7 @@ func (t *task) awaitOperation(ctx workflow.Context, tid string, op declared, f w
 	if workflow.GetVersion(ctx, changeReconcile, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
 		return "", fail(FailOperationUnknown, "%s", unknown)
 	}
-	return t.recover(ctx, tid, op, unknown)
+	return t.recover(ctx, t.toolEffect(tid, op), unknown)
 }
 
 // settle reads how one ExecuteTool ended. An outcome nobody knows yet is

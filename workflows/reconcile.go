@@ -11,55 +11,82 @@ import (
 	"github.com/capstanhq/capstan/internal/ledger"
 )
 
-// maxReexecutions bounds how often an operation confirmed absent is
+// maxReexecutions bounds how often a tool operation confirmed absent is
 // executed again with the same id before a person is asked.
 const maxReexecutions = 2
 
-// recover settles a tool operation whose outcome is unknown (docs/design.md §5.4
-// step 5). The reconciler asks the external system: found → SUCCEEDED, and
-// the model is told the operation was recovered; absent → executed again
-// with the same operation id, at most maxReexecutions times; indeterminate
-// → a person decides through the resolve update. Nothing is ever sent
-// again unless the reconciler or a person confirmed it absent.
-func (t *task) recover(ctx workflow.Context, tid string, op declared, why string) (string, error) {
-	rec := &t.result.Operations[op.index]
-	t.note(ctx, "operation %s is unknown; reconciling: %s", op.opID, why)
+// effect is an operation whose outcome is unknown, as recover sees it: a
+// tool call or a delivery. Its hooks keep the task's record of it.
+type effect struct {
+	opID    string
+	summary string                    // what the UI shows for its reconciliation
+	input   activities.ReconcileInput // identity fields; recover sets Since and Resolution
+	// reexecutions bounds the executions after a confirmed absent.
+	reexecutions int
+	// execute sends it again with the same operation id; unknown is set
+	// when that outcome is unknown too.
+	execute func(ctx workflow.Context) (item, unknown string, err error)
+	// reconciling, when set, records that a reconciler is asking; found,
+	// absent and person record the verdicts.
+	reconciling func()
+	found       func(r activities.ReconcileResult)
+	absent      func(r activities.ReconcileResult, n int)
+	person      func(reason string)
+	// exhausted, when set, ends the task once re-executions are spent;
+	// otherwise a person decides.
+	exhausted func(ctx workflow.Context, r activities.ReconcileResult) error
+}
+
+// recover settles an effect whose outcome is unknown (docs/design.md §5.4
+// step 5). The reconciler asks the external system: found → settled, and
+// for a tool the model is told it was recovered; absent → executed again
+// with the same operation id, at most e.reexecutions times; indeterminate →
+// a person decides through the resolve update. Nothing is ever sent again
+// unless the reconciler or a person confirmed it absent.
+func (t *task) recover(ctx workflow.Context, e effect, why string) (string, error) {
+	t.note(ctx, "operation %s is unknown; reconciling: %s", e.opID, why)
 	since := workflow.Now(ctx)
 	executions := 0
 	var resolution *activities.Resolution
 	for {
-		r, err := t.reconcile(ctx, op, since, resolution)
+		if e.reconciling != nil {
+			e.reconciling()
+		}
+		r, err := t.reconcile(ctx, e, since, resolution)
 		if err != nil {
 			return "", err
 		}
 		resolution = nil
 		switch r.Verdict {
 		case activities.VerdictFound:
-			rec.State, rec.ExternalID, rec.Recovered, rec.Reason = ledger.StateSucceeded, r.ExternalID, true, r.Reason
+			e.found(r)
 			t.markSettled(ctx)
-			t.note(ctx, "operation %s recovered: %s", op.opID, r.Reason)
+			t.note(ctx, "operation %s recovered: %s", e.opID, r.Reason)
 			return r.Item, nil
 		case activities.VerdictAbsent:
-			if executions < maxReexecutions {
+			if executions < e.reexecutions {
 				executions++
-				rec.State, rec.Reason = ledger.StateAbsent, r.Reason
+				e.absent(r, executions)
 				t.markSettled(ctx)
-				t.note(ctx, "operation %s is absent (%s); executing it again with the same id (%d/%d)", op.opID, r.Reason, executions, maxReexecutions)
-				item, unknown, err := t.settle(ctx, op, t.startOperation(ctx, tid, op))
+				t.note(ctx, "operation %s is absent (%s); executing it again with the same id (%d/%d)", e.opID, r.Reason, executions, e.reexecutions)
+				item, unknown, err := e.execute(ctx)
 				if err != nil || unknown == "" {
 					return item, err
 				}
-				t.note(ctx, "operation %s is unknown again; reconciling: %s", op.opID, unknown)
+				t.note(ctx, "operation %s is unknown again; reconciling: %s", e.opID, unknown)
 				since = workflow.Now(ctx)
 				continue
+			}
+			if e.exhausted != nil {
+				return "", e.exhausted(ctx, r)
 			}
 			r.Reason = fmt.Sprintf("it was executed %d more times and is still not confirmed: %s", executions, r.Reason)
 		}
 		// Indeterminate, or absent too often: a person decides.
-		rec.State, rec.Reason = ledger.StateNeedsHuman, r.Reason
-		req, err := t.askPerson(ctx, op.opID, r.Reason)
+		e.person(r.Reason)
+		req, err := t.askPerson(ctx, e.opID, r.Reason)
 		if errors.Is(err, errAborted) {
-			return "", fail(FailOperationAborted, "a person aborted the task at operation %s (%s): %s", op.opID, op.call.Name, r.Reason)
+			return "", fail(FailOperationAborted, "a person aborted the task at operation %s: %s", e.opID, r.Reason)
 		}
 		if err != nil {
 			return "", err
@@ -68,32 +95,50 @@ func (t *task) recover(ctx workflow.Context, tid string, op declared, why string
 		if req.Decision == DecisionFound {
 			resolution = &activities.Resolution{Verdict: activities.VerdictFound, ExternalID: req.URL}
 		} else {
-			executions = min(executions, maxReexecutions-1) // a person's absent earns one more execution
+			executions = min(executions, e.reexecutions-1) // a person's absent earns one more execution
 		}
+	}
+}
+
+// toolEffect is a tool operation as recover sees it.
+func (t *task) toolEffect(tid string, op declared) effect {
+	rec := &t.result.Operations[op.index]
+	return effect{
+		opID:         op.opID,
+		summary:      op.call.Summary,
+		input:        activities.ReconcileInput{OperationID: op.opID, ToolCallID: op.call.ID, Arguments: op.call.Arguments},
+		reexecutions: maxReexecutions,
+		execute: func(ctx workflow.Context) (string, string, error) {
+			return t.settle(ctx, op, t.startOperation(ctx, tid, op))
+		},
+		found: func(r activities.ReconcileResult) {
+			rec.State, rec.ExternalID, rec.Recovered, rec.Reason = ledger.StateSucceeded, r.ExternalID, true, r.Reason
+		},
+		absent: func(r activities.ReconcileResult, _ int) { rec.State, rec.Reason = ledger.StateAbsent, r.Reason },
+		person: func(reason string) { rec.State, rec.Reason = ledger.StateNeedsHuman, reason },
 	}
 }
 
 // reconcile runs the Reconcile activity once. A reconciler that fails
 // outright (its retries spent) cannot tell: that is indeterminate, for a
 // person to decide, never absent.
-func (t *task) reconcile(ctx workflow.Context, op declared, since time.Time, resolution *activities.Resolution) (activities.ReconcileResult, error) {
-	summary := "reconcile " + op.call.Summary
+func (t *task) reconcile(ctx workflow.Context, e effect, since time.Time, resolution *activities.Resolution) (activities.ReconcileResult, error) {
+	summary := "reconcile " + e.summary
 	if resolution != nil {
-		summary = "record a person's verdict on " + op.call.Summary
+		summary = "record a person's verdict on " + e.summary
 	}
 	actx := workflow.WithActivityOptions(ctx, reconcileOptions(t.in.ReconcileWindow, t.in.ModelLimits.WithDefaults().HeartbeatTimeout, summary))
+	in := e.input
+	in.Tenant, in.TaskID, in.Since, in.Window, in.Resolution = t.in.Tenant, t.in.TaskID, since, t.in.ReconcileWindow, resolution
 	var r activities.ReconcileResult
-	err := workflow.ExecuteActivity(actx, a.Reconcile, activities.ReconcileInput{
-		Tenant: t.in.Tenant, TaskID: t.in.TaskID, OperationID: op.opID, ToolCallID: op.call.ID,
-		Arguments: op.call.Arguments, Since: since, Window: t.in.ReconcileWindow, Resolution: resolution,
-	}).Get(ctx, &r)
+	err := workflow.ExecuteActivity(actx, a.Reconcile, in).Get(ctx, &r)
 	if err == nil {
 		return r, nil
 	}
 	if ctx.Err() != nil {
 		return r, err
 	}
-	return activities.ReconcileResult{OperationID: op.opID, Verdict: activities.VerdictIndeterminate,
+	return activities.ReconcileResult{OperationID: e.opID, Verdict: activities.VerdictIndeterminate,
 		Reason: fmt.Sprintf("the reconciler could not finish: %v", err)}, nil
 }
 

@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/workflow"
-
-	"github.com/capstanhq/capstan/internal/ledger"
 )
 
 // UpdateResolve is the update a person sends to settle an operation that
@@ -71,10 +69,16 @@ func (t *task) resolve(ctx workflow.Context, req ResolveRequest) (ResolveResult,
 	return ResolveResult{OperationID: req.OperationID, Decision: req.Decision}, nil
 }
 
-func (t *task) operationState(id string) (ledger.State, bool) {
+// operationState finds a tool operation or a delivery by its id.
+func (t *task) operationState(id string) (string, bool) {
 	for _, op := range t.result.Operations {
 		if op.OperationID == id {
-			return op.State, true
+			return string(op.State), true
+		}
+	}
+	for _, d := range t.result.Deliveries {
+		if d.OperationID == id {
+			return string(d.State), true
 		}
 	}
 	return "", false

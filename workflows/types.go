@@ -101,10 +101,13 @@ type DeliveryState string
 
 // Delivery states.
 const (
-	DeliverySending    DeliveryState = "SENDING"
-	DeliveryAcked      DeliveryState = "ACKED"
-	DeliveryUnknown    DeliveryState = "AMBIGUOUS"
-	DeliveryDeadLetter DeliveryState = "DEAD_LETTER"
+	DeliverySending        DeliveryState = "SENDING"
+	DeliveryAcked          DeliveryState = "ACKED"
+	DeliveryUnknown        DeliveryState = "AMBIGUOUS"
+	DeliveryReconciling    DeliveryState = "RECONCILING"
+	DeliveryRetryScheduled DeliveryState = "RETRY_SCHEDULED"
+	DeliveryNeedsHuman     DeliveryState = "NEEDS_HUMAN"
+	DeliveryDeadLetter     DeliveryState = "DEAD_LETTER"
 )
 
 // DeliveryRecord is one delivery of the final answer.
@@ -113,4 +116,9 @@ type DeliveryRecord struct {
 	Target      string        `json:"target"`
 	State       DeliveryState `json:"state"`
 	ExternalID  string        `json:"external_id,omitempty"`
+	// Tries counts the sends after the first that a reconciler allowed.
+	Tries int `json:"tries,omitempty"`
+	// Recovered: the outcome was unknown and a reconciler (or a person)
+	// found the message had been posted.
+	Recovered bool `json:"recovered,omitempty"`
 }
