@@ -8,6 +8,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/capstanhq/capstan/activities"
+	"github.com/capstanhq/capstan/internal/ledger"
 )
 
 // maxDeliveryTries is how often a delivery is sent before it is
@@ -55,7 +56,11 @@ func (t *task) post(ctx workflow.Context, rec *DeliveryRecord, text string) (unk
 		return "", nil
 	}
 	if ctx.Err() != nil {
-		rec.State = DeliveryUnknown
+		if st, _ := cancelledState(err); st == ledger.StateUnknown {
+			rec.State = DeliveryUnknown
+		} else {
+			rec.State = DeliveryDeadLetter
+		}
 		return "", err
 	}
 	var appErr *temporal.ApplicationError
