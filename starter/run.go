@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	"go.temporal.io/sdk/client"
 	tlog "go.temporal.io/sdk/log"
 
+	"github.com/capstanhq/capstan/activities"
 	"github.com/capstanhq/capstan/internal/config"
 	"github.com/capstanhq/capstan/internal/model"
 	githubtools "github.com/capstanhq/capstan/internal/tools/github"
@@ -26,6 +28,7 @@ import (
 // runFlags are the flags of `starter run`.
 type runFlags struct {
 	prompt, repo, base, slack, model, id, tenant string
+	comments                                     []string
 	maxTurns                                     int
 	humanTimeout                                 time.Duration
 	wait, json                                   bool
@@ -50,6 +53,7 @@ func (a *app) runCommand() *cobra.Command {
 	fl.StringVar(&f.repo, "repo", "", "GitHub repository the agent works on, OWNER/NAME")
 	fl.StringVar(&f.base, "base", config.DefaultBaseBranch, "base branch for the agent's changes")
 	fl.StringVar(&f.slack, "slack", "", "Slack channel that receives the final answer")
+	fl.StringArrayVar(&f.comments, "comment", nil, "also post the final answer as a comment on OWNER/NAME#N, an issue or pull request (repeatable)")
 	fl.StringVar(&f.model, "model", "", "model as PROVIDER:MODEL (default $CAPSTAN_MODEL or "+config.DefaultModel+")")
 	fl.StringVar(&f.id, "id", "", "task id (default: generated); the workflow id is task-<id>")
 	fl.StringVar(&f.tenant, "tenant", config.DefaultTenant, "tenant the task's operations belong to")
@@ -109,6 +113,10 @@ func (a *app) taskInput(f runFlags) (workflows.AgentTaskInput, error) {
 	if f.slack != "" && !channelPattern.MatchString(f.slack) {
 		return in, usagef("--slack %q is not a Slack channel name or id", f.slack)
 	}
+	comments, err := commentTargets(f.comments)
+	if err != nil {
+		return in, err
+	}
 	m, source := f.model, "--model"
 	if m == "" {
 		m, source = a.cfg.Model, "CAPSTAN_MODEL"
@@ -133,7 +141,7 @@ func (a *app) taskInput(f runFlags) (workflows.AgentTaskInput, error) {
 	}
 	return workflows.AgentTaskInput{
 		TaskID: id, Tenant: f.tenant, Prompt: f.prompt, Repo: f.repo, Base: f.base,
-		SlackChannel: f.slack, Model: m, MaxTurns: f.maxTurns, ModelLimits: a.cfg.ModelLimits,
+		SlackChannel: f.slack, Comments: comments, Model: m, MaxTurns: f.maxTurns, ModelLimits: a.cfg.ModelLimits,
 		HumanTimeout: f.humanTimeout, ReconcileWindow: a.cfg.ReconcileWindow,
 	}, nil
 }
@@ -212,4 +220,23 @@ func summary(in workflows.AgentTaskInput) string {
 		return fmt.Sprintf("%s · %s", in.Repo, p)
 	}
 	return p
+}
+
+// commentTargets parses the --comment flags: OWNER/NAME#N, each once.
+func commentTargets(flags []string) ([]activities.CommentTarget, error) {
+	var out []activities.CommentTarget
+	seen := map[string]bool{}
+	for _, f := range flags {
+		repo, num, ok := strings.Cut(f, "#")
+		n, err := strconv.Atoi(num)
+		if !ok || err != nil || n < 1 || !githubtools.ValidRepo(repo) {
+			return nil, usagef("--comment %q is not of the form OWNER/NAME#N (an issue or pull request number)", f)
+		}
+		if seen[f] {
+			return nil, usagef("--comment %q is given twice", f)
+		}
+		seen[f] = true
+		out = append(out, activities.CommentTarget{Repo: repo, Number: n})
+	}
+	return out, nil
 }
