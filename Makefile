@@ -4,6 +4,8 @@
 #   make down   stop what `make demo` started
 #   make test   go vet and the race-enabled test suite, end to end against a
 #               real Temporal dev server
+#   make bench  capstan against a bare Temporal workflow, the ledger, history
+#               growth and a downed dependency; writes bench/results/
 
 SHELL := /bin/bash
 BIN := $(CURDIR)/.bin
@@ -13,7 +15,7 @@ TEMPORAL := $(BIN)/temporal
 # Tests find the pinned CLI here (testsuite.DevServerOptions.ExistingPath).
 export CAPSTAN_TEMPORAL_BIN := $(TEMPORAL)
 
-.PHONY: demo down test build vet temporal clean record-history compose-config
+.PHONY: demo down test build vet temporal clean record-history compose-config bench
 
 $(TEMPORAL):
 	@echo "installing the Temporal CLI $(TEMPORAL_VERSION) into $(BIN) (a few minutes the first time)"
@@ -30,6 +32,14 @@ vet:
 
 test: $(TEMPORAL) vet
 	go test -race -count=1 -timeout 25m ./...
+
+# The benchmark (bench/, a program, not a test): about ten minutes on two
+# idle cores. It measures capstan beside a bare Temporal workflow doing the
+# same work, writes bench/results/latest.md and latest.svg and prints the
+# table. With CAPSTAN_TEST_POSTGRES_DSN set (scripts/postgres.sh) it measures
+# the PostgreSQL ledger too. `make test` does not run it.
+bench: $(TEMPORAL)
+	go run ./bench
 
 demo: $(TEMPORAL) build
 	@scripts/demo.sh

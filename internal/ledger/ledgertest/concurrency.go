@@ -141,39 +141,47 @@ func claimAndRunRace(h *h, stores []ledger.Store, task string, ids, claimers int
 }
 
 // BenchmarkClaim measures how many claims of new operations a store takes
-// per second, with 1 and with 8 concurrent claimers; each claim is of a
-// distinct operation, so every one inserts a row. It reports the rate as the
-// "claims/s" metric. newStore returns a fresh, empty store on the real clock
-// and arranges for it to be closed when b ends.
+// per second, with 1 and with 8 concurrent claimers (BenchmarkClaimers).
+// newStore returns a fresh, empty store on the real clock and arranges for
+// it to be closed when b ends.
 func BenchmarkClaim(b *testing.B, newStore func(b *testing.B) ledger.Store) {
 	for _, claimers := range []int{1, 8} {
 		b.Run(fmt.Sprintf("claimers=%d", claimers), func(b *testing.B) {
-			ctx := context.Background()
-			s := newStore(b)
-			var next atomic.Int64
-			b.ResetTimer()
-			err := race(claimers, func(i int) error {
-				owner := raceOwner(i)
-				for {
-					n := next.Add(1)
-					if n > int64(b.N) {
-						return nil
-					}
-					op := newOp(fmt.Sprintf("op-bench-%d", n), "task-bench")
-					res, err := s.Claim(ctx, ledger.ClaimRequest{Op: op, Owner: owner, Lease: time.Minute})
-					if err != nil {
-						return err
-					}
-					if res.Status != ledger.Claimed {
-						return fmt.Errorf("Claim(%q): status %q, want claimed", op.ID, res.Status)
-					}
-				}
-			})
-			b.StopTimer()
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "claims/s")
+			BenchmarkClaimers(b, claimers, newStore)
 		})
 	}
+}
+
+// BenchmarkClaimers measures claims of new operations with the given number
+// of concurrent claimers; each claim is of a distinct operation, so every one
+// inserts a row. It reports the rate as the "claims/s" metric. It is
+// BenchmarkClaim for one number of claimers, for a program that runs it
+// through testing.Benchmark (make bench).
+func BenchmarkClaimers(b *testing.B, claimers int, newStore func(b *testing.B) ledger.Store) {
+	ctx := context.Background()
+	s := newStore(b)
+	var next atomic.Int64
+	b.ResetTimer()
+	err := race(claimers, func(i int) error {
+		owner := raceOwner(i)
+		for {
+			n := next.Add(1)
+			if n > int64(b.N) {
+				return nil
+			}
+			op := newOp(fmt.Sprintf("op-bench-%d", n), "task-bench")
+			res, err := s.Claim(ctx, ledger.ClaimRequest{Op: op, Owner: owner, Lease: time.Minute})
+			if err != nil {
+				return err
+			}
+			if res.Status != ledger.Claimed {
+				return fmt.Errorf("Claim(%q): status %q, want claimed", op.ID, res.Status)
+			}
+		}
+	})
+	b.StopTimer()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "claims/s")
 }

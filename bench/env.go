@@ -1,0 +1,176 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/operatorservice/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/capstanhq/capstan/internal/sandbox"
+	"github.com/capstanhq/capstan/internal/testenv"
+	"github.com/capstanhq/capstan/workflows"
+)
+
+// env is what every measurement shares: one Temporal dev server, one
+// sandbox (model, GitHub, Slack fakes on loopback) and a scratch directory
+// for ledgers and logs.
+type env struct {
+	dir     string
+	server  *testsuite.DevServer
+	client  client.Client // the driver's: starts tasks and reads histories
+	sandbox *sandbox.Sandbox
+	logger  *slog.Logger // workers' logs, to a file in dir
+	logFile *os.File
+	seq     int // numbers task queues and task ids, so runs never share one
+}
+
+// startEnv starts the dev server from the pinned CLI and the sandbox, and
+// registers capstan's search attributes, as a worker does at start.
+func startEnv(ctx context.Context, dir string) (_ *env, err error) {
+	e := &env{dir: dir}
+	defer func() {
+		if err != nil {
+			e.close()
+		}
+	}()
+	e.logFile, err = os.Create(filepath.Join(dir, "workers.log"))
+	if err != nil {
+		return nil, err
+	}
+	// The workers log as a real worker does (JSON, info), to a file: the
+	// cost of logging is part of what is measured, the terminal stays
+	// readable.
+	e.logger = slog.New(slog.NewJSONHandler(e.logFile, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	serverLog, err := os.Create(filepath.Join(dir, "temporal.log"))
+	if err != nil {
+		return nil, err
+	}
+	e.server, err = testenv.StartDevServer(ctx, serverLog)
+	if err != nil {
+		return nil, fmt.Errorf("start the Temporal dev server: %w", err)
+	}
+	e.client = e.server.Client()
+	if err := registerSearchAttributes(ctx, e.client); err != nil {
+		return nil, err
+	}
+	e.sandbox, err = sandbox.Start(sandbox.Options{})
+	if err != nil {
+		return nil, fmt.Errorf("start the sandbox: %w", err)
+	}
+	return e, nil
+}
+
+func (e *env) close() {
+	if e.sandbox != nil {
+		_ = e.sandbox.Close()
+	}
+	if e.server != nil {
+		_ = e.server.Stop()
+	}
+	if e.logFile != nil {
+		_ = e.logFile.Close()
+	}
+}
+
+// next returns a fresh name with prefix: task queues and task ids are never
+// reused, so a late task of one run can never be counted in another.
+func (e *env) next(prefix string) string {
+	e.seq++
+	return fmt.Sprintf("%s-%d", prefix, e.seq)
+}
+
+// registerSearchAttributes adds the attributes AgentTask sets, as the worker
+// does on a namespace that lacks them.
+func registerSearchAttributes(ctx context.Context, c client.Client) error {
+	attrs := map[string]enumspb.IndexedValueType{}
+	for _, key := range workflows.SearchAttributes {
+		attrs[key.GetName()] = key.GetValueType()
+	}
+	_, err := c.OperatorService().AddSearchAttributes(ctx, &operatorservice.AddSearchAttributesRequest{
+		Namespace: "default", SearchAttributes: attrs,
+	})
+	var exists *serviceerror.AlreadyExists
+	if err != nil && !errors.As(err, &exists) {
+		return fmt.Errorf("register search attributes: %w", err)
+	}
+	return nil
+}
+
+// serverCPU returns the CPU time the dev server process (a child of this
+// one) has used so far, or 0 when it cannot be read. A run's share of it
+// shows how much of a task's cost lands on Temporal rather than the worker.
+func serverCPU() time.Duration {
+	pid := devServerPID()
+	if pid == 0 {
+		return 0
+	}
+	return processCPU(pid)
+}
+
+// devServerPID finds the child process that runs `temporal server
+// start-dev`.
+func devServerPID() int {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0
+	}
+	self := os.Getpid()
+	for _, d := range entries {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		fields := procStat(pid)
+		if len(fields) < 2 || fields[1] != strconv.Itoa(self) {
+			continue
+		}
+		cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if strings.Contains(string(cmdline), "start-dev") {
+			return pid
+		}
+	}
+	return 0
+}
+
+// procStat returns the fields of /proc/pid/stat after the command name:
+// state, ppid, … (so utime is index 11 and stime 12).
+func procStat(pid int) []string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return nil
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return nil
+	}
+	return strings.Fields(s[i+1:])
+}
+
+// clockTicks is USER_HZ, the unit of utime and stime; 100 on every Linux
+// this runs on.
+const clockTicks = 100
+
+func processCPU(pid int) time.Duration {
+	f := procStat(pid)
+	if len(f) < 13 {
+		return 0
+	}
+	u, _ := strconv.ParseInt(f[11], 10, 64)
+	s, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(u+s) * time.Second / clockTicks
+}
+
+// selfCPU is the CPU time this process (workers, sandbox, driver) has used.
+func selfCPU() time.Duration { return processCPU(os.Getpid()) }

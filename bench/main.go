@@ -1,0 +1,266 @@
+// Command bench measures, in one run on one machine, what capstan costs
+// over a bare Temporal workflow doing the same work, and checks the targets
+// of issue 7. `make bench` runs it; it is a program, not a timed test, and
+// `make test` does not run it.
+//
+// It starts a Temporal dev server from the pinned CLI, the sandbox (model,
+// GitHub and Slack fakes on loopback) and workers in this process, then
+// measures, side by side:
+//
+//   - tasks per second and p50/p99 task latency for N = 1, 10 and 100
+//     concurrent sandbox tasks (the demo script: four model turns, three
+//     GitHub writes, one Slack post) on pools of 1 and 2 workers, for capstan
+//     (AgentTask and its activities over a SQLite ledger) and for BareTask
+//     (bare.go: the same HTTP calls with no ledger, guard or
+//     reconciliation). Rounds of the two alternate, so the machine's drift
+//     falls on both; the ratios capstan/bare are the overhead figures;
+//   - the ledger's share of capstan's task time at N = 100 (every ledger call
+//     timed, over the tasks' summed latency), and this process's resident
+//     memory and Go heap at N = 100 (the process holds the workers, the
+//     sandbox and the driver);
+//   - ledger claims per second with 1 and 8 claimers on SQLite and, when
+//     CAPSTAN_TEST_POSTGRES_DSN names a server, PostgreSQL
+//     (ledgertest.BenchmarkClaimers through testing.Benchmark);
+//   - history bytes (proto.Size of every event) per turn of tasks of 1, 20
+//     and 200 turns, capstan and bare, and the total over every run of a
+//     1,000-turn capstan task, which continues as new;
+//   - the requests a pool of workers sends to the model provider while it
+//     answers 503 for 20 s, with capstan's breakers off and on.
+//
+// Reading the results: bench/results/latest.md opens with the targets, each
+// met or missed with its figures; where one is missed it shows where this
+// process's CPU went (pprof profiles of the N = 100 rounds, next to it) and
+// the dev server's CPU per task. Absolute figures depend on the machine and
+// on whatever else runs on it (the load average is recorded); the ratios are
+// what to compare between runs. bench/results/latest.svg charts the same.
+//
+// Progress goes to stderr; the table is printed at the end.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/capstanhq/capstan/internal/sandbox"
+	"github.com/capstanhq/capstan/internal/testenv"
+)
+
+func main() {
+	os.Exit(run())
+}
+
+// historyTurns are the task lengths whose history is measured, and
+// longTurns the long task's.
+var (
+	historyTurns = []int{1, 20, 200}
+	longTurns    = 1000
+)
+
+func run() int {
+	out := flag.String("out", filepath.Join(testenv.RepoRoot(), "bench", "results"), "directory for latest.md, latest.svg and the profiles")
+	quick := flag.Bool("quick", false, "a short run to try the bench: smaller N, fewer rounds, shorter tasks; not comparable, written to a temporary directory unless -out is given")
+	flag.Parse()
+	outSet := false
+	flag.Visit(func(f *flag.Flag) { outSet = outSet || f.Name == "out" })
+	if *quick && !outSet {
+		// A trial run never replaces the committed results.
+		*out = filepath.Join(os.TempDir(), "capstan-bench-quick")
+	}
+	if *quick {
+		loadPlan = []loadStep{{1, 1, 1}, {10, 1, 1}}
+		historyTurns, longTurns = []int{1, 20}, 50
+		outageLengthRun, outageTasksRun = 5*time.Second, 10
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	dir, err := os.MkdirTemp("", "capstan-bench-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	if err := os.MkdirAll(*out, 0o755); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		return 1
+	}
+
+	res := &results{started: time.Now(), quick: *quick, load: loadResults{}, loadBefore: loadAverage()}
+	progress("starting the Temporal dev server and the sandbox (scratch in %s)", dir)
+	e, err := startEnv(ctx, dir)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		return 1
+	}
+	defer e.close()
+
+	if err := measure(ctx, e, res, dir); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		return 1
+	}
+	res.took = time.Since(res.started)
+	res.loadAfter = loadAverage()
+	res.profiles = summarizeProfiles(dir, *out, res)
+
+	table := res.markdown()
+	if err := os.WriteFile(filepath.Join(*out, "latest.md"), []byte(table), 0o644); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		return 1
+	}
+	if err := os.WriteFile(filepath.Join(*out, "latest.svg"), []byte(res.svg()), 0o644); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		return 1
+	}
+	fmt.Print(table)
+	progress("done in %s; wrote %s and %s", res.took.Round(time.Second),
+		filepath.Join(*out, "latest.md"), filepath.Join(*out, "latest.svg"))
+	return 0
+}
+
+// measure runs every measurement in turn. The 1,000-turn task runs in the
+// background, on its own worker and sandbox, while the measurements that do
+// not time anything (history sizes, the outage's request counts) run.
+func measure(ctx context.Context, e *env, res *results, dir string) error {
+	for _, workers := range []int{1, 2} {
+		progress("load: capstan and bare, %d worker(s), N = %s", workers, planText(workers))
+		ledger := "sqlite://" + filepath.Join(dir, fmt.Sprintf("load-w%d.db", workers))
+		if err := e.runLoad(ctx, workers, ledger, res.load, dir); err != nil {
+			return err
+		}
+	}
+	// The history of one demo task of each kind: what the server stores.
+	res.demoHistory = map[kind]historyRow{}
+	for _, k := range []kind{kindCapstan, kindBare} {
+		if s := res.load[loadKey{k, 1, 1}]; s != nil && len(s.rounds) > 0 && len(s.rounds[0].ids) > 0 {
+			row := historyRow{kind: k, turns: demoTurns}
+			row.bytes, row.events, row.runs, row.carried, row.err = e.historySize(ctx, s.rounds[0].ids[0])
+			res.demoHistory[k] = row
+		}
+	}
+	progress("reading where the tasks' time went, from their histories")
+	res.phases = map[loadKey]phaseSums{}
+	for key, s := range res.load {
+		if key.workers == 1 && key.n >= 10 {
+			res.phases[key] = e.taskPhases(ctx, s)
+		}
+	}
+
+	progress("ledger claims per second")
+	res.claims = runClaims(ctx)
+
+	progress("history: a %d-turn capstan task in the background", longTurns)
+	longDone := make(chan historyRow, 1)
+	longSandbox, err := sandbox.Start(sandbox.Options{})
+	if err != nil {
+		return err
+	}
+	defer longSandbox.Close()
+	longQueue := e.next("bench-long")
+	lp, err := e.startCapstan(ctx, longQueue, capstanOptions{workers: 1, sandbox: longSandbox,
+		ledgerDSN: "sqlite://" + filepath.Join(dir, "long.db")})
+	if err != nil {
+		return err
+	}
+	defer lp.stop()
+	go func() { longDone <- e.runHistory(ctx, kindCapstan, longQueue, longTurns) }()
+
+	progress("history: %v turns, capstan and bare, all at once", historyTurns)
+	if err := measureHistory(ctx, e, res, dir); err != nil {
+		return err
+	}
+
+	for _, on := range []bool{false, true} {
+		progress("outage: the model provider down for %s under %d tasks, breakers %s", outageLengthRun, outageTasksRun, onOff(on))
+		res.outage = append(res.outage, e.runOutage(ctx, on))
+	}
+
+	progress("history: waiting for the %d-turn task", longTurns)
+	select {
+	case res.long = <-longDone:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	progress("history capstan %4d turns: %s", longTurns, res.long.text())
+	return nil
+}
+
+// measureHistory runs every turns-N task at once, capstan and bare: a
+// history's size does not depend on timing.
+func measureHistory(ctx context.Context, e *env, res *results, dir string) error {
+	hq, bq := e.next("bench-history"), e.next("bench-history-bare")
+	hp, err := e.startCapstan(ctx, hq, capstanOptions{workers: 1, ledgerDSN: "sqlite://" + filepath.Join(dir, "history.db")})
+	if err != nil {
+		return err
+	}
+	defer hp.stop()
+	bp, err := e.startBare(bq, 1)
+	if err != nil {
+		return err
+	}
+	defer bp.stop()
+	var wg sync.WaitGroup
+	rows := make([]historyRow, 2*len(historyTurns))
+	for i, turns := range historyTurns {
+		for j, k := range []kind{kindCapstan, kindBare} {
+			q := hq
+			if k == kindBare {
+				q = bq
+			}
+			wg.Go(func() { rows[2*i+j] = e.runHistory(ctx, k, q, turns) })
+		}
+	}
+	wg.Wait()
+	for _, row := range rows {
+		progress("history %-7s %4d turns: %s", row.kind, row.turns, row.text())
+	}
+	res.history = rows
+	return nil
+}
+
+func planText(workers int) string {
+	var parts []string
+	for _, p := range loadPlan {
+		parts = append(parts, fmt.Sprintf("%d (%d rounds)", p.n, p.rounds(workers)))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func onOff(on bool) string {
+	if on {
+		return "on"
+	}
+	return "off"
+}
+
+// loadAverage is the machine's 1-minute load average, as /proc/loadavg
+// says; other work on the machine shows in it.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return "unknown"
+	}
+	return f[0]
+}
+
+func progress(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "bench %s "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.0f ms", float64(d)/float64(time.Millisecond)) }
+
+// cpuMS is a CPU time to a tenth of a millisecond.
+func cpuMS(d time.Duration) string {
+	return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond))
+}

@@ -1,0 +1,430 @@
+package main
+
+import (
+	"fmt"
+	"runtime"
+	"strings"
+	"time"
+)
+
+// results are everything one run measured.
+type results struct {
+	started    time.Time
+	took       time.Duration
+	quick      bool
+	loadBefore string
+	loadAfter  string
+	load       loadResults
+	claims     []claimRow
+	history    []historyRow
+	// demoHistory is the history of one demo task of each kind.
+	demoHistory map[kind]historyRow
+	// phases are where the tasks' time went, by the server's clock.
+	phases   map[loadKey]phaseSums
+	long     historyRow
+	outage   []outageRow
+	profiles profileSummary
+}
+
+// Targets of issue 7.
+const (
+	maxLatencyRatio    = 1.2
+	minThroughputRatio = 0.8
+	maxBytesPerTurn    = 5 * 1024
+	maxLongHistory     = 10 << 20
+	maxLedgerShare     = 0.10
+	targetWorkers      = 1 // the pool size the targets are judged on
+)
+
+// verdict of one target.
+type verdict string
+
+const (
+	met         verdict = "met"
+	missed      verdict = "**missed**"
+	reported    verdict = "reported"
+	notMeasured verdict = "not measured"
+)
+
+type target struct {
+	what   string
+	figure string
+	status verdict
+}
+
+func (r *results) cell(k kind, workers, n int) *loadStats { return r.load[loadKey{k, workers, n}] }
+
+// ratio returns capstan's figure over bare's for one cell, by f.
+func (r *results) ratio(workers, n int, f func(*loadStats) float64) (c, b, ratio float64, ok bool) {
+	cs, bs := r.cell(kindCapstan, workers, n), r.cell(kindBare, workers, n)
+	if cs == nil || bs == nil || len(cs.latencies()) == 0 || len(bs.latencies()) == 0 {
+		return 0, 0, 0, false
+	}
+	c, b = f(cs), f(bs)
+	if b == 0 {
+		return c, b, 0, false
+	}
+	return c, b, c / b, true
+}
+
+func p50ms(s *loadStats) float64 { return float64(s.p50()) / float64(time.Millisecond) }
+func tput(s *loadStats) float64  { return s.throughput() }
+
+func (r *results) targets() []target {
+	var ts []target
+	judge := func(ok bool) verdict {
+		if ok {
+			return met
+		}
+		return missed
+	}
+	other := func(n int, f func(*loadStats) float64) string {
+		if _, _, x, ok := r.ratio(2, n, f); ok {
+			return fmt.Sprintf("; 2 workers: %.2f×", x)
+		}
+		return ""
+	}
+
+	t := target{what: fmt.Sprintf("capstan p50 task latency ≤ %.1f× bare at N = 10", maxLatencyRatio), status: notMeasured}
+	if c, b, x, ok := r.ratio(targetWorkers, 10, p50ms); ok {
+		t.figure = fmt.Sprintf("%.2f× (capstan %.0f ms, bare %.0f ms, 1 worker%s)", x, c, b, other(10, p50ms))
+		t.status = judge(x <= maxLatencyRatio)
+	}
+	ts = append(ts, t)
+
+	t = target{what: fmt.Sprintf("capstan throughput ≥ %.1f× bare at N = 100", minThroughputRatio), status: notMeasured}
+	if c, b, x, ok := r.ratio(targetWorkers, 100, tput); ok {
+		t.figure = fmt.Sprintf("%.2f× (capstan %.2f tasks/s, bare %.2f tasks/s, 1 worker%s)", x, c, b, other(100, tput))
+		t.status = judge(x >= minThroughputRatio)
+	}
+	ts = append(ts, t)
+
+	t = target{what: "history ≤ 5 KB per turn", status: notMeasured}
+	var parts []string
+	worst := 0.0
+	rows := []historyRow{}
+	for _, h := range r.history {
+		if h.kind == kindCapstan {
+			rows = append(rows, h)
+		}
+	}
+	if r.long.turns > 0 {
+		rows = append(rows, r.long)
+	}
+	for _, h := range rows {
+		if h.err != nil {
+			parts = append(parts, fmt.Sprintf("%d turns: failed", h.turns))
+			worst = maxBytesPerTurn + 1
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("%s at %d turns", kb(h.perTurn()), h.turns))
+		worst = max(worst, h.perTurn())
+	}
+	if len(parts) > 0 {
+		t.figure = strings.Join(parts, ", ") + " (whole history over its turns)"
+		if m, ok := r.marginalPerTurn(); ok {
+			t.figure += fmt.Sprintf("; each turn past 20 adds %s", kb(m))
+		}
+		t.status = judge(worst <= maxBytesPerTurn)
+	}
+	ts = append(ts, t)
+
+	t = target{what: fmt.Sprintf("a %d-turn task's history < 10 MB", longTurns), status: notMeasured}
+	switch {
+	case r.long.err != nil:
+		t.figure, t.status = "failed: "+r.long.err.Error(), missed
+	case r.long.bytes > 0:
+		t.figure = fmt.Sprintf("%s over %d runs (continue-as-new), %d events; %s of it in the events that carry the task's state whole (each run's checkpoint, the result); ran in %s",
+			mb(float64(r.long.bytes)), r.long.runs, r.long.events, mb(float64(r.long.carried)), r.long.took.Round(time.Second))
+		t.status = judge(r.long.bytes < maxLongHistory)
+	}
+	ts = append(ts, t)
+
+	t = target{what: "ledger's share of capstan task time < 10 % at N = 100", status: notMeasured}
+	if s := r.cell(kindCapstan, targetWorkers, 100); s != nil && len(s.latencies()) > 0 {
+		share := s.ledgerShare()
+		done, failed := s.tasks()
+		t.figure = fmt.Sprintf("%.1f %% (%d ledger calls per task, %s inside them per task, 1 worker)", 100*share,
+			s.ledgerOps/int64(max(done+failed, 1)), ms(s.ledger/time.Duration(max(done+failed, 1))))
+		if s2 := r.cell(kindCapstan, 2, 100); s2 != nil && len(s2.latencies()) > 0 {
+			t.figure += fmt.Sprintf("; 2 workers: %.1f %%", 100*s2.ledgerShare())
+		}
+		t.status = judge(share < maxLedgerShare)
+	}
+	ts = append(ts, t)
+
+	t = target{what: "worker resident memory at N = 100", status: notMeasured}
+	if s := r.cell(kindCapstan, targetWorkers, 100); s != nil && len(s.latencies()) > 0 {
+		m := s.memory()
+		t.figure = fmt.Sprintf("peak RSS %s, Go heap %s, %d goroutines (one process: 1 worker, the sandbox and the driver)",
+			mb(float64(m.rss)), mb(float64(m.heap)), m.goroutines)
+		if b := r.cell(kindBare, targetWorkers, 100); b != nil && len(b.latencies()) > 0 {
+			bm := b.memory()
+			t.figure += fmt.Sprintf("; bare: %s, heap %s", mb(float64(bm.rss)), mb(float64(bm.heap)))
+		}
+		t.status = reported
+	}
+	ts = append(ts, t)
+	return ts
+}
+
+// marginalPerTurn is what each turn adds to capstan's history, between the
+// two longest tasks measured.
+func (r *results) marginalPerTurn() (float64, bool) {
+	var rows []historyRow
+	for _, h := range r.history {
+		if h.kind == kindCapstan && h.err == nil {
+			rows = append(rows, h)
+		}
+	}
+	if len(rows) < 2 {
+		return 0, false
+	}
+	a, b := rows[len(rows)-2], rows[len(rows)-1]
+	return float64(b.bytes-a.bytes) / float64(b.turns-a.turns), true
+}
+
+func kb(b float64) string { return fmt.Sprintf("%.2f KB", b/1024) }
+func mb(b float64) string { return fmt.Sprintf("%.1f MB", b/(1<<20)) }
+
+func (r *results) markdown() string {
+	var w strings.Builder
+	p := func(format string, args ...any) { fmt.Fprintf(&w, format+"\n", args...) }
+	p("# capstan bench")
+	p("")
+	p("`make bench` on %s: Go %s, %d CPUs, load average %s at the start and %s at the end; took %s.",
+		r.started.UTC().Format("2006-01-02 15:04 MST"), strings.TrimPrefix(runtime.Version(), "go"), runtime.NumCPU(),
+		r.loadBefore, r.loadAfter, r.took.Round(time.Second))
+	if r.quick {
+		p("")
+		p("**A -quick run: smaller N, fewer rounds, shorter tasks. Its figures are not comparable to a full run.**")
+	}
+	p("Ratios are capstan/bare within this one run; rounds of the two alternate. Chart: [latest.svg](latest.svg).")
+	p("")
+	p("## Targets")
+	p("")
+	p("| target | figure | |")
+	p("| --- | --- | --- |")
+	for _, t := range r.targets() {
+		fig := t.figure
+		if fig == "" {
+			fig = "–"
+		}
+		p("| %s | %s | %s |", t.what, fig, t.status)
+	}
+
+	p("")
+	p("## Tasks: throughput and latency")
+	p("")
+	p("The sandbox demo task (four model turns, branch + file + pull request on GitHub, one Slack post), N started at once.")
+	p("Server CPU is the dev server process's CPU time per task; worker CPU is this process's (workers, sandbox, driver).")
+	p("")
+	p("| workers | N | tasks | capstan tasks/s | bare tasks/s | ratio | capstan p50 | bare p50 | ratio | capstan p99 | bare p99 | server CPU/task capstan · bare | worker CPU/task capstan · bare |")
+	p("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+	for _, workers := range []int{1, 2} {
+		for _, plan := range loadPlan {
+			c, b := r.cell(kindCapstan, workers, plan.n), r.cell(kindBare, workers, plan.n)
+			if c == nil || b == nil {
+				continue
+			}
+			cd, cf := c.tasks()
+			bd, bf := b.tasks()
+			tasks := fmt.Sprintf("%d+%d", cd, bd)
+			if cf+bf > 0 {
+				tasks += fmt.Sprintf(" (**%d+%d failed**)", cf, bf)
+			}
+			_, _, tr, _ := r.ratio(workers, plan.n, tput)
+			_, _, lr, _ := r.ratio(workers, plan.n, p50ms)
+			cs, cw := c.cpuPerTask()
+			bs, bw := b.cpuPerTask()
+			p("| %d | %d | %s | %.2f | %.2f | %.2f× | %s | %s | %.2f× | %s | %s | %s · %s | %s · %s |",
+				workers, plan.n, tasks, c.throughput(), b.throughput(), tr, ms(c.p50()), ms(b.p50()), lr,
+				ms(c.p99()), ms(b.p99()), cpuMS(cs), cpuMS(bs), cpuMS(cw), cpuMS(bw))
+		}
+	}
+	if c, b := r.demoHistory[kindCapstan], r.demoHistory[kindBare]; c.err == nil && b.err == nil && c.events > 0 && b.events > 0 {
+		p("")
+		p("One demo task's history: capstan %d events, %d bytes; bare %d events, %d bytes.", c.events, c.bytes, b.events, b.bytes)
+	}
+	for _, s := range r.load {
+		if err := s.firstErr(); err != nil {
+			p("")
+			p("First failure (%s, %d workers, N = %d): %v", s.kind, s.workers, s.n, err)
+		}
+	}
+
+	r.phaseTable(p)
+
+	p("")
+	p("## Ledger claims per second")
+	p("")
+	p("ledgertest.BenchmarkClaimers: each claim inserts a new operation; claimers run concurrently on one store.")
+	p("")
+	p("| store | 1 claimer | 8 claimers |")
+	p("| --- | --- | --- |")
+	for _, c := range r.claims {
+		switch {
+		case c.skipped != "":
+			p("| %s | %s | |", c.store, c.skipped)
+		case c.err != nil:
+			p("| %s | failed: %v | |", c.store, c.err)
+		default:
+			p("| %s | %.0f | %.0f |", c.store, c.perSec[1], c.perSec[8])
+		}
+	}
+
+	p("")
+	p("## History")
+	p("")
+	p("Sandbox script turns-N (N-1 turns each reading README.md through a read-only tool, then an answer); bytes are proto.Size of every event of every run.")
+	p("Bare carries the transcript in its activities' inputs, so its history grows with the square of the turns; capstan's carries references.")
+	p("")
+	p("| turns | capstan bytes | capstan per turn | capstan events | bare bytes | bare per turn |")
+	p("| --- | --- | --- | --- | --- | --- |")
+	byTurns := map[int]map[kind]historyRow{}
+	for _, h := range r.history {
+		if byTurns[h.turns] == nil {
+			byTurns[h.turns] = map[kind]historyRow{}
+		}
+		byTurns[h.turns][h.kind] = h
+	}
+	cellOf := func(h historyRow, ok bool) (string, string) {
+		switch {
+		case !ok:
+			return "–", "–"
+		case h.err != nil:
+			return "failed", h.err.Error()
+		}
+		return fmt.Sprint(h.bytes), kb(h.perTurn())
+	}
+	for _, turns := range historyTurns {
+		c, cok := byTurns[turns][kindCapstan]
+		b, bok := byTurns[turns][kindBare]
+		cb, cp := cellOf(c, cok)
+		bb, bpt := cellOf(b, bok)
+		p("| %d | %s | %s | %d | %s | %s |", turns, cb, cp, c.events, bb, bpt)
+	}
+	if r.long.turns > 0 {
+		lb, lp := cellOf(r.long, true)
+		p("| %d | %s (%d runs) | %s | %d | not run | |", r.long.turns, lb, r.long.runs, lp, r.long.events)
+	}
+
+	p("")
+	p("## A downed dependency")
+	p("")
+	p("The model provider answers 503 to everything for %s while %d demo tasks run on %d workers; then it is back.", outageLengthRun, outageTasksRun, outageWorkers)
+	p("")
+	p("| breakers | requests to the provider while down | tasks completed afterwards | failed | last task ended after recovery |")
+	p("| --- | --- | --- | --- | --- |")
+	for _, o := range r.outage {
+		switch {
+		case o.notBuilt:
+			p("| %s | breakers: not built yet | | | |", onOff(o.breakers))
+		case o.err != nil:
+			p("| %s | failed: %v | | | |", onOff(o.breakers), o.err)
+		default:
+			failed := fmt.Sprint(o.failed)
+			if o.failed > 0 {
+				failed += fmt.Sprintf(" %v", o.failures)
+			}
+			p("| %s | %d | %d of %d | %s | %s |", onOff(o.breakers), o.requests, o.completed, outageTasksRun, failed, o.recoveredIn.Round(time.Second))
+		}
+	}
+	if r.profiles.text != "" {
+		p("")
+		p("%s", r.profiles.text)
+	}
+	return w.String()
+}
+
+// phaseTable writes where the tasks' time went on one worker, by the
+// server's clock.
+func (r *results) phaseTable(p func(string, ...any)) {
+	var keys []loadKey
+	for _, plan := range loadPlan {
+		for _, k := range []kind{kindCapstan, kindBare} {
+			if ps, ok := r.phases[loadKey{k, 1, plan.n}]; ok && ps.err == nil && ps.tasks > 0 {
+				keys = append(keys, loadKey{k, 1, plan.n})
+			}
+		}
+	}
+	if len(keys) == 0 {
+		return
+	}
+	p("")
+	p("### Where a task's time goes (1 worker)")
+	p("")
+	p("Mean per task, from the tasks' histories (the server's clock). Waiting is from a task being scheduled until a worker takes it.")
+	p("")
+	head, sep := "| |", "| --- |"
+	for _, k := range keys {
+		head += fmt.Sprintf(" %s N = %d |", k.kind, k.n)
+		sep += " --- |"
+	}
+	p("%s", head)
+	p("%s", sep)
+	row := func(name string, f func(phaseSums) time.Duration) {
+		line := "| " + name + " |"
+		for _, k := range keys {
+			line += " " + ms(f(r.phases[k])) + " |"
+		}
+		p("%s", line)
+	}
+	for _, ph := range phaseOrder {
+		if ph == phaseOtherRun {
+			continue
+		}
+		row(ph, func(ps phaseSums) time.Duration { return ps.perTask(ph) })
+	}
+	line := "| · of the activities' running time, inside ledger calls |"
+	for _, k := range keys {
+		st := r.load[k]
+		done, failed := st.tasks()
+		if k.kind != kindCapstan || done+failed == 0 {
+			line += " – |"
+			continue
+		}
+		line += " " + ms(st.ledger/time.Duration(done+failed)) + " |"
+	}
+	p("%s", line)
+	row("between events (workers' and server's own time)", phaseSums.rest)
+	row("start to close", func(ps phaseSums) time.Duration { return ps.total / time.Duration(max(ps.tasks, 1)) })
+	r.ledgerMethodTable(p)
+}
+
+// ledgerMethodTable writes capstan's ledger calls per task by method, on
+// one worker: how many, and the time inside them.
+func (r *results) ledgerMethodTable(p func(string, ...any)) {
+	var cells []*loadStats
+	for _, plan := range loadPlan {
+		if s := r.cell(kindCapstan, 1, plan.n); s != nil && len(s.methods) > 0 {
+			cells = append(cells, s)
+		}
+	}
+	if len(cells) == 0 {
+		return
+	}
+	p("")
+	p("Capstan's ledger calls per task, by method (1 worker; SQLite, synchronous=FULL, one writer connection per worker):")
+	p("")
+	head, sep := "| method |", "| --- |"
+	for _, s := range cells {
+		head += fmt.Sprintf(" N = %d calls | N = %d time |", s.n, s.n)
+		sep += " --- | --- |"
+	}
+	p("%s", head)
+	p("%s", sep)
+	for _, name := range ledgerMethods {
+		line, any := "| "+name+" |", false
+		for _, s := range cells {
+			done, failed := s.tasks()
+			n := time.Duration(max(done+failed, 1))
+			m := s.methods[name]
+			any = any || m.calls > 0
+			line += fmt.Sprintf(" %.1f | %s |", float64(m.calls)/float64(n), cpuMS(m.time/n))
+		}
+		if any {
+			p("%s", line)
+		}
+	}
+}
