@@ -28,6 +28,7 @@ type historyRow struct {
 	// whole: each run's start (its checkpoint), its continue-as-new and the
 	// completion (the result).
 	carried int
+	byType  map[string]int // events by type
 	runs    int
 	took    time.Duration
 	err     error
@@ -68,7 +69,7 @@ func (e *env) runHistory(ctx context.Context, k kind, queue string, turns int) h
 	if row.err != nil {
 		return row
 	}
-	row.bytes, row.events, row.runs, row.carried, row.err = e.historySize(ctx, run.GetID())
+	row.err = e.historySize(ctx, run.GetID(), &row)
 	return row
 }
 
@@ -124,31 +125,33 @@ func (e *env) watchTurns(ctx context.Context, k kind, workflowID string, turns i
 	return func() { close(done) }
 }
 
-// historySize sums proto.Size over the events of every run of a workflow,
-// following the chain of continue-as-new back from the latest run.
-func (e *env) historySize(ctx context.Context, workflowID string) (bytes, events, runs, carried int, err error) {
+// historySize measures the history of every run of a workflow, following
+// the chain of continue-as-new back from the latest run, into row.
+func (e *env) historySize(ctx context.Context, workflowID string, row *historyRow) error {
+	row.byType = map[string]int{}
 	runID := ""
 	for {
 		h, err := e.fetchHistory(ctx, workflowID, runID)
 		if err != nil {
-			return 0, 0, 0, 0, err
+			return err
 		}
-		bytes += proto.Size(h)
-		events += len(h.GetEvents())
-		runs++
+		row.bytes += proto.Size(h)
+		row.events += len(h.GetEvents())
+		row.runs++
 		for _, ev := range h.GetEvents() {
+			row.byType[ev.GetEventType().String()]++
 			switch ev.GetEventType() {
 			case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW,
 				enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED:
-				carried += proto.Size(ev)
+				row.carried += proto.Size(ev)
 			}
 		}
 		if len(h.GetEvents()) == 0 {
-			return bytes, events, runs, carried, nil
+			return nil
 		}
 		runID = h.GetEvents()[0].GetWorkflowExecutionStartedEventAttributes().GetContinuedExecutionRunId()
 		if runID == "" {
-			return bytes, events, runs, carried, nil
+			return nil
 		}
 	}
 }

@@ -165,6 +165,7 @@ type loadStats struct {
 	ledger    time.Duration // capstan: time inside ledger calls over every round
 	ledgerOps int64
 	methods   map[string]methodStat // the same, by method
+	rpcs      map[string]int64      // the workers' calls to the server, by method
 }
 
 func (s *loadStats) latencies() []time.Duration {
@@ -281,13 +282,15 @@ type loadResults map[loadKey]*loadStats
 // CPU-profiled into profDir.
 func (e *env) runLoad(ctx context.Context, workers int, ledgerDSN string, res loadResults, profDir string) error {
 	timer := &ledgerTimer{}
+	rpcs := map[kind]*rpcCounter{kindCapstan: newRPCCounter(), kindBare: newRPCCounter()}
 	cq, bq := e.next(fmt.Sprintf("bench-capstan-w%d", workers)), e.next(fmt.Sprintf("bench-bare-w%d", workers))
-	cp, err := e.startCapstan(ctx, cq, capstanOptions{workers: workers, ledgerDSN: ledgerDSN, timer: timer})
+	cp, err := e.startCapstan(ctx, cq, capstanOptions{workers: workers, ledgerDSN: ledgerDSN, timer: timer,
+		rpcs: rpcs[kindCapstan], breakers: breakersBuilt})
 	if err != nil {
 		return err
 	}
 	defer cp.stop()
-	bp, err := e.startBare(bq, workers)
+	bp, err := e.startBare(bq, workers, rpcs[kindBare])
 	if err != nil {
 		return err
 	}
@@ -325,6 +328,7 @@ func (e *env) runLoad(ctx context.Context, workers int, ledgerDSN string, res lo
 					stopProfile = startProfile(filepath.Join(profDir, fmt.Sprintf("%s-n%d-r%d.pprof", k, plan.n, i+1)))
 				}
 				timer.reset()
+				rpcs[k].take()
 				r := runRound(ctx, plan.n, starters[k](e.next(fmt.Sprintf("%s-w%d-n%d", k, workers, plan.n))), checks[k])
 				stopProfile()
 				if k == kindCapstan {
@@ -337,6 +341,12 @@ func (e *env) runLoad(ctx context.Context, workers int, ledgerDSN string, res lo
 					for name, m := range timer.byMethod() {
 						st.methods[name] = methodStat{calls: st.methods[name].calls + m.calls, time: st.methods[name].time + m.time}
 					}
+				}
+				if st.rpcs == nil {
+					st.rpcs = map[string]int64{}
+				}
+				for m, n := range rpcs[k].take() {
+					st.rpcs[m] += n
 				}
 				st.rounds = append(st.rounds, r)
 				progress("%-7s workers=%d N=%-3d round %d/%d: %d done, %d failed in %s (%.1f tasks/s), p50 %s p99 %s",

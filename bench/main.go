@@ -141,7 +141,7 @@ func measure(ctx context.Context, e *env, res *results, dir string) error {
 	for _, k := range []kind{kindCapstan, kindBare} {
 		if s := res.load[loadKey{k, 1, 1}]; s != nil && len(s.rounds) > 0 && len(s.rounds[0].ids) > 0 {
 			row := historyRow{kind: k, turns: demoTurns}
-			row.bytes, row.events, row.runs, row.carried, row.err = e.historySize(ctx, s.rounds[0].ids[0])
+			row.err = e.historySize(ctx, s.rounds[0].ids[0], &row)
 			res.demoHistory[k] = row
 		}
 	}
@@ -165,7 +165,7 @@ func measure(ctx context.Context, e *env, res *results, dir string) error {
 	defer longSandbox.Close()
 	longQueue := e.next("bench-long")
 	lp, err := e.startCapstan(ctx, longQueue, capstanOptions{workers: 1, sandbox: longSandbox,
-		ledgerDSN: "sqlite://" + filepath.Join(dir, "long.db")})
+		breakers: breakersBuilt, ledgerDSN: "sqlite://" + filepath.Join(dir, "long.db")})
 	if err != nil {
 		return err
 	}
@@ -196,12 +196,13 @@ func measure(ctx context.Context, e *env, res *results, dir string) error {
 // history's size does not depend on timing.
 func measureHistory(ctx context.Context, e *env, res *results, dir string) error {
 	hq, bq := e.next("bench-history"), e.next("bench-history-bare")
-	hp, err := e.startCapstan(ctx, hq, capstanOptions{workers: 1, ledgerDSN: "sqlite://" + filepath.Join(dir, "history.db")})
+	hp, err := e.startCapstan(ctx, hq, capstanOptions{workers: 1, breakers: breakersBuilt,
+		ledgerDSN: "sqlite://" + filepath.Join(dir, "history.db")})
 	if err != nil {
 		return err
 	}
 	defer hp.stop()
-	bp, err := e.startBare(bq, 1)
+	bp, err := e.startBare(bq, 1, nil)
 	if err != nil {
 		return err
 	}

@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/client"
 	tlog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
+	"google.golang.org/grpc"
 
 	"github.com/capstanhq/capstan/activities"
 	"github.com/capstanhq/capstan/internal/config"
@@ -75,14 +76,19 @@ func (e *env) newClients(sb *sandbox.Sandbox) (clients, error) {
 	}, nil
 }
 
-// dial connects one worker's own Temporal client.
-func (e *env) dial(identity string) (client.Client, error) {
-	return client.Dial(client.Options{
+// dial connects one worker's own Temporal client; rpcs, when set, counts
+// its calls.
+func (e *env) dial(identity string, rpcs *rpcCounter) (client.Client, error) {
+	o := client.Options{
 		HostPort:  e.server.FrontendHostPort(),
 		Namespace: "default",
 		Identity:  identity,
 		Logger:    tlog.NewStructuredLogger(e.logger),
-	})
+	}
+	if rpcs != nil {
+		o.ConnectionOptions.DialOptions = []grpc.DialOption{grpc.WithChainUnaryInterceptor(rpcs.interceptor)}
+	}
+	return client.Dial(o)
 }
 
 // capstanOptions says how a capstan pool is built.
@@ -90,7 +96,10 @@ type capstanOptions struct {
 	workers   int
 	ledgerDSN string       // every worker opens its own store on it
 	timer     *ledgerTimer // when set, every ledger call is timed
-	breakers  bool         // see breakers.go
+	rpcs      *rpcCounter  // when set, every call to the server is counted
+	// breakers on or off (breakers.go); a worker's default is on, so every
+	// pool but the outage's "off" run has them once they are built.
+	breakers bool
 	// sandbox the workers talk to; nil means the env's.
 	sandbox *sandbox.Sandbox
 }
@@ -141,7 +150,7 @@ func (e *env) startCapstan(ctx context.Context, queue string, o capstanOptions) 
 			p.stop()
 			return nil, err
 		}
-		c, err := e.dial(identity)
+		c, err := e.dial(identity, o.rpcs)
 		if err != nil {
 			p.stop()
 			return nil, err
@@ -161,7 +170,7 @@ func (e *env) startCapstan(ctx context.Context, queue string, o capstanOptions) 
 
 // startBare starts a pool of workers that run BareTask, the same task shape
 // without capstan (bare.go).
-func (e *env) startBare(queue string, workers int) (*pool, error) {
+func (e *env) startBare(queue string, workers int, rpcs *rpcCounter) (*pool, error) {
 	p := &pool{queue: queue}
 	for i := range workers {
 		identity := fmt.Sprintf("bare-bench@%s/%d", queue, i)
@@ -170,7 +179,7 @@ func (e *env) startBare(queue string, workers int) (*pool, error) {
 			p.stop()
 			return nil, err
 		}
-		c, err := e.dial(identity)
+		c, err := e.dial(identity, rpcs)
 		if err != nil {
 			p.stop()
 			return nil, err

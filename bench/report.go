@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 )
@@ -212,12 +213,21 @@ func (r *results) markdown() string {
 		}
 		p("| %s | %s | %s |", t.what, fig, t.status)
 	}
+	if why := r.whyNotes(); why != "" {
+		p("")
+		p("%s", why)
+	}
 
 	p("")
 	p("## Tasks: throughput and latency")
 	p("")
 	p("The sandbox demo task (four model turns, branch + file + pull request on GitHub, one Slack post), N started at once.")
 	p("Server CPU is the dev server process's CPU time per task; worker CPU is this process's (workers, sandbox, driver).")
+	if breakersBuilt {
+		p("Capstan's workers run as a worker does by default: SQLite ledger, breakers on.")
+	} else {
+		p("Capstan's workers run as a worker does by default: SQLite ledger (breakers: not built yet).")
+	}
 	p("")
 	p("| workers | N | tasks | capstan tasks/s | bare tasks/s | ratio | capstan p50 | bare p50 | ratio | capstan p99 | bare p99 | server CPU/task capstan · bare | worker CPU/task capstan · bare |")
 	p("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
@@ -244,7 +254,15 @@ func (r *results) markdown() string {
 	}
 	if c, b := r.demoHistory[kindCapstan], r.demoHistory[kindBare]; c.err == nil && b.err == nil && c.events > 0 && b.events > 0 {
 		p("")
-		p("One demo task's history: capstan %d events, %d bytes; bare %d events, %d bytes.", c.events, c.bytes, b.events, b.bytes)
+		var more []string
+		for _, t := range keysOf(c.byType) {
+			if d := c.byType[t] - b.byType[t]; d != 0 {
+				more = append(more, fmt.Sprintf("%s %+d", t, d))
+			}
+		}
+		slices.Sort(more)
+		p("One demo task's history: capstan %d events, %d bytes; bare %d events, %d bytes. Capstan's events beyond bare's: %s.",
+			c.events, c.bytes, b.events, b.bytes, strings.Join(more, ", "))
 	}
 	for _, s := range r.load {
 		if err := s.firstErr(); err != nil {
@@ -390,6 +408,33 @@ func (r *results) phaseTable(p func(string, ...any)) {
 	row("between events (workers' and server's own time)", phaseSums.rest)
 	row("start to close", func(ps phaseSums) time.Duration { return ps.total / time.Duration(max(ps.tasks, 1)) })
 	r.ledgerMethodTable(p)
+	r.rpcTable(p, 10)
+}
+
+// rpcTable writes the workers' calls to the Temporal server per task, by
+// method, at N on one worker, capstan beside bare.
+func (r *results) rpcTable(p func(string, ...any), n int) {
+	c, b := r.cell(kindCapstan, 1, n), r.cell(kindBare, 1, n)
+	if c == nil || b == nil || len(c.rpcs) == 0 || len(b.rpcs) == 0 {
+		return
+	}
+	cd, cf := c.tasks()
+	bd, bf := b.tasks()
+	methods := keysOf(c.rpcs)
+	for m := range b.rpcs {
+		if _, ok := c.rpcs[m]; !ok {
+			methods = append(methods, m)
+		}
+	}
+	slices.Sort(methods)
+	p("")
+	p("The workers' calls to the Temporal server per task, N = %d, 1 worker (polls wait for work, so their count also depends on timing):", n)
+	p("")
+	p("| call | capstan | bare |")
+	p("| --- | --- | --- |")
+	for _, m := range methods {
+		p("| %s | %.1f | %.1f |", m, float64(c.rpcs[m])/float64(max(cd+cf, 1)), float64(b.rpcs[m])/float64(max(bd+bf, 1)))
+	}
 }
 
 // ledgerMethodTable writes capstan's ledger calls per task by method, on

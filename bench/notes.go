@@ -1,0 +1,88 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// writeCalls are the ledger methods that write: each is a transaction of
+// its own on the worker's one writer connection.
+var writeCalls = []string{"Claim", "MarkRunning", "Renew", "Complete", "Release", "TakeForReconcile", "PutItem", "CommitTurn"}
+
+// activityRunning sums the phases in which a task's activities run.
+func activityRunning(ps phaseSums) time.Duration {
+	return ps.perTask(phaseModel) + ps.perTask(phaseTool) + ps.perTask(phaseDeliver) + ps.perTask(phaseOtherRun)
+}
+
+// whyNotes explains, from this run's own figures, a missed latency or
+// throughput target: where capstan's extra time goes and what would
+// shorten it. It returns "" when both are met.
+func (r *results) whyNotes() string {
+	var latencyMissed, throughputMissed bool
+	for _, t := range r.targets() {
+		if t.status != missed {
+			continue
+		}
+		latencyMissed = latencyMissed || strings.Contains(t.what, "latency")
+		throughputMissed = throughputMissed || strings.Contains(t.what, "throughput")
+	}
+	var w strings.Builder
+	p := func(format string, args ...any) { fmt.Fprintf(&w, format+"\n", args...) }
+
+	if latencyMissed {
+		c, b := r.cell(kindCapstan, targetWorkers, 10), r.cell(kindBare, targetWorkers, 10)
+		cp, bp := r.phases[loadKey{kindCapstan, targetWorkers, 10}], r.phases[loadKey{kindBare, targetWorkers, 10}]
+		if c != nil && b != nil && cp.tasks > 0 && bp.tasks > 0 {
+			done, failed := c.tasks()
+			n := time.Duration(max(done+failed, 1))
+			var writes float64
+			var writeTime time.Duration
+			for _, m := range writeCalls {
+				writes += float64(c.methods[m].calls) / float64(n)
+				writeTime += c.methods[m].time / n
+			}
+			one := r.cell(kindCapstan, targetWorkers, 1)
+			alone := "–"
+			if one != nil {
+				od, of := one.tasks()
+				var ow float64
+				var ot time.Duration
+				for _, m := range writeCalls {
+					ow += float64(one.methods[m].calls)
+					ot += one.methods[m].time
+				}
+				if ow > 0 && od+of > 0 {
+					alone = cpuMS(ot / time.Duration(ow))
+				}
+			}
+			perWrite := "–"
+			if writes > 0 {
+				perWrite = cpuMS(time.Duration(float64(writeTime) / writes))
+			}
+			heartbeats := float64(c.rpcs["RecordActivityTaskHeartbeat"]) / float64(n)
+			p("**Where capstan's latency goes at N = 10.** Its activities ran %s per task against bare's %s; %s of capstan's is inside ledger calls, %s of it in %.0f write transactions per task (%.0f PutItem; Claim, MarkRunning, Renew, Complete and CommitTurn %.0f each).",
+				ms(activityRunning(cp)), ms(activityRunning(bp)), ms(c.ledger/n), ms(writeTime), writes,
+				float64(c.methods["PutItem"].calls)/float64(n), float64(c.methods["Claim"].calls)/float64(n))
+			p("Each write is fsynced (SQLite synchronous=FULL) and waits for the worker's one writer connection: a write took %s on average at N = 1 and %s at N = 10.", alone, perWrite)
+			p("Each capstan activity also sends a heartbeat as it starts, before it calls anything (%.0f RecordActivityTaskHeartbeat per task; bare sends none).", heartbeats)
+			p("What would shorten it, largest first: one write transaction for the items an activity commits (its messages, the manifest, the tool arguments) instead of one PutItem each;")
+			p("no lease renewal in the heartbeat that starts right after a fresh claim (Renew follows Claim and MarkRunning within milliseconds); the first heartbeat sent without holding up the call;")
+			p("and, for pools, the PostgreSQL ledger, whose writers do not queue on one file (claims/s at 8 claimers above). Relaxing synchronous=FULL would trade away the durability the at-most-once rules rest on, so it is not on the list.")
+			p("")
+		}
+	}
+	if throughputMissed {
+		c, b := r.cell(kindCapstan, targetWorkers, 100), r.cell(kindBare, targetWorkers, 100)
+		if c != nil && b != nil {
+			cs, cw := c.cpuPerTask()
+			bs, bw := b.cpuPerTask()
+			predicted := float64(bs+bw) / float64(max(cs+cw, 1))
+			p("**Where capstan's throughput goes at N = 100.** A task costs %s of CPU with capstan (dev server %s, this process %s) against %s bare (%s, %s): on a machine whose cores are all busy that alone predicts a ratio of %.2f×.",
+				cpuMS(cs+cw), cpuMS(cs), cpuMS(cw), cpuMS(bs+bw), cpuMS(bs), cpuMS(bw), predicted)
+			p("The server's share comes from capstan's heartbeats (one per activity), its search-attribute updates and markers (see the events and calls per task above); this process's from SQLite and its fsyncs (below).")
+			p("")
+		}
+	}
+	return strings.TrimRight(w.String(), "\n")
+}
