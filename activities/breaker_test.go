@@ -217,8 +217,8 @@ func TestModelTurnSendsNothingWhileTheProviderBreakerIsOpen(t *testing.T) {
 			t.Fatalf("attempt %d under a 400 = %+v, want rejected", n, r)
 		}
 	}
-	if st := set.State(breaker.Model("sandbox")); st != breaker.StateClosed {
-		t.Fatalf("after 3 rejections model/sandbox is %s, want closed", st)
+	if st := set.State(breaker.Model("openai")); st != breaker.StateClosed {
+		t.Fatalf("after 3 rejections model/openai is %s, want closed", st)
 	}
 	status.Store(http.StatusServiceUnavailable)
 	for n := 4; n <= 5; n++ {
@@ -228,9 +228,9 @@ func TestModelTurnSendsNothingWhileTheProviderBreakerIsOpen(t *testing.T) {
 	}
 	err := attempt(6)
 	r, ok := activities.AttemptReportOf(err)
-	if !ok || r.Outcome != model.OutcomeBreakerOpen || r.Phase != model.PhaseNotSent || r.Breaker != "model/sandbox" ||
+	if !ok || r.Outcome != model.OutcomeBreakerOpen || r.Phase != model.PhaseNotSent || r.Breaker != "model/openai" ||
 		r.RetryAfterMS <= 0 || r.RetryAfterMS > time.Minute.Milliseconds() || r.AttemptID != "T/t6/a1" {
-		t.Fatalf("attempt under an open breaker: %+v (%v), want breaker_open, NOT_SENT, model/sandbox, the time left", r, err)
+		t.Fatalf("attempt under an open breaker: %+v (%v), want breaker_open, NOT_SENT, model/openai (the sandbox alias's provider), the time left", r, err)
 	}
 	if appError(t, err).Type() != activities.ErrTypeModelAttempt || !appError(t, err).NonRetryable() {
 		t.Errorf("err = %v, want a non-retryable %s: the turn guard decides", err, activities.ErrTypeModelAttempt)

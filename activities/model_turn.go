@@ -48,8 +48,10 @@ func (a *Activities) ModelTurn(ctx context.Context, in ModelTurnInput) (ModelTur
 	}
 
 	// The provider's breaker: while it is open nothing is sent, and the
-	// guard waits out the time left without spending a retry budget.
-	key := breaker.Model(ref.Provider)
+	// guard waits out the time left without spending a retry budget. It is
+	// keyed by the provider itself, so aliases of one endpoint ("sandbox"
+	// on a --sandbox worker is openai) share one breaker.
+	key := breaker.Model(provider.Name())
 	permit, err := a.Breakers.Allow(key)
 	if err != nil {
 		var open *breaker.OpenError

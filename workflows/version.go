@@ -13,7 +13,7 @@ package workflows
 //
 //	v1  the foundation
 //	v2  changeOperationIDByPosition
-//	v3  changeReconcile
+//	v3  changeReconcile, changeBreakerWaits
 const HistoryVersion = "v3"
 
 // Changes to workflow logic, each read with workflow.GetVersion where the
@@ -29,4 +29,10 @@ const (
 	// (and, when nobody can tell, resolved by a person) instead of ending
 	// the task as operation_unknown.
 	changeReconcile = "reconcile-unknown-operations"
+	// changeBreakerWaits: an attempt, operation or delivery that an open
+	// circuit breaker kept from being sent (breaker_open, BreakerOpen) is
+	// waited out by the workflow — the time left, journalled and shown in
+	// the current details, spending no retry budget — and Temporal no
+	// longer retries BreakerOpen itself.
+	changeBreakerWaits = "breaker-waits"
 )
