@@ -55,7 +55,7 @@ func (t *task) settleCancelled(ctx workflow.Context) {
 		if rec.State != DeliveryUnknown {
 			continue
 		}
-		t.settleOnce(ctx, t.deliveryEffect(rec, ""), func(r activities.ReconcileResult) {
+		t.settleOnce(ctx, t.deliveryEffect(rec, t.targets()[i], t.result.FinalText), func(r activities.ReconcileResult) {
 			if r.Verdict == activities.VerdictAbsent {
 				rec.State = DeliveryDeadLetter
 			} else {
