@@ -35,6 +35,9 @@ var definiteSlackRefusals = map[string]bool{
 // and retried after the wait Slack asked for.
 func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResult, error) {
 	res := DeliverResult{OperationID: in.OperationID}
+	if in.Comment != nil {
+		return a.deliverComment(ctx, in)
+	}
 	if a.Slack == nil {
 		return res, temporal.NewNonRetryableApplicationError(
 			"this worker has no Slack client configured (set SLACK_BOT_TOKEN)", ErrTypeWorkerConfig, nil)
@@ -112,4 +115,28 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 		}
 		return res, unknownOperation(in.OperationID, ledger.StateUnknown, postErr)
 	}
+}
+
+// deliverComment posts the final answer as a comment on a GitHub issue or
+// pull request. It is the github_comment tool run as an operation, exactly
+// as ExecuteTool runs it: claimed, marked with the operation id, and
+// recorded UNKNOWN when GitHub's answer is lost, for the comment reconciler
+// to find by its marker. A comment GitHub refused is a failed delivery.
+func (a *Activities) deliverComment(ctx context.Context, in DeliverInput) (DeliverResult, error) {
+	res := DeliverResult{OperationID: in.OperationID}
+	ref, err := a.Ledger.PutItem(ctx, CommentArguments(*in.Comment, in.Text))
+	if err != nil {
+		return res, fmt.Errorf("store the comment of delivery %s: %w", in.OperationID, err)
+	}
+	out, err := a.ExecuteTool(ctx, ExecuteToolInput{Tenant: in.Tenant, TaskID: in.TaskID, OperationID: in.OperationID,
+		Tool: "github_comment", Arguments: ref})
+	if err != nil {
+		return res, err
+	}
+	if out.State != ledger.StateSucceeded {
+		return res, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("GitHub refused the comment on %s#%d: %s", in.Comment.Repo, in.Comment.Number, out.Preview), ErrTypeDeliveryFailed, nil)
+	}
+	res.ExternalID, res.Replayed = out.ExternalID, out.Replayed
+	return res, nil
 }

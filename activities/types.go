@@ -1,6 +1,7 @@
 package activities
 
 import (
+	"encoding/json"
 	"errors"
 	"time"
 
@@ -138,8 +139,31 @@ type DeliverInput struct {
 	Tenant      string
 	TaskID      string
 	OperationID string
-	Channel     string // Slack channel name or id
-	Text        string
+	Channel     string // Slack channel name or id; empty for a comment
+	// Comment, when set, delivers the text as a comment on a GitHub issue
+	// or pull request instead of a Slack message.
+	Comment *CommentTarget `json:",omitempty"`
+	Text    string
+}
+
+// CommentTarget is a GitHub issue or pull request that receives a task's
+// final answer as a comment.
+type CommentTarget struct {
+	Repo   string // owner/name
+	Number int
+}
+
+// CommentArguments are the github_comment arguments of a comment delivery.
+// The workflow names them by their ledger reference (ledger.ItemRef) so a
+// reconciler can read them; both sides build them here, so the bytes, and
+// the reference, are the same.
+func CommentArguments(target CommentTarget, text string) []byte {
+	b, _ := json.Marshal(struct {
+		Repo   string `json:"repo"`
+		Number int    `json:"number"`
+		Body   string `json:"body"`
+	}{target.Repo, target.Number, text}) // cannot fail: strings and an int
+	return b
 }
 
 // DeliverResult is an acknowledged delivery.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	"go.temporal.io/sdk/client"
 	tlog "go.temporal.io/sdk/log"
 
+	"github.com/capstanhq/capstan/activities"
 	"github.com/capstanhq/capstan/internal/config"
 	"github.com/capstanhq/capstan/internal/model"
 	githubtools "github.com/capstanhq/capstan/internal/tools/github"
@@ -26,8 +28,9 @@ import (
 // runFlags are the flags of `starter run`.
 type runFlags struct {
 	prompt, repo, base, slack, model, id, tenant string
+	comments                                     []string
 	maxTurns                                     int
-	humanTimeout                                 time.Duration
+	humanTimeout, idleTimeout, maxDuration       time.Duration
 	wait, json                                   bool
 }
 
@@ -50,10 +53,13 @@ func (a *app) runCommand() *cobra.Command {
 	fl.StringVar(&f.repo, "repo", "", "GitHub repository the agent works on, OWNER/NAME")
 	fl.StringVar(&f.base, "base", config.DefaultBaseBranch, "base branch for the agent's changes")
 	fl.StringVar(&f.slack, "slack", "", "Slack channel that receives the final answer")
+	fl.StringArrayVar(&f.comments, "comment", nil, "also post the final answer as a comment on OWNER/NAME#N, an issue or pull request (repeatable)")
 	fl.StringVar(&f.model, "model", "", "model as PROVIDER:MODEL (default $CAPSTAN_MODEL or "+config.DefaultModel+")")
 	fl.StringVar(&f.id, "id", "", "task id (default: generated); the workflow id is task-<id>")
 	fl.StringVar(&f.tenant, "tenant", config.DefaultTenant, "tenant the task's operations belong to")
 	fl.IntVar(&f.maxTurns, "max-turns", workflows.DefaultMaxTurns, "most model turns before the task fails with max_turns")
+	fl.DurationVar(&f.idleTimeout, "idle-timeout", 0, "cut a model stream silent this long and retry it once (default $CAPSTAN_MODEL_IDLE_TIMEOUT or 120s)")
+	fl.DurationVar(&f.maxDuration, "max-duration", 0, "total limit of one model attempt (default $CAPSTAN_MODEL_MAX_DURATION or 10m)")
 	fl.DurationVar(&f.humanTimeout, "human-timeout", workflows.DefaultHumanTimeout, "how long the task waits for a person to resolve an operation before it fails with needs_human_timeout")
 	fl.BoolVar(&f.wait, "wait", false, "wait for the task to end and print its result")
 	fl.BoolVar(&f.json, "json", false, "print machine-readable JSON")
@@ -109,6 +115,10 @@ func (a *app) taskInput(f runFlags) (workflows.AgentTaskInput, error) {
 	if f.slack != "" && !channelPattern.MatchString(f.slack) {
 		return in, usagef("--slack %q is not a Slack channel name or id", f.slack)
 	}
+	comments, err := commentTargets(f.comments)
+	if err != nil {
+		return in, err
+	}
 	m, source := f.model, "--model"
 	if m == "" {
 		m, source = a.cfg.Model, "CAPSTAN_MODEL"
@@ -131,9 +141,27 @@ func (a *app) taskInput(f runFlags) (workflows.AgentTaskInput, error) {
 	if f.humanTimeout < time.Minute {
 		return in, usagef("--human-timeout %s is too short (at least 1m)", f.humanTimeout)
 	}
+	limits := a.cfg.ModelLimits
+	if f.idleTimeout < 0 || f.maxDuration < 0 {
+		return in, usagef("--idle-timeout and --max-duration must be positive durations")
+	}
+	if f.idleTimeout > 0 {
+		// The first-event wait follows the idle timeout unless the
+		// environment set it apart.
+		if limits.FirstEvent == limits.Idle {
+			limits.FirstEvent = f.idleTimeout
+		}
+		limits.Idle = f.idleTimeout
+	}
+	if f.maxDuration > 0 {
+		limits.Total = f.maxDuration
+	}
+	if limits.Idle >= limits.Total {
+		return in, usagef("the idle timeout (%s) must be shorter than the attempt's total limit (%s)", limits.Idle, limits.Total)
+	}
 	return workflows.AgentTaskInput{
 		TaskID: id, Tenant: f.tenant, Prompt: f.prompt, Repo: f.repo, Base: f.base,
-		SlackChannel: f.slack, Model: m, MaxTurns: f.maxTurns, ModelLimits: a.cfg.ModelLimits,
+		SlackChannel: f.slack, Comments: comments, Model: m, MaxTurns: f.maxTurns, ModelLimits: limits,
 		HumanTimeout: f.humanTimeout, ReconcileWindow: a.cfg.ReconcileWindow,
 	}, nil
 }
@@ -212,4 +240,23 @@ func summary(in workflows.AgentTaskInput) string {
 		return fmt.Sprintf("%s · %s", in.Repo, p)
 	}
 	return p
+}
+
+// commentTargets parses the --comment flags: OWNER/NAME#N, each once.
+func commentTargets(flags []string) ([]activities.CommentTarget, error) {
+	var out []activities.CommentTarget
+	seen := map[string]bool{}
+	for _, f := range flags {
+		repo, num, ok := strings.Cut(f, "#")
+		n, err := strconv.Atoi(num)
+		if !ok || err != nil || n < 1 || !githubtools.ValidRepo(repo) {
+			return nil, usagef("--comment %q is not of the form OWNER/NAME#N (an issue or pull request number)", f)
+		}
+		if seen[f] {
+			return nil, usagef("--comment %q is given twice", f)
+		}
+		seen[f] = true
+		out = append(out, activities.CommentTarget{Repo: repo, Number: n})
+	}
+	return out, nil
 }

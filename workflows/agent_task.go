@@ -51,6 +51,9 @@ type task struct {
 	nextTurn   int
 	// waiting holds the operations that wait for a person; resolutions the
 	// decisions the resolve update delivered and nobody has read yet.
+	// declared lists every tool call given an operation id, so the end of
+	// a cancelled task can reconcile what was in flight.
+	declared    []declared
 	waiting     map[string]bool
 	resolutions map[string]ResolveRequest
 	askedPerson bool // the task set CapstanNeedsHuman at least once

@@ -3,11 +3,13 @@ package workflows
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/capstanhq/capstan/activities"
+	"github.com/capstanhq/capstan/internal/ledger"
 )
 
 // maxDeliveryTries is how often a delivery is sent before it is
@@ -15,39 +17,81 @@ import (
 // the sends after a reconciler confirmed an earlier one absent.
 const maxDeliveryTries = 3
 
-// deliver posts the final answer to the task's Slack channel, if it has one.
-// "final response committed" and "delivery acked" are separate journal lines:
-// the answer is part of the task's result whether or not the post lands.
-func (t *task) deliver(ctx workflow.Context, text string) error {
-	if t.in.SlackChannel == "" {
-		return nil
+// target is where a task's final answer goes: a Slack channel, or a comment
+// on a GitHub issue or pull request.
+type target struct {
+	slack   string
+	comment *activities.CommentTarget
+}
+
+// targets lists the task's delivery targets: its Slack channel first, then
+// its comments, in the order they were given.
+func (t *task) targets() []target {
+	var ts []target
+	if t.in.SlackChannel != "" {
+		ts = append(ts, target{slack: t.in.SlackChannel})
 	}
-	opID := deliveryOperationID(t.in.Tenant, t.in.TaskID, t.in.SlackChannel)
-	t.result.Deliveries = append(t.result.Deliveries, DeliveryRecord{OperationID: opID, Target: "slack:" + t.in.SlackChannel, State: DeliverySending})
+	for i := range t.in.Comments {
+		ts = append(ts, target{comment: &t.in.Comments[i]})
+	}
+	return ts
+}
+
+// name is the target as DeliveryRecord.Target shows it.
+func (d target) name() string {
+	if d.comment != nil {
+		return fmt.Sprintf("github:%s#%d", d.comment.Repo, d.comment.Number)
+	}
+	return "slack:" + d.slack
+}
+
+// label is the target in a sentence.
+func (d target) label() string {
+	if d.comment != nil {
+		return fmt.Sprintf("GitHub %s#%d", d.comment.Repo, d.comment.Number)
+	}
+	return "Slack " + d.slack
+}
+
+// deliver sends the final answer to each of the task's targets, in order.
+// "final response committed" and "delivery acked" are separate journal
+// lines: the answer is part of the task's result whether or not it lands.
+func (t *task) deliver(ctx workflow.Context, text string) error {
+	for _, d := range t.targets() {
+		if err := t.deliverTo(ctx, d, text); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (t *task) deliverTo(ctx workflow.Context, d target, text string) error {
+	opID := deliveryOperationID(t.in.Tenant, t.in.TaskID, d)
+	t.result.Deliveries = append(t.result.Deliveries, DeliveryRecord{OperationID: opID, Target: d.name(), State: DeliverySending})
 	rec := &t.result.Deliveries[len(t.result.Deliveries)-1]
 	rec.Tries = 1
-	unknown, err := t.post(ctx, rec, text)
+	unknown, err := t.post(ctx, rec, d, text)
 	if err != nil || unknown == "" {
 		return err
 	}
 	if workflow.GetVersion(ctx, changeReconcile, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
 		rec.State = DeliveryUnknown
-		return fail(FailOperationUnknown, "the delivery to Slack %s may have been posted: %s", t.in.SlackChannel, unknown)
+		return fail(FailOperationUnknown, "the delivery to %s may have been posted: %s", d.label(), unknown)
 	}
 	rec.State = DeliveryUnknown
-	_, err = t.recover(ctx, t.deliveryEffect(rec, text), unknown)
+	_, err = t.recover(ctx, t.deliveryEffect(rec, d, text), unknown)
 	return err
 }
 
 // post runs one Deliver (with Temporal's retries) and settles its record.
 // An outcome nobody knows is returned as unknown; every other failure
 // dead-letters the delivery and ends the task.
-func (t *task) post(ctx workflow.Context, rec *DeliveryRecord, text string) (unknown string, err error) {
+func (t *task) post(ctx workflow.Context, rec *DeliveryRecord, d target, text string) (unknown string, err error) {
 	rec.State = DeliverySending
-	actx := workflow.WithActivityOptions(ctx, deliverOptions("deliver to slack "+t.in.SlackChannel, t.in.ModelLimits))
+	actx := workflow.WithActivityOptions(ctx, deliverOptions("deliver to "+strings.ToLower(d.label()), t.in.ModelLimits))
 	var res activities.DeliverResult
 	err = workflow.ExecuteActivity(actx, a.Deliver, activities.DeliverInput{
-		Tenant: t.in.Tenant, TaskID: t.in.TaskID, OperationID: rec.OperationID, Channel: t.in.SlackChannel, Text: text,
+		Tenant: t.in.Tenant, TaskID: t.in.TaskID, OperationID: rec.OperationID, Channel: d.slack, Comment: d.comment, Text: text,
 	}).Get(ctx, &res)
 	if err == nil {
 		rec.State, rec.ExternalID = DeliveryAcked, res.ExternalID
@@ -55,7 +99,11 @@ func (t *task) post(ctx workflow.Context, rec *DeliveryRecord, text string) (unk
 		return "", nil
 	}
 	if ctx.Err() != nil {
-		rec.State = DeliveryUnknown
+		if st, _ := cancelledState(err); st == ledger.StateUnknown {
+			rec.State = DeliveryUnknown
+		} else {
+			rec.State = DeliveryDeadLetter
+		}
 		return "", err
 	}
 	var appErr *temporal.ApplicationError
@@ -71,10 +119,10 @@ func (t *task) post(ctx workflow.Context, rec *DeliveryRecord, text string) (unk
 		return "", fail(FailWorkerMisconfigured, "%s", appErr.Error())
 	case errors.As(err, &timeoutErr) && t.reconciles(ctx):
 		// The worker was lost while it posted: the message may be there.
-		return fmt.Sprintf("the worker posting to Slack %s stopped answering (%s timeout)", t.in.SlackChannel, timeoutErr.TimeoutType()), nil
+		return fmt.Sprintf("the worker delivering to %s stopped answering (%s timeout)", d.label(), timeoutErr.TimeoutType()), nil
 	}
 	t.deadLetter(ctx, rec)
-	return "", fail(FailDeliveryFailed, "the final answer could not be delivered to Slack %s: %v", t.in.SlackChannel, err)
+	return "", fail(FailDeliveryFailed, "the final answer could not be delivered to %s: %v", d.label(), err)
 }
 
 // deadLetter gives up on a delivery. Tasks that reconcile also mark it in
@@ -95,14 +143,18 @@ func (t *task) reconciles(ctx workflow.Context) bool {
 
 // deliveryEffect is a delivery as recover sees it: re-sent after a
 // confirmed absent until maxDeliveryTries sends, then dead-lettered.
-func (t *task) deliveryEffect(rec *DeliveryRecord, text string) effect {
+func (t *task) deliveryEffect(rec *DeliveryRecord, d target, text string) effect {
+	in := activities.ReconcileInput{OperationID: rec.OperationID, Channel: d.slack}
+	if d.comment != nil {
+		in.Arguments = ledger.ItemRef(activities.CommentArguments(*d.comment, text))
+	}
 	return effect{
 		opID:         rec.OperationID,
-		summary:      "delivery to slack " + t.in.SlackChannel,
-		input:        activities.ReconcileInput{OperationID: rec.OperationID, Channel: t.in.SlackChannel},
+		summary:      "delivery to " + strings.ToLower(d.label()),
+		input:        in,
 		reexecutions: maxDeliveryTries - 1,
 		execute: func(ctx workflow.Context) (string, string, error) {
-			unknown, err := t.post(ctx, rec, text)
+			unknown, err := t.post(ctx, rec, d, text)
 			if err == nil && unknown != "" {
 				rec.State = DeliveryUnknown
 			}
@@ -116,7 +168,7 @@ func (t *task) deliveryEffect(rec *DeliveryRecord, text string) effect {
 		person:      func(string) { rec.State = DeliveryNeedsHuman },
 		exhausted: func(ctx workflow.Context, r activities.ReconcileResult) error {
 			t.deadLetter(ctx, rec)
-			return fail(FailDeliveryFailed, "the final answer could not be delivered to Slack %s after %d tries: %s", t.in.SlackChannel, maxDeliveryTries, r.Reason)
+			return fail(FailDeliveryFailed, "the final answer could not be delivered to %s after %d tries: %s", d.label(), maxDeliveryTries, r.Reason)
 		},
 	}
 }

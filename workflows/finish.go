@@ -27,12 +27,15 @@ func (t *task) finish(ctx workflow.Context, err error) (TaskResult, error) {
 	default:
 		t.result.Status, t.result.FailureCode, t.result.Message = StatusFailed, FailInternalError, fmt.Sprintf("capstan stopped on an unexpected error: %v", err)
 	}
+	dctx, _ := workflow.NewDisconnectedContext(ctx)
+	if t.result.Status == StatusCancelled && t.unknownOps()+t.unknownDeliveries() > 0 && t.reconciles(dctx) {
+		t.settleCancelled(dctx)
+	}
 	if t.result.Message != "" {
 		t.note(ctx, "task %s: %s", t.result.Status, t.result.Message)
 	} else {
 		t.note(ctx, "task %s", t.result.Status)
 	}
-	dctx, _ := workflow.NewDisconnectedContext(ctx)
 	attrs := []temporal.SearchAttributeUpdate{AttrStatus.ValueSet(string(t.result.Status)), AttrUnknownOps.ValueSet(int64(t.unknownOps()))}
 	if t.askedPerson {
 		attrs = append(attrs, AttrNeedsHuman.ValueSet(false))

@@ -24,6 +24,12 @@ func operationID(tenant, taskID, tool, businessKey, turn, n string) string {
 	return strings.Join([]string{tenant, taskID, turn, tool, n}, ":")
 }
 
-func deliveryOperationID(tenant, taskID, channel string) string {
-	return strings.Join([]string{tenant, taskID, "deliver", "slack", channel}, ":")
+// deliveryOperationID names the delivery of a task's answer to one target:
+// one per target and task, so a retry, a reset or a reconciler always finds
+// the same operation.
+func deliveryOperationID(tenant, taskID string, d target) string {
+	if d.comment != nil {
+		return strings.Join([]string{tenant, taskID, "deliver", "github", fmt.Sprintf("%s#%d", d.comment.Repo, d.comment.Number)}, ":")
+	}
+	return strings.Join([]string{tenant, taskID, "deliver", "slack", d.slack}, ":")
 }

@@ -18,7 +18,8 @@ import (
 type declared struct {
 	call  activities.ToolCallRef
 	opID  string
-	index int // into result.Operations
+	tid   string // the turn that declared it
+	index int    // into result.Operations
 }
 
 // runOperations executes the tool calls of one turn and returns the refs of
@@ -84,6 +85,8 @@ func (t *task) declare(ctx workflow.Context, tid string, turn, position int, c a
 		OperationID: d.opID, TurnID: tid, ToolCallID: c.ID, Tool: c.Name, State: ledger.StateDeclared,
 	})
 	d.index = len(t.result.Operations) - 1
+	d.tid = tid
+	t.declared = append(t.declared, d)
 	return d, nil
 }
 
@@ -127,7 +130,7 @@ func (t *task) settle(ctx workflow.Context, op declared, f workflow.Future) (ite
 		return res.Item, "", nil
 	}
 	if ctx.Err() != nil {
-		rec.State = ledger.StateUnknown
+		rec.State, rec.Reason = cancelledState(err)
 		return "", "", err
 	}
 	var appErr *temporal.ApplicationError
@@ -162,6 +165,16 @@ func (t *task) markUnknown(ctx workflow.Context, rec *OperationRecord, why strin
 	rec.State = ledger.StateUnknown
 	rec.Reason = why
 	_ = workflow.UpsertTypedSearchAttributes(ctx, AttrUnknownOps.ValueSet(int64(t.unknownOps())))
+}
+
+func (t *task) unknownDeliveries() int {
+	n := 0
+	for _, d := range t.result.Deliveries {
+		if d.State == DeliveryUnknown {
+			n++
+		}
+	}
+	return n
 }
 
 func (t *task) unknownOps() int {

@@ -3,6 +3,8 @@ package workflows
 import (
 	"time"
 
+	"github.com/capstanhq/capstan/activities"
+
 	"github.com/capstanhq/capstan/internal/ledger"
 	"github.com/capstanhq/capstan/internal/model"
 )
@@ -23,8 +25,11 @@ type AgentTaskInput struct {
 	Repo         string `json:"repo,omitempty"` // owner/name the agent works on
 	Base         string `json:"base,omitempty"` // base branch, default main
 	SlackChannel string `json:"slack_channel,omitempty"`
-	Model        string `json:"model"` // provider:model
-	MaxTurns     int    `json:"max_turns,omitempty"`
+	// Comments are GitHub issues or pull requests that also receive the
+	// final answer, as comments, after the Slack channel.
+	Comments []activities.CommentTarget `json:"comments,omitempty"`
+	Model    string                     `json:"model"` // provider:model
+	MaxTurns int                        `json:"max_turns,omitempty"`
 	// ModelLimits are the watchdogs of every model attempt; zero fields
 	// take model.DefaultLimits. The activity enforces them and the
 	// workflow derives the activity's timeouts from them.

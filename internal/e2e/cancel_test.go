@@ -3,9 +3,11 @@ package e2e
 import (
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/capstanhq/capstan/internal/sandbox"
 	"github.com/capstanhq/capstan/workflows"
 )
 
@@ -56,4 +58,61 @@ func TestCancelStopsAStalledTask(t *testing.T) {
 		t.Errorf("turns = %+v, want one cancelled attempt", res.Turns)
 	}
 	recordHistory(t, "cancelled", res.WorkflowID)
+}
+
+// TestCancelReconcilesWhatWasInFlight: a task cancelled while GitHub is
+// opening its pull request (the request was sent, the answer is held) marks
+// the operation UNKNOWN, reconciles it before the task ends, and lists it
+// as found in the cancelled task's result. Nothing is sent again.
+func TestCancelReconcilesWhatWasInFlight(t *testing.T) {
+	sb := startSandbox(t)
+	if err := sb.GitHub.AddFault(sandbox.FaultRule{Endpoint: "pulls/create", Kind: sandbox.FaultDelay, Delay: 5 * time.Minute, Times: 1}); err != nil {
+		t.Fatal(err)
+	}
+	env := append(endpointEnv(t, "e2e-cancel-inflight", sb), "CAPSTAN_HEARTBEAT_TIMEOUT=3s", "CAPSTAN_RECONCILE_WINDOW=2s")
+	startWorker(t, env)
+
+	id := fmt.Sprintf("e2e-cancel-inflight-%d", time.Now().UnixNano())
+	waited := make(chan result, 1)
+	go func() {
+		waited <- runStarter(t, env, "run", "--prompt", "open a pull request", "--repo", "capstan-sandbox/demo",
+			"--model", "openai:demo", "--id", id, "--wait", "--json")
+	}()
+	// The fake holds its answer once the pull request exists; nothing
+	// signals that from the worker's side, so watch the fake's counter.
+	poll := time.NewTicker(100 * time.Millisecond)
+	defer poll.Stop()
+	deadline := time.After(time.Minute)
+	for sb.GitHub.Stats().PullRequestsCreated == 0 {
+		select {
+		case <-poll.C:
+		case <-deadline:
+			t.Fatal("the pull request was never created")
+		}
+	}
+	if c := runStarter(t, env, "cancel", id); c.code != 0 {
+		t.Fatalf("cancel: exit %d, stderr %q", c.code, c.stderr)
+	}
+	var r result
+	select {
+	case r = <-waited:
+	case <-time.After(2 * time.Minute):
+		t.Fatal("starter run --wait did not return after the cancel")
+	}
+	res := decodeResult(t, r)
+	if r.code != 1 || res.Status != workflows.StatusCancelled {
+		t.Fatalf("exit %d, result %+v; want a cancelled task", r.code, res)
+	}
+	var pr *workflows.OperationRecord
+	for i, op := range res.Operations {
+		if op.Tool == "github_create_pull_request" {
+			pr = &res.Operations[i]
+		}
+	}
+	if pr == nil || pr.State != "SUCCEEDED" || !pr.Recovered || !strings.Contains(pr.ExternalID, "/pull/1") {
+		t.Fatalf("pull request operation = %+v, want it found and SUCCEEDED, recovered, after the cancel", pr)
+	}
+	if st := sb.GitHub.Stats(); st.PullRequestsCreated != 1 || st.BranchesCreated != 1 || st.FilesWritten != 1 {
+		t.Errorf("github stats = %+v, want exactly 1 branch, 1 file, 1 pull request", st)
+	}
 }
