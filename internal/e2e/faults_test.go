@@ -105,6 +105,10 @@ type faultReport struct {
 // one pull request, one comment and one Slack message, that the task
 // completed, and how the faulted operation was settled. It logs the table:
 // fault | effects counted | outcome | time to recover.
+//
+// The rows run rowsAtOnce at a time, each t.Run on a goroutine of its own:
+// t.Parallel would hold them to -test.parallel, GOMAXPROCS by default (2 on
+// the CI machine), and the table would take minutes of mostly waiting.
 func TestFaultTable(t *testing.T) {
 	rows := faultRows()
 	slices.SortStableFunc(rows, func(a, b faultRow) int { // the slow rows first
@@ -122,8 +126,8 @@ func TestFaultTable(t *testing.T) {
 	sem := make(chan struct{}, rowsAtOnce)
 	var wg sync.WaitGroup
 	for i, row := range rows {
+		sem <- struct{}{} // taken here, so the rows start in order
 		wg.Go(func() {
-			sem <- struct{}{}
 			defer func() { <-sem }()
 			// Run may be called from several goroutines at once; it
 			// returns when the row is over.
@@ -164,13 +168,14 @@ func TestFaultTable(t *testing.T) {
 func faultRows() []faultRow {
 	rows := []faultRow{{name: "baseline", fault: "none (baseline)", want: settleNormally}}
 	writes := []struct {
-		endpoint, list, what string
-		readBack             bool // an idempotent write its attempt reads back
+		endpoint string
+		list     string // the list its reconciler asks ("" for none)
+		readBack bool   // an idempotent write its attempt reads back
 	}{
-		{"git/create-ref", "git/get-ref", "branch", false},
-		{"repos/create-or-update-file-contents", "", "file", true},
-		{"pulls/create", "pulls/list", "pull request", false},
-		{"issues/create-comment", "issues/list-comments", "comment", false},
+		{"git/create-ref", "git/get-ref", false},
+		{"repos/create-or-update-file-contents", "", true},
+		{"pulls/create", "pulls/list", false},
+		{"issues/create-comment", "issues/list-comments", false},
 	}
 	for _, w := range writes {
 		fail, lost := settleResent, settleFound
@@ -300,6 +305,13 @@ func runFaultRow(t *testing.T, i int, row faultRow, rep *faultReport) {
 		if effect != 1 {
 			t.Fatalf("%s acted, but the sandbox counts %d of its effect, want 1", row.endpoint, effect)
 		}
+		// The answer is held, so the ledger has the operation RUNNING,
+		// not yet recorded, when the worker goes.
+		rows := ledgerRows(t, env, taskID)
+		held := slices.IndexFunc(rows, func(op ledgerRow) bool { return strings.Contains(op.ID, heldOperation[row.endpoint]) })
+		if held < 0 || rows[held].State != ledger.StateRunning {
+			t.Fatalf("ledger rows %+v while %s holds its answer; want its operation RUNNING", rows, row.endpoint)
+		}
 		faultAt = time.Now()
 		state := first.stop(t, row.stop, time.Minute)
 		if row.stop == syscall.SIGTERM && !state.Success() {
@@ -332,16 +344,16 @@ func runFaultRow(t *testing.T, i int, row faultRow, rep *faultReport) {
 		rep.fromFault = closed.Sub(faultAt)
 	}
 
-	gh, sl := sb.GitHub.Stats(), sb.Slack.Stats()
-	rep.effects = fmt.Sprintf("%d/%d/%d/%d/%d", gh.BranchesCreated, gh.FilesWritten, gh.PullRequestsCreated, gh.CommentsCreated, sl.MessagesPosted)
+	n := countEffects(sb)
+	rep.effects = fmt.Sprintf("%d/%d/%d/%d/%d", n.Branches, n.FilesWritten, n.PullRequests, n.Comments, n.SlackMessages)
 	journal := queryJournal(t, taskID)
 	if res.Status != workflows.StatusCompleted {
 		rep.outcome = fmt.Sprintf("%s %s", res.Status, res.FailureCode)
 		t.Fatalf("task %s ended %s (%s): %s\noperations: %+v\ndeliveries: %+v\njournal:\n%s",
 			taskID, res.Status, res.FailureCode, res.Message, res.Operations, res.Deliveries, strings.Join(journal, "\n"))
 	}
-	if gh.BranchesCreated != 1 || gh.FilesWritten != 1 || gh.PullRequestsCreated != 1 || gh.CommentsCreated != 1 || sl.MessagesPosted != 1 {
-		t.Errorf("effects counted: github %+v, slack %+v; want exactly 1 branch, 1 file write, 1 pull request, 1 comment, 1 Slack message", gh, sl)
+	if n.Branches != 1 || n.FilesWritten != 1 || n.PullRequests != 1 || n.Comments != 1 || n.SlackMessages != 1 {
+		t.Errorf("effects counted: %s; want exactly 1 branch, 1 file write, 1 pull request, 1 comment, 1 Slack message", n)
 	}
 	for _, op := range res.Operations {
 		if op.State != ledger.StateSucceeded {
@@ -363,6 +375,12 @@ func runFaultRow(t *testing.T, i int, row faultRow, rep *faultReport) {
 	if t.Failed() {
 		t.Logf("journal of %s:\n%s", taskID, strings.Join(journal, "\n"))
 	}
+}
+
+// heldOperation is what names the operation whose answer a stop row holds.
+var heldOperation = map[string]string{
+	"pulls/create":     ":github_create_pull_request:",
+	"chat.postMessage": ":deliver:slack:",
 }
 
 // toolOfEndpoint names the tool that writes through a GitHub endpoint.
