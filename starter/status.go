@@ -244,15 +244,34 @@ func printResult(w io.Writer, res workflows.TaskResult, ui string) {
 		fmt.Fprintln(tw, "OPERATION\tTOOL\tSTATE\tEXTERNAL ID")
 		for _, op := range res.Operations {
 			state := string(op.State)
-			if op.Replayed {
+			switch {
+			case op.Replayed:
 				state += " (replayed)"
+			case op.Recovered:
+				state += " (recovered)"
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", op.OperationID, op.Tool, state, op.ExternalID)
 		}
 		_ = tw.Flush()
 	}
 	for _, d := range res.Deliveries {
-		fmt.Fprintf(w, "delivery %s: %s %s\n", d.Target, d.State, d.ExternalID)
+		state := string(d.State)
+		if d.Recovered {
+			state += " (recovered)"
+		}
+		fmt.Fprintf(w, "delivery %s: %s %s\n", d.Target, state, d.ExternalID)
+	}
+	for _, op := range res.Operations {
+		if op.State == "NEEDS_HUMAN" {
+			fmt.Fprintf(w, "needs a person: operation %s: %s\n  resolve it: starter resolve %s %s --found URL | --absent | --abort\n",
+				op.OperationID, op.Reason, res.TaskID, op.OperationID)
+		}
+	}
+	for _, d := range res.Deliveries {
+		if d.State == workflows.DeliveryNeedsHuman {
+			fmt.Fprintf(w, "needs a person: delivery %s\n  resolve it: starter resolve %s %s --found URL | --absent | --abort\n",
+				d.OperationID, res.TaskID, d.OperationID)
+		}
 	}
 	if res.FinalText != "" {
 		fmt.Fprintf(w, "final answer:\n%s\n", indent(res.FinalText))

@@ -40,6 +40,10 @@ func TestPersonResolvesWhatNobodyCanTell(t *testing.T) {
 		t.Fatalf("start: exit %d, stderr %s", r.code, r.stderr)
 	}
 	opID := waitNeedsHuman(t, env, taskID)
+	if st := runStarter(t, env, "status", taskID); st.code != 0 || !strings.Contains(st.stdout, "needs a person: operation "+opID) ||
+		!strings.Contains(st.stdout, "resolve it: starter resolve "+taskID+" "+opID+" --found URL | --absent | --abort") {
+		t.Errorf("starter status: exit %d, stdout:\n%s\nwant it to say which operation needs a person and how to resolve it", st.code, st.stdout)
+	}
 
 	// Bad input is one clear sentence, exit 2, and changes nothing.
 	for _, tc := range []struct {
