@@ -71,11 +71,10 @@ func pullRequestQuery(t Target) (PullRequestQuery, error) {
 //
 // Anything else is NotSeen: no pull request, or only ones without the marker
 // that are at another commit, older than the claim, or another capstan
-// operation's (they carry its marker) — someone else's. A
-// pull request of the operation whose marker was edited out and whose
-// branch then moved is indistinguishable from those; should the retry that
-// follows meet it still open, GitHub refuses a second pull request for the
-// same head and base.
+// operation's (they carry its marker) — someone else's. A pull request of
+// the operation whose marker was edited out and whose branch then moved is
+// indistinguishable from those; should the retry that follows meet it still
+// open, GitHub refuses a second pull request for the same head and base.
 func (g *GitHub) PullRequest(ctx context.Context, q PullRequestQuery) (Observation, error) {
 	marker := githubtools.Marker(q.OperationID)
 	opts := &github.PullRequestListOptions{State: "all", Head: q.Repo.Owner + ":" + q.Head, Base: q.Base,
