@@ -54,7 +54,7 @@ func (a *Activities) deliver(ctx context.Context, in DeliverInput) (DeliverResul
 		ID: in.OperationID, Tenant: in.Tenant, TaskID: in.TaskID, Kind: "slack_post",
 		BusinessKey: "slack:post:" + in.Channel,
 		RequestHash: RequestHash("slack_post", []byte(in.Channel+"\x00"+in.Text)),
-	}, breaker.SlackPost)
+	}, breaker.SlackPost, nil)
 	if err != nil {
 		return res, err
 	}

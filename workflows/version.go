@@ -13,7 +13,9 @@ package workflows
 //
 //	v1  the foundation
 //	v2  changeOperationIDByPosition
-//	v3  changeReconcile, changeBreakerWaits
+//	v3  changeReconcile
+//	    changeBreakerWaits came after the v3 histories were recorded; the
+//	    next label (v4) records it
 const HistoryVersion = "v3"
 
 // Changes to workflow logic, each read with workflow.GetVersion where the
