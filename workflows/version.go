@@ -14,9 +14,8 @@ package workflows
 //	v1  the foundation
 //	v2  changeOperationIDByPosition
 //	v3  changeReconcile
-//	    changeBreakerWaits came after the v3 histories were recorded; the
-//	    next label (v4) records it
-const HistoryVersion = "v3"
+//	v4  changeBreakerWaits
+const HistoryVersion = "v4"
 
 // Changes to workflow logic, each read with workflow.GetVersion where the
 // logic forks. A change id is never reused or removed while a history that
