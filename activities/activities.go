@@ -16,10 +16,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"time"
 
 	"github.com/slack-go/slack"
 
+	"github.com/capstanhq/capstan/internal/breaker"
 	"github.com/capstanhq/capstan/internal/config"
 	"github.com/capstanhq/capstan/internal/ledger"
 	"github.com/capstanhq/capstan/internal/model"
@@ -30,7 +32,7 @@ import (
 // Ledger is what the activities need of the ledger.
 type Ledger interface {
 	Claim(ctx context.Context, req ledger.ClaimRequest) (ledger.ClaimResult, error)
-	MarkRunning(ctx context.Context, id string, fence int64) error
+	MarkRunning(ctx context.Context, id string, fence int64, facts []byte) error
 	Renew(ctx context.Context, id string, fence int64, lease time.Duration) error
 	Complete(ctx context.Context, c ledger.Completion) error
 	Release(ctx context.Context, id string, fence int64) error
@@ -60,10 +62,17 @@ type Deps struct {
 	Reconcilers *reconcilers.Set
 	// Identity names this worker in lease owners. Required.
 	Identity string
+	// Breakers guard every call to a model provider, GitHub and Slack
+	// (docs/design.md §7): while a dependency's breaker is open nothing is
+	// sent to it. Nil: no breakers, every call is sent.
+	Breakers *breaker.Set
 	// Lease is how long a claim stays live; zero means config.DefaultLease.
 	Lease  time.Duration
 	Now    func() time.Time // default time.Now
 	Logger *slog.Logger     // default slog.Default()
+	// Random draws the jitter of retry delays, uniform in [0,1); default
+	// math/rand/v2.Float64.
+	Random func() float64
 }
 
 // Activities carries the dependencies of every activity. Build it with New;
@@ -100,6 +109,9 @@ func New(d Deps) (*Activities, error) {
 	}
 	if d.Logger == nil {
 		d.Logger = slog.Default()
+	}
+	if d.Random == nil {
+		d.Random = rand.Float64
 	}
 	return &Activities{deps: d}, nil
 }

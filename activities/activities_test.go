@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -33,7 +34,9 @@ type fixture struct {
 	env    *testsuite.TestActivityEnvironment
 }
 
-func newFixture(t *testing.T) *fixture {
+// newFixture builds the fixture; each option may change the dependencies
+// before the activities are built.
+func newFixture(t *testing.T, options ...func(*activities.Deps)) *fixture {
 	t.Helper()
 	sb, err := sandbox.Start(sandbox.Options{})
 	if err != nil {
@@ -49,14 +52,21 @@ func newFixture(t *testing.T) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	acts, err := activities.New(activities.Deps{
+	deps := activities.Deps{
 		Ledger:    store,
 		Providers: map[string]model.Provider{"sandbox": openai.New(openai.Config{BaseURL: sb.ModelURL, APIKey: "test-key"})},
 		Tools:     tools.NewRegistry(githubtools.Tools(gh)...),
 		Slack:     slack.New("xoxb-test", slack.OptionAPIURL(sb.SlackURL)),
 		Identity:  "test-worker",
 		Now:       time.Now,
-	})
+		// No jitter: a retry's delay is exactly the wait the service or
+		// the breaker asked for. retry_test.go draws jitter.
+		Random: func() float64 { return 0 },
+	}
+	for _, o := range options {
+		o(&deps)
+	}
+	acts, err := activities.New(deps)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -274,8 +284,35 @@ func TestModelTurnCutsAServerThatNeverAnswers(t *testing.T) {
 	if !ok {
 		t.Fatalf("err = %v, want %s with an AttemptReport", err, activities.ErrTypeModelAttempt)
 	}
-	if report.Outcome != model.OutcomeCutIdle || report.Events != 0 {
-		t.Errorf("report = %+v, want cut_idle before any event", report)
+	// The request was written and no header came back: the transport
+	// recorder says so, rather than UNKNOWN.
+	if report.Outcome != model.OutcomeCutIdle || report.Events != 0 || report.Phase != model.PhaseSentNoHeaders {
+		t.Errorf("report = %+v, want cut_idle at SENT_NO_HEADERS before any event", report)
+	}
+}
+
+// An attempt whose connection is refused reports NOT_SENT: nothing left.
+func TestModelTurnRefusedConnectionIsNotSent(t *testing.T) {
+	f := newFixture(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now
+	acts, err := activities.New(activities.Deps{Ledger: f.ledger, Tools: f.acts.Tools, Identity: "w",
+		Providers: map[string]model.Provider{"sandbox": openai.New(openai.Config{BaseURL: "http://" + addr + "/v1", APIKey: "k"})}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var suite testsuite.WorkflowTestSuite
+	env := suite.NewTestActivityEnvironment()
+	env.RegisterActivity(acts)
+	_, err = env.ExecuteActivity(acts.ModelTurn, activities.ModelTurnInput{TaskID: "T", TurnID: "T/t1", AttemptID: "T/t1/a1",
+		Model: "sandbox:hello", Seed: []model.Message{{Role: model.RoleUser, Content: "hi"}}})
+	report, ok := activities.AttemptReportOf(err)
+	if !ok || report.Outcome != model.OutcomeNotSent || report.Phase != model.PhaseNotSent {
+		t.Errorf("report = %+v (%v), want not_sent at NOT_SENT", report, err)
 	}
 }
 

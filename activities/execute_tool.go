@@ -10,6 +10,7 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/capstanhq/capstan/internal/breaker"
 	"github.com/capstanhq/capstan/internal/ledger"
 	"github.com/capstanhq/capstan/internal/model"
 	"github.com/capstanhq/capstan/internal/tools"
@@ -24,8 +25,11 @@ const verifyTimeout = 15 * time.Second
 //
 //  1. claim the operation in the ledger; if it already SUCCEEDED, return the
 //     stored result without calling anything (Replayed);
-//  2. mark it RUNNING and call the tool, heartbeating on a ticker meanwhile;
-//  3. record SUCCEEDED with the external id, FAILED for a definite refusal,
+//  2. when the tool is a tools.Preparer, read the facts its reconciler will
+//     need and record them as the RUNNING mark's; if they cannot be read,
+//     release the claim (nothing was sent) and let Temporal retry;
+//  3. mark it RUNNING and call the tool, heartbeating on a ticker meanwhile;
+//  4. record SUCCEEDED with the external id, FAILED for a definite refusal,
 //     ABSENT when provably nothing was sent (a rate limit among others: the
 //     retry waits as long as the service asked), and UNKNOWN when the
 //     request may have acted — a timeout after the request left is never
@@ -39,7 +43,16 @@ const verifyTimeout = 15 * time.Second
 //
 // An UNKNOWN operation is returned as an ErrTypeOperationUnknown error that
 // Temporal does not retry: only a reconciler may decide what happened.
+//
+// The call goes through its service's breaker (toolBreaker): while it is
+// open nothing is sent, the claim is released, and the activity fails with
+// ErrTypeBreakerOpen. Every retryable failure carries a jittered delay.
 func (a *Activities) ExecuteTool(ctx context.Context, in ExecuteToolInput) (ExecuteToolResult, error) {
+	res, err := a.executeTool(ctx, in)
+	return res, a.retryable(ctx, err)
+}
+
+func (a *Activities) executeTool(ctx context.Context, in ExecuteToolInput) (ExecuteToolResult, error) {
 	res := ExecuteToolResult{OperationID: in.OperationID}
 	tool, err := a.Tools.Get(in.Tool)
 	if err != nil {
@@ -56,11 +69,16 @@ func (a *Activities) ExecuteTool(ctx context.Context, in ExecuteToolInput) (Exec
 		return a.refused(ctx, in, res, err)
 	}
 
-	rec, done, err := a.begin(ctx, ledger.Operation{
+	call := tools.Call{OperationID: in.OperationID, Arguments: args}
+	var prepare func(context.Context) ([]byte, error)
+	if p, ok := tool.(tools.Preparer); ok {
+		prepare = func(ctx context.Context) ([]byte, error) { return p.Prepare(ctx, call) }
+	}
+	rec, permit, done, err := a.begin(ctx, ledger.Operation{
 		ID: in.OperationID, Tenant: in.Tenant, TaskID: in.TaskID, TurnID: in.TurnID,
 		ToolCallID: in.ToolCallID, Kind: in.Tool, BusinessKey: id.BusinessKey,
 		RequestHash: RequestHash(in.Tool, id.Effect),
-	})
+	}, toolBreaker(tool), prepare)
 	if err != nil {
 		return res, err
 	}
@@ -68,7 +86,7 @@ func (a *Activities) ExecuteTool(ctx context.Context, in ExecuteToolInput) (Exec
 		res.Replayed = true
 		return a.succeeded(ctx, in, res, rec.ExternalID, rec.Result, false)
 	}
-	o := a.perform(ctx, tool, tools.Call{OperationID: in.OperationID, Arguments: args}, rec)
+	o := a.perform(ctx, tool, call, rec, permit)
 
 	// Recorded even if the activity is being cancelled: it happened.
 	rctx, cancel := recordContext(ctx)
@@ -86,7 +104,7 @@ func (a *Activities) ExecuteTool(ctx context.Context, in ExecuteToolInput) (Exec
 		return a.refused(rctx, in, res, o.err)
 	case ledger.StateAbsent:
 		if o.verdict == tools.VerdictNotSent {
-			return res, notSent(ErrTypeOperationNotSent, fmt.Sprintf("%s was not sent: %v", in.Tool, o.err), o.err)
+			return res, a.notSent(ctx, ErrTypeOperationNotSent, fmt.Sprintf("%s was not sent: %v", in.Tool, o.err), o.err)
 		}
 		return res, fmt.Errorf("%s: %w", in.Tool, o.err) // safe to repeat: let Temporal retry
 	default:
@@ -103,9 +121,10 @@ type toolOutcome struct {
 	recovered bool          // the call's answer was lost; a read-back found its effect in place
 }
 
-// perform calls the tool under heartbeats and decides what the call did.
-// rec is the operation as claimed, before this attempt counted.
-func (a *Activities) perform(ctx context.Context, tool tools.Tool, call tools.Call, rec ledger.Operation) toolOutcome {
+// perform calls the tool under heartbeats and decides what the call did,
+// and tells the breaker's permit what the call showed of the service. rec
+// is the operation as claimed, before this attempt counted.
+func (a *Activities) perform(ctx context.Context, tool tools.Tool, call tools.Call, rec ledger.Operation, permit *breaker.Permit) toolOutcome {
 	var step atomic.Value
 	step.Store(stepCalling)
 	stop := a.heartbeat(ctx, a.heartbeatInterval(ctx),
@@ -114,6 +133,7 @@ func (a *Activities) perform(ctx context.Context, tool tools.Tool, call tools.Ca
 	defer stop()
 
 	out, err := tool.Execute(ctx, call)
+	permit.Done(toolHealth(err))
 	if err == nil {
 		return toolOutcome{state: ledger.StateSucceeded, result: out}
 	}

@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
 
+	"github.com/capstanhq/capstan/internal/breaker"
 	"github.com/capstanhq/capstan/internal/ledger"
 	"github.com/capstanhq/capstan/internal/model"
 )
@@ -22,7 +23,9 @@ import (
 // it is idle or over its total limit. It returns only a complete, valid
 // output, which it commits to the transcript; any other ending is an
 // ErrTypeModelAttempt application error carrying an AttemptReport, and nothing of
-// that attempt is committed.
+// that attempt is committed. The attempt goes through the provider's breaker
+// (model/<provider>): while it is open nothing is sent and the attempt ends
+// breaker_open, with the time left as its RetryAfterMS.
 func (a *Activities) ModelTurn(ctx context.Context, in ModelTurnInput) (ModelTurnResult, error) {
 	report := AttemptReport{AttemptID: in.AttemptID, Phase: model.PhaseNotSent}
 	ref, err := model.ParseRef(in.Model)
@@ -44,6 +47,31 @@ func (a *Activities) ModelTurn(ctx context.Context, in ModelTurnInput) (ModelTur
 		return ModelTurnResult{}, err // ledger trouble: let Temporal retry
 	}
 
+	// The provider's breaker: while it is open nothing is sent, and the
+	// guard waits out the time left without spending a retry budget. It is
+	// keyed by the provider itself, so aliases of one endpoint ("sandbox"
+	// on a --sandbox worker is openai) share one breaker.
+	key := breaker.Model(provider.Name())
+	permit, err := a.Breakers.Allow(key)
+	if err != nil {
+		var open *breaker.OpenError
+		if !errors.As(err, &open) {
+			return ModelTurnResult{}, err
+		}
+		report.Breaker = string(key)
+		return ModelTurnResult{}, attemptFailure(ctx, report, &model.AttemptError{Outcome: model.OutcomeBreakerOpen,
+			Phase: model.PhaseNotSent, RetryAfter: open.Wait, Message: open.Error(), Err: open})
+	}
+	defer permit.Done(breaker.Ignored) // a path that reports nothing below proves nothing
+	// failed ends the attempt and tells the breaker what it showed.
+	failed := func(r AttemptReport, err error) error {
+		err = attemptFailure(ctx, r, err)
+		if rep, ok := AttemptReportOf(err); ok {
+			permit.Done(modelHealth(rep.Outcome))
+		}
+		return err
+	}
+
 	limits := in.Limits.WithDefaults()
 	attemptCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -52,11 +80,14 @@ func (a *Activities) ModelTurn(ctx context.Context, in ModelTurnInput) (ModelTur
 	// the request and never answers is cut like a silent stream. The
 	// goroutine owns the stream; the loop below only reads its phase.
 	var acc model.Accumulator
+	// transport records how far the request got, written by the provider's
+	// transport hooks; read here before the stream opens.
+	var transport model.PhaseRecorder
 	opened := make(chan model.Stream, 1)
 	events := make(chan model.Event)
 	done := make(chan error, 1)
 	go func() {
-		stream, err := provider.Stream(attemptCtx, model.Request{Model: ref.Model, Messages: msgs, Tools: a.Tools.Specs()})
+		stream, err := provider.Stream(attemptCtx, model.Request{Model: ref.Model, Messages: msgs, Tools: a.Tools.Specs(), Recorder: &transport})
 		if err != nil {
 			done <- err
 			return
@@ -81,7 +112,7 @@ func (a *Activities) ModelTurn(ctx context.Context, in ModelTurnInput) (ModelTur
 	var stream model.Stream
 	phase := func() model.Phase {
 		if stream == nil {
-			return model.PhaseUnknown // no headers yet; the transport cannot tell how far it got
+			return transport.Phase() // before the headers: NOT_SENT or SENT_NO_HEADERS
 		}
 		return stream.Phase()
 	}
@@ -115,15 +146,15 @@ loop:
 			cut := &model.AttemptError{Outcome: model.OutcomeCutIdle, Phase: phase(),
 				Message: fmt.Sprintf("the stream was silent for %s", idleFor(acc.Events(), limits))}
 			cancel(cut)
-			return ModelTurnResult{}, attemptFailure(ctx, snapshot(), cut)
+			return ModelTurnResult{}, failed(snapshot(), cut)
 		case <-total.C:
 			cut := &model.AttemptError{Outcome: model.OutcomeCutTotal, Phase: phase(),
 				Message: fmt.Sprintf("the attempt ran past its total limit of %s", limits.Total)}
 			cancel(cut)
-			return ModelTurnResult{}, attemptFailure(ctx, snapshot(), cut)
+			return ModelTurnResult{}, failed(snapshot(), cut)
 		case <-ctx.Done():
 			cancel(ctx.Err())
-			return ModelTurnResult{}, attemptFailure(ctx, snapshot(), &model.AttemptError{
+			return ModelTurnResult{}, failed(snapshot(), &model.AttemptError{
 				Outcome: model.OutcomeCancelled, Phase: phase(), Message: "the attempt was cancelled", Err: ctx.Err()})
 		}
 	}
@@ -132,12 +163,13 @@ loop:
 	default:
 	}
 	if !errors.Is(streamErr, io.EOF) {
-		return ModelTurnResult{}, attemptFailure(ctx, snapshot(), streamErr)
+		return ModelTurnResult{}, failed(snapshot(), streamErr)
 	}
 	out, err := acc.Finish(a.validateToolCall)
 	if err != nil {
-		return ModelTurnResult{}, attemptFailure(ctx, snapshot(), err)
+		return ModelTurnResult{}, failed(snapshot(), err)
 	}
+	permit.Done(breaker.Success)
 
 	// Commit: the assistant item joins the transcript only now.
 	item, err := a.putMessage(ctx, model.Message{Role: model.RoleAssistant, Content: out.Text, ToolCalls: out.ToolCalls})

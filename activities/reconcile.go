@@ -70,8 +70,14 @@ const (
 // lease held by another attempt is an ErrTypeOperationInProgress error that
 // Temporal retries when the lease ends. If the activity is cancelled before
 // a verdict, the operation is handed back (lease cleared, still unknown) so
-// the next attempt can take it at once.
+// the next attempt can take it at once. Retryable failures carry a
+// jittered delay.
 func (a *Activities) Reconcile(ctx context.Context, in ReconcileInput) (ReconcileResult, error) {
+	res, err := a.reconcile(ctx, in)
+	return res, a.retryable(ctx, err)
+}
+
+func (a *Activities) reconcile(ctx context.Context, in ReconcileInput) (ReconcileResult, error) {
 	res := ReconcileResult{OperationID: in.OperationID}
 	if err := validResolution(in.Resolution); err != nil {
 		return res, temporal.NewNonRetryableApplicationError(
@@ -131,7 +137,7 @@ func validResolution(r *Resolution) error {
 // ask about the operation's kind fails as misconfigured.
 func (a *Activities) reconcileTarget(ctx context.Context, in ReconcileInput, op ledger.Operation) (reconcilers.Target, error) {
 	t := reconcilers.Target{Kind: op.Kind, OperationID: op.ID, Channel: in.Channel,
-		EventType: DeliveryEventType, Since: op.CreatedAt}
+		EventType: DeliveryEventType, Since: op.CreatedAt, Facts: op.Facts}
 	if a.Reconcilers == nil {
 		return t, temporal.NewNonRetryableApplicationError(
 			"this worker has no reconcilers configured", ErrTypeWorkerConfig, nil)

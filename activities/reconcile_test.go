@@ -54,6 +54,7 @@ func newReconcileFixture(t *testing.T) *reconcileFixture {
 		Reconcilers: reconcilers.NewSet(gh, sc),
 		Identity:    "reconcile-worker",
 		Now:         time.Now,
+		Random:      func() float64 { return 0 }, // no jitter, as in newFixture
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -451,7 +452,7 @@ func TestReconcileWaitsForALiveLease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := f.ledger.MarkRunning(ctx, "op-busy", claim.Op.Fence); err != nil {
+	if err := f.ledger.MarkRunning(ctx, "op-busy", claim.Op.Fence, nil); err != nil {
 		t.Fatal(err)
 	}
 	before := f.op(t, "op-busy")

@@ -21,6 +21,7 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/capstanhq/capstan/activities"
+	"github.com/capstanhq/capstan/internal/breaker"
 	"github.com/capstanhq/capstan/internal/config"
 	"github.com/capstanhq/capstan/internal/ledger"
 	"github.com/capstanhq/capstan/internal/ledger/ledgerdsn"
@@ -106,6 +107,15 @@ func start(ctx context.Context, o options, getenv func(string) string, logger *s
 		providers["sandbox"] = providers["openai"]
 	}
 
+	// One breaker per dependency and operation class, for this worker
+	// (docs/design.md §7); transitions are logged.
+	var breakers *breaker.Set
+	if cfg.BreakersOff {
+		logger.Warn("CAPSTAN_BREAKERS=off: every call is sent, whatever the state of its dependency")
+	} else if breakers, err = breaker.NewSet(cfg.Breakers, breaker.Options{Logger: logger}); err != nil {
+		return nil, fmt.Errorf("CAPSTAN_BREAKER_*: %w", err)
+	}
+
 	identity := newIdentity()
 	var copts client.Options
 	p.client, copts, err = config.DialTemporal(ctx, identity, tlog.NewStructuredLogger(logger), 10*time.Second)
@@ -126,6 +136,7 @@ func start(ctx context.Context, o options, getenv func(string) string, logger *s
 		Tools:     tools.NewRegistry(githubtools.Tools(gh)...),
 		Slack:     slackClient,
 		Identity:  identity,
+		Breakers:  breakers,
 		Lease:     cfg.Lease,
 		Now:       time.Now,
 		Logger:    logger,

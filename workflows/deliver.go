@@ -57,18 +57,21 @@ func (d target) label() string {
 // "final response committed" and "delivery acked" are separate journal
 // lines: the answer is part of the task's result whether or not it lands.
 func (t *task) deliver(ctx workflow.Context, text string) error {
-	for _, d := range t.targets() {
-		if err := t.deliverTo(ctx, d, text); err != nil {
+	first := len(t.result.Deliveries)
+	targets := t.targets()
+	for _, d := range targets {
+		t.result.Deliveries = append(t.result.Deliveries, DeliveryRecord{
+			OperationID: deliveryOperationID(t.in.Tenant, t.in.TaskID, d), Target: d.name(), State: DeliveryPending})
+	}
+	for i, d := range targets {
+		if err := t.deliverTo(ctx, &t.result.Deliveries[first+i], d, text); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (t *task) deliverTo(ctx workflow.Context, d target, text string) error {
-	opID := deliveryOperationID(t.in.Tenant, t.in.TaskID, d)
-	t.result.Deliveries = append(t.result.Deliveries, DeliveryRecord{OperationID: opID, Target: d.name(), State: DeliverySending})
-	rec := &t.result.Deliveries[len(t.result.Deliveries)-1]
+func (t *task) deliverTo(ctx workflow.Context, rec *DeliveryRecord, d target, text string) error {
 	rec.Tries = 1
 	unknown, err := t.post(ctx, rec, d, text)
 	if err != nil || unknown == "" {
@@ -88,11 +91,23 @@ func (t *task) deliverTo(ctx workflow.Context, d target, text string) error {
 // dead-letters the delivery and ends the task.
 func (t *task) post(ctx workflow.Context, rec *DeliveryRecord, d target, text string) (unknown string, err error) {
 	rec.State = DeliverySending
-	actx := workflow.WithActivityOptions(ctx, deliverOptions("deliver to "+strings.ToLower(d.label()), t.in.ModelLimits))
 	var res activities.DeliverResult
-	err = workflow.ExecuteActivity(actx, a.Deliver, activities.DeliverInput{
-		Tenant: t.in.Tenant, TaskID: t.in.TaskID, OperationID: rec.OperationID, Channel: d.slack, Comment: d.comment, Text: text,
-	}).Get(ctx, &res)
+	for {
+		actx := workflow.WithActivityOptions(ctx, deliverOptions("deliver to "+strings.ToLower(d.label()), t.in.ModelLimits, t.waitsOnBreakers(ctx)))
+		err = workflow.ExecuteActivity(actx, a.Deliver, activities.DeliverInput{
+			Tenant: t.in.Tenant, TaskID: t.in.TaskID, OperationID: rec.OperationID, Channel: d.slack, Comment: d.comment, Text: text,
+		}).Get(ctx, &res)
+		// A delivery an open breaker kept from being sent is waited for
+		// and sent again; it spends none of its tries.
+		w, open := activities.BreakerWaitOf(err)
+		if !open || ctx.Err() != nil || !t.waitsOnBreakers(ctx) {
+			break
+		}
+		if err := t.waitForBreaker(ctx, w.Breaker, w.Wait, "delivery "+rec.OperationID); err != nil {
+			rec.State = DeliveryDeadLetter
+			return "", err
+		}
+	}
 	if err == nil {
 		rec.State, rec.ExternalID = DeliveryAcked, res.ExternalID
 		t.note(ctx, "delivery %s acked (%s)", rec.OperationID, res.ExternalID)
