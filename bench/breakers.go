@@ -1,25 +1,34 @@
 package main
 
 import (
-	"errors"
+	"fmt"
 
 	"github.com/capstanhq/capstan/activities"
+	"github.com/capstanhq/capstan/internal/breaker"
+	"github.com/capstanhq/capstan/internal/config"
 )
 
 // breakersBuilt says whether this capstan has circuit breakers per
-// dependency (docs/design.md §7). The outage row measures "breakers off"
-// either way; "breakers on" runs only when they are built.
-const breakersBuilt = false
-
-// errBreakersNotBuilt is configureBreakers' answer to "on" while
-// breakersBuilt is false.
-var errBreakersNotBuilt = errors.New("breakers: not built yet")
+// dependency (docs/design.md §7, internal/breaker). While it was false the
+// outage row measured "breakers off" only and said "not built yet" for
+// "on"; every pool but the outage's "off" run has them, as a worker does by
+// default.
+const breakersBuilt = true
 
 // configureBreakers turns the breakers of one worker's activities on or
-// off. It is the only place the bench knows how breakers are wired.
+// off, as worker/worker.go does from CAPSTAN_BREAKERS and the
+// CAPSTAN_BREAKER_* thresholds (here their defaults). It is the only place
+// the bench knows how breakers are wired.
 func configureBreakers(d *activities.Deps, on bool) error {
-	if on {
-		return errBreakersNotBuilt
+	if !on {
+		d.Breakers = nil // a nil Set lets every call through
+		return nil
 	}
+	cfg := config.FromEnv(func(string) string { return "" })
+	set, err := breaker.NewSet(cfg.Breakers, breaker.Options{Logger: d.Logger})
+	if err != nil {
+		return fmt.Errorf("breakers: %w", err)
+	}
+	d.Breakers = set
 	return nil
 }

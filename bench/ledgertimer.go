@@ -94,9 +94,9 @@ func (d *timedLedger) Claim(ctx context.Context, req ledger.ClaimRequest) (ledge
 	return d.l.Claim(ctx, req)
 }
 
-func (d *timedLedger) MarkRunning(ctx context.Context, id string, fence int64) error {
+func (d *timedLedger) MarkRunning(ctx context.Context, id string, fence int64, facts []byte) error {
 	defer d.t.since(mMarkRunning, time.Now())
-	return d.l.MarkRunning(ctx, id, fence)
+	return d.l.MarkRunning(ctx, id, fence, facts)
 }
 
 func (d *timedLedger) Renew(ctx context.Context, id string, fence int64, lease time.Duration) error {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"path/filepath"
 	"sync"
@@ -13,6 +14,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/capstanhq/capstan/internal/config"
 	"github.com/capstanhq/capstan/workflows"
 )
 
@@ -45,7 +47,11 @@ type outageRow struct {
 	failed      int
 	failures    map[string]int // failure code → tasks
 	recoveredIn time.Duration  // from the provider's return to the last task's end
-	err         error
+	// bound is, with breakers on, what the design allows the provider to
+	// receive while down: per worker, the trip threshold plus one probe per
+	// open period (docs/design.md §7).
+	bound int64
+	err   error
 }
 
 // downedModel makes the sandbox model answer 503 while down is set, and
@@ -89,6 +95,11 @@ func (e *env) runOutage(ctx context.Context, breakers bool) outageRow {
 	if breakers && !breakersBuilt {
 		row.notBuilt = true
 		return row
+	}
+	if breakers {
+		s := config.FromEnv(func(string) string { return "" }).Breakers
+		periods := int64(math.Ceil(outageLengthRun.Seconds() / s.OpenFor.Seconds()))
+		row.bound = outageWorkers * (int64(s.ConsecutiveFailures) + periods)
 	}
 	queue := e.next(fmt.Sprintf("bench-outage-breakers-%t", breakers))
 	p, err := e.startCapstan(ctx, queue, capstanOptions{workers: outageWorkers, breakers: breakers,

@@ -331,21 +331,29 @@ func (r *results) markdown() string {
 	p("## A downed dependency")
 	p("")
 	p("The model provider answers 503 to everything for %s while %d demo tasks run on %d workers; then it is back.", outageLengthRun, outageTasksRun, outageWorkers)
+	p("The design bound with breakers on is, per worker, the trip threshold plus one half-open probe per open period (docs/design.md §7, default thresholds).")
 	p("")
-	p("| breakers | requests to the provider while down | tasks completed afterwards | failed | last task ended after recovery |")
-	p("| --- | --- | --- | --- | --- |")
+	p("| breakers | requests to the provider while down | design bound | tasks completed afterwards | failed | last task ended after recovery |")
+	p("| --- | --- | --- | --- | --- | --- |")
 	for _, o := range r.outage {
 		switch {
 		case o.notBuilt:
-			p("| %s | breakers: not built yet | | | |", onOff(o.breakers))
+			p("| %s | breakers: not built yet | | | | |", onOff(o.breakers))
 		case o.err != nil:
-			p("| %s | failed: %v | | | |", onOff(o.breakers), o.err)
+			p("| %s | failed: %v | | | | |", onOff(o.breakers), o.err)
 		default:
 			failed := fmt.Sprint(o.failed)
 			if o.failed > 0 {
 				failed += fmt.Sprintf(" %v", o.failures)
 			}
-			p("| %s | %d | %d of %d | %s | %s |", onOff(o.breakers), o.requests, o.completed, outageTasksRun, failed, o.recoveredIn.Round(time.Second))
+			bound := "none"
+			if o.bound > 0 {
+				bound = fmt.Sprintf("≤ %d (within)", o.bound)
+				if o.requests > o.bound {
+					bound = fmt.Sprintf("≤ %d (**over**)", o.bound)
+				}
+			}
+			p("| %s | %d | %s | %d of %d | %s | %s |", onOff(o.breakers), o.requests, bound, o.completed, outageTasksRun, failed, o.recoveredIn.Round(time.Second))
 		}
 	}
 	if r.profiles.text != "" {
