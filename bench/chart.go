@@ -46,9 +46,9 @@ func (r *results) svg() string {
 		}
 	}
 	barPanel(&w, 10, 55, "Throughput (tasks/s, higher is better)", groups, []series{
-		{"capstan", colorCapstan, thr[0]}, {"bare", colorBare, thr[1]}}, "%.2f")
+		{"capstan", colorCapstan, thr[0]}, {"bare", colorBare, thr[1]}}, "%.2f", math.NaN())
 	barPanel(&w, 20+panelW, 55, "p50 task latency (ms, lower is better)", groups, []series{
-		{"capstan", colorCapstan, lat[0]}, {"bare", colorBare, lat[1]}}, "%.0f")
+		{"capstan", colorCapstan, lat[0]}, {"bare", colorBare, lat[1]}}, "%.0f", math.NaN())
 
 	var hg []string
 	var hc, hb []float64
@@ -64,15 +64,15 @@ func (r *results) svg() string {
 				b = h.perTurn() / 1024
 			}
 		}
-		hg = append(hg, fmt.Sprintf("%d turns", turns))
+		hg = append(hg, turnsLabel(turns))
 		hc, hb = append(hc, c), append(hb, b)
 	}
 	if r.long.err == nil && r.long.bytes > 0 {
-		hg = append(hg, fmt.Sprintf("%d turns", r.long.turns))
+		hg = append(hg, turnsLabel(r.long.turns))
 		hc, hb = append(hc, r.long.perTurn()/1024), append(hb, math.NaN())
 	}
-	barPanel(&w, 10, 65+panelH, "History per turn (KB; target ≤ 5 KB)", hg, []series{
-		{"capstan", colorCapstan, hc}, {"bare", colorBare, hb}}, "%.1f")
+	barPanel(&w, 10, 65+panelH, "History per turn (KB; target ≤ 5 KB, dashed)", hg, []series{
+		{"capstan", colorCapstan, hc}, {"bare", colorBare, hb}}, "%.1f", maxBytesPerTurn/1024)
 
 	var os []series
 	var notes []string
@@ -150,7 +150,8 @@ func legend(w *strings.Builder, x, y float64, ss []series) {
 }
 
 // barPanel draws grouped bars, one group per label, one bar per series.
-func barPanel(w *strings.Builder, x, y float64, title string, groups []string, ss []series, valueFormat string) {
+// A target other than NaN is drawn as a dashed line.
+func barPanel(w *strings.Builder, x, y float64, title string, groups []string, ss []series, valueFormat string, target float64) {
 	top := 0.0
 	for _, s := range ss {
 		for _, v := range s.values {
@@ -182,7 +183,18 @@ func barPanel(w *strings.Builder, x, y float64, title string, groups []string, s
 		}
 		fmt.Fprintf(w, `<text x="%.1f" y="%.1f" text-anchor="middle">%s</text>`+"\n", px+float64(g)*gw+gw/2, py+ph+15, html.EscapeString(label))
 	}
+	if !math.IsNaN(target) && target <= top {
+		ty := py + ph - ph*target/top
+		fmt.Fprintf(w, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#dc2626" stroke-dasharray="6 4"/>`+"\n", px, ty, px+pw, ty)
+	}
 	legend(w, px, py+ph+38, ss)
+}
+
+func turnsLabel(n int) string {
+	if n == 1 {
+		return "1 turn"
+	}
+	return fmt.Sprintf("%d turns", n)
 }
 
 // linePanel draws one line per series over seconds.
@@ -206,6 +218,11 @@ func linePanel(w *strings.Builder, x, y float64, title string, ss []series, note
 			pts = append(pts, fmt.Sprintf("%.1f,%.1f", px+pw*(float64(i)+0.5)/float64(n), py+ph-ph*v/top))
 		}
 		fmt.Fprintf(w, `<polyline fill="none" stroke="%s" stroke-width="2" points="%s"/>`+"\n", s.color, strings.Join(pts, " "))
+		for i, pt := range pts {
+			xy := strings.Split(pt, ",")
+			fmt.Fprintf(w, `<circle cx="%s" cy="%s" r="2.5" fill="%s"><title>%s, second %d: %.0f</title></circle>`+"\n",
+				xy[0], xy[1], s.color, html.EscapeString(s.name), i, s.values[i])
+		}
 	}
 	legend(w, px, py+ph+38, ss)
 	for i, note := range notes {

@@ -260,8 +260,8 @@ func (s *loadStats) ledgerShare() float64 {
 // loadPlan is how many rounds each N gets on pools of 1 and 2 workers:
 // small N get several, so their percentiles rest on more than a few samples
 // and the machine's noise averages out. The targets are judged on one
-// worker; two workers get fewer of the long N = 100 rounds.
-var loadPlan = []loadStep{{1, 5, 3}, {10, 5, 5}, {100, 2, 1}}
+// worker.
+var loadPlan = []loadStep{{1, 5, 3}, {10, 5, 5}, {100, 2, 2}}
 
 // loadStep is one N of the plan and its rounds on 1 and 2 workers.
 type loadStep struct{ n, rounds1, rounds2 int }

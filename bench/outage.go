@@ -80,13 +80,17 @@ func (d *downedModel) fault(w http.ResponseWriter, r *http.Request, next http.Ha
 	return true
 }
 
+// total returns the requests while down, in all and second by second over
+// the whole outage (seconds without a request count zero).
 func (d *downedModel) total() (n int64, perSecond []int64) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	for _, c := range d.perSecond {
+	perSecond = make([]int64, max(len(d.perSecond), int(outageLengthRun/time.Second)))
+	copy(perSecond, d.perSecond)
+	for _, c := range perSecond {
 		n += c
 	}
-	return n, append([]int64(nil), d.perSecond...)
+	return n, perSecond
 }
 
 // runOutage runs the outage with breakers on or off.
