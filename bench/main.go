@@ -148,7 +148,7 @@ func measure(ctx context.Context, e *env, res *results, dir string) error {
 	progress("reading where the tasks' time went, from their histories")
 	res.phases = map[loadKey]phaseSums{}
 	for key, s := range res.load {
-		if key.workers == 1 && key.n >= 10 {
+		if key.n >= 10 {
 			res.phases[key] = e.taskPhases(ctx, s)
 		}
 	}

@@ -31,8 +31,9 @@ func (r *results) whyNotes() string {
 	p := func(format string, args ...any) { fmt.Fprintf(&w, format+"\n", args...) }
 
 	if latencyMissed {
-		c, b := r.cell(kindCapstan, targetWorkers, 10), r.cell(kindBare, targetWorkers, 10)
-		cp, bp := r.phases[loadKey{kindCapstan, targetWorkers, 10}], r.phases[loadKey{kindBare, targetWorkers, 10}]
+		workers := r.worstWorkers(10, p50ms, true)
+		c, b := r.cell(kindCapstan, workers, 10), r.cell(kindBare, workers, 10)
+		cp, bp := r.phases[loadKey{kindCapstan, workers, 10}], r.phases[loadKey{kindBare, workers, 10}]
 		if c != nil && b != nil && cp.tasks > 0 && bp.tasks > 0 {
 			done, failed := c.tasks()
 			n := time.Duration(max(done+failed, 1))
@@ -42,7 +43,7 @@ func (r *results) whyNotes() string {
 				writes += float64(c.methods[m].calls) / float64(n)
 				writeTime += c.methods[m].time / n
 			}
-			one := r.cell(kindCapstan, targetWorkers, 1)
+			one := r.cell(kindCapstan, workers, 1)
 			alone := "–"
 			if one != nil {
 				od, of := one.tasks()
@@ -61,10 +62,10 @@ func (r *results) whyNotes() string {
 				perWrite = cpuMS(time.Duration(float64(writeTime) / writes))
 			}
 			heartbeats := float64(c.rpcs["RecordActivityTaskHeartbeat"]) / float64(n)
-			p("**Where capstan's latency goes at N = 10.** Its activities ran %s per task against bare's %s; %s of capstan's is inside ledger calls, %s of it in %.0f write transactions per task (%.0f PutItem; Claim, MarkRunning, Renew, Complete and CommitTurn %.0f each).",
-				ms(activityRunning(cp)), ms(activityRunning(bp)), ms(c.ledger/n), ms(writeTime), writes,
+			p("**Where capstan's latency goes at N = 10 on %s.** Its activities ran %s per task against bare's %s; %s of capstan's is inside ledger calls, %s of it in %.0f write transactions per task (%.0f PutItem; Claim, MarkRunning, Renew, Complete and CommitTurn about %.0f each).",
+				workersLabel(workers), ms(activityRunning(cp)), ms(activityRunning(bp)), ms(c.ledger/n), ms(writeTime), writes,
 				float64(c.methods["PutItem"].calls)/float64(n), float64(c.methods["Claim"].calls)/float64(n))
-			p("Each write is fsynced (SQLite synchronous=FULL) and waits for the worker's one writer connection: a write took %s on average at N = 1 and %s at N = 10.", alone, perWrite)
+			p("Each write is fsynced (SQLite synchronous=FULL) and waits for the worker's one writer connection (and for the other workers' writes to the same file): a write took %s on average at N = 1 and %s at N = 10.", alone, perWrite)
 			p("Each capstan activity also sends a heartbeat as it starts, before it calls anything (%.0f RecordActivityTaskHeartbeat per task; bare sends none).", heartbeats)
 			p("What would shorten it, largest first: one write transaction for the items an activity commits (its messages, the manifest, the tool arguments) instead of one PutItem each;")
 			p("no lease renewal in the heartbeat that starts right after a fresh claim (Renew follows Claim and MarkRunning within milliseconds); the first heartbeat sent without holding up the call;")
@@ -73,16 +74,41 @@ func (r *results) whyNotes() string {
 		}
 	}
 	if throughputMissed {
-		c, b := r.cell(kindCapstan, targetWorkers, 100), r.cell(kindBare, targetWorkers, 100)
+		workers := r.worstWorkers(100, tput, false)
+		c, b := r.cell(kindCapstan, workers, 100), r.cell(kindBare, workers, 100)
 		if c != nil && b != nil {
 			cs, cw := c.cpuPerTask()
 			bs, bw := b.cpuPerTask()
 			predicted := float64(bs+bw) / float64(max(cs+cw, 1))
-			p("**Where capstan's throughput goes at N = 100.** A task costs %s of CPU with capstan (dev server %s, this process %s) against %s bare (%s, %s): on a machine whose cores are all busy that alone predicts a ratio of %.2f×.",
-				cpuMS(cs+cw), cpuMS(cs), cpuMS(cw), cpuMS(bs+bw), cpuMS(bs), cpuMS(bw), predicted)
-			p("The server's share comes from capstan's heartbeats (one per activity), its search-attribute updates and markers (see the events and calls per task above); this process's from SQLite and its fsyncs (below).")
+			_, _, measured, _ := r.ratio(workers, 100, tput)
+			done, failed := c.tasks()
+			n := float64(max(done+failed, 1))
+			p("**Where capstan's throughput goes at N = 100 on %s.** A task costs %s of CPU with capstan (dev server %s, this process %s) against %s bare (%s, %s).",
+				workersLabel(workers), cpuMS(cs+cw), cpuMS(cs), cpuMS(cw), cpuMS(bs+bw), cpuMS(bs), cpuMS(bw))
+			p("When every core is busy that alone predicts a ratio of %.2f×; the run measured %.2f×, so the extra CPU is what costs the throughput.", predicted, measured)
+			p("On the server it pays for what capstan asks of it beyond bare: %.0f heartbeats per task (one as each activity starts), and the search-attribute updates and version markers of the events above.",
+				float64(c.rpcs["RecordActivityTaskHeartbeat"])/n)
+			p("In the worker (the profile below) it is mostly SQLite, its fsyncs (system calls) and the garbage of the ledger's JSON.")
+			p("What would lower it: no heartbeat as an activity starts (Temporal counts the heartbeat timeout from the start, so a first beat one interval in still notices a lost worker in time),")
+			p("and fewer ledger write transactions per task (one per activity for the items it commits, no lease renewal right after a fresh claim).")
 			p("")
 		}
 	}
 	return strings.TrimRight(w.String(), "\n")
+}
+
+// worstWorkers is the pool size whose capstan/bare ratio at n is worst:
+// the highest when higher is worse, else the lowest.
+func (r *results) worstWorkers(n int, f func(*loadStats) float64, higherIsWorse bool) int {
+	worst, at := 0.0, targetWorkers
+	for _, workers := range []int{1, 2} {
+		_, _, x, ok := r.ratio(workers, n, f)
+		if !ok {
+			continue
+		}
+		if worst == 0 || (higherIsWorse && x > worst) || (!higherIsWorse && x < worst) {
+			worst, at = x, workers
+		}
+	}
+	return at
 }
