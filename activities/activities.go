@@ -22,6 +22,7 @@ import (
 
 	"github.com/capstanhq/capstan/internal/config"
 	"github.com/capstanhq/capstan/internal/ledger"
+	"github.com/capstanhq/capstan/internal/logids"
 	"github.com/capstanhq/capstan/internal/model"
 	"github.com/capstanhq/capstan/internal/tools"
 	"github.com/capstanhq/capstan/reconcilers"
@@ -64,6 +65,10 @@ type Deps struct {
 	Lease  time.Duration
 	Now    func() time.Time // default time.Now
 	Logger *slog.Logger     // default slog.Default()
+
+	// Metrics counts attempts, retries, operations, verdicts and
+	// deliveries (observe.go); nil counts nothing.
+	Metrics Metrics
 }
 
 // Activities carries the dependencies of every activity. Build it with New;
@@ -101,5 +106,10 @@ func New(d Deps) (*Activities, error) {
 	if d.Logger == nil {
 		d.Logger = slog.Default()
 	}
+	d.Logger = logids.Logger(d.Logger)
+	if d.Metrics == nil {
+		d.Metrics = noMetrics{}
+	}
+	d.Ledger = &countingLedger{Ledger: d.Ledger, metrics: d.Metrics, logger: d.Logger}
 	return &Activities{deps: d}, nil
 }

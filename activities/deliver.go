@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/capstanhq/capstan/internal/ledger"
+	"github.com/capstanhq/capstan/internal/logids"
 	"github.com/capstanhq/capstan/internal/tools"
 )
 
@@ -33,7 +34,9 @@ var definiteSlackRefusals = map[string]bool{
 // on a ticker while the post is in flight. A post whose outcome is unknown is
 // recorded UNKNOWN and never re-sent blindly; a rate-limited one is ABSENT
 // and retried after the wait Slack asked for.
-func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResult, error) {
+func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (result DeliverResult, err error) {
+	ctx = logids.With(ctx, logids.IDs{TaskID: in.TaskID, OperationID: in.OperationID})
+	defer func() { a.observeDeliver(ctx, in, result, err) }()
 	res := DeliverResult{OperationID: in.OperationID}
 	if in.Comment != nil {
 		return a.deliverComment(ctx, in)

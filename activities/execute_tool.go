@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/capstanhq/capstan/internal/ledger"
+	"github.com/capstanhq/capstan/internal/logids"
 	"github.com/capstanhq/capstan/internal/model"
 	"github.com/capstanhq/capstan/internal/tools"
 )
@@ -39,7 +40,9 @@ const verifyTimeout = 15 * time.Second
 //
 // An UNKNOWN operation is returned as an ErrTypeOperationUnknown error that
 // Temporal does not retry: only a reconciler may decide what happened.
-func (a *Activities) ExecuteTool(ctx context.Context, in ExecuteToolInput) (ExecuteToolResult, error) {
+func (a *Activities) ExecuteTool(ctx context.Context, in ExecuteToolInput) (result ExecuteToolResult, err error) {
+	ctx = logids.With(ctx, logids.IDs{TaskID: in.TaskID, TurnID: in.TurnID, OperationID: in.OperationID})
+	defer func() { a.countRetry(ctx, "ExecuteTool", err) }()
 	res := ExecuteToolResult{OperationID: in.OperationID}
 	tool, err := a.Tools.Get(in.Tool)
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/capstanhq/capstan/internal/ledger"
+	"github.com/capstanhq/capstan/internal/logids"
 	"github.com/capstanhq/capstan/internal/model"
 )
 
@@ -23,7 +24,9 @@ import (
 // output, which it commits to the transcript; any other ending is an
 // ErrTypeModelAttempt application error carrying an AttemptReport, and nothing of
 // that attempt is committed.
-func (a *Activities) ModelTurn(ctx context.Context, in ModelTurnInput) (ModelTurnResult, error) {
+func (a *Activities) ModelTurn(ctx context.Context, in ModelTurnInput) (result ModelTurnResult, err error) {
+	ctx = logids.With(ctx, logids.IDs{TaskID: in.TaskID, TurnID: in.TurnID, AttemptID: in.AttemptID})
+	defer func() { a.observeModelTurn(ctx, in, result, err) }()
 	report := AttemptReport{AttemptID: in.AttemptID, Phase: model.PhaseNotSent}
 	ref, err := model.ParseRef(in.Model)
 	if err != nil {

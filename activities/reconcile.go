@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/capstanhq/capstan/internal/ledger"
+	"github.com/capstanhq/capstan/internal/logids"
 	"github.com/capstanhq/capstan/internal/model"
 	"github.com/capstanhq/capstan/reconcilers"
 )
@@ -71,7 +72,9 @@ const (
 // Temporal retries when the lease ends. If the activity is cancelled before
 // a verdict, the operation is handed back (lease cleared, still unknown) so
 // the next attempt can take it at once.
-func (a *Activities) Reconcile(ctx context.Context, in ReconcileInput) (ReconcileResult, error) {
+func (a *Activities) Reconcile(ctx context.Context, in ReconcileInput) (result ReconcileResult, err error) {
+	ctx = logids.With(ctx, logids.IDs{TaskID: in.TaskID, OperationID: in.OperationID})
+	defer func() { a.countRetry(ctx, "Reconcile", err) }()
 	res := ReconcileResult{OperationID: in.OperationID}
 	if err := validResolution(in.Resolution); err != nil {
 		return res, temporal.NewNonRetryableApplicationError(
@@ -247,6 +250,7 @@ func (a *Activities) recordVerdict(ctx context.Context, in ReconcileInput, op le
 		// operation; the retry reports what it recorded.
 		return res, fmt.Errorf("record verdict %s of operation %s: %w", res.Verdict, op.ID, err)
 	}
+	a.Metrics.ReconcileVerdict(op.Kind, string(res.Verdict))
 	a.Logger.InfoContext(ctx, "operation reconciled", "operation_id", op.ID, "kind", op.Kind,
 		"verdict", string(res.Verdict), "state", string(res.State), "external_id", res.ExternalID,
 		"asked", res.Asked, "reason", res.Reason)
