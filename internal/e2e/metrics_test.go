@@ -142,6 +142,14 @@ func TestWorkerServesMetricsAndLogsIDs(t *testing.T) {
 		t.Errorf("ExecuteTool executions = %v (present %v), want at least 3\n%s", v, ok, s.Samples("temporal_activity_execution_latency_seconds"))
 	}
 
+	// The provisioned Grafana dashboard reads SDK and process metrics the
+	// worker really exports (its capstan metrics: internal/metrics).
+	for _, name := range testenv.DashboardMetrics(t, testenv.DashboardPath) {
+		if !strings.HasPrefix(name, "capstan_") && s[name] == nil {
+			t.Errorf("the dashboard reads %s, which the worker does not export", name)
+		}
+	}
+
 	// Log lines carry the ids of what they are about.
 	ops := map[string]bool{res.Deliveries[0].OperationID: true}
 	for _, op := range res.Operations {

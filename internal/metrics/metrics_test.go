@@ -185,3 +185,39 @@ func TestNilMetricsRecordNothing(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// The provisioned Grafana dashboard reads capstan metrics that exist, under
+// the names and labels this package gives them, and shows what the issue
+// asks of it: breakers, attempts, operations and task latency. (Its Temporal
+// SDK metrics are checked against a real worker in internal/e2e.)
+func TestDashboardReadsCapstanMetrics(t *testing.T) {
+	m := newMetrics(t)
+	m.ModelAttempt("openai", "gpt-4.1", model.OutcomeCompleted)
+	m.ModelTokens("openai", "gpt-4.1", model.Usage{InputTokens: 1, OutputTokens: 1})
+	m.Retry("ModelTurn", "overloaded")
+	m.OperationSettled("slack_post", ledger.StateSucceeded)
+	m.ReconcileVerdict("slack_post", "found")
+	m.Delivery("slack", "ACKED")
+	m.BreakerTransition("slack/post", metrics.BreakerClosed, metrics.BreakerOpen)
+	fams, err := m.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := map[string]bool{}
+	for _, f := range fams {
+		served[f.GetName()] = true
+	}
+	read := map[string]bool{}
+	for _, name := range testenv.DashboardMetrics(t, testenv.DashboardPath) {
+		read[name] = true
+		if strings.HasPrefix(name, metrics.Namespace+"_") && !served[name] {
+			t.Errorf("the dashboard reads %s, which the worker does not export", name)
+		}
+	}
+	for _, name := range []string{"capstan_breaker_state", "capstan_breaker_transitions_total", "capstan_model_attempts_total",
+		"capstan_retries_total", "capstan_operations_total", "capstan_deliveries_total", "temporal_workflow_endtoend_latency_seconds"} {
+		if !read[name] {
+			t.Errorf("the dashboard does not show %s", name)
+		}
+	}
+}

@@ -1,7 +1,13 @@
 package testenv
 
 import (
+	"encoding/json"
+	"maps"
 	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -93,4 +99,53 @@ func hasLabels(m *dto.Metric, want map[string]string) bool {
 		}
 	}
 	return n == len(want)
+}
+
+// DashboardPath is the Grafana dashboard docker-compose.yml provisions.
+var DashboardPath = filepath.Join(RepoRoot(), "deploy", "grafana", "dashboards", "capstan.json")
+
+// metricName finds the metric names in a PromQL expression.
+var metricName = regexp.MustCompile(`\b(?:capstan|temporal|process|go)_[a-z0-9_]+\b`)
+
+// DashboardMetrics returns the metric families the queries of the Grafana
+// dashboard at path read (a histogram's _bucket series named by its
+// family), each once, sorted.
+func DashboardMetrics(t testing.TB, path string) []string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type panel struct {
+		Title   string `json:"title"`
+		Targets []struct {
+			Expr string `json:"expr"`
+		} `json:"targets"`
+		Panels []json.RawMessage `json:"panels"`
+	}
+	var dash struct {
+		UID    string            `json:"uid"`
+		Panels []json.RawMessage `json:"panels"`
+	}
+	if err := json.Unmarshal(data, &dash); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	seen := map[string]bool{}
+	var walk func([]json.RawMessage)
+	walk = func(raw []json.RawMessage) {
+		for _, r := range raw {
+			var p panel
+			if err := json.Unmarshal(r, &p); err != nil {
+				t.Fatalf("%s: panel: %v", path, err)
+			}
+			for _, tg := range p.Targets {
+				for _, name := range metricName.FindAllString(tg.Expr, -1) {
+					seen[strings.TrimSuffix(name, "_bucket")] = true
+				}
+			}
+			walk(p.Panels)
+		}
+	}
+	walk(dash.Panels)
+	return slices.Sorted(maps.Keys(seen))
 }
