@@ -3,10 +3,7 @@ package activities
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"strings"
-	"sync"
-	"time"
 	"unicode"
 
 	"go.temporal.io/sdk/activity"
@@ -14,14 +11,15 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/capstanhq/capstan/internal/ledger"
-	"github.com/capstanhq/capstan/internal/logids"
 	"github.com/capstanhq/capstan/internal/model"
 	"github.com/capstanhq/capstan/internal/tools"
 )
 
-// This file is what the activities tell an operator: metrics, counted at the
-// end of each activity and wherever the ledger records an operation's state,
-// and the ids every log line of an activity carries (internal/logids).
+// This file is what the activities tell an operator: metrics counted at the
+// end of each activity (and, in ledger_counter.go, wherever the ledger
+// records an operation's state), and the lines logged about a failed model
+// attempt. Each activity first puts its ids into its context
+// (internal/logids), so every line logged with it carries them.
 
 // Metrics receives what the activities count; *metrics.Metrics satisfies it.
 // Deps.Metrics nil counts nothing.
@@ -51,13 +49,14 @@ func (noMetrics) OperationSettled(string, ledger.State)      {}
 func (noMetrics) ReconcileVerdict(string, string)            {}
 func (noMetrics) Delivery(string, string)                    {}
 
-// guardRetries are the outcomes of a failed model attempt that the turn
-// guard tries again within its budgets (docs/design.md §4.4); the others end
-// the task. cancelled is left out: at the activity it is mostly the task
-// itself being cancelled, and a lost worker is reported as worker_lost.
-var guardRetries = map[model.Outcome]bool{
-	model.OutcomeNotSent: true, model.OutcomeOverloaded: true, model.OutcomeCutIdle: true,
-	model.OutcomeInvalid: true, model.OutcomeWorkerLost: true, model.OutcomeUnknown: true,
+// guardEnds are the outcomes of a failed model attempt after which the turn
+// guard tries nothing again (docs/design.md §4.4): every other outcome
+// (not_sent, overloaded, cut_idle, invalid, worker_lost, unknown, waiting
+// out a breaker) is tried again within its budget. cancelled counts as an
+// end: at the activity it is mostly the task itself being cancelled, and a
+// lost worker is reported as worker_lost.
+var guardEnds = map[model.Outcome]bool{
+	model.OutcomeRejected: true, model.OutcomeCutTotal: true, model.OutcomeOverflow: true, model.OutcomeCancelled: true,
 }
 
 // observeModelTurn counts a ModelTurn's attempt, its tokens and, when the
@@ -81,7 +80,7 @@ func (a *Activities) observeModelTurn(ctx context.Context, in ModelTurnInput, re
 		return
 	}
 	a.Metrics.ModelAttempt(ref.Provider, ref.Model, r.Outcome)
-	if guardRetries[r.Outcome] {
+	if !guardEnds[r.Outcome] {
 		a.Metrics.Retry(activityName(ctx, "ModelTurn"), string(r.Outcome))
 	}
 	a.Logger.InfoContext(ctx, "model attempt failed", "model", in.Model, "outcome", string(r.Outcome),
@@ -193,101 +192,4 @@ func snakeCase(s string) string {
 		b.WriteRune(r)
 	}
 	return b.String()
-}
-
-// maxHeld bounds how many claims countingLedger tracks. A claim is dropped
-// when its attempt completes or releases it; one that is neither (an
-// attempt that failed between claim and call) stays until the bound evicts
-// it, at worst losing the count of one operation.
-const maxHeld = 4096
-
-// countingLedger counts every state an operation reaches in the ledger
-// (Metrics.OperationSettled), whichever activity writes it: a tool call, a
-// delivery, a released claim, a reconciler's verdict. It remembers the kind
-// and the state of each operation this worker holds under a fence, from the
-// claim (or the take for reconciliation) to the write that ends the hold,
-// and counts that write when it succeeds and changes the state; a hand-back
-// that leaves an operation UNKNOWN is not counted again. It also logs each
-// change, with the ids of the activity's context.
-type countingLedger struct {
-	Ledger
-	metrics Metrics
-	logger  *slog.Logger
-
-	mu   sync.Mutex
-	held map[heldKey]heldOp
-}
-
-type heldKey struct {
-	id    string
-	fence int64
-}
-
-type heldOp struct {
-	kind  string
-	state ledger.State
-}
-
-func (l *countingLedger) Claim(ctx context.Context, req ledger.ClaimRequest) (ledger.ClaimResult, error) {
-	res, err := l.Ledger.Claim(ctx, req)
-	if err == nil && res.Status == ledger.Claimed {
-		l.hold(res.Op.ID, res.Op.Fence, req.Op.Kind, res.Op.State)
-	}
-	return res, err
-}
-
-func (l *countingLedger) TakeForReconcile(ctx context.Context, id, owner string, lease time.Duration) (ledger.Operation, error) {
-	op, err := l.Ledger.TakeForReconcile(ctx, id, owner, lease)
-	if err == nil {
-		l.hold(op.ID, op.Fence, op.Kind, op.State)
-	}
-	return op, err
-}
-
-func (l *countingLedger) Complete(ctx context.Context, c ledger.Completion) error {
-	err := l.Ledger.Complete(ctx, c)
-	l.settled(ctx, c.ID, c.Fence, c.State, err)
-	return err
-}
-
-func (l *countingLedger) Release(ctx context.Context, id string, fence int64) error {
-	err := l.Ledger.Release(ctx, id, fence)
-	l.settled(ctx, id, fence, ledger.StateAbsent, err)
-	return err
-}
-
-func (l *countingLedger) hold(id string, fence int64, kind string, state ledger.State) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.held == nil {
-		l.held = map[heldKey]heldOp{}
-	}
-	if len(l.held) >= maxHeld {
-		for k := range l.held {
-			delete(l.held, k)
-			break
-		}
-	}
-	l.held[heldKey{id, fence}] = heldOp{kind: kind, state: state}
-}
-
-func (l *countingLedger) take(id string, fence int64) heldOp {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	k := heldKey{id, fence}
-	h := l.held[k]
-	delete(l.held, k)
-	return h
-}
-
-// settled ends the hold of id under fence; when the write succeeded and
-// changed the state, it is counted and logged.
-func (l *countingLedger) settled(ctx context.Context, id string, fence int64, state ledger.State, err error) {
-	h := l.take(id, fence)
-	if err != nil || h.kind == "" || h.state == state {
-		return
-	}
-	l.metrics.OperationSettled(h.kind, state)
-	l.logger.InfoContext(logids.With(ctx, logids.IDs{OperationID: id}), "operation settled",
-		"kind", h.kind, "state", string(state), "from", string(h.state))
 }

@@ -132,8 +132,9 @@ func (f *faultRules) addFault(rule FaultRule) (FaultState, error) {
 	st := &FaultState{FaultRule: rule}
 	f.mu.Lock()
 	f.rules = append(f.rules, st)
+	added := *st // under the lock: a request may fire the rule at once
 	f.mu.Unlock()
-	return *st, nil
+	return added, nil
 }
 
 // ClearFaults removes every rule. An answer already held by FaultDelay is
