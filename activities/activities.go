@@ -31,7 +31,7 @@ import (
 // Ledger is what the activities need of the ledger.
 type Ledger interface {
 	Claim(ctx context.Context, req ledger.ClaimRequest) (ledger.ClaimResult, error)
-	MarkRunning(ctx context.Context, id string, fence int64) error
+	MarkRunning(ctx context.Context, id string, fence int64, facts []byte) error
 	Renew(ctx context.Context, id string, fence int64, lease time.Duration) error
 	Complete(ctx context.Context, c ledger.Completion) error
 	Release(ctx context.Context, id string, fence int64) error

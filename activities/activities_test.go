@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -274,8 +275,35 @@ func TestModelTurnCutsAServerThatNeverAnswers(t *testing.T) {
 	if !ok {
 		t.Fatalf("err = %v, want %s with an AttemptReport", err, activities.ErrTypeModelAttempt)
 	}
-	if report.Outcome != model.OutcomeCutIdle || report.Events != 0 {
-		t.Errorf("report = %+v, want cut_idle before any event", report)
+	// The request was written and no header came back: the transport
+	// recorder says so, rather than UNKNOWN.
+	if report.Outcome != model.OutcomeCutIdle || report.Events != 0 || report.Phase != model.PhaseSentNoHeaders {
+		t.Errorf("report = %+v, want cut_idle at SENT_NO_HEADERS before any event", report)
+	}
+}
+
+// An attempt whose connection is refused reports NOT_SENT: nothing left.
+func TestModelTurnRefusedConnectionIsNotSent(t *testing.T) {
+	f := newFixture(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now
+	acts, err := activities.New(activities.Deps{Ledger: f.ledger, Tools: f.acts.Tools, Identity: "w",
+		Providers: map[string]model.Provider{"sandbox": openai.New(openai.Config{BaseURL: "http://" + addr + "/v1", APIKey: "k"})}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var suite testsuite.WorkflowTestSuite
+	env := suite.NewTestActivityEnvironment()
+	env.RegisterActivity(acts)
+	_, err = env.ExecuteActivity(acts.ModelTurn, activities.ModelTurnInput{TaskID: "T", TurnID: "T/t1", AttemptID: "T/t1/a1",
+		Model: "sandbox:hello", Seed: []model.Message{{Role: model.RoleUser, Content: "hi"}}})
+	report, ok := activities.AttemptReportOf(err)
+	if !ok || report.Outcome != model.OutcomeNotSent || report.Phase != model.PhaseNotSent {
+		t.Errorf("report = %+v (%v), want not_sent at NOT_SENT", report, err)
 	}
 }
 

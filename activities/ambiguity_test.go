@@ -150,15 +150,17 @@ func TestExecuteToolRateLimitedMutationIsAbsentAndRetriedAfterTheWait(t *testing
 			}
 
 			// The retry may claim it again. go-github still holds the limit
-			// GitHub announced and refuses to send: not sent again, and the
-			// wait is what is left of it.
+			// GitHub announced and refuses to send — already the read of
+			// the head branch the tool records before sending (Prepare) —
+			// so nothing is sent, no attempt is counted, and the wait is
+			// what is left of the limit.
 			_, err = f.env.ExecuteActivity(f.acts.ExecuteTool, in)
 			appErr = appError(t, err)
 			if appErr.Type() != activities.ErrTypeOperationNotSent || appErr.NextRetryDelay() <= 0 || appErr.NextRetryDelay() > tc.wantDelay {
 				t.Errorf("retry: err = %v with delay %s, want %s with at most %s", err, appErr.NextRetryDelay(), activities.ErrTypeOperationNotSent, tc.wantDelay)
 			}
-			if op := f.op(t, "op-pr"); op.State != ledger.StateAbsent || op.AttemptCount != 2 {
-				t.Errorf("ledger after the retry = %s after %d attempts, want ABSENT after 2", op.State, op.AttemptCount)
+			if op := f.op(t, "op-pr"); op.State != ledger.StateAbsent || op.AttemptCount != 1 {
+				t.Errorf("ledger after the retry = %s after %d attempts, want ABSENT after still 1", op.State, op.AttemptCount)
 			}
 			if n, created := posts.Load(), f.sb.GitHub.Stats().PullRequestsCreated; n != 1 || created != 0 {
 				t.Errorf("POST /pulls reached GitHub %d times and created %d pull requests; want 1 and 0", n, created)

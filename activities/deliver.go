@@ -49,7 +49,7 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (result Deliv
 		ID: in.OperationID, Tenant: in.Tenant, TaskID: in.TaskID, Kind: "slack_post",
 		BusinessKey: "slack:post:" + in.Channel,
 		RequestHash: RequestHash("slack_post", []byte(in.Channel+"\x00"+in.Text)),
-	})
+	}, nil)
 	if err != nil {
 		return res, err
 	}

@@ -25,8 +25,11 @@ const verifyTimeout = 15 * time.Second
 //
 //  1. claim the operation in the ledger; if it already SUCCEEDED, return the
 //     stored result without calling anything (Replayed);
-//  2. mark it RUNNING and call the tool, heartbeating on a ticker meanwhile;
-//  3. record SUCCEEDED with the external id, FAILED for a definite refusal,
+//  2. when the tool is a tools.Preparer, read the facts its reconciler will
+//     need and record them as the RUNNING mark's; if they cannot be read,
+//     release the claim (nothing was sent) and let Temporal retry;
+//  3. mark it RUNNING and call the tool, heartbeating on a ticker meanwhile;
+//  4. record SUCCEEDED with the external id, FAILED for a definite refusal,
 //     ABSENT when provably nothing was sent (a rate limit among others: the
 //     retry waits as long as the service asked), and UNKNOWN when the
 //     request may have acted — a timeout after the request left is never
@@ -59,11 +62,16 @@ func (a *Activities) ExecuteTool(ctx context.Context, in ExecuteToolInput) (resu
 		return a.refused(ctx, in, res, err)
 	}
 
+	call := tools.Call{OperationID: in.OperationID, Arguments: args}
+	var prepare func(context.Context) ([]byte, error)
+	if p, ok := tool.(tools.Preparer); ok {
+		prepare = func(ctx context.Context) ([]byte, error) { return p.Prepare(ctx, call) }
+	}
 	rec, done, err := a.begin(ctx, ledger.Operation{
 		ID: in.OperationID, Tenant: in.Tenant, TaskID: in.TaskID, TurnID: in.TurnID,
 		ToolCallID: in.ToolCallID, Kind: in.Tool, BusinessKey: id.BusinessKey,
 		RequestHash: RequestHash(in.Tool, id.Effect),
-	})
+	}, prepare)
 	if err != nil {
 		return res, err
 	}
@@ -71,7 +79,7 @@ func (a *Activities) ExecuteTool(ctx context.Context, in ExecuteToolInput) (resu
 		res.Replayed = true
 		return a.succeeded(ctx, in, res, rec.ExternalID, rec.Result, false)
 	}
-	o := a.perform(ctx, tool, tools.Call{OperationID: in.OperationID, Arguments: args}, rec)
+	o := a.perform(ctx, tool, call, rec)
 
 	// Recorded even if the activity is being cancelled: it happened.
 	rctx, cancel := recordContext(ctx)

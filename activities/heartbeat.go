@@ -19,6 +19,7 @@ type OperationHeartbeat struct {
 
 // Steps of an operation, as its heartbeats report them.
 const (
+	stepPreparing = "preparing" // reading the facts to record before the call (tools.Preparer)
 	stepCalling   = "calling"   // the external call is in flight
 	stepVerifying = "verifying" // reading back what an ambiguous call did
 )

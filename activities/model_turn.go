@@ -55,11 +55,14 @@ func (a *Activities) ModelTurn(ctx context.Context, in ModelTurnInput) (result M
 	// the request and never answers is cut like a silent stream. The
 	// goroutine owns the stream; the loop below only reads its phase.
 	var acc model.Accumulator
+	// transport records how far the request got, written by the provider's
+	// transport hooks; read here before the stream opens.
+	var transport model.PhaseRecorder
 	opened := make(chan model.Stream, 1)
 	events := make(chan model.Event)
 	done := make(chan error, 1)
 	go func() {
-		stream, err := provider.Stream(attemptCtx, model.Request{Model: ref.Model, Messages: msgs, Tools: a.Tools.Specs()})
+		stream, err := provider.Stream(attemptCtx, model.Request{Model: ref.Model, Messages: msgs, Tools: a.Tools.Specs(), Recorder: &transport})
 		if err != nil {
 			done <- err
 			return
@@ -84,7 +87,7 @@ func (a *Activities) ModelTurn(ctx context.Context, in ModelTurnInput) (result M
 	var stream model.Stream
 	phase := func() model.Phase {
 		if stream == nil {
-			return model.PhaseUnknown // no headers yet; the transport cannot tell how far it got
+			return transport.Phase() // before the headers: NOT_SENT or SENT_NO_HEADERS
 		}
 		return stream.Phase()
 	}

@@ -24,7 +24,14 @@ import (
 // under rec.Fence and the operation is RUNNING: from here on, a failure after
 // the request may have left must be recorded UNKNOWN. Every other ending is
 // returned as the application error the workflow expects.
-func (a *Activities) begin(ctx context.Context, op ledger.Operation) (rec ledger.Operation, done bool, err error) {
+//
+// prepare, when not nil, runs between the claim and the RUNNING mark, under
+// heartbeats that renew the claim: what it returns is recorded with the
+// operation as its facts (tools.Preparer), so they are in the ledger before
+// anything is sent. When it fails nothing has been sent: the claim is
+// released (ABSENT) and the error is the retryable ErrTypeOperationNotSent,
+// after the wait a rate limit asked for.
+func (a *Activities) begin(ctx context.Context, op ledger.Operation, prepare func(context.Context) ([]byte, error)) (rec ledger.Operation, done bool, err error) {
 	claim, err := a.Ledger.Claim(ctx, ledger.ClaimRequest{Op: op, Owner: a.owner(ctx), Lease: a.lease(ctx)})
 	switch {
 	case errors.Is(err, ledger.ErrConflict):
@@ -41,10 +48,37 @@ func (a *Activities) begin(ctx context.Context, op ledger.Operation) (rec ledger
 	case ledger.MustReconcile:
 		return rec, false, unknownOperation(op.ID, claim.Op.State, nil)
 	}
-	if err := a.Ledger.MarkRunning(ctx, op.ID, claim.Op.Fence); err != nil {
+	var facts []byte
+	if prepare != nil {
+		stop := a.heartbeat(ctx, a.heartbeatInterval(ctx),
+			func() any { return OperationHeartbeat{OperationID: op.ID, Step: stepPreparing} },
+			a.renewLease(ctx, op.ID, claim.Op.Fence))
+		facts, err = prepare(ctx)
+		stop()
+		if err != nil {
+			return rec, false, a.notPrepared(ctx, op, claim.Op.Fence, err)
+		}
+	}
+	if err := a.Ledger.MarkRunning(ctx, op.ID, claim.Op.Fence, facts); err != nil {
 		return rec, false, fmt.Errorf("mark operation %s running: %w", op.ID, err)
 	}
+	claim.Op.Facts = facts
 	return claim.Op, false, nil
+}
+
+// notPrepared releases the claim of an operation whose facts could not be
+// read: nothing was sent, so it is ABSENT and may be claimed again. The
+// release is a ledger write that must not be lost to the activity's
+// cancellation; if it fails, the claim runs out with its lease instead.
+func (a *Activities) notPrepared(ctx context.Context, op ledger.Operation, fence int64, cause error) error {
+	rctx, cancel := recordContext(ctx)
+	defer cancel()
+	if err := a.Ledger.Release(rctx, op.ID, fence); err != nil {
+		return fmt.Errorf("%s was not sent: reading what it needs recorded first failed: %w; and releasing operation %s failed: %w",
+			op.Kind, cause, op.ID, err)
+	}
+	return notSent(ErrTypeOperationNotSent,
+		fmt.Sprintf("%s was not sent: reading what it needs recorded first failed: %v", op.Kind, cause), cause)
 }
 
 // unknownOperation is the error for an operation whose outcome is not known:

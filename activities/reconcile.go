@@ -134,7 +134,7 @@ func validResolution(r *Resolution) error {
 // ask about the operation's kind fails as misconfigured.
 func (a *Activities) reconcileTarget(ctx context.Context, in ReconcileInput, op ledger.Operation) (reconcilers.Target, error) {
 	t := reconcilers.Target{Kind: op.Kind, OperationID: op.ID, Channel: in.Channel,
-		EventType: DeliveryEventType, Since: op.CreatedAt}
+		EventType: DeliveryEventType, Since: op.CreatedAt, Facts: op.Facts}
 	if a.Reconcilers == nil {
 		return t, temporal.NewNonRetryableApplicationError(
 			"this worker has no reconcilers configured", ErrTypeWorkerConfig, nil)

@@ -451,7 +451,7 @@ func TestReconcileWaitsForALiveLease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := f.ledger.MarkRunning(ctx, "op-busy", claim.Op.Fence); err != nil {
+	if err := f.ledger.MarkRunning(ctx, "op-busy", claim.Op.Fence, nil); err != nil {
 		t.Fatal(err)
 	}
 	before := f.op(t, "op-busy")

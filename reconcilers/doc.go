@@ -5,7 +5,8 @@
 // One file per system says how its effect is recognised:
 //
 //	pull request  list state=all, head=<owner>:<head>, base=<base>; the
-//	              capstan-op marker in the body
+//	              capstan-op marker in the body, then the head SHA the tool
+//	              recorded before sending (see GitHub.PullRequest)
 //	branch        get the ref; its SHA against the SHA of "from"
 //	file write    read the file on the branch; its blob SHA against the git
 //	              blob SHA of the content that was to be written

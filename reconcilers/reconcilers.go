@@ -77,6 +77,11 @@ type Target struct {
 	// Since is when the operation was first claimed: its effect cannot be
 	// older.
 	Since time.Time
+	// Facts are what the attempt that sent the request recorded just before
+	// sending it (the ledger's Operation.Facts): for a pull request, the
+	// commit its head branch was at (githubtools.PullRequestFacts). Nil
+	// when none were recorded.
+	Facts json.RawMessage
 }
 
 // Set holds one reconciler per system. Build it with NewSet.

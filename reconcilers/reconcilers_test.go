@@ -179,6 +179,105 @@ func TestPullRequest(t *testing.T) {
 	}
 }
 
+// headOf returns the commit branch points at.
+func headOf(t *testing.T, c *github.Client, branch string) string {
+	t.Helper()
+	ref, _, err := c.Git.GetRef(context.Background(), "acme", "app", "heads/"+branch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ref.GetObject().GetSHA()
+}
+
+// push commits a file to branch, moving its head (and that of the open pull
+// request from it), and returns the new head.
+func push(t *testing.T, c *github.Client, branch, path string) string {
+	t.Helper()
+	resp, _, err := c.Repositories.CreateFile(context.Background(), "acme", "app", path, &github.RepositoryContentFileOptions{
+		Message: github.String("more work"), Content: []byte(path + "\n"), Branch: github.String(branch)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.Commit.GetSHA()
+}
+
+// With the head commit recorded before sending, the marker still decides
+// whose a pull request is, and the head commit catches one whose marker was
+// edited out.
+func TestPullRequestWithRecordedHead(t *testing.T) {
+	sb := startSandbox(t)
+	c := newGitHubClient(t, sb)
+	ctx := context.Background()
+	g := reconcilers.NewGitHub(c)
+	claimed := time.Now()
+	q := func(head, opID, sha string) reconcilers.PullRequestQuery {
+		return reconcilers.PullRequestQuery{Repo: acme, Head: head, Base: "main", OperationID: opID, HeadSHA: sha, Since: claimed}
+	}
+
+	branchAhead(t, c, "feat")
+	recorded := headOf(t, c, "feat")
+	obs, err := g.PullRequest(ctx, q("feat", "op-1", recorded))
+	expect(t, "nothing opened", obs, err, reconcilers.NotSeen, "")
+
+	ours := openPR(t, c, "feat", withMarker("fix", "op-1"))
+	obs, err = g.PullRequest(ctx, q("feat", "op-1", recorded))
+	expect(t, "the marker, at the recorded head", obs, err, reconcilers.Found, ours.GetHTMLURL())
+	if !strings.Contains(obs.Detail, "as recorded") {
+		t.Errorf("detail %q should say the head is where it was recorded", obs.Detail)
+	}
+
+	// The agent pushes more work after the pull request opened: the pull
+	// request follows its branch, and is still ours.
+	moved := push(t, c, "feat", "more.txt")
+	if pr, _, err := c.PullRequests.Get(ctx, "acme", "app", ours.GetNumber()); err != nil || pr.GetHead().GetSHA() != moved {
+		t.Fatalf("pull request head %q, %v; want it to follow the branch to %s", pr.GetHead().GetSHA(), err, moved)
+	}
+	obs, err = g.PullRequest(ctx, q("feat", "op-1", recorded))
+	expect(t, "the marker, the head moved on", obs, err, reconcilers.Found, ours.GetHTMLURL())
+	if !strings.Contains(obs.Detail, recorded) || !strings.Contains(obs.Detail, moved) {
+		t.Errorf("detail %q should name the recorded head and where it moved", obs.Detail)
+	}
+
+	// No marker, at the recorded head, opened since the claim: perhaps ours
+	// with the marker edited out, perhaps not — a person decides.
+	branchAhead(t, c, "edited")
+	at := headOf(t, c, "edited")
+	unmarked := openPR(t, c, "edited", "fix (the marker was removed)")
+	obs, err = g.PullRequest(ctx, q("edited", "op-2", at))
+	expect(t, "no marker, at the recorded head", obs, err, reconcilers.Ambiguous, "")
+	if !strings.Contains(obs.Detail, "#"+itoa(unmarked.GetNumber())) || !strings.Contains(obs.Detail, at) {
+		t.Errorf("detail %q should name the pull request and the commit", obs.Detail)
+	}
+	// Closed, it is just as undecidable.
+	closePR(t, c, unmarked.GetNumber())
+	obs, err = g.PullRequest(ctx, q("edited", "op-2", at))
+	expect(t, "no marker, at the recorded head, closed", obs, err, reconcilers.Ambiguous, "")
+
+	// Not ours: recorded at another commit, opened before the claim, or
+	// another operation's (its marker); and without a recorded head only
+	// the marker counts.
+	obs, err = g.PullRequest(ctx, q("edited", "op-2", recorded))
+	expect(t, "no marker, at another commit", obs, err, reconcilers.NotSeen, "")
+	before := q("edited", "op-2", at)
+	before.Since = time.Now().Add(reconcilers.ClockMargin + time.Minute)
+	obs, err = g.PullRequest(ctx, before)
+	expect(t, "no marker, opened before the claim", obs, err, reconcilers.NotSeen, "")
+	obs, err = g.PullRequest(ctx, q("edited", "op-2", ""))
+	expect(t, "no marker, no recorded head", obs, err, reconcilers.NotSeen, "")
+	branchAhead(t, c, "theirs")
+	openPR(t, c, "theirs", withMarker("another task's", "op-other"))
+	obs, err = g.PullRequest(ctx, q("theirs", "op-3", headOf(t, c, "theirs")))
+	expect(t, "another operation's marker, at the recorded head", obs, err, reconcilers.NotSeen, "")
+
+	// The marker wins over a pull request at the recorded head without it.
+	branchAhead(t, c, "both")
+	both := headOf(t, c, "both")
+	closePR(t, c, openPR(t, c, "both", "a person's").GetNumber())
+	mine := openPR(t, c, "both", withMarker("fix", "op-4"))
+	obs, err = g.PullRequest(ctx, q("both", "op-4", both))
+	expect(t, "the marker beside an unmarked one at the head", obs, err, reconcilers.Found, mine.GetHTMLURL())
+}
+
 func TestBranch(t *testing.T) {
 	sb := startSandbox(t)
 	c := newGitHubClient(t, sb)
@@ -433,6 +532,14 @@ func TestSetAsk(t *testing.T) {
 			Channel: tc.channel, EventType: eventType, Since: since})
 		expect(t, tc.kind+" "+tc.opID, obs, err, tc.want, tc.externalID)
 	}
+	// The facts recorded before sending reach the pull request question.
+	obs, err := set.Ask(ctx, reconcilers.Target{Kind: reconcilers.KindPullRequest, OperationID: "op-pr", Since: since,
+		Arguments: json.RawMessage(`{"repo":"acme/app","head":"feat","base":"main","title":"t","body":"b"}`),
+		Facts:     json.RawMessage(`{"head_sha":"` + featSHA + `"}`)})
+	expect(t, "pull request with facts", obs, err, reconcilers.Found, pr.GetHTMLURL())
+	if !strings.Contains(obs.Detail, featSHA) {
+		t.Errorf("detail %q does not name the recorded head %s", obs.Detail, featSHA)
+	}
 
 	for _, tc := range []struct {
 		name   string
@@ -446,6 +553,8 @@ func TestSetAsk(t *testing.T) {
 		{"no arguments", set, reconcilers.Target{Kind: reconcilers.KindPullRequest, OperationID: "op"}, reconcilers.ErrBadTarget},
 		{"bad repository", set, reconcilers.Target{Kind: reconcilers.KindBranch, OperationID: "op", Arguments: json.RawMessage(`{"repo":"acme","branch":"b","from":"main"}`)}, reconcilers.ErrBadTarget},
 		{"no head", set, reconcilers.Target{Kind: reconcilers.KindPullRequest, OperationID: "op", Arguments: json.RawMessage(`{"repo":"acme/app","base":"main"}`)}, reconcilers.ErrBadTarget},
+		{"facts that do not decode", set, reconcilers.Target{Kind: reconcilers.KindPullRequest, OperationID: "op",
+			Arguments: json.RawMessage(`{"repo":"acme/app","head":"feat","base":"main"}`), Facts: json.RawMessage(`{"head_sha":1}`)}, reconcilers.ErrBadTarget},
 		{"no channel", set, reconcilers.Target{Kind: reconcilers.KindSlackPost, OperationID: "op", EventType: eventType}, reconcilers.ErrBadTarget},
 		{"no operation id", set, reconcilers.Target{Kind: reconcilers.KindComment, Arguments: json.RawMessage(`{"repo":"acme/app","number":1}`)}, reconcilers.ErrBadTarget},
 	} {

@@ -1,9 +1,11 @@
 // Command starter is how people and scripts start and watch capstan tasks:
 //
-//	starter run --prompt TEXT [--repo OWNER/NAME] [--base BRANCH] [--slack CHANNEL]
-//	            [--model PROVIDER:MODEL] [--id TASK_ID] [--tenant NAME] [--max-turns N] [--wait] [--json]
+//	starter run --prompt TEXT [--repo OWNER/NAME] [--base BRANCH] [--slack CHANNEL] [--comment OWNER/NAME#N]...
+//	            [--model PROVIDER:MODEL] [--id TASK_ID] [--tenant NAME] [--max-turns N]
+//	            [--idle-timeout D] [--max-duration D] [--human-timeout D] [--wait] [--json]
 //	starter status TASK_ID [--json]
-//	starter list
+//	starter list [--needs-human]
+//	starter resolve TASK_ID OPERATION_ID (--found URL | --absent | --abort)
 //	starter cancel TASK_ID
 //	starter demo
 //

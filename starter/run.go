@@ -30,7 +30,7 @@ type runFlags struct {
 	prompt, repo, base, slack, model, id, tenant string
 	comments                                     []string
 	maxTurns                                     int
-	humanTimeout                                 time.Duration
+	humanTimeout, idleTimeout, maxDuration       time.Duration
 	wait, json                                   bool
 }
 
@@ -58,6 +58,8 @@ func (a *app) runCommand() *cobra.Command {
 	fl.StringVar(&f.id, "id", "", "task id (default: generated); the workflow id is task-<id>")
 	fl.StringVar(&f.tenant, "tenant", config.DefaultTenant, "tenant the task's operations belong to")
 	fl.IntVar(&f.maxTurns, "max-turns", workflows.DefaultMaxTurns, "most model turns before the task fails with max_turns")
+	fl.DurationVar(&f.idleTimeout, "idle-timeout", 0, "cut a model stream silent this long and retry it once (default $CAPSTAN_MODEL_IDLE_TIMEOUT or 120s)")
+	fl.DurationVar(&f.maxDuration, "max-duration", 0, "total limit of one model attempt (default $CAPSTAN_MODEL_MAX_DURATION or 10m)")
 	fl.DurationVar(&f.humanTimeout, "human-timeout", workflows.DefaultHumanTimeout, "how long the task waits for a person to resolve an operation before it fails with needs_human_timeout")
 	fl.BoolVar(&f.wait, "wait", false, "wait for the task to end and print its result")
 	fl.BoolVar(&f.json, "json", false, "print machine-readable JSON")
@@ -139,9 +141,27 @@ func (a *app) taskInput(f runFlags) (workflows.AgentTaskInput, error) {
 	if f.humanTimeout < time.Minute {
 		return in, usagef("--human-timeout %s is too short (at least 1m)", f.humanTimeout)
 	}
+	limits := a.cfg.ModelLimits
+	if f.idleTimeout < 0 || f.maxDuration < 0 {
+		return in, usagef("--idle-timeout and --max-duration must be positive durations")
+	}
+	if f.idleTimeout > 0 {
+		// The first-event wait follows the idle timeout unless the
+		// environment set it apart.
+		if limits.FirstEvent == limits.Idle {
+			limits.FirstEvent = f.idleTimeout
+		}
+		limits.Idle = f.idleTimeout
+	}
+	if f.maxDuration > 0 {
+		limits.Total = f.maxDuration
+	}
+	if limits.Idle >= limits.Total {
+		return in, usagef("the idle timeout (%s) must be shorter than the attempt's total limit (%s)", limits.Idle, limits.Total)
+	}
 	return workflows.AgentTaskInput{
 		TaskID: id, Tenant: f.tenant, Prompt: f.prompt, Repo: f.repo, Base: f.base,
-		SlackChannel: f.slack, Comments: comments, Model: m, MaxTurns: f.maxTurns, ModelLimits: a.cfg.ModelLimits,
+		SlackChannel: f.slack, Comments: comments, Model: m, MaxTurns: f.maxTurns, ModelLimits: limits,
 		HumanTimeout: f.humanTimeout, ReconcileWindow: a.cfg.ReconcileWindow,
 	}, nil
 }

@@ -57,18 +57,21 @@ func (d target) label() string {
 // "final response committed" and "delivery acked" are separate journal
 // lines: the answer is part of the task's result whether or not it lands.
 func (t *task) deliver(ctx workflow.Context, text string) error {
-	for _, d := range t.targets() {
-		if err := t.deliverTo(ctx, d, text); err != nil {
+	first := len(t.result.Deliveries)
+	targets := t.targets()
+	for _, d := range targets {
+		t.result.Deliveries = append(t.result.Deliveries, DeliveryRecord{
+			OperationID: deliveryOperationID(t.in.Tenant, t.in.TaskID, d), Target: d.name(), State: DeliveryPending})
+	}
+	for i, d := range targets {
+		if err := t.deliverTo(ctx, &t.result.Deliveries[first+i], d, text); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (t *task) deliverTo(ctx workflow.Context, d target, text string) error {
-	opID := deliveryOperationID(t.in.Tenant, t.in.TaskID, d)
-	t.result.Deliveries = append(t.result.Deliveries, DeliveryRecord{OperationID: opID, Target: d.name(), State: DeliverySending})
-	rec := &t.result.Deliveries[len(t.result.Deliveries)-1]
+func (t *task) deliverTo(ctx workflow.Context, rec *DeliveryRecord, d target, text string) error {
 	rec.Tries = 1
 	unknown, err := t.post(ctx, rec, d, text)
 	if err != nil || unknown == "" {

@@ -106,6 +106,7 @@ type DeliveryState string
 
 // Delivery states.
 const (
+	DeliveryPending        DeliveryState = "PENDING"
 	DeliverySending        DeliveryState = "SENDING"
 	DeliveryAcked          DeliveryState = "ACKED"
 	DeliveryUnknown        DeliveryState = "AMBIGUOUS"

@@ -146,6 +146,22 @@ func startWorker(t *testing.T, env []string, args ...string) *workerProcess {
 	}
 }
 
+// stop sends sig to the worker — SIGKILL to kill it outright, SIGTERM to stop
+// it gracefully — and waits until it has exited.
+func (w *workerProcess) stop(t *testing.T, sig syscall.Signal, within time.Duration) *os.ProcessState {
+	t.Helper()
+	if err := w.cmd.Process.Signal(sig); err != nil {
+		t.Fatalf("signal the worker with %v: %v", sig, err)
+	}
+	select {
+	case <-w.exited:
+		return w.cmd.ProcessState
+	case <-time.After(within):
+		t.Fatalf("the worker did not exit within %s of %v:\n%s", within, sig, w.logs())
+		return nil
+	}
+}
+
 func (w *workerProcess) logs() string {
 	w.mu.Lock()
 	defer w.mu.Unlock()

@@ -252,6 +252,8 @@ func TestStarterRefusesBadInput(t *testing.T) {
 		{"unknown flag", []string{"--prompt", "x", "--frobnicate"}, "unknown flag"},
 		{"comment without a number", []string{"--prompt", "x", "--comment", "acme/app"}, "OWNER/NAME#N"},
 		{"comment on issue zero", []string{"--prompt", "x", "--comment", "acme/app#0"}, "OWNER/NAME#N"},
+		{"bad idle timeout", []string{"--prompt", "x", "--idle-timeout", "soon"}, "--idle-timeout"},
+		{"idle longer than the attempt", []string{"--prompt", "x", "--idle-timeout", "20m"}, "must be shorter than"},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

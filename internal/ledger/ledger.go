@@ -56,8 +56,14 @@ type Operation struct {
 	ExternalID     string
 	Result         []byte
 	Error          string
-	CreatedAt      time.Time
-	UpdatedAt      time.Time
+	// Facts are what the attempt that sent the request recorded about the
+	// world just before sending it (a JSON document, e.g. the head SHA of a
+	// pull request's branch), for a reconciler to read if its answer is
+	// lost. MarkRunning writes them; a new claim clears them; Complete and
+	// TakeForReconcile keep them. Nil when the attempt recorded none.
+	Facts     []byte
+	CreatedAt time.Time
+	UpdatedAt time.Time
 }
 
 // ClaimStatus is what Claim decided.
@@ -109,8 +115,9 @@ type Store interface {
 	// the id is known with another request hash.
 	Claim(ctx context.Context, req ClaimRequest) (ClaimResult, error)
 	// MarkRunning moves a claimed operation to RUNNING just before the
-	// request is sent, and counts the attempt.
-	MarkRunning(ctx context.Context, id string, fence int64) error
+	// request is sent, counts the attempt, and records facts, what the
+	// attempt learned before sending (see Operation.Facts; nil for none).
+	MarkRunning(ctx context.Context, id string, fence int64, facts []byte) error
 	// Renew extends the live lease of a CLAIMED or RUNNING operation to
 	// now+lease under its fence; activities call it with every heartbeat,
 	// so a lease outlives a slow call but not a dead worker. A stale fence

@@ -45,7 +45,7 @@ func NewClaim(req ClaimRequest, now time.Time) Operation {
 	op.LeaseExpiresAt = now.Add(req.Lease)
 	op.Fence = 1
 	op.AttemptCount = 0
-	op.ExternalID, op.Result, op.Error = "", nil, ""
+	op.ExternalID, op.Result, op.Error, op.Facts = "", nil, "", nil
 	op.CreatedAt, op.UpdatedAt = now, now
 	return op
 }
@@ -91,8 +91,9 @@ func DecideClaim(cur Operation, req ClaimRequest, now time.Time) (ClaimStatus, e
 
 // Reclaim is cur as a (re)claim that DecideClaim allowed leaves it: a new
 // fence, a fresh lease for req.Owner, the caller's turn and tool call ids
-// when given, and the outcome of an earlier attempt cleared. Attempts are
-// counted across claims, so AttemptCount is kept.
+// when given, and the outcome and facts of an earlier attempt cleared (the
+// new attempt records its own facts when it marks the operation RUNNING).
+// Attempts are counted across claims, so AttemptCount is kept.
 func Reclaim(cur Operation, req ClaimRequest, now time.Time) Operation {
 	op := cur
 	op.State = StateClaimed
@@ -105,7 +106,7 @@ func Reclaim(cur Operation, req ClaimRequest, now time.Time) Operation {
 	if req.Op.ToolCallID != "" {
 		op.ToolCallID = req.Op.ToolCallID
 	}
-	op.ExternalID, op.Result, op.Error = "", nil, ""
+	op.ExternalID, op.Result, op.Error, op.Facts = "", nil, "", nil
 	op.UpdatedAt = now
 	return op
 }

@@ -51,6 +51,12 @@ type Request struct {
 	Model    string // provider-specific model name, without the "provider:" prefix
 	Messages []Message
 	Tools    []ToolSpec
+	// Recorder, when set, is the caller's record of how far the attempt's
+	// transport got; the provider advances it from the first byte written,
+	// so the caller knows the phase even while Stream has not returned (an
+	// attempt cut before the response headers). Nil: the provider keeps
+	// its own.
+	Recorder *PhaseRecorder
 }
 
 // EventKind tells which fields of an Event are set.

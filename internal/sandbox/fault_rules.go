@@ -131,10 +131,9 @@ func (f *faultRules) addFault(rule FaultRule) (FaultState, error) {
 	}
 	st := &FaultState{FaultRule: rule}
 	f.mu.Lock()
+	defer f.mu.Unlock()
 	f.rules = append(f.rules, st)
-	added := *st // under the lock: a request may fire the rule at once
-	f.mu.Unlock()
-	return added, nil
+	return *st, nil // copied under the lock: a request may fire the rule at once
 }
 
 // ClearFaults removes every rule. An answer already held by FaultDelay is

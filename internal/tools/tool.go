@@ -84,6 +84,21 @@ type Tool interface {
 	Execute(ctx context.Context, call Call) (Result, error)
 }
 
+// Preparer is implemented by a tool whose reconciler needs facts about the
+// world as they stood just before the request was sent — the commit a pull
+// request's head branch was at, say — because the effect itself does not
+// keep them. ExecuteTool calls Prepare once per attempt, after the claim and
+// before the operation is marked RUNNING, and the ledger keeps the facts
+// with the operation (ledger.Operation.Facts) for the reconciler to read if
+// the answer to the request is lost.
+type Preparer interface {
+	// Prepare reads, and never changes, what call's reconciler will need,
+	// and returns it as a JSON document; nil when there is nothing worth
+	// recording. An error means the facts could not be read: nothing has
+	// been sent, the claim is released, and the call is retried.
+	Prepare(ctx context.Context, call Call) (json.RawMessage, error)
+}
+
 // ErrInvalidArguments reports arguments that do not satisfy a tool's schema.
 var ErrInvalidArguments = errors.New("invalid tool arguments")
 

@@ -126,7 +126,7 @@ func testOwnerReclaims(h *h) {
 	if !second.LeaseExpiresAt.Equal(h.clock.Now().Add(Lease)) {
 		h.Fatalf("re-claim lease expires %v, want %v", second.LeaseExpiresAt, h.clock.Now().Add(Lease))
 	}
-	h.expectErrIs("MarkRunning with the first fence", h.s.MarkRunning(h.ctx, op.ID, first.Fence), ledger.ErrFenced, op.ID)
+	h.expectErrIs("MarkRunning with the first fence", h.s.MarkRunning(h.ctx, op.ID, first.Fence, refusedFacts), ledger.ErrFenced, op.ID)
 	h.markRunning(op.ID, second.Fence)
 }
 

@@ -114,7 +114,7 @@ func claimAndRunRace(h *h, stores []ledger.Store, task string, ids, claimers int
 			mu.Lock()
 			wins[op.ID]++
 			mu.Unlock()
-			if err := s.MarkRunning(h.ctx, op.ID, res.Op.Fence); err != nil {
+			if err := s.MarkRunning(h.ctx, op.ID, res.Op.Fence, nil); err != nil {
 				return err
 			}
 			err = s.Complete(h.ctx, ledger.Completion{ID: op.ID, Fence: res.Op.Fence,

@@ -100,7 +100,7 @@ type testCase struct {
 }
 
 // cases lists every subtest; the rules live in claim.go, writes.go,
-// misc.go, turns.go, renew.go, reconcile.go and concurrency.go.
+// misc.go, turns.go, renew.go, reconcile.go, facts.go and concurrency.go.
 var cases = []testCase{
 	{"ClaimNew", testClaimNew},
 	{"ClaimValidation", testClaimValidation},
@@ -124,6 +124,7 @@ var cases = []testCase{
 	{"ItemsDedupeAndRoundTrip", testItems},
 	{"ItemRefValidation", testItemRefValidation},
 	{"TakeForReconcile", testTakeForReconcile},
+	{"FactsRecordedAtMarkRunning", testFactsRecordedAtMarkRunning},
 	{"ZombieCannotOverwriteReconcilerVerdict", testZombieCannotOverwriteVerdict},
 	{"ZombieCannotOverwriteNeedsHuman", testZombieCannotOverwriteNeedsHuman},
 	{"ExpiredRunningIsReconciledNotReExecuted", testExpiredRunningIsReconciledNotReExecuted},
@@ -202,10 +203,20 @@ func (h *h) get(id string) ledger.Operation {
 
 func (h *h) markRunning(id string, fence int64) {
 	h.Helper()
-	if err := h.s.MarkRunning(h.ctx, id, fence); err != nil {
-		h.Fatalf("MarkRunning(%q, %d): %v", id, fence, err)
+	h.markRunningWith(id, fence, nil)
+}
+
+func (h *h) markRunningWith(id string, fence int64, facts []byte) {
+	h.Helper()
+	if err := h.s.MarkRunning(h.ctx, id, fence, facts); err != nil {
+		h.Fatalf("MarkRunning(%q, %d, %s): %v", id, fence, facts, err)
 	}
 }
+
+// refusedFacts are the facts every MarkRunning the suite expects to be
+// refused presents, so that unchanged proves a refused write recorded none
+// of them.
+var refusedFacts = []byte(`{"head_sha":"written by a refused MarkRunning"}`)
 
 func (h *h) complete(c ledger.Completion) {
 	h.Helper()
@@ -266,6 +277,9 @@ func diff(got, want ledger.Operation) string {
 	f("Error", got.Error, want.Error)
 	if !bytes.Equal(got.Result, want.Result) {
 		d = append(d, fmt.Sprintf("Result = %q, want %q", got.Result, want.Result))
+	}
+	if !bytes.Equal(got.Facts, want.Facts) {
+		d = append(d, fmt.Sprintf("Facts = %q, want %q", got.Facts, want.Facts))
 	}
 	for _, t := range []struct {
 		name string

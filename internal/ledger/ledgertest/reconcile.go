@@ -35,7 +35,7 @@ func (h *h) unknownOp(owner string, op ledger.Operation, st ledger.State) int64 
 func (h *h) zombieRefused(what, id string, fence int64) {
 	h.Helper()
 	before := h.get(id)
-	h.expectErrIs(what+": MarkRunning", h.s.MarkRunning(h.ctx, id, fence), ledger.ErrFenced, id)
+	h.expectErrIs(what+": MarkRunning", h.s.MarkRunning(h.ctx, id, fence, refusedFacts), ledger.ErrFenced, id)
 	for _, st := range allCompletions {
 		err := h.s.Complete(h.ctx, ledger.Completion{ID: id, Fence: fence, State: st,
 			ExternalID: "pr/99", Result: []byte("by the zombie"), Error: "zombie"})
@@ -151,7 +151,7 @@ func testExpiredRunningIsReconciledNotReExecuted(h *h) {
 	if got2.State != ledger.StateClaimed || got2.Fence != c.Fence+1 {
 		h.Fatalf("take of an expired CLAIMED operation: state %s fence %d", got2.State, got2.Fence)
 	}
-	h.expectErrIs("MarkRunning by the stalled claimer", h.s.MarkRunning(h.ctx, op2.ID, c.Fence), ledger.ErrFenced, op2.ID)
+	h.expectErrIs("MarkRunning by the stalled claimer", h.s.MarkRunning(h.ctx, op2.ID, c.Fence, refusedFacts), ledger.ErrFenced, op2.ID)
 }
 
 // A live lease — the executor's, or another reconciler's, even one held by

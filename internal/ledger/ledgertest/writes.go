@@ -22,7 +22,7 @@ func testZombie(h *h) {
 	zombie := func(when string) {
 		h.Helper()
 		survivor := h.get(op.ID)
-		h.expectErrIs("zombie MarkRunning "+when, h.s.MarkRunning(h.ctx, op.ID, a.Fence), ledger.ErrFenced, op.ID)
+		h.expectErrIs("zombie MarkRunning "+when, h.s.MarkRunning(h.ctx, op.ID, a.Fence, refusedFacts), ledger.ErrFenced, op.ID)
 		for _, st := range []ledger.State{ledger.StateSucceeded, ledger.StateFailed, ledger.StateUnknown, ledger.StateAbsent, ledger.StateNeedsHuman} {
 			err := h.s.Complete(h.ctx, ledger.Completion{ID: op.ID, Fence: a.Fence, State: st, ExternalID: "pr/43", Result: []byte("by A"), Error: "zombie"})
 			h.expectErrIs("zombie Complete "+string(st)+" "+when, err, ledger.ErrFenced, op.ID)
@@ -69,7 +69,7 @@ func testZombieAfterReconcile(h *h) {
 func testMarkRunningRules(h *h) {
 	op := newOp("op-run", "task-1")
 	c := h.claim("worker-a/1", op)
-	h.expectErrIs("MarkRunning with a future fence", h.s.MarkRunning(h.ctx, op.ID, c.Fence+1), ledger.ErrFenced, op.ID)
+	h.expectErrIs("MarkRunning with a future fence", h.s.MarkRunning(h.ctx, op.ID, c.Fence+1, refusedFacts), ledger.ErrFenced, op.ID)
 	h.unchanged("a fenced MarkRunning", c)
 
 	h.clock.Advance(time.Second)
@@ -79,13 +79,13 @@ func testMarkRunningRules(h *h) {
 		!running.UpdatedAt.Equal(h.clock.Now()) || running.LeaseOwner != "worker-a/1" {
 		h.Fatalf("after MarkRunning: %+v", running)
 	}
-	h.expectErrIs("MarkRunning twice", h.s.MarkRunning(h.ctx, op.ID, c.Fence), ledger.ErrFenced, op.ID)
+	h.expectErrIs("MarkRunning twice", h.s.MarkRunning(h.ctx, op.ID, c.Fence, refusedFacts), ledger.ErrFenced, op.ID)
 	h.unchanged("a second MarkRunning", running)
 
 	late := newOp("op-run-late", "task-1")
 	lc := h.claim("worker-a/1", late)
 	h.clock.Advance(Lease)
-	h.expectErrIs("MarkRunning after the lease expired", h.s.MarkRunning(h.ctx, late.ID, lc.Fence), ledger.ErrFenced, late.ID)
+	h.expectErrIs("MarkRunning after the lease expired", h.s.MarkRunning(h.ctx, late.ID, lc.Fence, refusedFacts), ledger.ErrFenced, late.ID)
 	h.unchanged("MarkRunning on an expired lease", lc)
 }
 
@@ -147,7 +147,7 @@ func testReleaseThenReclaim(h *h) {
 		h.Fatalf("after Release: %s", d)
 	}
 	h.expectErrIs("Release twice", h.s.Release(h.ctx, op.ID, c.Fence), ledger.ErrFenced, op.ID)
-	h.expectErrIs("MarkRunning after Release", h.s.MarkRunning(h.ctx, op.ID, c.Fence), ledger.ErrFenced, op.ID)
+	h.expectErrIs("MarkRunning after Release", h.s.MarkRunning(h.ctx, op.ID, c.Fence, refusedFacts), ledger.ErrFenced, op.ID)
 
 	next := h.claim("worker-b/1", op)
 	if next.Fence != c.Fence+1 {
@@ -203,10 +203,10 @@ func testNotFound(h *h) {
 	const id = "op-missing"
 	_, err := h.s.Get(h.ctx, id)
 	h.expectErrIs("Get", err, ledger.ErrNotFound, id)
-	h.expectErrIs("MarkRunning", h.s.MarkRunning(h.ctx, id, 1), ledger.ErrNotFound, id)
+	h.expectErrIs("MarkRunning", h.s.MarkRunning(h.ctx, id, 1, refusedFacts), ledger.ErrNotFound, id)
 	h.expectErrIs("Complete", h.s.Complete(h.ctx, ledger.Completion{ID: id, Fence: 1, State: ledger.StateSucceeded}), ledger.ErrNotFound, id)
 	h.expectErrIs("Release", h.s.Release(h.ctx, id, 1), ledger.ErrNotFound, id)
-	for _, err := range []error{h.s.MarkRunning(h.ctx, id, 1), h.s.Release(h.ctx, id, 1)} {
+	for _, err := range []error{h.s.MarkRunning(h.ctx, id, 1, refusedFacts), h.s.Release(h.ctx, id, 1)} {
 		if errors.Is(err, ledger.ErrFenced) {
 			h.Fatalf("unknown id reported as fenced: %v", err)
 		}

@@ -13,7 +13,7 @@ import (
 
 const opColumns = `operation_id, tenant, task_id, turn_id, tool_call_id, kind,
 	business_key, request_hash, state, lease_owner, lease_expires_at, fence,
-	attempt_count, external_id, result, error, created_at, updated_at`
+	attempt_count, external_id, result, error, created_at, updated_at, facts`
 
 func scanOp(r pgx.Row) (ledger.Operation, error) {
 	var (
@@ -23,7 +23,7 @@ func scanOp(r pgx.Row) (ledger.Operation, error) {
 	)
 	err := r.Scan(&op.ID, &op.Tenant, &op.TaskID, &op.TurnID, &op.ToolCallID, &op.Kind,
 		&op.BusinessKey, &op.RequestHash, &state, &op.LeaseOwner, &lease, &op.Fence,
-		&op.AttemptCount, &op.ExternalID, &op.Result, &op.Error, &op.CreatedAt, &op.UpdatedAt)
+		&op.AttemptCount, &op.ExternalID, &op.Result, &op.Error, &op.CreatedAt, &op.UpdatedAt, &op.Facts)
 	if err != nil {
 		return ledger.Operation{}, err
 	}
@@ -78,12 +78,12 @@ func (s *Store) claimNew(ctx context.Context, req ledger.ClaimRequest) (ledger.C
 	op := ledger.NewClaim(req, s.clock())
 	op.LeaseExpiresAt = op.LeaseExpiresAt.Truncate(time.Microsecond)
 	tag, err := s.pool.Exec(ctx, "INSERT INTO operations ("+opColumns+`)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)
 		ON CONFLICT (operation_id) DO NOTHING`,
 		op.ID, op.Tenant, op.TaskID, op.TurnID, op.ToolCallID, op.Kind,
 		op.BusinessKey, op.RequestHash, string(op.State), op.LeaseOwner,
 		nullTime(op.LeaseExpiresAt), op.Fence, op.AttemptCount, op.ExternalID,
-		op.Result, op.Error, op.CreatedAt, op.UpdatedAt)
+		op.Result, op.Error, op.CreatedAt, op.UpdatedAt, op.Facts)
 	if err != nil {
 		return ledger.ClaimResult{}, fmt.Errorf("insert: %w", err)
 	}
@@ -117,7 +117,7 @@ func (s *Store) claimExisting(ctx context.Context, req ledger.ClaimRequest) (led
 		op.LeaseExpiresAt = op.LeaseExpiresAt.Truncate(time.Microsecond)
 		_, err = tx.Exec(ctx, `UPDATE operations SET state = $1, lease_owner = $2,
 			lease_expires_at = $3, fence = $4, turn_id = $5, tool_call_id = $6,
-			external_id = '', result = NULL, error = '', updated_at = $7
+			external_id = '', result = NULL, error = '', facts = NULL, updated_at = $7
 			WHERE operation_id = $8 AND fence = $9`,
 			string(op.State), op.LeaseOwner, op.LeaseExpiresAt, op.Fence,
 			op.TurnID, op.ToolCallID, now, cur.ID, cur.Fence)
@@ -153,15 +153,16 @@ func (s *Store) writeUnderFence(ctx context.Context, verb, id string, fence int6
 	})
 }
 
-// MarkRunning implements ledger.Store under ledger.CheckMarkRunning.
-func (s *Store) MarkRunning(ctx context.Context, id string, fence int64) error {
+// MarkRunning implements ledger.Store under ledger.CheckMarkRunning. It
+// writes facts as given: nil stores NULL.
+func (s *Store) MarkRunning(ctx context.Context, id string, fence int64, facts []byte) error {
 	err := s.writeUnderFence(ctx, "mark_running", id, fence,
 		func(cur ledger.Operation, now time.Time) error { return ledger.CheckMarkRunning(cur, fence, now) },
 		func(tx pgx.Tx, now time.Time) error {
 			_, err := tx.Exec(ctx, `UPDATE operations SET state = $1,
-				attempt_count = attempt_count + 1, updated_at = $2
-				WHERE operation_id = $3 AND fence = $4`,
-				string(ledger.StateRunning), now, id, fence)
+				attempt_count = attempt_count + 1, facts = $2, updated_at = $3
+				WHERE operation_id = $4 AND fence = $5`,
+				string(ledger.StateRunning), facts, now, id, fence)
 			return err
 		})
 	if err != nil {

@@ -191,6 +191,8 @@ var migrations = []string{
 		output     bytea       NOT NULL,
 		created_at timestamptz NOT NULL
 	);`,
+	// What an attempt recorded before sending (ledger.Operation.Facts).
+	`ALTER TABLE operations ADD COLUMN facts bytea;`,
 }
 
 // migrationLock is the first key of the advisory lock that serializes the

@@ -248,3 +248,56 @@ func TestCorruptItemIsNotReturned(t *testing.T) {
 		t.Fatalf("GetItem of tampered bytes: %v, want a corruption error", err)
 	}
 }
+
+// A ledger written at schema version 2, before operations had facts, is
+// upgraded when opened: its operations read back without facts, and the
+// next attempt records its own.
+func TestUpgradeFromVersion2AddsFacts(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dsn := pgtest.NewLedger(t)
+	raw := rawDB(t, dsn)
+	if _, err := raw.Exec(ctx, `CREATE TABLE ledger_schema_version (
+		version integer NOT NULL PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
+		t.Fatal(err)
+	}
+	for v, m := range postgres.Migrations[:2] {
+		if _, err := raw.Exec(ctx, m); err != nil {
+			t.Fatalf("migration %d: %v", v+1, err)
+		}
+		if _, err := raw.Exec(ctx, "INSERT INTO ledger_schema_version (version) VALUES ($1)", v+1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := raw.Exec(ctx, `INSERT INTO operations (operation_id, task_id, request_hash, state, fence,
+		created_at, updated_at) VALUES ('op-old', 'task-old', 'h', 'UNKNOWN', 1, now(), now())`); err != nil {
+		t.Fatal(err)
+	}
+
+	s := open(t, dsn, nil)
+	old, err := s.Get(ctx, "op-old")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if old.State != ledger.StateUnknown || old.Facts != nil {
+		t.Fatalf("operation written at version 2 reads back as %s with facts %q, want UNKNOWN without facts", old.State, old.Facts)
+	}
+	c, err := s.Claim(ctx, ledger.ClaimRequest{Op: ledger.Operation{ID: "op-new", RequestHash: "h"}, Owner: "w/1", Lease: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	facts := []byte(`{"head_sha":"abc"}`)
+	if err := s.MarkRunning(ctx, "op-new", c.Op.Fence, facts); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.Get(ctx, "op-new"); err != nil || string(got.Facts) != string(facts) {
+		t.Fatalf("Get after MarkRunning on the upgraded ledger: facts %q, %v; want %q", got.Facts, err, facts)
+	}
+	var v int
+	if err := raw.QueryRow(ctx, "SELECT max(version) FROM ledger_schema_version").Scan(&v); err != nil {
+		t.Fatal(err)
+	}
+	if v != postgres.SchemaVersion {
+		t.Fatalf("schema version %d after the upgrade, want %d", v, postgres.SchemaVersion)
+	}
+}

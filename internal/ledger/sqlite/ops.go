@@ -12,7 +12,7 @@ import (
 
 const opColumns = `operation_id, tenant, task_id, turn_id, tool_call_id, kind,
 	business_key, request_hash, state, lease_owner, lease_expires_at, fence,
-	attempt_count, external_id, result, error, created_at, updated_at`
+	attempt_count, external_id, result, error, created_at, updated_at, facts`
 
 type scanner interface{ Scan(dest ...any) error }
 
@@ -25,7 +25,7 @@ func scanOp(r scanner) (ledger.Operation, error) {
 	)
 	err := r.Scan(&op.ID, &op.Tenant, &op.TaskID, &op.TurnID, &op.ToolCallID, &op.Kind,
 		&op.BusinessKey, &op.RequestHash, &state, &op.LeaseOwner, &lease, &op.Fence,
-		&op.AttemptCount, &op.ExternalID, &op.Result, &op.Error, &created, &updated)
+		&op.AttemptCount, &op.ExternalID, &op.Result, &op.Error, &created, &updated, &op.Facts)
 	if err != nil {
 		return ledger.Operation{}, err
 	}
@@ -63,11 +63,11 @@ func (s *Store) Claim(ctx context.Context, req ledger.ClaimRequest) (ledger.Clai
 		if errors.Is(err, ledger.ErrNotFound) {
 			op := ledger.NewClaim(req, now)
 			_, err := tx.ExecContext(ctx, "INSERT INTO operations ("+opColumns+`)
-				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 				op.ID, op.Tenant, op.TaskID, op.TurnID, op.ToolCallID, op.Kind,
 				op.BusinessKey, op.RequestHash, string(op.State), op.LeaseOwner,
 				toNanos(op.LeaseExpiresAt), op.Fence, op.AttemptCount, op.ExternalID,
-				op.Result, op.Error, toNanos(op.CreatedAt), toNanos(op.UpdatedAt))
+				op.Result, op.Error, toNanos(op.CreatedAt), toNanos(op.UpdatedAt), op.Facts)
 			if err != nil {
 				return fmt.Errorf("insert: %w", err)
 			}
@@ -88,7 +88,7 @@ func (s *Store) Claim(ctx context.Context, req ledger.ClaimRequest) (ledger.Clai
 		op := ledger.Reclaim(cur, req, now)
 		_, err = tx.ExecContext(ctx, `UPDATE operations SET state = ?, lease_owner = ?,
 			lease_expires_at = ?, fence = ?, turn_id = ?, tool_call_id = ?,
-			external_id = '', result = NULL, error = '', updated_at = ?
+			external_id = '', result = NULL, error = '', facts = NULL, updated_at = ?
 			WHERE operation_id = ? AND fence = ?`,
 			string(op.State), op.LeaseOwner, toNanos(op.LeaseExpiresAt), op.Fence,
 			op.TurnID, op.ToolCallID, toNanos(now), id, cur.Fence)
@@ -129,15 +129,16 @@ func (s *Store) writeUnderFence(ctx context.Context, verb, id string, fence int6
 	})
 }
 
-// MarkRunning implements ledger.Store under ledger.CheckMarkRunning.
-func (s *Store) MarkRunning(ctx context.Context, id string, fence int64) error {
+// MarkRunning implements ledger.Store under ledger.CheckMarkRunning. It
+// writes facts as given: nil stores NULL.
+func (s *Store) MarkRunning(ctx context.Context, id string, fence int64, facts []byte) error {
 	err := s.writeUnderFence(ctx, "mark_running", id, fence,
 		func(cur ledger.Operation, now time.Time) error { return ledger.CheckMarkRunning(cur, fence, now) },
 		func(tx *sql.Tx, now time.Time) error {
 			_, err := tx.ExecContext(ctx, `UPDATE operations SET state = ?,
-				attempt_count = attempt_count + 1, updated_at = ?
+				attempt_count = attempt_count + 1, facts = ?, updated_at = ?
 				WHERE operation_id = ? AND fence = ?`,
-				string(ledger.StateRunning), toNanos(now), id, fence)
+				string(ledger.StateRunning), facts, toNanos(now), id, fence)
 			return err
 		})
 	if err != nil {

@@ -40,8 +40,9 @@ import (
 )
 
 // schemaVersion is stored in PRAGMA user_version. Open refuses a database
-// written by a newer schema.
-const schemaVersion = 2
+// written by a newer schema. Version 2 added the turns table, version 3 the
+// operations' facts column.
+const schemaVersion = 3
 
 const busyTimeoutMillis = 5000
 
@@ -251,7 +252,8 @@ CREATE TABLE IF NOT EXISTS operations (
 	result           BLOB,
 	error            TEXT    NOT NULL DEFAULT '',
 	created_at       INTEGER NOT NULL, -- UTC Unix nanoseconds
-	updated_at       INTEGER NOT NULL  -- UTC Unix nanoseconds
+	updated_at       INTEGER NOT NULL, -- UTC Unix nanoseconds
+	facts            BLOB              -- since schema version 3; see addFactsColumn
 );
 CREATE INDEX IF NOT EXISTS operations_task_id ON operations (task_id, created_at, operation_id);
 CREATE TABLE IF NOT EXISTS items (
@@ -267,8 +269,8 @@ CREATE TABLE IF NOT EXISTS turns (           -- since schema version 2
 );
 `
 
-// migrate creates the schema if missing. It is idempotent and refuses a
-// database from a newer schema version.
+// migrate creates the schema if missing and upgrades an older one. It is
+// idempotent and refuses a database from a newer schema version.
 func migrate(ctx context.Context, db *sql.DB) error {
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
@@ -285,12 +287,34 @@ func migrate(ctx context.Context, db *sql.DB) error {
 	if _, err := tx.ExecContext(ctx, schema); err != nil {
 		return err
 	}
+	if err := addFactsColumn(ctx, tx); err != nil {
+		return err
+	}
 	if v < schemaVersion {
 		if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", schemaVersion)); err != nil {
 			return fmt.Errorf("set user_version: %w", err)
 		}
 	}
 	return tx.Commit()
+}
+
+// addFactsColumn brings an operations table created before schema version 3
+// up to it. CREATE TABLE IF NOT EXISTS leaves an existing table as it is,
+// so the column is added when, and only when, the table lacks it: the check
+// makes the upgrade idempotent, whatever user_version says.
+func addFactsColumn(ctx context.Context, tx *sql.Tx) error {
+	var n int
+	if err := tx.QueryRowContext(ctx,
+		"SELECT count(*) FROM pragma_table_info('operations') WHERE name = 'facts'").Scan(&n); err != nil {
+		return fmt.Errorf("look for the facts column: %w", err)
+	}
+	if n > 0 {
+		return nil
+	}
+	if _, err := tx.ExecContext(ctx, "ALTER TABLE operations ADD COLUMN facts BLOB"); err != nil {
+		return fmt.Errorf("add the facts column: %w", err)
+	}
+	return nil
 }
 
 // inTx runs fn in a write transaction (BEGIN IMMEDIATE) and commits it when fn

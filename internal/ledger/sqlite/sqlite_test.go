@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -207,5 +208,69 @@ func TestNewerSchemaIsRefused(t *testing.T) {
 		t.Fatal("Open of a newer schema succeeded")
 	} else if !strings.Contains(err.Error(), "newer") {
 		t.Fatalf("error %q, want it to say the schema is newer", err)
+	}
+}
+
+// schemaV2 is the operations table as schema version 2 created it, before
+// operations had facts.
+const schemaV2 = `CREATE TABLE operations (
+	operation_id TEXT NOT NULL PRIMARY KEY, tenant TEXT NOT NULL DEFAULT '',
+	task_id TEXT NOT NULL DEFAULT '', turn_id TEXT NOT NULL DEFAULT '',
+	tool_call_id TEXT NOT NULL DEFAULT '', kind TEXT NOT NULL DEFAULT '',
+	business_key TEXT NOT NULL DEFAULT '', request_hash TEXT NOT NULL DEFAULT '',
+	state TEXT NOT NULL, lease_owner TEXT NOT NULL DEFAULT '', lease_expires_at INTEGER,
+	fence INTEGER NOT NULL, attempt_count INTEGER NOT NULL DEFAULT 0,
+	external_id TEXT NOT NULL DEFAULT '', result BLOB, error TEXT NOT NULL DEFAULT '',
+	created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL);
+INSERT INTO operations (operation_id, task_id, request_hash, state, fence, created_at, updated_at)
+	VALUES ('op-old', 'task-old', 'h', 'UNKNOWN', 1, 1, 1);
+PRAGMA user_version = 2;`
+
+// A ledger written at schema version 2 is upgraded when opened: its
+// operations read back without facts and the next attempt records its own.
+// The upgrade is idempotent: a database whose version says 2 although the
+// column is there (an upgrade by a binary that did not bump the version, or
+// a hand-made copy) opens too.
+func TestUpgradeFromVersion2AddsFacts(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "ledger.db")
+	if _, err := rawDB(t, path).Exec(schemaV2); err != nil {
+		t.Fatal(err)
+	}
+	for round := range 2 {
+		s := open(t, path, nil)
+		old, err := s.Get(ctx, "op-old")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if old.State != ledger.StateUnknown || old.Facts != nil {
+			t.Fatalf("round %d: operation written at version 2 reads back as %s with facts %q, want UNKNOWN without facts", round, old.State, old.Facts)
+		}
+		id := fmt.Sprintf("op-new-%d", round)
+		c, err := s.Claim(ctx, ledger.ClaimRequest{Op: ledger.Operation{ID: id, RequestHash: "h"}, Owner: "w/1", Lease: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		facts := []byte(`{"head_sha":"abc"}`)
+		if err := s.MarkRunning(ctx, id, c.Op.Fence, facts); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := s.Get(ctx, id); err != nil || string(got.Facts) != string(facts) {
+			t.Fatalf("round %d: Get after MarkRunning on the upgraded ledger: facts %q, %v; want %q", round, got.Facts, err, facts)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		var v int
+		if err := rawDB(t, path).QueryRow("PRAGMA user_version").Scan(&v); err != nil {
+			t.Fatal(err)
+		}
+		if v != 3 {
+			t.Fatalf("round %d: user_version %d after the upgrade, want 3", round, v)
+		}
+		// Round 1 opens a database that says 2 but has the column.
+		if _, err := rawDB(t, path).Exec("PRAGMA user_version = 2"); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -124,7 +124,11 @@ func (p *Provider) Name() string { return "openai" }
 func (p *Provider) Stream(ctx context.Context, req model.Request) (model.Stream, error) {
 	params := newParams(req)
 	ctx, cancel := context.WithCancelCause(ctx)
-	s := &stream{provider: p, ctx: ctx, cancel: cancel}
+	rec := req.Recorder
+	if rec == nil {
+		rec = new(model.PhaseRecorder)
+	}
+	s := &stream{provider: p, ctx: ctx, cancel: cancel, rec: rec}
 	var resp *http.Response
 
 	p.logger.DebugContext(ctx, "openai: attempt starting", "model", req.Model,
@@ -137,11 +141,11 @@ func (p *Provider) Stream(ctx context.Context, req model.Request) (model.Stream,
 	// against Stream. WithResponseInto keeps the response even when the SDK
 	// cannot decode the error body (an HTML 502 from a proxy), so the status
 	// is never lost.
-	s.sdk = p.chat.Completions.NewStreaming(model.TraceContext(ctx, &s.rec), params,
+	s.sdk = p.chat.Completions.NewStreaming(model.TraceContext(ctx, s.rec), params,
 		option.WithResponseInto(&resp))
 	if err := s.sdk.Err(); err != nil {
 		_ = s.sdk.Close()
-		ae := p.classifyRequestError(ctx, &s.rec, resp, err)
+		ae := p.classifyRequestError(ctx, s.rec, resp, err)
 		cancel(ae)
 		p.logFailure(ctx, ae)
 		return nil, ae

@@ -25,7 +25,7 @@ type stream struct {
 	provider *Provider
 	ctx      context.Context
 	cancel   context.CancelCauseFunc
-	rec      model.PhaseRecorder
+	rec      *model.PhaseRecorder
 	sdk      *ssestream.Stream[openai.ChatCompletionChunk]
 	status   int
 	closed   atomic.Bool

@@ -6,7 +6,9 @@
 // I/O) and again in Execute — first against the very schema it advertises,
 // then against the rules of GitHub and git a schema cannot state — performs
 // at most one mutating request per Execute, and names what it changed in
-// Result.ExternalID so reconcilers can find it:
+// Result.ExternalID so reconcilers can find it; github_create_pull_request
+// also records, before it sends anything, the commit its head branch is at
+// (a tools.Preparer, PullRequestFacts):
 //
 //	github_get_file             read_only
 //	github_list_pull_requests   read_only

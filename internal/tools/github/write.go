@@ -276,8 +276,47 @@ var createPullRequestSchema = objectSchema([]string{"repo", "head", "base", "tit
 	"body":  stringProp("Pull request description (Markdown)."),
 })
 
+// pullRequestTool is github_create_pull_request. It is a tools.Preparer:
+// before the pull request is opened it records the commit the head branch
+// is at (PullRequestFacts), which the pull request reconciler matches.
+type pullRequestTool struct {
+	*ghTool[createPullArgs]
+}
+
+// PullRequestFacts are what github_create_pull_request records before it
+// sends its request.
+type PullRequestFacts struct {
+	// HeadSHA is the commit the head branch pointed at just before the
+	// request was sent: the head a pull request it opened started from.
+	HeadSHA string `json:"head_sha"`
+}
+
+// Prepare reads the head branch's ref and returns PullRequestFacts. A head
+// branch GitHub does not show (404: it does not exist, or a replica has not
+// seen it yet) gives no facts and no error: the request itself then decides
+// (GitHub refuses a head it does not have), and a reconciler goes by the
+// marker alone. Any other failure to read is an error carrying its verdict,
+// and the wait a rate limit asked for.
+func (t pullRequestTool) Prepare(ctx context.Context, call tools.Call) (json.RawMessage, error) {
+	a, err := t.args(call.Arguments)
+	if err != nil {
+		return nil, err
+	}
+	if t.c == nil {
+		return nil, nil // Execute refuses the call, sending nothing
+	}
+	ref, _, err := t.c.Git.GetRef(ctx, a.repo.owner, a.repo.name, "heads/"+a.head)
+	switch {
+	case HTTPStatus(err) == http.StatusNotFound:
+		return nil, nil
+	case err != nil:
+		return nil, marked(fmt.Errorf("github_create_pull_request: read head branch %s of %s: %w", a.head, a.repo, err))
+	}
+	return output(PullRequestFacts{HeadSHA: ref.GetObject().GetSHA()}), nil
+}
+
 func createPullRequestTool(c *github.Client) tools.Tool {
-	return &ghTool[createPullArgs]{
+	return pullRequestTool{&ghTool[createPullArgs]{
 		c:           c,
 		name:        "github_create_pull_request",
 		description: "Open a pull request in a GitHub repository from a head branch into a base branch. At most one open pull request can exist per head and base.",
@@ -333,7 +372,7 @@ func createPullRequestTool(c *github.Client) tools.Tool {
 			}{pr.GetNumber(), pr.GetHTMLURL(), pr.GetHead().GetRef(), pr.GetBase().GetRef(), pr.GetHead().GetSHA(), pr.GetState()}
 			return tools.Result{Output: output(out), ExternalID: pr.GetHTMLURL()}, nil
 		},
-	}
+	}}
 }
 
 type commentArgs struct {

@@ -1,0 +1,644 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"text/tabwriter"
+	"time"
+
+	"github.com/capstanhq/capstan/internal/ledger"
+	"github.com/capstanhq/capstan/internal/sandbox"
+	"github.com/capstanhq/capstan/workflows"
+)
+
+// The fault table (issue 6): every fault the sandbox can inject, on every
+// endpoint the review script writes through, plus a worker killed or stopped
+// in the middle of a write. Each row runs the real worker and starter
+// binaries against a sandbox of its own, on a task queue and ledger of its
+// own, so rows are independent and run side by side.
+const (
+	faultRepo    = "capstan-sandbox/demo"
+	faultChannel = "#capstan-faults"
+	// faultHeartbeat is CAPSTAN_HEARTBEAT_TIMEOUT: how fast a dead worker
+	// is noticed, and so how long its claim's lease lives unrenewed.
+	faultHeartbeat = 3 * time.Second
+	// faultWindow is CAPSTAN_RECONCILE_WINDOW: how long an unseen effect
+	// counts as "not yet" before it is absent.
+	faultWindow = 2 * time.Second
+	// lagged is how far a lagging list trails the writes in the lag rows;
+	// their window must be longer, or the reconciler would conclude absent
+	// while the list still hides the effect.
+	lagged    = 5 * time.Second
+	lagWindow = 15 * time.Second
+	// retryAfter is what the rate-limit rows tell the client to wait.
+	retryAfter = 2 * time.Second
+	// heldPast is how long a delay fault holds the answer of a write that
+	// has acted. What ends such an attempt is the worker's HTTP client
+	// timeout (1 min, worker/worker.go): it is shorter than the tool
+	// activities' start-to-close (2 min) and equal to the delivery's, and
+	// the activities heartbeat on a ticker while the call hangs, so the
+	// heartbeat timeout never fires for a live worker. The client gives up,
+	// the outcome is unknown, and the reconciler must find the effect.
+	heldPast = 90 * time.Second
+	// faultStopTimeout is the --stop-timeout of a worker stopped with
+	// SIGTERM: how long its running activities may finish before their
+	// contexts are cancelled.
+	faultStopTimeout = 2 * time.Second
+	// rowsAtOnce bounds the rows that run together: the minute-long delay
+	// rows start first and mostly wait, so the rest run beside them.
+	rowsAtOnce = 7
+)
+
+// settlement is how the faulted operation must end up settled.
+type settlement int
+
+const (
+	settleNormally       settlement = iota // no fault: nothing unknown
+	settleFound                            // unknown → the reconciler found the effect
+	settleResent                           // unknown → the reconciler saw it absent → sent again with the same id
+	settleAfterWait                        // refused, so not sent → sent again after the service's wait
+	settleReadBack                         // answer lost → the attempt read the write back: in place
+	settleReadBackAbsent                   // 5xx → the attempt read the write back: not in place → written again
+	settleByPerson                         // unknown, the reconciler cannot ask → a person resolves it found
+)
+
+// faultRow is one row of the table.
+type faultRow struct {
+	name     string // subtest name
+	fault    string // the fault, as the table prints it
+	endpoint string // the faulted endpoint; its first request marks the fault ("" for none)
+	github   []sandbox.FaultRule
+	slack    []sandbox.FaultRule
+	window   time.Duration // CAPSTAN_RECONCILE_WINDOW
+	// list is the lagging list of a lag row: the reconciler must ask it
+	// more than once before it finds the effect.
+	list string
+	// stop, when set, is sent to the first worker once the endpoint has
+	// acted and while its answer is held back; a second worker on the same
+	// queue and ledger then finishes the task.
+	stop syscall.Signal
+	want settlement
+	slow bool // takes over a minute; started first
+}
+
+// faultReport is one line of the table.
+type faultReport struct {
+	fault     string
+	effects   string
+	outcome   string
+	total     time.Duration // task start to completion
+	fromFault time.Duration // the fault (first faulted request, or the signal) to completion
+}
+
+// TestFaultTable runs every fault of issue 6 end to end and checks, for
+// every row, that the sandbox counted exactly one branch, one file write,
+// one pull request, one comment and one Slack message, that the task
+// completed, and how the faulted operation was settled. It logs the table:
+// fault | effects counted | outcome | time to recover.
+//
+// The rows run rowsAtOnce at a time, each t.Run on a goroutine of its own:
+// t.Parallel would hold them to -test.parallel, GOMAXPROCS by default (2 on
+// the CI machine), and the table would take minutes of mostly waiting.
+func TestFaultTable(t *testing.T) {
+	rows := faultRows()
+	slices.SortStableFunc(rows, func(a, b faultRow) int { // the slow rows first
+		switch {
+		case a.slow == b.slow:
+			return 0
+		case a.slow:
+			return -1
+		default:
+			return 1
+		}
+	})
+	reports := make([]faultReport, len(rows))
+	failed := make([]bool, len(rows))
+	sem := make(chan struct{}, rowsAtOnce)
+	var wg sync.WaitGroup
+	for i, row := range rows {
+		sem <- struct{}{} // taken here, so the rows start in order
+		wg.Go(func() {
+			defer func() { <-sem }()
+			// Run may be called from several goroutines at once; it
+			// returns when the row is over.
+			t.Run(row.name, func(t *testing.T) {
+				rep := faultReport{fault: row.fault, outcome: "row failed"}
+				defer func() { reports[i], failed[i] = rep, t.Failed() }()
+				runFaultRow(t, i, row, &rep)
+			})
+		})
+	}
+	wg.Wait()
+
+	var b strings.Builder
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "fault\teffects counted (branch/file/PR/comment/Slack)\toutcome\ttask start → done\tfault → done")
+	for i, r := range reports {
+		if r.fault == "" {
+			continue // not run: filtered out by -run
+		}
+		from := "—"
+		if r.fromFault > 0 {
+			from = r.fromFault.Round(100 * time.Millisecond).String()
+		}
+		total := r.total.Round(100 * time.Millisecond).String()
+		if failed[i] {
+			r.outcome = "ROW FAILED: " + r.outcome
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.fault, r.effects, r.outcome, total, from)
+	}
+	_ = tw.Flush()
+	t.Logf("fault table (heartbeat timeout %s, reconcile window %s, %s in the lag rows):\n%s",
+		faultHeartbeat, faultWindow, lagWindow, b.String())
+}
+
+// faultRows builds the table: for each write of the review script, each
+// fault the sandbox injects on it; the same for the Slack post; then the
+// stopped and killed workers, a reconciler that cannot ask, and a baseline.
+func faultRows() []faultRow {
+	rows := []faultRow{{name: "baseline", fault: "none (baseline)", want: settleNormally}}
+	writes := []struct {
+		endpoint string
+		list     string // the list its reconciler asks ("" for none)
+		readBack bool   // an idempotent write its attempt reads back
+	}{
+		{"git/create-ref", "git/get-ref", false},
+		{"repos/create-or-update-file-contents", "", true},
+		{"pulls/create", "pulls/list", false},
+		{"issues/create-comment", "issues/list-comments", false},
+	}
+	for _, w := range writes {
+		fail, lost := settleResent, settleFound
+		if w.readBack {
+			fail, lost = settleReadBackAbsent, settleReadBack
+		}
+		ep := w.endpoint
+		slug := strings.ReplaceAll(ep, "/", ".") // a subtest name has no "/" of its own
+		rows = append(rows,
+			faultRow{name: slug + "_fail", fault: ep + ": 500 before acting", endpoint: ep, want: fail,
+				github: []sandbox.FaultRule{{Endpoint: ep, Kind: sandbox.FaultFail, Times: 1}}},
+			faultRow{name: slug + "_drop", fault: ep + ": act, drop the connection", endpoint: ep, want: lost,
+				github: []sandbox.FaultRule{{Endpoint: ep, Kind: sandbox.FaultDrop, Times: 1}}},
+			faultRow{name: slug + "_delay", fault: ep + ": act, answer after " + heldPast.String(), endpoint: ep, want: lost, slow: true,
+				github: []sandbox.FaultRule{{Endpoint: ep, Kind: sandbox.FaultDelay, Times: 1, Delay: heldPast}}},
+			faultRow{name: slug + "_secondary_rate_limit", fault: ep + ": 403 secondary rate limit, Retry-After " + retryAfter.String(),
+				endpoint: ep, want: settleAfterWait,
+				github: []sandbox.FaultRule{{Endpoint: ep, Kind: sandbox.FaultSecondaryRateLimit, Times: 1, RetryAfter: retryAfter}}},
+		)
+		// A file write is settled by reading the file back within the
+		// attempt, and that read (repos/get-content) does not lag: the
+		// file has no lag row.
+		if w.list != "" {
+			rows = append(rows, faultRow{name: slug + "_lag", fault: ep + ": act, drop; " + w.list + " lags " + lagged.String(),
+				endpoint: ep, list: w.list, window: lagWindow, want: settleFound,
+				github: []sandbox.FaultRule{
+					{Endpoint: w.list, Kind: sandbox.FaultLag, Lag: lagged},
+					{Endpoint: ep, Kind: sandbox.FaultDrop, Times: 1},
+				}})
+		}
+	}
+	const post = "chat.postMessage"
+	rows = append(rows,
+		faultRow{name: "chat.postMessage_fail", fault: post + ": 500 before acting", endpoint: post, want: settleResent,
+			slack: []sandbox.FaultRule{{Endpoint: post, Kind: sandbox.FaultFail, Times: 1}}},
+		faultRow{name: "chat.postMessage_drop", fault: post + ": act, drop the connection", endpoint: post, want: settleFound,
+			slack: []sandbox.FaultRule{{Endpoint: post, Kind: sandbox.FaultDrop, Times: 1}}},
+		faultRow{name: "chat.postMessage_delay", fault: post + ": act, answer after " + heldPast.String(), endpoint: post, want: settleFound, slow: true,
+			slack: []sandbox.FaultRule{{Endpoint: post, Kind: sandbox.FaultDelay, Times: 1, Delay: heldPast}}},
+		faultRow{name: "chat.postMessage_ratelimited", fault: post + ": 429 ratelimited, Retry-After " + retryAfter.String(),
+			endpoint: post, want: settleAfterWait,
+			slack: []sandbox.FaultRule{{Endpoint: post, Kind: sandbox.FaultRateLimit, Times: 1, RetryAfter: retryAfter}}},
+		faultRow{name: "chat.postMessage_lag", fault: post + ": act, drop; conversations.history lags " + lagged.String(),
+			endpoint: post, list: "conversations.history", window: lagWindow, want: settleFound,
+			slack: []sandbox.FaultRule{
+				{Endpoint: "conversations.history", Kind: sandbox.FaultLag, Lag: lagged},
+				{Endpoint: post, Kind: sandbox.FaultDrop, Times: 1},
+			}},
+		faultRow{name: "sigkill_pulls.create", fault: "SIGKILL after pulls/create acted, before the ledger recorded it",
+			endpoint: "pulls/create", stop: syscall.SIGKILL, want: settleFound},
+		faultRow{name: "sigkill_chat.postMessage", fault: "SIGKILL after chat.postMessage acted",
+			endpoint: post, stop: syscall.SIGKILL, want: settleFound},
+		faultRow{name: "sigterm_pulls.create", fault: "SIGTERM while pulls/create is answered (stop timeout " + faultStopTimeout.String() + ")",
+			endpoint: "pulls/create", stop: syscall.SIGTERM, want: settleFound},
+		faultRow{name: "pulls.create_cannot_ask", fault: "pulls/create: act, drop; pulls/list 500 throughout",
+			endpoint: "pulls/create", want: settleByPerson,
+			github: []sandbox.FaultRule{
+				{Endpoint: "pulls/create", Kind: sandbox.FaultDrop, Times: 1},
+				{Endpoint: "pulls/list", Kind: sandbox.FaultFail},
+			}},
+	)
+	return rows
+}
+
+// runFaultRow runs one row and fills in its report.
+func runFaultRow(t *testing.T, i int, row faultRow, rep *faultReport) {
+	sb := startSandbox(t)
+	for _, r := range row.github {
+		if err := sb.GitHub.AddFault(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, r := range row.slack {
+		if err := sb.Slack.AddFault(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hold := ""
+	if row.stop != 0 {
+		hold = row.endpoint
+	}
+	ghSeen, slackSeen := watchRequests(t, hold), watchRequests(t, hold)
+	sb.GitHub.SetFault(ghSeen.fault)
+	sb.Slack.SetFault(slackSeen.fault)
+	seen := ghSeen
+	if strings.HasPrefix(row.endpoint, "chat.") {
+		seen = slackSeen
+	}
+	listSeen := ghSeen
+	if strings.HasPrefix(row.list, "conversations.") {
+		listSeen = slackSeen
+	}
+
+	window := row.window
+	if window == 0 {
+		window = faultWindow
+	}
+	queue := fmt.Sprintf("e2e-faults-%02d", i)
+	env := append(endpointEnv(t, queue, sb),
+		"CAPSTAN_HEARTBEAT_TIMEOUT="+faultHeartbeat.String(), "CAPSTAN_RECONCILE_WINDOW="+window.String())
+	var workerArgs []string
+	if row.stop == syscall.SIGTERM {
+		workerArgs = []string{"--stop-timeout", faultStopTimeout.String()}
+	}
+	first := startWorker(t, env, workerArgs...)
+
+	taskID := fmt.Sprintf("ft%02d-%d", i, time.Now().UnixNano())
+	if r := runStarter(t, env, "run",
+		"--prompt", "Add a HELLO.md greeting, open a pull request, ask for review and tell the team.",
+		"--repo", faultRepo, "--base", "main", "--slack", faultChannel,
+		"--model", "openai:review", "--id", taskID); r.code != 0 {
+		t.Fatalf("start: exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+	}
+
+	var faultAt time.Time
+	switch {
+	case row.stop != 0:
+		select {
+		case <-seen.acted:
+		case <-time.After(2 * time.Minute):
+			t.Fatalf("%s was never called", row.endpoint)
+		}
+		effect := sb.GitHub.Stats().PullRequestsCreated
+		if row.endpoint == "chat.postMessage" {
+			effect = sb.Slack.Stats().MessagesPosted
+		}
+		if effect != 1 {
+			t.Fatalf("%s acted, but the sandbox counts %d of its effect, want 1", row.endpoint, effect)
+		}
+		// The answer is held, so the ledger has the operation RUNNING,
+		// not yet recorded, when the worker goes.
+		rows := ledgerRows(t, env, taskID)
+		held := slices.IndexFunc(rows, func(op ledgerRow) bool { return strings.Contains(op.ID, heldOperation[row.endpoint]) })
+		if held < 0 || rows[held].State != ledger.StateRunning {
+			t.Fatalf("ledger rows %+v while %s holds its answer; want its operation RUNNING", rows, row.endpoint)
+		}
+		faultAt = time.Now()
+		state := first.stop(t, row.stop, time.Minute)
+		if row.stop == syscall.SIGTERM && !state.Success() {
+			t.Errorf("the worker stopped with SIGTERM exited %v, want a graceful exit 0:\n%s", state, first.logs())
+		}
+		startWorker(t, env) // the same queue and ledger
+	case row.want == settleByPerson:
+		opID := waitNeedsHuman(t, env, taskID)
+		prs := sb.GitHub.PullRequests(faultRepo)
+		if len(prs) != 1 {
+			t.Fatalf("pull requests = %d, want the 1 whose answer was lost", len(prs))
+		}
+		url := fmt.Sprintf("%s/%s/pull/%d", strings.TrimRight(sb.GitHubURL, "/"), faultRepo, prs[0].Number)
+		if r := runStarter(t, env, "resolve", taskID, opID, "--found", url); r.code != 0 {
+			t.Fatalf("resolve --found: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+		}
+	}
+	res := waitResult(t, taskID)
+	desc, err := temporal.DescribeWorkflowExecution(context.Background(), workflows.WorkflowID(taskID), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	info := desc.GetWorkflowExecutionInfo()
+	closed := info.GetCloseTime().AsTime()
+	rep.total = closed.Sub(info.GetStartTime().AsTime())
+	if faultAt.IsZero() && row.endpoint != "" {
+		faultAt = seen.first(row.endpoint)
+	}
+	if !faultAt.IsZero() {
+		rep.fromFault = closed.Sub(faultAt)
+	}
+
+	n := countEffects(sb)
+	rep.effects = fmt.Sprintf("%d/%d/%d/%d/%d", n.Branches, n.FilesWritten, n.PullRequests, n.Comments, n.SlackMessages)
+	journal := queryJournal(t, taskID)
+	if res.Status != workflows.StatusCompleted {
+		rep.outcome = fmt.Sprintf("%s %s", res.Status, res.FailureCode)
+		t.Fatalf("task %s ended %s (%s): %s\noperations: %+v\ndeliveries: %+v\njournal:\n%s",
+			taskID, res.Status, res.FailureCode, res.Message, res.Operations, res.Deliveries, strings.Join(journal, "\n"))
+	}
+	if n.Branches != 1 || n.FilesWritten != 1 || n.PullRequests != 1 || n.Comments != 1 || n.SlackMessages != 1 {
+		t.Errorf("effects counted: %s; want exactly 1 branch, 1 file write, 1 pull request, 1 comment, 1 Slack message", n)
+	}
+	for _, op := range res.Operations {
+		if op.State != ledger.StateSucceeded {
+			t.Errorf("operation %s (%s) = %s, want SUCCEEDED", op.OperationID, op.Tool, op.State)
+		}
+	}
+	if len(res.Operations) != 4 {
+		t.Errorf("operations = %+v, want 4 (branch, file, pull request, comment)", res.Operations)
+	}
+	if len(res.Deliveries) != 1 || res.Deliveries[0].State != workflows.DeliveryAcked {
+		t.Errorf("deliveries = %+v, want one ACKED", res.Deliveries)
+	}
+	for _, st := range append(sb.GitHub.Faults(), sb.Slack.Faults()...) {
+		if st.Fired == 0 || (st.Times > 0 && st.Fired != st.Times) {
+			t.Errorf("fault %s on %s fired %d times, want %d (0: at least once)", st.Kind, st.Endpoint, st.Fired, st.Times)
+		}
+	}
+	rep.outcome = checkSettlement(t, row, res, journal, sb, seen, listSeen, faultAt)
+	if t.Failed() {
+		t.Logf("journal of %s:\n%s", taskID, strings.Join(journal, "\n"))
+	}
+}
+
+// heldOperation is what names the operation whose answer a stop row holds.
+var heldOperation = map[string]string{
+	"pulls/create":     ":github_create_pull_request:",
+	"chat.postMessage": ":deliver:slack:",
+}
+
+// toolOfEndpoint names the tool that writes through a GitHub endpoint.
+var toolOfEndpoint = map[string]string{
+	"git/create-ref":                       "github_create_branch",
+	"repos/create-or-update-file-contents": "github_put_file",
+	"pulls/create":                         "github_create_pull_request",
+	"issues/create-comment":                "github_comment",
+}
+
+// checkSettlement checks that the faulted operation was settled the way the
+// row demands, and says how in the table's words.
+func checkSettlement(t *testing.T, row faultRow, res workflows.TaskResult, journal []string,
+	sb *sandbox.Sandbox, seen, listSeen *requestWatch, faultAt time.Time,
+) string {
+	t.Helper()
+	// logged reports whether a journal line says "operation <opID> <what>"
+	// and holds every one of also.
+	logged := func(opID, what string, also ...string) bool {
+		return slices.ContainsFunc(journal, func(l string) bool {
+			return strings.Contains(l, "operation "+opID+" "+what) &&
+				!slices.ContainsFunc(also, func(s string) bool { return !strings.Contains(l, s) })
+		})
+	}
+	if row.want == settleNormally {
+		for _, l := range journal {
+			if strings.Contains(l, " is unknown") {
+				t.Errorf("without a fault, the journal says %q", l)
+			}
+		}
+		return "completed"
+	}
+
+	// The faulted operation: a tool call, or the delivery.
+	var opID, toolCallID string
+	var recovered bool
+	if tool, ok := toolOfEndpoint[row.endpoint]; ok {
+		for _, op := range res.Operations {
+			if op.Tool == tool {
+				opID, toolCallID, recovered = op.OperationID, op.ToolCallID, op.Recovered
+			}
+		}
+	} else if len(res.Deliveries) == 1 {
+		opID, recovered = res.Deliveries[0].OperationID, res.Deliveries[0].Recovered
+	}
+	if opID == "" {
+		t.Fatalf("no operation for %s in %+v, %+v", row.endpoint, res.Operations, res.Deliveries)
+	}
+	wasUnknown := logged(opID, "is unknown")
+	wantUnknown := row.want == settleFound || row.want == settleResent || row.want == settleByPerson
+	if wasUnknown != wantUnknown {
+		t.Errorf("operation %s: journalled unknown = %v, want %v", opID, wasUnknown, wantUnknown)
+	}
+	for _, l := range journal {
+		if _, why, ok := strings.Cut(l, "operation "+opID+" is unknown; reconciling: "); ok {
+			t.Logf("%s was unknown because: %s", row.endpoint, why)
+			// The killed worker's attempt never recorded an outcome: its
+			// successor found the operation RUNNING under a lease that
+			// had run out.
+			if row.stop == syscall.SIGKILL && !strings.Contains(why, " is RUNNING") {
+				t.Errorf("after SIGKILL the operation was unknown because %q, want it found RUNNING (nothing recorded)", why)
+			}
+		}
+	}
+	writes := seen.count(row.endpoint)
+
+	switch row.want {
+	case settleFound, settleByPerson:
+		if !recovered || !logged(opID, "recovered") || logged(opID, "is absent") {
+			t.Errorf("operation %s: recovered = %v, journal recovered = %v, absent = %v; want found by the reconciler, never absent",
+				opID, recovered, logged(opID, "recovered"), logged(opID, "is absent"))
+		}
+		if writes != 1 {
+			t.Errorf("%s was requested %d times, want once: a found effect is never sent again", row.endpoint, writes)
+		}
+		if toolCallID != "" {
+			if msg := toolMessage(t, sb, toolCallID); !strings.Contains(msg, `"recovered":true`) {
+				t.Errorf("the model was not told %s was recovered: its tool message is %s", opID, msg)
+			}
+		}
+		if row.want == settleByPerson {
+			return "unknown → reconciler cannot list → waited for a person → starter resolve --found → completed"
+		}
+		how := "unknown → reconciler found it"
+		if row.list != "" {
+			asks := listSeen.countSince(row.list, faultAt)
+			if asks < 2 {
+				t.Errorf("%s was asked %d times after the fault, want at least 2: the lagging list should hide the effect at first", row.list, asks)
+			}
+			how += fmt.Sprintf(" on ask %d of %s", asks, row.list)
+		}
+		return how + " → completed"
+	case settleResent:
+		if recovered || !logged(opID, "is absent", "executing it again with the same id (1/") {
+			t.Errorf("operation %s: recovered = %v, journal absent = %v; want absent, then executed again once", opID, recovered, logged(opID, "is absent"))
+		}
+		if writes != 2 {
+			t.Errorf("%s was requested %d times, want 2 (the refused one, the one after the absent verdict)", row.endpoint, writes)
+		}
+		return "unknown → reconciler: absent after the window → sent again with the same id → completed"
+	case settleAfterWait:
+		times := seen.times(row.endpoint)
+		if len(times) != 2 {
+			t.Fatalf("%s was requested %d times, want 2 (refused, then sent)", row.endpoint, len(times))
+		}
+		gap := times[1].Sub(times[0])
+		if gap < retryAfter {
+			t.Errorf("%s was sent again %s after the refusal, before the %s the service asked for", row.endpoint, gap, retryAfter)
+		}
+		return fmt.Sprintf("rate limited, not sent → sent again %s later → completed", gap.Round(100*time.Millisecond))
+	case settleReadBack, settleReadBackAbsent:
+		msg := toolMessage(t, sb, toolCallID)
+		readBackFound := strings.Contains(msg, `"recovered":true`)
+		if readBackFound != (row.want == settleReadBack) {
+			t.Errorf("tool message of %s = %s; want recovered = %v", opID, msg, row.want == settleReadBack)
+		}
+		if row.want == settleReadBack {
+			if writes != 1 {
+				t.Errorf("%s was requested %d times, want once", row.endpoint, writes)
+			}
+			return "answer lost → read back in the same attempt: in place → completed"
+		}
+		if writes != 2 {
+			t.Errorf("%s was requested %d times, want 2 (the failed one, the retry)", row.endpoint, writes)
+		}
+		return "5xx → read back: not in place → written again (Temporal retry) → completed"
+	}
+	t.Fatalf("row %s: unknown settlement %d", row.name, row.want)
+	return ""
+}
+
+// queryJournal reads the task's journal.
+func queryJournal(t *testing.T, taskID string) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	v, err := temporal.QueryWorkflow(ctx, workflows.WorkflowID(taskID), "", workflows.QueryJournal)
+	if err != nil {
+		t.Fatalf("query the journal of %s: %v", taskID, err)
+	}
+	var lines []string
+	if err := v.Get(&lines); err != nil {
+		t.Fatal(err)
+	}
+	return lines
+}
+
+// toolMessage is the content of the tool message answering toolCallID in
+// the model's last request.
+func toolMessage(t *testing.T, sb *sandbox.Sandbox, toolCallID string) string {
+	t.Helper()
+	var req struct {
+		Messages []struct {
+			Role       string `json:"role"`
+			ToolCallID string `json:"tool_call_id"`
+			Content    any    `json:"content"`
+		} `json:"messages"`
+	}
+	if err := json.Unmarshal(sb.Model.LastRequest(), &req); err != nil {
+		t.Fatalf("the model's last request: %v", err)
+	}
+	for _, m := range req.Messages {
+		if m.Role == "tool" && m.ToolCallID == toolCallID {
+			return fmt.Sprint(m.Content)
+		}
+	}
+	t.Fatalf("the model's last request has no tool message for %s", toolCallID)
+	return ""
+}
+
+// routes recognise the requests of the endpoints the table watches.
+var routes = map[string]struct {
+	method string // "" for any
+	path   *regexp.Regexp
+}{
+	"git/create-ref":                       {http.MethodPost, regexp.MustCompile(`/repos/[^/]+/[^/]+/git/refs$`)},
+	"git/get-ref":                          {http.MethodGet, regexp.MustCompile(`/repos/[^/]+/[^/]+/git/ref/`)},
+	"repos/create-or-update-file-contents": {http.MethodPut, regexp.MustCompile(`/repos/[^/]+/[^/]+/contents/`)},
+	"pulls/create":                         {http.MethodPost, regexp.MustCompile(`/repos/[^/]+/[^/]+/pulls$`)},
+	"pulls/list":                           {http.MethodGet, regexp.MustCompile(`/repos/[^/]+/[^/]+/pulls$`)},
+	"issues/create-comment":                {http.MethodPost, regexp.MustCompile(`/repos/[^/]+/[^/]+/issues/\d+/comments$`)},
+	"issues/list-comments":                 {http.MethodGet, regexp.MustCompile(`/repos/[^/]+/[^/]+/issues/\d+/comments$`)},
+	"chat.postMessage":                     {"", regexp.MustCompile(`/api/chat\.postMessage$`)},
+	"conversations.history":                {"", regexp.MustCompile(`/api/conversations\.history$`)},
+}
+
+// requestWatch is a sandbox Fault that notes when each watched endpoint is
+// requested and lets the request through — except, when hold names an
+// endpoint, its first request: that one acts, closes acted, and never gets
+// its answer (the client must leave, or the test end). It runs before the
+// fault rules, so it sees the requests they refuse too.
+type requestWatch struct {
+	hold    string
+	acted   chan struct{}
+	release chan struct{}
+
+	mu   sync.Mutex
+	seen map[string][]time.Time
+}
+
+func watchRequests(t *testing.T, hold string) *requestWatch {
+	w := &requestWatch{hold: hold, acted: make(chan struct{}), release: make(chan struct{}), seen: map[string][]time.Time{}}
+	t.Cleanup(func() { close(w.release) }) // before the sandbox closes
+	return w
+}
+
+func (w *requestWatch) fault(rw http.ResponseWriter, r *http.Request, next http.Handler) bool {
+	endpoint := ""
+	for name, rt := range routes {
+		if (rt.method == "" || rt.method == r.Method) && rt.path.MatchString(r.URL.Path) {
+			endpoint = name
+		}
+	}
+	if endpoint == "" {
+		return false
+	}
+	w.mu.Lock()
+	w.seen[endpoint] = append(w.seen[endpoint], time.Now())
+	held := endpoint == w.hold && len(w.seen[endpoint]) == 1
+	w.mu.Unlock()
+	if !held {
+		return false
+	}
+	next.ServeHTTP(httptest.NewRecorder(), r) // acts; the answer is thrown away
+	// Reading the body to its end lets the server notice the client
+	// leaving, which ends r.Context().
+	_, _ = io.Copy(io.Discard, r.Body)
+	close(w.acted)
+	select {
+	case <-r.Context().Done():
+	case <-w.release:
+	}
+	return true
+}
+
+func (w *requestWatch) times(endpoint string) []time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.seen[endpoint])
+}
+
+func (w *requestWatch) count(endpoint string) int { return len(w.times(endpoint)) }
+
+// first is when endpoint was first requested (zero if never).
+func (w *requestWatch) first(endpoint string) time.Time {
+	if ts := w.times(endpoint); len(ts) > 0 {
+		return ts[0]
+	}
+	return time.Time{}
+}
+
+// countSince counts the requests to endpoint from since on.
+func (w *requestWatch) countSince(endpoint string, since time.Time) int {
+	n := 0
+	for _, ts := range w.times(endpoint) {
+		if !ts.Before(since) {
+			n++
+		}
+	}
+	return n
+}
