@@ -16,10 +16,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"time"
 
 	"github.com/slack-go/slack"
 
+	"github.com/capstanhq/capstan/internal/breaker"
 	"github.com/capstanhq/capstan/internal/config"
 	"github.com/capstanhq/capstan/internal/ledger"
 	"github.com/capstanhq/capstan/internal/logids"
@@ -61,10 +63,17 @@ type Deps struct {
 	Reconcilers *reconcilers.Set
 	// Identity names this worker in lease owners. Required.
 	Identity string
+	// Breakers guard every call to a model provider, GitHub and Slack
+	// (docs/design.md §7): while a dependency's breaker is open nothing is
+	// sent to it. Nil: no breakers, every call is sent.
+	Breakers *breaker.Set
 	// Lease is how long a claim stays live; zero means config.DefaultLease.
 	Lease  time.Duration
 	Now    func() time.Time // default time.Now
 	Logger *slog.Logger     // default slog.Default()
+	// Random draws the jitter of retry delays, uniform in [0,1); default
+	// math/rand/v2.Float64.
+	Random func() float64
 
 	// Metrics counts attempts, retries, operations, verdicts and
 	// deliveries (observe.go); nil counts nothing.
@@ -111,5 +120,8 @@ func New(d Deps) (*Activities, error) {
 		d.Metrics = noMetrics{}
 	}
 	d.Ledger = &countingLedger{Ledger: d.Ledger, metrics: d.Metrics, logger: d.Logger}
+	if d.Random == nil {
+		d.Random = rand.Float64
+	}
 	return &Activities{deps: d}, nil
 }

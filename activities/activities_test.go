@@ -34,7 +34,9 @@ type fixture struct {
 	env    *testsuite.TestActivityEnvironment
 }
 
-func newFixture(t *testing.T) *fixture {
+// newFixture builds the fixture; each option may change the dependencies
+// before the activities are built.
+func newFixture(t *testing.T, options ...func(*activities.Deps)) *fixture {
 	t.Helper()
 	sb, err := sandbox.Start(sandbox.Options{})
 	if err != nil {
@@ -50,14 +52,21 @@ func newFixture(t *testing.T) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	acts, err := activities.New(activities.Deps{
+	deps := activities.Deps{
 		Ledger:    store,
 		Providers: map[string]model.Provider{"sandbox": openai.New(openai.Config{BaseURL: sb.ModelURL, APIKey: "test-key"})},
 		Tools:     tools.NewRegistry(githubtools.Tools(gh)...),
 		Slack:     slack.New("xoxb-test", slack.OptionAPIURL(sb.SlackURL)),
 		Identity:  "test-worker",
 		Now:       time.Now,
-	})
+		// No jitter: a retry's delay is exactly the wait the service or
+		// the breaker asked for. retry_test.go draws jitter.
+		Random: func() float64 { return 0 },
+	}
+	for _, o := range options {
+		o(&deps)
+	}
+	acts, err := activities.New(deps)
 	if err != nil {
 		t.Fatal(err)
 	}

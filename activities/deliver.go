@@ -8,6 +8,7 @@ import (
 	"github.com/slack-go/slack"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/capstanhq/capstan/internal/breaker"
 	"github.com/capstanhq/capstan/internal/ledger"
 	"github.com/capstanhq/capstan/internal/logids"
 	"github.com/capstanhq/capstan/internal/tools"
@@ -33,10 +34,18 @@ var definiteSlackRefusals = map[string]bool{
 // so a reconciler can tell whether an unanswered post landed. It heartbeats
 // on a ticker while the post is in flight. A post whose outcome is unknown is
 // recorded UNKNOWN and never re-sent blindly; a rate-limited one is ABSENT
-// and retried after the wait Slack asked for.
-func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (result DeliverResult, err error) {
+// and retried after the wait Slack asked for. A post goes through the
+// slack/post breaker, a comment through github/write: while it is open
+// nothing is sent and the activity fails with ErrTypeBreakerOpen.
+func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResult, error) {
 	ctx = logids.With(ctx, logids.IDs{TaskID: in.TaskID, OperationID: in.OperationID})
-	defer func() { a.observeDeliver(ctx, in, result, err) }()
+	res, err := a.deliver(ctx, in)
+	err = a.retryable(ctx, err)
+	a.observeDeliver(ctx, in, res, err)
+	return res, err
+}
+
+func (a *Activities) deliver(ctx context.Context, in DeliverInput) (DeliverResult, error) {
 	res := DeliverResult{OperationID: in.OperationID}
 	if in.Comment != nil {
 		return a.deliverComment(ctx, in)
@@ -45,11 +54,11 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (result Deliv
 		return res, temporal.NewNonRetryableApplicationError(
 			"this worker has no Slack client configured (set SLACK_BOT_TOKEN)", ErrTypeWorkerConfig, nil)
 	}
-	rec, done, err := a.begin(ctx, ledger.Operation{
+	rec, permit, done, err := a.begin(ctx, ledger.Operation{
 		ID: in.OperationID, Tenant: in.Tenant, TaskID: in.TaskID, Kind: "slack_post",
 		BusinessKey: "slack:post:" + in.Channel,
 		RequestHash: RequestHash("slack_post", []byte(in.Channel+"\x00"+in.Text)),
-	}, nil)
+	}, breaker.SlackPost, nil)
 	if err != nil {
 		return res, err
 	}
@@ -68,6 +77,7 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (result Deliv
 			EventPayload: map[string]any{"operation_id": in.OperationID, "task_id": in.TaskID},
 		}),
 	)
+	permit.Done(slackHealth(postErr))
 	stop()
 
 	// Every write from here on records what the post did: the activity's
@@ -110,7 +120,7 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (result Deliv
 			// same data as a GitHub rate limit's.
 			cause = &tools.RetryAfterError{Wait: limited.RetryAfter, Err: postErr}
 		}
-		return res, notSent(ErrTypeDeliveryNotSent, fmt.Sprintf("Slack did not take the message to %s: %v", in.Channel, postErr), cause)
+		return res, a.notSent(ctx, ErrTypeDeliveryNotSent, fmt.Sprintf("Slack did not take the message to %s: %v", in.Channel, postErr), cause)
 	default:
 		if err := a.Ledger.Complete(rctx, ledger.Completion{ID: in.OperationID, Fence: fence,
 			State: ledger.StateUnknown, Error: postErr.Error()}); err != nil {
@@ -131,7 +141,7 @@ func (a *Activities) deliverComment(ctx context.Context, in DeliverInput) (Deliv
 	if err != nil {
 		return res, fmt.Errorf("store the comment of delivery %s: %w", in.OperationID, err)
 	}
-	out, err := a.ExecuteTool(ctx, ExecuteToolInput{Tenant: in.Tenant, TaskID: in.TaskID, OperationID: in.OperationID,
+	out, err := a.executeTool(ctx, ExecuteToolInput{Tenant: in.Tenant, TaskID: in.TaskID, OperationID: in.OperationID,
 		Tool: "github_comment", Arguments: ref})
 	if err != nil {
 		return res, err

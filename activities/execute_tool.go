@@ -10,6 +10,7 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/capstanhq/capstan/internal/breaker"
 	"github.com/capstanhq/capstan/internal/ledger"
 	"github.com/capstanhq/capstan/internal/logids"
 	"github.com/capstanhq/capstan/internal/model"
@@ -43,9 +44,19 @@ const verifyTimeout = 15 * time.Second
 //
 // An UNKNOWN operation is returned as an ErrTypeOperationUnknown error that
 // Temporal does not retry: only a reconciler may decide what happened.
-func (a *Activities) ExecuteTool(ctx context.Context, in ExecuteToolInput) (result ExecuteToolResult, err error) {
+//
+// The call goes through its service's breaker (toolBreaker): while it is
+// open nothing is sent, the claim is released, and the activity fails with
+// ErrTypeBreakerOpen. Every retryable failure carries a jittered delay.
+func (a *Activities) ExecuteTool(ctx context.Context, in ExecuteToolInput) (ExecuteToolResult, error) {
 	ctx = logids.With(ctx, logids.IDs{TaskID: in.TaskID, TurnID: in.TurnID, OperationID: in.OperationID})
-	defer func() { a.countRetry(ctx, "ExecuteTool", err) }()
+	res, err := a.executeTool(ctx, in)
+	err = a.retryable(ctx, err)
+	a.countRetry(ctx, "ExecuteTool", err)
+	return res, err
+}
+
+func (a *Activities) executeTool(ctx context.Context, in ExecuteToolInput) (ExecuteToolResult, error) {
 	res := ExecuteToolResult{OperationID: in.OperationID}
 	tool, err := a.Tools.Get(in.Tool)
 	if err != nil {
@@ -67,11 +78,11 @@ func (a *Activities) ExecuteTool(ctx context.Context, in ExecuteToolInput) (resu
 	if p, ok := tool.(tools.Preparer); ok {
 		prepare = func(ctx context.Context) ([]byte, error) { return p.Prepare(ctx, call) }
 	}
-	rec, done, err := a.begin(ctx, ledger.Operation{
+	rec, permit, done, err := a.begin(ctx, ledger.Operation{
 		ID: in.OperationID, Tenant: in.Tenant, TaskID: in.TaskID, TurnID: in.TurnID,
 		ToolCallID: in.ToolCallID, Kind: in.Tool, BusinessKey: id.BusinessKey,
 		RequestHash: RequestHash(in.Tool, id.Effect),
-	}, prepare)
+	}, toolBreaker(tool), prepare)
 	if err != nil {
 		return res, err
 	}
@@ -79,7 +90,7 @@ func (a *Activities) ExecuteTool(ctx context.Context, in ExecuteToolInput) (resu
 		res.Replayed = true
 		return a.succeeded(ctx, in, res, rec.ExternalID, rec.Result, false)
 	}
-	o := a.perform(ctx, tool, call, rec)
+	o := a.perform(ctx, tool, call, rec, permit)
 
 	// Recorded even if the activity is being cancelled: it happened.
 	rctx, cancel := recordContext(ctx)
@@ -97,7 +108,7 @@ func (a *Activities) ExecuteTool(ctx context.Context, in ExecuteToolInput) (resu
 		return a.refused(rctx, in, res, o.err)
 	case ledger.StateAbsent:
 		if o.verdict == tools.VerdictNotSent {
-			return res, notSent(ErrTypeOperationNotSent, fmt.Sprintf("%s was not sent: %v", in.Tool, o.err), o.err)
+			return res, a.notSent(ctx, ErrTypeOperationNotSent, fmt.Sprintf("%s was not sent: %v", in.Tool, o.err), o.err)
 		}
 		return res, fmt.Errorf("%s: %w", in.Tool, o.err) // safe to repeat: let Temporal retry
 	default:
@@ -114,9 +125,10 @@ type toolOutcome struct {
 	recovered bool          // the call's answer was lost; a read-back found its effect in place
 }
 
-// perform calls the tool under heartbeats and decides what the call did.
-// rec is the operation as claimed, before this attempt counted.
-func (a *Activities) perform(ctx context.Context, tool tools.Tool, call tools.Call, rec ledger.Operation) toolOutcome {
+// perform calls the tool under heartbeats and decides what the call did,
+// and tells the breaker's permit what the call showed of the service. rec
+// is the operation as claimed, before this attempt counted.
+func (a *Activities) perform(ctx context.Context, tool tools.Tool, call tools.Call, rec ledger.Operation, permit *breaker.Permit) toolOutcome {
 	var step atomic.Value
 	step.Store(stepCalling)
 	stop := a.heartbeat(ctx, a.heartbeatInterval(ctx),
@@ -125,6 +137,7 @@ func (a *Activities) perform(ctx context.Context, tool tools.Tool, call tools.Ca
 	defer stop()
 
 	out, err := tool.Execute(ctx, call)
+	permit.Done(toolHealth(err))
 	if err == nil {
 		return toolOutcome{state: ledger.StateSucceeded, result: out}
 	}

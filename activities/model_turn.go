@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
 
+	"github.com/capstanhq/capstan/internal/breaker"
 	"github.com/capstanhq/capstan/internal/ledger"
 	"github.com/capstanhq/capstan/internal/logids"
 	"github.com/capstanhq/capstan/internal/model"
@@ -23,7 +24,9 @@ import (
 // it is idle or over its total limit. It returns only a complete, valid
 // output, which it commits to the transcript; any other ending is an
 // ErrTypeModelAttempt application error carrying an AttemptReport, and nothing of
-// that attempt is committed.
+// that attempt is committed. The attempt goes through the provider's breaker
+// (model/<provider>): while it is open nothing is sent and the attempt ends
+// breaker_open, with the time left as its RetryAfterMS.
 func (a *Activities) ModelTurn(ctx context.Context, in ModelTurnInput) (result ModelTurnResult, err error) {
 	ctx = logids.With(ctx, logids.IDs{TaskID: in.TaskID, TurnID: in.TurnID, AttemptID: in.AttemptID})
 	defer func() { a.observeModelTurn(ctx, in, result, err) }()
@@ -45,6 +48,31 @@ func (a *Activities) ModelTurn(ctx context.Context, in ModelTurnInput) (result M
 	refs, msgs, err := a.loadTranscript(ctx, in)
 	if err != nil {
 		return ModelTurnResult{}, err // ledger trouble: let Temporal retry
+	}
+
+	// The provider's breaker: while it is open nothing is sent, and the
+	// guard waits out the time left without spending a retry budget. It is
+	// keyed by the provider itself, so aliases of one endpoint ("sandbox"
+	// on a --sandbox worker is openai) share one breaker.
+	key := breaker.Model(provider.Name())
+	permit, err := a.Breakers.Allow(key)
+	if err != nil {
+		var open *breaker.OpenError
+		if !errors.As(err, &open) {
+			return ModelTurnResult{}, err
+		}
+		report.Breaker = string(key)
+		return ModelTurnResult{}, attemptFailure(ctx, report, &model.AttemptError{Outcome: model.OutcomeBreakerOpen,
+			Phase: model.PhaseNotSent, RetryAfter: open.Wait, Message: open.Error(), Err: open})
+	}
+	defer permit.Done(breaker.Ignored) // a path that reports nothing below proves nothing
+	// failed ends the attempt and tells the breaker what it showed.
+	failed := func(r AttemptReport, err error) error {
+		err = attemptFailure(ctx, r, err)
+		if rep, ok := AttemptReportOf(err); ok {
+			permit.Done(modelHealth(rep.Outcome))
+		}
+		return err
 	}
 
 	limits := in.Limits.WithDefaults()
@@ -121,15 +149,15 @@ loop:
 			cut := &model.AttemptError{Outcome: model.OutcomeCutIdle, Phase: phase(),
 				Message: fmt.Sprintf("the stream was silent for %s", idleFor(acc.Events(), limits))}
 			cancel(cut)
-			return ModelTurnResult{}, attemptFailure(ctx, snapshot(), cut)
+			return ModelTurnResult{}, failed(snapshot(), cut)
 		case <-total.C:
 			cut := &model.AttemptError{Outcome: model.OutcomeCutTotal, Phase: phase(),
 				Message: fmt.Sprintf("the attempt ran past its total limit of %s", limits.Total)}
 			cancel(cut)
-			return ModelTurnResult{}, attemptFailure(ctx, snapshot(), cut)
+			return ModelTurnResult{}, failed(snapshot(), cut)
 		case <-ctx.Done():
 			cancel(ctx.Err())
-			return ModelTurnResult{}, attemptFailure(ctx, snapshot(), &model.AttemptError{
+			return ModelTurnResult{}, failed(snapshot(), &model.AttemptError{
 				Outcome: model.OutcomeCancelled, Phase: phase(), Message: "the attempt was cancelled", Err: ctx.Err()})
 		}
 	}
@@ -138,12 +166,13 @@ loop:
 	default:
 	}
 	if !errors.Is(streamErr, io.EOF) {
-		return ModelTurnResult{}, attemptFailure(ctx, snapshot(), streamErr)
+		return ModelTurnResult{}, failed(snapshot(), streamErr)
 	}
 	out, err := acc.Finish(a.validateToolCall)
 	if err != nil {
-		return ModelTurnResult{}, attemptFailure(ctx, snapshot(), err)
+		return ModelTurnResult{}, failed(snapshot(), err)
 	}
+	permit.Done(breaker.Success)
 
 	// Commit: the assistant item joins the transcript only now.
 	item, err := a.putMessage(ctx, model.Message{Role: model.RoleAssistant, Content: out.Text, ToolCalls: out.ToolCalls})

@@ -87,15 +87,14 @@ func (a *Activities) observeModelTurn(ctx context.Context, in ModelTurnInput, re
 		"phase", string(r.Phase), "http_status", r.HTTPStatus, "events", r.Events, "message", r.Message)
 }
 
-// observeDeliver counts how a delivery attempt ended and, for a Slack post,
-// a retry (a comment is an ExecuteTool, which counts its own).
+// observeDeliver counts how a delivery attempt ended and, when it is tried
+// again, a retry.
 func (a *Activities) observeDeliver(ctx context.Context, in DeliverInput, res DeliverResult, err error) {
 	target := "slack"
 	if in.Comment != nil {
 		target = "github_comment"
-	} else {
-		a.countRetry(ctx, "Deliver", err)
 	}
+	a.countRetry(ctx, "Deliver", err)
 	if state, ok := deliveryState(res, err); ok {
 		a.Metrics.Delivery(target, state)
 	}

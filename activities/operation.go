@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/capstanhq/capstan/internal/breaker"
 	"github.com/capstanhq/capstan/internal/ledger"
 	"github.com/capstanhq/capstan/internal/tools"
 )
@@ -18,35 +19,56 @@ import (
 // This file holds what ExecuteTool and Deliver share: both perform an
 // operation under a claim in the ledger (docs/design.md §5.3, §5.4).
 
-// begin takes an operation for this attempt (docs/design.md §5.4 steps 1 and 3).
-// When the ledger already holds it as SUCCEEDED, begin returns that record
-// and done: nothing may be sent again. Otherwise the caller holds the claim
-// under rec.Fence and the operation is RUNNING: from here on, a failure after
-// the request may have left must be recorded UNKNOWN. Every other ending is
-// returned as the application error the workflow expects.
+// begin takes an operation for this attempt (docs/design.md §5.4 steps 1 to
+// 3): it claims it, asks the breaker key for leave to send, and marks it
+// RUNNING. When the ledger already holds it as SUCCEEDED, begin returns that
+// record and done: nothing may be sent again. When the breaker is open,
+// begin releases the claim — nothing left the worker, so the operation is
+// ABSENT and the next attempt claims it afresh — and returns an
+// ErrTypeBreakerOpen error. Otherwise the caller holds the claim under
+// rec.Fence, the operation is RUNNING, and the caller must report the
+// call's ending to permit: from here on, a failure after the request may
+// have left must be recorded UNKNOWN. Every other ending is returned as the
+// application error the workflow expects.
 //
-// prepare, when not nil, runs between the claim and the RUNNING mark, under
-// heartbeats that renew the claim: what it returns is recorded with the
-// operation as its facts (tools.Preparer), so they are in the ledger before
-// anything is sent. When it fails nothing has been sent: the claim is
-// released (ABSENT) and the error is the retryable ErrTypeOperationNotSent,
-// after the wait a rate limit asked for.
-func (a *Activities) begin(ctx context.Context, op ledger.Operation, prepare func(context.Context) ([]byte, error)) (rec ledger.Operation, done bool, err error) {
+// prepare, when not nil, runs between the breaker's leave and the RUNNING
+// mark, under heartbeats that renew the claim: what it returns is recorded
+// with the operation as its facts (tools.Preparer), so they are in the
+// ledger before anything is sent. When it fails nothing has been sent: the
+// breaker is told what the failure showed, the claim is released (ABSENT)
+// and the error is the retryable ErrTypeOperationNotSent, after the wait a
+// rate limit asked for.
+func (a *Activities) begin(ctx context.Context, op ledger.Operation, key breaker.Key, prepare func(context.Context) ([]byte, error)) (rec ledger.Operation, permit *breaker.Permit, done bool, err error) {
 	claim, err := a.Ledger.Claim(ctx, ledger.ClaimRequest{Op: op, Owner: a.owner(ctx), Lease: a.lease(ctx)})
 	switch {
 	case errors.Is(err, ledger.ErrConflict):
-		return rec, false, temporal.NewNonRetryableApplicationError(
+		return rec, nil, false, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("operation %s was already used for a different %s request", op.ID, op.Kind), ErrTypeOperationConflict, err)
 	case err != nil:
-		return rec, false, fmt.Errorf("claim operation %s: %w", op.ID, err)
+		return rec, nil, false, fmt.Errorf("claim operation %s: %w", op.ID, err)
 	}
 	switch claim.Status {
 	case ledger.AlreadySucceeded:
-		return claim.Op, true, nil
+		return claim.Op, nil, true, nil
 	case ledger.InProgress:
-		return rec, false, a.inProgress(op.ID, claim.Op)
+		return rec, nil, false, a.inProgress(op.ID, claim.Op)
 	case ledger.MustReconcile:
-		return rec, false, unknownOperation(op.ID, claim.Op.State, nil)
+		return rec, nil, false, unknownOperation(op.ID, claim.Op.State, nil)
+	}
+	// The breaker is asked with the claim held and before RUNNING: a
+	// refusal then provably sent nothing, and the claim goes back.
+	permit, err = a.Breakers.Allow(key)
+	if err != nil {
+		rctx, cancel := recordContext(ctx)
+		defer cancel()
+		if rerr := a.Ledger.Release(rctx, op.ID, claim.Op.Fence); rerr != nil {
+			return rec, nil, false, fmt.Errorf("release operation %s, which breaker %s kept from being sent: %w", op.ID, key, rerr)
+		}
+		var open *breaker.OpenError
+		if errors.As(err, &open) {
+			return rec, nil, false, a.breakerOpen(fmt.Sprintf("operation %s (%s)", op.ID, op.Kind), open)
+		}
+		return rec, nil, false, err
 	}
 	var facts []byte
 	if prepare != nil {
@@ -56,14 +78,16 @@ func (a *Activities) begin(ctx context.Context, op ledger.Operation, prepare fun
 		facts, err = prepare(ctx)
 		stop()
 		if err != nil {
-			return rec, false, a.notPrepared(ctx, op, claim.Op.Fence, err)
+			permit.Done(toolHealth(err)) // the read before the write was sent
+			return rec, nil, false, a.notPrepared(ctx, op, claim.Op.Fence, err)
 		}
 	}
 	if err := a.Ledger.MarkRunning(ctx, op.ID, claim.Op.Fence, facts); err != nil {
-		return rec, false, fmt.Errorf("mark operation %s running: %w", op.ID, err)
+		permit.Done(breaker.Ignored) // nothing was sent
+		return rec, nil, false, fmt.Errorf("mark operation %s running: %w", op.ID, err)
 	}
 	claim.Op.Facts = facts
-	return claim.Op, false, nil
+	return claim.Op, permit, false, nil
 }
 
 // notPrepared releases the claim of an operation whose facts could not be
@@ -77,7 +101,7 @@ func (a *Activities) notPrepared(ctx context.Context, op ledger.Operation, fence
 		return fmt.Errorf("%s was not sent: reading what it needs recorded first failed: %w; and releasing operation %s failed: %w",
 			op.Kind, cause, op.ID, err)
 	}
-	return notSent(ErrTypeOperationNotSent,
+	return a.notSent(ctx, ErrTypeOperationNotSent,
 		fmt.Sprintf("%s was not sent: reading what it needs recorded first failed: %v", op.Kind, cause), cause)
 }
 
@@ -113,14 +137,14 @@ const maxRetryAfter = 10 * time.Minute
 // notSent is the retryable application error, of type errType, of an
 // operation the external system did not take (it is ABSENT in the ledger).
 // When cause carries a rate limit's wait (tools.RetryAfterError), Temporal
-// retries after that wait, at least a second and at most maxRetryAfter;
-// otherwise the retry policy decides when.
-func notSent(errType, msg string, cause error) error {
-	opts := temporal.ApplicationErrorOptions{Cause: cause}
+// retries after that wait, at least a second and at most maxRetryAfter,
+// plus jitter; otherwise after the activity's jittered backoff.
+func (a *Activities) notSent(ctx context.Context, errType, msg string, cause error) error {
+	opts := temporal.ApplicationErrorOptions{Cause: cause, NextRetryDelay: a.backoff(ctx)}
 	if wait, ok := tools.RetryAfter(cause); ok {
-		opts.NextRetryDelay = min(max(wait, time.Second), maxRetryAfter)
+		opts.NextRetryDelay = JitterAfter(min(max(wait, time.Second), maxRetryAfter), a.Random())
 		if wait > maxRetryAfter {
-			msg += fmt.Sprintf("; the service asked to wait %s, longer than capstan waits at once: retrying after %s", wait, maxRetryAfter)
+			msg += fmt.Sprintf("; the service asked to wait %s, longer than capstan waits at once: retrying after %s", wait, opts.NextRetryDelay)
 		} else {
 			msg += fmt.Sprintf("; retrying after %s, as the service asked", opts.NextRetryDelay)
 		}
@@ -129,12 +153,13 @@ func notSent(errType, msg string, cause error) error {
 }
 
 // inProgress asks Temporal to retry once the other holder's lease has run
-// out: then the operation is either finished or must be reconciled.
+// out (plus jitter): then the operation is either finished or must be
+// reconciled.
 func (a *Activities) inProgress(id string, op ledger.Operation) error {
 	wait := op.LeaseExpiresAt.Sub(a.Now()) + time.Second
 	return temporal.NewApplicationErrorWithOptions(
 		fmt.Sprintf("operation %s is held by %s until %s", id, op.LeaseOwner, op.LeaseExpiresAt.UTC().Format(time.RFC3339)),
-		ErrTypeOperationInProgress, temporal.ApplicationErrorOptions{NextRetryDelay: max(wait, time.Second)})
+		ErrTypeOperationInProgress, temporal.ApplicationErrorOptions{NextRetryDelay: JitterAfter(max(wait, time.Second), a.Random())})
 }
 
 // owner names the lease holder: this worker and this activity attempt.

@@ -71,10 +71,17 @@ const (
 // lease held by another attempt is an ErrTypeOperationInProgress error that
 // Temporal retries when the lease ends. If the activity is cancelled before
 // a verdict, the operation is handed back (lease cleared, still unknown) so
-// the next attempt can take it at once.
-func (a *Activities) Reconcile(ctx context.Context, in ReconcileInput) (result ReconcileResult, err error) {
+// the next attempt can take it at once. Retryable failures carry a
+// jittered delay.
+func (a *Activities) Reconcile(ctx context.Context, in ReconcileInput) (ReconcileResult, error) {
 	ctx = logids.With(ctx, logids.IDs{TaskID: in.TaskID, OperationID: in.OperationID})
-	defer func() { a.countRetry(ctx, "Reconcile", err) }()
+	res, err := a.reconcile(ctx, in)
+	err = a.retryable(ctx, err)
+	a.countRetry(ctx, "Reconcile", err)
+	return res, err
+}
+
+func (a *Activities) reconcile(ctx context.Context, in ReconcileInput) (ReconcileResult, error) {
 	res := ReconcileResult{OperationID: in.OperationID}
 	if err := validResolution(in.Resolution); err != nil {
 		return res, temporal.NewNonRetryableApplicationError(

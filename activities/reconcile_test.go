@@ -54,6 +54,7 @@ func newReconcileFixture(t *testing.T) *reconcileFixture {
 		Reconcilers: reconcilers.NewSet(gh, sc),
 		Identity:    "reconcile-worker",
 		Now:         time.Now,
+		Random:      func() float64 { return 0 }, // no jitter, as in newFixture
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -46,6 +46,13 @@ const (
 	// ErrTypeWorkerConfig: the worker lacks what the call needs (a
 	// provider, a token); retrying on the same worker cannot help.
 	ErrTypeWorkerConfig = "WorkerConfig"
+	// ErrTypeBreakerOpen: the dependency's circuit breaker was open, so
+	// nothing was sent (a tool operation's claim was released). Retryable;
+	// its next-retry delay is the time left in the open period plus
+	// jitter, and its details a BreakerWait naming the breaker. The
+	// workflow waits that long itself rather than spend the activity's
+	// retry attempts (workflows/options.go).
+	ErrTypeBreakerOpen = "BreakerOpen"
 	// ErrTypeInvalidResolution: a person's resolution that Reconcile
 	// cannot record (found without a URL, or a verdict other than found
 	// or absent). Never retried.
@@ -104,10 +111,12 @@ type AttemptReport struct {
 	Phase        model.Phase   `json:"phase"`
 	HTTPStatus   int           `json:"http_status,omitempty"`
 	RetryAfterMS int64         `json:"retry_after_ms,omitempty"`
-	Message      string        `json:"message,omitempty"`
-	Events       int           `json:"events"`
-	Chars        int           `json:"chars"`
-	PreviewTail  string        `json:"preview_tail,omitempty"`
+	// Breaker names the provider's breaker of a breaker_open attempt.
+	Breaker     string `json:"breaker,omitempty"`
+	Message     string `json:"message,omitempty"`
+	Events      int    `json:"events"`
+	Chars       int    `json:"chars"`
+	PreviewTail string `json:"preview_tail,omitempty"`
 }
 
 // ExecuteToolInput asks for one operation. OperationID was fixed by the

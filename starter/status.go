@@ -231,6 +231,9 @@ func printJSON(w io.Writer, v any) error {
 
 func printResult(w io.Writer, res workflows.TaskResult, ui string) {
 	fmt.Fprintf(w, "task %s: %s\n", res.TaskID, res.Status)
+	if res.Waiting != "" {
+		fmt.Fprintf(w, "  %s\n", res.Waiting)
+	}
 	if res.FailureCode != "" || res.Message != "" {
 		fmt.Fprintf(w, "  %s: %s\n", res.FailureCode, res.Message)
 	}

@@ -21,6 +21,7 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/capstanhq/capstan/activities"
+	"github.com/capstanhq/capstan/internal/breaker"
 	"github.com/capstanhq/capstan/internal/config"
 	"github.com/capstanhq/capstan/internal/ledger"
 	"github.com/capstanhq/capstan/internal/ledger/ledgerdsn"
@@ -114,6 +115,31 @@ func start(ctx context.Context, o options, lookupEnv func(string) (string, bool)
 		providers["sandbox"] = providers["openai"]
 	}
 
+	// One breaker per dependency and operation class, for this worker
+	// (docs/design.md §7); transitions are logged and counted.
+	var breakers *breaker.Set
+	bopts := breaker.Options{Logger: logger}
+	if p.metrics != nil {
+		bopts.OnStateChange = func(t breaker.Transition) {
+			p.metrics.BreakerTransition(string(t.Key), string(t.From), string(t.To))
+		}
+	}
+	if cfg.BreakersOff {
+		logger.Warn("CAPSTAN_BREAKERS=off: every call is sent, whatever the state of its dependency")
+	} else if breakers, err = breaker.NewSet(cfg.Breakers, bopts); err != nil {
+		return nil, fmt.Errorf("CAPSTAN_BREAKER_*: %w", err)
+	} else if p.metrics != nil {
+		// Every breaker this worker can use shows its state from the start,
+		// not from its first transition.
+		known := []breaker.Key{breaker.GitHubRead, breaker.GitHubWrite, breaker.SlackPost}
+		for _, name := range keys(providers) {
+			known = append(known, breaker.Model(name))
+		}
+		for _, k := range known {
+			p.metrics.BreakerTransition(string(k), "", string(breakers.State(k)))
+		}
+	}
+
 	identity := newIdentity()
 	var copts client.Options
 	var sdkMetrics client.MetricsHandler
@@ -138,6 +164,7 @@ func start(ctx context.Context, o options, lookupEnv func(string) (string, bool)
 		Tools:     tools.NewRegistry(githubtools.Tools(gh)...),
 		Slack:     slackClient,
 		Identity:  identity,
+		Breakers:  breakers,
 		Lease:     cfg.Lease,
 		Now:       time.Now,
 		Logger:    logger,

@@ -188,6 +188,9 @@ func (t *task) runTurn(ctx workflow.Context, turn int) (activities.ModelTurnResu
 		if cfgErr != "" {
 			return out, fail(FailWorkerMisconfigured, "%s", cfgErr)
 		}
+		if oc.Outcome == model.OutcomeBreakerOpen {
+			guard.breakerWaits = t.waitsOnBreakers(ctx)
+		}
 		var sideEffectErr error
 		d := guard.decide(oc, func() float64 {
 			var j float64
@@ -200,6 +203,12 @@ func (t *task) runTurn(ctx workflow.Context, turn int) (activities.ModelTurnResu
 		if !d.Retry {
 			t.note(ctx, "%s abandoned (%s); giving up: %s", in.AttemptID, oc.Outcome, d.Message)
 			return out, fail(d.Code, "%s", d.Message)
+		}
+		if d.BreakerWait {
+			if err := t.waitForBreaker(ctx, oc.Breaker, d.Delay, "model attempt "+in.AttemptID); err != nil {
+				return out, err
+			}
+			continue
 		}
 		t.note(ctx, "%s abandoned (%s); retrying in %s: %s", in.AttemptID, oc.Outcome, d.Delay, d.Message)
 		if d.Delay > 0 {
@@ -217,7 +226,7 @@ func attemptOutcomeOf(err error) (attemptOutcome, string) {
 	var timeoutErr *temporal.TimeoutError
 	if r, ok := activities.AttemptReportOf(err); ok {
 		return attemptOutcome{Outcome: r.Outcome, Phase: r.Phase, HTTPStatus: r.HTTPStatus,
-			RetryAfter: time.Duration(r.RetryAfterMS) * time.Millisecond, Message: r.Message}, ""
+			RetryAfter: time.Duration(r.RetryAfterMS) * time.Millisecond, Message: r.Message, Breaker: r.Breaker}, ""
 	}
 	switch {
 	case errors.As(err, &appErr) && appErr.Type() == activities.ErrTypeWorkerConfig:

@@ -91,11 +91,23 @@ func (t *task) deliverTo(ctx workflow.Context, rec *DeliveryRecord, d target, te
 // dead-letters the delivery and ends the task.
 func (t *task) post(ctx workflow.Context, rec *DeliveryRecord, d target, text string) (unknown string, err error) {
 	rec.State = DeliverySending
-	actx := workflow.WithActivityOptions(ctx, deliverOptions("deliver to "+strings.ToLower(d.label()), t.in.ModelLimits))
 	var res activities.DeliverResult
-	err = workflow.ExecuteActivity(actx, a.Deliver, activities.DeliverInput{
-		Tenant: t.in.Tenant, TaskID: t.in.TaskID, OperationID: rec.OperationID, Channel: d.slack, Comment: d.comment, Text: text,
-	}).Get(ctx, &res)
+	for {
+		actx := workflow.WithActivityOptions(ctx, deliverOptions("deliver to "+strings.ToLower(d.label()), t.in.ModelLimits, t.waitsOnBreakers(ctx)))
+		err = workflow.ExecuteActivity(actx, a.Deliver, activities.DeliverInput{
+			Tenant: t.in.Tenant, TaskID: t.in.TaskID, OperationID: rec.OperationID, Channel: d.slack, Comment: d.comment, Text: text,
+		}).Get(ctx, &res)
+		// A delivery an open breaker kept from being sent is waited for
+		// and sent again; it spends none of its tries.
+		w, open := activities.BreakerWaitOf(err)
+		if !open || ctx.Err() != nil || !t.waitsOnBreakers(ctx) {
+			break
+		}
+		if err := t.waitForBreaker(ctx, w.Breaker, w.Wait, "delivery "+rec.OperationID); err != nil {
+			rec.State = DeliveryDeadLetter
+			return "", err
+		}
+	}
 	if err == nil {
 		rec.State, rec.ExternalID = DeliveryAcked, res.ExternalID
 		t.note(ctx, "delivery %s acked (%s)", rec.OperationID, res.ExternalID)

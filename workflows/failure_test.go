@@ -124,6 +124,63 @@ func reconcilerFails(err error) func(*testsuite.TestWorkflowEnvironment) {
 	}
 }
 
+// breakerOpen is a BreakerOpen error as ExecuteTool and Deliver return it.
+func breakerOpen(key string, wait time.Duration) error {
+	return temporal.NewApplicationErrorWithOptions("breaker "+key+" is open: nothing was sent", activities.ErrTypeBreakerOpen,
+		temporal.ApplicationErrorOptions{NextRetryDelay: wait, Details: []any{activities.BreakerWait{Breaker: key, State: "open", Wait: wait}}})
+}
+
+// modelBreakerOpenThen: the first n attempts find model/openai open, 24 s
+// left; then the model answers.
+func modelBreakerOpenThen(n int) func(*testsuite.TestWorkflowEnvironment) {
+	return func(env *testsuite.TestWorkflowEnvironment) {
+		calls := 0
+		env.OnActivity(a.ModelTurn, mock.Anything, mock.Anything).Return(
+			func(_ context.Context, in activities.ModelTurnInput) (activities.ModelTurnResult, error) {
+				if calls++; calls <= n {
+					return activities.ModelTurnResult{}, temporal.NewNonRetryableApplicationError("breaker open", activities.ErrTypeModelAttempt, nil,
+						activities.AttemptReport{AttemptID: in.AttemptID, Outcome: model.OutcomeBreakerOpen, Phase: model.PhaseNotSent,
+							RetryAfterMS: 24000, Breaker: "model/openai", Message: "breaker model/openai is open"})
+				}
+				return activities.ModelTurnResult{AttemptID: in.AttemptID, Transcript: "sha256:11", Text: "done"}, nil
+			})
+	}
+}
+
+// toolBreakerOpenThen: the pull request finds github/write open n times
+// (more than the activity's attempts), then it is opened.
+func toolBreakerOpenThen(n int) func(*testsuite.TestWorkflowEnvironment) {
+	return func(env *testsuite.TestWorkflowEnvironment) {
+		callsThenAnswers(prCall)(env)
+		calls := 0
+		env.OnActivity(a.ExecuteTool, mock.Anything, mock.Anything).Return(
+			func(context.Context, activities.ExecuteToolInput) (activities.ExecuteToolResult, error) {
+				if calls++; calls <= n {
+					return activities.ExecuteToolResult{}, breakerOpen("github/write", 30*time.Second)
+				}
+				return activities.ExecuteToolResult{State: ledger.StateSucceeded, ExternalID: "https://github.com/acme/app/pull/9", Item: "sha256:20"}, nil
+			})
+	}
+}
+
+// deliveryBreakerOpenThen: the delivery finds slack/post open n times, then
+// it is posted.
+func deliveryBreakerOpenThen(n int) func(*testsuite.TestWorkflowEnvironment) {
+	return func(env *testsuite.TestWorkflowEnvironment) {
+		callsThenAnswers(readCall)(env)
+		env.OnActivity(a.ExecuteTool, mock.Anything, mock.Anything).Return(
+			activities.ExecuteToolResult{State: ledger.StateSucceeded, Item: "sha256:20"}, nil)
+		calls := 0
+		env.OnActivity(a.Deliver, mock.Anything, mock.Anything).Return(
+			func(context.Context, activities.DeliverInput) (activities.DeliverResult, error) {
+				if calls++; calls <= n {
+					return activities.DeliverResult{}, breakerOpen("slack/post", 30*time.Second)
+				}
+				return activities.DeliverResult{ExternalID: "C1/1700000000.000100"}, nil
+			})
+	}
+}
+
 func deliveryFails(err error) func(*testsuite.TestWorkflowEnvironment) {
 	return func(env *testsuite.TestWorkflowEnvironment) {
 		callsThenAnswers(readCall)(env)
@@ -150,6 +207,7 @@ func TestFailureMapping(t *testing.T) {
 		maxTurns int
 		cancel   bool
 		v2       bool // a task started before changeReconcile
+		v3early  bool // a task started before changeBreakerWaits
 		status   workflows.Status
 		code     workflows.FailureCode
 		opState  ledger.State            // of the one operation, when set
@@ -230,6 +288,20 @@ func TestFailureMapping(t *testing.T) {
 		{name: "delivery not sent three times", setup: deliveryFails(temporal.NewApplicationError("ratelimited", activities.ErrTypeDeliveryNotSent)),
 			status: workflows.StatusFailed, code: workflows.FailDeliveryFailed, delivery: workflows.DeliveryDeadLetter, journal: "could not be delivered to Slack"},
 
+		// Open breakers: waited out, however long, spending no budget.
+		{name: "model breaker open, waited out", setup: modelBreakerOpenThen(12),
+			status: workflows.StatusCompleted, journal: "for breaker model/openai: model attempt T/t1/a12 was not sent (no retry budget spent)"},
+		{name: "tool breaker open past the activity's attempts, waited out", setup: toolBreakerOpenThen(8),
+			status: workflows.StatusCompleted, opState: ledger.StateSucceeded,
+			journal: "waiting 30s for breaker github/write: operation default:T:github_create_pull_request:pr:create:acme/app:feat:main (github_create_pull_request) was not sent"},
+		{name: "delivery breaker open past its tries, waited out", setup: deliveryBreakerOpenThen(5),
+			status: workflows.StatusCompleted, delivery: workflows.DeliveryAcked, journal: "waiting 30s for breaker slack/post: delivery default:T:deliver:slack:#eng was not sent"},
+		{name: "before breaker waits: model breaker_open has no row", v3early: true, setup: modelBreakerOpenThen(1),
+			status: workflows.StatusFailed, code: workflows.FailProviderUnavailable, journal: "a1 abandoned (breaker_open); giving up"},
+		{name: "before breaker waits: a read kept open is failed", v3early: true, setup: func(env *testsuite.TestWorkflowEnvironment) {
+			toolFails(readCall, breakerOpen("github/read", time.Second))(env)
+		}, status: workflows.StatusFailed, code: workflows.FailOperationFailed, opState: ledger.StateFailed, journal: "github_get_file did not complete"},
+
 		// Cancellation while a model attempt runs.
 		{name: "cancelled", cancel: true, setup: func(env *testsuite.TestWorkflowEnvironment) {
 			env.OnActivity(a.ModelTurn, mock.Anything, mock.Anything).After(time.Hour).Return(activities.ModelTurnResult{}, nil)
@@ -244,6 +316,9 @@ func TestFailureMapping(t *testing.T) {
 			tt.setup(env)
 			if tt.v2 {
 				env.OnGetVersion("reconcile-unknown-operations", workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
+			}
+			if tt.v2 || tt.v3early {
+				env.OnGetVersion("breaker-waits", workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
 			}
 			if tt.cancel {
 				env.RegisterDelayedCallback(env.CancelWorkflow, time.Minute)

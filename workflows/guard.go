@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/capstanhq/capstan/activities"
 	"github.com/capstanhq/capstan/internal/model"
 )
 
@@ -40,6 +41,9 @@ func (b backoff) delay(n int, jitter float64) time.Duration {
 // is passed in from a SideEffect.
 type turnGuard struct {
 	transport, overload, idle, invalid int
+	// breakerWaits: breaker_open is waited out (changeBreakerWaits); set
+	// by the workflow when such an attempt first comes back.
+	breakerWaits bool
 }
 
 // decision is the guard's verdict on one attempt.
@@ -48,6 +52,9 @@ type decision struct {
 	Delay   time.Duration
 	Code    FailureCode // failure code when not retrying
 	Message string      // the readable reason, for the journal and the task
+	// BreakerWait: nothing was sent because the provider's breaker is
+	// open; Delay is the time left plus jitter, and no budget was spent.
+	BreakerWait bool
 }
 
 // decide calls jitter (a workflow.SideEffect in the workflow) only when it
@@ -101,6 +108,15 @@ func (g *turnGuard) decide(r attemptOutcome, jitter func() float64) decision {
 		return decision{Code: FailModelMaxDuration, Message: r.Message}
 	case model.OutcomeOverflow:
 		return decision{Code: FailContextOverflow, Message: "the transcript no longer fits the model's context: " + r.Message}
+	case model.OutcomeBreakerOpen:
+		if !g.breakerWaits {
+			return noRow(r)
+		}
+		// Nothing was sent: not a failure of the provider's, so no budget
+		// is spent. Wait the time left, with jitter, so the tasks waiting
+		// on one breaker do not all come back at once.
+		return decision{Retry: true, BreakerWait: true, Delay: activities.JitterAfter(r.RetryAfter, jitter()),
+			Message: fmt.Sprintf("breaker %s is open: %s", r.Breaker, r.Message)}
 	case model.OutcomeRejected:
 		msg := "the model provider rejected the request"
 		if r.HTTPStatus != 0 {
@@ -108,8 +124,13 @@ func (g *turnGuard) decide(r attemptOutcome, jitter func() float64) decision {
 		}
 		return decision{Code: FailProviderRejected, Message: msg + ": " + r.Message}
 	default:
-		return decision{Code: FailProviderUnavailable, Message: fmt.Sprintf("the model attempt ended as %s: %s", r.Outcome, r.Message)}
+		return noRow(r)
 	}
+}
+
+// noRow is the decision on an outcome the guard has no row for.
+func noRow(r attemptOutcome) decision {
+	return decision{Code: FailProviderUnavailable, Message: fmt.Sprintf("the model attempt ended as %s: %s", r.Outcome, r.Message)}
 }
 
 func lostWorker(outcome model.Outcome) bool {
@@ -126,4 +147,5 @@ type attemptOutcome struct {
 	HTTPStatus int
 	RetryAfter time.Duration
 	Message    string
+	Breaker    string // of a breaker_open attempt: the breaker that refused it
 }

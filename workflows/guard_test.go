@@ -52,6 +52,31 @@ func TestTurnGuard(t *testing.T) {
 			t.Fatalf("cut_total = %+v", d)
 		}
 	})
+	t.Run("an open breaker is waited out, spending no budget", func(t *testing.T) {
+		g := turnGuard{breakerWaits: true}
+		open := attemptOutcome{Outcome: "breaker_open", RetryAfter: 24 * time.Second, Breaker: "model/openai", Message: "breaker model/openai is open"}
+		for i := range 100 { // far past every budget
+			d := g.decide(open, half)
+			if !d.Retry || !d.BreakerWait || d.Delay != 24*time.Second+2400*time.Millisecond {
+				t.Fatalf("breaker_open %d = %+v, want a wait of the 24 s left plus half the jitter spread", i+1, d)
+			}
+			if !strings.Contains(d.Message, "model/openai") {
+				t.Fatalf("message %q does not name the breaker", d.Message)
+			}
+		}
+		if g.transport != 0 || g.overload != 0 || g.idle != 0 || g.invalid != 0 {
+			t.Fatalf("budgets after 100 breaker waits = %+v, want untouched", g)
+		}
+		if d := g.decide(attemptOutcome{Outcome: "overloaded"}, half); !d.Retry || !strings.Contains(d.Message, "overload 1/5") {
+			t.Fatalf("first overload after the waits = %+v, want the full overload budget left", d)
+		}
+	})
+	t.Run("before changeBreakerWaits, breaker_open has no row", func(t *testing.T) {
+		var g turnGuard
+		if d := g.decide(attemptOutcome{Outcome: "breaker_open", RetryAfter: time.Second}, noJitter(t)); d.Retry || d.Code != FailProviderUnavailable {
+			t.Fatalf("decision = %+v, want provider_unavailable as for any outcome without a row", d)
+		}
+	})
 	t.Run("full jitter stays under the cap", func(t *testing.T) {
 		if d := overloadBackoff.delay(10, 0.999); d > overloadBackoff.cap || d < 29*time.Second {
 			t.Fatalf("delay = %s, want just under %s", d, overloadBackoff.cap)

@@ -92,7 +92,7 @@ func (t *task) declare(ctx workflow.Context, tid string, turn, position int, c a
 
 func (t *task) startOperation(ctx workflow.Context, tid string, op declared) workflow.Future {
 	t.result.Operations[op.index].State = ledger.StateRunning
-	actx := workflow.WithActivityOptions(ctx, toolOptions(tools.Class(op.call.Class), op.call.Summary, t.in.ModelLimits))
+	actx := workflow.WithActivityOptions(ctx, toolOptions(tools.Class(op.call.Class), op.call.Summary, t.in.ModelLimits, t.waitsOnBreakers(ctx)))
 	return workflow.ExecuteActivity(actx, a.ExecuteTool, activities.ExecuteToolInput{
 		Tenant: t.in.Tenant, TaskID: t.in.TaskID, TurnID: tid, OperationID: op.opID,
 		ToolCallID: op.call.ID, Tool: op.call.Name, Arguments: op.call.Arguments,
@@ -115,11 +115,25 @@ func (t *task) awaitOperation(ctx workflow.Context, tid string, op declared, f w
 
 // settle reads how one ExecuteTool ended. An outcome nobody knows yet is
 // returned as unknown (why it is unknown), with the operation recorded
-// UNKNOWN; every other failure ends the task.
+// UNKNOWN; every other failure ends the task. An operation an open breaker
+// kept from being sent (its claim released) is waited for and started
+// again, as often as the breaker asks.
 func (t *task) settle(ctx workflow.Context, op declared, f workflow.Future) (item, unknown string, err error) {
 	rec := &t.result.Operations[op.index]
 	var res activities.ExecuteToolResult
 	err = f.Get(ctx, &res)
+	for ctx.Err() == nil {
+		w, open := activities.BreakerWaitOf(err)
+		if !open || !t.waitsOnBreakers(ctx) {
+			break
+		}
+		rec.State = ledger.StateAbsent
+		if err := t.waitForBreaker(ctx, w.Breaker, w.Wait, fmt.Sprintf("operation %s (%s)", op.opID, op.call.Name)); err != nil {
+			rec.State, rec.Reason = ledger.StateAbsent, "cancelled while waiting for breaker "+w.Breaker
+			return "", "", err
+		}
+		err = t.startOperation(ctx, op.tid, op).Get(ctx, &res)
+	}
 	if err == nil {
 		rec.State, rec.ExternalID, rec.Replayed = res.State, res.ExternalID, res.Replayed
 		if res.Replayed {

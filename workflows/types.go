@@ -67,6 +67,10 @@ type TaskResult struct {
 	Turns       []TurnRecord      `json:"turns"`
 	Operations  []OperationRecord `json:"operations"`
 	Deliveries  []DeliveryRecord  `json:"deliveries"`
+	// Waiting says what a running task waits for right now, when it waits
+	// for a circuit breaker: "waiting 24s for breaker github/write (until
+	// 12:00:34 UTC)". Empty otherwise.
+	Waiting string `json:"waiting,omitempty"`
 }
 
 // TurnRecord lists the attempts of one turn.

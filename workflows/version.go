@@ -14,7 +14,8 @@ package workflows
 //	v1  the foundation
 //	v2  changeOperationIDByPosition
 //	v3  changeReconcile
-const HistoryVersion = "v3"
+//	v4  changeBreakerWaits
+const HistoryVersion = "v4"
 
 // Changes to workflow logic, each read with workflow.GetVersion where the
 // logic forks. A change id is never reused or removed while a history that
@@ -29,4 +30,10 @@ const (
 	// (and, when nobody can tell, resolved by a person) instead of ending
 	// the task as operation_unknown.
 	changeReconcile = "reconcile-unknown-operations"
+	// changeBreakerWaits: an attempt, operation or delivery that an open
+	// circuit breaker kept from being sent (breaker_open, BreakerOpen) is
+	// waited out by the workflow — the time left, journalled and shown in
+	// the current details, spending no retry budget — and Temporal no
+	// longer retries BreakerOpen itself.
+	changeBreakerWaits = "breaker-waits"
 )

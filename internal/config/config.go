@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/capstanhq/capstan/internal/breaker"
 	"github.com/capstanhq/capstan/internal/model"
 )
 
@@ -77,6 +78,15 @@ type Config struct {
 	// Prometheus endpoint; empty when the variable is set but empty, which
 	// turns the endpoint off.
 	MetricsAddr string
+	// Breakers are the thresholds of the worker's circuit breakers
+	// (docs/design.md §7): CAPSTAN_BREAKER_FAILURES,
+	// CAPSTAN_BREAKER_FAILURE_RATIO, CAPSTAN_BREAKER_MIN_CALLS,
+	// CAPSTAN_BREAKER_WINDOW, CAPSTAN_BREAKER_OPEN.
+	Breakers breaker.Settings
+	// BreakersOff (CAPSTAN_BREAKERS=off) runs the worker without breakers:
+	// every call is sent, whatever the dependency's state. For
+	// measurements; never the default.
+	BreakersOff bool
 
 	// taskQueueSet records that CAPSTAN_TASK_QUEUE was given, so a sandbox
 	// worker can refuse an explicit request for the real queue.
@@ -149,7 +159,49 @@ func FromLookupEnv(lookup func(string) (string, bool)) Config {
 		Total:            duration("CAPSTAN_MODEL_MAX_DURATION", model.DefaultLimits.Total),
 		HeartbeatTimeout: duration("CAPSTAN_HEARTBEAT_TIMEOUT", model.DefaultLimits.HeartbeatTimeout),
 	}.WithDefaults()
+	c.Breakers = breaker.Settings{
+		ConsecutiveFailures: c.positiveInt(getenv, "CAPSTAN_BREAKER_FAILURES", breaker.DefaultSettings.ConsecutiveFailures),
+		FailureRatio:        c.ratio(getenv, "CAPSTAN_BREAKER_FAILURE_RATIO", breaker.DefaultSettings.FailureRatio),
+		MinCalls:            c.positiveInt(getenv, "CAPSTAN_BREAKER_MIN_CALLS", breaker.DefaultSettings.MinCalls),
+		Window:              duration("CAPSTAN_BREAKER_WINDOW", breaker.DefaultSettings.Window),
+		OpenFor:             duration("CAPSTAN_BREAKER_OPEN", breaker.DefaultSettings.OpenFor),
+	}
+	switch v := strings.ToLower(strings.TrimSpace(getenv("CAPSTAN_BREAKERS"))); v {
+	case "", "on":
+	case "off":
+		c.BreakersOff = true
+	default:
+		c.problems = append(c.problems, fmt.Errorf("CAPSTAN_BREAKERS=%q is neither on nor off", v))
+	}
 	return c
+}
+
+// positiveInt reads key as a whole number of at least 1, or def when unset.
+func (c *Config) positiveInt(getenv func(string) string, key string, def int) int {
+	v := strings.TrimSpace(getenv(key))
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		c.problems = append(c.problems, fmt.Errorf("%s=%q is not a whole number of at least 1", key, v))
+		return def
+	}
+	return n
+}
+
+// ratio reads key as a number above 0 and at most 1, or def when unset.
+func (c *Config) ratio(getenv func(string) string, key string, def float64) float64 {
+	v := strings.TrimSpace(getenv(key))
+	if v == "" {
+		return def
+	}
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil || f <= 0 || f > 1 {
+		c.problems = append(c.problems, fmt.Errorf("%s=%q is not a ratio above 0 and at most 1, such as 0.5", key, v))
+		return def
+	}
+	return f
 }
 
 // ErrSandboxOnRealQueue refuses a sandbox worker on the queue real tasks use.

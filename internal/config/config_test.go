@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/capstanhq/capstan/internal/breaker"
 	"github.com/capstanhq/capstan/internal/model"
 )
 
@@ -136,5 +137,36 @@ func TestMetricsAddr(t *testing.T) {
 	// FromEnv's getenv cannot say "set but empty": the default stands.
 	if c := FromEnv(env(map[string]string{"CAPSTAN_METRICS_ADDR": ""})); c.MetricsAddr != DefaultMetricsAddr {
 		t.Errorf("FromEnv with an empty value: %q, want the default", c.MetricsAddr)
+	}
+}
+
+func TestFromEnvReadsBreakerSettings(t *testing.T) {
+	if c := FromEnv(env(nil)); c.Breakers != breaker.DefaultSettings || c.BreakersOff {
+		t.Errorf("Breakers = %+v (off %t), want the defaults of docs/design.md §7, on", c.Breakers, c.BreakersOff)
+	}
+	c := FromEnv(env(map[string]string{
+		"CAPSTAN_BREAKER_FAILURES": "2", "CAPSTAN_BREAKER_FAILURE_RATIO": "0.25", "CAPSTAN_BREAKER_MIN_CALLS": "4",
+		"CAPSTAN_BREAKER_WINDOW": "10s", "CAPSTAN_BREAKER_OPEN": "3s", "CAPSTAN_BREAKERS": "off",
+		"OPENAI_API_KEY": "k", "GITHUB_TOKEN": "g",
+	}))
+	want := breaker.Settings{ConsecutiveFailures: 2, FailureRatio: 0.25, MinCalls: 4, Window: 10 * time.Second, OpenFor: 3 * time.Second}
+	if c.Breakers != want || !c.BreakersOff {
+		t.Errorf("Breakers = %+v (off %t), want %+v, off", c.Breakers, c.BreakersOff, want)
+	}
+	if err := c.ValidateWorker(); err != nil {
+		t.Errorf("ValidateWorker() = %v", err)
+	}
+	bad := FromEnv(env(map[string]string{
+		"CAPSTAN_BREAKER_FAILURES": "0", "CAPSTAN_BREAKER_FAILURE_RATIO": "50%", "CAPSTAN_BREAKER_MIN_CALLS": "many",
+		"CAPSTAN_BREAKER_OPEN": "-1s", "CAPSTAN_BREAKERS": "sometimes", "OPENAI_API_KEY": "k", "GITHUB_TOKEN": "g",
+	}))
+	err := bad.ValidateWorker()
+	for _, key := range []string{"CAPSTAN_BREAKER_FAILURES", "CAPSTAN_BREAKER_FAILURE_RATIO", "CAPSTAN_BREAKER_MIN_CALLS", "CAPSTAN_BREAKER_OPEN", "CAPSTAN_BREAKERS"} {
+		if err == nil || !strings.Contains(err.Error(), key) {
+			t.Errorf("ValidateWorker() = %v, want %s named", err, key)
+		}
+	}
+	if err != nil && strings.Contains(err.Error(), "\n") {
+		t.Errorf("ValidateWorker() is not one line: %q", err)
 	}
 }

@@ -261,3 +261,67 @@ func TestWorkerMetricsAddress(t *testing.T) {
 		}
 	})
 }
+
+// TestBreakerMetricsFollowTheBreaker: a worker's /metrics shows each of its
+// breakers from the start (closed), then github/write open while GitHub
+// answers 503 to every write, and closed again after the probe once GitHub
+// is back — the same transitions the worker logs — with the waits counted
+// as retries for breaker_open.
+func TestBreakerMetricsFollowTheBreaker(t *testing.T) {
+	sb := startSandbox(t)
+	for _, ep := range githubWrites {
+		if err := sb.GitHub.AddFault(sandbox.FaultRule{Endpoint: ep, Kind: sandbox.FaultFail, Status: http.StatusServiceUnavailable}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	env := append(endpointEnv(t, "e2e-breaker-metrics", sb), "CAPSTAN_RECONCILE_WINDOW=1s",
+		"CAPSTAN_BREAKER_FAILURES=2", "CAPSTAN_BREAKER_OPEN=4s")
+	w := startWorker(t, env)
+	url := w.metricsURL(t)
+	state := func(s testenv.Scrape, key, st string) float64 {
+		v, _ := s.Value("capstan_breaker_state", map[string]string{"key": key, "state": st})
+		return v
+	}
+
+	s := testenv.ScrapeMetrics(t, url)
+	for _, key := range []string{"github/read", "github/write", "slack/post", "model/openai"} {
+		if state(s, key, "closed") != 1 || state(s, key, "open") != 0 || state(s, key, "half-open") != 0 {
+			t.Errorf("before any call, breaker %s is not shown closed:\n%s", key, s.Samples("capstan_breaker_state"))
+		}
+	}
+
+	taskID := fmt.Sprintf("e2e-breaker-metrics-%d", time.Now().UnixNano())
+	if r := runStarter(t, env, "run", "--prompt", "Add a HELLO.md greeting and open a pull request.",
+		"--repo", "capstan-sandbox/demo", "--model", "openai:demo", "--id", taskID); r.code != 0 {
+		t.Fatalf("start: exit %d, stderr %s", r.code, r.stderr)
+	}
+	write := map[string]string{"key": "github/write", "state": "open"}
+	s = waitForMetric(t, url, "capstan_breaker_state", write, 1)
+	if state(s, "github/write", "closed") != 0 {
+		t.Errorf("github/write open and closed at once:\n%s", s.Samples("capstan_breaker_state"))
+	}
+	sb.GitHub.ClearFaults() // GitHub is back: the probe will close the breaker
+
+	if res := waitResult(t, taskID); res.Status != workflows.StatusCompleted {
+		t.Fatalf("task %s: %s %s %s", taskID, res.Status, res.FailureCode, res.Message)
+	}
+	s = testenv.ScrapeMetrics(t, url)
+	if state(s, "github/write", "closed") != 1 || state(s, "github/write", "open") != 0 || state(s, "github/write", "half-open") != 0 {
+		t.Errorf("after the task, github/write is not shown closed:\n%s", s.Samples("capstan_breaker_state"))
+	}
+	logged := breakerTransitions(t, w, "github/write")
+	if len(logged) != 3 {
+		t.Fatalf("the worker logged github/write transitions %+v, want closed→open→half-open→closed", logged)
+	}
+	for _, tr := range logged {
+		if v, _ := s.Value("capstan_breaker_transitions_total", map[string]string{"key": "github/write", "from": tr.from, "to": tr.to}); v != 1 {
+			t.Errorf("transition %s→%s counted %v times, want 1\n%s", tr.from, tr.to, v, s.Samples("capstan_breaker_transitions_total"))
+		}
+	}
+	if v, _ := s.Value("capstan_breaker_transitions_total", map[string]string{"key": "github/write"}); v != 3 {
+		t.Errorf("github/write transitions = %v, want 3\n%s", v, s.Samples("capstan_breaker_transitions_total"))
+	}
+	if v, ok := s.Value("capstan_retries_total", map[string]string{"reason": "breaker_open"}); !ok || v < 1 {
+		t.Errorf("no wait for the open breaker counted as a retry:\n%s", s.Samples("capstan_retries_total"))
+	}
+}

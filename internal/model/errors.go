@@ -20,6 +20,9 @@ const (
 	OutcomeWorkerLost Outcome = "worker_lost"
 	OutcomeCancelled  Outcome = "cancelled"
 	OutcomeUnknown    Outcome = "unknown"
+	// OutcomeBreakerOpen: the provider's breaker was open, so nothing was
+	// sent; the attempt's RetryAfter is the time left in the open period.
+	OutcomeBreakerOpen Outcome = "breaker_open"
 )
 
 // AttemptError is how a provider reports a failed attempt: the outcome class,

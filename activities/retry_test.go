@@ -1,0 +1,62 @@
+package activities_test
+
+import (
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/capstanhq/capstan/activities"
+)
+
+func TestJitterAfterNeverComesEarlyAndSpreadsTheReturn(t *testing.T) {
+	for _, tc := range []struct {
+		wait     time.Duration
+		r        float64
+		want     time.Duration
+		describe string
+	}{
+		{30 * time.Second, 0, 30 * time.Second, "no draw: exactly the wait"},
+		{10 * time.Second, 0.5, 11 * time.Second, "a fifth of the wait is the spread"},
+		{time.Second, 0.5, time.Second + 100*time.Millisecond, "the spread is at least 200 ms"},
+		{time.Hour, 0.5, time.Hour + 2500*time.Millisecond, "the spread is at most 5 s"},
+		{-time.Second, 0.5, 100 * time.Millisecond, "a wait already over is none"},
+	} {
+		if got := activities.JitterAfter(tc.wait, tc.r); got != tc.want {
+			t.Errorf("JitterAfter(%s, %g) = %s, want %s: %s", tc.wait, tc.r, got, tc.want, tc.describe)
+		}
+	}
+}
+
+// halfway draws every jitter at the middle of its range.
+func halfway(d *activities.Deps) { d.Random = func() float64 { return 0.5 } }
+
+// A wait a service named is kept, and jitter added on top, so a pool of
+// workers limited together does not come back together.
+func TestRateLimitWaitGetsJitter(t *testing.T) {
+	f := newFixture(t, halfway)
+	f.sb.Slack.SetFault(func(w http.ResponseWriter, r *http.Request, _ http.Handler) bool {
+		w.Header().Set("Retry-After", "7")
+		w.WriteHeader(http.StatusTooManyRequests)
+		return true
+	})
+	_, err := f.env.ExecuteActivity(f.acts.Deliver, activities.DeliverInput{OperationID: "op-d", Channel: "#c", Text: "x"})
+	appErr := appError(t, err)
+	if want := 7*time.Second + 700*time.Millisecond; appErr.Type() != activities.ErrTypeDeliveryNotSent || appErr.NextRetryDelay() != want {
+		t.Fatalf("err = %v (delay %s), want %s after %s: Slack's 7 s plus half a fifth of it", err, appErr.NextRetryDelay(), activities.ErrTypeDeliveryNotSent, want)
+	}
+}
+
+// A failure that names no wait (here: the arguments cannot be loaded from
+// the ledger) is retried after the activity's own backoff, jittered:
+// Temporal's policy alone would retry every worker's failures in lockstep.
+func TestTransientFailureGetsAJitteredBackoff(t *testing.T) {
+	f := newFixture(t, halfway)
+	_, err := f.env.ExecuteActivity(f.acts.ExecuteTool, activities.ExecuteToolInput{Tenant: "d", TaskID: "T", TurnID: "T/t1",
+		OperationID: "d:T:t1:github_get_file:1", ToolCallID: "c", Tool: "github_get_file", Arguments: "sha256:0000"})
+	appErr := appError(t, err)
+	// First attempt, Temporal's default initial interval of 1 s: equal
+	// jitter puts the retry between 0.5 s and 1 s, here halfway.
+	if want := 750 * time.Millisecond; appErr.Type() != activities.ErrTypeTransient || appErr.NonRetryable() || appErr.NextRetryDelay() != want {
+		t.Fatalf("err = %v (type %s, delay %s), want a retryable %s after %s", err, appErr.Type(), appErr.NextRetryDelay(), activities.ErrTypeTransient, want)
+	}
+}

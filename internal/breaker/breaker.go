@@ -1,0 +1,355 @@
+// Package breaker holds capstan's circuit breakers (docs/design.md §7): one
+// per dependency and operation class, keyed "model/<provider>",
+// "github/read", "github/write" and "slack/post", so that a pool of workers
+// stops calling a dependency that is down within a few failures, sends
+// nothing while the breaker is open, probes it with one call when the open
+// period ends, and resumes on its own when the probe succeeds.
+//
+// A Set is one worker's breakers; every worker of a pool has its own, so a
+// downed dependency receives at most the trip threshold plus one probe per
+// open period from each worker. The breakers are github.com/sony/gobreaker's
+// two-step breakers: Allow asks before a call and returns a Permit, and the
+// caller reports what the call told about the dependency with Permit.Done —
+// a Success (the dependency answered, even with a refusal), a Failure (it did
+// not answer usefully: a transport failure, a 5xx, a 429, a timeout) or
+// Ignored (the call proves nothing: cancelled, or never sent). Judging a
+// call is the caller's: only it knows its client's errors.
+//
+// gobreaker reads the wall clock (time.Now) and takes no other, so a Set
+// does too: the time left in an open period is counted on the same clock
+// that ends it.
+package breaker
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/sony/gobreaker/v2"
+)
+
+// Key names one breaker: a dependency and a class of its operations.
+type Key string
+
+// The breakers of the dependencies capstan calls besides model providers.
+const (
+	GitHubRead  Key = "github/read"
+	GitHubWrite Key = "github/write"
+	SlackPost   Key = "slack/post"
+)
+
+// Model is the key of a model provider's breaker, "model/<provider>".
+func Model(provider string) Key { return Key("model/" + provider) }
+
+// State is where a breaker stands.
+type State string
+
+// Breaker states.
+const (
+	// StateClosed: calls go through; failures are counted.
+	StateClosed State = "closed"
+	// StateOpen: nothing is sent until the open period ends.
+	StateOpen State = "open"
+	// StateHalfOpen: the open period ended; one probe call goes through,
+	// and its outcome closes the breaker or opens it again.
+	StateHalfOpen State = "half-open"
+)
+
+func stateOf(s gobreaker.State) State {
+	switch s {
+	case gobreaker.StateOpen:
+		return StateOpen
+	case gobreaker.StateHalfOpen:
+		return StateHalfOpen
+	default:
+		return StateClosed
+	}
+}
+
+// Settings are the thresholds of every breaker of a Set (docs/design.md §7;
+// the worker reads them from CAPSTAN_BREAKER_* through internal/config).
+type Settings struct {
+	// ConsecutiveFailures trips a breaker after that many failures in a row.
+	ConsecutiveFailures int
+	// FailureRatio trips a breaker when at least that share of the calls
+	// judged within Window failed, once there were at least MinCalls.
+	FailureRatio float64
+	MinCalls     int
+	// Window is the rolling period the ratio is counted over.
+	Window time.Duration
+	// OpenFor is how long an open breaker sends nothing before it lets one
+	// probe through.
+	OpenFor time.Duration
+}
+
+// DefaultSettings: trip after 5 consecutive failures or at least 50 % of at
+// least 10 calls in 60 s; stay open 30 s; then one probe.
+var DefaultSettings = Settings{ConsecutiveFailures: 5, FailureRatio: 0.5, MinCalls: 10, Window: time.Minute, OpenFor: 30 * time.Second}
+
+// Validate reports the first setting a Set cannot work with.
+func (s Settings) Validate() error {
+	switch {
+	case s.ConsecutiveFailures < 1:
+		return fmt.Errorf("breaker: consecutive failures must be at least 1, not %d", s.ConsecutiveFailures)
+	case s.FailureRatio <= 0 || s.FailureRatio > 1:
+		return fmt.Errorf("breaker: failure ratio must be above 0 and at most 1, not %g", s.FailureRatio)
+	case s.MinCalls < 1:
+		return fmt.Errorf("breaker: minimum calls must be at least 1, not %d", s.MinCalls)
+	case s.Window <= 0:
+		return fmt.Errorf("breaker: window must be positive, not %s", s.Window)
+	case s.OpenFor <= 0:
+		return fmt.Errorf("breaker: open period must be positive, not %s", s.OpenFor)
+	}
+	return nil
+}
+
+// windowBuckets is how many buckets the rolling window is cut into: a
+// failure leaves the ratio at most a tenth of the window late.
+const windowBuckets = 10
+
+// halfOpenWait is how long a call refused while the probe is in flight is
+// asked to wait (at most the open period): the probe's answer decides soon.
+const halfOpenWait = time.Second
+
+// Transition is a breaker changing state.
+type Transition struct {
+	Key      Key
+	From, To State
+	At       time.Time
+	// OpenUntil is when an open period that just began ends; zero unless
+	// To is StateOpen.
+	OpenUntil time.Time
+}
+
+// Options are what a Set reports to.
+type Options struct {
+	// Logger receives one line per transition (a warning when a breaker
+	// opens). Default slog.Default().
+	Logger *slog.Logger
+	// OnStateChange, when set, is called with every transition, for
+	// metrics. It runs synchronously while the breaker is locked: it must
+	// be quick and must not call back into the Set.
+	OnStateChange func(Transition)
+}
+
+// Set is one worker's breakers, created on first use of their key. It is
+// safe for concurrent use. A nil *Set lets every call through: breakers off.
+type Set struct {
+	settings Settings
+	opts     Options
+
+	mu       sync.Mutex
+	breakers map[Key]*entry
+}
+
+// entry is one breaker and the end of its current open period, which
+// gobreaker keeps to itself.
+type entry struct {
+	cb *gobreaker.TwoStepCircuitBreaker[struct{}]
+
+	mu        sync.Mutex
+	openUntil time.Time
+}
+
+// NewSet returns a Set whose breakers all use s; it fails on settings that
+// Validate refuses.
+func NewSet(s Settings, o Options) (*Set, error) {
+	if err := s.Validate(); err != nil {
+		return nil, err
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return &Set{settings: s, opts: o, breakers: map[Key]*entry{}}, nil
+}
+
+// Settings returns the thresholds of the Set's breakers.
+func (s *Set) Settings() Settings { return s.settings }
+
+// errFailure and errIgnored carry a Permit's outcome into gobreaker.
+var (
+	errFailure = errors.New("breaker: the call failed")
+	errIgnored = errors.New("breaker: the call proves nothing")
+)
+
+func (s *Set) breaker(key Key) *entry {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e, ok := s.breakers[key]; ok {
+		return e
+	}
+	e := &entry{}
+	st := s.settings
+	e.cb = gobreaker.NewTwoStepCircuitBreaker[struct{}](gobreaker.Settings{
+		Name:         string(key),
+		MaxRequests:  1, // one half-open probe
+		Interval:     st.Window,
+		BucketPeriod: max(st.Window/windowBuckets, time.Millisecond),
+		Timeout:      st.OpenFor,
+		ReadyToTrip: func(c gobreaker.Counts) bool {
+			judged := c.TotalSuccesses + c.TotalFailures
+			return c.ConsecutiveFailures >= uint32(st.ConsecutiveFailures) ||
+				(judged >= uint32(st.MinCalls) && float64(c.TotalFailures) >= st.FailureRatio*float64(judged))
+		},
+		IsSuccessful: func(err error) bool { return err == nil },
+		IsExcluded:   func(err error) bool { return errors.Is(err, errIgnored) },
+		OnStateChange: func(_ string, from, to gobreaker.State) {
+			s.changed(key, e, stateOf(from), stateOf(to))
+		},
+	})
+	s.breakers[key] = e
+	return e
+}
+
+// changed records and reports a transition. gobreaker calls it with the
+// breaker locked, right after it read the clock that starts the period.
+func (s *Set) changed(key Key, e *entry, from, to State) {
+	t := Transition{Key: key, From: from, To: to, At: time.Now()}
+	e.mu.Lock()
+	if to == StateOpen {
+		e.openUntil = t.At.Add(s.settings.OpenFor)
+		t.OpenUntil = e.openUntil
+	} else {
+		e.openUntil = time.Time{}
+	}
+	e.mu.Unlock()
+	attrs := []any{"breaker", string(key), "from", string(from), "to", string(to)}
+	if to == StateOpen {
+		s.opts.Logger.Warn("breaker opened: nothing is sent to "+string(key)+" until the open period ends",
+			append(attrs, "open_for", s.settings.OpenFor.String(), "open_until", t.OpenUntil)...)
+	} else {
+		s.opts.Logger.Info("breaker state changed", attrs...)
+	}
+	if s.opts.OnStateChange != nil {
+		s.opts.OnStateChange(t)
+	}
+}
+
+// OpenError is a call the breaker refused: nothing was sent.
+type OpenError struct {
+	Key Key
+	// State is StateOpen, or StateHalfOpen while the probe is in flight.
+	State State
+	// Wait is how long until the breaker may let a call through: the time
+	// left in the open period, or a short wait for the probe's answer.
+	Wait time.Duration
+}
+
+func (e *OpenError) Error() string {
+	if e.State == StateHalfOpen {
+		return fmt.Sprintf("breaker %s is half-open and its one probe is in flight: nothing was sent", e.Key)
+	}
+	return fmt.Sprintf("breaker %s is open for %s more: nothing was sent", e.Key, e.Wait.Round(time.Millisecond))
+}
+
+// Allow asks key's breaker for leave to send one call. It returns a Permit
+// whose Done must be called once the call has ended, or an *OpenError when
+// the breaker is open or its probe is in flight: then nothing may be sent.
+// A nil Set allows every call.
+func (s *Set) Allow(key Key) (*Permit, error) {
+	if s == nil {
+		return &Permit{}, nil
+	}
+	e := s.breaker(key)
+	done, err := e.cb.Allow()
+	switch {
+	case errors.Is(err, gobreaker.ErrOpenState):
+		e.mu.Lock()
+		left := time.Until(e.openUntil)
+		e.mu.Unlock()
+		return nil, &OpenError{Key: key, State: StateOpen, Wait: max(left, 0)}
+	case errors.Is(err, gobreaker.ErrTooManyRequests):
+		return nil, &OpenError{Key: key, State: StateHalfOpen, Wait: min(halfOpenWait, s.settings.OpenFor)}
+	case err != nil:
+		return nil, fmt.Errorf("breaker %s: %w", key, err)
+	}
+	return &Permit{done: done}, nil
+}
+
+// State returns key's breaker's state; a breaker never used is closed.
+func (s *Set) State(key Key) State {
+	if s == nil {
+		return StateClosed
+	}
+	s.mu.Lock()
+	e, ok := s.breakers[key]
+	s.mu.Unlock()
+	if !ok {
+		return StateClosed
+	}
+	return stateOf(e.cb.State())
+}
+
+// Keys returns the keys of the breakers used so far, sorted.
+func (s *Set) Keys() []Key {
+	if s == nil {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	keys := make([]Key, 0, len(s.breakers))
+	for k := range s.breakers {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i] < keys[j] })
+	return keys
+}
+
+// Outcome is what one call told about its dependency.
+type Outcome int
+
+// Outcomes of a call.
+const (
+	// Success: the dependency answered — with a result, or with a definite
+	// refusal such as a 4xx, which shows it is up.
+	Success Outcome = iota
+	// Failure: a transport failure, a 5xx, a 429 or a timeout.
+	Failure
+	// Ignored: the call proves nothing about the dependency — it was
+	// cancelled, its worker went away, or it was never sent.
+	Ignored
+)
+
+func (o Outcome) String() string {
+	switch o {
+	case Success:
+		return "success"
+	case Failure:
+		return "failure"
+	case Ignored:
+		return "ignored"
+	}
+	return fmt.Sprintf("Outcome(%d)", int(o))
+}
+
+// Permit is one call a breaker let through.
+type Permit struct {
+	once sync.Once
+	done func(error) // nil when breakers are off
+}
+
+// Done reports how the call went. Only the first Done counts, so a caller
+// may defer Done(Ignored) as a guard for the paths that send nothing after
+// all: a permit never reported would hold a half-open breaker's only probe
+// forever. Done on a nil Permit does nothing.
+func (p *Permit) Done(o Outcome) {
+	if p == nil {
+		return
+	}
+	p.once.Do(func() {
+		if p.done == nil {
+			return
+		}
+		switch o {
+		case Success:
+			p.done(nil)
+		case Failure:
+			p.done(errFailure)
+		default:
+			p.done(errIgnored)
+		}
+	})
+}
