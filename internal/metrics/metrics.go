@@ -78,7 +78,7 @@ func New(logger *slog.Logger) (*Metrics, error) {
 	m := &Metrics{
 		registry: reg,
 		attempts: f("model_attempts_total",
-			"Model attempts by how they ended (model.Outcome: completed, not_sent, overloaded, rejected, cut_idle, cut_total, invalid, overflow, worker_lost, cancelled, unknown).",
+			"Model attempts by how they ended (model.Outcome: completed, not_sent, overloaded, rejected, cut_idle, cut_total, invalid, overflow, worker_lost, cancelled, unknown, breaker_open).",
 			"provider", "model", "outcome"),
 		tokens: f("model_tokens_total",
 			"Tokens of completed model attempts as the provider reported them, by type (input or output).",
