@@ -24,6 +24,7 @@ import (
 	"github.com/capstanhq/capstan/internal/breaker"
 	"github.com/capstanhq/capstan/internal/config"
 	"github.com/capstanhq/capstan/internal/ledger"
+	"github.com/capstanhq/capstan/internal/logids"
 	"github.com/capstanhq/capstan/internal/model"
 	"github.com/capstanhq/capstan/internal/tools"
 	"github.com/capstanhq/capstan/reconcilers"
@@ -73,6 +74,10 @@ type Deps struct {
 	// Random draws the jitter of retry delays, uniform in [0,1); default
 	// math/rand/v2.Float64.
 	Random func() float64
+
+	// Metrics counts attempts, retries, operations, verdicts and
+	// deliveries (observe.go); nil counts nothing.
+	Metrics Metrics
 }
 
 // Activities carries the dependencies of every activity. Build it with New;
@@ -110,6 +115,11 @@ func New(d Deps) (*Activities, error) {
 	if d.Logger == nil {
 		d.Logger = slog.Default()
 	}
+	d.Logger = logids.Logger(d.Logger)
+	if d.Metrics == nil {
+		d.Metrics = noMetrics{}
+	}
+	d.Ledger = &countingLedger{Ledger: d.Ledger, metrics: d.Metrics, logger: d.Logger}
 	if d.Random == nil {
 		d.Random = rand.Float64
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/capstanhq/capstan/internal/breaker"
 	"github.com/capstanhq/capstan/internal/ledger"
+	"github.com/capstanhq/capstan/internal/logids"
 	"github.com/capstanhq/capstan/internal/tools"
 )
 
@@ -37,8 +38,11 @@ var definiteSlackRefusals = map[string]bool{
 // slack/post breaker, a comment through github/write: while it is open
 // nothing is sent and the activity fails with ErrTypeBreakerOpen.
 func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResult, error) {
+	ctx = logids.With(ctx, logids.IDs{TaskID: in.TaskID, OperationID: in.OperationID})
 	res, err := a.deliver(ctx, in)
-	return res, a.retryable(ctx, err)
+	err = a.retryable(ctx, err)
+	a.observeDeliver(ctx, in, res, err)
+	return res, err
 }
 
 func (a *Activities) deliver(ctx context.Context, in DeliverInput) (DeliverResult, error) {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/capstanhq/capstan/internal/breaker"
 	"github.com/capstanhq/capstan/internal/ledger"
+	"github.com/capstanhq/capstan/internal/logids"
 	"github.com/capstanhq/capstan/internal/model"
 	"github.com/capstanhq/capstan/internal/tools"
 )
@@ -48,8 +49,11 @@ const verifyTimeout = 15 * time.Second
 // open nothing is sent, the claim is released, and the activity fails with
 // ErrTypeBreakerOpen. Every retryable failure carries a jittered delay.
 func (a *Activities) ExecuteTool(ctx context.Context, in ExecuteToolInput) (ExecuteToolResult, error) {
+	ctx = logids.With(ctx, logids.IDs{TaskID: in.TaskID, TurnID: in.TurnID, OperationID: in.OperationID})
 	res, err := a.executeTool(ctx, in)
-	return res, a.retryable(ctx, err)
+	err = a.retryable(ctx, err)
+	a.countRetry(ctx, "ExecuteTool", err)
+	return res, err
 }
 
 func (a *Activities) executeTool(ctx context.Context, in ExecuteToolInput) (ExecuteToolResult, error) {

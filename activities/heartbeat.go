@@ -46,7 +46,7 @@ func (a *Activities) heartbeat(ctx context.Context, interval time.Duration, deta
 		bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), interval)
 		defer cancel()
 		if err := onBeat(bctx); err != nil {
-			a.Logger.Warn("heartbeat: lease renewal failed", "error", err, "activity", activity.GetInfo(ctx).ActivityType.Name)
+			a.Logger.WarnContext(ctx, "heartbeat: lease renewal failed", "error", err, "activity", activity.GetInfo(ctx).ActivityType.Name)
 		}
 	}
 	beat()

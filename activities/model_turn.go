@@ -15,6 +15,7 @@ import (
 
 	"github.com/capstanhq/capstan/internal/breaker"
 	"github.com/capstanhq/capstan/internal/ledger"
+	"github.com/capstanhq/capstan/internal/logids"
 	"github.com/capstanhq/capstan/internal/model"
 )
 
@@ -26,7 +27,9 @@ import (
 // that attempt is committed. The attempt goes through the provider's breaker
 // (model/<provider>): while it is open nothing is sent and the attempt ends
 // breaker_open, with the time left as its RetryAfterMS.
-func (a *Activities) ModelTurn(ctx context.Context, in ModelTurnInput) (ModelTurnResult, error) {
+func (a *Activities) ModelTurn(ctx context.Context, in ModelTurnInput) (result ModelTurnResult, err error) {
+	ctx = logids.With(ctx, logids.IDs{TaskID: in.TaskID, TurnID: in.TurnID, AttemptID: in.AttemptID})
+	defer func() { a.observeModelTurn(ctx, in, result, err) }()
 	report := AttemptReport{AttemptID: in.AttemptID, Phase: model.PhaseNotSent}
 	ref, err := model.ParseRef(in.Model)
 	if err != nil {

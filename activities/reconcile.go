@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/capstanhq/capstan/internal/ledger"
+	"github.com/capstanhq/capstan/internal/logids"
 	"github.com/capstanhq/capstan/internal/model"
 	"github.com/capstanhq/capstan/reconcilers"
 )
@@ -73,8 +74,11 @@ const (
 // the next attempt can take it at once. Retryable failures carry a
 // jittered delay.
 func (a *Activities) Reconcile(ctx context.Context, in ReconcileInput) (ReconcileResult, error) {
+	ctx = logids.With(ctx, logids.IDs{TaskID: in.TaskID, OperationID: in.OperationID})
 	res, err := a.reconcile(ctx, in)
-	return res, a.retryable(ctx, err)
+	err = a.retryable(ctx, err)
+	a.countRetry(ctx, "Reconcile", err)
+	return res, err
 }
 
 func (a *Activities) reconcile(ctx context.Context, in ReconcileInput) (ReconcileResult, error) {
@@ -253,6 +257,7 @@ func (a *Activities) recordVerdict(ctx context.Context, in ReconcileInput, op le
 		// operation; the retry reports what it recorded.
 		return res, fmt.Errorf("record verdict %s of operation %s: %w", res.Verdict, op.ID, err)
 	}
+	a.Metrics.ReconcileVerdict(op.Kind, string(res.Verdict))
 	a.Logger.InfoContext(ctx, "operation reconciled", "operation_id", op.ID, "kind", op.Kind,
 		"verdict", string(res.Verdict), "state", string(res.State), "external_id", res.ExternalID,
 		"asked", res.Asked, "reason", res.Reason)

@@ -174,7 +174,7 @@ func newTaskID() string {
 
 func (a *app) dial(ctx context.Context) (client.Client, client.Options, error) {
 	quiet := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-	return config.DialTemporal(ctx, "capstan-starter@"+config.Hostname(), tlog.NewStructuredLogger(quiet), 10*time.Second)
+	return config.DialTemporal(ctx, "capstan-starter@"+config.Hostname(), tlog.NewStructuredLogger(quiet), nil, 10*time.Second)
 }
 
 // start starts the task on queue and, with wait, follows it to its end.
@@ -231,15 +231,36 @@ func (a *app) start(ctx context.Context, queue string, in workflows.AgentTaskInp
 	return a.report(res, ui, asJSON)
 }
 
+// summary is the task's static summary, what the Temporal UI's workflow
+// list shows for it: the repository and the first line of the prompt (its
+// first non-blank line, cut at summaryRunes), never text from the lines
+// after it.
 func summary(in workflows.AgentTaskInput) string {
-	p := in.Prompt
-	if r := []rune(p); len(r) > 80 {
-		p = string(r[:80]) + "…"
+	p := firstLine(in.Prompt)
+	if r := []rune(p); len(r) > summaryRunes {
+		p = string(r[:summaryRunes]) + "…"
 	}
-	if in.Repo != "" {
+	switch {
+	case in.Repo == "":
+		return p
+	case p == "":
+		return in.Repo
+	default:
 		return fmt.Sprintf("%s · %s", in.Repo, p)
 	}
-	return p
+}
+
+// summaryRunes bounds the prompt's line in a task's summary.
+const summaryRunes = 80
+
+// firstLine is the first line of s that is not blank, trimmed.
+func firstLine(s string) string {
+	for line := range strings.Lines(s) {
+		if t := strings.TrimSpace(line); t != "" {
+			return t
+		}
+	}
+	return ""
 }
 
 // commentTargets parses the --comment flags: OWNER/NAME#N, each once.

@@ -7,7 +7,10 @@
 //	                  process and point every client at it
 //
 // Configuration is read from the environment (see the README); secrets stay
-// in this process and never enter workflow history. SIGINT or SIGTERM stops
+// in this process and never enter workflow history. The worker serves
+// Prometheus metrics on CAPSTAN_METRICS_ADDR (default 127.0.0.1:9464; set
+// it empty for none), and its log lines carry the task, turn, attempt and
+// operation ids of the activity that wrote them. SIGINT or SIGTERM stops
 // the worker gracefully: it finishes or hands back its running tasks.
 package main
 
@@ -24,7 +27,7 @@ import (
 )
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Getenv, os.Stdout, os.Stderr))
+	os.Exit(run(os.Args[1:], os.LookupEnv, os.Stdout, os.Stderr))
 }
 
 // options are the worker's flags.
@@ -35,7 +38,7 @@ type options struct {
 	stopTimeout time.Duration
 }
 
-func run(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+func run(args []string, lookupEnv func(string) (string, bool), stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var o options
@@ -62,7 +65,7 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	w, err := start(ctx, o, getenv, logger, stdout)
+	w, err := start(ctx, o, lookupEnv, logger, stdout)
 	if err != nil {
 		fmt.Fprintf(stderr, "worker: %v\n", err)
 		return 1

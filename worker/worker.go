@@ -25,6 +25,8 @@ import (
 	"github.com/capstanhq/capstan/internal/config"
 	"github.com/capstanhq/capstan/internal/ledger"
 	"github.com/capstanhq/capstan/internal/ledger/ledgerdsn"
+	"github.com/capstanhq/capstan/internal/logids"
+	"github.com/capstanhq/capstan/internal/metrics"
 	"github.com/capstanhq/capstan/internal/model"
 	"github.com/capstanhq/capstan/internal/model/openai"
 	"github.com/capstanhq/capstan/internal/sandbox"
@@ -41,18 +43,21 @@ const sandboxToken = "capstan-sandbox-token-not-a-secret"
 
 // process is a started worker and what it must close.
 type process struct {
-	client  client.Client
-	worker  worker.Worker
-	ledger  ledger.Store
-	sandbox *sandbox.Sandbox
-	logger  *slog.Logger
+	client        client.Client
+	worker        worker.Worker
+	ledger        ledger.Store
+	sandbox       *sandbox.Sandbox
+	metrics       *metrics.Metrics // nil when CAPSTAN_METRICS_ADDR is empty
+	metricsServer *metrics.Server
+	logger        *slog.Logger
 }
 
 // start checks the configuration and connects everything, failing with one
-// sentence on the first problem: a missing key, a bad ledger DSN, an
-// unreachable server.
-func start(ctx context.Context, o options, getenv func(string) string, logger *slog.Logger, stdout io.Writer) (_ *process, err error) {
-	cfg := config.FromEnv(getenv)
+// sentence on the first problem: a missing key, a bad ledger DSN, a metrics
+// address it cannot listen on, an unreachable server.
+func start(ctx context.Context, o options, lookupEnv func(string) (string, bool), logger *slog.Logger, stdout io.Writer) (_ *process, err error) {
+	cfg := config.FromLookupEnv(lookupEnv)
+	logger = logids.Logger(logger) // lines logged with an activity's context carry its ids
 	p := &process{logger: logger}
 	defer func() {
 		if err != nil {
@@ -73,6 +78,9 @@ func start(ctx context.Context, o options, getenv func(string) string, logger *s
 		logger.Info("sandbox started", "model_url", sb.ModelURL, "github_url", sb.GitHubURL, "slack_url", sb.SlackURL)
 	}
 	if err := cfg.ValidateWorker(); err != nil {
+		return nil, err
+	}
+	if err := p.serveMetrics(cfg.MetricsAddr, stdout); err != nil {
 		return nil, err
 	}
 
@@ -108,17 +116,37 @@ func start(ctx context.Context, o options, getenv func(string) string, logger *s
 	}
 
 	// One breaker per dependency and operation class, for this worker
-	// (docs/design.md §7); transitions are logged.
+	// (docs/design.md §7); transitions are logged and counted.
 	var breakers *breaker.Set
+	bopts := breaker.Options{Logger: logger}
+	if p.metrics != nil {
+		bopts.OnStateChange = func(t breaker.Transition) {
+			p.metrics.BreakerTransition(string(t.Key), string(t.From), string(t.To))
+		}
+	}
 	if cfg.BreakersOff {
 		logger.Warn("CAPSTAN_BREAKERS=off: every call is sent, whatever the state of its dependency")
-	} else if breakers, err = breaker.NewSet(cfg.Breakers, breaker.Options{Logger: logger}); err != nil {
+	} else if breakers, err = breaker.NewSet(cfg.Breakers, bopts); err != nil {
 		return nil, fmt.Errorf("CAPSTAN_BREAKER_*: %w", err)
+	} else if p.metrics != nil {
+		// Every breaker this worker can use shows its state from the start,
+		// not from its first transition.
+		known := []breaker.Key{breaker.GitHubRead, breaker.GitHubWrite, breaker.SlackPost}
+		for _, name := range keys(providers) {
+			known = append(known, breaker.Model(name))
+		}
+		for _, k := range known {
+			p.metrics.BreakerTransition(string(k), "", string(breakers.State(k)))
+		}
 	}
 
 	identity := newIdentity()
 	var copts client.Options
-	p.client, copts, err = config.DialTemporal(ctx, identity, tlog.NewStructuredLogger(logger), 10*time.Second)
+	var sdkMetrics client.MetricsHandler
+	if p.metrics != nil {
+		sdkMetrics = p.metrics.TemporalHandler()
+	}
+	p.client, copts, err = config.DialTemporal(ctx, identity, tlog.NewStructuredLogger(logger), sdkMetrics, 10*time.Second)
 	if err != nil {
 		return nil, err
 	}
@@ -130,7 +158,7 @@ func start(ctx context.Context, o options, getenv func(string) string, logger *s
 	// o.stopTimeout to finish before their contexts are cancelled.
 	p.worker = worker.New(p.client, cfg.TaskQueue, worker.Options{Identity: identity, WorkerStopTimeout: o.stopTimeout})
 	p.worker.RegisterWorkflow(workflows.AgentTask)
-	acts, err := activities.New(activities.Deps{
+	deps := activities.Deps{
 		Ledger:    p.ledger,
 		Providers: providers,
 		Tools:     tools.NewRegistry(githubtools.Tools(gh)...),
@@ -142,7 +170,11 @@ func start(ctx context.Context, o options, getenv func(string) string, logger *s
 		Logger:    logger,
 
 		Reconcilers: reconcilers.NewSet(gh, slackHistory),
-	})
+	}
+	if p.metrics != nil {
+		deps.Metrics = p.metrics
+	}
+	acts, err := activities.New(deps)
 	if err != nil {
 		return nil, err
 	}
@@ -170,12 +202,40 @@ func (p *process) close() {
 	if p.client != nil {
 		p.client.Close()
 	}
+	if p.metricsServer != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = p.metricsServer.Close(ctx)
+		_ = p.metrics.Close(ctx)
+		cancel()
+	}
 	if p.ledger != nil {
 		_ = p.ledger.Close()
 	}
 	if p.sandbox != nil {
 		_ = p.sandbox.Close()
 	}
+}
+
+// serveMetrics starts the Prometheus endpoint on addr, unless addr is empty.
+// A taken port or an unknown host fails the start, naming the variable.
+func (p *process) serveMetrics(addr string, stdout io.Writer) error {
+	if addr == "" {
+		p.logger.Info("metrics are off (CAPSTAN_METRICS_ADDR is empty)")
+		return nil
+	}
+	m, err := metrics.New(p.logger)
+	if err != nil {
+		return err
+	}
+	srv, err := m.Serve(addr, p.logger)
+	if err != nil {
+		_ = m.Close(context.Background())
+		return fmt.Errorf("serve metrics on CAPSTAN_METRICS_ADDR=%q: %w", addr, err)
+	}
+	p.metrics, p.metricsServer = m, srv
+	p.logger.Info("metrics served", "url", srv.URL())
+	fmt.Fprintf(stdout, "metrics: %s\n", srv.URL())
+	return nil
 }
 
 // ensureSearchAttributes registers the attributes AgentTask sets that the

@@ -102,7 +102,7 @@ func (t *task) maxTurns() int {
 func (t *task) note(ctx workflow.Context, format string, args ...any) {
 	line := workflow.Now(ctx).UTC().Format(time.RFC3339) + " " + fmt.Sprintf(format, args...)
 	t.journal = append(t.journal, line)
-	workflow.GetLogger(ctx).Info(fmt.Sprintf(format, args...), "TaskID", t.in.TaskID)
+	workflow.GetLogger(ctx).Info(fmt.Sprintf(format, args...), "task_id", t.in.TaskID)
 }
 
 func (t *task) run(ctx workflow.Context) error {

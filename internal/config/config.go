@@ -9,6 +9,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -43,6 +44,10 @@ const (
 	// DefaultReconcileWindow bounds how long a reconciler waits for an
 	// external system to show an effect before calling it absent.
 	DefaultReconcileWindow = 60 * time.Second
+	// DefaultMetricsAddr is where a worker serves Prometheus metrics:
+	// loopback only, since the endpoint has no authentication. A pool in
+	// containers sets CAPSTAN_METRICS_ADDR=:9464 for its scraper.
+	DefaultMetricsAddr = "127.0.0.1:9464"
 )
 
 // Config is capstan's environment, with every default filled in.
@@ -69,6 +74,10 @@ type Config struct {
 	// effect counts as "not yet" before a reconciler calls it absent; it
 	// goes into each task's input.
 	ReconcileWindow time.Duration
+	// MetricsAddr (CAPSTAN_METRICS_ADDR) is the host:port of the worker's
+	// Prometheus endpoint; empty when the variable is set but empty, which
+	// turns the endpoint off.
+	MetricsAddr string
 	// Breakers are the thresholds of the worker's circuit breakers
 	// (docs/design.md §7): CAPSTAN_BREAKER_FAILURES,
 	// CAPSTAN_BREAKER_FAILURE_RATIO, CAPSTAN_BREAKER_MIN_CALLS,
@@ -86,10 +95,25 @@ type Config struct {
 	problems []error
 }
 
-// FromEnv reads the configuration through getenv (os.Getenv in production)
-// and fills every default. Values it cannot parse are kept as problems for
-// ValidateWorker and ValidateStarter to report.
+// FromEnv reads the configuration through getenv and fills every default.
+// Values it cannot parse are kept as problems for ValidateWorker and
+// ValidateStarter to report. getenv cannot tell an empty variable from an
+// unset one, so both take the default; a worker reads with FromLookupEnv,
+// where an empty CAPSTAN_METRICS_ADDR turns the metrics off.
 func FromEnv(getenv func(string) string) Config {
+	return FromLookupEnv(func(key string) (string, bool) {
+		v := getenv(key)
+		return v, v != ""
+	})
+}
+
+// FromLookupEnv is FromEnv through lookup (os.LookupEnv in production),
+// which tells a variable set empty from an unset one.
+func FromLookupEnv(lookup func(string) (string, bool)) Config {
+	getenv := func(key string) string {
+		v, _ := lookup(key)
+		return v
+	}
 	or := func(key, def string) string {
 		if v := strings.TrimSpace(getenv(key)); v != "" {
 			return v
@@ -109,7 +133,11 @@ func FromEnv(getenv func(string) string) Config {
 		SlackAPIURL:   withSlash(or("SLACK_API_URL", DefaultSlackAPIURL)),
 		BaseBranch:    DefaultBaseBranch,
 		Lease:         DefaultLease,
+		MetricsAddr:   DefaultMetricsAddr,
 		taskQueueSet:  strings.TrimSpace(getenv("CAPSTAN_TASK_QUEUE")) != "",
+	}
+	if v, ok := lookup("CAPSTAN_METRICS_ADDR"); ok {
+		c.MetricsAddr = strings.TrimSpace(v)
 	}
 	duration := func(key string, def time.Duration) time.Duration {
 		v := strings.TrimSpace(getenv(key))
@@ -217,6 +245,10 @@ func (c Config) ValidateWorker() error {
 	if c.GitHubToken == "" {
 		errs = append(errs, errors.New("GITHUB_TOKEN is not set: set it to a token that may push branches and open pull requests, or start the worker with --sandbox"))
 	}
+	if err := checkListenAddr(c.MetricsAddr); err != nil {
+		errs = append(errs, fmt.Errorf("CAPSTAN_METRICS_ADDR=%q %v (such as %s, or :9464 for every interface; set it empty to serve no metrics)",
+			c.MetricsAddr, err, DefaultMetricsAddr))
+	}
 	return join(errs)
 }
 
@@ -254,6 +286,23 @@ func Hostname() string {
 		return "unknown-host"
 	}
 	return h
+}
+
+// checkListenAddr accepts "" (nothing to listen on) and host:port with a
+// numeric port; whether the host resolves and the port is free is learnt by
+// listening.
+func checkListenAddr(addr string) error {
+	if addr == "" {
+		return nil
+	}
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return errors.New("is not host:port")
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return fmt.Errorf("has no port number: %q", port)
+	}
+	return nil
 }
 
 func orDefault(v, def string) string {

@@ -106,6 +106,40 @@ func TestUseSandboxKeepsToItsOwnQueue(t *testing.T) {
 	}
 }
 
+func TestMetricsAddr(t *testing.T) {
+	keys := map[string]string{"OPENAI_API_KEY": "k", "GITHUB_TOKEN": "g"}
+	lookup := func(extra map[string]string) func(string) (string, bool) {
+		return func(k string) (string, bool) {
+			if v, ok := extra[k]; ok {
+				return v, true
+			}
+			v, ok := keys[k]
+			return v, ok
+		}
+	}
+	if c := FromLookupEnv(lookup(nil)); c.MetricsAddr != DefaultMetricsAddr || c.ValidateWorker() != nil {
+		t.Errorf("unset: MetricsAddr %q, ValidateWorker %v; want %q and no error", c.MetricsAddr, c.ValidateWorker(), DefaultMetricsAddr)
+	}
+	if c := FromLookupEnv(lookup(map[string]string{"CAPSTAN_METRICS_ADDR": ""})); c.MetricsAddr != "" || c.ValidateWorker() != nil {
+		t.Errorf("set empty: MetricsAddr %q, ValidateWorker %v; want off and no error", c.MetricsAddr, c.ValidateWorker())
+	}
+	for _, ok := range []string{":9464", "0.0.0.0:9100", "[::1]:0", "worker-1:9464"} {
+		if err := FromLookupEnv(lookup(map[string]string{"CAPSTAN_METRICS_ADDR": ok})).ValidateWorker(); err != nil {
+			t.Errorf("%q: %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"9464", "localhost", "127.0.0.1:http", "127.0.0.1:70000", "::1:9464"} {
+		err := FromLookupEnv(lookup(map[string]string{"CAPSTAN_METRICS_ADDR": bad})).ValidateWorker()
+		if err == nil || strings.Contains(err.Error(), "\n") || !strings.Contains(err.Error(), `CAPSTAN_METRICS_ADDR="`+bad+`"`) {
+			t.Errorf("%q: %v, want one line naming the variable and its value", bad, err)
+		}
+	}
+	// FromEnv's getenv cannot say "set but empty": the default stands.
+	if c := FromEnv(env(map[string]string{"CAPSTAN_METRICS_ADDR": ""})); c.MetricsAddr != DefaultMetricsAddr {
+		t.Errorf("FromEnv with an empty value: %q, want the default", c.MetricsAddr)
+	}
+}
+
 func TestFromEnvReadsBreakerSettings(t *testing.T) {
 	if c := FromEnv(env(nil)); c.Breakers != breaker.DefaultSettings || c.BreakersOff {
 		t.Errorf("Breakers = %+v (off %t), want the defaults of docs/design.md §7, on", c.Breakers, c.BreakersOff)

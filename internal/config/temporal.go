@@ -14,8 +14,9 @@ import (
 // DialTemporal connects to the Temporal server named by the SDK's envconfig
 // (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_PROFILE, the config file
 // for TLS and API keys). It fails within timeout with a sentence naming the
-// address when the server cannot be reached.
-func DialTemporal(ctx context.Context, identity string, logger log.Logger, timeout time.Duration) (client.Client, client.Options, error) {
+// address when the server cannot be reached. metrics, when not nil, receives
+// the SDK's own metrics (the worker's Prometheus endpoint).
+func DialTemporal(ctx context.Context, identity string, logger log.Logger, metrics client.MetricsHandler, timeout time.Duration) (client.Client, client.Options, error) {
 	opts, err := envconfig.LoadDefaultClientOptions()
 	if err != nil {
 		return nil, opts, fmt.Errorf("read Temporal client configuration: %w", err)
@@ -30,6 +31,9 @@ func DialTemporal(ctx context.Context, identity string, logger log.Logger, timeo
 		opts.Identity = identity
 	}
 	opts.Logger = logger
+	if metrics != nil {
+		opts.MetricsHandler = metrics
+	}
 	dctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	c, err := client.DialContext(dctx, opts)

@@ -70,6 +70,10 @@ func baseEnv(t *testing.T, taskQueue string) []string {
 		"TEMPORAL_NAMESPACE=default",
 		"CAPSTAN_TASK_QUEUE=" + taskQueue,
 		"CAPSTAN_LEDGER_DSN=sqlite://" + filepath.Join(t.TempDir(), "ledger.db"),
+		// Every worker serves metrics, each on a port of its own (it prints
+		// the URL: workerProcess.metricsURL); the default port would be
+		// shared by every worker of every test.
+		"CAPSTAN_METRICS_ADDR=127.0.0.1:0",
 	}
 	return env
 }

@@ -131,7 +131,7 @@ func (p *Provider) Stream(ctx context.Context, req model.Request) (model.Stream,
 	s := &stream{provider: p, ctx: ctx, cancel: cancel, rec: rec}
 	var resp *http.Response
 
-	p.logger.Debug("openai: attempt starting", "model", req.Model,
+	p.logger.DebugContext(ctx, "openai: attempt starting", "model", req.Model,
 		"messages", len(req.Messages), "tools", len(req.Tools))
 
 	// NewStreaming performs the request synchronously, up to the response
@@ -147,7 +147,7 @@ func (p *Provider) Stream(ctx context.Context, req model.Request) (model.Stream,
 		_ = s.sdk.Close()
 		ae := p.classifyRequestError(ctx, s.rec, resp, err)
 		cancel(ae)
-		p.logFailure(ae)
+		p.logFailure(ctx, ae)
 		return nil, ae
 	}
 	// A response arrived. GotFirstResponseByte has normally advanced the phase
@@ -159,8 +159,8 @@ func (p *Provider) Stream(ctx context.Context, req model.Request) (model.Stream,
 	return s, nil
 }
 
-func (p *Provider) logFailure(ae *model.AttemptError) {
-	p.logger.Debug("openai: attempt failed", "outcome", ae.Outcome, "phase", ae.Phase,
+func (p *Provider) logFailure(ctx context.Context, ae *model.AttemptError) {
+	p.logger.DebugContext(ctx, "openai: attempt failed", "outcome", ae.Outcome, "phase", ae.Phase,
 		"status", ae.HTTPStatus, "retry_after", ae.RetryAfter, "message", ae.Message)
 }
 

@@ -64,7 +64,7 @@ func (s *stream) Recv() (model.Event, error) {
 		if !s.sdk.Next() {
 			s.end = s.ending(s.sdk.Err())
 			if ae, ok := s.end.(*model.AttemptError); ok {
-				s.provider.logFailure(ae)
+				s.provider.logFailure(s.ctx, ae)
 			}
 			// The SDK closed the body; release the request's context now
 			// rather than when the consumer gets round to Close.

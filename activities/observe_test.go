@@ -1,0 +1,250 @@
+package activities_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/slack-go/slack"
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/capstanhq/capstan/activities"
+	"github.com/capstanhq/capstan/internal/ledger"
+	"github.com/capstanhq/capstan/internal/metrics"
+	"github.com/capstanhq/capstan/internal/sandbox"
+	"github.com/capstanhq/capstan/internal/testenv"
+	"github.com/capstanhq/capstan/internal/tools"
+	githubtools "github.com/capstanhq/capstan/internal/tools/github"
+	"github.com/capstanhq/capstan/reconcilers"
+)
+
+// observedFixture is the activities fixture with reconcilers, real metrics
+// and a JSON log, as the worker wires them.
+type observedFixture struct {
+	*fixture
+	acts    *activities.Activities
+	env     *testsuite.TestActivityEnvironment
+	metrics *metrics.Metrics
+	log     *lockedBuffer
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+// lines are the JSON log lines whose msg is msg.
+func (l *lockedBuffer) lines(t *testing.T, msg string) []map[string]any {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []map[string]any
+	for _, s := range strings.Split(strings.TrimSpace(l.b.String()), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(s), &m); err != nil {
+			t.Fatalf("log line %q: %v", s, err)
+		}
+		if m["msg"] == msg {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+func newObservedFixture(t *testing.T) *observedFixture {
+	t.Helper()
+	f := &observedFixture{fixture: newFixture(t), log: &lockedBuffer{}}
+	m, err := metrics.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Close(context.Background()) })
+	f.metrics = m
+	gh, err := githubtools.NewClient(f.sb.GitHubURL, "test-token", &http.Client{Timeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := slack.New("xoxb-test", slack.OptionAPIURL(f.sb.SlackURL))
+	f.acts, err = activities.New(activities.Deps{
+		Ledger:      f.ledger,
+		Tools:       tools.NewRegistry(githubtools.Tools(gh)...),
+		Slack:       sc,
+		Reconcilers: reconcilers.NewSet(gh, sc),
+		Identity:    "observed-worker",
+		Now:         time.Now,
+		Logger:      slog.New(slog.NewJSONHandler(f.log, nil)),
+		Metrics:     m,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var suite testsuite.WorkflowTestSuite
+	f.env = suite.NewTestActivityEnvironment()
+	f.env.RegisterActivity(f.acts)
+	return f
+}
+
+// value is the metric's value summed over the samples with labels.
+func (f *observedFixture) value(t *testing.T, name string, labels map[string]string) float64 {
+	t.Helper()
+	fams, err := f.metrics.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := testenv.Scrape{}
+	for _, fam := range fams {
+		s[fam.GetName()] = fam
+	}
+	v, _ := s.Value(name, labels)
+	return v
+}
+
+func (f *observedFixture) want(t *testing.T, name string, labels map[string]string, want float64) {
+	t.Helper()
+	if got := f.value(t, name, labels); got != want {
+		t.Errorf("%s%v = %v, want %v", name, labels, got, want)
+	}
+}
+
+// Every state an operation reaches in the ledger is counted once, by kind,
+// whether a tool call, a delivery or a reconciler wrote it; a replay, or a
+// hand-back that leaves an operation UNKNOWN, counts nothing.
+func TestOperationStatesAreCountedAsTheLedgerRecordsThem(t *testing.T) {
+	f := newObservedFixture(t)
+	pr := "github_create_pull_request"
+
+	branch := activities.ExecuteToolInput{Tenant: "d", TaskID: "T", TurnID: "T/t1", ToolCallID: "call_b", OperationID: "op-branch",
+		Tool: "github_create_branch", Arguments: f.args(t, `{"repo":"acme/app","branch":"feat","from":"main"}`)}
+	for range 2 { // the second is a replay: nothing sent, nothing counted
+		if _, err := f.env.ExecuteActivity(f.acts.ExecuteTool, branch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	file := activities.ExecuteToolInput{Tenant: "d", TaskID: "T", TurnID: "T/t1", ToolCallID: "call_f", OperationID: "op-file",
+		Tool: "github_put_file", Arguments: f.args(t, `{"repo":"acme/app","branch":"feat","path":"fix.md","content":"fixed\n","message":"fix"}`)}
+	if _, err := f.env.ExecuteActivity(f.acts.ExecuteTool, file); err != nil {
+		t.Fatal(err)
+	}
+	f.want(t, "capstan_operations_total", map[string]string{"kind": "github_create_branch", "state": "SUCCEEDED"}, 1)
+	f.want(t, "capstan_operations_total", map[string]string{"kind": "github_put_file", "state": "SUCCEEDED"}, 1)
+
+	// GitHub opens the pull request but the answer is lost: UNKNOWN.
+	if err := f.sb.GitHub.AddFault(sandbox.FaultRule{Endpoint: "pulls/create", Kind: sandbox.FaultDrop, Times: 1}); err != nil {
+		t.Fatal(err)
+	}
+	prIn := activities.ExecuteToolInput{Tenant: "d", TaskID: "T", TurnID: "T/t2", ToolCallID: "call_pr",
+		OperationID: "d:T:github_create_pull_request:pr:create:acme/app:feat:main", Tool: pr, Arguments: f.args(t, prArgs)}
+	_, err := f.env.ExecuteActivity(f.acts.ExecuteTool, prIn)
+	expectAppError(t, "ExecuteTool with the answer lost", err, activities.ErrTypeOperationUnknown)
+	f.want(t, "capstan_operations_total", map[string]string{"kind": pr, "state": "UNKNOWN"}, 1)
+	f.want(t, "capstan_retries_total", nil, 0) // only a reconciler decides: not a retry
+
+	// A worker without reconcilers takes it and hands it back, still UNKNOWN.
+	rin := activities.ReconcileInput{Tenant: "d", TaskID: "T", OperationID: prIn.OperationID, ToolCallID: "call_pr",
+		Since: time.Now(), Window: 5 * time.Second, Arguments: prIn.Arguments}
+	bare, err := activities.New(activities.Deps{Ledger: f.ledger, Tools: f.acts.Tools, Identity: "bare-worker", Metrics: f.metrics})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var suite testsuite.WorkflowTestSuite
+	bareEnv := suite.NewTestActivityEnvironment()
+	bareEnv.RegisterActivity(bare)
+	_, err = bareEnv.ExecuteActivity(bare.Reconcile, rin)
+	expectAppError(t, "Reconcile without reconcilers", err, activities.ErrTypeWorkerConfig)
+	if op, _ := f.ledger.Get(context.Background(), prIn.OperationID); op.State != ledger.StateUnknown {
+		t.Fatalf("after the hand-back: %s, want UNKNOWN", op.State)
+	}
+	f.want(t, "capstan_operations_total", map[string]string{"kind": pr, "state": "UNKNOWN"}, 1)
+
+	// The reconciler finds it.
+	v, err := f.env.ExecuteActivity(f.acts.Reconcile, rin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res activities.ReconcileResult
+	if err := v.Get(&res); err != nil || res.Verdict != activities.VerdictFound {
+		t.Fatalf("Reconcile = %+v, %v; want found", res, err)
+	}
+	f.want(t, "capstan_operations_total", map[string]string{"kind": pr, "state": "SUCCEEDED"}, 1)
+	f.want(t, "capstan_reconcile_verdicts_total", map[string]string{"kind": pr, "verdict": "found"}, 1)
+	f.want(t, "capstan_reconcile_verdicts_total", nil, 1)
+	f.want(t, "capstan_operations_total", nil, 4)
+
+	// Each change was logged with the ids of its activity.
+	settled := f.log.lines(t, "operation settled")
+	if len(settled) != 4 {
+		t.Fatalf("%d operation settled lines, want 4: %v", len(settled), settled)
+	}
+	want := []struct{ op, turn, state string }{
+		{"op-branch", "T/t1", "SUCCEEDED"}, {"op-file", "T/t1", "SUCCEEDED"},
+		{prIn.OperationID, "T/t2", "UNKNOWN"}, {prIn.OperationID, "", "SUCCEEDED"}, // Reconcile knows no turn
+	}
+	for i, w := range want {
+		l := settled[i]
+		if l["task_id"] != "T" || l["operation_id"] != w.op || l["state"] != w.state || (w.turn != "" && l["turn_id"] != w.turn) {
+			t.Errorf("line %d = %v, want task T, operation %s, turn %q, state %s", i, l, w.op, w.turn, w.state)
+		}
+	}
+	if rec := f.log.lines(t, "operation reconciled"); len(rec) != 1 || rec[0]["task_id"] != "T" || strings.Count(f.log.b.String(), `"operation_id"`) != strings.Count(f.log.b.String(), "\n") {
+		t.Errorf("operation reconciled lines = %v; want one with task_id, and operation_id once on every line", rec)
+	}
+}
+
+// Deliveries are counted by how each attempt ended, and a rate-limited one
+// as a retry with its reason.
+func TestDeliveriesAndRetriesAreCountedWithTheirReasons(t *testing.T) {
+	f := newObservedFixture(t)
+	if err := f.sb.Slack.AddFault(sandbox.FaultRule{Endpoint: "chat.postMessage", Kind: sandbox.FaultRateLimit, Times: 1, RetryAfter: time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	in := activities.DeliverInput{Tenant: "d", TaskID: "T", OperationID: "op-d", Channel: "#c", Text: "done"}
+	_, err := f.env.ExecuteActivity(f.acts.Deliver, in)
+	expectAppError(t, "rate-limited Deliver", err, activities.ErrTypeDeliveryNotSent)
+	for range 2 { // the second finds it acked in the ledger
+		if _, err := f.env.ExecuteActivity(f.acts.Deliver, in); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.want(t, "capstan_deliveries_total", map[string]string{"target": "slack", "state": "NOT_SENT"}, 1)
+	f.want(t, "capstan_deliveries_total", map[string]string{"target": "slack", "state": "ACKED"}, 1)
+	f.want(t, "capstan_retries_total", map[string]string{"activity": "Deliver", "reason": "rate_limited"}, 1)
+	f.want(t, "capstan_operations_total", map[string]string{"kind": "slack_post", "state": "ABSENT"}, 1)
+	f.want(t, "capstan_operations_total", map[string]string{"kind": "slack_post", "state": "SUCCEEDED"}, 1)
+
+	// Slack refuses: the delivery is REFUSED, and not a retry.
+	f.sb.Slack.SetFault(func(w http.ResponseWriter, r *http.Request, _ http.Handler) bool {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"ok":false,"error":"channel_not_found"}`))
+		return true
+	})
+	_, err = f.env.ExecuteActivity(f.acts.Deliver, activities.DeliverInput{Tenant: "d", TaskID: "T", OperationID: "op-gone", Channel: "#gone", Text: "done"})
+	expectAppError(t, "refused Deliver", err, activities.ErrTypeDeliveryFailed)
+	f.want(t, "capstan_deliveries_total", map[string]string{"target": "slack", "state": "REFUSED"}, 1)
+	f.want(t, "capstan_operations_total", map[string]string{"kind": "slack_post", "state": "FAILED"}, 1)
+	f.want(t, "capstan_retries_total", nil, 1)
+
+	// Another worker holds a live claim: retried after its lease.
+	args := `{"repo":"acme/app","branch":"held","from":"main"}`
+	tool, _ := f.acts.Tools.Get("github_create_branch")
+	id, _ := tool.Identify(json.RawMessage(args))
+	if _, err := f.ledger.Claim(context.Background(), ledger.ClaimRequest{Op: ledger.Operation{ID: "op-held", Kind: "github_create_branch",
+		RequestHash: activities.RequestHash("github_create_branch", id.Effect)}, Owner: "other-worker", Lease: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = f.env.ExecuteActivity(f.acts.ExecuteTool, activities.ExecuteToolInput{TaskID: "T", OperationID: "op-held", Tool: "github_create_branch", Arguments: f.args(t, args)})
+	expectAppError(t, "ExecuteTool on a held claim", err, activities.ErrTypeOperationInProgress)
+	f.want(t, "capstan_retries_total", map[string]string{"activity": "ExecuteTool", "reason": "operation_in_progress"}, 1)
+	f.want(t, "capstan_operations_total", map[string]string{"kind": "github_create_branch"}, 0)
+}
