@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"time"
 
@@ -16,6 +17,8 @@ import (
 	"github.com/capstanhq/capstan/activities"
 	"github.com/capstanhq/capstan/internal/config"
 	"github.com/capstanhq/capstan/internal/ledger/ledgerdsn"
+	"github.com/capstanhq/capstan/internal/logids"
+	"github.com/capstanhq/capstan/internal/metrics"
 	"github.com/capstanhq/capstan/internal/model"
 	"github.com/capstanhq/capstan/internal/model/openai"
 	"github.com/capstanhq/capstan/internal/sandbox"
@@ -56,7 +59,7 @@ type clients struct {
 	github    *github.Client
 }
 
-func (e *env) newClients(sb *sandbox.Sandbox) (clients, error) {
+func (e *env) newClients(sb *sandbox.Sandbox, logger *slog.Logger) (clients, error) {
 	cfg := config.FromEnv(func(string) string { return "" })
 	if err := cfg.UseSandbox(sb.ModelURL, sb.GitHubURL, sb.SlackURL, sandboxToken); err != nil {
 		return clients{}, err
@@ -67,7 +70,7 @@ func (e *env) newClients(sb *sandbox.Sandbox) (clients, error) {
 		return clients{}, err
 	}
 	prov := openai.New(openai.Config{BaseURL: cfg.OpenAIBaseURL, APIKey: cfg.OpenAIAPIKey,
-		ConnectTimeout: cfg.ModelConnectTimeout, Logger: e.logger})
+		ConnectTimeout: cfg.ModelConnectTimeout, Logger: logger})
 	return clients{
 		providers: map[string]model.Provider{"openai": prov, "sandbox": prov},
 		tools:     tools.NewRegistry(githubtools.Tools(gh)...),
@@ -77,13 +80,16 @@ func (e *env) newClients(sb *sandbox.Sandbox) (clients, error) {
 }
 
 // dial connects one worker's own Temporal client; rpcs, when set, counts
-// its calls.
-func (e *env) dial(identity string, rpcs *rpcCounter) (client.Client, error) {
+// its calls, and m, when set, receives the SDK's metrics.
+func (e *env) dial(identity string, rpcs *rpcCounter, m *metrics.Metrics) (client.Client, error) {
 	o := client.Options{
 		HostPort:  e.server.FrontendHostPort(),
 		Namespace: "default",
 		Identity:  identity,
 		Logger:    tlog.NewStructuredLogger(e.logger),
+	}
+	if m != nil {
+		o.MetricsHandler = m.TemporalHandler()
 	}
 	if rpcs != nil {
 		o.ConnectionOptions.DialOptions = []grpc.DialOption{grpc.WithChainUnaryInterceptor(rpcs.interceptor)}
@@ -106,12 +112,22 @@ type capstanOptions struct {
 
 // startCapstan starts a pool of capstan workers: AgentTask and the
 // activities built with activities.New, wired as worker/worker.go wires
-// them (the worker is package main; this mirrors its start function).
+// them (the worker is package main; this mirrors its start function),
+// with what a worker has on by default: its logger adding the task's ids,
+// its metrics (capstan's and the SDK's, in a registry of its own; nothing
+// scrapes them here) and its breakers.
 func (e *env) startCapstan(ctx context.Context, queue string, o capstanOptions) (*pool, error) {
 	p := &pool{queue: queue}
 	for i := range o.workers {
 		identity := fmt.Sprintf("capstan-bench@%s/%d", queue, i)
-		store, err := ledgerdsn.Open(ctx, o.ledgerDSN, ledgerdsn.Options{Logger: e.logger})
+		logger := logids.Logger(e.logger)
+		m, err := metrics.New(logger)
+		if err != nil {
+			p.stop()
+			return nil, err
+		}
+		p.closers = append(p.closers, func() { _ = m.Close(context.Background()) })
+		store, err := ledgerdsn.Open(ctx, o.ledgerDSN, ledgerdsn.Options{Logger: logger})
 		if err != nil {
 			p.stop()
 			return nil, fmt.Errorf("open the ledger: %w", err)
@@ -125,7 +141,7 @@ func (e *env) startCapstan(ctx context.Context, queue string, o capstanOptions) 
 		if sb == nil {
 			sb = e.sandbox
 		}
-		cl, err := e.newClients(sb)
+		cl, err := e.newClients(sb, logger)
 		if err != nil {
 			p.stop()
 			return nil, err
@@ -138,10 +154,11 @@ func (e *env) startCapstan(ctx context.Context, queue string, o capstanOptions) 
 			Identity:    identity,
 			Lease:       config.DefaultLease,
 			Now:         time.Now,
-			Logger:      e.logger,
+			Logger:      logger,
+			Metrics:     m,
 			Reconcilers: reconcilers.NewSet(cl.github, cl.slack),
 		}
-		if err := configureBreakers(&deps, o.breakers); err != nil {
+		if err := configureBreakers(&deps, o.breakers, m); err != nil {
 			p.stop()
 			return nil, err
 		}
@@ -150,7 +167,7 @@ func (e *env) startCapstan(ctx context.Context, queue string, o capstanOptions) 
 			p.stop()
 			return nil, err
 		}
-		c, err := e.dial(identity, o.rpcs)
+		c, err := e.dial(identity, o.rpcs, m)
 		if err != nil {
 			p.stop()
 			return nil, err
@@ -174,12 +191,12 @@ func (e *env) startBare(queue string, workers int, rpcs *rpcCounter) (*pool, err
 	p := &pool{queue: queue}
 	for i := range workers {
 		identity := fmt.Sprintf("bare-bench@%s/%d", queue, i)
-		cl, err := e.newClients(e.sandbox)
+		cl, err := e.newClients(e.sandbox, e.logger)
 		if err != nil {
 			p.stop()
 			return nil, err
 		}
-		c, err := e.dial(identity, rpcs)
+		c, err := e.dial(identity, rpcs, nil)
 		if err != nil {
 			p.stop()
 			return nil, err

@@ -245,11 +245,11 @@ func (r *results) markdown() string {
 	p("")
 	p("The sandbox demo task (four model turns, branch + file + pull request on GitHub, one Slack post), N started at once.")
 	p("Server CPU is the dev server process's CPU time per task; worker CPU is this process's (workers, sandbox, driver).")
-	if breakersBuilt {
-		p("Capstan's workers run as a worker does by default: SQLite ledger, breakers on.")
-	} else {
-		p("Capstan's workers run as a worker does by default: SQLite ledger (breakers: not built yet).")
+	breakers := "breakers on"
+	if !breakersBuilt {
+		breakers = "breakers: not built yet"
 	}
+	p("Capstan's workers run as a worker does by default: SQLite ledger, %s, metrics recorded (capstan's and the Temporal SDK's; not scraped here). Bare's workers record none.", breakers)
 	p("")
 	p("| workers | N | tasks | capstan tasks/s | bare tasks/s | ratio | capstan p50 | bare p50 | ratio | capstan p99 | bare p99 | server CPU/task capstan · bare | worker CPU/task capstan · bare |")
 	p("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
