@@ -190,6 +190,13 @@ func (r *results) marginalPerTurn() (float64, bool) {
 	return float64(b.bytes-a.bytes) / float64(b.turns-a.turns), true
 }
 
+// busy reports whether a load average exceeds the machine's CPUs.
+func busy(loadAverage string) bool {
+	var v float64
+	_, err := fmt.Sscan(loadAverage, &v)
+	return err == nil && v > float64(runtime.NumCPU())
+}
+
 // ratioText shows a ratio to two decimals, or three when two would make it
 // look equal to the threshold it is judged against.
 func ratioText(x, threshold float64) string {
@@ -221,6 +228,10 @@ func (r *results) markdown() string {
 	if r.quick {
 		p("")
 		p("**A -quick run: smaller N, fewer rounds, shorter tasks. Its figures are not comparable to a full run.**")
+	}
+	if busy(r.loadBefore) || busy(r.loadAfter) {
+		p("")
+		p("**The machine was busy with other work** (a load average above its %d CPUs): it competed with capstan and bare alike, but in bursts that alternating rounds do not fully cancel, so this run's ratios are noisier than an idle machine's.", runtime.NumCPU())
 	}
 	p("Ratios are capstan/bare within this one run; rounds of the two alternate. Chart: [latest.svg](latest.svg).")
 	p("")
