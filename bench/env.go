@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -32,7 +33,7 @@ type env struct {
 	sandbox *sandbox.Sandbox
 	logger  *slog.Logger // workers' logs, to a file in dir
 	logFile *os.File
-	seq     int // numbers task queues and task ids, so runs never share one
+	seq     atomic.Int64 // numbers task queues and task ids, so runs never share one
 }
 
 // startEnv starts the dev server from the pinned CLI and the sandbox, and
@@ -86,8 +87,7 @@ func (e *env) close() {
 // next returns a fresh name with prefix: task queues and task ids are never
 // reused, so a late task of one run can never be counted in another.
 func (e *env) next(prefix string) string {
-	e.seq++
-	return fmt.Sprintf("%s-%d", prefix, e.seq)
+	return fmt.Sprintf("%s-%d", prefix, e.seq.Add(1))
 }
 
 // registerSearchAttributes adds the attributes AgentTask sets, as the worker
