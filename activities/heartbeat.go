@@ -30,7 +30,7 @@ const (
 // worker that is really gone. details is called for each beat's detail; it
 // runs on the heartbeat goroutine, so what it reads must be safe to share.
 //
-// onBeat, when not nil, runs after each beat, in a context the activity's
+// onBeat, when not nil, runs after each beat but the first, in a context the activity's
 // cancellation does not break, bounded by interval: it is where a claim's
 // lease is renewed (see renewLease), so the lease lives exactly as long as
 // the heartbeats do. Its error is logged; the beats go on.
@@ -38,9 +38,9 @@ const (
 // stop ends the beats and returns once no beat is running: after it, details
 // and onBeat are never called again. It may be called more than once.
 func (a *Activities) heartbeat(ctx context.Context, interval time.Duration, details func() any, onBeat func(context.Context) error) (stop func()) {
-	beat := func() {
+	beat := func(renew bool) {
 		activity.RecordHeartbeat(ctx, details())
-		if onBeat == nil {
+		if onBeat == nil || !renew {
 			return
 		}
 		bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), interval)
@@ -49,7 +49,10 @@ func (a *Activities) heartbeat(ctx context.Context, interval time.Duration, deta
 			a.Logger.WarnContext(ctx, "heartbeat: lease renewal failed", "error", err, "activity", activity.GetInfo(ctx).ActivityType.Name)
 		}
 	}
-	beat()
+	// The first beat renews nothing: the claim's lease was set a moment
+	// ago, and renewing it at once would be one more ledger write per
+	// operation for no gain.
+	beat(false)
 	quit, exited := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(exited)
@@ -58,7 +61,7 @@ func (a *Activities) heartbeat(ctx context.Context, interval time.Duration, deta
 		for {
 			select {
 			case <-tick.C:
-				beat()
+				beat(true)
 			case <-quit:
 				return
 			}
