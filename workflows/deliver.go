@@ -77,7 +77,7 @@ func (t *task) deliverTo(ctx workflow.Context, rec *DeliveryRecord, d target, te
 	if err != nil || unknown == "" {
 		return err
 	}
-	if workflow.GetVersion(ctx, changeReconcile, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+	if !t.reconciles(ctx) {
 		rec.State = DeliveryUnknown
 		return fail(FailOperationUnknown, "the delivery to %s may have been posted: %s", d.label(), unknown)
 	}
@@ -148,12 +148,6 @@ func (t *task) deadLetter(ctx workflow.Context, rec *DeliveryRecord) {
 	if t.reconciles(ctx) {
 		_ = workflow.UpsertTypedSearchAttributes(ctx, AttrDeadLetter.ValueSet(true))
 	}
-}
-
-// reconciles reports whether this task settles unknown outcomes by asking
-// (changeReconcile) rather than failing on them.
-func (t *task) reconciles(ctx workflow.Context) bool {
-	return workflow.GetVersion(ctx, changeReconcile, workflow.DefaultVersion, 1) != workflow.DefaultVersion
 }
 
 // deliveryEffect is a delivery as recover sees it: re-sent after a

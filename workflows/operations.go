@@ -107,7 +107,7 @@ func (t *task) awaitOperation(ctx workflow.Context, tid string, op declared, f w
 	if err != nil || unknown == "" {
 		return item, err
 	}
-	if workflow.GetVersion(ctx, changeReconcile, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+	if !t.reconciles(ctx) {
 		return "", fail(FailOperationUnknown, "%s", unknown)
 	}
 	return t.recover(ctx, t.toolEffect(tid, op), unknown)

@@ -11,6 +11,12 @@ import (
 	"github.com/capstanhq/capstan/internal/ledger"
 )
 
+// reconciles reports whether this task settles unknown outcomes by asking
+// (changeReconcile) rather than failing on them.
+func (t *task) reconciles(ctx workflow.Context) bool {
+	return workflow.GetVersion(ctx, changeReconcile, workflow.DefaultVersion, 1) != workflow.DefaultVersion
+}
+
 // maxReexecutions bounds how often a tool operation confirmed absent is
 // executed again with the same id before a person is asked.
 const maxReexecutions = 2
