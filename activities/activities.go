@@ -75,6 +75,10 @@ type Deps struct {
 	// math/rand/v2.Float64.
 	Random func() float64
 
+	// Live receives each model attempt's text as it streams, for
+	// followers (livestream.go); nil publishes nothing.
+	Live LiveStream
+
 	// Metrics counts attempts, retries, operations, verdicts and
 	// deliveries (observe.go); nil counts nothing.
 	Metrics Metrics

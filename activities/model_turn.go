@@ -30,7 +30,8 @@ import (
 func (a *Activities) ModelTurn(ctx context.Context, in ModelTurnInput) (result ModelTurnResult, err error) {
 	ctx = logids.With(ctx, logids.IDs{TaskID: in.TaskID, TurnID: in.TurnID, AttemptID: in.AttemptID})
 	defer func() { a.observeModelTurn(ctx, in, result, err) }()
-	report := AttemptReport{AttemptID: in.AttemptID, Phase: model.PhaseNotSent}
+	defer func() { a.endLive(in.AttemptID, err) }()
+	report := AttemptReport{AttemptID: in.AttemptID, Phase: model.PhaseNotSent, StreamURL: a.liveURL()}
 	ref, err := model.ParseRef(in.Model)
 	if err != nil {
 		return ModelTurnResult{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeWorkerConfig, nil)
@@ -140,6 +141,7 @@ loop:
 		case stream = <-opened:
 		case ev := <-events:
 			acc.Add(ev)
+			a.publishLive(in.AttemptID, ev)
 			idle.Reset(limits.Idle)
 		case streamErr = <-done:
 			break loop

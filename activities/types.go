@@ -117,6 +117,9 @@ type AttemptReport struct {
 	Events      int    `json:"events"`
 	Chars       int    `json:"chars"`
 	PreviewTail string `json:"preview_tail,omitempty"`
+	// StreamURL is where followers read this attempt's text live (the
+	// worker's livestream hub); empty when the worker serves none.
+	StreamURL string `json:"stream_url,omitempty"`
 }
 
 // ExecuteToolInput asks for one operation. OperationID was fixed by the

@@ -25,6 +25,7 @@ import (
 	"github.com/capstanhq/capstan/internal/config"
 	"github.com/capstanhq/capstan/internal/ledger"
 	"github.com/capstanhq/capstan/internal/ledger/ledgerdsn"
+	"github.com/capstanhq/capstan/internal/livestream"
 	"github.com/capstanhq/capstan/internal/logids"
 	"github.com/capstanhq/capstan/internal/metrics"
 	"github.com/capstanhq/capstan/internal/model"
@@ -49,6 +50,8 @@ type process struct {
 	sandbox       *sandbox.Sandbox
 	metrics       *metrics.Metrics // nil when CAPSTAN_METRICS_ADDR is empty
 	metricsServer *metrics.Server
+	liveHub       *livestream.Hub // nil when CAPSTAN_STREAM_ADDR is empty
+	liveServer    *livestream.Server
 	logger        *slog.Logger
 }
 
@@ -81,6 +84,11 @@ func start(ctx context.Context, o options, lookupEnv func(string) (string, bool)
 		return nil, err
 	}
 	if err := p.serveMetrics(cfg.MetricsAddr, stdout); err != nil {
+		return nil, err
+	}
+	if ls, err := config.LiveStreamFromLookupEnv(lookupEnv); err != nil {
+		return nil, err
+	} else if err := p.serveLive(ls, stdout); err != nil {
 		return nil, err
 	}
 
@@ -174,6 +182,9 @@ func start(ctx context.Context, o options, lookupEnv func(string) (string, bool)
 	if p.metrics != nil {
 		deps.Metrics = p.metrics
 	}
+	if p.liveHub != nil {
+		deps.Live = p.liveHub
+	}
 	acts, err := activities.New(deps)
 	if err != nil {
 		return nil, err
@@ -206,6 +217,11 @@ func (p *process) close() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		_ = p.metricsServer.Close(ctx)
 		_ = p.metrics.Close(ctx)
+		cancel()
+	}
+	if p.liveServer != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_ = p.liveServer.Close(ctx)
 		cancel()
 	}
 	if p.ledger != nil {

@@ -74,6 +74,8 @@ func baseEnv(t *testing.T, taskQueue string) []string {
 		// the URL: workerProcess.metricsURL); the default port would be
 		// shared by every worker of every test.
 		"CAPSTAN_METRICS_ADDR=127.0.0.1:0",
+		// Likewise the live streams of model attempts (starter follow).
+		"CAPSTAN_STREAM_ADDR=127.0.0.1:0",
 	}
 	return env
 }

@@ -1,0 +1,48 @@
+package activities
+
+import (
+	"github.com/capstanhq/capstan/internal/model"
+)
+
+// LiveStream receives an attempt's text as the model sends it, for the
+// people who follow the task (`starter follow`, docs/design.md §9.3).
+// Heartbeats are too slow for that; the worker's livestream.Hub serves the
+// text over HTTP instead, and URL, put in the attempt's heartbeat details,
+// tells a follower where. The text is speculative: whether the attempt
+// committed is the workflow's to say. *livestream.Hub satisfies it.
+type LiveStream interface {
+	Publish(attemptID, text string)
+	End(attemptID, outcome string)
+	URL() string
+}
+
+// liveURL is where followers find this worker's attempts; empty without a
+// live stream.
+func (a *Activities) liveURL() string {
+	if a.Live == nil {
+		return ""
+	}
+	return a.Live.URL()
+}
+
+// publishLive passes a text delta to the live stream, if there is one.
+func (a *Activities) publishLive(attemptID string, ev model.Event) {
+	if a.Live != nil && ev.Kind == model.EventTextDelta {
+		a.Live.Publish(attemptID, ev.Text)
+	}
+}
+
+// endLive closes the attempt's live stream with how the attempt ended here.
+func (a *Activities) endLive(attemptID string, err error) {
+	if a.Live == nil {
+		return
+	}
+	outcome := model.OutcomeCompleted
+	if err != nil {
+		outcome = model.OutcomeUnknown
+		if r, ok := AttemptReportOf(err); ok {
+			outcome = r.Outcome
+		}
+	}
+	a.Live.End(attemptID, string(outcome))
+}

@@ -1,0 +1,73 @@
+package livestream
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+)
+
+// Subscribe follows one attempt on the hub at baseURL from byte offset
+// from, calling fn for every event in order, until the stream ends (nil
+// error after the end event), ctx is done or the connection fails. A
+// caller that reconnects passes the last event's Next as from, so no text
+// is delivered twice.
+func Subscribe(ctx context.Context, c *http.Client, baseURL, attemptID string, from int, fn func(Event)) error {
+	u, err := url.Parse(strings.TrimRight(baseURL, "/") + Path)
+	if err != nil {
+		return fmt.Errorf("stream URL %q: %w", baseURL, err)
+	}
+	u.RawQuery = url.Values{"attempt": {attemptID}, "from": {strconv.Itoa(from)}}.Encode()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := c.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return fmt.Errorf("stream %s: %s: %s", u.Redacted(), resp.Status, strings.TrimSpace(string(b)))
+	}
+	r := bufio.NewReaderSize(resp.Body, 64<<10)
+	var data strings.Builder
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return fmt.Errorf("stream of %s ended before its end event: %w", attemptID, err)
+		}
+		line = strings.TrimRight(line, "\r\n")
+		switch {
+		case line == "":
+			if data.Len() == 0 {
+				continue
+			}
+			var ev Event
+			if err := json.Unmarshal([]byte(data.String()), &ev); err != nil {
+				return fmt.Errorf("stream of %s: bad event %q: %w", attemptID, data.String(), err)
+			}
+			data.Reset()
+			fn(ev)
+			if ev.End {
+				return nil
+			}
+		case strings.HasPrefix(line, "data:"):
+			if data.Len() > 0 {
+				data.WriteByte('\n')
+			}
+			data.WriteString(strings.TrimPrefix(strings.TrimPrefix(line, "data:"), " "))
+		}
+		// "event:" names are implied by the data; comments keep alive.
+	}
+}
