@@ -2,8 +2,9 @@
 //
 //	starter run --prompt TEXT [--repo OWNER/NAME] [--base BRANCH] [--slack CHANNEL] [--comment OWNER/NAME#N]...
 //	            [--model PROVIDER:MODEL] [--id TASK_ID] [--tenant NAME] [--max-turns N]
-//	            [--idle-timeout D] [--max-duration D] [--human-timeout D] [--wait] [--json]
+//	            [--idle-timeout D] [--max-duration D] [--human-timeout D] [--wait | --follow] [--json]
 //	starter status TASK_ID [--json]
+//	starter follow TASK_ID
 //	starter list [--needs-human]
 //	starter resolve TASK_ID OPERATION_ID (--found URL | --absent | --abort)
 //	starter cancel TASK_ID
@@ -69,7 +70,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{msg: err.Error()} })
-	root.AddCommand(a.runCommand(), a.statusCommand(), a.listCommand(), a.cancelCommand(), a.resolveCommand(), a.demoCommand())
+	root.AddCommand(a.runCommand(), a.statusCommand(), a.listCommand(), a.cancelCommand(), a.resolveCommand(), a.demoCommand(), a.followCommand())
 
 	err := root.ExecuteContext(ctx)
 	var ue *usageError

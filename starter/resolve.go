@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"go.temporal.io/api/serviceerror"
@@ -45,6 +46,7 @@ func (a *app) resolveCommand() *cobra.Command {
 }
 
 func (a *app) resolve(ctx context.Context, c client.Client, taskID string, req workflows.ResolveRequest) error {
+	req.OperationID = fullOperationID(ctx, c, taskID, req.OperationID)
 	handle, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
 		WorkflowID:   workflows.WorkflowID(taskID),
 		UpdateName:   workflows.UpdateResolve,
@@ -76,4 +78,35 @@ func unwrapUpdateError(err error) error {
 		}
 		err = next
 	}
+}
+
+// fullOperationID expands the short form of an operation id that status
+// prints to fit 100 columns — the id without its "<tenant>:<task id>:" —
+// to the task's one operation or delivery with that ending. Any other id,
+// or one the task cannot be asked about, is returned as given, for the
+// task's validator to judge.
+func fullOperationID(ctx context.Context, c client.Client, taskID, id string) string {
+	if strings.Contains(id, ":"+taskID+":") {
+		return id
+	}
+	v, err := c.QueryWorkflow(ctx, workflows.WorkflowID(taskID), "", workflows.QueryStatus)
+	var res workflows.TaskResult
+	if err != nil || v.Get(&res) != nil {
+		return id
+	}
+	var match []string
+	for _, op := range res.Operations {
+		if strings.HasSuffix(op.OperationID, ":"+taskID+":"+id) {
+			match = append(match, op.OperationID)
+		}
+	}
+	for _, d := range res.Deliveries {
+		if strings.HasSuffix(d.OperationID, ":"+taskID+":"+id) {
+			match = append(match, d.OperationID)
+		}
+	}
+	if len(match) != 1 {
+		return id
+	}
+	return match[0]
 }

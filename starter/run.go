@@ -31,7 +31,7 @@ type runFlags struct {
 	comments                                     []string
 	maxTurns                                     int
 	humanTimeout, idleTimeout, maxDuration       time.Duration
-	wait, json                                   bool
+	wait, json, follow                           bool
 }
 
 func (a *app) runCommand() *cobra.Command {
@@ -45,7 +45,10 @@ func (a *app) runCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return a.start(cmd.Context(), a.cfg.TaskQueue, in, f.wait, f.json)
+			if f.follow && f.json {
+				return usagef("--follow shows the task live to a person; for JSON use --wait --json")
+			}
+			return a.start(cmd.Context(), a.cfg.TaskQueue, in, f.wait || f.follow, f.json, f.follow)
 		},
 	}
 	fl := cmd.Flags()
@@ -62,6 +65,7 @@ func (a *app) runCommand() *cobra.Command {
 	fl.DurationVar(&f.maxDuration, "max-duration", 0, "total limit of one model attempt (default $CAPSTAN_MODEL_MAX_DURATION or 10m)")
 	fl.DurationVar(&f.humanTimeout, "human-timeout", workflows.DefaultHumanTimeout, "how long the task waits for a person to resolve an operation before it fails with needs_human_timeout")
 	fl.BoolVar(&f.wait, "wait", false, "wait for the task to end and print its result")
+	fl.BoolVar(&f.follow, "follow", false, "watch the task live (as starter follow does) until it ends, then print its result")
 	fl.BoolVar(&f.json, "json", false, "print machine-readable JSON")
 	return cmd
 }
@@ -82,7 +86,7 @@ func (a *app) demoCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return a.start(cmd.Context(), a.cfg.SandboxTaskQueue(), in, true, asJSON)
+			return a.start(cmd.Context(), a.cfg.SandboxTaskQueue(), in, true, asJSON, false)
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
@@ -177,8 +181,9 @@ func (a *app) dial(ctx context.Context) (client.Client, client.Options, error) {
 	return config.DialTemporal(ctx, "capstan-starter@"+config.Hostname(), tlog.NewStructuredLogger(quiet), nil, 10*time.Second)
 }
 
-// start starts the task on queue and, with wait, follows it to its end.
-func (a *app) start(ctx context.Context, queue string, in workflows.AgentTaskInput, wait, asJSON bool) error {
+// start starts the task on queue and, with wait, follows it to its end:
+// with live, in the live view (followLive).
+func (a *app) start(ctx context.Context, queue string, in workflows.AgentTaskInput, wait, asJSON, live bool) error {
 	c, opts, err := a.dial(ctx)
 	if err != nil {
 		return err
@@ -218,13 +223,17 @@ func (a *app) start(ctx context.Context, queue string, in workflows.AgentTaskInp
 	if asJSON {
 		info = a.stderr
 	}
-	fmt.Fprintf(info, "started task %s (workflow %s)\nui: %s\n", in.TaskID, wid, ui)
-	stopFollow := func() {}
+	fmt.Fprintf(info, "started task %s\nui: %s\n", in.TaskID, ui)
+	if live {
+		return a.followLive(ctx, c, wid, ui)
+	}
+	stopTalking, stopJournal := a.keepTalking(ctx, c, wid), func() {}
 	if !asJSON {
-		stopFollow = a.follow(ctx, c, wid)
+		stopJournal = a.follow(ctx, c, wid)
 	}
 	res, err := awaitResult(ctx, c, wid, run.GetRunID())
-	stopFollow()
+	stopJournal()
+	stopTalking()
 	if err != nil {
 		return err
 	}

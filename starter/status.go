@@ -199,7 +199,9 @@ func (a *app) follow(ctx context.Context, c client.Client, wid string) (stop fun
 				continue
 			}
 			for _, l := range lines[min(seen, len(lines)):] {
-				fmt.Fprintf(a.stdout, "  %s\n", l)
+				for _, part := range wrap(shortLine(taskIDOf(wid), l), Columns, "  ", "      ") {
+					fmt.Fprintln(a.stdout, part)
+				}
 			}
 			seen = max(seen, len(lines))
 		}
@@ -229,59 +231,100 @@ func printJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
+// printResult prints a task's result in at most Columns columns:
+// operations by their labels (the full ids are in --json), long lines
+// wrapped.
 func printResult(w io.Writer, res workflows.TaskResult, ui string) {
-	fmt.Fprintf(w, "task %s: %s\n", res.TaskID, res.Status)
+	writeResult(w, res, ui, "")
+}
+
+// writeResult is printResult; shownAs, when set, names the attempt whose
+// committed text the caller has shown already as the final answer, which
+// is then not printed a second time.
+func writeResult(w io.Writer, res workflows.TaskResult, ui, shownAs string) {
+	lines := []string{fmt.Sprintf("task %s: %s", res.TaskID, res.Status)}
 	if res.Waiting != "" {
-		fmt.Fprintf(w, "  %s\n", res.Waiting)
+		lines = append(lines, wrap(res.Waiting, Columns, "  ", "    ")...)
 	}
 	if res.FailureCode != "" || res.Message != "" {
-		fmt.Fprintf(w, "  %s: %s\n", res.FailureCode, res.Message)
+		lines = append(lines, wrap(fmt.Sprintf("%s: %s", res.FailureCode, res.Message), Columns, "  ", "    ")...)
 	}
 	attempts := 0
 	for _, t := range res.Turns {
 		attempts += len(t.Attempts)
 	}
-	fmt.Fprintf(w, "turns: %d (%d model attempts)\n", len(res.Turns), attempts)
-	if len(res.Operations) > 0 {
-		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "OPERATION\tTOOL\tSTATE\tEXTERNAL ID")
-		for _, op := range res.Operations {
-			state := string(op.State)
-			switch {
-			case op.Replayed:
-				state += " (replayed)"
-			case op.Recovered:
-				state += " (recovered)"
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", op.OperationID, op.Tool, state, op.ExternalID)
-		}
-		_ = tw.Flush()
-	}
+	lines = append(lines, fmt.Sprintf("turns: %d (%d model attempts)", len(res.Turns), attempts))
+	lines = append(lines, operationsTable(res.TaskID, res.Operations)...)
 	for _, d := range res.Deliveries {
 		state := string(d.State)
 		if d.Recovered {
 			state += " (recovered)"
 		}
-		fmt.Fprintf(w, "delivery %s: %s %s\n", d.Target, state, d.ExternalID)
+		lines = append(lines, wrap(fmt.Sprintf("delivery %s: %s %s", d.Target, state, d.ExternalID), Columns, "", "  ")...)
 	}
 	for _, op := range res.Operations {
 		if op.State == "NEEDS_HUMAN" {
-			fmt.Fprintf(w, "needs a person: operation %s: %s\n  resolve it: starter resolve %s %s --found URL | --absent | --abort\n",
-				op.OperationID, op.Reason, res.TaskID, op.OperationID)
+			lines = append(lines, wrap(fmt.Sprintf("needs a person: operation %s: %s", opLabel(res.TaskID, op), op.Reason), Columns, "", "  ")...)
+			lines = append(lines, resolveHint(res.TaskID, op.OperationID)...)
 		}
 	}
 	for _, d := range res.Deliveries {
 		if d.State == workflows.DeliveryNeedsHuman {
-			fmt.Fprintf(w, "needs a person: delivery %s\n  resolve it: starter resolve %s %s --found URL | --absent | --abort\n",
-				d.OperationID, res.TaskID, d.OperationID)
+			lines = append(lines, "needs a person: delivery to "+d.Target)
+			lines = append(lines, resolveHint(res.TaskID, d.OperationID)...)
 		}
 	}
-	if res.FinalText != "" {
-		fmt.Fprintf(w, "final answer:\n%s\n", indent(res.FinalText))
+	switch {
+	case res.FinalText == "":
+	case shownAs != "":
+		lines = append(lines, fmt.Sprintf("final answer: as committed by %s, above", shownAs))
+	default:
+		lines = append(lines, "final answer:")
+		lines = append(lines, wrap(res.FinalText, Columns, "  ", "  ")...)
 	}
-	fmt.Fprintf(w, "ui: %s\n", ui)
+	lines = append(lines, "ui: "+ui)
+	for _, l := range lines {
+		fmt.Fprintln(w, l)
+	}
 }
 
-func indent(s string) string {
-	return "  " + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n  ")
+// operationsTable lists operations by label, state and external id.
+func operationsTable(taskID string, ops []workflows.OperationRecord) []string {
+	if len(ops) == 0 {
+		return nil
+	}
+	rows := [][]string{{"OPERATION", "STATE", "EXTERNAL ID"}}
+	for _, op := range ops {
+		state := string(op.State)
+		switch {
+		case op.Replayed:
+			state += " (replayed)"
+		case op.Recovered:
+			state += " (recovered)"
+		}
+		rows = append(rows, []string{opLabel(taskID, op), state, op.ExternalID})
+	}
+	return table(rows, Columns, 0, 2)
 }
+
+// shortOperationID is an operation id without its "<tenant>:<task id>:",
+// which `starter resolve` expands again (fullOperationID).
+func shortOperationID(taskID, opID string) string {
+	if i := strings.Index(opID, ":"+taskID+":"); i >= 0 {
+		return opID[i+len(taskID)+2:]
+	}
+	return opID
+}
+
+// resolveHint is the command a person runs, one argument a line so that
+// it fits; the lines paste as one shell command.
+func resolveHint(taskID, opID string) []string {
+	return []string{
+		"  resolve it: starter resolve " + taskID + " \\",
+		"      " + shortOperationID(taskID, opID) + " \\",
+		"      --found URL | --absent | --abort",
+	}
+}
+
+// taskIDOf is the task id of a task's workflow id.
+func taskIDOf(wid string) string { return strings.TrimPrefix(wid, "task-") }

@@ -78,6 +78,9 @@ func AgentTask(ctx workflow.Context, in AgentTaskInput) (TaskResult, error) {
 	if err := workflow.SetQueryHandler(ctx, QueryJournal, func() ([]string, error) { return t.journal, nil }); err != nil {
 		return t.result, err
 	}
+	if err := workflow.SetQueryHandler(ctx, QueryProgress, t.progress); err != nil {
+		return t.result, err
+	}
 	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateResolve, t.resolve,
 		workflow.UpdateHandlerOptions{Validator: t.validateResolve}); err != nil {
 		return t.result, err

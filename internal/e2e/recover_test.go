@@ -40,9 +40,17 @@ func TestPersonResolvesWhatNobodyCanTell(t *testing.T) {
 		t.Fatalf("start: exit %d, stderr %s", r.code, r.stderr)
 	}
 	opID := waitNeedsHuman(t, env, taskID)
-	if st := runStarter(t, env, "status", taskID); st.code != 0 || !strings.Contains(st.stdout, "needs a person: operation "+opID) ||
-		!strings.Contains(st.stdout, "resolve it: starter resolve "+taskID+" "+opID+" --found URL | --absent | --abort") {
+	shortOp := strings.TrimPrefix(opID, "default:"+taskID+":") // what status prints and resolve expands
+	// The status names the operation by its label and prints the command
+	// to run one argument a line (backslash-continued), so that it fits 100
+	// columns and pastes as one command.
+	if st := runStarter(t, env, "status", taskID); st.code != 0 ||
+		!strings.Contains(st.stdout, "needs a person: operation github_create_pull_request capstan-sandbox/demo ") ||
+		!strings.Contains(strings.Join(strings.Fields(strings.ReplaceAll(st.stdout, "\\\n", " ")), " "),
+			"resolve it: starter resolve "+taskID+" "+shortOp+" --found URL | --absent | --abort") {
 		t.Errorf("starter status: exit %d, stdout:\n%s\nwant it to say which operation needs a person and how to resolve it", st.code, st.stdout)
+	} else {
+		assertFits(t, "starter status", st.stdout)
 	}
 
 	// Bad input is one clear sentence, exit 2, and changes nothing.
@@ -70,7 +78,7 @@ func TestPersonResolvesWhatNobodyCanTell(t *testing.T) {
 		t.Fatalf("pull requests = %d, want the 1 whose answer was lost", len(prs))
 	}
 	url := fmt.Sprintf("%s/capstan-sandbox/demo/pull/%d", strings.TrimRight(sb.GitHubURL, "/"), prs[0].Number)
-	if r := runStarter(t, env, "resolve", taskID, opID, "--found", url); r.code != 0 || !strings.Contains(r.stdout, "resolved as found") {
+	if r := runStarter(t, env, "resolve", taskID, shortOp, "--found", url); r.code != 0 || !strings.Contains(r.stdout, "operation "+opID+" resolved as found") {
 		t.Fatalf("resolve --found: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 	}
 	res := waitResult(t, taskID)
