@@ -133,8 +133,9 @@ func wrap(text string, w int, first, rest string) []string {
 }
 
 // table lays rows out in columns separated by two spaces, in at most w
-// columns: when the rows are too wide, the widest of the shrinkable columns
-// is cut ("…") until they fit. The last column is never padded.
+// columns: when the rows are too wide, the shrinkable columns are cut
+// ("…"), the first listed first, down to 12 columns each, until they fit.
+// The last column is never padded.
 func table(rows [][]string, w int, shrinkable ...int) []string {
 	if len(rows) == 0 {
 		return nil
@@ -146,24 +147,17 @@ func table(rows [][]string, w int, shrinkable ...int) []string {
 			widths[i] = max(widths[i], width(c))
 		}
 	}
-	total := func() int {
-		t := 2 * (n - 1)
-		for _, x := range widths {
-			t += x
-		}
-		return t
+	total := 2 * (n - 1)
+	for _, x := range widths {
+		total += x
 	}
-	for total() > w {
-		widest := -1
-		for _, i := range shrinkable {
-			if widths[i] > 8 && (widest < 0 || widths[i] > widths[widest]) {
-				widest = i
-			}
-		}
-		if widest < 0 {
+	for _, i := range shrinkable {
+		if total <= w {
 			break
 		}
-		widths[widest] -= min(total()-w, widths[widest]-8)
+		by := min(total-w, max(widths[i]-12, 0))
+		widths[i] -= by
+		total -= by
 	}
 	out := make([]string, 0, len(rows))
 	for _, r := range rows {

@@ -81,10 +81,11 @@ func unwrapUpdateError(err error) error {
 }
 
 // fullOperationID expands the short form of an operation id that status
-// prints to fit 100 columns — the id without its "<tenant>:<task id>:" —
-// to the task's one operation or delivery with that ending. Any other id,
-// or one the task cannot be asked about, is returned as given, for the
-// task's validator to judge.
+// prints to fit 100 columns — an ending of the id at a ":" boundary, such
+// as the id without its "<tenant>:<task id>:" — to the task's one
+// operation or delivery with that ending. Any other id, or one the task
+// cannot be asked about, is returned as given, for the task's validator
+// to judge.
 func fullOperationID(ctx context.Context, c client.Client, taskID, id string) string {
 	if strings.Contains(id, ":"+taskID+":") {
 		return id
@@ -96,12 +97,12 @@ func fullOperationID(ctx context.Context, c client.Client, taskID, id string) st
 	}
 	var match []string
 	for _, op := range res.Operations {
-		if strings.HasSuffix(op.OperationID, ":"+taskID+":"+id) {
+		if strings.HasSuffix(op.OperationID, ":"+id) {
 			match = append(match, op.OperationID)
 		}
 	}
 	for _, d := range res.Deliveries {
-		if strings.HasSuffix(d.OperationID, ":"+taskID+":"+id) {
+		if strings.HasSuffix(d.OperationID, ":"+id) {
 			match = append(match, d.OperationID)
 		}
 	}

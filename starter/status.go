@@ -265,13 +265,13 @@ func writeResult(w io.Writer, res workflows.TaskResult, ui, shownAs string) {
 	for _, op := range res.Operations {
 		if op.State == "NEEDS_HUMAN" {
 			lines = append(lines, wrap(fmt.Sprintf("needs a person: operation %s: %s", opLabel(res.TaskID, op), op.Reason), Columns, "", "  ")...)
-			lines = append(lines, resolveHint(res.TaskID, op.OperationID)...)
+			lines = append(lines, resolveHint(res, op.OperationID)...)
 		}
 	}
 	for _, d := range res.Deliveries {
 		if d.State == workflows.DeliveryNeedsHuman {
 			lines = append(lines, "needs a person: delivery to "+d.Target)
-			lines = append(lines, resolveHint(res.TaskID, d.OperationID)...)
+			lines = append(lines, resolveHint(res, d.OperationID)...)
 		}
 	}
 	switch {
@@ -304,24 +304,52 @@ func operationsTable(taskID string, ops []workflows.OperationRecord) []string {
 		}
 		rows = append(rows, []string{opLabel(taskID, op), state, op.ExternalID})
 	}
-	return table(rows, Columns, 0, 2)
+	return table(rows, Columns, 2, 0)
 }
 
-// shortOperationID is an operation id without its "<tenant>:<task id>:",
-// which `starter resolve` expands again (fullOperationID).
-func shortOperationID(taskID, opID string) string {
-	if i := strings.Index(opID, ":"+taskID+":"); i >= 0 {
-		return opID[i+len(taskID)+2:]
+// shortOperationID is the shortest ending of an operation id, at ":"
+// boundaries, that fits a resolve hint's line and names no other
+// operation or delivery of the task; `starter resolve` expands it again
+// (fullOperationID). Without "<tenant>:<task id>:" at the least.
+func shortOperationID(res workflows.TaskResult, opID string) string {
+	short := opID
+	if i := strings.Index(opID, ":"+res.TaskID+":"); i >= 0 {
+		short = opID[i+len(res.TaskID)+2:]
 	}
-	return opID
+	var ids []string
+	for _, op := range res.Operations {
+		ids = append(ids, op.OperationID)
+	}
+	for _, d := range res.Deliveries {
+		ids = append(ids, d.OperationID)
+	}
+	for width(short) > Columns-8 {
+		_, tail, ok := strings.Cut(short, ":")
+		if !ok || matching(ids, tail) != 1 {
+			break
+		}
+		short = tail
+	}
+	return short
+}
+
+// matching counts the ids that end in ":" and suffix.
+func matching(ids []string, suffix string) int {
+	n := 0
+	for _, id := range ids {
+		if strings.HasSuffix(id, ":"+suffix) {
+			n++
+		}
+	}
+	return n
 }
 
 // resolveHint is the command a person runs, one argument a line so that
 // it fits; the lines paste as one shell command.
-func resolveHint(taskID, opID string) []string {
+func resolveHint(res workflows.TaskResult, opID string) []string {
 	return []string{
-		"  resolve it: starter resolve " + taskID + " \\",
-		"      " + shortOperationID(taskID, opID) + " \\",
+		"  resolve it: starter resolve " + res.TaskID + " \\",
+		"      " + shortOperationID(res, opID) + " \\",
 		"      --found URL | --absent | --abort",
 	}
 }
