@@ -30,12 +30,10 @@ func opLabel(taskID string, op workflows.OperationRecord) string {
 }
 
 // idLabel is opLabel of an operation id without its tenant and task:
-// "<tool>:<business key>" or "<turn id>:<tool>:<n>".
+// "<tool>:<business key>" or "<turn>:<tool>:<n>".
 func idLabel(taskID, rest string) string {
-	if turn, ok := strings.CutPrefix(rest, taskID+"/"); ok {
-		if parts := strings.Split(turn, ":"); len(parts) == 3 {
-			return fmt.Sprintf("%s (%s #%s)", parts[1], parts[0], parts[2])
-		}
+	if m := turnCall.FindStringSubmatch(strings.TrimPrefix(rest, taskID+"/")); m != nil {
+		return fmt.Sprintf("%s (%s #%s)", m[2], m[1], m[3])
 	}
 	tool, key, ok := strings.Cut(rest, ":")
 	if !ok {
@@ -55,7 +53,12 @@ func keyLabel(key string) string {
 	return strings.Join(parts[i:], " ")
 }
 
-var lowerWord = regexp.MustCompile(`^[a-z]+$`)
+var (
+	lowerWord = regexp.MustCompile(`^[a-z]+$`)
+	// turnCall is the id of a call without a business key: its turn
+	// ("t2"), its tool and its place in the turn (or a uuid).
+	turnCall = regexp.MustCompile(`^(t[0-9]+):([^:]+):([^:]+)$`)
+)
 
 // journalTime is the RFC 3339 time that opens every journal line.
 var journalTime = regexp.MustCompile(`^\d{4}-\d\d-\d\dT(\d\d:\d\d:\d\d)Z `)

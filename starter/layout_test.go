@@ -25,7 +25,7 @@ func longResult() workflows.TaskResult {
 		Operations: []workflows.OperationRecord{
 			{OperationID: "acme-tenant:" + longTask + ":github_create_branch:branch:create:acme-corporation/payments-service:agent/fix-the-flaky-retry-test",
 				Tool: "github_create_branch", State: "SUCCEEDED", ExternalID: "refs/heads/agent/fix-the-flaky-retry-test", Replayed: true},
-			{OperationID: "acme-tenant:" + longTask + ":" + longTask + "/t1:github_get_file:2", Tool: "github_get_file", TurnID: longTask + "/t1", State: "SUCCEEDED"},
+			{OperationID: "acme-tenant:" + longTask + ":t1:github_get_file:2", Tool: "github_get_file", TurnID: longTask + "/t1", State: "SUCCEEDED"},
 			{OperationID: pr, Tool: "github_create_pull_request", State: "NEEDS_HUMAN",
 				Reason: "could not ask whether the operation took effect: 14 of 14 questions over the 1m0s consistency window failed, the last one at its end: 502"},
 		},

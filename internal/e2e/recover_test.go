@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -40,18 +41,21 @@ func TestPersonResolvesWhatNobodyCanTell(t *testing.T) {
 		t.Fatalf("start: exit %d, stderr %s", r.code, r.stderr)
 	}
 	opID := waitNeedsHuman(t, env, taskID)
-	shortOp := strings.TrimPrefix(opID, "default:"+taskID+":") // what status prints and resolve expands
 	// The status names the operation by its label and prints the command
-	// to run one argument a line (backslash-continued), so that it fits 100
-	// columns and pastes as one command.
-	if st := runStarter(t, env, "status", taskID); st.code != 0 ||
-		!strings.Contains(st.stdout, "needs a person: operation github_create_pull_request capstan-sandbox/demo ") ||
-		!strings.Contains(strings.Join(strings.Fields(strings.ReplaceAll(st.stdout, "\\\n", " ")), " "),
-			"resolve it: starter resolve "+taskID+" "+shortOp+" --found URL | --absent | --abort") {
-		t.Errorf("starter status: exit %d, stdout:\n%s\nwant it to say which operation needs a person and how to resolve it", st.code, st.stdout)
-	} else {
-		assertFits(t, "starter status", st.stdout)
+	// to run one argument a line (backslash-continued), with an ending of
+	// the operation id that `resolve` expands, so that it fits 100 columns
+	// and pastes as one command.
+	st := runStarter(t, env, "status", taskID)
+	if words := strings.Join(strings.Fields(st.stdout), " "); st.code != 0 ||
+		!strings.Contains(words, "needs a person: operation github_create_pull_request capstan-sandbox/demo capstan/hello-"+taskID+" main: ") {
+		t.Errorf("starter status: exit %d, stdout:\n%s\nwant it to say which operation needs a person", st.code, st.stdout)
 	}
+	assertFits(t, "starter status", st.stdout)
+	hint := regexp.MustCompile(`(?m)^  resolve it: starter resolve ` + regexp.QuoteMeta(taskID) + ` \\\n {6}(\S+) \\\n {6}--found URL \| --absent \| --abort$`).FindStringSubmatch(st.stdout)
+	if hint == nil || !strings.HasSuffix(opID, ":"+hint[1]) {
+		t.Fatalf("starter status does not print how to resolve %s:\n%s", opID, st.stdout)
+	}
+	shortOp := hint[1]
 
 	// Bad input is one clear sentence, exit 2, and changes nothing.
 	for _, tc := range []struct {
