@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -98,6 +99,16 @@ func (f *follower) run(ctx context.Context) (workflows.TaskResult, error) {
 	render := time.NewTicker(followRender)
 	defer render.Stop()
 	v := f.view
+	var hubs []string // every hub seen, newest first
+	v.lookup = func(id string) bool {
+		if len(hubs) == 0 {
+			return false
+		}
+		sctx, scancel := context.WithCancel(ctx)
+		subs[id] = scancel
+		go f.lookup(sctx, slices.Clone(hubs), id, deltas)
+		return true
+	}
 	for {
 		select {
 		case d := <-deltas:
@@ -107,6 +118,9 @@ func (f *follower) run(ctx context.Context) (workflows.TaskResult, error) {
 				return f.finish(ctx, deltas)
 			}
 			for _, r := range p.running {
+				if r.StreamURL != "" && !slices.Contains(hubs, r.StreamURL) {
+					hubs = slices.Insert(hubs, 0, r.StreamURL)
+				}
 				at := v.attempt(r.AttemptID)
 				if _, ok := subs[r.AttemptID]; !ok && r.StreamURL != "" && !at.settled {
 					sctx, scancel := context.WithCancel(ctx)
@@ -173,6 +187,24 @@ func (v *liveView) allStreamsDone() bool {
 		}
 	}
 	return true
+}
+
+// lookup asks each hub in turn for the text of an attempt that already
+// settled, and says the stream is over when none has it.
+func (f *follower) lookup(ctx context.Context, hubs []string, attemptID string, out chan<- delta) {
+	send := func(ev livestream.Event) {
+		select {
+		case out <- delta{attempt: attemptID, ev: ev}:
+		case <-ctx.Done():
+		}
+	}
+	for _, hub := range hubs {
+		err := livestream.SubscribeKnown(ctx, f.http, hub, attemptID, 0, send)
+		if err == nil || ctx.Err() != nil {
+			return
+		}
+	}
+	send(livestream.Event{End: true})
 }
 
 // poll asks the server, every followPoll, whether the task still runs,

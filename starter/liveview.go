@@ -59,6 +59,10 @@ type liveView struct {
 
 	// lastCommitted is the last committed attempt shown with its text.
 	lastCommitted *attemptView
+	// lookup, when set, asks the hubs seen so far for the text of an
+	// attempt that settled before the view could subscribe to it (it ran
+	// between two polls); it reports whether it started looking.
+	lookup func(attemptID string) bool
 }
 
 // attemptView is one attempt as the follower knows it.
@@ -144,6 +148,9 @@ func (v *liveView) settle(records []workflows.AttemptRecord) {
 			continue
 		}
 		a.settled, a.outcome, a.reason, a.settledAt = true, r.Outcome, r.Message, v.now()
+		if !a.subscribed && v.lookup != nil && v.lookup(a.id) {
+			a.subscribed = true
+		}
 		if !a.subscribed {
 			a.streamDone = true
 		}

@@ -24,9 +24,11 @@ const helloAnswer = "Hello! I'm capstan's sandbox model. This answer needs no to
 // person would: `starter follow` in a terminal (tmux, 160 columns wide),
 // against a worker whose first model attempt sends some text and then
 // stalls until the idle watchdog cuts it. The text reaches the screen
-// within a second of the model sending it; the final screen shows the
-// stalled attempt's text once, struck through, with its reason, the retry,
-// and the final answer exactly once; no line is wider than 100 columns.
+// within a second of the model sending it; the retry counts down; the
+// final screen shows the stalled attempt's text once, struck through, with
+// its reason, the retry, and the final answer exactly once (as the second
+// attempt's committed text, which the result then does not repeat); no
+// line is wider than 100 columns.
 func TestFollowShowsAStalledAttemptStruckThenTheAnswerOnce(t *testing.T) {
 	tmux := requireTmux(t)
 	sb := startSandbox(t)
@@ -80,7 +82,9 @@ func TestFollowShowsAStalledAttemptStruckThenTheAnswerOnce(t *testing.T) {
 	for _, want := range []string{
 		"t1/a1 abandoned (cut_idle): the stream was silent for 4s",
 		"t1/a1 abandoned (cut_idle); retrying in 1s",
+		"t1/a2 committed:\n  " + helloAnswer + "\n",
 		"task " + taskID + ": completed",
+		"final answer: as committed by t1/a2, above",
 	} {
 		if !strings.Contains(plain, want) {
 			t.Errorf("the screen does not say %q", want)
@@ -152,7 +156,9 @@ func TestRunFollowWithoutATerminal(t *testing.T) {
 		"[t1/a1] Let me think about the greeting first.",
 		"[abandoned: cut_idle: the stream was silent for 4s]",
 		"t1/a1 abandoned (cut_idle); retrying in 1s",
+		"[t1/a2] " + helloAnswer + "\n[t1/a2 committed]\n",
 		"task " + taskID + ": completed",
+		"final answer: as committed by t1/a2, above",
 	} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("the output does not say %q", want)

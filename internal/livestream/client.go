@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -18,11 +19,29 @@ import (
 // caller that reconnects passes the last event's Next as from, so no text
 // is delivered twice.
 func Subscribe(ctx context.Context, c *http.Client, baseURL, attemptID string, from int, fn func(Event)) error {
+	return subscribe(ctx, c, baseURL, attemptID, from, false, fn)
+}
+
+// ErrUnknownAttempt is SubscribeKnown's error when the hub has not heard of
+// the attempt (it ran on another worker, or too long ago).
+var ErrUnknownAttempt = errors.New("the hub has no such attempt")
+
+// SubscribeKnown is Subscribe for an attempt the hub may not have: it
+// fails at once with ErrUnknownAttempt instead of waiting for it.
+func SubscribeKnown(ctx context.Context, c *http.Client, baseURL, attemptID string, from int, fn func(Event)) error {
+	return subscribe(ctx, c, baseURL, attemptID, from, true, fn)
+}
+
+func subscribe(ctx context.Context, c *http.Client, baseURL, attemptID string, from int, known bool, fn func(Event)) error {
 	u, err := url.Parse(strings.TrimRight(baseURL, "/") + Path)
 	if err != nil {
 		return fmt.Errorf("stream URL %q: %w", baseURL, err)
 	}
-	u.RawQuery = url.Values{"attempt": {attemptID}, "from": {strconv.Itoa(from)}}.Encode()
+	q := url.Values{"attempt": {attemptID}, "from": {strconv.Itoa(from)}}
+	if known {
+		q.Set("known", "1")
+	}
+	u.RawQuery = q.Encode()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
 		return err
@@ -33,6 +52,9 @@ func Subscribe(ctx context.Context, c *http.Client, baseURL, attemptID string, f
 		return err
 	}
 	defer resp.Body.Close()
+	if known && resp.StatusCode == http.StatusNotFound {
+		return ErrUnknownAttempt
+	}
 	if resp.StatusCode != http.StatusOK {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 		return fmt.Errorf("stream %s: %s: %s", u.Redacted(), resp.Status, strings.TrimSpace(string(b)))

@@ -106,6 +106,14 @@ func (h *Hub) get(id string) *attempt {
 	return a
 }
 
+// knows reports whether the hub has heard of the attempt.
+func (h *Hub) knows(id string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	_, ok := h.attempts[id]
+	return ok
+}
+
 // touch wakes a's subscribers and sweeps old attempts; h.mu is held.
 func (h *Hub) touch(a *attempt) {
 	now := h.now()
@@ -181,7 +189,8 @@ type Event struct {
 // ServeHTTP serves GET Path?attempt=ID&from=OFFSET: the attempt's text from
 // OFFSET (bytes) as "text" events as it grows, then one "end" event. An
 // attempt the hub has not heard of yet is waited for: a follower may ask
-// before the model's first byte.
+// before the model's first byte; with known=1 it is 404 instead (a
+// follower looking for an attempt that ran between two of its polls).
 func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path != Path {
 		http.NotFound(w, r)
@@ -196,6 +205,10 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	from, err := strconv.Atoi(r.URL.Query().Get("from"))
 	if id == "" || (r.URL.Query().Has("from") && (err != nil || from < 0)) {
 		http.Error(w, "want ?attempt=ID[&from=BYTE_OFFSET]", http.StatusBadRequest)
+		return
+	}
+	if r.URL.Query().Get("known") == "1" && !h.knows(id) {
+		http.Error(w, "this hub has no attempt "+id, http.StatusNotFound)
 		return
 	}
 	w.Header().Set("Content-Type", "text/event-stream")

@@ -2,6 +2,7 @@ package livestream_test
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strings"
 	"testing"
@@ -104,5 +105,26 @@ func TestHubRefusesABadRequest(t *testing.T) {
 	err := livestream.Subscribe(t.Context(), http.DefaultClient, base, "", 0, func(livestream.Event) {})
 	if err == nil || !strings.Contains(err.Error(), "400") {
 		t.Fatalf("Subscribe without an attempt = %v, want a 400", err)
+	}
+}
+
+// TestSubscribeKnownDoesNotWaitForAnUnknownAttempt: a follower asking after
+// an attempt that ran elsewhere is told at once; one that ran here gets
+// its text.
+func TestSubscribeKnownDoesNotWaitForAnUnknownAttempt(t *testing.T) {
+	h := livestream.NewHub(livestream.Options{})
+	base := serve(t, h)
+	err := livestream.SubscribeKnown(t.Context(), http.DefaultClient, base, "elsewhere", 0, func(livestream.Event) {})
+	if !errors.Is(err, livestream.ErrUnknownAttempt) {
+		t.Fatalf("SubscribeKnown(unknown) = %v, want ErrUnknownAttempt", err)
+	}
+	h.Publish("here", "Done.")
+	h.End("here", "completed")
+	var got []livestream.Event
+	if err := livestream.SubscribeKnown(t.Context(), http.DefaultClient, base, "here", 0, func(ev livestream.Event) { got = append(got, ev) }); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0].Text != "Done." || !got[1].End {
+		t.Fatalf("events = %+v, want the text and the end", got)
 	}
 }
