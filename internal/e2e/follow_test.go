@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"net/http"
@@ -262,4 +263,83 @@ func (p *tmuxPane) waitFor(t *testing.T, want string, within time.Duration) stri
 		}
 		<-tick.C
 	}
+}
+
+// TestRunWaitKeepsTalkingWithoutATerminal: `starter run --wait` into pipes
+// says on stderr what the task does at least every 30 s while it waits, so
+// an unattended runner that kills silent jobs never kills it. The model
+// holds the first request for longer than that.
+func TestRunWaitKeepsTalkingWithoutATerminal(t *testing.T) {
+	sb := startSandbox(t)
+	arrived, release := make(chan struct{}), make(chan struct{})
+	var calls atomic.Int32
+	sb.Model.SetFault(func(w http.ResponseWriter, r *http.Request, _ http.Handler) bool {
+		if calls.Add(1) == 1 {
+			close(arrived)
+			select { // then the script answers
+			case <-release:
+			case <-r.Context().Done():
+				return true
+			}
+		}
+		return false
+	})
+	env := endpointEnv(t, "e2e-keep-talking", sb)
+	startWorker(t, env)
+
+	taskID := fmt.Sprintf("e2e-keep-talking-%d", time.Now().UnixNano())
+	cmd := exec.Command(starterBin, "run", "--prompt", "hello", "--model", "openai:hello", "--id", taskID,
+		"--idle-timeout", "50s", "--max-duration", "2m", "--wait")
+	cmd.Env = env
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stdout strings.Builder
+	cmd.Stdout = &stdout
+	started := time.Now()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := make(chan string, 16)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	select {
+	case <-arrived:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the model never received the first request")
+	}
+	progress := regexp.MustCompile(`^\d\d:\d\d:\d\d task ` + regexp.QuoteMeta(taskID) + ` running: `)
+	select {
+	case line := <-lines:
+		if !progress.MatchString(line) {
+			t.Errorf("stderr line %q is not a progress line", line)
+		}
+		if d := time.Since(started); d > 30*time.Second {
+			t.Errorf("the first progress line came %s after the start, want within 30 s", d.Round(time.Second))
+		}
+	case <-time.After(35 * time.Second):
+		t.Fatal("starter run --wait said nothing on stderr for 35 s while the task waited")
+	}
+	close(release)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("starter run --wait: %v\nstdout: %s", err, stdout.String())
+		}
+	case <-time.After(2 * time.Minute):
+		_ = cmd.Process.Kill()
+		t.Fatal("starter run --wait did not end with the task")
+	}
+	if !strings.Contains(stdout.String(), "task "+taskID+": completed") {
+		t.Errorf("stdout does not report the task completed:\n%s", stdout.String())
+	}
+	assertFits(t, "starter run --wait", stdout.String())
 }
