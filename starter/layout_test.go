@@ -230,3 +230,24 @@ func TestProgressLineSaysWhatTheTaskWaitsFor(t *testing.T) {
 		}
 	}
 }
+
+// TestTerminalLiveRegionFitsTheScreen: however many operations and however
+// long the text, the live region never holds more lines than the screen,
+// so redrawing it in place never runs off the top.
+func TestTerminalLiveRegionFitsTheScreen(t *testing.T) {
+	now := time.Date(2026, 11, 30, 14, 3, 22, 0, time.UTC)
+	v := newLiveView(&bytes.Buffer{}, longTask, func() time.Time { return now })
+	v.tty, v.rows = true, 24
+	a1 := longTask + "/t1/a1"
+	v.attempt(a1).subscribed = true
+	text := strings.Repeat("A long line of model text that goes on. ", 200)
+	v.text(a1, livestream.Event{Text: text, From: 0, Next: len(text)})
+	for i := range 40 {
+		v.ops = append(v.ops, workflows.OperationRecord{OperationID: "t:" + longTask + ":t1:github_get_file:" + string(rune('a'+i%26)), Tool: "github_get_file", State: "SUCCEEDED"})
+	}
+	region := v.liveRegion()
+	if len(region) > v.rows-1 {
+		t.Errorf("live region of %d lines on a screen of %d rows", len(region), v.rows)
+	}
+	assertFits(t, "live region", strings.Join(region, "\n"))
+}

@@ -294,11 +294,22 @@ func (v *liveView) liveRegion() []string {
 		out = append(out, cut("needs a person: "+shortLine(v.taskID, id)+" (starter status "+v.taskID+")", v.width))
 	}
 	if len(v.ops) > 0 {
+		ops := v.ops
+		shown := max(3, v.rows/3)
+		if len(ops) > shown {
+			out = append(out, fmt.Sprintf("(%d earlier operations: starter status %s)", len(ops)-shown, v.taskID))
+			ops = ops[len(ops)-shown:]
+		}
 		rows := [][]string{{"OPERATION", "STATE"}}
-		for _, op := range v.ops {
+		for _, op := range ops {
 			rows = append(rows, []string{opLabel(v.taskID, op), string(op.State)})
 		}
 		out = append(out, table(rows, v.width, 0)...)
+	}
+	// The region is redrawn by moving the cursor up over it, which cannot
+	// go above the top of the screen: it never holds more lines than fit.
+	if limit := max(v.rows-1, 1); len(out) > limit {
+		out = out[len(out)-limit:]
 	}
 	return out
 }
