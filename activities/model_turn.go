@@ -138,6 +138,9 @@ loop:
 	for {
 		select {
 		case stream = <-opened:
+			// The provider has begun to answer: a breaker taking one call
+			// at a time after a failure need not wait out the stream.
+			permit.Answered()
 		case ev := <-events:
 			acc.Add(ev)
 			idle.Reset(limits.Idle)
