@@ -141,23 +141,15 @@ func (a *app) taskInput(f runFlags) (workflows.AgentTaskInput, error) {
 	if f.humanTimeout < time.Minute {
 		return in, usagef("--human-timeout %s is too short (at least 1m)", f.humanTimeout)
 	}
-	limits := a.cfg.ModelLimits
 	if f.idleTimeout < 0 || f.maxDuration < 0 {
 		return in, usagef("--idle-timeout and --max-duration must be positive durations")
 	}
-	if f.idleTimeout > 0 {
-		// The first-event wait follows the idle timeout unless the
-		// environment set it apart.
-		if limits.FirstEvent == limits.Idle {
-			limits.FirstEvent = f.idleTimeout
-		}
-		limits.Idle = f.idleTimeout
-	}
-	if f.maxDuration > 0 {
-		limits.Total = f.maxDuration
-	}
-	if limits.Idle >= limits.Total {
-		return in, usagef("the idle timeout (%s) must be shorter than the attempt's total limit (%s)", limits.Idle, limits.Total)
+	// Only what this task sets travels in its input; the worker that runs
+	// the task's first step fills the rest from its CAPSTAN_MODEL_* and
+	// CAPSTAN_HEARTBEAT_TIMEOUT (and checks the whole again).
+	limits := model.Limits{Idle: f.idleTimeout, Total: f.maxDuration}
+	if err := limits.Validate(); err != nil {
+		return in, usagef("%v", err)
 	}
 	return workflows.AgentTaskInput{
 		TaskID: id, Tenant: f.tenant, Prompt: f.prompt, Repo: f.repo, Base: f.base,

@@ -89,6 +89,11 @@ func AgentTask(ctx workflow.Context, in AgentTaskInput) (TaskResult, error) {
 	if err := workflow.UpsertTypedSearchAttributes(ctx, attrs...); err != nil {
 		return t.result, err
 	}
+	if in.Checkpoint == nil {
+		if err := t.settleLimits(ctx); err != nil {
+			return t.finish(ctx, err)
+		}
+	}
 	return t.finish(ctx, t.run(ctx))
 }
 

@@ -38,6 +38,10 @@ const (
 	FailOperationFailed     FailureCode = "operation_failed"
 	FailDeliveryFailed      FailureCode = "delivery_failed"
 	FailWorkerMisconfigured FailureCode = "worker_misconfigured"
+	// FailInvalidLimits: the limits the task set do not fit with the
+	// worker's defaults for the rest (an idle timeout as long as the
+	// worker's total limit, say); nothing was sent.
+	FailInvalidLimits FailureCode = "invalid_limits"
 	// FailNeedsHumanTimeout: an operation waited for a person longer than
 	// the task's human timeout.
 	FailNeedsHumanTimeout FailureCode = "needs_human_timeout"

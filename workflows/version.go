@@ -36,4 +36,9 @@ const (
 	// the current details, spending no retry budget — and Temporal no
 	// longer retries BreakerOpen itself.
 	changeBreakerWaits = "breaker-waits"
+	// changeWorkerLimits: a task takes the limits its input leaves unset
+	// from the worker that runs its first step (the WorkerLimits local
+	// activity, recorded in history) and keeps them in its input, instead
+	// of model.DefaultLimits.
+	changeWorkerLimits = "worker-limits"
 )
