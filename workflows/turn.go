@@ -178,7 +178,7 @@ func (t *task) callModel(ctx workflow.Context, ts *turnState, in *activities.Mod
 			}
 			continue
 		}
-		t.note(ctx, "%s abandoned (%s); retrying in %s: %s", in.AttemptID, oc.Outcome, d.Delay, d.Message)
+		t.note(ctx, "%s abandoned (%s); retrying in %s: %s", in.AttemptID, oc.Outcome, roundWait(d.Delay), d.Message)
 		if err := t.wait(ctx, d.Delay, fmt.Sprintf("turn %d's next attempt (%s)", ts.turn, oc.Outcome)); err != nil {
 			return out, err
 		}
