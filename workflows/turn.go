@@ -215,18 +215,29 @@ func (t *task) switchModel(ctx workflow.Context, ts *turnState, attemptID string
 }
 
 // wait sleeps d before the next attempt. Since changeModelTurnsComplete a
-// wait longer than journalEvery is slept in slices of it, each followed by
-// a journal line, and shown in the task's status while it lasts.
+// wait longer than journalEvery is shown in the task's status while it
+// lasts, and journalled every journalEvery (sleep).
 func (t *task) wait(ctx workflow.Context, d time.Duration, what string) error {
 	if d <= 0 {
 		return nil
 	}
+	if t.complete && d > journalEvery {
+		until := workflow.Now(ctx).Add(d)
+		t.result.Waiting = fmt.Sprintf("waiting %s for %s (until %s)", roundWait(d), what, until.UTC().Format("15:04:05 MST"))
+		defer func() { t.result.Waiting = "" }()
+	}
+	return t.sleep(ctx, d, what)
+}
+
+// sleep is a durable timer of d. Since changeModelTurnsComplete a sleep
+// longer than journalEvery is slept in slices of it, each followed by a
+// journal line saying how long is left, so a person or a follower watching
+// a long wait always sees the task is alive.
+func (t *task) sleep(ctx workflow.Context, d time.Duration, what string) error {
 	if !t.complete || d <= journalEvery {
 		return workflow.Sleep(ctx, d)
 	}
 	until := workflow.Now(ctx).Add(d)
-	t.result.Waiting = fmt.Sprintf("waiting %s for %s (until %s)", roundWait(d), what, until.UTC().Format("15:04:05 MST"))
-	defer func() { t.result.Waiting = "" }()
 	for left := d; left > 0; {
 		step := min(left, journalEvery)
 		if err := workflow.Sleep(ctx, step); err != nil {

@@ -486,6 +486,16 @@ func TestPersistentMode(t *testing.T) {
 			t.Errorf("waiting = %q after the wait", r.res.Waiting)
 		}
 	})
+	t.Run("a breaker wait is journalled every 30 s too", func(t *testing.T) {
+		longOpen := func(in activities.ModelTurnInput) (activities.ModelTurnResult, error) {
+			return activities.ModelTurnResult{}, temporal.NewNonRetryableApplicationError("breaker open", activities.ErrTypeModelAttempt, nil,
+				activities.AttemptReport{AttemptID: in.AttemptID, Outcome: model.OutcomeBreakerOpen, Phase: model.PhaseNotSent,
+					RetryAfterMS: 34000, Breaker: "model/openai", Message: "breaker model/openai is open"})
+		}
+		r := runTask(t, in, []reply{longOpen, answer("done", "stop")}, nil)
+		r.wantOutcome(t, workflows.StatusCompleted, "", 2, "s for breaker model/openai (until")
+		wantJournalEvery(t, r.journal, 30*time.Second)
+	})
 	t.Run("past the normal budget, then answered", func(t *testing.T) {
 		r := runTask(t, in, append(times(20, fails(model.OutcomeOverloaded, 0)), answer("done", "stop")), nil)
 		r.wantOutcome(t, workflows.StatusCompleted, "", 21, "(overload 20, persistent mode:")
