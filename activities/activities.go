@@ -68,9 +68,12 @@ type Deps struct {
 	// sent to it. Nil: no breakers, every call is sent.
 	Breakers *breaker.Set
 	// Lease is how long a claim stays live; zero means config.DefaultLease.
-	Lease  time.Duration
-	Now    func() time.Time // default time.Now
-	Logger *slog.Logger     // default slog.Default()
+	Lease time.Duration
+	// ModelLimits are the worker's defaults for the limits a task leaves
+	// unset (WorkerLimits); zero fields mean model.DefaultLimits.
+	ModelLimits model.Limits
+	Now         func() time.Time // default time.Now
+	Logger      *slog.Logger     // default slog.Default()
 	// Random draws the jitter of retry delays, uniform in [0,1); default
 	// math/rand/v2.Float64.
 	Random func() float64

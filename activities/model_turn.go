@@ -27,6 +27,10 @@ import (
 // that attempt is committed. The attempt goes through the provider's breaker
 // (model/<provider>): while it is open nothing is sent and the attempt ends
 // breaker_open, with the time left as its RetryAfterMS.
+//
+// With in.Compact set, the attempt asks for a summary of the transcript's
+// oldest items instead of the turn's answer (compact.go), and commits the
+// transcript with those items replaced by it.
 func (a *Activities) ModelTurn(ctx context.Context, in ModelTurnInput) (result ModelTurnResult, err error) {
 	ctx = logids.With(ctx, logids.IDs{TaskID: in.TaskID, TurnID: in.TurnID, AttemptID: in.AttemptID})
 	defer func() { a.observeModelTurn(ctx, in, result, err) }()
@@ -49,6 +53,14 @@ func (a *Activities) ModelTurn(ctx context.Context, in ModelTurnInput) (result M
 	refs, msgs, err := a.loadTranscript(ctx, in)
 	if err != nil {
 		return ModelTurnResult{}, err // ledger trouble: let Temporal retry
+	}
+	reqMsgs, reqTools := msgs, a.Tools.Specs()
+	from, to := 0, 0 // of a compaction: the items the summary replaces
+	if in.Compact {
+		if from, to = compactionSpan(msgs); from == to {
+			return ModelTurnResult{AttemptID: in.AttemptID, Phase: model.PhaseNotSent}, nil
+		}
+		reqMsgs, reqTools = summaryRequest(msgs[from:to]), nil
 	}
 
 	// The provider's breaker: while it is open nothing is sent, and the
@@ -91,7 +103,7 @@ func (a *Activities) ModelTurn(ctx context.Context, in ModelTurnInput) (result M
 	events := make(chan model.Event)
 	done := make(chan error, 1)
 	go func() {
-		stream, err := provider.Stream(attemptCtx, model.Request{Model: ref.Model, Messages: msgs, Tools: a.Tools.Specs(), Recorder: &transport})
+		stream, err := provider.Stream(attemptCtx, model.Request{Model: ref.Model, Messages: reqMsgs, Tools: reqTools, Recorder: &transport})
 		if err != nil {
 			done <- err
 			return
@@ -139,6 +151,9 @@ loop:
 	for {
 		select {
 		case stream = <-opened:
+			// The provider has begun to answer: a breaker taking one call
+			// at a time after a failure need not wait out the stream.
+			permit.Answered()
 		case ev := <-events:
 			acc.Add(ev)
 			a.publishLive(in.AttemptID, ev)
@@ -175,6 +190,9 @@ loop:
 		return ModelTurnResult{}, failed(snapshot(), err)
 	}
 	permit.Done(breaker.Success)
+	if in.Compact {
+		return a.commitSummary(ctx, in, refs, from, to, out, phase(), acc.Events())
+	}
 
 	// Commit: the assistant item joins the transcript only now.
 	item, err := a.putMessage(ctx, model.Message{Role: model.RoleAssistant, Content: out.Text, ToolCalls: out.ToolCalls})
@@ -199,6 +217,21 @@ loop:
 		Phase:        phase(),
 		Events:       acc.Events(),
 	})
+}
+
+// commitSummary commits a compaction: the transcript with items [from, to)
+// replaced by the summary the model wrote.
+func (a *Activities) commitSummary(ctx context.Context, in ModelTurnInput, refs []string, from, to int, out model.Output, phase model.Phase, events int) (ModelTurnResult, error) {
+	item, err := a.putMessage(ctx, summaryItem(to-from, out.Text))
+	if err != nil {
+		return ModelTurnResult{}, err
+	}
+	transcript, err := a.saveManifest(ctx, replaceSpan(refs, from, to, item))
+	if err != nil {
+		return ModelTurnResult{}, err
+	}
+	return a.commitTurn(ctx, in.TurnID, ModelTurnResult{AttemptID: in.AttemptID, Transcript: transcript, Text: out.Text,
+		FinishReason: out.FinishReason, Usage: out.Usage, Phase: phase, Events: events, Compacted: to - from})
 }
 
 // committedTurn returns the recorded output of a turn that already

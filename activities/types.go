@@ -74,6 +74,11 @@ type ModelTurnInput struct {
 	Transcript string // manifest ref; empty on the first turn
 	Append     []string
 	Seed       []model.Message
+	// Compact asks, instead of the turn's answer, for a summary of the
+	// transcript's oldest items (docs/design.md §4.4, overflow): the
+	// result's Transcript has them replaced by the summary, and Compacted
+	// says how many; zero when there was nothing to compact.
+	Compact bool `json:",omitempty"`
 }
 
 // ModelTurnResult is the committed output of a completed attempt.
@@ -89,6 +94,9 @@ type ModelTurnResult struct {
 	// Replayed: the turn had already committed (a redelivered activity, a
 	// reset); this is its recorded output and the model was not called.
 	Replayed bool `json:",omitempty"`
+	// Compacted is, for a Compact call, the number of transcript items the
+	// summary replaced.
+	Compacted int `json:",omitempty"`
 }
 
 // ToolCallRef is a committed tool call as the workflow needs it to declare

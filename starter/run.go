@@ -28,10 +28,10 @@ import (
 // runFlags are the flags of `starter run`.
 type runFlags struct {
 	prompt, repo, base, slack, model, id, tenant string
-	comments                                     []string
+	comments, fallbacks                          []string
 	maxTurns                                     int
 	humanTimeout, idleTimeout, maxDuration       time.Duration
-	wait, json, follow                           bool
+	wait, json, persistent, follow               bool
 }
 
 func (a *app) runCommand() *cobra.Command {
@@ -60,6 +60,8 @@ func (a *app) runCommand() *cobra.Command {
 	fl.StringVar(&f.model, "model", "", "model as PROVIDER:MODEL (default $CAPSTAN_MODEL or "+config.DefaultModel+")")
 	fl.StringVar(&f.id, "id", "", "task id (default: generated); the workflow id is task-<id>")
 	fl.StringVar(&f.tenant, "tenant", config.DefaultTenant, "tenant the task's operations belong to")
+	fl.StringArrayVar(&f.fallbacks, "fallback", nil, "a further model, PROVIDER:MODEL, that a turn switches to once when the model stays overloaded or runs past its total limit; the task keeps it (repeatable, tried in order)")
+	fl.BoolVar(&f.persistent, "persistent", false, "retry an overloaded model for up to 6h (each wait at most 5m, journalled every 30s) instead of 5 attempts")
 	fl.IntVar(&f.maxTurns, "max-turns", workflows.DefaultMaxTurns, "most model turns before the task fails with max_turns")
 	fl.DurationVar(&f.idleTimeout, "idle-timeout", 0, "cut a model stream silent this long and retry it once (default $CAPSTAN_MODEL_IDLE_TIMEOUT or 120s)")
 	fl.DurationVar(&f.maxDuration, "max-duration", 0, "total limit of one model attempt (default $CAPSTAN_MODEL_MAX_DURATION or 10m)")
@@ -130,6 +132,16 @@ func (a *app) taskInput(f runFlags) (workflows.AgentTaskInput, error) {
 	if _, err := model.ParseRef(m); err != nil {
 		return in, usagef("%s: %v", source, err)
 	}
+	seen := map[string]bool{m: true}
+	for _, fb := range f.fallbacks {
+		if _, err := model.ParseRef(fb); err != nil {
+			return in, usagef("--fallback: %v", err)
+		}
+		if seen[fb] {
+			return in, usagef("--fallback %s is already the task's model or an earlier fallback", fb)
+		}
+		seen[fb] = true
+	}
 	id := f.id
 	if id == "" {
 		id = newTaskID()
@@ -145,27 +157,20 @@ func (a *app) taskInput(f runFlags) (workflows.AgentTaskInput, error) {
 	if f.humanTimeout < time.Minute {
 		return in, usagef("--human-timeout %s is too short (at least 1m)", f.humanTimeout)
 	}
-	limits := a.cfg.ModelLimits
 	if f.idleTimeout < 0 || f.maxDuration < 0 {
 		return in, usagef("--idle-timeout and --max-duration must be positive durations")
 	}
-	if f.idleTimeout > 0 {
-		// The first-event wait follows the idle timeout unless the
-		// environment set it apart.
-		if limits.FirstEvent == limits.Idle {
-			limits.FirstEvent = f.idleTimeout
-		}
-		limits.Idle = f.idleTimeout
-	}
-	if f.maxDuration > 0 {
-		limits.Total = f.maxDuration
-	}
-	if limits.Idle >= limits.Total {
-		return in, usagef("the idle timeout (%s) must be shorter than the attempt's total limit (%s)", limits.Idle, limits.Total)
+	// Only what this task sets travels in its input; the worker that runs
+	// the task's first step fills the rest from its CAPSTAN_MODEL_* and
+	// CAPSTAN_HEARTBEAT_TIMEOUT (and checks the whole again).
+	limits := model.Limits{Idle: f.idleTimeout, Total: f.maxDuration}
+	if err := limits.Validate(); err != nil {
+		return in, usagef("%v", err)
 	}
 	return workflows.AgentTaskInput{
 		TaskID: id, Tenant: f.tenant, Prompt: f.prompt, Repo: f.repo, Base: f.base,
-		SlackChannel: f.slack, Comments: comments, Model: m, MaxTurns: f.maxTurns, ModelLimits: limits,
+		SlackChannel: f.slack, Comments: comments, Model: m, Fallbacks: f.fallbacks, Persistent: f.persistent,
+		MaxTurns: f.maxTurns, ModelLimits: limits,
 		HumanTimeout: f.humanTimeout, ReconcileWindow: a.cfg.ReconcileWindow,
 	}, nil
 }

@@ -5,11 +5,14 @@ import (
 	"time"
 
 	"github.com/capstanhq/capstan/internal/config"
+	"github.com/capstanhq/capstan/internal/model"
 	"github.com/capstanhq/capstan/workflows"
 )
 
-// The per-task watchdog flags override the environment's limits and go
-// into the task's input, where both the activity and the workflow read them.
+// The per-task watchdog flags go into the task's input, and nothing else
+// does: the starter's environment is not the worker's, and the limits a
+// task leaves unset come from the worker that runs it (workflows,
+// settleLimits).
 func TestRunFlagsSetTheTasksModelLimits(t *testing.T) {
 	a := &app{cfg: config.FromEnv(func(k string) string {
 		return map[string]string{"CAPSTAN_MODEL_MAX_DURATION": "5m"}[k]
@@ -20,12 +23,11 @@ func TestRunFlagsSetTheTasksModelLimits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := in.ModelLimits
-	if got.Idle != 45*time.Second || got.FirstEvent != 45*time.Second || got.Total != 5*time.Minute || got.HeartbeatTimeout != 30*time.Second {
-		t.Errorf("limits = %+v, want idle and first event 45s from the flag, total 5m from the environment, heartbeat 30s", got)
+	if want := (model.Limits{Idle: 45 * time.Second}); in.ModelLimits != want {
+		t.Errorf("limits = %+v, want %+v: the flag's idle timeout alone", in.ModelLimits, want)
 	}
 	f.maxDuration = 90 * time.Second
-	if in, err = a.taskInput(f); err != nil || in.ModelLimits.Total != 90*time.Second {
+	if in, err = a.taskInput(f); err != nil || in.ModelLimits != (model.Limits{Idle: 45 * time.Second, Total: 90 * time.Second}) {
 		t.Errorf("--max-duration 90s: %+v, %v", in.ModelLimits, err)
 	}
 	f.idleTimeout = 2 * time.Minute

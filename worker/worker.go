@@ -174,8 +174,10 @@ func start(ctx context.Context, o options, lookupEnv func(string) (string, bool)
 		Identity:  identity,
 		Breakers:  breakers,
 		Lease:     cfg.Lease,
-		Now:       time.Now,
-		Logger:    logger,
+		// The limits a task leaves unset: see activities.WorkerLimits.
+		ModelLimits: cfg.ModelLimits,
+		Now:         time.Now,
+		Logger:      logger,
 
 		Reconcilers: reconcilers.NewSet(gh, slackHistory),
 	}

@@ -1,9 +1,7 @@
 package workflows
 
 import (
-	"errors"
 	"fmt"
-	"math/rand/v2"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -57,6 +55,12 @@ type task struct {
 	waiting     map[string]bool
 	resolutions map[string]ResolveRequest
 	askedPerson bool // the task set CapstanNeedsHuman at least once
+	// complete: the task runs the whole turn guard (changeModelTurnsComplete):
+	// continuations, compaction, fallbacks, persistent mode, sliced waits.
+	complete bool
+	// modelIndex is the model the task is on: 0 the primary, i the i-th
+	// of in.Fallbacks. A switch keeps it for the rest of the task.
+	modelIndex int
 }
 
 // AgentTask runs one agent task: turns until the model answers without tool
@@ -65,6 +69,7 @@ func AgentTask(ctx workflow.Context, in AgentTaskInput) (TaskResult, error) {
 	t := &task{in: in, nextTurn: 1, waiting: map[string]bool{}, resolutions: map[string]ResolveRequest{}}
 	if cp := in.Checkpoint; cp != nil {
 		t.result, t.transcript, t.append, t.nextTurn, t.journal = cp.Result, cp.Transcript, cp.Append, cp.NextTurn, cp.Journal
+		t.modelIndex = cp.ModelIndex
 	} else {
 		t.result = TaskResult{
 			TaskID: in.TaskID, WorkflowID: workflow.GetInfo(ctx).WorkflowExecution.ID, Model: in.Model,
@@ -92,6 +97,11 @@ func AgentTask(ctx workflow.Context, in AgentTaskInput) (TaskResult, error) {
 	if err := workflow.UpsertTypedSearchAttributes(ctx, attrs...); err != nil {
 		return t.result, err
 	}
+	if in.Checkpoint == nil {
+		if err := t.settleLimits(ctx); err != nil {
+			return t.finish(ctx, err)
+		}
+	}
 	return t.finish(ctx, t.run(ctx))
 }
 
@@ -109,13 +119,14 @@ func (t *task) note(ctx workflow.Context, format string, args ...any) {
 }
 
 func (t *task) run(ctx workflow.Context) error {
+	t.complete = workflow.GetVersion(ctx, changeModelTurnsComplete, workflow.DefaultVersion, 1) != workflow.DefaultVersion
 	first := t.nextTurn
 	final, answered := "", false
 	for turn := first; turn <= t.maxTurns(); turn++ {
 		if turn > first && workflow.GetInfo(ctx).GetContinueAsNewSuggested() {
 			t.note(ctx, "continuing as new before turn %d", turn)
 			next := t.in
-			next.Checkpoint = &Checkpoint{NextTurn: turn, Transcript: t.transcript, Append: t.append, Result: t.result, Journal: t.journal}
+			next.Checkpoint = &Checkpoint{NextTurn: turn, Transcript: t.transcript, Append: t.append, Result: t.result, Journal: t.journal, ModelIndex: t.modelIndex}
 			return workflow.NewContinueAsNewError(ctx, AgentTask, next)
 		}
 		out, err := t.runTurn(ctx, turn)
@@ -156,95 +167,4 @@ func (t *task) seed() []model.Message {
 		sys += fmt.Sprintf("\nRepository: %s. Base branch: %s.", t.in.Repo, base)
 	}
 	return []model.Message{{Role: model.RoleSystem, Content: sys}, {Role: model.RoleUser, Content: t.in.Prompt}}
-}
-
-// runTurn runs attempts of one turn under the turn guard until one completes
-// or the guard gives up.
-func (t *task) runTurn(ctx workflow.Context, turn int) (activities.ModelTurnResult, error) {
-	tid := turnID(t.in.TaskID, turn)
-	t.result.Turns = append(t.result.Turns, TurnRecord{TurnID: tid, Attempts: []AttemptRecord{}})
-	rec := &t.result.Turns[len(t.result.Turns)-1]
-	in := activities.ModelTurnInput{TaskID: t.in.TaskID, TurnID: tid, Model: t.in.Model,
-		Limits: t.in.ModelLimits.WithDefaults(), Transcript: t.transcript, Append: t.append}
-	if t.transcript == "" {
-		in.Seed = t.seed()
-	}
-	var guard turnGuard
-	for attempt := 1; ; attempt++ {
-		in.AttemptID = attemptID(tid, attempt)
-		summary := fmt.Sprintf("turn %d · attempt %d · %s", turn, attempt, modelLabel(t.in.Model))
-		actx := workflow.WithActivityOptions(ctx, modelTurnOptions(in.Limits, summary))
-		var out activities.ModelTurnResult
-		err := workflow.ExecuteActivity(actx, a.ModelTurn, in).Get(ctx, &out)
-		if err == nil {
-			guard.completed()
-			rec.Attempts = append(rec.Attempts, AttemptRecord{AttemptID: in.AttemptID, Outcome: model.OutcomeCompleted, Phase: out.Phase, HTTPStatus: 200})
-			t.note(ctx, "%s completed: %d tool call(s), %d characters", in.AttemptID, len(out.ToolCalls), len(out.Text))
-			return out, nil
-		}
-		if ctx.Err() != nil {
-			rec.Attempts = append(rec.Attempts, AttemptRecord{AttemptID: in.AttemptID, Outcome: model.OutcomeCancelled, Phase: model.PhaseUnknown})
-			return out, err
-		}
-		oc, cfgErr := attemptOutcomeOf(err)
-		rec.Attempts = append(rec.Attempts, AttemptRecord{AttemptID: in.AttemptID, Outcome: oc.Outcome, Phase: oc.Phase, HTTPStatus: oc.HTTPStatus, Message: oc.Message})
-		if cfgErr != "" {
-			return out, fail(FailWorkerMisconfigured, "%s", cfgErr)
-		}
-		if oc.Outcome == model.OutcomeBreakerOpen {
-			guard.breakerWaits = t.waitsOnBreakers(ctx)
-		}
-		var sideEffectErr error
-		d := guard.decide(oc, func() float64 {
-			var j float64
-			sideEffectErr = workflow.SideEffect(ctx, func(workflow.Context) any { return rand.Float64() }).Get(&j)
-			return j
-		})
-		if sideEffectErr != nil {
-			return out, sideEffectErr
-		}
-		if !d.Retry {
-			t.note(ctx, "%s abandoned (%s); giving up: %s", in.AttemptID, oc.Outcome, d.Message)
-			return out, fail(d.Code, "%s", d.Message)
-		}
-		if d.BreakerWait {
-			if err := t.waitForBreaker(ctx, oc.Breaker, d.Delay, "model attempt "+in.AttemptID); err != nil {
-				return out, err
-			}
-			continue
-		}
-		t.note(ctx, "%s abandoned (%s); retrying in %s: %s", in.AttemptID, oc.Outcome, d.Delay, d.Message)
-		if d.Delay > 0 {
-			if err := workflow.Sleep(ctx, d.Delay); err != nil {
-				return out, err
-			}
-		}
-	}
-}
-
-// attemptOutcomeOf reads how a failed ModelTurn ended. The second result is
-// set when the worker lacks configuration, which no retry fixes.
-func attemptOutcomeOf(err error) (attemptOutcome, string) {
-	var appErr *temporal.ApplicationError
-	var timeoutErr *temporal.TimeoutError
-	if r, ok := activities.AttemptReportOf(err); ok {
-		return attemptOutcome{Outcome: r.Outcome, Phase: r.Phase, HTTPStatus: r.HTTPStatus,
-			RetryAfter: time.Duration(r.RetryAfterMS) * time.Millisecond, Message: r.Message, Breaker: r.Breaker}, ""
-	}
-	switch {
-	case errors.As(err, &appErr) && appErr.Type() == activities.ErrTypeWorkerConfig:
-		return attemptOutcome{Outcome: model.OutcomeRejected, Phase: model.PhaseNotSent, Message: appErr.Error()}, appErr.Error()
-	case errors.As(err, &timeoutErr):
-		return attemptOutcome{Outcome: model.OutcomeWorkerLost, Phase: model.PhaseUnknown,
-			Message: fmt.Sprintf("the worker stopped answering (%s timeout)", timeoutErr.TimeoutType())}, ""
-	default:
-		return attemptOutcome{Outcome: model.OutcomeUnknown, Phase: model.PhaseUnknown, Message: err.Error()}, ""
-	}
-}
-
-func modelLabel(m string) string {
-	if ref, err := model.ParseRef(m); err == nil {
-		return ref.Provider + "/" + ref.Model
-	}
-	return m
 }

@@ -31,13 +31,21 @@ const (
 	FailProviderRejected    FailureCode = "provider_rejected"
 	FailProviderUnavailable FailureCode = "provider_unavailable"
 	FailContextOverflow     FailureCode = "context_overflow"
-	FailWorkerLost          FailureCode = "worker_lost"
-	FailMaxTurns            FailureCode = "max_turns"
-	FailOperationConflict   FailureCode = "operation_conflict"
-	FailOperationUnknown    FailureCode = "operation_unknown"
-	FailOperationFailed     FailureCode = "operation_failed"
-	FailDeliveryFailed      FailureCode = "delivery_failed"
-	FailWorkerMisconfigured FailureCode = "worker_misconfigured"
+	// FailModelOutputTruncated: the final answer was still cut by the
+	// model's output token limit after maxContinuations continuations; it
+	// is never delivered incomplete.
+	FailModelOutputTruncated FailureCode = "model_output_truncated"
+	FailWorkerLost           FailureCode = "worker_lost"
+	FailMaxTurns             FailureCode = "max_turns"
+	FailOperationConflict    FailureCode = "operation_conflict"
+	FailOperationUnknown     FailureCode = "operation_unknown"
+	FailOperationFailed      FailureCode = "operation_failed"
+	FailDeliveryFailed       FailureCode = "delivery_failed"
+	FailWorkerMisconfigured  FailureCode = "worker_misconfigured"
+	// FailInvalidLimits: the limits the task set do not fit with the
+	// worker's defaults for the rest (an idle timeout as long as the
+	// worker's total limit, say); nothing was sent.
+	FailInvalidLimits FailureCode = "invalid_limits"
 	// FailNeedsHumanTimeout: an operation waited for a person longer than
 	// the task's human timeout.
 	FailNeedsHumanTimeout FailureCode = "needs_human_timeout"

@@ -208,6 +208,7 @@ func TestFailureMapping(t *testing.T) {
 		cancel   bool
 		v2       bool // a task started before changeReconcile
 		v3early  bool // a task started before changeBreakerWaits
+		v4early  bool // a task started before changeModelTurnsComplete
 		status   workflows.Status
 		code     workflows.FailureCode
 		opState  ledger.State            // of the one operation, when set
@@ -223,7 +224,7 @@ func TestFailureMapping(t *testing.T) {
 			status: workflows.StatusFailed, code: workflows.FailModelIdleTimeout, journal: "a2 abandoned (cut_idle); giving up"},
 		{name: "invalid output past its budget", setup: modelFails(attemptErr(model.OutcomeInvalid, "no finish reason")),
 			status: workflows.StatusFailed, code: workflows.FailModelInvalidOutput, journal: "a3 abandoned (invalid); giving up"},
-		{name: "context overflow", setup: modelFails(attemptErr(model.OutcomeOverflow, "too long")),
+		{name: "before model-turns-complete: context overflow fails at once", v4early: true, setup: modelFails(attemptErr(model.OutcomeOverflow, "too long")),
 			status: workflows.StatusFailed, code: workflows.FailContextOverflow, journal: "abandoned (overflow); giving up"},
 		{name: "overloaded past its budget", setup: modelFails(attemptErr(model.OutcomeOverloaded, "529")),
 			status: workflows.StatusFailed, code: workflows.FailProviderUnavailable, journal: "a6 abandoned (overloaded); giving up"},
@@ -319,6 +320,9 @@ func TestFailureMapping(t *testing.T) {
 			}
 			if tt.v2 || tt.v3early {
 				env.OnGetVersion("breaker-waits", workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
+			}
+			if tt.v4early {
+				env.OnGetVersion("model-turns-complete", workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
 			}
 			if tt.cancel {
 				env.RegisterDelayedCallback(env.CancelWorkflow, time.Minute)

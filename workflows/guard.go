@@ -14,8 +14,12 @@ const (
 	budgetOverload  = 5
 	budgetIdle      = 1
 	budgetInvalid   = 2
-	// maxRetryAfter: a provider asking for a longer wait fails the turn.
+	// maxRetryAfter: a provider asking for a longer wait fails the turn
+	// (in persistent mode, the wait is capped at it instead).
 	maxRetryAfter = 5 * time.Minute
+	// persistentOverloadFor: in persistent mode, overload retries go on
+	// this long after the turn's first overload.
+	persistentOverloadFor = 6 * time.Hour
 )
 
 // backoff is a full-jitter exponential delay.
@@ -24,6 +28,9 @@ type backoff struct{ base, cap time.Duration }
 var (
 	transportBackoff = backoff{base: 500 * time.Millisecond, cap: 10 * time.Second}
 	overloadBackoff  = backoff{base: 2 * time.Second, cap: 30 * time.Second}
+	// persistentBackoff: each wait of persistent mode is capped at
+	// maxRetryAfter.
+	persistentBackoff = backoff{base: 2 * time.Second, cap: maxRetryAfter}
 )
 
 // delay returns the n-th (1-based) delay scaled by jitter in [0,1).
@@ -44,6 +51,12 @@ type turnGuard struct {
 	// breakerWaits: breaker_open is waited out (changeBreakerWaits); set
 	// by the workflow when such an attempt first comes back.
 	breakerWaits bool
+	// persistent: overloads are retried for persistentOverloadFor rather
+	// than budgetOverload attempts (AgentTaskInput.Persistent, since
+	// changeModelTurnsComplete). overloadSince is the turn's first
+	// overload.
+	persistent    bool
+	overloadSince time.Time
 }
 
 // decision is the guard's verdict on one attempt.
@@ -55,6 +68,10 @@ type decision struct {
 	// BreakerWait: nothing was sent because the provider's breaker is
 	// open; Delay is the time left plus jitter, and no budget was spent.
 	BreakerWait bool
+	// Fallback: the turn fails on something another model may not share
+	// (the provider stayed overloaded, the attempt ran past its total
+	// limit), so a fallback model may take the turn over.
+	Fallback bool
 }
 
 // decide calls jitter (a workflow.SideEffect in the workflow) only when it
@@ -81,11 +98,14 @@ func (g *turnGuard) decide(r attemptOutcome, jitter func() float64) decision {
 		return decision{Retry: true, Delay: delay, Message: fmt.Sprintf("%s (transport %d/%d)", r.Message, g.transport, budgetTransport)}
 	case model.OutcomeOverloaded:
 		g.overload++
+		if g.persistent {
+			return g.decidePersistentOverload(r, jitter)
+		}
 		if g.overload > budgetOverload {
-			return decision{Code: FailProviderUnavailable, Message: fmt.Sprintf("the model provider stayed overloaded through %d attempts: %s", g.overload, r.Message)}
+			return decision{Code: FailProviderUnavailable, Fallback: true, Message: fmt.Sprintf("the model provider stayed overloaded through %d attempts: %s", g.overload, r.Message)}
 		}
 		if r.RetryAfter > maxRetryAfter {
-			return decision{Code: FailProviderUnavailable, Message: fmt.Sprintf("the model provider asked to wait %s, longer than the %s capstan waits", r.RetryAfter, maxRetryAfter)}
+			return decision{Code: FailProviderUnavailable, Fallback: true, Message: fmt.Sprintf("the model provider asked to wait %s, longer than the %s capstan waits", r.RetryAfter, maxRetryAfter)}
 		}
 		delay := r.RetryAfter
 		if delay <= 0 {
@@ -105,7 +125,7 @@ func (g *turnGuard) decide(r attemptOutcome, jitter func() float64) decision {
 		}
 		return decision{Retry: true, Delay: 500 * time.Millisecond, Message: fmt.Sprintf("%s (invalid %d/%d)", r.Message, g.invalid, budgetInvalid)}
 	case model.OutcomeCutTotal:
-		return decision{Code: FailModelMaxDuration, Message: r.Message}
+		return decision{Code: FailModelMaxDuration, Fallback: true, Message: r.Message}
 	case model.OutcomeOverflow:
 		return decision{Code: FailContextOverflow, Message: "the transcript no longer fits the model's context: " + r.Message}
 	case model.OutcomeBreakerOpen:
@@ -128,6 +148,32 @@ func (g *turnGuard) decide(r attemptOutcome, jitter func() float64) decision {
 	}
 }
 
+// decidePersistentOverload retries an overload until persistentOverloadFor
+// has passed since the turn's first one, whatever the count: each wait is
+// the provider's Retry-After or a full-jitter backoff, capped at
+// maxRetryAfter and at the time left.
+func (g *turnGuard) decidePersistentOverload(r attemptOutcome, jitter func() float64) decision {
+	if g.overloadSince.IsZero() {
+		g.overloadSince = r.At
+	}
+	spent := r.At.Sub(g.overloadSince)
+	if spent >= persistentOverloadFor {
+		return decision{Code: FailProviderUnavailable, Fallback: true, Message: fmt.Sprintf(
+			"the model provider stayed overloaded for %s through %d attempts (persistent mode gives up after %s): %s",
+			roundWait(spent), g.overload, persistentOverloadFor, r.Message)}
+	}
+	delay, capped := r.RetryAfter, ""
+	switch {
+	case delay <= 0:
+		delay = persistentBackoff.delay(g.overload, jitter())
+	case delay > maxRetryAfter:
+		delay, capped = maxRetryAfter, fmt.Sprintf("; the provider asked for %s, capped at %s", r.RetryAfter, maxRetryAfter)
+	}
+	delay = min(delay, persistentOverloadFor-spent)
+	return decision{Retry: true, Delay: delay, Message: fmt.Sprintf("%s (overload %d, persistent mode: %s of %s spent%s)",
+		r.Message, g.overload, roundWait(spent), persistentOverloadFor, capped)}
+}
+
 // noRow is the decision on an outcome the guard has no row for.
 func noRow(r attemptOutcome) decision {
 	return decision{Code: FailProviderUnavailable, Message: fmt.Sprintf("the model attempt ended as %s: %s", r.Outcome, r.Message)}
@@ -148,4 +194,7 @@ type attemptOutcome struct {
 	RetryAfter time.Duration
 	Message    string
 	Breaker    string // of a breaker_open attempt: the breaker that refused it
+	// At is when the workflow decides (workflow.Now); persistent mode
+	// measures its time budget with it.
+	At time.Time
 }

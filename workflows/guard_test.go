@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/capstanhq/capstan/internal/model"
 )
 
 func TestTurnGuard(t *testing.T) {
@@ -75,6 +77,44 @@ func TestTurnGuard(t *testing.T) {
 		var g turnGuard
 		if d := g.decide(attemptOutcome{Outcome: "breaker_open", RetryAfter: time.Second}, noJitter(t)); d.Retry || d.Code != FailProviderUnavailable {
 			t.Fatalf("decision = %+v, want provider_unavailable as for any outcome without a row", d)
+		}
+	})
+	t.Run("only outcomes another model may not share allow a fallback", func(t *testing.T) {
+		var g turnGuard
+		if d := g.decide(attemptOutcome{Outcome: "cut_total"}, noJitter(t)); !d.Fallback {
+			t.Errorf("cut_total = %+v, want a fallback allowed", d)
+		}
+		if d := g.decide(attemptOutcome{Outcome: "overloaded", RetryAfter: time.Hour}, noJitter(t)); !d.Fallback {
+			t.Errorf("a Retry-After of an hour = %+v, want a fallback allowed", d)
+		}
+		for _, o := range []string{"rejected", "cut_idle", "cut_idle", "overflow"} {
+			if d := g.decide(attemptOutcome{Outcome: model.Outcome(o)}, noJitter(t)); d.Fallback {
+				t.Errorf("%s = %+v, want no fallback", o, d)
+			}
+		}
+	})
+	t.Run("persistent overloads: waits capped at 5 min and at the time left, over after 6 h", func(t *testing.T) {
+		start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+		g := turnGuard{persistent: true}
+		if d := g.decide(attemptOutcome{Outcome: "overloaded", RetryAfter: time.Hour, At: start}, noJitter(t)); !d.Retry || d.Delay != 5*time.Minute ||
+			!strings.Contains(d.Message, "capped at 5m0s") {
+			t.Fatalf("Retry-After 1h = %+v, want a 5 min wait that says it was capped", d)
+		}
+		if d := g.decide(attemptOutcome{Outcome: "overloaded", At: start.Add(time.Minute)}, func() float64 { return 0.999 }); !d.Retry || d.Delay >= 4*time.Second || d.Delay < 3*time.Second {
+			t.Fatalf("the second overload = %+v, want just under 4 s (2 s doubling)", d)
+		}
+		g.overload = 20 // far past the normal budget
+		if d := g.decide(attemptOutcome{Outcome: "overloaded", At: start.Add(time.Hour)}, func() float64 { return 0.999 }); !d.Retry || d.Delay >= 5*time.Minute || d.Delay < 4*time.Minute {
+			t.Fatalf("a jittered wait at the cap = %+v, want just under 5 min", d)
+		}
+		if d := g.decide(attemptOutcome{Outcome: "overloaded", RetryAfter: 4 * time.Minute, At: start.Add(6*time.Hour - time.Minute)}, noJitter(t)); !d.Retry || d.Delay != time.Minute {
+			t.Fatalf("a wait past the 6 h = %+v, want the minute left", d)
+		}
+		if d := g.decide(attemptOutcome{Outcome: "overloaded", At: start.Add(6 * time.Hour)}, noJitter(t)); d.Retry || d.Code != FailProviderUnavailable || !d.Fallback {
+			t.Fatalf("at 6 h = %+v, want provider_unavailable, a fallback allowed", d)
+		}
+		if g.overload != 23 {
+			t.Errorf("overload count = %d, want 23", g.overload)
 		}
 	})
 	t.Run("full jitter stays under the cap", func(t *testing.T) {

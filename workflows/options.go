@@ -21,6 +21,7 @@ import (
 //	ExecuteTool mutation   github/write               2 min                   task's     5 attempts, 1 s doubling to 30 s      the workflow waits, then a new activity
 //	Deliver                slack/post, github/write   1 min                   task's     3 attempts, 2 s doubling               the workflow waits, then a new activity
 //	Reconcile              github, slack (reads)      window + 2 min          task's     5 attempts, 1 s doubling to 30 s      (not guarded: it asks within its window)
+//	TruncateTranscript     the ledger                 1 min                   task's     5 attempts, 1 s doubling to 30 s      (no breaker: no external call)
 //
 // "task's" heartbeat is the task's heartbeat timeout (CAPSTAN_HEARTBEAT_TIMEOUT,
 // default 30 s): every activity heartbeats on a ticker, so a dead worker is
@@ -50,6 +51,9 @@ var activityTable = map[activityKind]activityRow{
 		InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second, MaximumAttempts: 5,
 		NonRetryableErrorTypes: []string{activities.ErrTypeWorkerConfig},
 	}},
+	kindTruncate: {startToClose: time.Minute, retry: temporal.RetryPolicy{
+		InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second, MaximumAttempts: 5,
+	}},
 }
 
 // activityKind is a row of activityTable: an activity, and for ExecuteTool
@@ -63,6 +67,7 @@ const (
 	kindToolMutation activityKind = "ExecuteTool mutation"
 	kindDeliver      activityKind = "Deliver"
 	kindReconcile    activityKind = "Reconcile"
+	kindTruncate     activityKind = "TruncateTranscript"
 )
 
 // activityRow is one activity's fixed options.

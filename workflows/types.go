@@ -29,7 +29,16 @@ type AgentTaskInput struct {
 	// final answer, as comments, after the Slack channel.
 	Comments []activities.CommentTarget `json:"comments,omitempty"`
 	Model    string                     `json:"model"` // provider:model
-	MaxTurns int                        `json:"max_turns,omitempty"`
+	// Fallbacks are further models (provider:model), in order. A turn
+	// whose overload budget is spent, or whose attempt ran past its total
+	// limit, switches once to the next model of the list; the task stays
+	// on it for its later turns (docs/design.md §4.4).
+	Fallbacks []string `json:"fallbacks,omitempty"`
+	// Persistent retries an overloaded provider for up to 6 h instead of
+	// 5 attempts, each wait capped at 5 min and journalled at least every
+	// 30 s: for unattended runs that would rather wait than fail.
+	Persistent bool `json:"persistent,omitempty"`
+	MaxTurns   int  `json:"max_turns,omitempty"`
 	// ModelLimits are the watchdogs of every model attempt; zero fields
 	// take model.DefaultLimits. The activity enforces them and the
 	// workflow derives the activity's timeouts from them.
@@ -52,6 +61,9 @@ type Checkpoint struct {
 	Append     []string   `json:"append,omitempty"`
 	Result     TaskResult `json:"result"`
 	Journal    []string   `json:"journal,omitempty"`
+	// ModelIndex is the model the task is on: 0 the primary, i the i-th
+	// fallback.
+	ModelIndex int `json:"model_index,omitempty"`
 }
 
 // TaskResult is the outcome of a task, and its status while it runs (the
@@ -81,7 +93,10 @@ type TurnRecord struct {
 
 // AttemptRecord is one model request: how it ended and how far it got.
 type AttemptRecord struct {
-	AttemptID  string        `json:"attempt_id"`
+	AttemptID string `json:"attempt_id"`
+	// Model is the provider:model the attempt asked, set since
+	// changeModelTurnsComplete (a fallback may have taken the turn over).
+	Model      string        `json:"model,omitempty"`
 	Outcome    model.Outcome `json:"outcome"`
 	Phase      model.Phase   `json:"phase"`
 	HTTPStatus int           `json:"http_status"`

@@ -15,7 +15,9 @@ package workflows
 //	v2  changeOperationIDByPosition
 //	v3  changeReconcile
 //	v4  changeBreakerWaits
-const HistoryVersion = "v4"
+//	v5  changeModelTurnsComplete
+//	v6  changeWorkerLimits
+const HistoryVersion = "v6"
 
 // Changes to workflow logic, each read with workflow.GetVersion where the
 // logic forks. A change id is never reused or removed while a history that
@@ -36,4 +38,18 @@ const (
 	// the current details, spending no retry budget — and Temporal no
 	// longer retries BreakerOpen itself.
 	changeBreakerWaits = "breaker-waits"
+	// changeModelTurnsComplete: the rest of the turn guard (docs/design.md
+	// §4.4). A final answer cut by the output token limit is continued (at
+	// most maxContinuations times) or fails model_output_truncated; a
+	// context overflow compacts the transcript and retries (at most
+	// maxCompactions rounds); a spent overload budget or a total cut
+	// switches once per turn to the task's next fallback model; persistent
+	// tasks retry overloads for up to persistentOverloadFor; and a wait
+	// longer than journalEvery is slept in slices, each with a journal line.
+	changeModelTurnsComplete = "model-turns-complete"
+	// changeWorkerLimits: a task takes the limits its input leaves unset
+	// from the worker that runs its first step (the WorkerLimits local
+	// activity, recorded in history) and keeps them in its input, instead
+	// of model.DefaultLimits.
+	changeWorkerLimits = "worker-limits"
 )

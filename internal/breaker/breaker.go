@@ -145,13 +145,16 @@ type Set struct {
 	breakers map[Key]*entry
 }
 
-// entry is one breaker and the end of its current open period, which
-// gobreaker keeps to itself.
+// entry is one breaker, the end of its current open period (which gobreaker
+// keeps to itself), and its trial slot.
 type entry struct {
 	cb *gobreaker.TwoStepCircuitBreaker[struct{}]
 
 	mu        sync.Mutex
 	openUntil time.Time
+	// trial is held by the one call a closed breaker lets through while
+	// its last judged call failed (see Allow).
+	trial bool
 }
 
 // NewSet returns a Set whose breakers all use s; it fails on settings that
@@ -231,7 +234,9 @@ func (s *Set) changed(key Key, e *entry, from, to State) {
 // OpenError is a call the breaker refused: nothing was sent.
 type OpenError struct {
 	Key Key
-	// State is StateOpen, or StateHalfOpen while the probe is in flight.
+	// State is StateOpen; StateHalfOpen while the probe is in flight; or
+	// StateClosed while the trial call of a breaker whose last call failed
+	// is in flight.
 	State State
 	// Wait is how long until the breaker may let a call through: the time
 	// left in the open period, or a short wait for the probe's answer.
@@ -239,22 +244,56 @@ type OpenError struct {
 }
 
 func (e *OpenError) Error() string {
-	if e.State == StateHalfOpen {
+	switch e.State {
+	case StateHalfOpen:
 		return fmt.Sprintf("breaker %s is half-open and its one probe is in flight: nothing was sent", e.Key)
+	case StateClosed:
+		return fmt.Sprintf("breaker %s saw its last call fail and lets one call through at a time until one is answered; that call is in flight: nothing was sent", e.Key)
 	}
 	return fmt.Sprintf("breaker %s is open for %s more: nothing was sent", e.Key, e.Wait.Round(time.Millisecond))
 }
 
 // Allow asks key's breaker for leave to send one call. It returns a Permit
 // whose Done must be called once the call has ended, or an *OpenError when
-// the breaker is open or its probe is in flight: then nothing may be sent.
-// A nil Set allows every call.
+// the breaker is open, its probe is in flight, or its trial call is in
+// flight: then nothing may be sent. A nil Set allows every call.
+//
+// A closed breaker whose last judged call failed lets one call through at a
+// time (its trial) until a call is answered. gobreaker judges a call only
+// when it returns, so without the trial every call sent while the first
+// failures were still on their way back would reach a dependency that is
+// down: with it, a worker sends a downed dependency at most the calls that
+// were already in flight when the first failure came back, and then one at
+// a time up to the trip threshold — the threshold in all, when the first
+// failure returns before the threshold's worth of calls were sent.
 func (s *Set) Allow(key Key) (*Permit, error) {
 	if s == nil {
 		return &Permit{}, nil
 	}
 	e := s.breaker(key)
+	// State and Counts lock gobreaker; e.mu is taken only after them, as
+	// changed takes it under gobreaker's lock.
+	trial := e.cb.State() == gobreaker.StateClosed && e.cb.Counts().ConsecutiveFailures > 0
+	if trial {
+		e.mu.Lock()
+		busy := e.trial
+		e.trial = true
+		e.mu.Unlock()
+		if busy {
+			return nil, &OpenError{Key: key, State: StateClosed, Wait: min(halfOpenWait, s.settings.OpenFor)}
+		}
+	}
+	release := func() {
+		if trial {
+			e.mu.Lock()
+			e.trial = false
+			e.mu.Unlock()
+		}
+	}
 	done, err := e.cb.Allow()
+	if err != nil {
+		release()
+	}
 	switch {
 	case errors.Is(err, gobreaker.ErrOpenState):
 		e.mu.Lock()
@@ -266,7 +305,7 @@ func (s *Set) Allow(key Key) (*Permit, error) {
 	case err != nil:
 		return nil, fmt.Errorf("breaker %s: %w", key, err)
 	}
-	return &Permit{done: done}, nil
+	return &Permit{done: done, release: release}, nil
 }
 
 // State returns key's breaker's state; a breaker never used is closed.
@@ -327,8 +366,25 @@ func (o Outcome) String() string {
 
 // Permit is one call a breaker let through.
 type Permit struct {
-	once sync.Once
-	done func(error) // nil when breakers are off
+	once        sync.Once
+	done        func(error) // nil when breakers are off
+	releaseOnce sync.Once
+	release     func() // frees the breaker's trial slot, if this call holds it
+}
+
+// Answered tells the breaker the dependency has begun to answer the call
+// (a model stream's headers came): a trial call frees its slot for the
+// next call now, rather than holding it through a long stream, while the
+// call is judged, as always, by Done. Answered on a nil Permit does nothing.
+func (p *Permit) Answered() {
+	if p == nil {
+		return
+	}
+	p.releaseOnce.Do(func() {
+		if p.release != nil {
+			p.release()
+		}
+	})
 }
 
 // Done reports how the call went. Only the first Done counts, so a caller
@@ -340,6 +396,9 @@ func (p *Permit) Done(o Outcome) {
 		return
 	}
 	p.once.Do(func() {
+		// The judgement first, then the slot: the next trial sees this
+		// call's outcome in the counts.
+		defer p.Answered()
 		if p.done == nil {
 			return
 		}

@@ -228,3 +228,135 @@ func TestSettingsAreValidated(t *testing.T) {
 		}
 	}
 }
+
+// TestBreakerLetsOneTrialCallThroughAfterAFailure: once a call has failed,
+// a closed breaker lets one call through at a time until one is answered,
+// so the calls sent to a dependency that has just gone down stop at what
+// was already in flight.
+func TestBreakerLetsOneTrialCallThroughAfterAFailure(t *testing.T) {
+	s, _, _ := newSet(t, quick)
+	key := breaker.Model("openai")
+
+	// Healthy: calls go through side by side.
+	a, errA := s.Allow(key)
+	b, errB := s.Allow(key)
+	if errA != nil || errB != nil {
+		t.Fatalf("healthy breaker refused a concurrent call: %v, %v", errA, errB)
+	}
+	a.Done(breaker.Failure) // the dependency went down; b is still out
+	trial, err := s.Allow(key)
+	if err != nil {
+		t.Fatalf("after one failure the trial call was refused: %v", err)
+	}
+	open := refused(t, s, key, breaker.StateClosed)
+	if open.Wait <= 0 || open.Wait > time.Second {
+		t.Errorf("wait while the trial is out = %s, want at most a second", open.Wait)
+	}
+	if !strings.Contains(open.Error(), "one call through at a time") {
+		t.Errorf("error = %q", open.Error())
+	}
+	b.Done(breaker.Failure) // an earlier call comes back: the trial still holds the slot
+	refused(t, s, key, breaker.StateClosed)
+	trial.Done(breaker.Failure)
+
+	// The next trial, and so on: one at a time up to the threshold.
+	call(t, s, key, breaker.Failure) // the fourth failure in a row
+	next, err := s.Allow(key)
+	if err != nil {
+		t.Fatalf("trial after the fourth failure refused: %v", err)
+	}
+	refused(t, s, key, breaker.StateClosed)
+	next.Done(breaker.Failure) // the fifth: the breaker opens
+	refused(t, s, key, breaker.StateOpen)
+}
+
+func TestBreakerTrialFreesItsSlotWhenAnsweredOrIgnored(t *testing.T) {
+	s, _, _ := newSet(t, quick)
+	key := breaker.GitHubWrite
+	call(t, s, key, breaker.Failure)
+
+	// A trial whose dependency has begun to answer frees the slot at once;
+	// its own judgement still comes with Done.
+	streaming, err := s.Allow(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused(t, s, key, breaker.StateClosed)
+	streaming.Answered()
+	second, err := s.Allow(key)
+	if err != nil {
+		t.Fatalf("slot not freed by Answered: %v", err)
+	}
+	// A trial that proves nothing frees the slot and leaves the run of
+	// failures as it was: the next call is a trial too.
+	second.Done(breaker.Ignored)
+	third, err := s.Allow(key)
+	if err != nil {
+		t.Fatalf("slot not freed by an ignored trial: %v", err)
+	}
+	refused(t, s, key, breaker.StateClosed)
+
+	// A success ends the trials: calls go side by side again.
+	streaming.Done(breaker.Success)
+	third.Done(breaker.Success)
+	x, errX := s.Allow(key)
+	y, errY := s.Allow(key)
+	if errX != nil || errY != nil {
+		t.Fatalf("after a success the breaker still takes one call at a time: %v, %v", errX, errY)
+	}
+	x.Done(breaker.Success)
+	y.Done(breaker.Success)
+}
+
+// TestBreakerBoundsCallsToADownedDependency: three calls are out when the
+// dependency goes down; the first comes back failed while 64 callers keep
+// asking. From then on calls go one at a time, so exactly threshold-1 more
+// reach the dependency before the breaker opens, however many callers ask
+// together (without the trial slot, all 64 of the first round would).
+func TestBreakerBoundsCallsToADownedDependency(t *testing.T) {
+	const threshold = 5
+	s, _, _ := newSet(t, breaker.Settings{ConsecutiveFailures: threshold, FailureRatio: 0.5, MinCalls: 100, Window: time.Minute, OpenFor: time.Hour})
+	key := breaker.Model("openai")
+	var out []*breaker.Permit
+	for range 3 {
+		p, err := s.Allow(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, p)
+	}
+	out[0].Done(breaker.Failure)
+
+	// Rounds: in each, 64 callers ask at once, and the calls let through
+	// all fail only after every caller has asked, so the calls of a round
+	// are in flight together.
+	sent := 0
+	for range 8 {
+		permits := make(chan *breaker.Permit, 64)
+		var asked sync.WaitGroup
+		for range 64 {
+			asked.Add(1)
+			go func() {
+				defer asked.Done()
+				if p, err := s.Allow(key); err == nil {
+					permits <- p
+				}
+			}()
+		}
+		asked.Wait()
+		close(permits)
+		for p := range permits {
+			sent++
+			p.Done(breaker.Failure)
+		}
+	}
+	if sent != threshold-1 {
+		t.Errorf("after the first failure the dependency received %d more calls, want %d (one at a time up to the threshold)", sent, threshold-1)
+	}
+	if st := s.State(key); st != breaker.StateOpen {
+		t.Errorf("breaker is %s, want open", st)
+	}
+	out[1].Done(breaker.Failure) // late answers of an older generation change nothing
+	out[2].Done(breaker.Failure)
+	refused(t, s, key, breaker.StateOpen)
+}

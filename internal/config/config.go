@@ -66,9 +66,14 @@ type Config struct {
 	Lease         time.Duration
 	// ModelConnectTimeout is the worker's: CAPSTAN_MODEL_CONNECT_TIMEOUT.
 	ModelConnectTimeout time.Duration
-	// ModelLimits go into each task's input (CAPSTAN_MODEL_IDLE_TIMEOUT,
-	// CAPSTAN_MODEL_FIRST_EVENT_TIMEOUT, CAPSTAN_MODEL_MAX_DURATION,
-	// CAPSTAN_HEARTBEAT_TIMEOUT).
+	// ModelLimits are the worker's defaults for the watchdogs of a task's
+	// model attempts and the heartbeat timeout of its activities
+	// (CAPSTAN_MODEL_IDLE_TIMEOUT, CAPSTAN_MODEL_FIRST_EVENT_TIMEOUT,
+	// CAPSTAN_MODEL_MAX_DURATION, CAPSTAN_HEARTBEAT_TIMEOUT). A task takes
+	// them at its start for every limit its input leaves unset (starter run
+	// --idle-timeout and --max-duration set them per task), and keeps them
+	// in its input from then on. FirstEvent is zero when unset: it follows
+	// the idle timeout.
 	ModelLimits model.Limits
 	// ReconcileWindow (CAPSTAN_RECONCILE_WINDOW) bounds how long an unseen
 	// effect counts as "not yet" before a reconciler calls it absent; it
@@ -158,7 +163,10 @@ func FromLookupEnv(lookup func(string) (string, bool)) Config {
 		Idle:             duration("CAPSTAN_MODEL_IDLE_TIMEOUT", model.DefaultLimits.Idle),
 		Total:            duration("CAPSTAN_MODEL_MAX_DURATION", model.DefaultLimits.Total),
 		HeartbeatTimeout: duration("CAPSTAN_HEARTBEAT_TIMEOUT", model.DefaultLimits.HeartbeatTimeout),
-	}.WithDefaults()
+	}
+	if err := c.ModelLimits.Validate(); err != nil {
+		c.problems = append(c.problems, fmt.Errorf("CAPSTAN_MODEL_*: %w", err))
+	}
 	c.Breakers = breaker.Settings{
 		ConsecutiveFailures: c.positiveInt(getenv, "CAPSTAN_BREAKER_FAILURES", breaker.DefaultSettings.ConsecutiveFailures),
 		FailureRatio:        c.ratio(getenv, "CAPSTAN_BREAKER_FAILURE_RATIO", breaker.DefaultSettings.FailureRatio),

@@ -34,8 +34,8 @@ func TestFromEnvFillsEveryDefault(t *testing.T) {
 	if c.Lease != DefaultLease || c.ModelConnectTimeout != DefaultConnectTimeout {
 		t.Errorf("Lease, ModelConnectTimeout = %s, %s", c.Lease, c.ModelConnectTimeout)
 	}
-	if c.ModelLimits != model.DefaultLimits.WithDefaults() {
-		t.Errorf("ModelLimits = %+v, want %+v", c.ModelLimits, model.DefaultLimits.WithDefaults())
+	if c.ModelLimits != model.DefaultLimits { // FirstEvent unset: it follows the idle timeout
+		t.Errorf("ModelLimits = %+v, want %+v", c.ModelLimits, model.DefaultLimits)
 	}
 	if err := c.ValidateStarter(); err != nil {
 		t.Errorf("ValidateStarter() = %v", err)
@@ -45,13 +45,23 @@ func TestFromEnvFillsEveryDefault(t *testing.T) {
 	}
 }
 
+func TestFromEnvRefusesLimitsThatCannotWork(t *testing.T) {
+	c := FromEnv(env(map[string]string{"CAPSTAN_MODEL_IDLE_TIMEOUT": "5m", "CAPSTAN_MODEL_MAX_DURATION": "1m",
+		"OPENAI_API_KEY": "k", "GITHUB_TOKEN": "g"}))
+	err := c.ValidateWorker()
+	if err == nil || !strings.Contains(err.Error(), "the idle timeout (5m0s) must be shorter than the attempt's total limit (1m0s)") {
+		t.Fatalf("ValidateWorker() = %v, want the idle timeout refused", err)
+	}
+}
+
 func TestFromEnvReadsLimitsAndURLs(t *testing.T) {
 	c := FromEnv(env(map[string]string{
 		"CAPSTAN_MODEL_IDLE_TIMEOUT": "5s", "CAPSTAN_MODEL_MAX_DURATION": "1m", "CAPSTAN_HEARTBEAT_TIMEOUT": "9s",
 		"GITHUB_API_URL": "https://ghe.example.com/api/v3", "CAPSTAN_UI_URL": "http://ui:8233/",
 		"OPENAI_API_KEY": "k", "GITHUB_TOKEN": "g",
 	}))
-	want := model.Limits{FirstEvent: 5 * time.Second, Idle: 5 * time.Second, Total: time.Minute, HeartbeatTimeout: 9 * time.Second}
+	// FirstEvent stays unset: it follows the idle timeout a task may set.
+	want := model.Limits{Idle: 5 * time.Second, Total: time.Minute, HeartbeatTimeout: 9 * time.Second}
 	if c.ModelLimits != want {
 		t.Errorf("ModelLimits = %+v, want %+v", c.ModelLimits, want)
 	}

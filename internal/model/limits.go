@@ -1,6 +1,9 @@
 package model
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // Limits are the watchdogs of one model attempt (docs/design.md §4.2). A task
 // carries them in its input, so the activity that enforces them and the
@@ -48,3 +51,37 @@ func (l Limits) WithDefaults() Limits {
 // HeartbeatInterval is how often an attempt heartbeats: three beats fit in
 // one heartbeat timeout, so one lost beat never looks like a lost worker.
 func (l Limits) HeartbeatInterval() time.Duration { return l.WithDefaults().HeartbeatTimeout / 3 }
+
+// Under returns l with each field it leaves unset taken from defaults — a
+// task's own limits over the worker's. The first-event wait follows l's
+// idle timeout when l sets that and defaults sets no first-event wait of
+// its own. It is a pure function: workflow code calls it.
+func (l Limits) Under(defaults Limits) Limits {
+	if l.FirstEvent <= 0 && (l.Idle <= 0 || defaults.FirstEvent > 0) {
+		l.FirstEvent = defaults.FirstEvent
+	}
+	if l.Idle <= 0 {
+		l.Idle = defaults.Idle
+	}
+	if l.Total <= 0 {
+		l.Total = defaults.Total
+	}
+	if l.HeartbeatTimeout <= 0 {
+		l.HeartbeatTimeout = defaults.HeartbeatTimeout
+	}
+	return l
+}
+
+// Validate reports, in one sentence, why l (with its defaults) cannot
+// work: an attempt must be allowed to go idle, and wait for its first
+// event, for less than its total limit.
+func (l Limits) Validate() error {
+	w := l.WithDefaults()
+	switch {
+	case w.Idle >= w.Total:
+		return fmt.Errorf("the idle timeout (%s) must be shorter than the attempt's total limit (%s)", w.Idle, w.Total)
+	case w.FirstEvent >= w.Total:
+		return fmt.Errorf("the first-event timeout (%s) must be shorter than the attempt's total limit (%s)", w.FirstEvent, w.Total)
+	}
+	return nil
+}

@@ -1,0 +1,65 @@
+package workflows
+
+import (
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/capstanhq/capstan/activities"
+	"github.com/capstanhq/capstan/internal/model"
+)
+
+// workerLimitsTimeout bounds the local activity that reads the worker's
+// limits: it reads memory, so a long wait means a stuck worker.
+const workerLimitsTimeout = 10 * time.Second
+
+// settleLimits completes the task's limits once, at its start (since
+// changeWorkerLimits): what the input leaves unset comes from the worker
+// running this first step, read by the WorkerLimits local activity, whose
+// answer history records, so every later step on any worker — and every
+// replay — reads the same values. The whole is checked again, as the task's
+// own limits and the worker's defaults first meet here; a task they do not
+// fit ends invalid_limits before anything is sent. The settled limits are
+// carried into the next run by continue-as-new with the rest of the input.
+func (t *task) settleLimits(ctx workflow.Context) error {
+	if workflow.GetVersion(ctx, changeWorkerLimits, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return nil
+	}
+	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{ScheduleToCloseTimeout: workerLimitsTimeout})
+	var acts *activities.Activities
+	var res activities.WorkerLimitsResult
+	if err := workflow.ExecuteLocalActivity(lctx, acts.WorkerLimits, activities.WorkerLimitsInput{}).Get(ctx, &res); err != nil {
+		return fail(FailWorkerMisconfigured, "the worker could not tell its model limits: %v", err)
+	}
+	own := t.in.ModelLimits
+	t.in.ModelLimits = own.Under(res.Limits).WithDefaults()
+	l := t.in.ModelLimits
+	if err := l.Validate(); err != nil {
+		return fail(FailInvalidLimits, "the task's limits do not fit with the worker's: %v", err)
+	}
+	t.note(ctx, "model limits: idle %s, first event %s, attempt %s, heartbeat %s (%s)",
+		l.Idle, l.FirstEvent, l.Total, l.HeartbeatTimeout, limitsSource(own))
+	return nil
+}
+
+// limitsSource says which of the limits the task set itself.
+func limitsSource(own model.Limits) string {
+	var set []string
+	if own.Idle > 0 {
+		set = append(set, "idle")
+	}
+	if own.FirstEvent > 0 {
+		set = append(set, "first event")
+	}
+	if own.Total > 0 {
+		set = append(set, "attempt")
+	}
+	if own.HeartbeatTimeout > 0 {
+		set = append(set, "heartbeat")
+	}
+	if len(set) == 0 {
+		return "all the worker's"
+	}
+	return "the task set " + strings.Join(set, ", ") + "; the rest are the worker's"
+}
