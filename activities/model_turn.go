@@ -35,7 +35,7 @@ func (a *Activities) ModelTurn(ctx context.Context, in ModelTurnInput) (result M
 	ctx = logids.With(ctx, logids.IDs{TaskID: in.TaskID, TurnID: in.TurnID, AttemptID: in.AttemptID})
 	defer func() { a.observeModelTurn(ctx, in, result, err) }()
 	defer func() { a.endLive(in.AttemptID, err) }()
-	report := AttemptReport{AttemptID: in.AttemptID, Phase: model.PhaseNotSent, StreamURL: a.liveURL()}
+	report := AttemptReport{AttemptID: in.AttemptID, Phase: model.PhaseNotSent, StreamURL: a.beginLive(in.AttemptID)}
 	ref, err := model.ParseRef(in.Model)
 	if err != nil {
 		return ModelTurnResult{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeWorkerConfig, nil)

@@ -131,6 +131,20 @@ func (h *Hub) touch(a *attempt) {
 	}
 }
 
+// Begin starts the attempt's stream, afresh if an attempt of that id ended
+// here before (a workflow reset runs an unsettled attempt again), and
+// returns the URL where followers read it.
+func (h *Hub) Begin(attemptID string) string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if a, ok := h.attempts[attemptID]; ok && a.ended {
+		close(a.changed) // its subscribers see it ended; new ones get the new run
+		delete(h.attempts, attemptID)
+	}
+	h.get(attemptID)
+	return h.url
+}
+
 // Publish appends text to the attempt's stream.
 func (h *Hub) Publish(attemptID, text string) {
 	if text == "" {

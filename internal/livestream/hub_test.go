@@ -18,7 +18,7 @@ func serve(t *testing.T, h *livestream.Hub) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = srv.Close(context.Background()) })
-	return h.URL()
+	return "http://" + srv.Addr()
 }
 
 // collect subscribes from offset and sends every event to the channel.
@@ -49,8 +49,8 @@ func next(t *testing.T, events <-chan livestream.Event) livestream.Event {
 func TestSubscriberSeesEveryByteOnceLiveAndLate(t *testing.T) {
 	h := livestream.NewHub(livestream.Options{})
 	base := serve(t, h)
-	if !strings.HasPrefix(base, "http://127.0.0.1:") {
-		t.Fatalf("URL = %q, want the bound loopback address", base)
+	if h.URL() != base {
+		t.Fatalf("URL = %q, want the bound address %s", h.URL(), base)
 	}
 	live, liveDone := collect(t, base, "task/t1/a1", 0)
 
@@ -126,5 +126,27 @@ func TestSubscribeKnownDoesNotWaitForAnUnknownAttempt(t *testing.T) {
 	}
 	if len(got) != 2 || got[0].Text != "Done." || !got[1].End {
 		t.Fatalf("events = %+v, want the text and the end", got)
+	}
+}
+
+// TestBeginRestartsAnEndedAttempt: an attempt run again under the same id
+// (after a workflow reset) streams afresh, not after its old text.
+func TestBeginRestartsAnEndedAttempt(t *testing.T) {
+	h := livestream.NewHub(livestream.Options{URL: "http://worker-1:9465"})
+	base := serve(t, h)
+	if got := h.Begin("a"); got != "http://worker-1:9465" {
+		t.Fatalf("Begin = %q, want the advertised URL", got)
+	}
+	h.Publish("a", "first run")
+	h.End("a", "cut_idle")
+	h.Begin("a")
+	h.Publish("a", "second")
+	h.End("a", "completed")
+	events, _ := collect(t, base, "a", 0)
+	if ev := next(t, events); ev.Text != "second" {
+		t.Fatalf("event = %+v, want only the second run's text", ev)
+	}
+	if ev := next(t, events); !ev.End || ev.Outcome != "completed" {
+		t.Fatalf("event = %+v, want the second run's end", ev)
 	}
 }
