@@ -10,7 +10,9 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -342,4 +344,138 @@ func TestRunWaitKeepsTalkingWithoutATerminal(t *testing.T) {
 		t.Errorf("stdout does not report the task completed:\n%s", stdout.String())
 	}
 	assertFits(t, "starter run --wait", stdout.String())
+}
+
+// TestFollowAcrossWorkers: a task whose first attempt streams on one
+// worker and, that worker stopped, whose second attempt streams on
+// another: the follower reads each attempt's text from the hub of the
+// worker that runs it, shows the first abandoned and the second's answer
+// once.
+func TestFollowAcrossWorkers(t *testing.T) {
+	sb := startSandbox(t)
+	var calls atomic.Int32
+	sb.Model.SetFault(func(w http.ResponseWriter, r *http.Request, _ http.Handler) bool {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		rc := http.NewResponseController(w)
+		chunk := func(delta, finish string) {
+			f := "null"
+			if finish != "" {
+				f = fmt.Sprintf("%q", finish)
+			}
+			_, _ = fmt.Fprintf(w, "data: {\"id\":\"chatcmpl-x\",\"object\":\"chat.completion.chunk\",\"created\":0,\"model\":\"hello\","+
+				"\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":%q},\"finish_reason\":%s}]}\n\n", delta, f)
+			_ = rc.Flush()
+		}
+		if calls.Add(1) == 1 {
+			chunk("Thinking on the first worker.", "")
+			<-r.Context().Done() // until that worker goes away
+			return true
+		}
+		// The second attempt speaks slowly, as a model does, so that it
+		// streams for longer than the follower's poll.
+		tick := time.NewTicker(150 * time.Millisecond)
+		defer tick.Stop()
+		for _, word := range []string{"Answer ", "from ", "the ", "second ", "worker."} {
+			chunk(word, "")
+			select {
+			case <-tick.C:
+			case <-r.Context().Done():
+				return true
+			}
+		}
+		chunk("", "stop")
+		_, _ = fmt.Fprint(w, "data: [DONE]\n\n")
+		_ = rc.Flush()
+		return true
+	})
+	env := append(endpointEnv(t, "e2e-follow-pool", sb), "CAPSTAN_HEARTBEAT_TIMEOUT=5s")
+	first := startWorker(t, env, "--stop-timeout", "1s")
+
+	taskID := fmt.Sprintf("e2e-follow-pool-%d", time.Now().UnixNano())
+	if r := runStarter(t, env, "run", "--prompt", "hello", "--model", "openai:hello", "--id", taskID, "--idle-timeout", "60s"); r.code != 0 {
+		t.Fatalf("starter run: exit %d\nstderr: %s", r.code, r.stderr)
+	}
+	cmd := exec.Command(starterBin, "follow", taskID)
+	cmd.Env = env
+	var out syncBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+		}
+	})
+	out.waitFor(t, "[t1/a1] Thinking on the first worker.", 30*time.Second)
+
+	second := startWorker(t, env)
+	first.stop(t, syscall.SIGTERM, 30*time.Second)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("starter follow: %v\n%s", err, out.String())
+		}
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("starter follow did not end with the task:\n%s", out.String())
+	}
+	t.Logf("follow:\n%s", out.String())
+
+	hubA, hubB := first.stdoutLine("live stream: "), second.stdoutLine("live stream: ")
+	if hubA == "" || hubA == hubB {
+		t.Fatalf("the workers serve live streams at %q and %q, want two hubs", hubA, hubB)
+	}
+	got := out.String()
+	for _, want := range []string{
+		"[t1/a1] Thinking on the first worker.",
+		"[t1/a2] Answer from the second worker.",
+		"final answer: as committed by t1/a2, above",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("the follower does not show %q", want)
+		}
+	}
+	if !regexp.MustCompile(`\[abandoned: (worker_lost|cancelled): `).MatchString(got) {
+		t.Errorf("the first attempt is not marked abandoned with its reason")
+	}
+	if n := strings.Count(got, "Answer from the second worker."); n != 1 {
+		t.Errorf("the answer is shown %d times, want once", n)
+	}
+	assertFits(t, "starter follow", got)
+}
+
+// syncBuffer collects a process's output as it comes.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// waitFor polls the output until it holds want: a pipe's reader has no
+// event to wait on but the bytes themselves.
+func (b *syncBuffer) waitFor(t *testing.T, want string, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for !strings.Contains(b.String(), want) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the output did not show %q within %s:\n%s", want, within, b.String())
+		}
+		<-tick.C
+	}
 }
