@@ -165,3 +165,27 @@ func TestAnthropicTask(t *testing.T) {
 		t.Fatal("history check is blind: the history does not even contain the model")
 	}
 }
+
+// TestAnthropicTaskOnWorkerWithoutKey: a worker with only an OpenAI key
+// starts (warning that anthropic: tasks fail on it), and a task naming
+// anthropic fails at once with worker_misconfigured, naming the variable to
+// set; nothing is sent anywhere.
+func TestAnthropicTaskOnWorkerWithoutKey(t *testing.T) {
+	sb := startSandbox(t)
+	env := endpointEnv(t, "e2e-anthropic-nokey", sb)
+	w := startWorker(t, env)
+	taskID := fmt.Sprintf("e2e-anthropic-nokey-%d", time.Now().UnixNano())
+	r := runStarter(t, env, "run", "--prompt", "Say hello.", "--model", "anthropic:claude-e2e",
+		"--id", taskID, "--wait", "--json")
+	res := decodeResult(t, r)
+	if res.Status != workflows.StatusFailed || res.FailureCode != workflows.FailWorkerMisconfigured ||
+		!strings.Contains(res.Message, "ANTHROPIC_API_KEY") {
+		t.Fatalf("result = %+v (exit %d), want failed worker_misconfigured naming ANTHROPIC_API_KEY", res, r.code)
+	}
+	if n := sb.Model.Stats().Requests; n != 0 {
+		t.Errorf("the model server saw %d requests, want none", n)
+	}
+	if !strings.Contains(w.logs(), "ANTHROPIC_API_KEY is not set") {
+		t.Errorf("the worker did not warn at startup that it serves no anthropic: tasks:\n%s", w.logs())
+	}
+}
