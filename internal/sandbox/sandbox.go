@@ -109,6 +109,7 @@ func (sb *Sandbox) Close() error {
 			}
 		}
 		sb.wg.Wait()
+		sb.Model.shutdown()
 		sb.GitHub.shutdown()
 		sb.Slack.shutdown()
 		if len(errs) > 0 {
