@@ -236,14 +236,17 @@ type frame struct {
 // dataFrame is an event with only a data line, as OpenAI sends them.
 func dataFrame(data string) frame { return frame{text: "data: " + data + "\n\n"} }
 
-// startStream sends the headers of an event stream.
+// startStream sends the headers of an event stream, flushed, so a client
+// has them even if no event follows.
 func startStream(w http.ResponseWriter) *sseWriter {
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("Connection", "keep-alive")
 	w.WriteHeader(http.StatusOK)
-	return &sseWriter{w: w, rc: http.NewResponseController(w)}
+	out := &sseWriter{w: w, rc: http.NewResponseController(w)}
+	out.flush()
+	return out
 }
 
 // play writes frames as one event stream and reports whether every frame
