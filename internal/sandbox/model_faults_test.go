@@ -547,7 +547,9 @@ func TestModelHeldRequestsEndWithTheSandbox(t *testing.T) {
 	c := testClient(t)
 	ended := make(chan exchange, 3)
 	for range 3 {
-		go func() { ended <- send(t, context.Background(), c, sb.ModelURL+"/messages", anthropicBody("hello", 0, 0)) }()
+		go func() {
+			ended <- send(t, context.Background(), c, sb.ModelURL+"/messages", anthropicBody("hello", 0, 0))
+		}()
 	}
 	for range 3 {
 		waitFor(t, holding, "three held requests")
