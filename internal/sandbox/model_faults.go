@@ -23,9 +23,10 @@ const (
 	// connection (RST) without a byte of answer. The client has written its
 	// request by then: it sees "connection reset by peer" (or EOF) while
 	// waiting for the headers, which a phase recorder reports as
-	// SENT_NO_HEADERS, not NOT_SENT. A true NOT_SENT needs a port that
-	// refuses the dial: see [Model] for why a fake that accepts cannot give
-	// one.
+	// SENT_NO_HEADERS, not NOT_SENT. A true NOT_SENT needs a dial that
+	// fails: the kernel completes the TCP handshake before the fake can
+	// accept, and the client writes its request at once, so no server that
+	// listens can refuse a request before it is sent.
 	FaultResetConnection FaultKind = "reset_connection"
 	// FaultHoldHeaders never sends the headers: the request is held until
 	// the client gives up (its context ends or it closes the connection) or
