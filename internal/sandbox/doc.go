@@ -120,5 +120,7 @@
 // answer's closing events. Held, stalled and endless requests end when the
 // client's connection closes, and [Sandbox.Close] ends them and waits for
 // their handlers. [ModelStats] counts every request received, faulted ones
-// included, per format, and the faulted ones apart.
+// included, per format, and the faulted ones apart; [Model.Requests] (GET
+// /_sandbox/requests) lists each with when it arrived, the script step it
+// asked for and the fault that answered it.
 package sandbox

@@ -6,8 +6,10 @@ import (
 	"io"
 	"maps"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
+	"time"
 	"unicode/utf8"
 )
 
@@ -37,7 +39,9 @@ type Model struct {
 	control map[string]http.HandlerFunc // the /_sandbox/ endpoints
 
 	mu        sync.Mutex
+	now       func() time.Time // stamps the request log
 	stats     ModelStats
+	log       []*ModelRequest // the newest maxRequestLog requests
 	last      []byte
 	stepFired map[stepKey]int // how often each scripted step's fault struck
 	scripts   map[string]*script
@@ -72,6 +76,25 @@ type ModelStats struct {
 	ScriptRequests map[string]int64 `json:"script_requests"`
 }
 
+// ModelRequest is one completion request as the fake received it, so a test
+// can check how many attempts a client made, when, and what answered them.
+type ModelRequest struct {
+	// At is when the fake had read the request's body.
+	At time.Time `json:"at"`
+	// Endpoint is the wire format: "chat/completions" or "messages".
+	Endpoint string `json:"endpoint"`
+	// Script and Step (0-based) are what the request asked to play; Script
+	// is empty when the request was rejected before a script was found.
+	Script string `json:"script,omitempty"`
+	Step   int    `json:"step"`
+	// Fault is the kind of the fault rule or step fault that answered the
+	// request, empty when none did.
+	Fault FaultKind `json:"fault,omitempty"`
+}
+
+// maxRequestLog bounds the request log; older requests are forgotten.
+const maxRequestLog = 10000
+
 // stepKey names one step of one script, for step faults with a count.
 type stepKey struct {
 	script string
@@ -86,10 +109,27 @@ const (
 
 // NewModel returns a model fake with zeroed counters and no fault.
 func NewModel() *Model {
-	m := &Model{stats: ModelStats{ScriptRequests: map[string]int64{}}, stepFired: map[stepKey]int{}}
+	m := &Model{now: time.Now, stats: ModelStats{ScriptRequests: map[string]int64{}}, stepFired: map[stepKey]int{}}
 	m.initFaultRules(modelFaultDialect)
-	m.control = map[string]http.HandlerFunc{"stats": statsHandler(m.Stats), "faults": m.serveControl}
+	m.control = map[string]http.HandlerFunc{
+		"stats":    statsHandler(m.Stats),
+		"faults":   m.serveControl,
+		"requests": statsHandler(m.Requests),
+	}
 	return m
+}
+
+// Requests returns the completion requests received, oldest first: the last
+// 10000, each as [ModelStats.Requests] counts it. GET /_sandbox/requests
+// serves the same list.
+func (m *Model) Requests() []ModelRequest {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]ModelRequest, len(m.log))
+	for i, r := range m.log {
+		out[i] = *r
+	}
+	return out
 }
 
 // Stats returns a snapshot of the counters.
@@ -158,6 +198,11 @@ func (m *Model) serve(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxFakeRequestBytes))
 
 	m.mu.Lock()
+	rec := &ModelRequest{At: m.now(), Endpoint: wire.endpoint()}
+	if len(m.log) >= maxRequestLog {
+		m.log = slices.Delete(m.log, 0, len(m.log)-maxRequestLog+1)
+	}
+	m.log = append(m.log, rec)
 	m.stats.Requests++
 	if wire.endpoint() == anthropicEndpoint {
 		m.stats.AnthropicRequests++
@@ -192,6 +237,7 @@ func (m *Model) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	m.mu.Lock()
 	m.stats.ScriptRequests[sc.Name]++
+	rec.Script, rec.Step = sc.Name, req.assistants
 	m.mu.Unlock()
 
 	st := sc.stepAt(req.assistants).expand(req.taskID)
@@ -199,6 +245,7 @@ func (m *Model) serve(w http.ResponseWriter, r *http.Request) {
 	if rule, ok := m.chooseFault(wire.endpoint(), len(body), sc.Name, req.assistants, st); ok {
 		m.mu.Lock()
 		m.stats.Faulted++
+		rec.Fault = rule.Kind
 		m.mu.Unlock()
 		m.serveFault(w, r, wire, enc, st, rule, len(body))
 		return

@@ -116,4 +116,9 @@ func TestAnthropicErrors(t *testing.T) {
 	if st := m.Stats(); st.Requests != 4 || st.AnthropicRequests != 4 || st.StreamsCompleted != 0 || len(st.ScriptRequests) != 0 {
 		t.Errorf("stats = %+v, want 4 Anthropic requests counted and nothing played", st)
 	}
+	for _, r := range m.Requests() {
+		if r.Endpoint != "messages" || r.Script != "" || r.Fault != "" {
+			t.Errorf("logged %+v for a rejected request", r)
+		}
+	}
 }

@@ -3,8 +3,10 @@ package sandbox
 import (
 	"context"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/capstanhq/capstan/internal/testenv"
 )
@@ -39,11 +41,15 @@ func TestModelStepFaults(t *testing.T) {
 		t.Run(wire.name, func(t *testing.T) {
 			m, srv := newModelServer(t)
 			addTestScript(t, m, flaky)
+			start := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+			clock := NewManualClock(start)
+			m.SetNow(clock.Now)
 			c := testClient(t)
 			x := send(t, context.Background(), c, srv.URL+wire.path, wire.body("flaky", 0, 0))
 			if x.err != nil || x.resp.StatusCode != statusOverloaded || x.resp.Header.Get("Retry-After") != "2" {
 				t.Fatalf("step 1, first play: %v %v, want 529 with Retry-After 2", x.err, x.resp)
 			}
+			clock.Advance(2 * time.Second)
 			x = send(t, context.Background(), c, srv.URL+wire.path, wire.body("flaky", 0, 0))
 			if a := decode(t, wire.name, x.events); x.err != nil || !a.done || len(a.tools) != 1 {
 				t.Fatalf("step 1, second play: %v %+v, want the tool call", x.err, a)
@@ -63,6 +69,17 @@ func TestModelStepFaults(t *testing.T) {
 			}
 			if st := m.Stats(); st.Requests != 5 || st.Faulted != 4 || st.ScriptRequests["flaky"] != 5 {
 				t.Errorf("stats %+v", st)
+			}
+			later := start.Add(2 * time.Second)
+			want := []ModelRequest{
+				{At: start, Endpoint: wire.endpoint, Script: "flaky", Step: 0, Fault: FaultStatus},
+				{At: later, Endpoint: wire.endpoint, Script: "flaky", Step: 0},
+				{At: later, Endpoint: wire.endpoint, Script: "flaky", Step: 1, Fault: FaultMaxTokens},
+				{At: later, Endpoint: wire.endpoint, Script: "flaky", Step: 1, Fault: FaultMaxTokens},
+				{At: later, Endpoint: wire.endpoint, Script: "flaky", Step: 1, Fault: FaultEmpty},
+			}
+			if got := m.Requests(); !slices.Equal(got, want) {
+				t.Errorf("request log\n%+v\nwant\n%+v", got, want)
 			}
 		})
 	}
@@ -112,6 +129,11 @@ func TestModelFaultRulesOverHTTP(t *testing.T) {
 	testenv.GetJSON(t, faults, &listed)
 	if len(listed) != 2 || listed[0]["fired"] != 1.0 || listed[1]["fired"] != 0.0 {
 		t.Errorf("GET: %v", listed)
+	}
+	var log []ModelRequest
+	testenv.GetJSON(t, strings.TrimSuffix(sb.ModelURL, "/v1")+"/_sandbox/requests", &log)
+	if len(log) != 1 || log[0].Fault != FaultStatus || log[0].Script != "hello" || log[0].Endpoint != "chat/completions" || log[0].At.IsZero() {
+		t.Errorf("GET /_sandbox/requests: %+v", log)
 	}
 	var st ModelStats
 	testenv.GetJSON(t, strings.TrimSuffix(sb.ModelURL, "/v1")+"/_sandbox/stats", &st)
