@@ -88,11 +88,17 @@
 //     API's error body for it (429: rate limit; 503 and 529: overloaded),
 //     plus Retry-After ("retry_after", whole seconds) and retry-after-ms
 //     ("retry_after_ms") only when set.
+//   - refuse_connection: close the model's port for "refuse_for" (required;
+//     "times" must be 0): a dial is refused before a byte is written, a true
+//     NOT_SENT; idle connections are closed, a request still arriving on an
+//     open one is reset. It shuts the whole port (both formats and
+//     /_sandbox/), refused dials are counted nowhere, and it cannot be a
+//     step's fault. The port reopens on the same address.
 //   - reset_connection: read the request, then reset the TCP connection
 //     with no answer. The client had written its request, so it sees
 //     SENT_NO_HEADERS, not NOT_SENT: a server that has accepted the
-//     connection cannot make the client's write fail. (A NOT_SENT needs a
-//     refused dial: a closed port.)
+//     connection cannot make the client's write fail. Unlike
+//     refuse_connection it strikes per request, counted.
 //   - hold_headers: never answer; hold the request until the client gives
 //     up or the sandbox closes.
 //   - stall: send the headers and "after_events" events, then nothing until

@@ -21,6 +21,7 @@ type faultRuleJSON struct {
 	RetryAfter string    `json:"retry_after,omitempty"`
 	// The model's kinds.
 	RetryAfterMS    string `json:"retry_after_ms,omitempty"`
+	RefuseFor       string `json:"refuse_for,omitempty"`
 	AfterEvents     int    `json:"after_events,omitempty"`
 	PromptBytesOver int    `json:"prompt_bytes_over,omitempty"`
 }
@@ -38,7 +39,7 @@ func (j faultRuleJSON) rule() (FaultRule, error) {
 		text string
 		into *time.Duration
 	}{{"delay", j.Delay, &rule.Delay}, {"lag", j.Lag, &rule.Lag}, {"retry_after", j.RetryAfter, &rule.RetryAfter},
-		{"retry_after_ms", j.RetryAfterMS, &rule.RetryAfterMS}} {
+		{"retry_after_ms", j.RetryAfterMS, &rule.RetryAfterMS}, {"refuse_for", j.RefuseFor, &rule.RefuseFor}} {
 		if d.text == "" {
 			continue
 		}
@@ -60,7 +61,7 @@ func faultStateToJSON(st FaultState) faultStateJSON {
 	}
 	return faultStateJSON{Fired: st.Fired, faultRuleJSON: faultRuleJSON{Endpoint: st.Endpoint, Kind: st.Kind,
 		Times: st.Times, Status: st.Status, Delay: text(st.Delay), Lag: text(st.Lag), RetryAfter: text(st.RetryAfter),
-		RetryAfterMS: text(st.RetryAfterMS), AfterEvents: st.AfterEvents, PromptBytesOver: st.PromptBytesOver}}
+		RetryAfterMS: text(st.RetryAfterMS), RefuseFor: text(st.RefuseFor), AfterEvents: st.AfterEvents, PromptBytesOver: st.PromptBytesOver}}
 }
 
 // serveControl is /_sandbox/faults: GET lists the rules, POST adds the one

@@ -88,6 +88,9 @@ type FaultRule struct {
 	// fault strikes; the answer's closing events are never sent, so a
 	// larger number means "just before the end".
 	AfterEvents int
+	// RefuseFor (the model's FaultRefuseConnection only, and required
+	// there) is how long its port stays closed.
+	RefuseFor time.Duration
 	// PromptBytesOver (the model's FaultContextOverflow only), when
 	// positive, limits the rule to requests whose body is longer than this
 	// many bytes: smaller requests pass untouched and do not count toward
@@ -114,6 +117,9 @@ type faultDialect struct {
 	// refuse answers a FaultFail or rate-limit rule in the fake's own
 	// words, without acting.
 	refuse func(w http.ResponseWriter, rule FaultRule)
+	// added, when set, runs (under the rules' lock) for each rule added,
+	// for a fault that acts at once rather than per request.
+	added func(st *FaultState)
 }
 
 // faultRules holds a fake's rules and applies them per endpoint. Its methods
@@ -149,6 +155,9 @@ func (f *faultRules) addFault(rule FaultRule) (FaultState, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.rules = append(f.rules, st)
+	if f.dialect.added != nil {
+		f.dialect.added(st)
+	}
 	return *st, nil // copied under the lock: a request may fire the rule at once
 }
 
@@ -200,6 +209,12 @@ func validateFault(d faultDialect, rule *FaultRule) error {
 		return errors.New("prompt_bytes_over is only for kind context_overflow")
 	case rule.RetryAfterMS != 0 && !kindIs(FaultStatus):
 		return errors.New("retry_after_ms is only for kind status")
+	case rule.RefuseFor < 0:
+		return errors.New("durations must not be negative")
+	case (rule.RefuseFor != 0) != kindIs(FaultRefuseConnection):
+		return errors.New("refuse_for is required by kind refuse_connection and only allowed there")
+	case rule.Kind == FaultRefuseConnection && rule.Times != 0:
+		return errors.New("refuse_connection closes the port once: times must be 0")
 	case (rule.Delay != 0) != kindIs(FaultDelay):
 		return errors.New("delay is required by kind delay and only allowed there")
 	case (rule.Lag != 0) != kindIs(FaultLag):

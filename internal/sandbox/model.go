@@ -36,6 +36,7 @@ const argumentFragmentBytes = 16
 type Model struct {
 	faultPoint
 	faultRules
+	door    modelDoor                   // the port, for FaultRefuseConnection
 	control map[string]http.HandlerFunc // the /_sandbox/ endpoints
 
 	mu        sync.Mutex
@@ -110,7 +111,14 @@ const (
 // NewModel returns a model fake with zeroed counters and no fault.
 func NewModel() *Model {
 	m := &Model{now: time.Now, stats: ModelStats{ScriptRequests: map[string]int64{}}, stepFired: map[stepKey]int{}}
-	m.initFaultRules(modelFaultDialect)
+	d := modelFaultDialect
+	d.added = func(st *FaultState) {
+		if st.Kind == FaultRefuseConnection {
+			m.door.refuse(st.RefuseFor)
+			st.Fired++
+		}
+	}
+	m.initFaultRules(d)
 	m.control = map[string]http.HandlerFunc{
 		"stats":    statsHandler(m.Stats),
 		"faults":   m.serveControl,
@@ -130,6 +138,13 @@ func (m *Model) Requests() []ModelRequest {
 		out[i] = *r
 	}
 	return out
+}
+
+// shutdown keeps the port closed if a refusal closed it, and releases
+// every held request. Sandbox.Close calls it.
+func (m *Model) shutdown() {
+	m.door.shutdown()
+	m.faultRules.shutdown()
 }
 
 // Stats returns a snapshot of the counters.
@@ -217,6 +232,15 @@ func (m *Model) serve(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		wire.writeError(w, wireError{status: http.StatusBadRequest, kind: errInvalidRequest,
 			message: "Could not read the request body: " + err.Error()})
+		return
+	}
+	if m.door.isRefusing() {
+		// It came on a connection opened before the port closed.
+		m.mu.Lock()
+		m.stats.Faulted++
+		rec.Fault = FaultRefuseConnection
+		m.mu.Unlock()
+		resetConnection(w)
 		return
 	}
 	req, werr := wire.parse(body)

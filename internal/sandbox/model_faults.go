@@ -26,7 +26,8 @@ const (
 	// SENT_NO_HEADERS, not NOT_SENT. A true NOT_SENT needs a dial that
 	// fails: the kernel completes the TCP handshake before the fake can
 	// accept, and the client writes its request at once, so no server that
-	// listens can refuse a request before it is sent.
+	// listens can refuse a request before it is sent. FaultRefuseConnection
+	// gives one by closing the port, for a time rather than per request.
 	FaultResetConnection FaultKind = "reset_connection"
 	// FaultHoldHeaders never sends the headers: the request is held until
 	// the client gives up (its context ends or it closes the connection) or
@@ -84,7 +85,7 @@ const maxTokensFallback = "This answer is longer than the token limit allows, so
 // modelFaultDialect is what the model's rules may say.
 var modelFaultDialect = faultDialect{
 	endpoints: []string{openAIEndpoint, anthropicEndpoint},
-	kinds: []FaultKind{FaultStatus, FaultResetConnection, FaultHoldHeaders, FaultStall, FaultEndless,
+	kinds: []FaultKind{FaultStatus, FaultRefuseConnection, FaultResetConnection, FaultHoldHeaders, FaultStall, FaultEndless,
 		FaultOverloadedEvent, FaultRateLimitEvent, FaultEmpty, FaultMalformedArguments, FaultUnknownTool,
 		FaultContextOverflow, FaultMaxTokens},
 	check: func(*FaultRule) error { return nil }, // the model has no rate-limit kinds to check
@@ -94,7 +95,11 @@ var modelFaultDialect = faultDialect{
 // for endpoint that applies to a body of promptBytes, else the step's own
 // fault while it has strikes left. Either is counted as fired.
 func (m *Model) chooseFault(endpoint string, promptBytes int, scriptName string, stepIndex int, st step) (FaultRule, bool) {
-	applies := func(rule FaultRule) bool { return rule.PromptBytesOver == 0 || promptBytes > rule.PromptBytesOver }
+	applies := func(rule FaultRule) bool {
+		// A refusal acts on the port, not on requests (serve resets the
+		// ones that slip through).
+		return rule.Kind != FaultRefuseConnection && (rule.PromptBytesOver == 0 || promptBytes > rule.PromptBytesOver)
+	}
 	if rule, ok := m.take(endpoint, applies); ok {
 		return rule, true
 	}

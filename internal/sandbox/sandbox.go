@@ -87,6 +87,11 @@ func Start(opts Options) (*Sandbox, error) {
 		}
 		sb.servers = append(sb.servers, srv)
 		ln := listeners[i]
+		if f.handler == http.Handler(sb.Model) {
+			// FaultRefuseConnection closes and reopens the model's port.
+			ln = sb.Model.door.wrap(ln)
+			srv.ConnState = sb.Model.door.connState
+		}
 		sb.wg.Go(func() {
 			// Serve returns ErrServerClosed after Close; there is no
 			// other failure to report for an already-open listener.

@@ -281,6 +281,9 @@ func stepFaultRule(j faultRuleJSON) (FaultRule, error) {
 	if err != nil {
 		return FaultRule{}, err
 	}
+	if rule.Kind == FaultRefuseConnection {
+		return FaultRule{}, fmt.Errorf("fault: refuse_connection closes the model's port, so it cannot strike one step; use a fault rule")
+	}
 	if err := validateFault(modelFaultDialect, &rule); err != nil {
 		return FaultRule{}, fmt.Errorf("fault %s: %w", rule.Kind, err)
 	}
