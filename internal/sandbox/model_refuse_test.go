@@ -24,7 +24,7 @@ func TestModelRefuseConnection(t *testing.T) {
 	sb.Model.door.mu.Lock()
 	sb.Model.door.onReopen = func() { reopened <- struct{}{} }
 	sb.Model.door.mu.Unlock()
-	url := sb.ModelURL + "/messages"
+	url := sb.AnthropicURL + "v1/messages"
 
 	old := testClient(t) // it keeps an idle connection from this request
 	if x := send(t, context.Background(), old, url, anthropicBody("hello", 0, 0)); x.err != nil || x.streamErr != nil {
