@@ -212,23 +212,7 @@ func (m *Model) serve(w http.ResponseWriter, r *http.Request) {
 	// that hold a request rely on it.
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxFakeRequestBytes))
 
-	m.mu.Lock()
-	rec := &ModelRequest{At: m.now(), Endpoint: wire.endpoint()}
-	if len(m.log) >= maxRequestLog {
-		m.log = slices.Delete(m.log, 0, len(m.log)-maxRequestLog+1)
-	}
-	m.log = append(m.log, rec)
-	m.stats.Requests++
-	if wire.endpoint() == anthropicEndpoint {
-		m.stats.AnthropicRequests++
-	} else {
-		m.stats.OpenAIRequests++
-	}
-	if err == nil {
-		m.last = body
-	}
-	m.mu.Unlock()
-
+	rec := m.record(wire.endpoint(), body, err)
 	if err != nil {
 		wire.writeError(w, wireError{status: http.StatusBadRequest, kind: errInvalidRequest,
 			message: "Could not read the request body: " + err.Error()})
@@ -236,10 +220,7 @@ func (m *Model) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	if m.door.isRefusing() {
 		// It came on a connection opened before the port closed.
-		m.mu.Lock()
-		m.stats.Faulted++
-		rec.Fault = FaultRefuseConnection
-		m.mu.Unlock()
+		m.noteFault(rec, FaultRefuseConnection)
 		resetConnection(w)
 		return
 	}
@@ -267,14 +248,41 @@ func (m *Model) serve(w http.ResponseWriter, r *http.Request) {
 	st := sc.stepAt(req.assistants).expand(req.taskID)
 	enc := wire.encoder(sc.Name, req, len(body))
 	if rule, ok := m.chooseFault(wire.endpoint(), len(body), sc.Name, req.assistants, st); ok {
-		m.mu.Lock()
-		m.stats.Faulted++
-		rec.Fault = rule.Kind
-		m.mu.Unlock()
+		m.noteFault(rec, rule.Kind)
 		m.serveFault(w, r, wire, enc, st, rule, len(body))
 		return
 	}
 	m.play(w, enc.answer(st, finishNatural))
+}
+
+// record counts a request whose body has been read (or failed to be) and
+// logs it; the caller fills in the returned entry under m.mu.
+func (m *Model) record(endpoint string, body []byte, readErr error) *ModelRequest {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	rec := &ModelRequest{At: m.now(), Endpoint: endpoint}
+	if len(m.log) >= maxRequestLog {
+		m.log = slices.Delete(m.log, 0, len(m.log)-maxRequestLog+1)
+	}
+	m.log = append(m.log, rec)
+	m.stats.Requests++
+	if endpoint == anthropicEndpoint {
+		m.stats.AnthropicRequests++
+	} else {
+		m.stats.OpenAIRequests++
+	}
+	if readErr == nil {
+		m.last = body
+	}
+	return rec
+}
+
+// noteFault counts a request a fault answered.
+func (m *Model) noteFault(rec *ModelRequest, kind FaultKind) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.stats.Faulted++
+	rec.Fault = kind
 }
 
 // lookupScript resolves a model name: a script added for a test, an embedded
