@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/capstanhq/capstan/internal/breaker"
+	"github.com/capstanhq/capstan/internal/config"
 	"github.com/capstanhq/capstan/internal/ledger"
 	"github.com/capstanhq/capstan/internal/logids"
 	"github.com/capstanhq/capstan/internal/model"
@@ -42,8 +43,11 @@ func (a *Activities) ModelTurn(ctx context.Context, in ModelTurnInput) (result M
 	}
 	provider, ok := a.Providers[ref.Provider]
 	if !ok {
-		return ModelTurnResult{}, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("this worker has no %s provider configured", ref.Provider), ErrTypeWorkerConfig, nil)
+		msg := fmt.Sprintf("this worker has no %s provider configured", ref.Provider)
+		if key, ok := config.ProviderKeys[ref.Provider]; ok {
+			msg += fmt.Sprintf(" (set %s on the workers)", key)
+		}
+		return ModelTurnResult{}, temporal.NewNonRetryableApplicationError(msg, ErrTypeWorkerConfig, nil)
 	}
 	// A turn commits once (docs/design.md §4.3): a settled turn is never
 	// sampled again, so its tool calls keep their operation ids.

@@ -28,8 +28,6 @@ import (
 	"github.com/capstanhq/capstan/internal/livestream"
 	"github.com/capstanhq/capstan/internal/logids"
 	"github.com/capstanhq/capstan/internal/metrics"
-	"github.com/capstanhq/capstan/internal/model"
-	"github.com/capstanhq/capstan/internal/model/openai"
 	"github.com/capstanhq/capstan/internal/sandbox"
 	"github.com/capstanhq/capstan/internal/tools"
 	githubtools "github.com/capstanhq/capstan/internal/tools/github"
@@ -113,15 +111,7 @@ func start(ctx context.Context, o options, lookupEnv func(string) (string, bool)
 	} else {
 		logger.Warn("SLACK_BOT_TOKEN is not set: tasks with a Slack channel will fail at delivery")
 	}
-	providers := map[string]model.Provider{
-		"openai": openai.New(openai.Config{BaseURL: cfg.OpenAIBaseURL, APIKey: cfg.OpenAIAPIKey,
-			ConnectTimeout: cfg.ModelConnectTimeout, Logger: logger}),
-	}
-	if p.sandbox != nil {
-		// The sandbox model is OpenAI-compatible and already what "openai"
-		// points at; "sandbox:<script>" names it plainly.
-		providers["sandbox"] = providers["openai"]
-	}
+	providers := modelProviders(cfg, p.sandbox != nil, logger)
 
 	// One breaker per dependency and operation class, for this worker
 	// (docs/design.md §7); transitions are logged and counted.

@@ -136,7 +136,7 @@ func (g *turnGuard) decide(r attemptOutcome, jitter func() float64) decision {
 		// is spent. Wait the time left, with jitter, so the tasks waiting
 		// on one breaker do not all come back at once.
 		return decision{Retry: true, BreakerWait: true, Delay: activities.JitterAfter(r.RetryAfter, jitter()),
-			Message: fmt.Sprintf("breaker %s is open: %s", r.Breaker, r.Message)}
+			Message: r.Message} // the breaker's own words: which one, and why it refused
 	case model.OutcomeRejected:
 		msg := "the model provider rejected the request"
 		if r.HTTPStatus != 0 {

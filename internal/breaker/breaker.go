@@ -114,6 +114,11 @@ const windowBuckets = 10
 // asked to wait (at most the open period): the probe's answer decides soon.
 const halfOpenWait = time.Second
 
+// trialWait is how long a call refused while a closed breaker's trial is
+// in flight is asked to wait: a healthy dependency answers the trial in a
+// fraction of that, and then every call goes through again.
+const trialWait = 250 * time.Millisecond
+
 // Transition is a breaker changing state.
 type Transition struct {
 	Key      Key
@@ -153,8 +158,11 @@ type entry struct {
 	mu        sync.Mutex
 	openUntil time.Time
 	// trial is held by the one call a closed breaker lets through while
-	// its last judged call failed (see Allow).
+	// it knows nothing good of its dependency (see Allow).
 	trial bool
+	// answered: a call through this breaker has been answered (a success,
+	// or a stream's headers) since the worker started.
+	answered bool
 }
 
 // NewSet returns a Set whose breakers all use s; it fails on settings that
@@ -235,8 +243,8 @@ func (s *Set) changed(key Key, e *entry, from, to State) {
 type OpenError struct {
 	Key Key
 	// State is StateOpen; StateHalfOpen while the probe is in flight; or
-	// StateClosed while the trial call of a breaker whose last call failed
-	// is in flight.
+	// StateClosed while the trial call of a breaker that knows nothing
+	// good of its dependency is in flight.
 	State State
 	// Wait is how long until the breaker may let a call through: the time
 	// left in the open period, or a short wait for the probe's answer.
@@ -248,7 +256,7 @@ func (e *OpenError) Error() string {
 	case StateHalfOpen:
 		return fmt.Sprintf("breaker %s is half-open and its one probe is in flight: nothing was sent", e.Key)
 	case StateClosed:
-		return fmt.Sprintf("breaker %s saw its last call fail and lets one call through at a time until one is answered; that call is in flight: nothing was sent", e.Key)
+		return fmt.Sprintf("breaker %s has no answer from its dependency yet, or saw its last call fail, so it lets one call through at a time until one is answered; that call is in flight: nothing was sent", e.Key)
 	}
 	return fmt.Sprintf("breaker %s is open for %s more: nothing was sent", e.Key, e.Wait.Round(time.Millisecond))
 }
@@ -258,14 +266,15 @@ func (e *OpenError) Error() string {
 // the breaker is open, its probe is in flight, or its trial call is in
 // flight: then nothing may be sent. A nil Set allows every call.
 //
-// A closed breaker whose last judged call failed lets one call through at a
-// time (its trial) until a call is answered. gobreaker judges a call only
-// when it returns, so without the trial every call sent while the first
-// failures were still on their way back would reach a dependency that is
-// down: with it, a worker sends a downed dependency at most the calls that
-// were already in flight when the first failure came back, and then one at
-// a time up to the trip threshold — the threshold in all, when the first
-// failure returns before the threshold's worth of calls were sent.
+// A closed breaker that knows nothing good of its dependency — no call has
+// been answered since the worker started, or its last judged call failed —
+// lets one call through at a time (its trial) until one is answered.
+// gobreaker judges a call only when it returns, so without the trial every
+// call sent while the first failures were still on their way back would
+// reach a dependency that is down: with it, a worker that starts while a
+// dependency is down sends it one call at a time up to the trip threshold,
+// and a worker that sees a dependency go down sends it at most the calls
+// already in flight when the first failure came back, then one at a time.
 func (s *Set) Allow(key Key) (*Permit, error) {
 	if s == nil {
 		return &Permit{}, nil
@@ -273,26 +282,22 @@ func (s *Set) Allow(key Key) (*Permit, error) {
 	e := s.breaker(key)
 	// State and Counts lock gobreaker; e.mu is taken only after them, as
 	// changed takes it under gobreaker's lock.
-	trial := e.cb.State() == gobreaker.StateClosed && e.cb.Counts().ConsecutiveFailures > 0
-	if trial {
-		e.mu.Lock()
-		busy := e.trial
+	closed := e.cb.State() == gobreaker.StateClosed
+	failing := closed && e.cb.Counts().ConsecutiveFailures > 0
+	e.mu.Lock()
+	trial := closed && (failing || !e.answered)
+	busy := trial && e.trial
+	if trial && !busy {
 		e.trial = true
-		e.mu.Unlock()
-		if busy {
-			return nil, &OpenError{Key: key, State: StateClosed, Wait: min(halfOpenWait, s.settings.OpenFor)}
-		}
 	}
-	release := func() {
-		if trial {
-			e.mu.Lock()
-			e.trial = false
-			e.mu.Unlock()
-		}
+	e.mu.Unlock()
+	if busy {
+		return nil, &OpenError{Key: key, State: StateClosed, Wait: min(trialWait, s.settings.OpenFor)}
 	}
+	p := &Permit{entry: e, trial: trial}
 	done, err := e.cb.Allow()
 	if err != nil {
-		release()
+		p.release(false)
 	}
 	switch {
 	case errors.Is(err, gobreaker.ErrOpenState):
@@ -305,7 +310,8 @@ func (s *Set) Allow(key Key) (*Permit, error) {
 	case err != nil:
 		return nil, fmt.Errorf("breaker %s: %w", key, err)
 	}
-	return &Permit{done: done, release: release}, nil
+	p.done = done
+	return p, nil
 }
 
 // State returns key's breaker's state; a breaker never used is closed.
@@ -366,10 +372,30 @@ func (o Outcome) String() string {
 
 // Permit is one call a breaker let through.
 type Permit struct {
-	once        sync.Once
-	done        func(error) // nil when breakers are off
+	once  sync.Once
+	done  func(error) // nil when breakers are off
+	entry *entry      // nil when breakers are off
+	trial bool        // the call holds its breaker's trial slot
+
 	releaseOnce sync.Once
-	release     func() // frees the breaker's trial slot, if this call holds it
+}
+
+// release frees the trial slot, if the call holds it, once; answered
+// records that the dependency answered the call.
+func (p *Permit) release(answered bool) {
+	if p.entry == nil {
+		return
+	}
+	p.entry.mu.Lock()
+	defer p.entry.mu.Unlock()
+	if answered {
+		p.entry.answered = true
+	}
+	p.releaseOnce.Do(func() {
+		if p.trial {
+			p.entry.trial = false
+		}
+	})
 }
 
 // Answered tells the breaker the dependency has begun to answer the call
@@ -380,11 +406,7 @@ func (p *Permit) Answered() {
 	if p == nil {
 		return
 	}
-	p.releaseOnce.Do(func() {
-		if p.release != nil {
-			p.release()
-		}
-	})
+	p.release(true)
 }
 
 // Done reports how the call went. Only the first Done counts, so a caller
@@ -398,7 +420,7 @@ func (p *Permit) Done(o Outcome) {
 	p.once.Do(func() {
 		// The judgement first, then the slot: the next trial sees this
 		// call's outcome in the counts.
-		defer p.Answered()
+		defer p.release(o == Success)
 		if p.done == nil {
 			return
 		}

@@ -236,6 +236,7 @@ func TestSettingsAreValidated(t *testing.T) {
 func TestBreakerLetsOneTrialCallThroughAfterAFailure(t *testing.T) {
 	s, _, _ := newSet(t, quick)
 	key := breaker.Model("openai")
+	call(t, s, key, breaker.Success) // the dependency has answered once
 
 	// Healthy: calls go through side by side.
 	a, errA := s.Allow(key)
@@ -273,6 +274,7 @@ func TestBreakerLetsOneTrialCallThroughAfterAFailure(t *testing.T) {
 func TestBreakerTrialFreesItsSlotWhenAnsweredOrIgnored(t *testing.T) {
 	s, _, _ := newSet(t, quick)
 	key := breaker.GitHubWrite
+	call(t, s, key, breaker.Success)
 	call(t, s, key, breaker.Failure)
 
 	// A trial whose dependency has begun to answer frees the slot at once;
@@ -317,6 +319,7 @@ func TestBreakerBoundsCallsToADownedDependency(t *testing.T) {
 	const threshold = 5
 	s, _, _ := newSet(t, breaker.Settings{ConsecutiveFailures: threshold, FailureRatio: 0.5, MinCalls: 100, Window: time.Minute, OpenFor: time.Hour})
 	key := breaker.Model("openai")
+	call(t, s, key, breaker.Success) // the dependency has answered once
 	var out []*breaker.Permit
 	for range 3 {
 		p, err := s.Allow(key)
@@ -327,11 +330,57 @@ func TestBreakerBoundsCallsToADownedDependency(t *testing.T) {
 	}
 	out[0].Done(breaker.Failure)
 
-	// Rounds: in each, 64 callers ask at once, and the calls let through
-	// all fail only after every caller has asked, so the calls of a round
-	// are in flight together.
+	// In each round the calls let through are in flight together.
+	sent := rounds(s, key, 8, breaker.Failure)
+	if sent != threshold-1 {
+		t.Errorf("after the first failure the dependency received %d more calls, want %d (one at a time up to the threshold)", sent, threshold-1)
+	}
+	if st := s.State(key); st != breaker.StateOpen {
+		t.Errorf("breaker is %s, want open", st)
+	}
+	out[1].Done(breaker.Failure) // late answers of an older generation change nothing
+	out[2].Done(breaker.Failure)
+	refused(t, s, key, breaker.StateOpen)
+}
+
+// TestBreakerStartsWithOneCallAtATime: a breaker that has never had an
+// answer from its dependency lets one call through at a time, so a worker
+// that starts while the dependency is down sends it exactly the threshold
+// however many callers ask at once; once a call is answered, calls go side
+// by side.
+func TestBreakerStartsWithOneCallAtATime(t *testing.T) {
+	const threshold = 5
+	settings := breaker.Settings{ConsecutiveFailures: threshold, FailureRatio: 0.5, MinCalls: 100, Window: time.Minute, OpenFor: time.Hour}
+
+	down, _, _ := newSet(t, settings)
+	key := breaker.Model("openai")
+	if sent := rounds(down, key, 8, breaker.Failure); sent != threshold {
+		t.Errorf("a dependency down from the start received %d calls from 64 callers, want %d", sent, threshold)
+	}
+	refused(t, down, key, breaker.StateOpen)
+
+	up, _, _ := newSet(t, settings)
+	first, err := up.Allow(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	open := refused(t, up, key, breaker.StateClosed)
+	if open.Wait <= 0 || open.Wait > 250*time.Millisecond {
+		t.Errorf("wait behind the first call = %s, want at most 250ms", open.Wait)
+	}
+	first.Answered() // its headers came: the dependency is up
+	if sent := rounds(up, key, 1, breaker.Success); sent != 64 {
+		t.Errorf("after the first answer %d of 64 callers were let through at once, want all", sent)
+	}
+	first.Done(breaker.Success)
+}
+
+// rounds runs n rounds in which 64 callers ask key's breaker at once; the
+// calls let through end with o only after every caller of the round has
+// asked, so they are in flight together. It returns the calls let through.
+func rounds(s *breaker.Set, key breaker.Key, n int, o breaker.Outcome) int {
 	sent := 0
-	for range 8 {
+	for range n {
 		permits := make(chan *breaker.Permit, 64)
 		var asked sync.WaitGroup
 		for range 64 {
@@ -347,16 +396,8 @@ func TestBreakerBoundsCallsToADownedDependency(t *testing.T) {
 		close(permits)
 		for p := range permits {
 			sent++
-			p.Done(breaker.Failure)
+			p.Done(o)
 		}
 	}
-	if sent != threshold-1 {
-		t.Errorf("after the first failure the dependency received %d more calls, want %d (one at a time up to the threshold)", sent, threshold-1)
-	}
-	if st := s.State(key); st != breaker.StateOpen {
-		t.Errorf("breaker is %s, want open", st)
-	}
-	out[1].Done(breaker.Failure) // late answers of an older generation change nothing
-	out[2].Done(breaker.Failure)
-	refused(t, s, key, breaker.StateOpen)
+	return sent
 }

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -31,6 +32,9 @@ const (
 	DefaultTenant           = "default"
 	DefaultBaseBranch       = "main"
 	DefaultOpenAIBaseURL    = "https://api.openai.com/v1/"
+	// DefaultAnthropicBaseURL is the root of Anthropic's API: the SDK
+	// appends v1/messages.
+	DefaultAnthropicBaseURL = "https://api.anthropic.com/"
 	DefaultGitHubAPIURL     = "https://api.github.com/"
 	DefaultSlackAPIURL      = "https://slack.com/api/"
 	// DefaultLease is how long a claim on an operation stays live without
@@ -64,6 +68,14 @@ type Config struct {
 	SlackAPIURL   string // SLACK_API_URL, with a trailing slash
 	BaseBranch    string
 	Lease         time.Duration
+
+	// AnthropicAPIKey (ANTHROPIC_API_KEY) is optional: a worker without it
+	// serves no anthropic:<model> task.
+	AnthropicAPIKey string
+	// AnthropicBaseURL (ANTHROPIC_BASE_URL) is the API's root, without
+	// /v1, with a trailing slash.
+	AnthropicBaseURL string
+
 	// ModelConnectTimeout is the worker's: CAPSTAN_MODEL_CONNECT_TIMEOUT.
 	ModelConnectTimeout time.Duration
 	// ModelLimits are the worker's defaults for the watchdogs of a task's
@@ -96,6 +108,10 @@ type Config struct {
 	// taskQueueSet records that CAPSTAN_TASK_QUEUE was given, so a sandbox
 	// worker can refuse an explicit request for the real queue.
 	taskQueueSet bool
+	// modelSet records that CAPSTAN_MODEL was given, so a worker can refuse
+	// to serve a default model it has no key for (the built-in default
+	// alone does not oblige a worker that holds only another provider's key).
+	modelSet bool
 	// problems are the values FromEnv could not read; Validate* report them.
 	problems []error
 }
@@ -141,6 +157,9 @@ func FromLookupEnv(lookup func(string) (string, bool)) Config {
 		MetricsAddr:   DefaultMetricsAddr,
 		taskQueueSet:  strings.TrimSpace(getenv("CAPSTAN_TASK_QUEUE")) != "",
 	}
+	c.AnthropicAPIKey = getenv("ANTHROPIC_API_KEY")
+	c.AnthropicBaseURL = withSlash(or("ANTHROPIC_BASE_URL", DefaultAnthropicBaseURL))
+	c.modelSet = strings.TrimSpace(getenv("CAPSTAN_MODEL")) != ""
 	if v, ok := lookup("CAPSTAN_METRICS_ADDR"); ok {
 		c.MetricsAddr = strings.TrimSpace(v)
 	}
@@ -219,14 +238,18 @@ var ErrSandboxOnRealQueue = errors.New("a --sandbox worker must not poll the def
 
 // UseSandbox points every client at the sandbox's servers, supplies token
 // for any credential the environment lacks (the fakes accept any), and moves
-// the worker to the sandbox's own task queue.
+// the worker to the sandbox's own task queue. modelURL is the model fake's
+// OpenAI base URL (".../v1"); Anthropic's client, which appends
+// v1/messages itself, gets the same server's root.
 func (c *Config) UseSandbox(modelURL, githubURL, slackURL, token string) error {
 	if c.taskQueueSet && c.TaskQueue == DefaultTaskQueue {
 		return ErrSandboxOnRealQueue
 	}
 	c.TaskQueue = c.SandboxTaskQueue()
 	c.OpenAIBaseURL, c.GitHubAPIURL, c.SlackAPIURL = modelURL, withSlash(githubURL), withSlash(slackURL)
+	c.AnthropicBaseURL = withSlash(strings.TrimSuffix(strings.TrimSuffix(modelURL, "/"), "/v1"))
 	c.OpenAIAPIKey = orDefault(c.OpenAIAPIKey, token)
+	c.AnthropicAPIKey = orDefault(c.AnthropicAPIKey, token)
 	c.GitHubToken = orDefault(c.GitHubToken, token)
 	c.SlackBotToken = orDefault(c.SlackBotToken, token)
 	return nil
@@ -247,8 +270,13 @@ func (c Config) SandboxTaskQueue() string {
 // unreadable values and missing credentials.
 func (c Config) ValidateWorker() error {
 	errs := append([]error(nil), c.problems...)
-	if c.OpenAIAPIKey == "" {
-		errs = append(errs, errors.New("OPENAI_API_KEY is not set: set it (any value for a local server that needs none), or start the worker with --sandbox"))
+	if c.OpenAIAPIKey == "" && c.AnthropicAPIKey == "" {
+		errs = append(errs, errors.New("no model provider has a key: OPENAI_API_KEY is not set (any value for a local server that needs none), nor is ANTHROPIC_API_KEY; set one, or start the worker with --sandbox"))
+	} else if err := c.checkModelKey(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := checkBaseURL(c.AnthropicBaseURL); err != nil {
+		errs = append(errs, fmt.Errorf("ANTHROPIC_BASE_URL=%q %v (such as %s)", c.AnthropicBaseURL, err, DefaultAnthropicBaseURL))
 	}
 	if c.GitHubToken == "" {
 		errs = append(errs, errors.New("GITHUB_TOKEN is not set: set it to a token that may push branches and open pull requests, or start the worker with --sandbox"))
@@ -258,6 +286,41 @@ func (c Config) ValidateWorker() error {
 			c.MetricsAddr, err, DefaultMetricsAddr))
 	}
 	return join(errs)
+}
+
+// ProviderKeys names, for each model provider a worker can serve, the
+// variable that holds its key. A worker serves a provider only when that
+// variable is set.
+var ProviderKeys = map[string]string{"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
+
+// HasProviderKey reports whether the worker has a key for provider.
+func (c Config) HasProviderKey(provider string) bool {
+	switch provider {
+	case "openai":
+		return c.OpenAIAPIKey != ""
+	case "anthropic":
+		return c.AnthropicAPIKey != ""
+	}
+	return false
+}
+
+// checkModelKey refuses a worker whose CAPSTAN_MODEL, set explicitly, names
+// a provider it has no key for: every task started with the default model
+// would fail on it.
+func (c Config) checkModelKey() error {
+	if !c.modelSet {
+		return nil
+	}
+	ref, err := model.ParseRef(c.Model)
+	if err != nil {
+		return nil // the starter, which uses CAPSTAN_MODEL, reports it
+	}
+	key, ok := ProviderKeys[ref.Provider]
+	if !ok || c.HasProviderKey(ref.Provider) {
+		return nil
+	}
+	return fmt.Errorf("CAPSTAN_MODEL=%s names the %s provider, but %s is not set: set it, or name a model of a provider this worker has a key for",
+		c.Model, ref.Provider, key)
 }
 
 // ValidateStarter reports what keeps starter from starting a task: values
@@ -309,6 +372,15 @@ func checkListenAddr(addr string) error {
 	}
 	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
 		return fmt.Errorf("has no port number: %q", port)
+	}
+	return nil
+}
+
+// checkBaseURL accepts an absolute http or https URL.
+func checkBaseURL(s string) error {
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return errors.New("is not an http or https URL")
 	}
 	return nil
 }

@@ -180,3 +180,70 @@ func TestFromEnvReadsBreakerSettings(t *testing.T) {
 		t.Errorf("ValidateWorker() is not one line: %q", err)
 	}
 }
+
+func TestAnthropicKeyAndBaseURL(t *testing.T) {
+	c := FromEnv(env(nil))
+	if c.AnthropicBaseURL != DefaultAnthropicBaseURL || c.AnthropicAPIKey != "" || c.HasProviderKey("anthropic") {
+		t.Errorf("defaults: AnthropicBaseURL %q, key set %t", c.AnthropicBaseURL, c.HasProviderKey("anthropic"))
+	}
+	c = FromEnv(env(map[string]string{"ANTHROPIC_API_KEY": "sk-ant", "ANTHROPIC_BASE_URL": "http://proxy:8080/anthropic"}))
+	if c.AnthropicAPIKey != "sk-ant" || c.AnthropicBaseURL != "http://proxy:8080/anthropic/" || !c.HasProviderKey("anthropic") {
+		t.Errorf("AnthropicAPIKey %q, AnthropicBaseURL %q", c.AnthropicAPIKey, c.AnthropicBaseURL)
+	}
+}
+
+func TestValidateWorkerModelKeys(t *testing.T) {
+	tests := []struct {
+		name string
+		env  map[string]string
+		want string // "" for no error; else a part of the one-line error
+	}{
+		{"no key at all", map[string]string{}, "OPENAI_API_KEY is not set"},
+		{"no key names both", map[string]string{}, "ANTHROPIC_API_KEY"},
+		{"openai only", map[string]string{"OPENAI_API_KEY": "k"}, ""},
+		{"anthropic only, default model not set explicitly", map[string]string{"ANTHROPIC_API_KEY": "k"}, ""},
+		{"anthropic model with its key", map[string]string{"ANTHROPIC_API_KEY": "k", "CAPSTAN_MODEL": "anthropic:claude-sonnet-4-5"}, ""},
+		{"anthropic model without its key", map[string]string{"OPENAI_API_KEY": "k", "CAPSTAN_MODEL": "anthropic:claude-sonnet-4-5"},
+			"CAPSTAN_MODEL=anthropic:claude-sonnet-4-5 names the anthropic provider, but ANTHROPIC_API_KEY is not set"},
+		{"openai model without its key", map[string]string{"ANTHROPIC_API_KEY": "k", "CAPSTAN_MODEL": "openai:gpt-4.1"},
+			"but OPENAI_API_KEY is not set"},
+		{"sandbox model needs no key", map[string]string{"OPENAI_API_KEY": "k", "CAPSTAN_MODEL": "sandbox:demo"}, ""},
+		{"a malformed model is the starter's to report", map[string]string{"OPENAI_API_KEY": "k", "CAPSTAN_MODEL": "gpt-4.1"}, ""},
+		{"bad ANTHROPIC_BASE_URL", map[string]string{"ANTHROPIC_API_KEY": "k", "ANTHROPIC_BASE_URL": "api.anthropic.com"},
+			`ANTHROPIC_BASE_URL="api.anthropic.com/" is not an http or https URL`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := map[string]string{"GITHUB_TOKEN": "g"}
+			for k, v := range tt.env {
+				e[k] = v
+			}
+			err := FromEnv(env(e)).ValidateWorker()
+			switch {
+			case tt.want == "" && err != nil:
+				t.Fatalf("ValidateWorker() = %v, want no error", err)
+			case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want) || strings.Contains(err.Error(), "\n")):
+				t.Fatalf("ValidateWorker() = %v, want one line containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestUseSandboxServesAnthropic(t *testing.T) {
+	for _, modelURL := range []string{"http://127.0.0.1:1/v1", "http://127.0.0.1:1/v1/"} {
+		c := FromEnv(env(nil))
+		if err := c.UseSandbox(modelURL, "http://127.0.0.1:2", "http://127.0.0.1:3/api", "tok"); err != nil {
+			t.Fatal(err)
+		}
+		if c.AnthropicBaseURL != "http://127.0.0.1:1/" || c.AnthropicAPIKey != "tok" {
+			t.Errorf("%s: AnthropicBaseURL %q, key %q; want the model server's root and the sandbox token", modelURL, c.AnthropicBaseURL, c.AnthropicAPIKey)
+		}
+		if err := c.ValidateWorker(); err != nil {
+			t.Errorf("ValidateWorker() in the sandbox = %v", err)
+		}
+	}
+	withKey := FromEnv(env(map[string]string{"ANTHROPIC_API_KEY": "real"}))
+	if err := withKey.UseSandbox("http://127.0.0.1:1/v1", "g", "s", "tok"); err != nil || withKey.AnthropicAPIKey != "real" {
+		t.Errorf("err %v, key %q; want the given key kept", err, withKey.AnthropicAPIKey)
+	}
+}

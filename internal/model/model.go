@@ -1,6 +1,6 @@
 // Package model defines the provider-neutral view of one model attempt: the
 // request capstan sends, the events a streaming provider yields, and the
-// transport phase an attempt reached. Providers (openai/, and later anthropic/)
+// transport phase an attempt reached. Providers (openai/, anthropic/)
 // map their SDK's stream onto these types so the turn guard in the workflow
 // never depends on a vendor's wire format.
 package model

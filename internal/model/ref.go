@@ -7,7 +7,7 @@ import (
 
 // Providers capstan knows by name. A worker serves the ones it has
 // configuration for.
-var KnownProviders = []string{"openai", "sandbox"}
+var KnownProviders = []string{"openai", "anthropic", "sandbox"}
 
 // Ref is a parsed "provider:model" string, e.g. "openai:gpt-4.1" or
 // "sandbox:demo".
@@ -22,7 +22,7 @@ func (r Ref) String() string { return r.Provider + ":" + r.Model }
 func ParseRef(s string) (Ref, error) {
 	provider, name, ok := strings.Cut(s, ":")
 	if !ok || provider == "" || name == "" {
-		return Ref{}, fmt.Errorf("model %q is not of the form PROVIDER:MODEL (for example openai:gpt-4.1 or sandbox:demo)", s)
+		return Ref{}, fmt.Errorf("model %q is not of the form PROVIDER:MODEL (for example openai:gpt-4.1, anthropic:claude-sonnet-4-5 or sandbox:demo)", s)
 	}
 	for _, p := range KnownProviders {
 		if p == provider {

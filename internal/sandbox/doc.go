@@ -1,6 +1,6 @@
 // Package sandbox provides offline stand-ins for the three systems capstan
-// talks to: an OpenAI-compatible model provider, the GitHub REST API and the
-// Slack Web API.
+// talks to: a model provider (OpenAI Chat Completions and Anthropic Messages,
+// both streaming), the GitHub REST API and the Slack Web API.
 //
 // Each fake is an [http.Handler] that keeps counters of the effects it has
 // performed (requests, streams completed, messages posted, pull requests
@@ -16,6 +16,11 @@
 // [ScriptNames]) plus the generated family turns-N. The request's model field
 // names the script; the step played is the number of assistant messages in the
 // request, so the fake is stateless and a retried request replays its step.
+// It answers POST /v1/chat/completions with chat.completion.chunk events and
+// POST /v1/messages with Anthropic's message_start, ping,
+// content_block_start/delta (text_delta, input_json_delta in 16-byte
+// fragments)/stop, message_delta (stop_reason, usage) and message_stop, and
+// errors in each API's JSON shape.
 //
 // # Faults
 //
@@ -26,7 +31,7 @@
 // answer. It is for tests in the same process.
 //
 // A [FaultRule] applies one kind of fault to the first Times requests to one
-// endpoint of the GitHub or Slack fake (Times 0: every request until
+// endpoint of the GitHub, Slack or model fake (Times 0: every request until
 // cleared). Add rules with AddFault, or over HTTP on a running sandbox, such
 // as a `worker --sandbox` process an end-to-end test drives:
 //
@@ -34,7 +39,8 @@
 //	GET    /_sandbox/faults   the rules, in order, each with "fired": how often it applied
 //	DELETE /_sandbox/faults   remove every rule
 //
-// on the GitHub fake's base URL, or on the Slack fake's host (without /api/).
+// on the GitHub fake's base URL, or on the Slack or model fake's host
+// (without /api/ or /v1).
 // A POST answers 201 with the rule as stored (defaults filled in), or 400 with
 // {"error": "..."} saying what is wrong. Durations are in Go syntax ("1.5s").
 // Endpoints are named by GitHub's REST operation ids (git/create-ref,
@@ -69,4 +75,58 @@
 // The effect counters count what the fake really did, once: a refusal
 // counts nothing, not even the request; a drop or a delay counts the effect
 // it let happen although the client never heard of it.
+//
+// # Model faults
+//
+// The model's rules name the endpoint "chat/completions" (OpenAI) or
+// "messages" (Anthropic). The same faults can be put on a step of a script,
+// as the step's "fault" (the rule without endpoint; "times" then counts the
+// plays of that step, 0 meaning every play), so a scenario can fail at one
+// turn; an endpoint rule takes precedence. Every kind works in both formats:
+//
+//   - status: answer "status" (400 to 599: 429, 500, 503, 529, ...) with the
+//     API's error body for it (429: rate limit; 503 and 529: overloaded),
+//     plus Retry-After ("retry_after", whole seconds) and retry-after-ms
+//     ("retry_after_ms") only when set.
+//   - refuse_connection: close the model's port for "refuse_for" (required;
+//     "times" must be 0): a dial is refused before a byte is written, a true
+//     NOT_SENT; idle connections are closed, a request still arriving on an
+//     open one is reset. It shuts the whole port (both formats and
+//     /_sandbox/), refused dials are counted nowhere, and it cannot be a
+//     step's fault. The port reopens on the same address.
+//   - reset_connection: read the request, then reset the TCP connection
+//     with no answer. The client had written its request, so it sees
+//     SENT_NO_HEADERS, not NOT_SENT: a server that has accepted the
+//     connection cannot make the client's write fail. Unlike
+//     refuse_connection it strikes per request, counted.
+//   - hold_headers: never answer; hold the request until the client gives
+//     up or the sandbox closes.
+//   - stall: send the headers and "after_events" events, then nothing until
+//     the client gives up or the sandbox closes.
+//   - endless: stream a short text delta every 50 ms, never finishing,
+//     until the client goes away.
+//   - overloaded_event, rate_limit_event: "after_events" events, then an
+//     error inside the 200 stream (OpenAI: data: {"error":{...}} with type
+//     server_error or code rate_limit_exceeded; Anthropic: event: error with
+//     overloaded_error or rate_limit_error), then the end of the body.
+//   - empty: a complete answer with no content (stop / end_turn).
+//   - malformed_arguments: the first tool call (github_get_file when the
+//     step has none) with its arguments' last byte cut off.
+//   - unknown_tool: the first tool call (one with {} when the step has
+//     none) renamed to [UnknownToolName].
+//   - context_overflow: 400, OpenAI code context_length_exceeded, Anthropic
+//     invalid_request_error "prompt is too long: N tokens > M maximum"; with
+//     "prompt_bytes_over" only for request bodies longer than that, so a
+//     test can see compaction make the prompt fit.
+//   - max_tokens: the first half of the step's text, finish_reason "length"
+//     (stop_reason "max_tokens").
+//
+// "after_events" counts server-sent events from the first (OpenAI's role
+// chunk; Anthropic's message_start and ping count too) and never reaches the
+// answer's closing events. Held, stalled and endless requests end when the
+// client's connection closes, and [Sandbox.Close] ends them and waits for
+// their handlers. [ModelStats] counts every request received, faulted ones
+// included, per format, and the faulted ones apart; [Model.Requests] (GET
+// /_sandbox/requests) lists each with when it arrived, the script step it
+// asked for and the fault that answered it.
 package sandbox

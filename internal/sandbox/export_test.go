@@ -15,6 +15,13 @@ func (g *GitHub) SetNow(now func() time.Time) {
 	g.now = now
 }
 
+// SetNow replaces the model fake's clock, which stamps its request log.
+func (m *Model) SetNow(now func() time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.now = now
+}
+
 // SetNow replaces the Slack fake's clock.
 func (s *Slack) SetNow(now func() time.Time) {
 	s.mu.Lock()

@@ -19,6 +19,11 @@ type faultRuleJSON struct {
 	Delay      string    `json:"delay,omitempty"`
 	Lag        string    `json:"lag,omitempty"`
 	RetryAfter string    `json:"retry_after,omitempty"`
+	// The model's kinds.
+	RetryAfterMS    string `json:"retry_after_ms,omitempty"`
+	RefuseFor       string `json:"refuse_for,omitempty"`
+	AfterEvents     int    `json:"after_events,omitempty"`
+	PromptBytesOver int    `json:"prompt_bytes_over,omitempty"`
 }
 
 type faultStateJSON struct {
@@ -27,12 +32,14 @@ type faultStateJSON struct {
 }
 
 func (j faultRuleJSON) rule() (FaultRule, error) {
-	rule := FaultRule{Endpoint: j.Endpoint, Kind: j.Kind, Times: j.Times, Status: j.Status}
+	rule := FaultRule{Endpoint: j.Endpoint, Kind: j.Kind, Times: j.Times, Status: j.Status,
+		AfterEvents: j.AfterEvents, PromptBytesOver: j.PromptBytesOver}
 	for _, d := range []struct {
 		name string
 		text string
 		into *time.Duration
-	}{{"delay", j.Delay, &rule.Delay}, {"lag", j.Lag, &rule.Lag}, {"retry_after", j.RetryAfter, &rule.RetryAfter}} {
+	}{{"delay", j.Delay, &rule.Delay}, {"lag", j.Lag, &rule.Lag}, {"retry_after", j.RetryAfter, &rule.RetryAfter},
+		{"retry_after_ms", j.RetryAfterMS, &rule.RetryAfterMS}, {"refuse_for", j.RefuseFor, &rule.RefuseFor}} {
 		if d.text == "" {
 			continue
 		}
@@ -53,7 +60,8 @@ func faultStateToJSON(st FaultState) faultStateJSON {
 		return d.String()
 	}
 	return faultStateJSON{Fired: st.Fired, faultRuleJSON: faultRuleJSON{Endpoint: st.Endpoint, Kind: st.Kind,
-		Times: st.Times, Status: st.Status, Delay: text(st.Delay), Lag: text(st.Lag), RetryAfter: text(st.RetryAfter)}}
+		Times: st.Times, Status: st.Status, Delay: text(st.Delay), Lag: text(st.Lag), RetryAfter: text(st.RetryAfter),
+		RetryAfterMS: text(st.RetryAfterMS), RefuseFor: text(st.RefuseFor), AfterEvents: st.AfterEvents, PromptBytesOver: st.PromptBytesOver}}
 }
 
 // serveControl is /_sandbox/faults: GET lists the rules, POST adds the one

@@ -49,23 +49,25 @@ const (
 const defaultRetryAfter = time.Minute
 
 // FaultRule injects one kind of fault into requests to one endpoint of the
-// GitHub or Slack fake. Rules apply in the order they were added: a request
+// GitHub, Slack or model fake. Rules apply in the order they were added: a request
 // gets the oldest rule for its endpoint that is not yet spent. A rule runs
 // after the [Fault] installed with SetFault, if that one let the request
 // through.
 type FaultRule struct {
 	// Endpoint names the endpoint: for GitHub, the operation id in GitHub's
 	// REST description ("pulls/create"); for Slack, the method
-	// ("chat.postMessage"). The fakes' documentation lists them.
+	// ("chat.postMessage"); for the model, the wire format's path without
+	// its version ("chat/completions", "messages"). The fakes'
+	// documentation lists them.
 	Endpoint string
 	Kind     FaultKind
 	// Times is how many matching requests the rule applies to, counted from
 	// when it is added; 0 means every matching request until the rules are
 	// cleared.
 	Times int
-	// Status is the status of FaultFail (500 to 599; default 500) and of
-	// GitHub's FaultRateLimit (429, the default, or 403). Other kinds leave
-	// it zero.
+	// Status is the status of FaultFail (500 to 599; default 500), of
+	// GitHub's FaultRateLimit (429, the default, or 403) and of the model's
+	// FaultStatus (400 to 599, required). Other kinds leave it zero.
 	Status int
 	// Delay is how long FaultDelay holds the answer. Required for it, zero
 	// for the other kinds.
@@ -74,9 +76,26 @@ type FaultRule struct {
 	// zero for the other kinds.
 	Lag time.Duration
 	// RetryAfter is when the rate-limit kinds tell the client to come back,
-	// rounded up to whole seconds (default one minute). Zero for the other
-	// kinds.
+	// rounded up to whole seconds (default one minute). The model's
+	// FaultStatus sends it as Retry-After only when it is set. Zero for the
+	// other kinds.
 	RetryAfter time.Duration
+	// RetryAfterMS (the model's FaultStatus only) sends retry-after-ms, in
+	// whole milliseconds rounded up, when it is set.
+	RetryAfterMS time.Duration
+	// AfterEvents (the model's FaultStall, FaultOverloadedEvent and
+	// FaultRateLimitEvent) is how many server-sent events go out before the
+	// fault strikes; the answer's closing events are never sent, so a
+	// larger number means "just before the end".
+	AfterEvents int
+	// RefuseFor (the model's FaultRefuseConnection only, and required
+	// there) is how long its port stays closed.
+	RefuseFor time.Duration
+	// PromptBytesOver (the model's FaultContextOverflow only), when
+	// positive, limits the rule to requests whose body is longer than this
+	// many bytes: smaller requests pass untouched and do not count toward
+	// Times, so a test can watch compaction make a prompt fit.
+	PromptBytesOver int
 }
 
 // FaultState is a rule as a fake holds it: with its defaults filled in, and
@@ -98,6 +117,9 @@ type faultDialect struct {
 	// refuse answers a FaultFail or rate-limit rule in the fake's own
 	// words, without acting.
 	refuse func(w http.ResponseWriter, rule FaultRule)
+	// added, when set, runs (under the rules' lock) for each rule added,
+	// for a fault that acts at once rather than per request.
+	added func(st *FaultState)
 }
 
 // faultRules holds a fake's rules and applies them per endpoint. Its methods
@@ -133,6 +155,9 @@ func (f *faultRules) addFault(rule FaultRule) (FaultState, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.rules = append(f.rules, st)
+	if f.dialect.added != nil {
+		f.dialect.added(st)
+	}
 	return *st, nil // copied under the lock: a request may fire the rule at once
 }
 
@@ -157,28 +182,49 @@ func (f *faultRules) Faults() []FaultState {
 
 // validate checks rule against the dialect and fills in defaults.
 func (f *faultRules) validate(rule *FaultRule) error {
-	d := f.dialect
+	if !slices.Contains(f.dialect.endpoints, rule.Endpoint) {
+		return fmt.Errorf("unknown endpoint; this fake has %s", strings.Join(f.dialect.endpoints, ", "))
+	}
+	return validateFault(f.dialect, rule)
+}
+
+// validateFault checks everything in rule but its endpoint against the
+// dialect and fills in defaults. The model's scripted step faults, which
+// have no endpoint, are checked with it too.
+func validateFault(d faultDialect, rule *FaultRule) error {
 	kindIs := func(kinds ...FaultKind) bool { return slices.Contains(kinds, rule.Kind) }
-	refusal := kindIs(FaultFail, FaultRateLimit, FaultSecondaryRateLimit)
+	refusal := kindIs(FaultFail, FaultRateLimit, FaultSecondaryRateLimit, FaultStatus)
 	switch {
-	case !slices.Contains(d.endpoints, rule.Endpoint):
-		return fmt.Errorf("unknown endpoint; this fake has %s", strings.Join(d.endpoints, ", "))
 	case !slices.Contains(d.kinds, rule.Kind):
 		return fmt.Errorf("unknown kind; this fake injects %s", joinKinds(d.kinds))
 	case rule.Times < 0:
 		return errors.New("times must not be negative")
-	case rule.Delay < 0 || rule.Lag < 0 || rule.RetryAfter < 0:
+	case rule.Delay < 0 || rule.Lag < 0 || rule.RetryAfter < 0 || rule.RetryAfterMS < 0:
 		return errors.New("durations must not be negative")
+	case rule.AfterEvents < 0 || rule.PromptBytesOver < 0:
+		return errors.New("after_events and prompt_bytes_over must not be negative")
+	case rule.AfterEvents != 0 && !kindIs(FaultStall, FaultOverloadedEvent, FaultRateLimitEvent):
+		return errors.New("after_events is only for kinds stall, overloaded_event and rate_limit_event")
+	case rule.PromptBytesOver != 0 && !kindIs(FaultContextOverflow):
+		return errors.New("prompt_bytes_over is only for kind context_overflow")
+	case rule.RetryAfterMS != 0 && !kindIs(FaultStatus):
+		return errors.New("retry_after_ms is only for kind status")
+	case rule.RefuseFor < 0:
+		return errors.New("durations must not be negative")
+	case (rule.RefuseFor != 0) != kindIs(FaultRefuseConnection):
+		return errors.New("refuse_for is required by kind refuse_connection and only allowed there")
+	case rule.Kind == FaultRefuseConnection && rule.Times != 0:
+		return errors.New("refuse_connection closes the port once: times must be 0")
 	case (rule.Delay != 0) != kindIs(FaultDelay):
 		return errors.New("delay is required by kind delay and only allowed there")
 	case (rule.Lag != 0) != kindIs(FaultLag):
 		return errors.New("lag is required by kind lag and only allowed there")
 	case rule.Kind == FaultLag && !slices.Contains(d.lagging, rule.Endpoint):
 		return fmt.Errorf("this endpoint does not lag; lagging reads are %s", strings.Join(d.lagging, ", "))
-	case rule.RetryAfter != 0 && !kindIs(FaultRateLimit, FaultSecondaryRateLimit):
-		return errors.New("retry_after is only for the rate-limit kinds")
+	case rule.RetryAfter != 0 && !kindIs(FaultRateLimit, FaultSecondaryRateLimit, FaultStatus):
+		return errors.New("retry_after is only for the rate-limit kinds and status")
 	case rule.Status != 0 && !refusal:
-		return errors.New("status is only for kinds fail and rate_limit")
+		return errors.New("status is only for kinds fail, rate_limit and status")
 	}
 	switch rule.Kind {
 	case FaultFail:
@@ -187,6 +233,10 @@ func (f *faultRules) validate(rule *FaultRule) error {
 		}
 		if rule.Status < 500 || rule.Status > 599 {
 			return errors.New("status must be 500 to 599")
+		}
+	case FaultStatus:
+		if rule.Status < 400 || rule.Status > 599 {
+			return errors.New("status must be 400 to 599")
 		}
 	case FaultRateLimit, FaultSecondaryRateLimit:
 		if rule.RetryAfter == 0 {
@@ -206,12 +256,13 @@ func joinKinds(kinds []FaultKind) string {
 }
 
 // take returns the rule that applies to this request to endpoint, counting
-// it as fired, or false when none does.
-func (f *faultRules) take(endpoint string) (FaultRule, bool) {
+// it as fired, or false when none does. A rule that applies must also pass
+// applies, when that is not nil.
+func (f *faultRules) take(endpoint string, applies func(FaultRule) bool) (FaultRule, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, st := range f.rules {
-		if st.Endpoint == endpoint && (st.Times == 0 || st.Fired < st.Times) {
+		if st.Endpoint == endpoint && (st.Times == 0 || st.Fired < st.Times) && (applies == nil || applies(st.FaultRule)) {
 			st.Fired++
 			return st.FaultRule, true
 		}
@@ -225,7 +276,7 @@ func (f *faultRules) take(endpoint string) (FaultRule, bool) {
 // the counters record the effect once although the client never learns of
 // it.
 func (f *faultRules) serveEndpoint(endpoint string, w http.ResponseWriter, r *http.Request, act http.Handler) {
-	rule, ok := f.take(endpoint)
+	rule, ok := f.take(endpoint, nil)
 	if !ok {
 		act.ServeHTTP(w, r)
 		return
@@ -251,19 +302,11 @@ func (f *faultRules) answerLate(w http.ResponseWriter, r *http.Request, held *he
 	// Reading the body to its end lets the server watch the connection,
 	// so a client that hangs up ends r.Context().
 	_, _ = io.Copy(io.Discard, r.Body)
-	f.mu.Lock()
-	if f.closed {
-		f.mu.Unlock()
+	if !f.startHold() {
 		dropConnection(w)
 		return
 	}
-	f.held.Add(1)
-	onHold := f.onHold
-	f.mu.Unlock()
 	defer f.held.Done()
-	if onHold != nil {
-		onHold()
-	}
 
 	t := time.NewTimer(delay)
 	defer t.Stop()
@@ -275,6 +318,44 @@ func (f *faultRules) answerLate(w http.ResponseWriter, r *http.Request, held *he
 	case <-f.stop:
 		dropConnection(w)
 	}
+}
+
+// startHold registers a handler that is about to wait for its client, the
+// request or the fake's shutdown, and runs the onHold hook. It returns false,
+// registering nothing, once the fake has shut down: the handler must not
+// wait then. After true the caller must call f.held.Done when it stops
+// waiting.
+func (f *faultRules) startHold() bool {
+	f.mu.Lock()
+	if f.closed {
+		f.mu.Unlock()
+		return false
+	}
+	f.held.Add(1)
+	onHold := f.onHold
+	f.mu.Unlock()
+	if onHold != nil {
+		onHold()
+	}
+	return true
+}
+
+// holdUntilGone keeps the request open until the client leaves, the
+// request's context ends or the fake shuts down, then drops the connection.
+// It never polls: it waits on those three events only. The caller has read
+// the body to its end, so the server watches the connection and a client
+// that hangs up ends r.Context().
+func (f *faultRules) holdUntilGone(w http.ResponseWriter, r *http.Request) {
+	if !f.startHold() {
+		dropConnection(w)
+		return
+	}
+	defer f.held.Done()
+	select {
+	case <-r.Context().Done():
+	case <-f.stop:
+	}
+	dropConnection(w)
 }
 
 // shutdown releases every held answer and waits until their handlers have

@@ -1,13 +1,12 @@
 package sandbox
 
 import (
-	"crypto/rand"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"maps"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -22,45 +21,130 @@ const maxFakeRequestBytes = 32 << 20
 // points, and clients must accumulate fragments rather than expect whole JSON.
 const argumentFragmentBytes = 16
 
-// Model is a fake OpenAI-compatible model provider. It serves streaming Chat
-// Completions (POST /v1/chat/completions or /chat/completions) by playing the
-// script the request's model field names, and GET /_sandbox/stats.
+// Model is a fake model provider that speaks two wire formats: OpenAI's
+// streaming Chat Completions (POST /v1/chat/completions or /chat/completions)
+// and Anthropic's streaming Messages (POST /v1/messages or /messages). Either
+// way it plays the script the request's model field names. It also serves
+// GET /_sandbox/stats ([ModelStats]) and /_sandbox/faults ([FaultRule]s on
+// the endpoints "chat/completions" and "messages").
 //
-// Model is stateless across requests apart from its counters: the step played
-// is the number of assistant messages in the request, so retrying a request
-// replays the same step. It accepts any Authorization header and needs none.
-// It is safe for concurrent use.
+// Model is stateless across requests apart from its counters and fault
+// rules: the step played is the number of assistant messages in the request,
+// so retrying a request replays the same step. It accepts any Authorization,
+// x-api-key or anthropic-version header and needs none. It is safe for
+// concurrent use.
 type Model struct {
 	faultPoint
+	faultRules
+	door    modelDoor                   // the port, for FaultRefuseConnection
 	control map[string]http.HandlerFunc // the /_sandbox/ endpoints
 
-	mu    sync.Mutex
-	stats ModelStats
-	last  []byte
+	mu        sync.Mutex
+	now       func() time.Time // stamps the request log
+	stats     ModelStats
+	log       []*ModelRequest // the newest maxRequestLog requests
+	last      []byte
+	stepFired map[stepKey]int // how often each scripted step's fault struck
+	scripts   map[string]*script
 }
 
-// ModelStats counts what the model fake has done. Requests rejected by a
-// fault are not counted.
+// ModelStats counts what the model fake has done.
 type ModelStats struct {
-	// Requests is the number of completion requests the fake handled,
-	// including the ones it rejected (bad JSON, unknown script, ...).
+	// Requests is the number of completion requests the fake received, in
+	// either wire format: counted once the body has been read, before
+	// anything else, so it includes the requests it rejected (bad JSON,
+	// unknown script, ...) and every request a fault rule or a scripted
+	// step's fault answered (reset, held, stalled, refused with a status,
+	// ...). Only a request a [Fault] installed with SetFault answered in
+	// the fake's place is not counted.
 	Requests int64 `json:"requests"`
-	// StreamsCompleted is the number of streams written through to
-	// "data: [DONE]". (A connection lost during the very last flush is
-	// still counted.)
+	// OpenAIRequests and AnthropicRequests split Requests by wire format.
+	OpenAIRequests    int64 `json:"openai_requests"`
+	AnthropicRequests int64 `json:"anthropic_requests"`
+	// Faulted is the number of requests a fault rule or a scripted step's
+	// fault answered.
+	Faulted int64 `json:"faulted"`
+	// StreamsCompleted is the number of streams written through to their
+	// last event ("data: [DONE]", or Anthropic's message_stop), faulted
+	// answers that end cleanly (empty, max_tokens, malformed_arguments,
+	// unknown_tool) included. (A connection lost during the very last
+	// flush is still counted.)
 	StreamsCompleted int64 `json:"streams_completed"`
 	// ToolCallsEmitted is the number of tool calls whose every argument
 	// fragment was written.
 	ToolCallsEmitted int64 `json:"tool_calls_emitted"`
-	// ScriptRequests counts requests per known script name.
+	// ScriptRequests counts valid requests per known script name.
 	ScriptRequests map[string]int64 `json:"script_requests"`
 }
 
+// ModelRequest is one completion request as the fake received it, so a test
+// can check how many attempts a client made, when, and what answered them.
+type ModelRequest struct {
+	// At is when the fake had read the request's body.
+	At time.Time `json:"at"`
+	// Endpoint is the wire format: "chat/completions" or "messages".
+	Endpoint string `json:"endpoint"`
+	// Script and Step (0-based) are what the request asked to play; Script
+	// is empty when the request was rejected before a script was found.
+	Script string `json:"script,omitempty"`
+	Step   int    `json:"step"`
+	// Fault is the kind of the fault rule or step fault that answered the
+	// request, empty when none did.
+	Fault FaultKind `json:"fault,omitempty"`
+}
+
+// maxRequestLog bounds the request log; older requests are forgotten.
+const maxRequestLog = 10000
+
+// stepKey names one step of one script, for step faults with a count.
+type stepKey struct {
+	script string
+	step   int
+}
+
+// The model's fault-rule endpoints: each wire format's path, unversioned.
+const (
+	openAIEndpoint    = "chat/completions"
+	anthropicEndpoint = "messages"
+)
+
 // NewModel returns a model fake with zeroed counters and no fault.
 func NewModel() *Model {
-	m := &Model{stats: ModelStats{ScriptRequests: map[string]int64{}}}
-	m.control = map[string]http.HandlerFunc{"stats": statsHandler(m.Stats)}
+	m := &Model{now: time.Now, stats: ModelStats{ScriptRequests: map[string]int64{}}, stepFired: map[stepKey]int{}}
+	d := modelFaultDialect
+	d.added = func(st *FaultState) {
+		if st.Kind == FaultRefuseConnection {
+			m.door.refuse(st.RefuseFor)
+			st.Fired++
+		}
+	}
+	m.initFaultRules(d)
+	m.control = map[string]http.HandlerFunc{
+		"stats":    statsHandler(m.Stats),
+		"faults":   m.serveControl,
+		"requests": statsHandler(m.Requests),
+	}
 	return m
+}
+
+// Requests returns the completion requests received, oldest first: the last
+// 10000, each as [ModelStats.Requests] counts it. GET /_sandbox/requests
+// serves the same list.
+func (m *Model) Requests() []ModelRequest {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]ModelRequest, len(m.log))
+	for i, r := range m.log {
+		out[i] = *r
+	}
+	return out
+}
+
+// shutdown keeps the port closed if a refusal closed it, and releases
+// every held request. Sandbox.Close calls it.
+func (m *Model) shutdown() {
+	m.door.shutdown()
+	m.faultRules.shutdown()
 }
 
 // Stats returns a snapshot of the counters.
@@ -82,240 +166,211 @@ func (m *Model) LastRequest() []byte {
 
 // ServeHTTP implements [http.Handler]. GET /_sandbox/stats returns the
 // counters; the installed fault, if any, runs before anything else is read
-// or counted.
+// or counted; fault rules and step faults apply once the request is read,
+// parsed and counted.
 func (m *Model) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	serveFake(w, r, &m.faultPoint, m.control, http.HandlerFunc(m.serve))
 }
 
-// chatRequest is the part of a Chat Completions request the fake reads.
-type chatRequest struct {
-	Model    string `json:"model"`
-	Messages []struct {
-		Role    string          `json:"role"`
-		Content json.RawMessage `json:"content"`
-	} `json:"messages"`
-	Stream        bool `json:"stream"`
-	StreamOptions *struct {
-		IncludeUsage bool `json:"include_usage"`
-	} `json:"stream_options"`
+// wireFor returns the wire format a path asks for.
+func wireFor(path string) (wireFormat, bool) {
+	switch path {
+	case "/v1/chat/completions", "/chat/completions":
+		return openAIWire{}, true
+	case "/v1/messages", "/messages":
+		return anthropicWire{}, true
+	}
+	return nil, false
 }
 
-// serve handles a request that no fault answered.
+// modelRequest is what the fake needs from a request, in either format.
+type modelRequest struct {
+	model        string
+	stream       bool
+	assistants   int    // assistant messages: the step to play
+	taskID       string // from the system message, for {{task_id}}
+	includeUsage bool   // OpenAI's stream_options.include_usage
+}
+
+// serve handles a request that no SetFault fault answered.
 func (m *Model) serve(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path != "/v1/chat/completions" && r.URL.Path != "/chat/completions" {
-		openAIError(w, http.StatusNotFound, "invalid_request_error", "unknown_url",
-			fmt.Sprintf("Unknown request URL: %s %s. The sandbox model serves POST /v1/chat/completions.", r.Method, r.URL.Path))
+	wire, ok := wireFor(r.URL.Path)
+	if !ok {
+		openAIWire{}.writeError(w, wireError{status: http.StatusNotFound, kind: errInvalidRequest, code: "unknown_url",
+			message: fmt.Sprintf("Unknown request URL: %s %s. The sandbox model serves POST /v1/chat/completions and POST /v1/messages.",
+				r.Method, r.URL.Path)})
 		return
 	}
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
-		openAIError(w, http.StatusMethodNotAllowed, "invalid_request_error", "method_not_allowed",
-			fmt.Sprintf("Method %s is not allowed; use POST.", r.Method))
+		wire.writeError(w, wireError{status: http.StatusMethodNotAllowed, kind: errInvalidRequest, code: "method_not_allowed",
+			message: fmt.Sprintf("Method %s is not allowed; use POST.", r.Method)})
 		return
 	}
+	// Reading the body to its end also lets the server watch the
+	// connection, so a client that hangs up ends r.Context(): the faults
+	// that hold a request rely on it.
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxFakeRequestBytes))
 
-	m.mu.Lock()
-	m.stats.Requests++
-	if err == nil {
-		m.last = body
-	}
-	m.mu.Unlock()
-
+	rec := m.record(wire.endpoint(), body, err)
 	if err != nil {
-		openAIError(w, http.StatusBadRequest, "invalid_request_error", "", "Could not read the request body: "+err.Error())
+		wire.writeError(w, wireError{status: http.StatusBadRequest, kind: errInvalidRequest,
+			message: "Could not read the request body: " + err.Error()})
 		return
 	}
-	var req chatRequest
-	if err := json.Unmarshal(body, &req); err != nil {
-		openAIError(w, http.StatusBadRequest, "invalid_request_error", "", "The request body is not valid JSON: "+err.Error())
+	if m.door.isRefusing() {
+		// It came on a connection opened before the port closed.
+		m.noteFault(rec, FaultRefuseConnection)
+		resetConnection(w)
 		return
 	}
-	if req.Model == "" {
-		openAIError(w, http.StatusBadRequest, "invalid_request_error", "", "you must provide a model parameter")
+	req, werr := wire.parse(body)
+	if werr == nil && !req.stream {
+		werr = &wireError{status: http.StatusBadRequest, kind: errInvalidRequest,
+			message: `The sandbox model only streams: set "stream": true.`}
+	}
+	if werr != nil {
+		wire.writeError(w, *werr)
 		return
 	}
-	if !req.Stream {
-		openAIError(w, http.StatusBadRequest, "invalid_request_error", "",
-			`The sandbox model only streams: set "stream": true.`)
-		return
-	}
-	sc, ok := lookupScript(req.Model)
+	sc, ok := m.lookupScript(req.model)
 	if !ok {
-		openAIError(w, http.StatusNotFound, "invalid_request_error", "model_not_found",
-			fmt.Sprintf("The model `%s` does not exist. The sandbox model knows the scripts %s, and turns-N for 1 <= N <= %d.",
-				req.Model, strings.Join(ScriptNames(), ", "), maxTurns))
+		wire.writeError(w, wireError{status: http.StatusNotFound, kind: errNotFound, code: "model_not_found",
+			message: fmt.Sprintf("The model `%s` does not exist. The sandbox model knows the scripts %s, and turns-N for 1 <= N <= %d.",
+				req.model, strings.Join(ScriptNames(), ", "), maxTurns)})
 		return
-	}
-
-	assistants, taskID := 0, ""
-	for _, msg := range req.Messages {
-		switch msg.Role {
-		case "assistant":
-			assistants++
-		case "system", "developer":
-			if taskID == "" {
-				taskID = findTaskID(messageText(msg.Content))
-			}
-		}
 	}
 	m.mu.Lock()
 	m.stats.ScriptRequests[sc.Name]++
+	rec.Script, rec.Step = sc.Name, req.assistants
 	m.mu.Unlock()
 
-	includeUsage := req.StreamOptions != nil && req.StreamOptions.IncludeUsage
-	m.stream(w, sc.Name, sc.stepAt(assistants).expand(taskID), includeUsage, len(body))
+	st := sc.stepAt(req.assistants).expand(req.taskID)
+	enc := wire.encoder(sc.Name, req, len(body))
+	if rule, ok := m.chooseFault(wire.endpoint(), len(body), sc.Name, req.assistants, st); ok {
+		m.noteFault(rec, rule.Kind)
+		m.serveFault(w, r, wire, enc, st, rule, len(body))
+		return
+	}
+	m.play(w, enc.answer(st, finishNatural))
 }
 
-// stream writes one step as a server-sent event stream. It stops at the first
-// write error (the client went away); such a stream is not counted as
-// completed, and only tool calls written in full count as emitted.
-func (m *Model) stream(w http.ResponseWriter, model string, st step, includeUsage bool, promptBytes int) {
+// record counts a request whose body has been read (or failed to be) and
+// logs it; the caller fills in the returned entry under m.mu.
+func (m *Model) record(endpoint string, body []byte, readErr error) *ModelRequest {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	rec := &ModelRequest{At: m.now(), Endpoint: endpoint}
+	if len(m.log) >= maxRequestLog {
+		m.log = slices.Delete(m.log, 0, len(m.log)-maxRequestLog+1)
+	}
+	m.log = append(m.log, rec)
+	m.stats.Requests++
+	if endpoint == anthropicEndpoint {
+		m.stats.AnthropicRequests++
+	} else {
+		m.stats.OpenAIRequests++
+	}
+	if readErr == nil {
+		m.last = body
+	}
+	return rec
+}
+
+// noteFault counts a request a fault answered.
+func (m *Model) noteFault(rec *ModelRequest, kind FaultKind) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.stats.Faulted++
+	rec.Fault = kind
+}
+
+// lookupScript resolves a model name: a script added for a test, an embedded
+// one, or a generated turns-N.
+func (m *Model) lookupScript(name string) (*script, bool) {
+	m.mu.Lock()
+	s, ok := m.scripts[name]
+	m.mu.Unlock()
+	if ok {
+		return s, true
+	}
+	return lookupScript(name)
+}
+
+// frame is one server-sent event of an answer, ready to write.
+type frame struct {
+	text string // the whole event with its blank line
+	// closing marks the events that end an answer (OpenAI: the finish
+	// reason, usage and [DONE]; Anthropic: message_delta and
+	// message_stop). A stall or an error event strikes before the first.
+	closing bool
+	// toolCallDone marks the last event of a tool call: once it is
+	// written, the call counts as emitted.
+	toolCallDone bool
+	// last marks the stream's final event: once it is written, the stream
+	// counts as completed.
+	last bool
+}
+
+// dataFrame is an event with only a data line, as OpenAI sends them.
+func dataFrame(data string) frame { return frame{text: "data: " + data + "\n\n"} }
+
+// startStream sends the headers of an event stream, flushed, so a client
+// has them even if no event follows.
+func startStream(w http.ResponseWriter) *sseWriter {
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("Connection", "keep-alive")
 	w.WriteHeader(http.StatusOK)
-
 	out := &sseWriter{w: w, rc: http.NewResponseController(w)}
-	base := chunk{
-		ID:      "chatcmpl-" + rand.Text(),
-		Object:  "chat.completion.chunk",
-		Created: time.Now().Unix(),
-		Model:   model,
-	}
-	emit := func(d delta, finish string) {
-		c := base
-		ch := chunkChoice{Delta: d}
-		if finish != "" {
-			ch.FinishReason = &finish
-		}
-		c.Choices = []chunkChoice{ch}
-		out.send(c)
-	}
-
-	empty := ""
-	emit(delta{Role: "assistant", Content: &empty}, "")
-	for _, word := range splitWords(st.Text) {
-		emit(delta{Content: &word}, "")
-	}
-	for i, tc := range st.ToolCalls {
-		emit(delta{ToolCalls: []deltaToolCall{{
-			Index:    i,
-			ID:       "call_" + rand.Text(),
-			Type:     "function",
-			Function: deltaFunction{Name: tc.Name},
-		}}}, "")
-		for _, frag := range splitFragments(string(tc.Arguments), argumentFragmentBytes) {
-			emit(delta{ToolCalls: []deltaToolCall{{Index: i, Function: deltaFunction{Arguments: frag}}}}, "")
-		}
-		if out.err != nil {
-			return
-		}
-		m.mu.Lock()
-		m.stats.ToolCallsEmitted++
-		m.mu.Unlock()
-	}
-	finish := "stop"
-	if len(st.ToolCalls) > 0 {
-		finish = "tool_calls"
-	}
-	emit(delta{}, finish)
-
-	if includeUsage {
-		// Roughly four bytes a token: close enough for a sandbox, and
-		// always positive so clients see that usage arrived.
-		completion := len(st.Text)
-		for _, tc := range st.ToolCalls {
-			completion += len(tc.Name) + len(tc.Arguments)
-		}
-		u := usage{PromptTokens: promptBytes/4 + 1, CompletionTokens: completion/4 + 1}
-		u.TotalTokens = u.PromptTokens + u.CompletionTokens
-		c := base
-		c.Choices = []chunkChoice{}
-		c.Usage = &u
-		out.send(c)
-	}
-	// The stream counts as completed once [DONE] is buffered and before it
-	// is flushed, so a client that has read [DONE] always finds the count.
-	out.write("[DONE]")
-	if out.err != nil {
-		return
-	}
-	m.mu.Lock()
-	m.stats.StreamsCompleted++
-	m.mu.Unlock()
 	out.flush()
+	return out
 }
 
-// chunk is a chat.completion.chunk object.
-type chunk struct {
-	ID      string        `json:"id"`
-	Object  string        `json:"object"`
-	Created int64         `json:"created"`
-	Model   string        `json:"model"`
-	Choices []chunkChoice `json:"choices"`
-	Usage   *usage        `json:"usage,omitempty"`
+// play writes frames as one event stream and reports whether every frame
+// was written. It stops at the first write error (the client went away);
+// such a stream is not counted as completed, and only tool calls written in
+// full count as emitted.
+func (m *Model) play(w http.ResponseWriter, frames []frame) bool {
+	return m.playOn(startStream(w), frames)
 }
 
-type chunkChoice struct {
-	Index        int     `json:"index"`
-	Delta        delta   `json:"delta"`
-	FinishReason *string `json:"finish_reason"`
+// playOn writes frames on a stream whose headers are already out.
+func (m *Model) playOn(out *sseWriter, frames []frame) bool {
+	for _, f := range frames {
+		out.write(f.text)
+		if out.err != nil {
+			return false
+		}
+		// Counted once buffered and before the flush, so a client that
+		// has read the event always finds the count.
+		if f.toolCallDone || f.last {
+			m.mu.Lock()
+			if f.toolCallDone {
+				m.stats.ToolCallsEmitted++
+			}
+			if f.last {
+				m.stats.StreamsCompleted++
+			}
+			m.mu.Unlock()
+		}
+		out.flush()
+	}
+	return out.err == nil
 }
 
-type delta struct {
-	Role      string          `json:"role,omitempty"`
-	Content   *string         `json:"content,omitempty"`
-	ToolCalls []deltaToolCall `json:"tool_calls,omitempty"`
-}
-
-type deltaToolCall struct {
-	Index    int           `json:"index"`
-	ID       string        `json:"id,omitempty"`
-	Type     string        `json:"type,omitempty"`
-	Function deltaFunction `json:"function"`
-}
-
-type deltaFunction struct {
-	Name      string `json:"name,omitempty"`
-	Arguments string `json:"arguments"`
-}
-
-type usage struct {
-	PromptTokens     int `json:"prompt_tokens"`
-	CompletionTokens int `json:"completion_tokens"`
-	TotalTokens      int `json:"total_tokens"`
-}
-
-// sseWriter writes "data:" events and flushes each one, so the client sees
-// every chunk as it is produced. After the first error it writes nothing.
+// sseWriter writes events and flushes each one, so the client sees every
+// event as it is produced. After the first error it writes nothing.
 type sseWriter struct {
 	w   io.Writer
 	rc  *http.ResponseController
 	err error
 }
 
-func (s *sseWriter) send(v any) {
-	if s.err != nil {
-		return
-	}
-	b, err := json.Marshal(v)
-	if err != nil {
-		s.err = err
-		return
-	}
-	s.sendRaw(string(b))
-}
-
-func (s *sseWriter) sendRaw(data string) {
-	s.write(data)
-	s.flush()
-}
-
-func (s *sseWriter) write(data string) {
+func (s *sseWriter) write(event string) {
 	if s.err == nil {
-		_, s.err = io.WriteString(s.w, "data: "+data+"\n\n")
+		_, s.err = io.WriteString(s.w, event)
 	}
 }
 
@@ -329,6 +384,19 @@ func (s *sseWriter) flush() {
 	if err := s.rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
 		s.err = err
 	}
+}
+
+// estimateTokens is roughly four bytes a token: close enough for a sandbox,
+// and always positive so clients see that usage arrived.
+func estimateTokens(bytes int) int { return bytes/4 + 1 }
+
+// completionBytes is the size of what a step says, for its usage.
+func completionBytes(st step) int {
+	n := len(st.Text)
+	for _, tc := range st.ToolCalls {
+		n += len(tc.Name) + len(tc.Arguments)
+	}
+	return n
 }
 
 // splitWords splits text into pieces that each end after a space, so that
@@ -356,19 +424,4 @@ func splitFragments(s string, n int) []string {
 		s = s[end:]
 	}
 	return out
-}
-
-// openAIError writes an error in the shape OpenAI's API uses, which the
-// official SDKs parse into their error types.
-func openAIError(w http.ResponseWriter, status int, typ, code, message string) {
-	var codeField any
-	if code != "" {
-		codeField = code
-	}
-	writeJSONBody(w, status, map[string]any{"error": map[string]any{
-		"message": message,
-		"type":    typ,
-		"param":   nil,
-		"code":    codeField,
-	}})
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 )
@@ -23,7 +24,8 @@ type Options struct {
 
 // Sandbox is the three fakes running behind real HTTP servers. The URLs are
 // base URLs in the forms the clients capstan uses expect: ModelURL for
-// openai-go (".../v1"), GitHubURL for go-github (".../"), SlackURL for
+// openai-go (".../v1"), AnthropicURL for anthropic-sdk-go (".../", which
+// appends "v1/messages"), GitHubURL for go-github (".../"), SlackURL for
 // slack-go (".../api/").
 type Sandbox struct {
 	// The fakes, for counters, inspection and SetFault.
@@ -31,9 +33,10 @@ type Sandbox struct {
 	GitHub *GitHub
 	Slack  *Slack
 
-	ModelURL  string // "http://host:port/v1"
-	GitHubURL string // "http://host:port/"
-	SlackURL  string // "http://host:port/api/"
+	ModelURL     string // "http://host:port/v1"
+	AnthropicURL string // "http://host:port/": the model fake, for Anthropic's client
+	GitHubURL    string // "http://host:port/"
+	SlackURL     string // "http://host:port/api/"
 
 	servers   []*http.Server
 	wg        sync.WaitGroup
@@ -76,6 +79,7 @@ func Start(opts Options) (*Sandbox, error) {
 		listeners = append(listeners, ln)
 		*f.url = "http://" + ln.Addr().String() + f.path
 	}
+	sb.AnthropicURL = strings.TrimSuffix(sb.ModelURL, "v1")
 
 	for i, f := range fakes {
 		srv := &http.Server{
@@ -87,6 +91,11 @@ func Start(opts Options) (*Sandbox, error) {
 		}
 		sb.servers = append(sb.servers, srv)
 		ln := listeners[i]
+		if f.handler == http.Handler(sb.Model) {
+			// FaultRefuseConnection closes and reopens the model's port.
+			ln = sb.Model.door.wrap(ln)
+			srv.ConnState = sb.Model.door.connState
+		}
 		sb.wg.Go(func() {
 			// Serve returns ErrServerClosed after Close; there is no
 			// other failure to report for an already-open listener.
@@ -109,6 +118,7 @@ func (sb *Sandbox) Close() error {
 			}
 		}
 		sb.wg.Wait()
+		sb.Model.shutdown()
 		sb.GitHub.shutdown()
 		sb.Slack.shutdown()
 		if len(errs) > 0 {

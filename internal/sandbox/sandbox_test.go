@@ -195,9 +195,17 @@ func TestFaultControlEndpoint(t *testing.T) {
 	if code := controlRequest(t, http.MethodPut, ghFaults, "", nil); code != http.StatusMethodNotAllowed {
 		t.Errorf("PUT: %d, want 405", code)
 	}
-	// The model takes no rules; its faults are set in process with SetFault.
-	if code := controlRequest(t, http.MethodGet, strings.TrimSuffix(sb.ModelURL, "/v1")+"/_sandbox/faults", "", nil); code != http.StatusNotFound {
-		t.Errorf("model /_sandbox/faults: %d, want 404", code)
+	// The model takes rules on its host, without /v1; model_faults_test.go
+	// covers what they do.
+	modelFaults := strings.TrimSuffix(sb.ModelURL, "/v1") + "/_sandbox/faults"
+	var modelRule map[string]any
+	if code := controlRequest(t, http.MethodPost, modelFaults,
+		`{"endpoint":"messages","kind":"stall","after_events":3,"times":2}`, &modelRule); code != http.StatusCreated ||
+		modelRule["kind"] != "stall" || modelRule["after_events"] != 3.0 || modelRule["times"] != 2.0 {
+		t.Errorf("model POST: %d %v", code, modelRule)
+	}
+	if fs := sb.Model.Faults(); len(fs) != 1 || fs[0].AfterEvents != 3 || fs[0].Endpoint != "messages" {
+		t.Errorf("model rules = %+v", fs)
 	}
 }
 

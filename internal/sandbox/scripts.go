@@ -45,6 +45,13 @@ type script struct {
 type step struct {
 	Text      string     `json:"text"`
 	ToolCalls []toolCall `json:"tool_calls"`
+	// Fault makes the requests that play this step misbehave: a model
+	// fault rule without an endpoint, such as {"kind":"stall",
+	// "after_events":3} or {"kind":"status","status":529,"times":1}.
+	// Times counts the plays of this step since the fake started (0:
+	// every play). A fault rule on the endpoint takes precedence.
+	Fault *faultRuleJSON `json:"fault,omitempty"`
+	fault *FaultRule     // Fault, checked and with its defaults
 }
 
 // toolCall is a function call the model asks for. Arguments holds compact
@@ -100,7 +107,7 @@ func (st step) expand(taskID string) step {
 	if taskID == "" {
 		taskID = "task"
 	}
-	out := step{Text: strings.ReplaceAll(st.Text, taskPlaceholder, taskID)}
+	out := step{Text: strings.ReplaceAll(st.Text, taskPlaceholder, taskID), fault: st.fault}
 	for _, tc := range st.ToolCalls {
 		tc.Arguments = bytes.ReplaceAll(tc.Arguments, []byte(taskPlaceholder), []byte(taskID))
 		out.ToolCalls = append(out.ToolCalls, tc)
@@ -238,6 +245,13 @@ func parseScript(data []byte) (*script, error) {
 		if st.Text == "" && len(st.ToolCalls) == 0 {
 			return nil, fmt.Errorf("step %d is empty", i+1)
 		}
+		if st.Fault != nil {
+			rule, err := stepFaultRule(*st.Fault)
+			if err != nil {
+				return nil, fmt.Errorf("step %d: %w", i+1, err)
+			}
+			st.fault = &rule
+		}
 		for j := range st.ToolCalls {
 			tc := &st.ToolCalls[j]
 			if tc.Name == "" {
@@ -255,4 +269,23 @@ func parseScript(data []byte) (*script, error) {
 		}
 	}
 	return &s, nil
+}
+
+// stepFaultRule checks a step's fault as the model checks its rules, except
+// that a step's fault names no endpoint: it applies in both wire formats.
+func stepFaultRule(j faultRuleJSON) (FaultRule, error) {
+	if j.Endpoint != "" {
+		return FaultRule{}, fmt.Errorf("fault: a step's fault names no endpoint (got %q)", j.Endpoint)
+	}
+	rule, err := j.rule()
+	if err != nil {
+		return FaultRule{}, err
+	}
+	if rule.Kind == FaultRefuseConnection {
+		return FaultRule{}, fmt.Errorf("fault: refuse_connection closes the model's port, so it cannot strike one step; use a fault rule")
+	}
+	if err := validateFault(modelFaultDialect, &rule); err != nil {
+		return FaultRule{}, fmt.Errorf("fault %s: %w", rule.Kind, err)
+	}
+	return rule, nil
 }
