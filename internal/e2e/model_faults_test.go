@@ -272,7 +272,7 @@ func TestModelFaultTable(t *testing.T) {
 				defer func() { <-sem }()
 				t.Run(row.name+"/"+wire.name, func(t *testing.T) {
 					rep := &reports[k]
-					*rep = mfaultReport{fault: row.fault, wire: wire.name, outcome: "row failed", ran: true}
+					*rep = mfaultReport{fault: row.fault, wire: wire.name, outcome: "did not finish", ran: true}
 					defer func() { rep.failed = t.Failed() }()
 					runModelFaultCell(t, k, row, wire, rep)
 				})
