@@ -19,13 +19,14 @@ func activityRunning(ps phaseSums) time.Duration {
 // throughput target: where capstan's extra time goes and what would
 // shorten it. It returns "" when both are met.
 func (r *results) whyNotes() string {
-	var latencyMissed, throughputMissed bool
+	var latencyMissed, throughputMissed, ledgerMissed bool
 	for _, t := range r.targets() {
 		if t.status != missed {
 			continue
 		}
 		latencyMissed = latencyMissed || strings.Contains(t.what, "latency")
 		throughputMissed = throughputMissed || strings.Contains(t.what, "throughput")
+		ledgerMissed = ledgerMissed || strings.Contains(t.what, "ledger's share")
 	}
 	var w strings.Builder
 	p := func(format string, args ...any) { fmt.Fprintf(&w, format+"\n", args...) }
@@ -93,6 +94,25 @@ func (r *results) whyNotes() string {
 			p("and fewer ledger write transactions per task (one per activity for the items it commits, no lease renewal right after a fresh claim).")
 			p("")
 		}
+	}
+	if ledgerMissed {
+		workers, share := targetWorkers, 0.0
+		for _, n := range []int{1, 2} {
+			if c := r.cell(kindCapstan, n, 100); c != nil && c.ledgerShare() > share {
+				workers, share = n, c.ledgerShare()
+			}
+		}
+		c := r.cell(kindCapstan, workers, 100)
+		done, failed := c.tasks()
+		n := time.Duration(max(done+failed, 1))
+		var writeTime time.Duration
+		for _, m := range writeCalls {
+			writeTime += c.methods[m].time / n
+		}
+		p("**Where the ledger's time goes at N = 100 on %s.** %s per task inside ledger calls, %s of it in writes (PutItem %s): each write is a fsynced transaction, and they queue behind each worker's one writer connection and, with two workers, on the lock of their one SQLite file.",
+			workersLabel(workers), ms(c.ledger/n), ms(writeTime), ms(c.methods["PutItem"].time/n))
+		p("Fewer write transactions per task (above) shorten the queue; a pool of workers belongs on the PostgreSQL ledger.")
+		p("")
 	}
 	return strings.TrimRight(w.String(), "\n")
 }
