@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/capstanhq/capstan/internal/ledger"
 )
@@ -23,6 +24,22 @@ func (s *Store) PutItem(ctx context.Context, data []byte) (string, error) {
 		return "", fmt.Errorf("ledger/sqlite: put item %s (%d bytes): %w", ref, len(data), err)
 	}
 	return ref, nil
+}
+
+// putItems inserts items in tx, as PutItem would, each stamped now.
+func putItems(ctx context.Context, tx *sql.Tx, items [][]byte, now time.Time) error {
+	for _, data := range items {
+		if data == nil {
+			data = []byte{}
+		}
+		ref := ledger.ItemRef(data)
+		if _, err := tx.ExecContext(ctx,
+			"INSERT OR IGNORE INTO items (ref, data, size, created_at) VALUES (?, ?, ?, ?)",
+			ref, data, len(data), toNanos(now)); err != nil {
+			return fmt.Errorf("put item %s (%d bytes): %w", ref, len(data), err)
+		}
+	}
+	return nil
 }
 
 // GetItem implements ledger.Store. A malformed reference is an error that is
