@@ -9,10 +9,6 @@
 //     claim decision can never be based on a row that changed before commit.
 //   - Inside a process all writes go through a single connection; readers use
 //     their own connections and, thanks to WAL, never block the writer.
-//   - Writers of every Store on one file, in any process of the machine,
-//     queue on an flock of "<path>-writer.lock" before they begin (unix; see
-//     writerLock): a waiting writer starts as soon as the previous one
-//     commits instead of polling in SQLite's busy handler.
 //   - Open returns only once journal_mode=WAL, busy_timeout=5000 ms,
 //     synchronous=FULL and foreign_keys=ON are verified on a live
 //     connection and the schema exists. A committed write survives a process
@@ -65,7 +61,6 @@ type Options struct {
 type Store struct {
 	path   string
 	w      *sql.DB // exactly one connection; every write goes through it
-	wl     *writerLock
 	r      *sql.DB // read-only connections for Get, ListByTask and GetItem
 	now    func() time.Time
 	log    *slog.Logger
@@ -103,12 +98,6 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	fail := func(what string, err error) (*Store, error) {
 		s.Close()
 		return nil, fmt.Errorf("ledger/sqlite: open %q: %s: %w", path, what, err)
-	}
-
-	var lerr error
-	if s.wl, lerr = newWriterLock(abs); lerr != nil {
-		s.log.WarnContext(ctx, "ledger: no writer lock file; concurrent writers wait in SQLite's busy handler instead",
-			"path", abs, "error", lerr)
 	}
 
 	// The writer is opened and checked first: it is the connection that
@@ -151,9 +140,6 @@ func (s *Store) Close() error {
 		}
 		if s.w != nil {
 			errs = append(errs, s.w.Close())
-		}
-		if s.wl != nil {
-			errs = append(errs, s.wl.close())
 		}
 		if err := errors.Join(errs...); err != nil {
 			s.cerr = fmt.Errorf("ledger/sqlite: close %q: %w", s.path, err)
@@ -332,13 +318,8 @@ func addFactsColumn(ctx context.Context, tx *sql.Tx) error {
 }
 
 // inTx runs fn in a write transaction (BEGIN IMMEDIATE) and commits it when fn
-// returns nil, holding the writer lock throughout.
+// returns nil.
 func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
-	held, err := s.wl.lock(ctx)
-	if err != nil {
-		return fmt.Errorf("begin: %w", err)
-	}
-	defer s.wl.unlock(held)
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
