@@ -143,6 +143,7 @@ var cases = []testCase{
 	{"ReclaimRunning", testReclaimRunning},
 	{"CompleteStoresItems", testCompleteStoresItems},
 	{"CommitTurnStoresItems", testCommitTurnStoresItems},
+	{"ConcurrentWritesFailAlone", testConcurrentWritesFailAlone},
 }
 
 // h is the harness one subtest works with.

@@ -17,9 +17,7 @@ func (s *Store) PutItem(ctx context.Context, data []byte) (string, error) {
 		data = []byte{}
 	}
 	ref := ledger.ItemRef(data)
-	_, err := s.w.ExecContext(ctx,
-		"INSERT OR IGNORE INTO items (ref, data, size, created_at) VALUES (?, ?, ?, ?)",
-		ref, data, len(data), toNanos(s.now().UTC()))
+	err := s.inTx(ctx, func(tx *sql.Tx) error { return putItems(ctx, tx, [][]byte{data}, s.now().UTC()) })
 	if err != nil {
 		return "", fmt.Errorf("ledger/sqlite: put item %s (%d bytes): %w", ref, len(data), err)
 	}
