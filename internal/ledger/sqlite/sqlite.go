@@ -70,10 +70,7 @@ type Store struct {
 	closed sync.Once
 	cerr   error
 
-	// The committer (groupcommit.go): every write is sent to it on writes.
-	writes  chan writeReq
-	closing chan struct{} // closed by Close
-	stopped chan struct{} // closed when the committer has returned
+	wq *writeQueue // every write goes through it (group commit, groupcommit.go)
 }
 
 var _ ledger.Store = (*Store)(nil)
@@ -95,7 +92,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("ledger/sqlite: open %q: create parent directory: %w", path, err)
 	}
 
-	s := &Store{path: abs, now: opts.Now, log: opts.Logger}
+	s := &Store{path: abs, now: opts.Now, log: opts.Logger, wq: newWriteQueue()}
 	if s.now == nil {
 		s.now = time.Now
 	}
@@ -123,7 +120,6 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if err := migrate(ctx, s.w); err != nil {
 		return fail("create schema", err)
 	}
-	s.startCommitter()
 
 	if s.r, err = sql.Open("sqlite", dsn(abs, true)); err != nil {
 		return fail("open readers", err)
@@ -143,7 +139,6 @@ func (s *Store) Path() string { return s.path }
 // Close closes the database. It is safe to call more than once.
 func (s *Store) Close() error {
 	s.closed.Do(func() {
-		s.stopCommitter()
 		var errs []error
 		if s.r != nil {
 			errs = append(errs, s.r.Close())
