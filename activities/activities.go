@@ -40,7 +40,7 @@ type Ledger interface {
 	TakeForReconcile(ctx context.Context, id, owner string, lease time.Duration) (ledger.Operation, error)
 	PutItem(ctx context.Context, data []byte) (string, error)
 	GetItem(ctx context.Context, ref string) ([]byte, error)
-	CommitTurn(ctx context.Context, turnID string, output []byte) ([]byte, error)
+	CommitTurn(ctx context.Context, turnID string, output []byte, items ...[]byte) ([]byte, error)
 	GetTurn(ctx context.Context, turnID string) ([]byte, error)
 }
 

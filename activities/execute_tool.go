@@ -88,24 +88,39 @@ func (a *Activities) executeTool(ctx context.Context, in ExecuteToolInput) (Exec
 	}
 	if done {
 		res.Replayed = true
-		return a.succeeded(ctx, in, res, rec.ExternalID, rec.Result, false)
+		return a.succeeded(ctx, in, res, rec.ExternalID, rec.Result)
 	}
 	o := a.perform(ctx, tool, call, rec, permit)
 
+	// The message that tells the model what the call did is stored in the
+	// same ledger write as the outcome.
+	completion := ledger.Completion{ID: in.OperationID, Fence: rec.Fence, State: o.state,
+		ExternalID: o.result.ExternalID, Result: o.result.Output, Error: errorText(o.err)}
+	var msg toolMessage
+	switch o.state {
+	case ledger.StateSucceeded:
+		msg = succeededMessage(in, o.result.Output, false, o.recovered)
+	case ledger.StateFailed:
+		msg = refusedMessage(in, o.err)
+	}
+	if msg.data != nil {
+		completion.Items = [][]byte{msg.data}
+	}
 	// Recorded even if the activity is being cancelled: it happened.
 	rctx, cancel := recordContext(ctx)
 	defer cancel()
-	if err := a.Ledger.Complete(rctx, ledger.Completion{ID: in.OperationID, Fence: rec.Fence, State: o.state,
-		ExternalID: o.result.ExternalID, Result: o.result.Output, Error: errorText(o.err)}); err != nil {
+	if err := a.Ledger.Complete(rctx, completion); err != nil {
 		// The effect may have happened but we could not record it: the next
 		// attempt finds the operation RUNNING and must reconcile.
 		return res, fmt.Errorf("record operation %s as %s: %w", in.OperationID, o.state, err)
 	}
 	switch o.state {
 	case ledger.StateSucceeded:
-		return a.succeeded(rctx, in, res, o.result.ExternalID, o.result.Output, o.recovered)
+		res.State, res.ExternalID, res.Item, res.Preview = ledger.StateSucceeded, o.result.ExternalID, msg.ref(), msg.preview
+		return res, nil
 	case ledger.StateFailed:
-		return a.refused(rctx, in, res, o.err)
+		res.State, res.Item, res.Preview = ledger.StateFailed, msg.ref(), msg.preview
+		return res, nil
 	case ledger.StateAbsent:
 		if o.verdict == tools.VerdictNotSent {
 			return res, a.notSent(ctx, ErrTypeOperationNotSent, fmt.Sprintf("%s was not sent: %v", in.Tool, o.err), o.err)
@@ -127,7 +142,7 @@ type toolOutcome struct {
 
 // perform calls the tool under heartbeats and decides what the call did,
 // and tells the breaker's permit what the call showed of the service. rec
-// is the operation as claimed, before this attempt counted.
+// is the operation as begin left it: RUNNING, this attempt counted.
 func (a *Activities) perform(ctx context.Context, tool tools.Tool, call tools.Call, rec ledger.Operation, permit *breaker.Permit) toolOutcome {
 	var step atomic.Value
 	step.Store(stepCalling)
@@ -149,7 +164,7 @@ func (a *Activities) perform(ctx context.Context, tool tools.Tool, call tools.Ca
 		o.state = ledger.StateAbsent
 	case o.verdict == tools.VerdictFailed:
 		o.state = ledger.StateFailed
-		if canVerify && errors.Is(err, tools.ErrChangedSinceRead) && rec.AttemptCount > 0 {
+		if canVerify && errors.Is(err, tools.ErrChangedSinceRead) && rec.AttemptCount > 1 {
 			// The target changed under a retried write: perhaps by the
 			// earlier attempt's own write, whose answer was lost.
 			step.Store(stepVerifying)
@@ -191,32 +206,63 @@ func verify(ctx context.Context, v tools.Verifier, call tools.Call, o toolOutcom
 	return o
 }
 
-// succeeded commits the tool message for a successful, replayed or recovered
-// call.
-func (a *Activities) succeeded(ctx context.Context, in ExecuteToolInput, res ExecuteToolResult, externalID string, output []byte, recovered bool) (ExecuteToolResult, error) {
+// toolMessage is the encoded tool message that tells the model how a call
+// ended, with the preview the workflow shows of it.
+type toolMessage struct {
+	data    []byte
+	preview string
+}
+
+// ref is the message's transcript reference.
+func (m toolMessage) ref() string { return ledger.ItemRef(m.data) }
+
+func newToolMessage(in ExecuteToolInput, content string) toolMessage {
+	// A message of strings alone always encodes.
+	data, _ := json.Marshal(model.Message{Role: model.RoleTool, ToolCallID: in.ToolCallID, Content: content})
+	return toolMessage{data: data, preview: preview(content)}
+}
+
+// succeededMessage is the tool message of a successful, replayed or
+// recovered call.
+func succeededMessage(in ExecuteToolInput, output []byte, replayed, recovered bool) toolMessage {
 	content := string(output)
 	switch {
-	case res.Replayed:
+	case replayed:
 		content = `{"replayed":true,"note":"this operation had already succeeded; nothing was sent again","result":` + orNull(output) + `}`
 	case recovered:
 		content = `{"recovered":true,"note":"the answer to this call was lost; reading back showed its effect in place, so nothing was sent again","result":` + orNull(output) + `}`
 	}
-	item, err := a.putMessage(ctx, model.Message{Role: model.RoleTool, ToolCallID: in.ToolCallID, Content: content})
+	return newToolMessage(in, content)
+}
+
+// refusedMessage is the tool message telling the model its call was
+// refused; the task goes on.
+func refusedMessage(in ExecuteToolInput, cause error) toolMessage {
+	body, _ := json.Marshal(map[string]string{"error": cause.Error()})
+	return newToolMessage(in, string(body))
+}
+
+// succeeded commits the tool message of a call that had already succeeded
+// (Replayed): the ledger holds no write of this attempt to store it with.
+func (a *Activities) succeeded(ctx context.Context, in ExecuteToolInput, res ExecuteToolResult, externalID string, output []byte) (ExecuteToolResult, error) {
+	msg := succeededMessage(in, output, res.Replayed, false)
+	item, err := a.Ledger.PutItem(ctx, msg.data)
 	if err != nil {
-		return res, err
+		return res, fmt.Errorf("store transcript item: %w", err)
 	}
-	res.State, res.ExternalID, res.Item, res.Preview = ledger.StateSucceeded, externalID, item, preview(content)
+	res.State, res.ExternalID, res.Item, res.Preview = ledger.StateSucceeded, externalID, item, msg.preview
 	return res, nil
 }
 
-// refused tells the model its call was refused; the task goes on.
+// refused commits the tool message of a call refused before anything was
+// claimed.
 func (a *Activities) refused(ctx context.Context, in ExecuteToolInput, res ExecuteToolResult, cause error) (ExecuteToolResult, error) {
-	body, _ := json.Marshal(map[string]string{"error": cause.Error()})
-	item, err := a.putMessage(ctx, model.Message{Role: model.RoleTool, ToolCallID: in.ToolCallID, Content: string(body)})
+	msg := refusedMessage(in, cause)
+	item, err := a.Ledger.PutItem(ctx, msg.data)
 	if err != nil {
-		return res, err
+		return res, fmt.Errorf("store transcript item: %w", err)
 	}
-	res.State, res.Item, res.Preview = ledger.StateFailed, item, preview(string(body))
+	res.State, res.Item, res.Preview = ledger.StateFailed, item, msg.preview
 	return res, nil
 }
 

@@ -24,23 +24,31 @@ const (
 	stepVerifying = "verifying" // reading back what an ambiguous call did
 )
 
-// heartbeat records a heartbeat at once and then every interval, on its own
-// goroutine, whatever the activity is doing meanwhile — a call that hangs
-// without a byte still beats, so Temporal's heartbeat timeout notices only a
-// worker that is really gone. details is called for each beat's detail; it
-// runs on the heartbeat goroutine, so what it reads must be safe to share.
+// heartbeat records a heartbeat every interval, on its own goroutine,
+// whatever the activity is doing meanwhile — a call that hangs without a
+// byte still beats, so Temporal's heartbeat timeout notices only a worker
+// that is really gone. details is called for each beat's detail; it runs on
+// the heartbeat goroutine, so what it reads must be safe to share.
 //
-// onBeat, when not nil, runs after each beat but the first, in a context the activity's
+// The first beat comes one interval in, not as the activity starts: Temporal
+// counts the heartbeat timeout from the attempt's start, and interval is at
+// most a third of it (heartbeatInterval), so a worker lost before its first
+// beat is still noticed in time — and a call that ends within one interval,
+// as most do, costs the server no heartbeat at all.
+//
+// onBeat, when not nil, runs after each beat, in a context the activity's
 // cancellation does not break, bounded by interval: it is where a claim's
 // lease is renewed (see renewLease), so the lease lives exactly as long as
-// the heartbeats do. Its error is logged; the beats go on.
+// the heartbeats do. The claim's lease was set a moment before the beats
+// start and is at least three intervals long, so no renewal is needed
+// before the first beat. Its error is logged; the beats go on.
 //
 // stop ends the beats and returns once no beat is running: after it, details
 // and onBeat are never called again. It may be called more than once.
 func (a *Activities) heartbeat(ctx context.Context, interval time.Duration, details func() any, onBeat func(context.Context) error) (stop func()) {
-	beat := func(renew bool) {
+	beat := func() {
 		activity.RecordHeartbeat(ctx, details())
-		if onBeat == nil || !renew {
+		if onBeat == nil {
 			return
 		}
 		bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), interval)
@@ -49,10 +57,6 @@ func (a *Activities) heartbeat(ctx context.Context, interval time.Duration, deta
 			a.Logger.WarnContext(ctx, "heartbeat: lease renewal failed", "error", err, "activity", activity.GetInfo(ctx).ActivityType.Name)
 		}
 	}
-	// The first beat renews nothing: the claim's lease was set a moment
-	// ago, and renewing it at once would be one more ledger write per
-	// operation for no gain.
-	beat(false)
 	quit, exited := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(exited)
@@ -61,7 +65,7 @@ func (a *Activities) heartbeat(ctx context.Context, interval time.Duration, deta
 		for {
 			select {
 			case <-tick.C:
-				beat(true)
+				beat()
 			case <-quit:
 				return
 			}

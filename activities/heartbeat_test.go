@@ -205,3 +205,48 @@ func TestExecuteToolRecordsWhatHappenedAfterItsDeadline(t *testing.T) {
 		t.Errorf("%d PUTs, %d files written; want 1 and 1", n, written)
 	}
 }
+
+// An operation whose call ends within one heartbeat interval (a third of
+// the heartbeat timeout) sends no heartbeat at all: the timeout counts from
+// the attempt's start, so a beat as the activity starts would tell the
+// server nothing it needs.
+func TestQuickOperationsSendNoHeartbeat(t *testing.T) {
+	opts := callOptions{HeartbeatTimeout: time.Minute, StartToCloseTimeout: time.Minute}
+	for _, tc := range []struct {
+		name string
+		opID string
+		run  func(f *fixture, env *testsuite.TestWorkflowEnvironment)
+	}{
+		{
+			name: "ExecuteTool", opID: "op-branch",
+			run: func(f *fixture, env *testsuite.TestWorkflowEnvironment) {
+				env.ExecuteWorkflow(executeToolWorkflow, opts, activities.ExecuteToolInput{Tenant: "d", TaskID: "T", TurnID: "T/t1",
+					OperationID: "op-branch", ToolCallID: "call_1", Tool: "github_create_branch",
+					Arguments: f.args(t, `{"repo":"acme/app","branch":"feat","from":"main"}`)})
+			},
+		},
+		{
+			name: "Deliver", opID: "op-deliver",
+			run: func(f *fixture, env *testsuite.TestWorkflowEnvironment) {
+				env.ExecuteWorkflow(deliverWorkflow, opts, activities.DeliverInput{Tenant: "d", TaskID: "T", OperationID: "op-deliver", Channel: "#c", Text: "done"})
+			},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			env := f.workflowEnv()
+			var beats atomic.Int32
+			env.SetOnActivityHeartbeatListener(func(*activity.Info, converter.EncodedValues) { beats.Add(1) })
+			tc.run(f, env)
+			if err := env.GetWorkflowError(); err != nil {
+				t.Fatalf("the operation failed: %v", err)
+			}
+			if op := f.op(t, tc.opID); op.State != ledger.StateSucceeded || op.AttemptCount != 1 {
+				t.Fatalf("ledger = %s after %d attempts, want SUCCEEDED after 1", op.State, op.AttemptCount)
+			}
+			if n := beats.Load(); n != 0 {
+				t.Errorf("heartbeats = %d, want none for a call shorter than one interval", n)
+			}
+		})
+	}
+}

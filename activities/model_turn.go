@@ -54,7 +54,9 @@ func (a *Activities) ModelTurn(ctx context.Context, in ModelTurnInput) (result M
 	if out, ok, err := a.committedTurn(ctx, in.TurnID); err != nil || ok {
 		return out, err
 	}
-	refs, msgs, err := a.loadTranscript(ctx, in)
+	// What the turn commits is written in one transaction, with the turn.
+	var commit pendingItems
+	refs, msgs, err := a.loadTranscript(ctx, in, &commit)
 	if err != nil {
 		return ModelTurnResult{}, err // ledger trouble: let Temporal retry
 	}
@@ -199,15 +201,15 @@ loop:
 	}
 
 	// Commit: the assistant item joins the transcript only now.
-	item, err := a.putMessage(ctx, model.Message{Role: model.RoleAssistant, Content: out.Text, ToolCalls: out.ToolCalls})
+	item, err := commit.message(model.Message{Role: model.RoleAssistant, Content: out.Text, ToolCalls: out.ToolCalls})
 	if err != nil {
 		return ModelTurnResult{}, err
 	}
-	transcript, err := a.saveManifest(ctx, append(refs, item))
+	transcript, err := commit.manifest(append(refs, item))
 	if err != nil {
 		return ModelTurnResult{}, err
 	}
-	calls, err := a.toolCallRefs(ctx, out.ToolCalls)
+	calls, err := a.toolCallRefs(out.ToolCalls, &commit)
 	if err != nil {
 		return ModelTurnResult{}, err
 	}
@@ -220,7 +222,7 @@ loop:
 		Usage:        out.Usage,
 		Phase:        phase(),
 		Events:       acc.Events(),
-	})
+	}, commit.data)
 }
 
 // commitSummary commits a compaction: the transcript with items [from, to)
@@ -256,16 +258,17 @@ func (a *Activities) committedTurn(ctx context.Context, turnID string) (ModelTur
 	return out, true, nil
 }
 
-// commitTurn records out as the turn's output. When another attempt of the
+// commitTurn records out as the turn's output, and items, the transcript
+// items it refers to, in the same ledger write. When another attempt of the
 // same turn committed first (a zombie that finished late), its output is
 // the turn's and is returned instead, so the workflow never sees two
 // versions of one turn.
-func (a *Activities) commitTurn(ctx context.Context, turnID string, out ModelTurnResult) (ModelTurnResult, error) {
+func (a *Activities) commitTurn(ctx context.Context, turnID string, out ModelTurnResult, items [][]byte) (ModelTurnResult, error) {
 	data, err := json.Marshal(out)
 	if err != nil {
 		return ModelTurnResult{}, fmt.Errorf("encode turn %s: %w", turnID, err)
 	}
-	stored, err := a.Ledger.CommitTurn(context.WithoutCancel(ctx), turnID, data)
+	stored, err := a.Ledger.CommitTurn(context.WithoutCancel(ctx), turnID, data, items...)
 	if err != nil {
 		return ModelTurnResult{}, fmt.Errorf("commit turn %s: %w", turnID, err)
 	}
@@ -288,8 +291,9 @@ func idleFor(events int, l model.Limits) time.Duration {
 }
 
 // toolCallRefs names each committed call for the workflow: its identity
-// (validated by Finish already) and a reference to its arguments.
-func (a *Activities) toolCallRefs(ctx context.Context, calls []model.ToolCall) ([]ToolCallRef, error) {
+// (validated by Finish already) and a reference to its arguments, which
+// are held in pending to be stored with the turn's commit.
+func (a *Activities) toolCallRefs(calls []model.ToolCall, pending *pendingItems) ([]ToolCallRef, error) {
 	refs := make([]ToolCallRef, 0, len(calls))
 	for _, c := range calls {
 		t, err := a.Tools.Get(c.Name)
@@ -300,10 +304,7 @@ func (a *Activities) toolCallRefs(ctx context.Context, calls []model.ToolCall) (
 		if err != nil {
 			return nil, err
 		}
-		args, err := a.Ledger.PutItem(ctx, c.Arguments)
-		if err != nil {
-			return nil, fmt.Errorf("store arguments of %s: %w", c.ID, err)
-		}
+		args := pending.add(c.Arguments)
 		refs = append(refs, ToolCallRef{ID: c.ID, Name: c.Name, Class: string(t.Class()),
 			BusinessKey: id.BusinessKey, Arguments: args, Summary: t.Summary(c.Arguments)})
 	}

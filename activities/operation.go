@@ -21,12 +21,14 @@ import (
 
 // begin takes an operation for this attempt (docs/design.md §5.4 steps 1 to
 // 3): it claims it, asks the breaker key for leave to send, and marks it
-// RUNNING. When the ledger already holds it as SUCCEEDED, begin returns that
+// RUNNING — in one ledger write when there is nothing to prepare and the
+// breaker gave leave first (claimRunning). When the ledger already holds it as SUCCEEDED, begin returns that
 // record and done: nothing may be sent again. When the breaker is open,
 // begin releases the claim — nothing left the worker, so the operation is
 // ABSENT and the next attempt claims it afresh — and returns an
 // ErrTypeBreakerOpen error. Otherwise the caller holds the claim under
-// rec.Fence, the operation is RUNNING, and the caller must report the
+// rec.Fence, the operation is RUNNING (rec is the row as it now stands,
+// this attempt counted), and the caller must report the
 // call's ending to permit: from here on, a failure after the request may
 // have left must be recorded UNKNOWN. Every other ending is returned as the
 // application error the workflow expects.
@@ -39,21 +41,18 @@ import (
 // and the error is the retryable ErrTypeOperationNotSent, after the wait a
 // rate limit asked for.
 func (a *Activities) begin(ctx context.Context, op ledger.Operation, key breaker.Key, prepare func(context.Context) ([]byte, error)) (rec ledger.Operation, permit *breaker.Permit, done bool, err error) {
-	claim, err := a.Ledger.Claim(ctx, ledger.ClaimRequest{Op: op, Owner: a.owner(ctx), Lease: a.lease(ctx)})
-	switch {
-	case errors.Is(err, ledger.ErrConflict):
-		return rec, nil, false, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("operation %s was already used for a different %s request", op.ID, op.Kind), ErrTypeOperationConflict, err)
-	case err != nil:
-		return rec, nil, false, fmt.Errorf("claim operation %s: %w", op.ID, err)
+	if prepare == nil {
+		if permit, err := a.Breakers.Allow(key); err == nil {
+			return a.claimRunning(ctx, op, permit)
+		}
+		// The breaker refused: claim first as below, so an operation that
+		// already succeeded is still answered from the ledger, and the
+		// breaker, asked again, says why nothing is sent.
 	}
-	switch claim.Status {
-	case ledger.AlreadySucceeded:
-		return claim.Op, nil, true, nil
-	case ledger.InProgress:
-		return rec, nil, false, a.inProgress(op.ID, claim.Op)
-	case ledger.MustReconcile:
-		return rec, nil, false, unknownOperation(op.ID, claim.Op.State, nil)
+	claim, err := a.Ledger.Claim(ctx, ledger.ClaimRequest{Op: op, Owner: a.owner(ctx), Lease: a.lease(ctx)})
+	if err != nil || claim.Status != ledger.Claimed {
+		rec, done, err := a.notClaimed(op, claim, err)
+		return rec, nil, done, err
 	}
 	// The breaker is asked with the claim held and before RUNNING: a
 	// refusal then provably sent nothing, and the claim goes back.
@@ -86,8 +85,50 @@ func (a *Activities) begin(ctx context.Context, op ledger.Operation, key breaker
 		permit.Done(breaker.Ignored) // nothing was sent
 		return rec, nil, false, fmt.Errorf("mark operation %s running: %w", op.ID, err)
 	}
-	claim.Op.Facts = facts
+	claim.Op.State, claim.Op.Facts = ledger.StateRunning, facts
+	claim.Op.AttemptCount++
 	return claim.Op, permit, false, nil
+}
+
+// claimRunning is begin for an operation with nothing to prepare, once its
+// breaker has given leave: one ledger write claims it straight into
+// RUNNING (ledger.ClaimRequest.Running) instead of a claim and then a
+// RUNNING mark. The claim is durable before anything is sent, as with two
+// writes; what is lost is only the moment in between, when a crash would
+// have left a CLAIMED row free to take over rather than a RUNNING one to
+// reconcile — and a reconciler finds such an operation not sent. When the
+// claim is not granted, the permit is handed back unused.
+func (a *Activities) claimRunning(ctx context.Context, op ledger.Operation, permit *breaker.Permit) (rec ledger.Operation, _ *breaker.Permit, done bool, err error) {
+	claim, err := a.Ledger.Claim(ctx, ledger.ClaimRequest{Op: op, Owner: a.owner(ctx), Lease: a.lease(ctx), Running: true})
+	if err != nil || claim.Status != ledger.Claimed {
+		permit.Done(breaker.Ignored) // nothing was sent
+		rec, done, err := a.notClaimed(op, claim, err)
+		return rec, nil, done, err
+	}
+	return claim.Op, permit, false, nil
+}
+
+// notClaimed is begin's answer when the claim failed (err) or was not
+// granted: the stored record and done for an operation that already
+// succeeded, otherwise the application error the workflow expects.
+func (a *Activities) notClaimed(op ledger.Operation, claim ledger.ClaimResult, err error) (ledger.Operation, bool, error) {
+	switch {
+	case errors.Is(err, ledger.ErrConflict):
+		return ledger.Operation{}, false, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("operation %s was already used for a different %s request", op.ID, op.Kind), ErrTypeOperationConflict, err)
+	case err != nil:
+		return ledger.Operation{}, false, fmt.Errorf("claim operation %s: %w", op.ID, err)
+	}
+	switch claim.Status {
+	case ledger.AlreadySucceeded:
+		return claim.Op, true, nil
+	case ledger.InProgress:
+		return ledger.Operation{}, false, a.inProgress(op.ID, claim.Op)
+	case ledger.MustReconcile:
+		return ledger.Operation{}, false, unknownOperation(op.ID, claim.Op.State, nil)
+	default:
+		return ledger.Operation{}, false, fmt.Errorf("claim operation %s: unexpected status %q", op.ID, claim.Status)
+	}
 }
 
 // notPrepared releases the claim of an operation whose facts could not be

@@ -351,10 +351,12 @@ func (r *reconcileProgress) get() ReconcileProgress {
 	return r.p
 }
 
-// startReconcileHeartbeat heartbeats the progress at once and then on a
-// ticker — a third of the heartbeat timeout, or 10 s without one — until
-// stop is called, so a question that hangs does not look like a dead worker
-// and a dead worker is noticed within the timeout.
+// startReconcileHeartbeat heartbeats the progress on a ticker — a third of
+// the heartbeat timeout, or 10 s without one — until stop is called, so a
+// question that hangs does not look like a dead worker and a dead worker is
+// noticed within the timeout. Nothing is sent as it starts: the timeout
+// counts from the attempt's start, so the first tick is in time, and each
+// answered question beats with its progress anyway.
 func (a *Activities) startReconcileHeartbeat(ctx context.Context, progress *reconcileProgress) (stop func()) {
 	if !activity.IsActivity(ctx) {
 		return func() {}
@@ -363,7 +365,6 @@ func (a *Activities) startReconcileHeartbeat(ctx context.Context, progress *reco
 	if t := activity.GetInfo(ctx).HeartbeatTimeout; t > 0 {
 		every = max(t/3, 10*time.Millisecond)
 	}
-	activity.RecordHeartbeat(ctx, progress.get())
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() {

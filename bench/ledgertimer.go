@@ -129,9 +129,9 @@ func (d *timedLedger) GetItem(ctx context.Context, ref string) ([]byte, error) {
 	return d.l.GetItem(ctx, ref)
 }
 
-func (d *timedLedger) CommitTurn(ctx context.Context, turnID string, output []byte) ([]byte, error) {
+func (d *timedLedger) CommitTurn(ctx context.Context, turnID string, output []byte, items ...[]byte) ([]byte, error) {
 	defer d.t.since(mCommitTurn, time.Now())
-	return d.l.CommitTurn(ctx, turnID, output)
+	return d.l.CommitTurn(ctx, turnID, output, items...)
 }
 
 func (d *timedLedger) GetTurn(ctx context.Context, turnID string) ([]byte, error) {

@@ -10,6 +10,30 @@ import (
 // its own on the worker's one writer connection.
 var writeCalls = []string{"Claim", "MarkRunning", "Renew", "Complete", "Release", "TakeForReconcile", "PutItem", "CommitTurn"}
 
+// writeMix lists, per task, the write calls c made: "Claim 4, Complete 4, …",
+// in writeCalls' order, leaving out those it did not make.
+func writeMix(c *loadStats, tasks float64) string {
+	var parts []string
+	for _, m := range writeCalls {
+		if calls := float64(c.methods[m].calls) / tasks; calls >= 0.05 {
+			parts = append(parts, fmt.Sprintf("%s %.1f", m, calls))
+		}
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// writesPerTask is how many write calls c made per task.
+func writesPerTask(c *loadStats, tasks float64) float64 {
+	var calls float64
+	for _, m := range writeCalls {
+		calls += float64(c.methods[m].calls)
+	}
+	return calls / tasks
+}
+
 // activityRunning sums the phases in which a task's activities run.
 func activityRunning(ps phaseSums) time.Duration {
 	return ps.perTask(phaseModel) + ps.perTask(phaseTool) + ps.perTask(phaseDeliver) + ps.perTask(phaseOtherRun)
@@ -19,13 +43,14 @@ func activityRunning(ps phaseSums) time.Duration {
 // throughput target: where capstan's extra time goes and what would
 // shorten it. It returns "" when both are met.
 func (r *results) whyNotes() string {
-	var latencyMissed, throughputMissed bool
+	var latencyMissed, throughputMissed, ledgerMissed bool
 	for _, t := range r.targets() {
 		if t.status != missed {
 			continue
 		}
 		latencyMissed = latencyMissed || strings.Contains(t.what, "latency")
 		throughputMissed = throughputMissed || strings.Contains(t.what, "throughput")
+		ledgerMissed = ledgerMissed || strings.Contains(t.what, "ledger's share")
 	}
 	var w strings.Builder
 	p := func(format string, args ...any) { fmt.Fprintf(&w, format+"\n", args...) }
@@ -62,14 +87,12 @@ func (r *results) whyNotes() string {
 				perWrite = cpuMS(time.Duration(float64(writeTime) / writes))
 			}
 			heartbeats := float64(c.rpcs["RecordActivityTaskHeartbeat"]) / float64(n)
-			p("**Where capstan's latency goes at N = 10 on %s.** Its activities ran %s per task against bare's %s; %s of capstan's is inside ledger calls, %s of it in %.0f write transactions per task (%.0f PutItem; Claim, MarkRunning, Renew, Complete and CommitTurn about %.0f each).",
-				workersLabel(workers), ms(activityRunning(cp)), ms(activityRunning(bp)), ms(c.ledger/n), ms(writeTime), writes,
-				float64(c.methods["PutItem"].calls)/float64(n), float64(c.methods["Claim"].calls)/float64(n))
-			p("Each write is fsynced (SQLite synchronous=FULL) and waits for the worker's one writer connection (and for the other workers' writes to the same file): a write took %s on average at N = 1 and %s at N = 10.", alone, perWrite)
-			p("Each capstan activity also sends a heartbeat as it starts, before it calls anything (%.0f RecordActivityTaskHeartbeat per task; bare sends none).", heartbeats)
-			p("What would shorten it, largest first: one write transaction for the items an activity commits (its messages, the manifest, the tool arguments) instead of one PutItem each;")
-			p("no lease renewal in the heartbeat that starts right after a fresh claim (Renew follows Claim and MarkRunning within milliseconds); the first heartbeat sent without holding up the call;")
-			p("and, for pools, the PostgreSQL ledger, whose writers do not queue on one file (claims/s at 8 claimers above). Relaxing synchronous=FULL would trade away the durability the at-most-once rules rest on, so it is not on the list.")
+			p("**Where capstan's latency goes at N = 10 on %s.** Its activities ran %s per task against bare's %s; %s of capstan's is inside ledger calls, %s of it in %.0f write transactions per task (%s).",
+				workersLabel(workers), ms(activityRunning(cp)), ms(activityRunning(bp)), ms(c.ledger/n), ms(writeTime), writes, writeMix(c, float64(n)))
+			p("Each write is fsynced (SQLite synchronous=FULL) and waits for the worker's one writer connection (and for the other workers' writes to the same file, in SQLite's busy handler): a write took %s on average at N = 1 and %s at N = 10.", alone, perWrite)
+			p("Each model turn also sends a heartbeat as it starts (its details carry the attempt's phase): %.0f RecordActivityTaskHeartbeat per task; bare sends none.", heartbeats)
+			p("What is left is one fsynced write per step that must be durable before the next: a claim before each call is sent, an outcome before each operation returns, a commit per turn.")
+			p("For pools, the PostgreSQL ledger's writers do not queue on one file (claims/s at 8 claimers above). Relaxing synchronous=FULL would trade away the durability the at-most-once rules rest on, so it is not on the list.")
 			p("")
 		}
 	}
@@ -86,13 +109,30 @@ func (r *results) whyNotes() string {
 			p("**Where capstan's throughput goes at N = 100 on %s.** A task costs %s of CPU with capstan (dev server %s, this process %s) against %s bare (%s, %s).",
 				workersLabel(workers), cpuMS(cs+cw), cpuMS(cs), cpuMS(cw), cpuMS(bs+bw), cpuMS(bs), cpuMS(bw))
 			p("When every core is busy that alone predicts a ratio of %.2f×; the run measured %.2f×, so the extra CPU is what costs the throughput.", predicted, measured)
-			p("On the server it pays for what capstan asks of it beyond bare: %.0f heartbeats per task (one as each activity starts), and the search-attribute updates and version markers of the events above.",
+			p("On the server it pays for what capstan asks of it beyond bare: %.0f heartbeats per task (one as each model turn starts), and the search-attribute updates and version markers of the events above.",
 				float64(c.rpcs["RecordActivityTaskHeartbeat"])/n)
-			p("In the worker (the profile below) it is mostly SQLite, its fsyncs (system calls) and the garbage of the ledger's JSON.")
-			p("What would lower it: no heartbeat as an activity starts (Temporal counts the heartbeat timeout from the start, so a first beat one interval in still notices a lost worker in time),")
-			p("and fewer ledger write transactions per task (one per activity for the items it commits, no lease renewal right after a fresh claim).")
+			p("In the worker (the profile below) it is mostly SQLite, its fsyncs (system calls) and the garbage of the ledger's JSON (%s writes per task: %s).", fmt.Sprintf("%.0f", writesPerTask(c, n)), writeMix(c, n))
 			p("")
 		}
+	}
+	if ledgerMissed {
+		workers, share := targetWorkers, 0.0
+		for _, n := range []int{1, 2} {
+			if c := r.cell(kindCapstan, n, 100); c != nil && c.ledgerShare() > share {
+				workers, share = n, c.ledgerShare()
+			}
+		}
+		c := r.cell(kindCapstan, workers, 100)
+		done, failed := c.tasks()
+		n := time.Duration(max(done+failed, 1))
+		var writeTime time.Duration
+		for _, m := range writeCalls {
+			writeTime += c.methods[m].time / n
+		}
+		p("**Where the ledger's time goes at N = 100 on %s.** %s per task inside ledger calls, %s of it in writes (%s): each write is a fsynced transaction, and they queue behind each worker's one writer connection and, with two workers, on the lock of their one SQLite file.",
+			workersLabel(workers), ms(c.ledger/n), ms(writeTime), writeMix(c, float64(n)))
+		p("A pool of workers belongs on the PostgreSQL ledger, whose writers do not queue on one file.")
+		p("")
 	}
 	return strings.TrimRight(w.String(), "\n")
 }

@@ -88,6 +88,13 @@ type ClaimRequest struct {
 	Op    Operation // identity fields: ID, Tenant, TaskID, TurnID, ToolCallID, Kind, BusinessKey, RequestHash
 	Owner string    // worker identity + activity attempt
 	Lease time.Duration
+	// Running claims the operation straight into RUNNING, counting the
+	// attempt, as a claim followed by MarkRunning(nil facts) would, in one
+	// write. It is for an attempt that has nothing left to check or record
+	// before it sends: from the moment the claim is durable the request may
+	// be on the wire, so a lease that runs out must be reconciled, never
+	// taken over. It changes nothing when the claim is not granted.
+	Running bool
 }
 
 // ClaimResult is the operation as it stands after the claim.
@@ -104,6 +111,11 @@ type Completion struct {
 	ExternalID string
 	Result     []byte
 	Error      string
+	// Items are transcript items (as PutItem stores them) written in the
+	// same transaction as the completion: the message that tells the model
+	// what the call did is durable exactly when the outcome is. Nothing is
+	// stored when the completion is refused.
+	Items [][]byte
 }
 
 // Store is the ledger. Implementations: sqlite (embedded default) and
@@ -150,8 +162,11 @@ type Store interface {
 	// CommitTurn records the committed output of a model turn under its
 	// turn id, once: the first commit wins, and every later one (a
 	// redelivered activity, a zombie attempt, a reset) gets the output
-	// that was committed first. It returns the stored output.
-	CommitTurn(ctx context.Context, turnID string, output []byte) ([]byte, error)
+	// that was committed first. It returns the stored output. items are
+	// transcript items (as PutItem stores them) written in the same
+	// transaction, whichever commit wins, so the items a committed output
+	// refers to are stored when, and only when, it is.
+	CommitTurn(ctx context.Context, turnID string, output []byte, items ...[]byte) ([]byte, error)
 	// GetTurn returns a turn's committed output, or ErrNotFound.
 	GetTurn(ctx context.Context, turnID string) ([]byte, error)
 

@@ -36,7 +36,7 @@ func LeaseLive(op Operation, now time.Time) bool {
 }
 
 // NewClaim is the operation a claim inserts for an id the ledger has not
-// seen: CLAIMED at fence 1 by req.Owner until now+req.Lease, with the
+// seen: CLAIMED (RUNNING, its first attempt counted, when req.Running) at fence 1 by req.Owner until now+req.Lease, with the
 // caller's identity fields and no outcome.
 func NewClaim(req ClaimRequest, now time.Time) Operation {
 	op := req.Op
@@ -47,7 +47,18 @@ func NewClaim(req ClaimRequest, now time.Time) Operation {
 	op.AttemptCount = 0
 	op.ExternalID, op.Result, op.Error, op.Facts = "", nil, "", nil
 	op.CreatedAt, op.UpdatedAt = now, now
+	markRunningAtClaim(&op, req)
 	return op
+}
+
+// markRunningAtClaim makes a granted claim of a ClaimRequest with Running
+// what MarkRunning with no facts would have made it: RUNNING, this attempt
+// counted.
+func markRunningAtClaim(op *Operation, req ClaimRequest) {
+	if req.Running {
+		op.State = StateRunning
+		op.AttemptCount++
+	}
 }
 
 // DecideClaim is the claim rule for an existing operation cur. It returns
@@ -90,7 +101,8 @@ func DecideClaim(cur Operation, req ClaimRequest, now time.Time) (ClaimStatus, e
 }
 
 // Reclaim is cur as a (re)claim that DecideClaim allowed leaves it: a new
-// fence, a fresh lease for req.Owner, the caller's turn and tool call ids
+// fence, a fresh lease for req.Owner, CLAIMED (RUNNING with the attempt
+// counted when req.Running), the caller's turn and tool call ids
 // when given, and the outcome and facts of an earlier attempt cleared (the
 // new attempt records its own facts when it marks the operation RUNNING).
 // Attempts are counted across claims, so AttemptCount is kept.
@@ -108,6 +120,7 @@ func Reclaim(cur Operation, req ClaimRequest, now time.Time) Operation {
 	}
 	op.ExternalID, op.Result, op.Error, op.Facts = "", nil, "", nil
 	op.UpdatedAt = now
+	markRunningAtClaim(&op, req)
 	return op
 }
 

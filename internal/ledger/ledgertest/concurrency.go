@@ -185,3 +185,46 @@ func BenchmarkClaimers(b *testing.B, claimers int, newStore func(b *testing.B) l
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "claims/s")
 }
+
+// 32 writes at once, every other one refused for its stale fence: each
+// refused write changes nothing and each accepted one is stored, whichever
+// writes a store runs together (SQLite commits concurrent writes in one
+// transaction). Run with -race.
+func testConcurrentWritesFailAlone(h *h) {
+	const n = 32
+	ops := make([]ledger.Operation, n)
+	for i := range ops {
+		ops[i] = h.claimRunning(raceOwner(i), newOp(fmt.Sprintf("op-mixed-%02d", i), "task-mixed"))
+	}
+	err := race(n, func(i int) error {
+		fence := ops[i].Fence
+		if i%2 == 1 {
+			fence++ // a fence this operation never had
+		}
+		err := h.s.Complete(h.ctx, ledger.Completion{ID: ops[i].ID, Fence: fence, State: ledger.StateSucceeded,
+			ExternalID: fmt.Sprintf("e-%02d", i), Items: [][]byte{fmt.Appendf(nil, "item %02d", i)}})
+		switch {
+		case i%2 == 0 && err != nil:
+			return fmt.Errorf("Complete of %s under its fence: %w", ops[i].ID, err)
+		case i%2 == 1 && !errors.Is(err, ledger.ErrFenced):
+			return fmt.Errorf("Complete of %s under a stale fence: %v, want ErrFenced", ops[i].ID, err)
+		}
+		return nil
+	})
+	if err != nil {
+		h.Fatal(err)
+	}
+	for i, op := range ops {
+		got := h.get(op.ID)
+		_, itemErr := h.s.GetItem(h.ctx, ledger.ItemRef(fmt.Appendf(nil, "item %02d", i)))
+		if i%2 == 0 {
+			if got.State != ledger.StateSucceeded || got.ExternalID != fmt.Sprintf("e-%02d", i) || itemErr != nil {
+				h.Errorf("%s after its accepted Complete: %s %q, item %v; want SUCCEEDED and its item stored", op.ID, got.State, got.ExternalID, itemErr)
+			}
+			continue
+		}
+		if d := diff(got, op); d != "" || !errors.Is(itemErr, ledger.ErrNotFound) {
+			h.Errorf("%s after its refused Complete: %s, item %v; want it unchanged and no item", op.ID, d, itemErr)
+		}
+	}
+}

@@ -100,7 +100,8 @@ type testCase struct {
 }
 
 // cases lists every subtest; the rules live in claim.go, writes.go,
-// misc.go, turns.go, renew.go, reconcile.go, facts.go and concurrency.go.
+// misc.go, turns.go, renew.go, reconcile.go, facts.go, batched.go and
+// concurrency.go.
 var cases = []testCase{
 	{"ClaimNew", testClaimNew},
 	{"ClaimValidation", testClaimValidation},
@@ -138,6 +139,11 @@ var cases = []testCase{
 	{"RenewRules", testRenewRules},
 	{"TurnCommitsOnce", testTurnCommitsOnce},
 	{"ConcurrentTurnCommitsAgree", testConcurrentTurnCommits},
+	{"ClaimRunning", testClaimRunning},
+	{"ReclaimRunning", testReclaimRunning},
+	{"CompleteStoresItems", testCompleteStoresItems},
+	{"CommitTurnStoresItems", testCommitTurnStoresItems},
+	{"ConcurrentWritesFailAlone", testConcurrentWritesFailAlone},
 }
 
 // h is the harness one subtest works with.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -24,6 +25,18 @@ func (s *Store) PutItem(ctx context.Context, data []byte) (string, error) {
 		return "", fmt.Errorf("ledger/postgres: put item %s (%d bytes): %w", ref, len(data), err)
 	}
 	return ref, nil
+}
+
+// queueItems queues on b the inserts of items, as PutItem would make them,
+// each stamped now.
+func queueItems(b *pgx.Batch, items [][]byte, now time.Time) {
+	for _, data := range items {
+		if data == nil {
+			data = []byte{}
+		}
+		b.Queue("INSERT INTO items (ref, data, size, created_at) VALUES ($1, $2, $3, $4) ON CONFLICT (ref) DO NOTHING",
+			ledger.ItemRef(data), data, len(data), now)
+	}
 }
 
 // GetItem implements ledger.Store. A malformed reference is an error that is

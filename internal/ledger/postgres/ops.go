@@ -116,11 +116,11 @@ func (s *Store) claimExisting(ctx context.Context, req ledger.ClaimRequest) (led
 		op := ledger.Reclaim(cur, req, now)
 		op.LeaseExpiresAt = op.LeaseExpiresAt.Truncate(time.Microsecond)
 		_, err = tx.Exec(ctx, `UPDATE operations SET state = $1, lease_owner = $2,
-			lease_expires_at = $3, fence = $4, turn_id = $5, tool_call_id = $6,
-			external_id = '', result = NULL, error = '', facts = NULL, updated_at = $7
-			WHERE operation_id = $8 AND fence = $9`,
+			lease_expires_at = $3, fence = $4, turn_id = $5, tool_call_id = $6, attempt_count = $7,
+			external_id = '', result = NULL, error = '', facts = NULL, updated_at = $8
+			WHERE operation_id = $9 AND fence = $10`,
 			string(op.State), op.LeaseOwner, op.LeaseExpiresAt, op.Fence,
-			op.TurnID, op.ToolCallID, now, cur.ID, cur.Fence)
+			op.TurnID, op.ToolCallID, op.AttemptCount, now, cur.ID, cur.Fence)
 		if err != nil {
 			return fmt.Errorf("update: %w", err)
 		}
@@ -189,18 +189,21 @@ func (s *Store) Renew(ctx context.Context, id string, fence int64, lease time.Du
 
 // Complete implements ledger.Store under ledger.CheckComplete. It writes
 // State, ExternalID, Result and Error as given and clears the lease expiry;
-// LeaseOwner is kept as the last holder.
+// LeaseOwner is kept as the last holder. The UPDATE and the inserts of its
+// Items go to the server as one batch inside the transaction.
 func (s *Store) Complete(ctx context.Context, c ledger.Completion) error {
 	err := ledger.ValidateCompletion(c)
 	if err == nil {
 		err = s.writeUnderFence(ctx, "complete", c.ID, c.Fence,
 			func(cur ledger.Operation, _ time.Time) error { return ledger.CheckComplete(cur, c.Fence) },
 			func(tx pgx.Tx, now time.Time) error {
-				_, err := tx.Exec(ctx, `UPDATE operations SET state = $1, external_id = $2,
+				b := &pgx.Batch{}
+				b.Queue(`UPDATE operations SET state = $1, external_id = $2,
 					result = $3, error = $4, lease_expires_at = NULL, updated_at = $5
 					WHERE operation_id = $6 AND fence = $7`,
 					string(c.State), c.ExternalID, c.Result, c.Error, now, c.ID, c.Fence)
-				return err
+				queueItems(b, c.Items, now)
+				return tx.SendBatch(ctx, b).Close()
 			})
 	}
 	if err != nil {

@@ -10,21 +10,26 @@ import (
 	"github.com/capstanhq/capstan/internal/ledger"
 )
 
-// CommitTurn implements ledger.Store in one statement.
-func (s *Store) CommitTurn(ctx context.Context, turnID string, output []byte) ([]byte, error) {
+// CommitTurn implements ledger.Store in one round trip: the inserts of the
+// items and of the turn go as one batch, which the server runs as one
+// implicit transaction.
+func (s *Store) CommitTurn(ctx context.Context, turnID string, output []byte, items ...[]byte) ([]byte, error) {
 	if turnID == "" {
 		return nil, errors.New("ledger/postgres: commit turn: empty turn id")
 	}
 	if output == nil {
 		output = []byte{}
 	}
+	now := s.clock()
+	b := &pgx.Batch{}
+	queueItems(b, items, now)
 	// ON CONFLICT DO UPDATE with a no-op assignment returns the existing
 	// row, locked, so the first commit's output comes back to everyone.
 	var stored []byte
-	err := s.pool.QueryRow(ctx, `INSERT INTO turns (turn_id, output, created_at) VALUES ($1, $2, $3)
+	b.Queue(`INSERT INTO turns (turn_id, output, created_at) VALUES ($1, $2, $3)
 		ON CONFLICT (turn_id) DO UPDATE SET turn_id = turns.turn_id RETURNING output`,
-		turnID, output, s.clock()).Scan(&stored)
-	if err != nil {
+		turnID, output, now).QueryRow(func(row pgx.Row) error { return row.Scan(&stored) })
+	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
 		return nil, fmt.Errorf("ledger/postgres: commit turn %s: %w", turnID, err)
 	}
 	return nonNil(stored), nil

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/capstanhq/capstan/internal/ledger"
 )
@@ -16,13 +17,27 @@ func (s *Store) PutItem(ctx context.Context, data []byte) (string, error) {
 		data = []byte{}
 	}
 	ref := ledger.ItemRef(data)
-	_, err := s.w.ExecContext(ctx,
-		"INSERT OR IGNORE INTO items (ref, data, size, created_at) VALUES (?, ?, ?, ?)",
-		ref, data, len(data), toNanos(s.now().UTC()))
+	err := s.inTx(ctx, func(tx *sql.Tx) error { return putItems(ctx, tx, [][]byte{data}, s.now().UTC()) })
 	if err != nil {
 		return "", fmt.Errorf("ledger/sqlite: put item %s (%d bytes): %w", ref, len(data), err)
 	}
 	return ref, nil
+}
+
+// putItems inserts items in tx, as PutItem would, each stamped now.
+func putItems(ctx context.Context, tx *sql.Tx, items [][]byte, now time.Time) error {
+	for _, data := range items {
+		if data == nil {
+			data = []byte{}
+		}
+		ref := ledger.ItemRef(data)
+		if _, err := tx.ExecContext(ctx,
+			"INSERT OR IGNORE INTO items (ref, data, size, created_at) VALUES (?, ?, ?, ?)",
+			ref, data, len(data), toNanos(now)); err != nil {
+			return fmt.Errorf("put item %s (%d bytes): %w", ref, len(data), err)
+		}
+	}
+	return nil
 }
 
 // GetItem implements ledger.Store. A malformed reference is an error that is

@@ -87,11 +87,11 @@ func (s *Store) Claim(ctx context.Context, req ledger.ClaimRequest) (ledger.Clai
 		}
 		op := ledger.Reclaim(cur, req, now)
 		_, err = tx.ExecContext(ctx, `UPDATE operations SET state = ?, lease_owner = ?,
-			lease_expires_at = ?, fence = ?, turn_id = ?, tool_call_id = ?,
+			lease_expires_at = ?, fence = ?, turn_id = ?, tool_call_id = ?, attempt_count = ?,
 			external_id = '', result = NULL, error = '', facts = NULL, updated_at = ?
 			WHERE operation_id = ? AND fence = ?`,
 			string(op.State), op.LeaseOwner, toNanos(op.LeaseExpiresAt), op.Fence,
-			op.TurnID, op.ToolCallID, toNanos(now), id, cur.Fence)
+			op.TurnID, op.ToolCallID, op.AttemptCount, toNanos(now), id, cur.Fence)
 		if err != nil {
 			return fmt.Errorf("update: %w", err)
 		}
@@ -165,7 +165,8 @@ func (s *Store) Renew(ctx context.Context, id string, fence int64, lease time.Du
 
 // Complete implements ledger.Store under ledger.CheckComplete. It writes
 // State, ExternalID, Result and Error as given and clears the lease expiry;
-// LeaseOwner is kept as the last holder.
+// LeaseOwner is kept as the last holder. Its Items are inserted in the same
+// transaction.
 func (s *Store) Complete(ctx context.Context, c ledger.Completion) error {
 	err := ledger.ValidateCompletion(c)
 	if err == nil {
@@ -176,7 +177,10 @@ func (s *Store) Complete(ctx context.Context, c ledger.Completion) error {
 					result = ?, error = ?, lease_expires_at = NULL, updated_at = ?
 					WHERE operation_id = ? AND fence = ?`,
 					string(c.State), c.ExternalID, c.Result, c.Error, toNanos(now), c.ID, c.Fence)
-				return err
+				if err != nil {
+					return err
+				}
+				return putItems(ctx, tx, c.Items, now)
 			})
 	}
 	if err != nil {

@@ -9,6 +9,9 @@
 //     claim decision can never be based on a row that changed before commit.
 //   - Inside a process all writes go through a single connection; readers use
 //     their own connections and, thanks to WAL, never block the writer.
+//   - Concurrent writes share commits (group commit, groupcommit.go): each
+//     runs in a savepoint of one transaction, and none returns before the
+//     COMMIT that holds it; a write that fails is undone alone.
 //   - Open returns only once journal_mode=WAL, busy_timeout=5000 ms,
 //     synchronous=FULL and foreign_keys=ON are verified on a live
 //     connection and the schema exists. A committed write survives a process
@@ -66,6 +69,8 @@ type Store struct {
 	log    *slog.Logger
 	closed sync.Once
 	cerr   error
+
+	wq *writeQueue // every write goes through it (group commit, groupcommit.go)
 }
 
 var _ ledger.Store = (*Store)(nil)
@@ -87,7 +92,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("ledger/sqlite: open %q: create parent directory: %w", path, err)
 	}
 
-	s := &Store{path: abs, now: opts.Now, log: opts.Logger}
+	s := &Store{path: abs, now: opts.Now, log: opts.Logger, wq: newWriteQueue()}
 	if s.now == nil {
 		s.now = time.Now
 	}
@@ -313,23 +318,6 @@ func addFactsColumn(ctx context.Context, tx *sql.Tx) error {
 	}
 	if _, err := tx.ExecContext(ctx, "ALTER TABLE operations ADD COLUMN facts BLOB"); err != nil {
 		return fmt.Errorf("add the facts column: %w", err)
-	}
-	return nil
-}
-
-// inTx runs fn in a write transaction (BEGIN IMMEDIATE) and commits it when fn
-// returns nil.
-func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
-	tx, err := s.w.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("begin: %w", err)
-	}
-	if err := fn(tx); err != nil {
-		tx.Rollback()
-		return err
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("commit: %w", err)
 	}
 	return nil
 }

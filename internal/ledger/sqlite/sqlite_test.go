@@ -274,3 +274,22 @@ func TestUpgradeFromVersion2AddsFacts(t *testing.T) {
 		}
 	}
 }
+
+// A write whose context has ended is not run: it fails with the context's
+// error and writes nothing, whether or not other writes share its commit.
+func TestCancelledWriteWritesNothing(t *testing.T) {
+	s, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "ledger.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	req := ledger.ClaimRequest{Op: ledger.Operation{ID: "op-1", Kind: "k", RequestHash: "h"}, Owner: "w#1", Lease: time.Minute}
+	if _, err := s.Claim(ctx, req); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Claim with a cancelled context: %v, want context.Canceled", err)
+	}
+	if _, err := s.Get(context.Background(), "op-1"); !errors.Is(err, ledger.ErrNotFound) {
+		t.Fatalf("Get after the cancelled claim: %v, want ErrNotFound", err)
+	}
+}

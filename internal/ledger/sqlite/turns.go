@@ -9,22 +9,33 @@ import (
 	"github.com/capstanhq/capstan/internal/ledger"
 )
 
-// CommitTurn implements ledger.Store: INSERT OR IGNORE, then read back what
-// won, on the one writer connection so the two statements see each other.
-func (s *Store) CommitTurn(ctx context.Context, turnID string, output []byte) ([]byte, error) {
+// CommitTurn implements ledger.Store: one write transaction inserts the
+// items, then INSERT OR IGNORE the turn and reads back what won, so the
+// statements see each other and the items are durable with the commit.
+func (s *Store) CommitTurn(ctx context.Context, turnID string, output []byte, items ...[]byte) ([]byte, error) {
 	if turnID == "" {
 		return nil, errors.New("ledger/sqlite: commit turn: empty turn id")
 	}
 	if output == nil {
 		output = []byte{}
 	}
-	if _, err := s.w.ExecContext(ctx, "INSERT OR IGNORE INTO turns (turn_id, output, created_at) VALUES (?, ?, ?)",
-		turnID, output, toNanos(s.now().UTC())); err != nil {
-		return nil, fmt.Errorf("ledger/sqlite: commit turn %s: %w", turnID, err)
-	}
 	var stored []byte
-	if err := s.w.QueryRowContext(ctx, "SELECT output FROM turns WHERE turn_id = ?", turnID).Scan(&stored); err != nil {
-		return nil, fmt.Errorf("ledger/sqlite: read committed turn %s: %w", turnID, err)
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		now := s.now().UTC()
+		if err := putItems(ctx, tx, items, now); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, "INSERT OR IGNORE INTO turns (turn_id, output, created_at) VALUES (?, ?, ?)",
+			turnID, output, toNanos(now)); err != nil {
+			return err
+		}
+		if err := tx.QueryRowContext(ctx, "SELECT output FROM turns WHERE turn_id = ?", turnID).Scan(&stored); err != nil {
+			return fmt.Errorf("read back: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("ledger/sqlite: commit turn %s: %w", turnID, err)
 	}
 	return nonNil(stored), nil
 }
