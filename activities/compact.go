@@ -128,7 +128,8 @@ type TruncateResult struct {
 // failed. It calls no model; its items are content-addressed, so a retry
 // writes the same manifest.
 func (a *Activities) TruncateTranscript(ctx context.Context, in TruncateInput) (TruncateResult, error) {
-	refs, msgs, err := a.loadTranscript(ctx, ModelTurnInput{TaskID: in.TaskID, TurnID: in.TurnID, Transcript: in.Transcript, Append: in.Append, Seed: in.Seed})
+	var pending pendingItems
+	refs, msgs, err := a.loadTranscript(ctx, ModelTurnInput{TaskID: in.TaskID, TurnID: in.TurnID, Transcript: in.Transcript, Append: in.Append, Seed: in.Seed}, &pending)
 	if err != nil {
 		return TruncateResult{}, err
 	}
@@ -136,13 +137,20 @@ func (a *Activities) TruncateTranscript(ctx context.Context, in TruncateInput) (
 	if from == to {
 		return TruncateResult{}, nil
 	}
-	item, err := a.putMessage(ctx, truncationMarker(to-from))
+	item, err := pending.message(truncationMarker(to - from))
 	if err != nil {
 		return TruncateResult{}, err
 	}
-	transcript, err := a.saveManifest(ctx, replaceSpan(refs, from, to, item))
+	transcript, err := pending.manifest(replaceSpan(refs, from, to, item))
 	if err != nil {
 		return TruncateResult{}, err
+	}
+	// The seed messages, the marker, then the manifest that refers to
+	// them: each item is stored before anything that names it.
+	for _, data := range pending.data {
+		if _, err := a.Ledger.PutItem(ctx, data); err != nil {
+			return TruncateResult{}, fmt.Errorf("store transcript item: %w", err)
+		}
 	}
 	a.Logger.InfoContext(logids.With(ctx, logids.IDs{TaskID: in.TaskID, TurnID: in.TurnID}), "transcript truncated behind a marker", "removed", to-from)
 	return TruncateResult{Transcript: transcript, Removed: to - from}, nil

@@ -197,7 +197,7 @@ loop:
 	}
 	permit.Done(breaker.Success)
 	if in.Compact {
-		return a.commitSummary(ctx, in, refs, from, to, out, phase(), acc.Events())
+		return a.commitSummary(ctx, in, &commit, refs, from, to, out, phase(), acc.Events())
 	}
 
 	// Commit: the assistant item joins the transcript only now.
@@ -226,18 +226,19 @@ loop:
 }
 
 // commitSummary commits a compaction: the transcript with items [from, to)
-// replaced by the summary the model wrote.
-func (a *Activities) commitSummary(ctx context.Context, in ModelTurnInput, refs []string, from, to int, out model.Output, phase model.Phase, events int) (ModelTurnResult, error) {
-	item, err := a.putMessage(ctx, summaryItem(to-from, out.Text))
+// replaced by the summary the model wrote, stored with the items pending
+// (the seed messages loadTranscript held) in the turn's one commit.
+func (a *Activities) commitSummary(ctx context.Context, in ModelTurnInput, pending *pendingItems, refs []string, from, to int, out model.Output, phase model.Phase, events int) (ModelTurnResult, error) {
+	item, err := pending.message(summaryItem(to-from, out.Text))
 	if err != nil {
 		return ModelTurnResult{}, err
 	}
-	transcript, err := a.saveManifest(ctx, replaceSpan(refs, from, to, item))
+	transcript, err := pending.manifest(replaceSpan(refs, from, to, item))
 	if err != nil {
 		return ModelTurnResult{}, err
 	}
 	return a.commitTurn(ctx, in.TurnID, ModelTurnResult{AttemptID: in.AttemptID, Transcript: transcript, Text: out.Text,
-		FinishReason: out.FinishReason, Usage: out.Usage, Phase: phase, Events: events, Compacted: to - from})
+		FinishReason: out.FinishReason, Usage: out.Usage, Phase: phase, Events: events, Compacted: to - from}, pending.data)
 }
 
 // committedTurn returns the recorded output of a turn that already

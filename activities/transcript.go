@@ -126,14 +126,3 @@ func (a *Activities) loadTranscript(ctx context.Context, in ModelTurnInput, pend
 	return refs, msgs, nil
 }
 
-func (a *Activities) saveManifest(ctx context.Context, refs []string) (string, error) {
-	data, err := json.Marshal(manifest{Items: refs})
-	if err != nil {
-		return "", fmt.Errorf("encode transcript manifest: %w", err)
-	}
-	ref, err := a.Ledger.PutItem(ctx, data)
-	if err != nil {
-		return "", fmt.Errorf("store transcript manifest: %w", err)
-	}
-	return ref, nil
-}
