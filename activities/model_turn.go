@@ -150,7 +150,13 @@ func (a *Activities) ModelTurn(ctx context.Context, in ModelTurnInput) (result M
 		r.Events, r.Chars, r.PreviewTail = acc.Events(), acc.Chars(), acc.PreviewTail(80)
 		return r
 	}
-	activity.RecordHeartbeat(ctx, snapshot())
+	// The first beat makes the attempt known at once (its phase, and the
+	// stream hub a follower reads it from). The SDK sends a first beat
+	// synchronously, a round trip to the server, so it goes on its own
+	// goroutine: the request is already under way, and its first events
+	// must not wait on the server. Later beats are the SDK's to batch.
+	first := snapshot()
+	go activity.RecordHeartbeat(ctx, first)
 
 	var streamErr error
 loop:
