@@ -18,7 +18,7 @@ import (
 // BreakerOpen error within the activity's attempts and read a breaker_open
 // attempt as an outcome the guard has no row for.
 func (t *task) waitsOnBreakers(ctx workflow.Context) bool {
-	return workflow.GetVersion(ctx, changeBreakerWaits, workflow.DefaultVersion, 1) != workflow.DefaultVersion
+	return t.changed(ctx, changeBreakerWaits)
 }
 
 // waitForBreaker waits d for breaker key, which kept what from being sent.

@@ -315,6 +315,9 @@ func TestFailureMapping(t *testing.T) {
 			env := suite.NewTestWorkflowEnvironment()
 			env.RegisterActivity(&activities.Activities{})
 			tt.setup(env)
+			if tt.v2 || tt.v3early || tt.v4early { // a task started before changeAllSince7
+				env.OnGetVersion("all-changes-v7", workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
+			}
 			if tt.v2 {
 				env.OnGetVersion("reconcile-unknown-operations", workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
 			}

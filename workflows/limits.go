@@ -23,7 +23,7 @@ const workerLimitsTimeout = 10 * time.Second
 // fit ends invalid_limits before anything is sent. The settled limits are
 // carried into the next run by continue-as-new with the rest of the input.
 func (t *task) settleLimits(ctx workflow.Context) error {
-	if workflow.GetVersion(ctx, changeWorkerLimits, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+	if !t.changed(ctx, changeWorkerLimits) {
 		return nil
 	}
 	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{ScheduleToCloseTimeout: workerLimitsTimeout})

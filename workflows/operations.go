@@ -72,7 +72,7 @@ func (t *task) declare(ctx workflow.Context, tid string, turn, position int, c a
 	key := c.BusinessKey
 	var n string
 	if key == "" {
-		if workflow.GetVersion(ctx, changeOperationIDByPosition, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		if !t.changed(ctx, changeOperationIDByPosition) {
 			if err := workflow.SideEffect(ctx, func(workflow.Context) any { return uuid.NewString() }).Get(&n); err != nil {
 				return d, err
 			}

@@ -14,7 +14,7 @@ import (
 // reconciles reports whether this task settles unknown outcomes by asking
 // (changeReconcile) rather than failing on them.
 func (t *task) reconciles(ctx workflow.Context) bool {
-	return workflow.GetVersion(ctx, changeReconcile, workflow.DefaultVersion, 1) != workflow.DefaultVersion
+	return t.changed(ctx, changeReconcile)
 }
 
 // maxReexecutions bounds how often a tool operation confirmed absent is

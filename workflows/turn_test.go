@@ -403,6 +403,7 @@ func TestCutAnswer(t *testing.T) {
 	})
 	t.Run("before model-turns-complete a cut answer was delivered as it was", func(t *testing.T) {
 		r := runTask(t, workflows.AgentTaskInput{}, []reply{answer("half", "length")}, func(env *testsuite.TestWorkflowEnvironment, _ *script) {
+			env.OnGetVersion("all-changes-v7", workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
 			env.OnGetVersion("model-turns-complete", workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
 		})
 		r.wantOutcome(t, workflows.StatusCompleted, "", 1)

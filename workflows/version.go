@@ -1,5 +1,7 @@
 package workflows
 
+import "go.temporal.io/sdk/workflow"
+
 // HistoryVersion labels the released AgentTask logic that new recorded
 // histories come from: `make record-history` writes
 // testdata/<HistoryVersion>-<case>.json, and replay_test.go replays every
@@ -17,7 +19,8 @@ package workflows
 //	v4  changeBreakerWaits
 //	v5  changeModelTurnsComplete
 //	v6  changeWorkerLimits
-const HistoryVersion = "v6"
+//	v7  changeAllSince7
+const HistoryVersion = "v7"
 
 // Changes to workflow logic, each read with workflow.GetVersion where the
 // logic forks. A change id is never reused or removed while a history that
@@ -52,4 +55,18 @@ const (
 	// activity, recorded in history) and keeps them in its input, instead
 	// of model.DefaultLimits.
 	changeWorkerLimits = "worker-limits"
+	// changeAllSince7: one marker, read as a task's run starts, that stands
+	// for every change above at its newest version. A task started since
+	// reads it and no other, so its history carries one version marker
+	// (and one TemporalChangeVersion search-attribute update) instead of
+	// one per change; a task started before it has no such marker and reads
+	// each change where the logic forks, as it did (task.changed).
+	changeAllSince7 = "all-changes-v7"
 )
+
+// changed reports whether change holds for this run of the task: at once
+// for a run that read changeAllSince7 as it started, else by the change's
+// own marker (workflow.GetVersion, read where the logic forks).
+func (t *task) changed(ctx workflow.Context, change string) bool {
+	return t.sinceV7 || workflow.GetVersion(ctx, change, workflow.DefaultVersion, 1) != workflow.DefaultVersion
+}
