@@ -22,16 +22,8 @@ type WorkerLimitsResult struct {
 // task's history with the answer, so every later step — on any worker of
 // the pool, and on replay — reads the same values.
 func (a *Activities) WorkerLimits(_ context.Context, _ WorkerLimitsInput) (WorkerLimitsResult, error) {
-	l := a.ModelLimits
-	d := model.DefaultLimits
-	if l.Idle <= 0 {
-		l.Idle = d.Idle
-	}
-	if l.Total <= 0 {
-		l.Total = d.Total
-	}
-	if l.HeartbeatTimeout <= 0 {
-		l.HeartbeatTimeout = d.HeartbeatTimeout
-	}
+	// The design's defaults under the worker's own; FirstEvent stays unset
+	// unless the worker set it (DefaultLimits sets none).
+	l := a.ModelLimits.Under(model.DefaultLimits)
 	return WorkerLimitsResult{Limits: l}, nil
 }

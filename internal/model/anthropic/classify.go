@@ -6,10 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"time"
 
@@ -42,7 +40,7 @@ func (p *Provider) classifyRequestError(ctx context.Context, rec *model.PhaseRec
 			ae.Err = p.redactErr(err)
 		}
 		if resp != nil {
-			ae.RetryAfter = retryAfter(resp.Header, time.Now())
+			ae.RetryAfter = model.RetryAfter(resp.Header, time.Now())
 		}
 		ae.Outcome = classifyStatus(ae.HTTPStatus, typ, msg)
 		if msg == "" {
@@ -169,32 +167,6 @@ func isOverflow(msg string) bool {
 	return false
 }
 
-// retryAfter reads the delay a provider asked for: retry-after-ms
-// (milliseconds), else Retry-After in seconds or as an HTTP date. Zero means
-// no usable header. Values are not capped here: the turn guard decides what
-// an over-long wait means.
-func retryAfter(h http.Header, now time.Time) time.Duration {
-	if v := strings.TrimSpace(h.Get("Retry-After-Ms")); v != "" {
-		if ms, err := strconv.ParseFloat(v, 64); err == nil && ms > 0 && ms < math.MaxInt64/float64(time.Millisecond) {
-			return time.Duration(ms * float64(time.Millisecond))
-		}
-	}
-	v := strings.TrimSpace(h.Get("Retry-After"))
-	if v == "" {
-		return 0
-	}
-	if sec, err := strconv.ParseFloat(v, 64); err == nil {
-		if sec > 0 && sec < math.MaxInt64/float64(time.Second) {
-			return time.Duration(sec * float64(time.Second))
-		}
-		return 0
-	}
-	if t, err := http.ParseTime(v); err == nil && t.After(now) {
-		return t.Sub(now)
-	}
-	return 0
-}
-
 // scrubbed copies an SDK API error without its request and response: the
 // request carries the credential header (and so does the response, through
 // its Request field), and an AttemptError travels to logs and to Temporal.
@@ -207,12 +179,7 @@ func scrubbed(e *anthropic.Error) *anthropic.Error {
 
 // redact removes the API key from text that is about to leave the provider,
 // in case a server or a URL echoes it.
-func (p *Provider) redact(s string) string {
-	if p.key == "" {
-		return s
-	}
-	return strings.ReplaceAll(s, p.key, "[redacted]")
-}
+func (p *Provider) redact(s string) string { return model.Redact(s, p.key) }
 
 // redactedError is an error whose text has the API key removed: the SDK's
 // API errors quote the response body, which may echo the key.

@@ -1,9 +1,7 @@
 package anthropic
 
 import (
-	"net/http"
 	"testing"
-	"time"
 
 	"github.com/capstanhq/capstan/internal/model"
 )
@@ -66,30 +64,6 @@ func TestClassifyEvent(t *testing.T) {
 		got, msg := classifyEvent(tt.typ, tt.msg, []byte(tt.data))
 		if got != tt.want || msg != tt.wantMsg {
 			t.Errorf("classifyEvent(%q, %q, %s) = %s, %q; want %s, %q", tt.typ, tt.msg, tt.data, got, msg, tt.want, tt.wantMsg)
-		}
-	}
-}
-
-func TestRetryAfter(t *testing.T) {
-	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	tests := []struct {
-		name   string
-		header http.Header
-		want   time.Duration
-	}{
-		{"none", http.Header{}, 0},
-		{"milliseconds", http.Header{"Retry-After-Ms": {"250"}}, 250 * time.Millisecond},
-		{"milliseconds win over seconds", http.Header{"Retry-After-Ms": {"250"}, "Retry-After": {"3"}}, 250 * time.Millisecond},
-		{"bad milliseconds fall back to seconds", http.Header{"Retry-After-Ms": {"soon"}, "Retry-After": {"3"}}, 3 * time.Second},
-		{"seconds", http.Header{"Retry-After": {"20"}}, 20 * time.Second},
-		{"http date", http.Header{"Retry-After": {now.Add(45 * time.Second).Format(http.TimeFormat)}}, 45 * time.Second},
-		{"date in the past", http.Header{"Retry-After": {now.Add(-time.Minute).Format(http.TimeFormat)}}, 0},
-		{"negative", http.Header{"Retry-After": {"-5"}}, 0},
-		{"absurd", http.Header{"Retry-After": {"1e300"}}, 0},
-	}
-	for _, tt := range tests {
-		if got := retryAfter(tt.header, now); got != tt.want {
-			t.Errorf("%s: retryAfter = %s, want %s", tt.name, got, tt.want)
 		}
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -43,7 +42,7 @@ func (p *Provider) classifyRequestError(ctx context.Context, rec *model.PhaseRec
 			ae.Err = err
 		}
 		if resp != nil {
-			ae.RetryAfter = retryAfter(resp.Header, time.Now())
+			ae.RetryAfter = model.RetryAfter(resp.Header, time.Now())
 		}
 		ae.Outcome = classifyStatus(ae.HTTPStatus, code, typ, msg)
 		if msg == "" {
@@ -197,32 +196,6 @@ func containsAny(s string, subs ...string) bool {
 	return false
 }
 
-// retryAfter reads the delay a provider asked for: retry-after-ms
-// (milliseconds), else Retry-After in seconds or as an HTTP date. Zero means
-// no usable header. Values are not capped here: the turn guard decides what
-// an over-long wait means.
-func retryAfter(h http.Header, now time.Time) time.Duration {
-	if v := strings.TrimSpace(h.Get("Retry-After-Ms")); v != "" {
-		if ms, err := strconv.ParseFloat(v, 64); err == nil && ms > 0 && ms < math.MaxInt64/float64(time.Millisecond) {
-			return time.Duration(ms * float64(time.Millisecond))
-		}
-	}
-	v := strings.TrimSpace(h.Get("Retry-After"))
-	if v == "" {
-		return 0
-	}
-	if sec, err := strconv.ParseFloat(v, 64); err == nil {
-		if sec > 0 && sec < math.MaxInt64/float64(time.Second) {
-			return time.Duration(sec * float64(time.Second))
-		}
-		return 0
-	}
-	if t, err := http.ParseTime(v); err == nil && t.After(now) {
-		return t.Sub(now)
-	}
-	return 0
-}
-
 // scrubbed copies an SDK API error without its request and response: the
 // request carries the Authorization header (and so does the response, through
 // its Request field), and an AttemptError travels to logs and to Temporal.
@@ -235,12 +208,7 @@ func scrubbed(e *openai.Error) *openai.Error {
 
 // redact removes the API key from text that is about to leave the provider,
 // in case a server or a URL echoes it.
-func (p *Provider) redact(s string) string {
-	if p.key == "" {
-		return s
-	}
-	return strings.ReplaceAll(s, p.key, "[redacted]")
-}
+func (p *Provider) redact(s string) string { return model.Redact(s, p.key) }
 
 // isDecodeError reports whether err means the stream's bytes arrived but did
 // not form a valid chunk.

@@ -19,7 +19,6 @@ package openai
 import (
 	"context"
 	"log/slog"
-	"net"
 	"net/http"
 	"time"
 
@@ -73,7 +72,7 @@ func New(cfg Config) *Provider {
 	}
 	hc := cfg.HTTPClient
 	if hc == nil {
-		hc = newHTTPClient(cfg.ConnectTimeout)
+		hc = model.NewHTTPClient(cfg.ConnectTimeout)
 	} else if hc.Timeout != 0 {
 		logger.Warn("openai: the configured HTTP client has an overall timeout, which cuts long streams",
 			"timeout", hc.Timeout)
@@ -98,21 +97,6 @@ func New(cfg Config) *Provider {
 		opts = append(opts, option.WithAPIKey(cfg.APIKey))
 	}
 	return &Provider{chat: openai.NewChatService(opts...), key: cfg.APIKey, logger: logger}
-}
-
-// newHTTPClient returns a client whose connection setup is bounded but whose
-// requests are not: a stream may legitimately run for many minutes.
-func newHTTPClient(connect time.Duration) *http.Client {
-	var t *http.Transport
-	if dt, ok := http.DefaultTransport.(*http.Transport); ok {
-		t = dt.Clone()
-	} else {
-		t = &http.Transport{Proxy: http.ProxyFromEnvironment, ForceAttemptHTTP2: true}
-	}
-	t.DialContext = (&net.Dialer{Timeout: connect, KeepAlive: 30 * time.Second}).DialContext
-	t.TLSHandshakeTimeout = connect
-	t.ResponseHeaderTimeout = 0 // the first-event watchdog decides
-	return &http.Client{Transport: t}
 }
 
 // Name implements model.Provider.

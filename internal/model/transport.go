@@ -1,0 +1,63 @@
+package model
+
+import (
+	"math"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// NewHTTPClient returns the HTTP client a provider streams through: dialling
+// and the TLS handshake are bounded by connect, and nothing else is — no
+// overall timeout, no response-header timeout — since the attempt's
+// watchdogs (first event, idle, total; Limits) decide how long a request may
+// take, and say why when they cut it.
+func NewHTTPClient(connect time.Duration) *http.Client {
+	var t *http.Transport
+	if dt, ok := http.DefaultTransport.(*http.Transport); ok {
+		t = dt.Clone()
+	} else {
+		t = &http.Transport{Proxy: http.ProxyFromEnvironment, ForceAttemptHTTP2: true}
+	}
+	t.DialContext = (&net.Dialer{Timeout: connect, KeepAlive: 30 * time.Second}).DialContext
+	t.TLSHandshakeTimeout = connect
+	t.ResponseHeaderTimeout = 0 // the first-event watchdog decides
+	return &http.Client{Transport: t}
+}
+
+// RetryAfter reads the delay a provider asked for: retry-after-ms
+// (milliseconds), else Retry-After in seconds or as an HTTP date. Zero means
+// no usable header. Values are not capped here: the turn guard decides what
+// an over-long wait means.
+func RetryAfter(h http.Header, now time.Time) time.Duration {
+	if v := strings.TrimSpace(h.Get("Retry-After-Ms")); v != "" {
+		if ms, err := strconv.ParseFloat(v, 64); err == nil && ms > 0 && ms < math.MaxInt64/float64(time.Millisecond) {
+			return time.Duration(ms * float64(time.Millisecond))
+		}
+	}
+	v := strings.TrimSpace(h.Get("Retry-After"))
+	if v == "" {
+		return 0
+	}
+	if sec, err := strconv.ParseFloat(v, 64); err == nil {
+		if sec > 0 && sec < math.MaxInt64/float64(time.Second) {
+			return time.Duration(sec * float64(time.Second))
+		}
+		return 0
+	}
+	if t, err := http.ParseTime(v); err == nil && t.After(now) {
+		return t.Sub(now)
+	}
+	return 0
+}
+
+// Redact removes secret from text that is about to leave a provider, in
+// case a server or a URL echoes it. An empty secret redacts nothing.
+func Redact(s, secret string) string {
+	if secret == "" {
+		return s
+	}
+	return strings.ReplaceAll(s, secret, "[redacted]")
+}
