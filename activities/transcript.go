@@ -125,4 +125,3 @@ func (a *Activities) loadTranscript(ctx context.Context, in ModelTurnInput, pend
 	}
 	return refs, msgs, nil
 }
-

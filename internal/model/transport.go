@@ -1,9 +1,11 @@
 package model
 
 import (
+	"errors"
 	"math"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -60,4 +62,26 @@ func Redact(s, secret string) string {
 		return s
 	}
 	return strings.ReplaceAll(s, secret, "[redacted]")
+}
+
+// TransportFailure is the outcome of a request that failed without an HTTP
+// response, judged by what rec saw leave the worker: with no byte of the
+// request written, a transport failure (dial, DNS, TLS, proxy) is not_sent
+// and safe to send again, while any other error is the client refusing to
+// build the request, which sending again cannot help (rejected); once bytes
+// were written the provider may have started the work, so it is unknown
+// (docs/design.md §4.1). redact scrubs the message of the provider's key.
+func TransportFailure(err error, rec *PhaseRecorder, redact func(string) string) *AttemptError {
+	var urlErr *url.Error
+	switch {
+	case !rec.WroteRequestBytes() && errors.As(err, &urlErr):
+		return &AttemptError{Outcome: OutcomeNotSent, Phase: PhaseNotSent,
+			Message: redact("could not reach the provider: " + err.Error()), Err: err}
+	case !rec.WroteRequestBytes():
+		return &AttemptError{Outcome: OutcomeRejected, Phase: PhaseNotSent,
+			Message: redact("could not build the request: " + err.Error()), Err: err}
+	default:
+		return &AttemptError{Outcome: OutcomeUnknown, Phase: rec.Phase(),
+			Message: redact("the connection failed after the request was sent: " + err.Error()), Err: err}
+	}
 }

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"strings"
 	"time"
 
@@ -50,25 +49,7 @@ func (p *Provider) classifyRequestError(ctx context.Context, rec *model.PhaseRec
 		return ae
 	}
 
-	var urlErr *url.Error
-	switch {
-	case !rec.WroteRequestBytes() && errors.As(err, &urlErr):
-		// Dial, DNS, TLS or proxy failure, with proof that no byte of the
-		// request was written: safe to send again.
-		return &model.AttemptError{Outcome: model.OutcomeNotSent, Phase: model.PhaseNotSent,
-			Message: p.redact("could not reach the provider: " + err.Error()), Err: err}
-	case !rec.WroteRequestBytes():
-		// Not a transport error: the SDK refused to build the request
-		// (unparsable base URL, unencodable parameters). Sending it again
-		// cannot help, so it is not "not_sent".
-		return &model.AttemptError{Outcome: model.OutcomeRejected, Phase: model.PhaseNotSent,
-			Message: p.redact("could not build the request: " + err.Error()), Err: err}
-	default:
-		// Bytes were written and the connection failed before a response:
-		// the provider may have started the work (docs/design.md §4.1).
-		return &model.AttemptError{Outcome: model.OutcomeUnknown, Phase: rec.Phase(),
-			Message: p.redact("the connection failed after the request was sent: " + err.Error()), Err: err}
-	}
+	return model.TransportFailure(err, rec, p.redact)
 }
 
 // classifyStatus maps an HTTP error status, refined by Anthropic's error type
