@@ -22,13 +22,13 @@ import (
 // begin takes an operation for this attempt (docs/design.md §5.4 steps 1 to
 // 3): it claims it, asks the breaker key for leave to send, and marks it
 // RUNNING — in one ledger write when there is nothing to prepare and the
-// breaker gave leave first (claimRunning). When the ledger already holds it as SUCCEEDED, begin returns that
-// record and done: nothing may be sent again. When the breaker is open,
-// begin releases the claim — nothing left the worker, so the operation is
-// ABSENT and the next attempt claims it afresh — and returns an
-// ErrTypeBreakerOpen error. Otherwise the caller holds the claim under
-// rec.Fence, the operation is RUNNING (rec is the row as it now stands,
-// this attempt counted), and the caller must report the
+// breaker gave leave first (claimRunning). When the ledger already holds it
+// as SUCCEEDED, begin returns that record and done: nothing may be sent
+// again. When the breaker is open, begin releases the claim — nothing left
+// the worker, so the operation is ABSENT and the next attempt claims it
+// afresh — and returns an ErrTypeBreakerOpen error. Otherwise the caller
+// holds the claim under rec.Fence, the operation is RUNNING (rec is the row
+// as it now stands, this attempt counted), and the caller must report the
 // call's ending to permit: from here on, a failure after the request may
 // have left must be recorded UNKNOWN. Every other ending is returned as the
 // application error the workflow expects.

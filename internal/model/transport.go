@@ -1,6 +1,7 @@
 package model
 
 import (
+	"context"
 	"errors"
 	"math"
 	"net"
@@ -84,4 +85,17 @@ func TransportFailure(err error, rec *PhaseRecorder, redact func(string) string)
 		return &AttemptError{Outcome: OutcomeUnknown, Phase: rec.Phase(),
 			Message: redact("the connection failed after the request was sent: " + err.Error()), Err: err}
 	}
+}
+
+// RequestCancelled is the outcome of a request whose context ended (the
+// attempt was cut or cancelled), whatever error the client made of it, or
+// nil while ctx is live: the cause says why, and the phase how far the
+// request got.
+func RequestCancelled(ctx context.Context, rec *PhaseRecorder, redact func(string) string) *AttemptError {
+	if ctx.Err() == nil {
+		return nil
+	}
+	cause := context.Cause(ctx)
+	return &AttemptError{Outcome: OutcomeCancelled, Phase: rec.Phase(),
+		Message: redact("the request was cancelled: " + cause.Error()), Err: cause}
 }

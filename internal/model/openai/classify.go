@@ -19,10 +19,8 @@ import (
 // classifyRequestError classifies a failure of the request itself, before any
 // of the stream was read (docs/design.md §4.4). resp is the response, if one arrived.
 func (p *Provider) classifyRequestError(ctx context.Context, rec *model.PhaseRecorder, resp *http.Response, err error) *model.AttemptError {
-	if ctx.Err() != nil {
-		cause := context.Cause(ctx)
-		return &model.AttemptError{Outcome: model.OutcomeCancelled, Phase: rec.Phase(),
-			Message: p.redact("the request was cancelled: " + cause.Error()), Err: cause}
+	if ae := model.RequestCancelled(ctx, rec, p.redact); ae != nil {
+		return ae
 	}
 
 	var apiErr *openai.Error
