@@ -5,13 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"sync"
 	"time"
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/capstanhq/capstan/internal/backoff"
 	"github.com/capstanhq/capstan/internal/ledger"
 	"github.com/capstanhq/capstan/internal/logids"
 	"github.com/capstanhq/capstan/internal/model"
@@ -19,13 +19,9 @@ import (
 )
 
 // Backoff between the questions of one Reconcile while the effect is not
-// seen yet or the question could not be asked: full jitter, growing from
-// reconcileBackoffBase to reconcileBackoffCap, never past the end of the
-// consistency window.
-const (
-	reconcileBackoffBase = time.Second
-	reconcileBackoffCap  = 10 * time.Second
-)
+// seen yet or the question could not be asked: full jitter, doubling from
+// 1 s to 10 s, never past the end of the consistency window.
+var reconcileBackoff = backoff.Policy{Base: time.Second, Cap: 10 * time.Second}
 
 // ReconcileProgress is Reconcile's heartbeat detail.
 type ReconcileProgress struct {
@@ -214,7 +210,7 @@ func (a *Activities) askUntilSure(ctx context.Context, in ReconcileInput, op led
 		if res.Verdict != "" {
 			return a.recordVerdict(ctx, in, op, res, noteFoundByReconciler)
 		}
-		wait := min(fullJitter(n), deadline.Sub(a.Now()))
+		wait := min(reconcileBackoff.Delay(n+1, 0, a.Random()), deadline.Sub(a.Now()))
 		if err := sleepCtx(ctx, wait); err != nil {
 			return res, a.handBack(ctx, op, fmt.Errorf("reconciliation of operation %s interrupted: %w", op.ID, err))
 		}
@@ -385,12 +381,6 @@ func (a *Activities) startReconcileHeartbeat(ctx context.Context, progress *reco
 		close(done)
 		wg.Wait()
 	}
-}
-
-// fullJitter is the n-th backoff (from 0): uniform in (0, min(cap, base·2ⁿ)].
-func fullJitter(n int) time.Duration {
-	ceiling := min(reconcileBackoffCap, reconcileBackoffBase<<min(n, 16))
-	return time.Duration(rand.Int64N(int64(ceiling))) + 1
 }
 
 // sleepCtx waits d, or until ctx ends.
