@@ -1,4 +1,4 @@
-package githubtools
+package github
 
 import (
 	"fmt"
@@ -6,7 +6,7 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/google/go-github/v62/github"
+	gogithub "github.com/google/go-github/v62/github"
 )
 
 // NewClient returns a go-github client for the REST API at baseURL, used
@@ -14,8 +14,8 @@ import (
 // talks to api.github.com, a GitHub Enterprise ".../api/v3/", a proxy or the
 // sandbox. An empty baseURL means https://api.github.com/. The token, when not
 // empty, is sent as a bearer token. hc may be nil.
-func NewClient(baseURL, token string, hc *http.Client) (*github.Client, error) {
-	c := github.NewClient(hc)
+func NewClient(baseURL, token string, hc *http.Client) (*gogithub.Client, error) {
+	c := gogithub.NewClient(hc)
 	if token != "" {
 		c = c.WithAuthToken(token)
 	}

@@ -1,4 +1,4 @@
-package githubtools
+package github
 
 import (
 	"context"
@@ -7,7 +7,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/google/go-github/v62/github"
+	gogithub "github.com/google/go-github/v62/github"
 
 	"github.com/capstanhq/capstan/internal/tools"
 )
@@ -30,7 +30,7 @@ var getFileSchema = objectSchema([]string{"repo", "path"}, map[string]any{
 	"ref":  stringProp("Branch, tag or commit SHA to read from. Defaults to the repository's default branch."),
 })
 
-func getFileTool(c *github.Client) tools.Tool {
+func getFileTool(c *gogithub.Client) tools.Tool {
 	return &ghTool[getFileArgs]{
 		c:           c,
 		name:        "github_get_file",
@@ -65,7 +65,7 @@ func getFileTool(c *github.Client) tools.Tool {
 		},
 		run: func(ctx context.Context, _ string, a getFileArgs) (tools.Result, error) {
 			file, dir, _, err := c.Repositories.GetContents(ctx, a.repo.owner, a.repo.name, a.path,
-				&github.RepositoryContentGetOptions{Ref: a.ref})
+				&gogithub.RepositoryContentGetOptions{Ref: a.ref})
 			if err != nil {
 				return tools.Result{}, fmt.Errorf("github_get_file: get %s from %s at %q: %w", a.path, a.repo, a.ref, err)
 			}
@@ -88,7 +88,7 @@ type fileOut struct {
 	Note      string `json:"note,omitempty"`
 }
 
-func fileOutput(a getFileArgs, f *github.RepositoryContent) fileOut {
+func fileOutput(a getFileArgs, f *gogithub.RepositoryContent) fileOut {
 	out := fileOut{Path: a.path, Ref: a.ref, Type: f.GetType(), SHA: f.GetSHA(), Size: f.GetSize()}
 	content, err := f.GetContent()
 	switch {
@@ -112,7 +112,7 @@ func fileOutput(a getFileArgs, f *github.RepositoryContent) fileOut {
 	return out
 }
 
-func dirListing(a getFileArgs, dir []*github.RepositoryContent) any {
+func dirListing(a getFileArgs, dir []*gogithub.RepositoryContent) any {
 	type entry struct {
 		Name string `json:"name"`
 		Path string `json:"path"`
@@ -142,7 +142,7 @@ var listPullRequestsSchema = objectSchema([]string{"repo"}, map[string]any{
 	"state": map[string]any{"type": "string", "enum": []string{"open", "closed", "all"}, "description": `Which pull requests to list; defaults to "open".`},
 })
 
-func listPullRequestsTool(c *github.Client) tools.Tool {
+func listPullRequestsTool(c *gogithub.Client) tools.Tool {
 	return &ghTool[listPullsArgs]{
 		c:           c,
 		name:        "github_list_pull_requests",
@@ -186,8 +186,8 @@ func listPullRequestsTool(c *github.Client) tools.Tool {
 		},
 		summary: func(name string, a listPullsArgs) string { return name + " " + a.repo.String() },
 		run: func(ctx context.Context, _ string, a listPullsArgs) (tools.Result, error) {
-			opts := &github.PullRequestListOptions{State: a.state, Base: a.base,
-				ListOptions: github.ListOptions{PerPage: maxListedPulls}}
+			opts := &gogithub.PullRequestListOptions{State: a.state, Base: a.base,
+				ListOptions: gogithub.ListOptions{PerPage: maxListedPulls}}
 			if a.head != "" {
 				// GitHub silently ignores a head filter without "owner:".
 				opts.Head = a.head

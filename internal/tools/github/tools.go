@@ -1,4 +1,4 @@
-// Package githubtools holds the built-in GitHub tools, the go-github client
+// Package github holds the built-in GitHub tools, the go-github client
 // they use, the marker that lets a reconciler find their effects, and what a
 // GitHub answer means for an effect (Classify).
 //
@@ -20,7 +20,7 @@
 // Owner and repository names are case-insensitive on GitHub, so business keys
 // and effects use their lower-case form: "Acme/App" and "acme/app" are one
 // effect. Branch names and paths are case-sensitive and kept as given.
-package githubtools
+package github
 
 import (
 	"context"
@@ -30,7 +30,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/google/go-github/v62/github"
+	gogithub "github.com/google/go-github/v62/github"
 
 	"github.com/capstanhq/capstan/internal/tools"
 )
@@ -38,7 +38,7 @@ import (
 // Tools returns the six built-in GitHub tools using c. A nil c gives tools
 // whose Name, Schema, Class, Identify and Summary work (workflow code needs
 // only those) and whose Execute fails without sending anything.
-func Tools(c *github.Client) []tools.Tool {
+func Tools(c *gogithub.Client) []tools.Tool {
 	return []tools.Tool{
 		getFileTool(c),
 		listPullRequestsTool(c),
@@ -51,7 +51,7 @@ func Tools(c *github.Client) []tools.Tool {
 
 // ghTool is one GitHub tool; A is its parsed, validated arguments.
 type ghTool[A any] struct {
-	c                 *github.Client // nil when only Identify and Schema are needed
+	c                 *gogithub.Client // nil when only Identify and Schema are needed
 	name, description string
 	class             tools.Class
 	schema            *tools.Schema
@@ -132,7 +132,7 @@ func (t *ghTool[A]) args(raw json.RawMessage) (A, error) {
 func canonical(v any) []byte {
 	b, err := json.Marshal(v)
 	if err != nil {
-		panic(fmt.Sprintf("githubtools: encode effect: %v", err)) // plain structs of strings and ints cannot fail
+		panic(fmt.Sprintf("github tools: encode effect: %v", err)) // plain structs of strings and ints cannot fail
 	}
 	return b
 }
@@ -141,7 +141,7 @@ func canonical(v any) []byte {
 func output(v any) json.RawMessage {
 	b, err := json.Marshal(v)
 	if err != nil {
-		panic(fmt.Sprintf("githubtools: encode output: %v", err)) // plain structs cannot fail
+		panic(fmt.Sprintf("github tools: encode output: %v", err)) // plain structs cannot fail
 	}
 	return b
 }

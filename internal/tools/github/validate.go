@@ -1,4 +1,4 @@
-package githubtools
+package github
 
 import (
 	"encoding/json"

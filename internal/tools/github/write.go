@@ -1,4 +1,4 @@
-package githubtools
+package github
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/google/go-github/v62/github"
+	gogithub "github.com/google/go-github/v62/github"
 
 	"github.com/capstanhq/capstan/internal/tools"
 )
@@ -35,7 +35,7 @@ var createBranchSchema = objectSchema([]string{"repo", "branch", "from"}, map[st
 	"from":   stringProp(`Existing branch name (e.g. "main") or full 40-character commit SHA to start the branch at.`),
 })
 
-func createBranchTool(c *github.Client) tools.Tool {
+func createBranchTool(c *gogithub.Client) tools.Tool {
 	return &ghTool[createBranchArgs]{
 		c:           c,
 		name:        "github_create_branch",
@@ -77,8 +77,8 @@ func createBranchTool(c *github.Client) tools.Tool {
 				}
 				sha = ref.GetObject().GetSHA()
 			}
-			ref, _, err := c.Git.CreateRef(ctx, a.repo.owner, a.repo.name, &github.Reference{
-				Ref: github.String("refs/heads/" + a.branch), Object: &github.GitObject{SHA: github.String(sha)}})
+			ref, _, err := c.Git.CreateRef(ctx, a.repo.owner, a.repo.name, &gogithub.Reference{
+				Ref: gogithub.String("refs/heads/" + a.branch), Object: &gogithub.GitObject{SHA: gogithub.String(sha)}})
 			if err != nil {
 				return tools.Result{}, fmt.Errorf("github_create_branch: create %s in %s at %s: %w", a.branch, a.repo, sha, err)
 			}
@@ -113,7 +113,7 @@ type putFileTool struct {
 	*ghTool[putFileArgs]
 }
 
-func newPutFileTool(c *github.Client) tools.Tool {
+func newPutFileTool(c *gogithub.Client) tools.Tool {
 	return putFileTool{&ghTool[putFileArgs]{
 		c:           c,
 		name:        "github_put_file",
@@ -182,7 +182,7 @@ func (t putFileTool) Verify(ctx context.Context, call tools.Call) (tools.Result,
 	}
 	want := blobSHA([]byte(a.content))
 	file, dir, _, err := t.c.Repositories.GetContents(ctx, a.repo.owner, a.repo.name, a.path,
-		&github.RepositoryContentGetOptions{Ref: a.branch})
+		&gogithub.RepositoryContentGetOptions{Ref: a.branch})
 	switch {
 	case HTTPStatus(err) == http.StatusNotFound:
 		return tools.Result{}, false, nil // no such file (or branch): the write is not in place
@@ -198,12 +198,12 @@ func (t putFileTool) Verify(ctx context.Context, call tools.Call) (tools.Result,
 // sha read first: identical content is a no-op (so a repeat after an unknown
 // outcome writes nothing), and a concurrent change in between makes GitHub
 // refuse the write (409) instead of silently overwriting it.
-func putFile(ctx context.Context, c *github.Client, opID string, a putFileArgs) (tools.Result, error) {
+func putFile(ctx context.Context, c *gogithub.Client, opID string, a putFileArgs) (tools.Result, error) {
 	content := []byte(a.content)
 	want := blobSHA(content)
 	current := ""
 	file, dir, _, err := c.Repositories.GetContents(ctx, a.repo.owner, a.repo.name, a.path,
-		&github.RepositoryContentGetOptions{Ref: a.branch})
+		&gogithub.RepositoryContentGetOptions{Ref: a.branch})
 	switch {
 	case HTTPStatus(err) == http.StatusNotFound:
 		// Absent; if the branch is what is missing, the write says so.
@@ -221,7 +221,7 @@ func putFile(ctx context.Context, c *github.Client, opID string, a putFileArgs) 
 	if opID != "" {
 		msg += "\n\nCapstan-Operation: " + opID // a git trailer, for audits
 	}
-	opts := &github.RepositoryContentFileOptions{Message: &msg, Content: content, Branch: &a.branch}
+	opts := &gogithub.RepositoryContentFileOptions{Message: &msg, Content: content, Branch: &a.branch}
 	if content == nil {
 		opts.Content = []byte{} // "" creates an empty file; null would be refused
 	}
@@ -250,7 +250,7 @@ func putFile(ctx context.Context, c *github.Client, opID string, a putFileArgs) 
 // sha, or a 422 asking for a sha because a file now exists where the read
 // found none.
 func changedSinceRead(err error) bool {
-	var answer *github.ErrorResponse
+	var answer *gogithub.ErrorResponse
 	if !errors.As(err, &answer) || answer.Response == nil {
 		return false
 	}
@@ -315,7 +315,7 @@ func (t pullRequestTool) Prepare(ctx context.Context, call tools.Call) (json.Raw
 	return output(PullRequestFacts{HeadSHA: ref.GetObject().GetSHA()}), nil
 }
 
-func createPullRequestTool(c *github.Client) tools.Tool {
+func createPullRequestTool(c *gogithub.Client) tools.Tool {
 	return pullRequestTool{&ghTool[createPullArgs]{
 		c:           c,
 		name:        "github_create_pull_request",
@@ -357,8 +357,8 @@ func createPullRequestTool(c *github.Client) tools.Tool {
 			if err := requireOperationID("github_create_pull_request", opID); err != nil {
 				return tools.Result{}, err
 			}
-			pr, _, err := c.PullRequests.Create(ctx, a.repo.owner, a.repo.name, &github.NewPullRequest{
-				Title: &a.title, Head: &a.head, Base: &a.base, Body: github.String(withMarker(a.body, opID))})
+			pr, _, err := c.PullRequests.Create(ctx, a.repo.owner, a.repo.name, &gogithub.NewPullRequest{
+				Title: &a.title, Head: &a.head, Base: &a.base, Body: gogithub.String(withMarker(a.body, opID))})
 			if err != nil {
 				return tools.Result{}, fmt.Errorf("github_create_pull_request: open %s → %s in %s: %w", a.head, a.base, a.repo, err)
 			}
@@ -387,7 +387,7 @@ var commentSchema = objectSchema([]string{"repo", "number", "body"}, map[string]
 	"body":   stringProp("Comment text (Markdown)."),
 })
 
-func commentTool(c *github.Client) tools.Tool {
+func commentTool(c *gogithub.Client) tools.Tool {
 	return &ghTool[commentArgs]{
 		c:           c,
 		name:        "github_comment",
@@ -425,7 +425,7 @@ func commentTool(c *github.Client) tools.Tool {
 				return tools.Result{}, err
 			}
 			cm, _, err := c.Issues.CreateComment(ctx, a.repo.owner, a.repo.name, a.number,
-				&github.IssueComment{Body: github.String(withMarker(a.body, opID))})
+				&gogithub.IssueComment{Body: gogithub.String(withMarker(a.body, opID))})
 			if err != nil {
 				return tools.Result{}, fmt.Errorf("github_comment: comment on %s#%d: %w", a.repo, a.number, err)
 			}
