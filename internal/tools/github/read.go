@@ -10,6 +10,7 @@ import (
 	gogithub "github.com/google/go-github/v62/github"
 
 	"github.com/capstanhq/capstan/internal/tools"
+	"github.com/capstanhq/capstan/internal/tools/ghref"
 )
 
 // maxFileContent bounds the file content given back to the model; the rest
@@ -20,7 +21,7 @@ const maxFileContent = 64 << 10
 const maxListedPulls = 50
 
 type getFileArgs struct {
-	repo      repoName
+	repo      ghref.Repo
 	path, ref string
 }
 
@@ -45,7 +46,7 @@ func getFileTool(c *gogithub.Client) tools.Tool {
 			}
 			v.decode(raw, &in)
 			a := getFileArgs{repo: v.repo(in.Repo), path: v.path(in.Path), ref: in.Ref}
-			if in.Ref != "" && !validRefName(in.Ref) {
+			if in.Ref != "" && !ghref.ValidRefName(in.Ref) {
 				v.fail("field %q must be a branch, tag or commit SHA, but %q is not", "ref", in.Ref)
 			}
 			return a
@@ -55,7 +56,7 @@ func getFileTool(c *gogithub.Client) tools.Tool {
 				Repo string `json:"repo"`
 				Path string `json:"path"`
 				Ref  string `json:"ref"`
-			}{a.repo.key(), a.path, a.ref})}
+			}{a.repo.Key(), a.path, a.ref})}
 		},
 		summary: func(name string, a getFileArgs) string {
 			if a.ref != "" {
@@ -64,7 +65,7 @@ func getFileTool(c *gogithub.Client) tools.Tool {
 			return fmt.Sprintf("%s %s %s", name, a.repo, a.path)
 		},
 		run: func(ctx context.Context, _ string, a getFileArgs) (tools.Result, error) {
-			file, dir, _, err := c.Repositories.GetContents(ctx, a.repo.owner, a.repo.name, a.path,
+			file, dir, _, err := c.Repositories.GetContents(ctx, a.repo.Owner, a.repo.Name, a.path,
 				&gogithub.RepositoryContentGetOptions{Ref: a.ref})
 			if err != nil {
 				return tools.Result{}, fmt.Errorf("github_get_file: get %s from %s at %q: %w", a.path, a.repo, a.ref, err)
@@ -131,7 +132,7 @@ func dirListing(a getFileArgs, dir []*gogithub.RepositoryContent) any {
 }
 
 type listPullsArgs struct {
-	repo              repoName
+	repo              ghref.Repo
 	head, base, state string
 }
 
@@ -167,7 +168,7 @@ func listPullRequestsTool(c *gogithub.Client) tools.Tool {
 				if !fork {
 					branch = a.head
 				}
-				if (fork && !ownerRE.MatchString(owner)) || !validRefName(branch) {
+				if (fork && !ghref.ValidOwner(owner)) || !ghref.ValidRefName(branch) {
 					v.fail("field %q must be a branch name (or \"owner:branch\"), but %q is not", "head", a.head)
 				}
 			}
@@ -182,7 +183,7 @@ func listPullRequestsTool(c *gogithub.Client) tools.Tool {
 				Head  string `json:"head"`
 				Base  string `json:"base"`
 				State string `json:"state"`
-			}{a.repo.key(), a.head, a.base, a.state})}
+			}{a.repo.Key(), a.head, a.base, a.state})}
 		},
 		summary: func(name string, a listPullsArgs) string { return name + " " + a.repo.String() },
 		run: func(ctx context.Context, _ string, a listPullsArgs) (tools.Result, error) {
@@ -192,10 +193,10 @@ func listPullRequestsTool(c *gogithub.Client) tools.Tool {
 				// GitHub silently ignores a head filter without "owner:".
 				opts.Head = a.head
 				if !strings.Contains(a.head, ":") {
-					opts.Head = a.repo.owner + ":" + a.head
+					opts.Head = a.repo.Owner + ":" + a.head
 				}
 			}
-			prs, resp, err := c.PullRequests.List(ctx, a.repo.owner, a.repo.name, opts)
+			prs, resp, err := c.PullRequests.List(ctx, a.repo.Owner, a.repo.Name, opts)
 			if err != nil {
 				return tools.Result{}, fmt.Errorf("github_list_pull_requests: list %s (head %q, base %q, state %s): %w", a.repo, a.head, a.base, a.state, err)
 			}

@@ -13,6 +13,7 @@ import (
 	gogithub "github.com/google/go-github/v62/github"
 
 	"github.com/capstanhq/capstan/internal/tools"
+	"github.com/capstanhq/capstan/internal/tools/ghref"
 )
 
 // requireOperationID refuses a conditional or unsafe call without an
@@ -25,7 +26,7 @@ func requireOperationID(tool, opID string) error {
 }
 
 type createBranchArgs struct {
-	repo         repoName
+	repo         ghref.Repo
 	branch, from string
 }
 
@@ -57,12 +58,12 @@ func createBranchTool(c *gogithub.Client) tools.Tool {
 		},
 		identify: func(a createBranchArgs) tools.Identity {
 			return tools.Identity{
-				BusinessKey: "branch:create:" + a.repo.key() + ":" + a.branch,
+				BusinessKey: "branch:create:" + a.repo.Key() + ":" + a.branch,
 				Effect: canonical(struct {
 					Repo   string `json:"repo"`
 					Branch string `json:"branch"`
 					From   string `json:"from"`
-				}{a.repo.key(), a.branch, a.from}),
+				}{a.repo.Key(), a.branch, a.from}),
 			}
 		},
 		summary: func(name string, a createBranchArgs) string {
@@ -71,13 +72,13 @@ func createBranchTool(c *gogithub.Client) tools.Tool {
 		run: func(ctx context.Context, _ string, a createBranchArgs) (tools.Result, error) {
 			sha := a.from
 			if !shaRE.MatchString(sha) {
-				ref, _, err := c.Git.GetRef(ctx, a.repo.owner, a.repo.name, "heads/"+a.from)
+				ref, _, err := c.Git.GetRef(ctx, a.repo.Owner, a.repo.Name, "heads/"+a.from)
 				if err != nil {
 					return tools.Result{}, fmt.Errorf("github_create_branch: resolve branch %q of %s: %w: %w", a.from, a.repo, errWriteNotSent, err)
 				}
 				sha = ref.GetObject().GetSHA()
 			}
-			ref, _, err := c.Git.CreateRef(ctx, a.repo.owner, a.repo.name, &gogithub.Reference{
+			ref, _, err := c.Git.CreateRef(ctx, a.repo.Owner, a.repo.Name, &gogithub.Reference{
 				Ref: gogithub.String("refs/heads/" + a.branch), Object: &gogithub.GitObject{SHA: gogithub.String(sha)}})
 			if err != nil {
 				return tools.Result{}, fmt.Errorf("github_create_branch: create %s in %s at %s: %w", a.branch, a.repo, sha, err)
@@ -94,7 +95,7 @@ func createBranchTool(c *gogithub.Client) tools.Tool {
 }
 
 type putFileArgs struct {
-	repo                           repoName
+	repo                           ghref.Repo
 	branch, path, content, message string
 }
 
@@ -146,7 +147,7 @@ func newPutFileTool(c *gogithub.Client) tools.Tool {
 					Branch  string `json:"branch"`
 					Path    string `json:"path"`
 					BlobSHA string `json:"blob_sha"`
-				}{a.repo.key(), a.branch, a.path, sha}),
+				}{a.repo.Key(), a.branch, a.path, sha}),
 			}
 		},
 		summary: func(name string, a putFileArgs) string {
@@ -181,7 +182,7 @@ func (t putFileTool) Verify(ctx context.Context, call tools.Call) (tools.Result,
 		return tools.Result{}, false, fmt.Errorf("%s: %w: no GitHub client configured", t.name, tools.ErrRefused)
 	}
 	want := blobSHA([]byte(a.content))
-	file, dir, _, err := t.c.Repositories.GetContents(ctx, a.repo.owner, a.repo.name, a.path,
+	file, dir, _, err := t.c.Repositories.GetContents(ctx, a.repo.Owner, a.repo.Name, a.path,
 		&gogithub.RepositoryContentGetOptions{Ref: a.branch})
 	switch {
 	case HTTPStatus(err) == http.StatusNotFound:
@@ -202,7 +203,7 @@ func putFile(ctx context.Context, c *gogithub.Client, opID string, a putFileArgs
 	content := []byte(a.content)
 	want := blobSHA(content)
 	current := ""
-	file, dir, _, err := c.Repositories.GetContents(ctx, a.repo.owner, a.repo.name, a.path,
+	file, dir, _, err := c.Repositories.GetContents(ctx, a.repo.Owner, a.repo.Name, a.path,
 		&gogithub.RepositoryContentGetOptions{Ref: a.branch})
 	switch {
 	case HTTPStatus(err) == http.StatusNotFound:
@@ -234,7 +235,7 @@ func putFile(ctx context.Context, c *gogithub.Client, opID string, a putFileArgs
 	for i, seg := range segments {
 		segments[i] = url.PathEscape(seg)
 	}
-	resp, _, err := put(ctx, a.repo.owner, a.repo.name, strings.Join(segments, "/"), opts)
+	resp, _, err := put(ctx, a.repo.Owner, a.repo.Name, strings.Join(segments, "/"), opts)
 	if changedSinceRead(err) {
 		return tools.Result{}, fmt.Errorf("github_put_file: write %s on %s of %s (expected blob %q): %w: %w", a.path, a.branch, a.repo, current, tools.ErrChangedSinceRead, err)
 	}
@@ -264,7 +265,7 @@ func changedSinceRead(err error) bool {
 }
 
 type createPullArgs struct {
-	repo                    repoName
+	repo                    ghref.Repo
 	head, base, title, body string
 }
 
@@ -305,7 +306,7 @@ func (t pullRequestTool) Prepare(ctx context.Context, call tools.Call) (json.Raw
 	if t.c == nil {
 		return nil, nil // Execute refuses the call, sending nothing
 	}
-	ref, _, err := t.c.Git.GetRef(ctx, a.repo.owner, a.repo.name, "heads/"+a.head)
+	ref, _, err := t.c.Git.GetRef(ctx, a.repo.Owner, a.repo.Name, "heads/"+a.head)
 	switch {
 	case HTTPStatus(err) == http.StatusNotFound:
 		return nil, nil
@@ -342,12 +343,12 @@ func createPullRequestTool(c *gogithub.Client) tools.Tool {
 			// Title and body do not define the effect: a retry that rewords
 			// them is still the same pull request.
 			return tools.Identity{
-				BusinessKey: "pr:create:" + a.repo.key() + ":" + a.head + ":" + a.base,
+				BusinessKey: "pr:create:" + a.repo.Key() + ":" + a.head + ":" + a.base,
 				Effect: canonical(struct {
 					Repo string `json:"repo"`
 					Head string `json:"head"`
 					Base string `json:"base"`
-				}{a.repo.key(), a.head, a.base}),
+				}{a.repo.Key(), a.head, a.base}),
 			}
 		},
 		summary: func(name string, a createPullArgs) string {
@@ -357,7 +358,7 @@ func createPullRequestTool(c *gogithub.Client) tools.Tool {
 			if err := requireOperationID("github_create_pull_request", opID); err != nil {
 				return tools.Result{}, err
 			}
-			pr, _, err := c.PullRequests.Create(ctx, a.repo.owner, a.repo.name, &gogithub.NewPullRequest{
+			pr, _, err := c.PullRequests.Create(ctx, a.repo.Owner, a.repo.Name, &gogithub.NewPullRequest{
 				Title: &a.title, Head: &a.head, Base: &a.base, Body: gogithub.String(withMarker(a.body, opID))})
 			if err != nil {
 				return tools.Result{}, fmt.Errorf("github_create_pull_request: open %s → %s in %s: %w", a.head, a.base, a.repo, err)
@@ -376,7 +377,7 @@ func createPullRequestTool(c *gogithub.Client) tools.Tool {
 }
 
 type commentArgs struct {
-	repo   repoName
+	repo   ghref.Repo
 	number int
 	body   string
 }
@@ -415,7 +416,7 @@ func commentTool(c *gogithub.Client) tools.Tool {
 				Repo   string `json:"repo"`
 				Number int    `json:"number"`
 				Body   string `json:"body"`
-			}{a.repo.key(), a.number, a.body})}
+			}{a.repo.Key(), a.number, a.body})}
 		},
 		summary: func(name string, a commentArgs) string {
 			return fmt.Sprintf("%s %s #%d", name, a.repo, a.number)
@@ -424,7 +425,7 @@ func commentTool(c *gogithub.Client) tools.Tool {
 			if err := requireOperationID("github_comment", opID); err != nil {
 				return tools.Result{}, err
 			}
-			cm, _, err := c.Issues.CreateComment(ctx, a.repo.owner, a.repo.name, a.number,
+			cm, _, err := c.Issues.CreateComment(ctx, a.repo.Owner, a.repo.Name, a.number,
 				&gogithub.IssueComment{Body: gogithub.String(withMarker(a.body, opID))})
 			if err != nil {
 				return tools.Result{}, fmt.Errorf("github_comment: comment on %s#%d: %w", a.repo, a.number, err)
