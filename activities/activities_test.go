@@ -23,6 +23,7 @@ import (
 	"github.com/capstanhq/capstan/internal/sandbox"
 	"github.com/capstanhq/capstan/internal/tools"
 	githubtools "github.com/capstanhq/capstan/internal/tools/github"
+	"github.com/capstanhq/capstan/internal/tools/slackpost"
 )
 
 // fixture wires real activities to a real SQLite ledger and the sandbox's
@@ -331,7 +332,7 @@ func TestDeliverPostsWithOperationIDInMetadata(t *testing.T) {
 		}
 	}
 	msgs := f.sb.Slack.Messages("#c")
-	if len(msgs) != 1 || msgs[0].Metadata.EventType != activities.DeliveryEventType || msgs[0].Metadata.EventPayload["operation_id"] != in.OperationID {
+	if len(msgs) != 1 || msgs[0].Metadata.EventType != slackpost.EventType || msgs[0].Metadata.EventPayload["operation_id"] != in.OperationID {
 		t.Fatalf("messages = %+v, want one carrying the operation id", msgs)
 	}
 }

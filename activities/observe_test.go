@@ -21,6 +21,7 @@ import (
 	"github.com/capstanhq/capstan/internal/testenv"
 	"github.com/capstanhq/capstan/internal/tools"
 	githubtools "github.com/capstanhq/capstan/internal/tools/github"
+	"github.com/capstanhq/capstan/internal/tools/slackpost"
 	"github.com/capstanhq/capstan/reconcilers"
 )
 
@@ -77,11 +78,12 @@ func newObservedFixture(t *testing.T) *observedFixture {
 		t.Fatal(err)
 	}
 	sc := slack.New("xoxb-test", slack.OptionAPIURL(f.sb.SlackURL))
+	registry := tools.NewRegistry(githubtools.Tools(gh)...)
 	f.acts, err = activities.New(activities.Deps{
 		Ledger:      f.ledger,
-		Tools:       tools.NewRegistry(githubtools.Tools(gh)...),
+		Tools:       registry,
 		Slack:       sc,
-		Reconcilers: reconcilers.NewSet(gh, sc),
+		Reconcilers: reconcilers.NewSet(registry, slackpost.NewMessages(sc)),
 		Identity:    "observed-worker",
 		Now:         time.Now,
 		Logger:      slog.New(slog.NewJSONHandler(f.log, nil)),

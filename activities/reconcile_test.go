@@ -23,6 +23,7 @@ import (
 	"github.com/capstanhq/capstan/internal/sandbox"
 	"github.com/capstanhq/capstan/internal/tools"
 	githubtools "github.com/capstanhq/capstan/internal/tools/github"
+	"github.com/capstanhq/capstan/internal/tools/slackpost"
 	"github.com/capstanhq/capstan/reconcilers"
 )
 
@@ -47,11 +48,12 @@ func newReconcileFixture(t *testing.T) *reconcileFixture {
 	}
 	sc := slack.New("xoxb-test", slack.OptionAPIURL(f.sb.SlackURL))
 	f.gh = gh
+	registry := tools.NewRegistry(githubtools.Tools(gh)...)
 	f.acts, err = activities.New(activities.Deps{
 		Ledger:      f.ledger,
-		Tools:       tools.NewRegistry(githubtools.Tools(gh)...),
+		Tools:       registry,
 		Slack:       sc,
-		Reconcilers: reconcilers.NewSet(gh, sc),
+		Reconcilers: reconcilers.NewSet(registry, slackpost.NewMessages(sc)),
 		Identity:    "reconcile-worker",
 		Now:         time.Now,
 		Random:      func() float64 { return 0 }, // no jitter, as in newFixture

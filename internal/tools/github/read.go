@@ -34,7 +34,7 @@ var getFileSchema = objectSchema([]string{"repo", "path"}, map[string]any{
 func getFileTool(c *gogithub.Client) tools.Tool {
 	return &ghTool[getFileArgs]{
 		c:           c,
-		name:        "github_get_file",
+		name:        NameGetFile,
 		description: "Read one file (or list one directory) of a GitHub repository at a branch, tag or commit.",
 		class:       tools.ReadOnly,
 		schema:      getFileSchema,
@@ -146,7 +146,7 @@ var listPullRequestsSchema = objectSchema([]string{"repo"}, map[string]any{
 func listPullRequestsTool(c *gogithub.Client) tools.Tool {
 	return &ghTool[listPullsArgs]{
 		c:           c,
-		name:        "github_list_pull_requests",
+		name:        NameListPullRequests,
 		description: fmt.Sprintf("List pull requests of a GitHub repository, newest first (at most %d), optionally filtered by head branch, base branch and state.", maxListedPulls),
 		class:       tools.ReadOnly,
 		schema:      listPullRequestsSchema,

@@ -1,21 +1,26 @@
 // Package github holds the built-in GitHub tools, the go-github client
-// they use, the marker that lets a reconciler find their effects, and what a
-// GitHub answer means for an effect (Classify).
+// they use, the marker they leave in what they write, and what a GitHub
+// answer means for an effect (Classify).
 //
-// Each tool validates its arguments in Identify (pure, deterministic, no
-// I/O) and again in Execute — first against the very schema it advertises,
-// then against the rules of GitHub and git a schema cannot state — performs
-// at most one mutating request per Execute, and names what it changed in
-// Result.ExternalID so reconcilers can find it; github_create_pull_request
+// Each tool is one file that parses its arguments, names its effect, runs
+// its call and — for a tool whose unknown outcome must be reconciled — says
+// how its effect is found again (a tools.Finder): nothing outside the file
+// reads its arguments. The arguments are validated in Identify (pure,
+// deterministic, no I/O) and again in Execute and Effect — first against
+// the very schema the tool advertises, then against the rules of GitHub and
+// git a schema cannot state (package ghref). A tool performs at most one
+// mutating request per Execute and names what it changed in
+// Result.ExternalID, in the form its lookup reports; github_create_pull_request
 // also records, before it sends anything, the commit its head branch is at
 // (a tools.Preparer, PullRequestFacts):
 //
-//	github_get_file             read_only
-//	github_list_pull_requests   read_only
-//	github_create_branch        conditional  branch:create:<owner>/<repo>:<branch>
-//	github_put_file             idempotent   (none; one operation per declared call)
-//	github_create_pull_request  conditional  pr:create:<owner>/<repo>:<head>:<base>
-//	github_comment              unsafe       (none; reconciled by Marker)
+//	tool                        class        business key                            found again by
+//	github_get_file             read_only    —                                       —
+//	github_list_pull_requests   read_only    —                                       —
+//	github_create_branch        conditional  branch:create:<owner>/<repo>:<branch>   the branch's ref, at the commit "from" names
+//	github_put_file             idempotent   — (one operation per declared call)     the file's blob SHA (also its Verify)
+//	github_create_pull_request  conditional  pr:create:<owner>/<repo>:<head>:<base>  the Marker in a body, else the head commit recorded
+//	github_comment              unsafe       —                                       the Marker in a comment since the claim
 //
 // Owner and repository names are case-insensitive on GitHub, so business keys
 // and effects use their lower-case form: "Acme/App" and "acme/app" are one
@@ -33,6 +38,17 @@ import (
 	gogithub "github.com/google/go-github/v62/github"
 
 	"github.com/capstanhq/capstan/internal/tools"
+)
+
+// The names the tools are registered under, which the ledger records as
+// the kind of their operations.
+const (
+	NameGetFile           = "github_get_file"
+	NameListPullRequests  = "github_list_pull_requests"
+	NameCreateBranch      = "github_create_branch"
+	NamePutFile           = "github_put_file"
+	NameCreatePullRequest = "github_create_pull_request"
+	NameComment           = "github_comment"
 )
 
 // Tools returns the six built-in GitHub tools using c. A nil c gives tools
@@ -59,6 +75,9 @@ type ghTool[A any] struct {
 	identify          func(a A) tools.Identity
 	summary           func(name string, a A) string // name is the tool's name without "github_"
 	run               func(ctx context.Context, opID string, a A) (tools.Result, error)
+	// find, for a tool whose effect can be found again (findable), names
+	// the effect a sent call would leave. It does no I/O.
+	find func(a A, s tools.Sent) (tools.Effect, error)
 }
 
 func (t *ghTool[A]) Name() string          { return t.name }

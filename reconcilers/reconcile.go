@@ -1,0 +1,130 @@
+package reconcilers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/capstanhq/capstan/internal/ledger"
+	"github.com/capstanhq/capstan/internal/tools"
+)
+
+// Question is one reconciliation: the operation, and how long its effect
+// may take to show.
+type Question struct {
+	// Kind is the ledger's Operation.Kind: a tool's name, or a delivery's
+	// kind.
+	Kind string
+	// Sent is the call whose answer was lost.
+	Sent tools.Sent
+	// Deadline ends the consistency window; Window is its length, for the
+	// reasons given.
+	Deadline time.Time
+	Window   time.Duration
+}
+
+// Pace is how a reconciliation waits and reports; the caller injects it.
+type Pace struct {
+	Now func() time.Time
+	// Backoff is the wait after the n-th question (from 0) that concluded
+	// nothing; a wait never runs past the deadline.
+	Backoff func(n int) time.Duration
+	// Asked, when set, hears after each question how many have been asked
+	// and what the last one saw, or why it could not ask.
+	Asked func(asked int, last string)
+}
+
+// Answer is what a reconciliation concluded.
+type Answer struct {
+	// State is what the ledger is to record: SUCCEEDED (found), ABSENT
+	// (not seen through the whole window) or NEEDS_HUMAN (nobody can tell).
+	State      ledger.State
+	ExternalID string // what was found, as its tool records it
+	Reason     string // one sentence: what was asked and seen
+	Asked      int    // how many questions were asked
+	// Key is what was looked for (tools.Effect.Key); empty when no lookup
+	// could be formed.
+	Key string
+}
+
+// Reconcile asks about q's operation until the verdict rules (see the
+// package documentation) give a final answer. Its errors: one wrapping
+// tools.ErrNotConfigured before any question (this worker cannot ask about
+// q.Kind), or one wrapping the context's error if ctx ends first, or a
+// lookup that answered an outcome it should not have. None is a verdict;
+// the operation stays unknown.
+func (s *Set) Reconcile(ctx context.Context, q Question, p Pace) (Answer, error) {
+	effect, err := s.Effect(q.Kind, q.Sent)
+	switch {
+	case errors.Is(err, tools.ErrNotConfigured):
+		return Answer{}, err
+	case err != nil:
+		p.asked(1, "could not ask: "+err.Error())
+		return Answer{State: ledger.StateNeedsHuman, Reason: fmt.Sprintf("the reconciler cannot tell: %v", err), Asked: 1}, nil
+	}
+	ans := Answer{Key: effect.Key()}
+	failed := 0
+	for n := 0; ; n++ {
+		askedAt := p.Now()
+		obs, err := effect.Find(ctx)
+		ans.Asked++
+		if ctx.Err() != nil {
+			return ans, fmt.Errorf("interrupted: %w", ctx.Err())
+		}
+		last := obs.Detail
+		if err != nil {
+			last = "could not ask: " + err.Error()
+		}
+		p.asked(ans.Asked, last)
+		end := !askedAt.Before(q.Deadline) // this question was asked at the end of the window
+		switch {
+		case err != nil:
+			failed++
+			if end {
+				ans.State, ans.Reason = ledger.StateNeedsHuman, fmt.Sprintf(
+					"could not ask whether the operation took effect: %d of %d questions over the %s consistency window failed, the last one at its end: %v",
+					failed, ans.Asked, q.Window, err)
+				return ans, nil
+			}
+		case obs.Outcome == tools.Found:
+			ans.State, ans.ExternalID, ans.Reason = ledger.StateSucceeded, obs.ExternalID, obs.Detail
+			return ans, nil
+		case obs.Outcome == tools.Ambiguous:
+			ans.State, ans.Reason = ledger.StateNeedsHuman, obs.Detail
+			return ans, nil
+		case obs.Outcome == tools.NotSeen:
+			if end {
+				ans.State, ans.Reason = ledger.StateAbsent, fmt.Sprintf("not seen through the %s consistency window (%d questions): %s",
+					q.Window, ans.Asked, obs.Detail)
+				return ans, nil
+			}
+		default:
+			return ans, fmt.Errorf("the lookup of %s answered %q", q.Kind, obs.Outcome)
+		}
+		if err := sleep(ctx, min(p.Backoff(n), q.Deadline.Sub(p.Now()))); err != nil {
+			return ans, fmt.Errorf("interrupted: %w", err)
+		}
+	}
+}
+
+func (p Pace) asked(n int, last string) {
+	if p.Asked != nil {
+		p.Asked(n, last)
+	}
+}
+
+// sleep waits d, or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
