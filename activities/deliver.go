@@ -129,7 +129,7 @@ func (a *Activities) deliver(ctx context.Context, in DeliverInput) (DeliverResul
 // deliverComment posts the final answer as a comment on a GitHub issue or
 // pull request. It is the github_comment tool run as an operation, exactly
 // as ExecuteTool runs it: claimed, marked with the operation id, and
-// recorded UNKNOWN when GitHub's answer is lost, for the comment reconciler
+// recorded UNKNOWN when GitHub's answer is lost, for the comment tool's lookup
 // to find by its marker. A comment GitHub refused is a failed delivery.
 func (a *Activities) deliverComment(ctx context.Context, in DeliverInput) (DeliverResult, error) {
 	res := DeliverResult{OperationID: in.OperationID}

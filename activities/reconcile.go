@@ -60,13 +60,16 @@ const (
 //     nothing is asked: SUCCEEDED is found; ABSENT, FAILED are absent.
 //   - When in.Resolution is set, a person decided: found is recorded as
 //     SUCCEEDED with the URL they gave, absent as ABSENT.
-//   - Otherwise the reconciler for the operation's kind is asked, again
-//     with jittered backoff while the consistency window (from in.Since)
-//     lasts and the effect is not seen or the question cannot be asked.
-//     Found is SUCCEEDED. Not seen by a question asked at the end of the
-//     window is ABSENT. Several candidates, no reconciler for the kind, or
-//     a question that still cannot be asked at the end of the window is
-//     indeterminate: NEEDS_HUMAN, with the reason.
+//   - Otherwise the lookup of whatever made the operation (the tool, or
+//     the delivery) is asked, by the reconcilers' window and verdict rules
+//     (reconcilers.Set.Reconcile): again, with jittered backoff, while the
+//     consistency window (from in.Since) lasts and the effect is not seen
+//     or the question cannot be asked. Found is SUCCEEDED. Not seen by a
+//     question asked at the end of the window is ABSENT. Several
+//     candidates, no lookup for the operation's kind, or a question that
+//     still cannot be asked at the end of the window is indeterminate:
+//     NEEDS_HUMAN, with the reason. A lookup whose client this worker
+//     lacks fails the activity as misconfigured.
 //
 // A found tool operation commits a tool message for in.ToolCallID telling
 // the model the call was recovered; its ref is the result's Item. A live
@@ -140,8 +143,8 @@ func validResolution(r *Resolution) error {
 }
 
 // question is what the reconcilers look for: the operation as the ledger
-// holds it, with its arguments. A worker that cannot ask about the
-// operation's kind fails as misconfigured.
+// holds it, with the arguments it was sent with. A worker without
+// reconcilers fails as misconfigured.
 func (a *Activities) question(ctx context.Context, in ReconcileInput, op ledger.Operation, deadline time.Time, window time.Duration) (reconcilers.Question, error) {
 	q := reconcilers.Question{Kind: op.Kind, Deadline: deadline, Window: window,
 		Sent: tools.Sent{Call: tools.Call{OperationID: op.ID}, Since: op.CreatedAt, Facts: op.Facts}}
