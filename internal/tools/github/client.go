@@ -39,15 +39,3 @@ func NewClient(baseURL, token string, hc *http.Client) (*gogithub.Client, error)
 	c.BaseURL = u
 	return c, nil
 }
-
-// Marker is the hidden line embedded in pull request and comment bodies so a
-// reconciler can find the effect of operationID: "<!-- capstan-op: <id> -->".
-// A ">" in the id is escaped so the id can never close the HTML comment.
-func Marker(operationID string) string {
-	return "<!-- capstan-op: " + strings.ReplaceAll(operationID, ">", "&gt;") + " -->"
-}
-
-// withMarker appends the marker, as its own paragraph, to a body.
-func withMarker(body, operationID string) string {
-	return body + "\n\n" + Marker(operationID)
-}

@@ -33,6 +33,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"strings"
 
 	gogithub "github.com/google/go-github/v62/github"
@@ -132,6 +133,62 @@ func marked(err error) error {
 		err = &tools.RetryAfterError{Wait: wait, Err: err}
 	}
 	return err
+}
+
+// findable is a GitHub tool whose effect can be found again after the
+// answer to its call was lost: a tools.Finder. Its lookup is the tool's
+// find, over the arguments its own parser reads.
+type findable[A any] struct{ *ghTool[A] }
+
+// Effect parses s.Arguments as Execute does and returns the effect the call
+// would leave. It does no I/O.
+func (t findable[A]) Effect(s tools.Sent) (tools.Effect, error) {
+	if t.c == nil {
+		return nil, fmt.Errorf("%s: %w: no GitHub client", t.name, tools.ErrNotConfigured)
+	}
+	a, err := t.args(s.Arguments)
+	if err != nil {
+		return nil, err
+	}
+	return t.find(a, s)
+}
+
+// requireOperationID refuses a conditional or unsafe call without an
+// operation id: its marker could never be reconciled.
+func requireOperationID(tool, opID string) error {
+	if opID == "" {
+		return fmt.Errorf("%s: %w: no operation id, so the effect could not be reconciled", tool, tools.ErrRefused)
+	}
+	return nil
+}
+
+// Listings are read in pages of perPage, at most maxPages of them: a list
+// longer than that cannot be searched, and the question counts as not asked.
+const (
+	perPage  = 100
+	maxPages = 50
+)
+
+// notFound reports GitHub's own 404. Anything else without an answer — a
+// rate limit, a 5xx, a dropped connection, go-github refusing to send while
+// a rate limit lasts — is not a 404.
+func notFound(err error) bool { return HTTPStatus(err) == http.StatusNotFound }
+
+// anyMarker starts every operation's marker: a body that holds it, but not
+// this operation's marker, is another operation's.
+var anyMarker = strings.TrimSuffix(Marker(""), " -->")
+
+// Marker is the hidden line embedded in pull request and comment bodies so
+// the tool's lookup can find the effect of operationID:
+// "<!-- capstan-op: <id> -->".
+// A ">" in the id is escaped so the id can never close the HTML comment.
+func Marker(operationID string) string {
+	return "<!-- capstan-op: " + strings.ReplaceAll(operationID, ">", "&gt;") + " -->"
+}
+
+// withMarker appends the marker, as its own paragraph, to a body.
+func withMarker(body, operationID string) string {
+	return body + "\n\n" + Marker(operationID)
 }
 
 // args checks raw against the tool's schema, then parses it and applies the
