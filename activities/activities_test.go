@@ -214,14 +214,15 @@ func TestModelTurnCommitsOnlyACompletedAttempt(t *testing.T) {
 	if len(out.ToolCalls) != 1 || out.ToolCalls[0].Name != githubtools.NameCreateBranch || out.Phase != model.PhaseStreamCompleted {
 		t.Fatalf("out = %+v, want one create_branch call from a completed stream", out)
 	}
-	var args map[string]string
 	call := out.ToolCalls[0]
 	stored, err := f.ledger.GetItem(context.Background(), call.Arguments)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := json.Unmarshal(stored, &args); err != nil || args["branch"] != "capstan/hello-T" {
-		t.Errorf("arguments = %s, want the branch of task T", stored)
+	// Read by the tool's own parser: the stored arguments create the branch of task T.
+	tool, _ := f.acts.Tools.Get(call.Name)
+	if id, err := tool.Identify(stored); err != nil || id.BusinessKey != "branch:create:capstan-sandbox/demo:capstan/hello-T" {
+		t.Errorf("arguments = %s (%v), want the branch of task T", stored, err)
 	}
 	if call.Class != "conditional" || call.BusinessKey != "branch:create:capstan-sandbox/demo:capstan/hello-T" ||
 		call.Summary != "create_branch capstan-sandbox/demo capstan/hello-T from main" {
