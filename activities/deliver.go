@@ -30,12 +30,12 @@ var definiteSlackRefusals = map[string]bool{
 // Deliver posts the final answer to a Slack channel as an unsafe operation:
 // claimed in the ledger first, with the operation id in the message metadata
 // (slackpost.Metadata) so a reconciler can tell whether an unanswered post
-// landed (slackpost.Messages). It heartbeats
-// on a ticker while the post is in flight. A post whose outcome is unknown is
-// recorded UNKNOWN and never re-sent blindly; a rate-limited one is ABSENT
-// and retried after the wait Slack asked for. A post goes through the
-// slack/post breaker, a comment through github/write: while it is open
-// nothing is sent and the activity fails with ErrTypeBreakerOpen.
+// landed (slackpost.Messages). It heartbeats on a ticker while the post is
+// in flight. A post whose outcome is unknown is recorded UNKNOWN and never
+// re-sent blindly; a rate-limited one is ABSENT and retried after the wait
+// Slack asked for. A post goes through the slack/post breaker, a comment
+// through github/write: while it is open nothing is sent and the activity
+// fails with ErrTypeBreakerOpen.
 func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResult, error) {
 	ctx = logids.With(ctx, logids.IDs{TaskID: in.TaskID, OperationID: in.OperationID})
 	res, err := a.deliver(ctx, in)

@@ -111,7 +111,7 @@ func (a *app) taskInput(f runFlags) (workflows.AgentTaskInput, error) {
 	}
 	// The same rules as the tools, so a task never starts only to have its
 	// every call refused.
-	if _, err := ghref.ParseRepo(f.repo); f.repo != "" && err != nil {
+	if _, err := ghref.ParseRepo(f.repo); err != nil && f.repo != "" {
 		return in, usagef("--repo %q is not of the form OWNER/NAME (letters, digits, '-', and '.' or '_' in the name)", f.repo)
 	}
 	if !ghref.ValidBranch(f.base) {
