@@ -6,8 +6,8 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/capstanhq/capstan/activities"
-	"github.com/capstanhq/capstan/internal/ledger"
+	"github.com/capstanhq/capstan"
+	"github.com/capstanhq/capstan/internal/contract"
 )
 
 // cancelledState is what an operation cancelled with its task is known to
@@ -15,18 +15,17 @@ import (
 // the activity said so, or its worker was lost mid-call; an activity that
 // stopped before sending (it waits for its cancellation to be handled, so
 // it reports which) sent nothing: ABSENT.
-func cancelledState(err error) (ledger.State, string) {
-	var appErr *temporal.ApplicationError
+func cancelledState(err error) (capstan.Outcome, string) {
 	var timeoutErr *temporal.TimeoutError
 	switch {
-	case errors.As(err, &appErr) && appErr.Type() == activities.ErrTypeOperationUnknown:
-		return ledger.StateUnknown, appErr.Error()
+	case contract.IsOperationUnknown(err):
+		return capstan.OutcomeUnknown, contract.Describe(err)
 	case errors.As(err, &timeoutErr):
-		return ledger.StateUnknown, "the worker was lost while the task was cancelled"
+		return capstan.OutcomeUnknown, "the worker was lost while the task was cancelled"
 	case temporal.IsCanceledError(err):
-		return ledger.StateAbsent, "cancelled before anything was sent"
+		return capstan.OutcomeAbsent, "cancelled before anything was sent"
 	default:
-		return ledger.StateUnknown, err.Error()
+		return capstan.OutcomeUnknown, err.Error()
 	}
 }
 
@@ -38,28 +37,28 @@ func cancelledState(err error) (ledger.State, string) {
 func (t *task) settleCancelled(ctx workflow.Context) {
 	for _, op := range t.declared {
 		rec := &t.result.Operations[op.index]
-		if rec.State != ledger.StateUnknown {
+		if rec.State != capstan.OutcomeUnknown {
 			continue
 		}
-		t.settleOnce(ctx, t.toolEffect(op.tid, op), func(r activities.ReconcileResult) {
+		t.settleOnce(ctx, t.toolEffect(op.tid, op), func(r contract.ReconcileResult) {
 			switch r.Verdict {
-			case activities.VerdictAbsent:
-				rec.State, rec.Reason = ledger.StateAbsent, r.Reason
+			case capstan.VerdictAbsent:
+				rec.State, rec.Reason = capstan.OutcomeAbsent, r.Reason
 			default:
-				rec.State, rec.Reason = ledger.StateNeedsHuman, r.Reason
+				rec.State, rec.Reason = capstan.OutcomeNeedsHuman, r.Reason
 			}
 		})
 	}
 	for i := range t.result.Deliveries {
 		rec := &t.result.Deliveries[i]
-		if rec.State != DeliveryUnknown {
+		if rec.State != capstan.OutcomeUnknown {
 			continue
 		}
-		t.settleOnce(ctx, t.deliveryEffect(rec, t.targets()[i], t.result.FinalText), func(r activities.ReconcileResult) {
-			if r.Verdict == activities.VerdictAbsent {
-				rec.State = DeliveryDeadLetter
+		t.settleOnce(ctx, t.deliveryEffect(rec, t.targets()[i], t.result.FinalText), func(r contract.ReconcileResult) {
+			if r.Verdict == capstan.VerdictAbsent {
+				rec.State = capstan.OutcomeAbsent
 			} else {
-				rec.State = DeliveryNeedsHuman
+				rec.State = capstan.OutcomeNeedsHuman
 			}
 		})
 	}
@@ -68,12 +67,12 @@ func (t *task) settleCancelled(ctx workflow.Context) {
 
 // settleOnce reconciles one effect once: found is recorded by the effect,
 // any other verdict by other.
-func (t *task) settleOnce(ctx workflow.Context, e effect, other func(activities.ReconcileResult)) {
+func (t *task) settleOnce(ctx workflow.Context, e effect, other func(contract.ReconcileResult)) {
 	r, err := t.reconcile(ctx, e, workflow.Now(ctx), nil)
 	if err != nil {
-		r = activities.ReconcileResult{Verdict: activities.VerdictIndeterminate, Reason: err.Error()}
+		r = contract.ReconcileResult{Verdict: capstan.VerdictIndeterminate, Reason: err.Error()}
 	}
-	if r.Verdict == activities.VerdictFound {
+	if r.Verdict == capstan.VerdictFound {
 		e.found(r)
 	} else {
 		other(r)

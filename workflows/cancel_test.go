@@ -9,8 +9,8 @@ import (
 	tlog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/testsuite"
 
+	"github.com/capstanhq/capstan"
 	"github.com/capstanhq/capstan/activities"
-	"github.com/capstanhq/capstan/internal/ledger"
 	"github.com/capstanhq/capstan/workflows"
 )
 
@@ -40,7 +40,7 @@ func TestCancelMarksUnknownOnlyWhatWasInFlight(t *testing.T) {
 		})
 	env.ExecuteWorkflow(workflows.AgentTask, workflows.AgentTaskInput{TaskID: "T", Tenant: "default", Prompt: "p", Model: "openai:m"})
 	res := taskResult(t, env.GetWorkflowError())
-	if res.Status != workflows.StatusCancelled || len(res.Operations) != 1 || res.Operations[0].State != ledger.StateAbsent {
+	if res.Status != workflows.StatusCancelled || len(res.Operations) != 1 || res.Operations[0].State != capstan.OutcomeAbsent {
 		t.Fatalf("result = %s %+v, want cancelled with the operation ABSENT", res.Status, res.Operations)
 	}
 	if reconciled != 0 {

@@ -5,7 +5,7 @@ import (
 
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/capstanhq/capstan/activities"
+	"github.com/capstanhq/capstan/internal/contract"
 	"github.com/capstanhq/capstan/internal/model"
 )
 
@@ -20,9 +20,9 @@ const maxCompactions = 3
 // when that call fails they are removed instead, behind a visible marker
 // item. Either way the new transcript is committed like any other, in's
 // transcript becomes it, and the turn is tried again. Compaction keeps the
-// task's opening and its newest exchange whole (activities.CompactionSpan),
+// task's opening and its newest exchange whole (the activity's compactionSpan),
 // so a tool result the model has not read yet is never summarized away.
-func (t *task) compact(ctx workflow.Context, ts *turnState, in *activities.ModelTurnInput, oc attemptOutcome) error {
+func (t *task) compact(ctx workflow.Context, ts *turnState, in *contract.ModelTurnInput, oc attemptOutcome) error {
 	ts.compactions++
 	if ts.compactions > maxCompactions {
 		msg := fmt.Sprintf("the transcript still does not fit the model's context after %d compactions: %s", maxCompactions, oc.Message)
@@ -36,8 +36,8 @@ func (t *task) compact(ctx workflow.Context, ts *turnState, in *activities.Model
 	kin.AttemptID = attemptID(kin.TurnID, 1)
 	kin.Compact = true
 	summary := fmt.Sprintf("turn %d · compaction %d · %s", ts.turn, ts.compactions, modelLabel(kin.Model))
-	var out activities.ModelTurnResult
-	err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, modelTurnOptions(kin.Limits, summary)), a.ModelTurn, kin).Get(ctx, &out)
+	var out contract.ModelTurnResult
+	err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, modelTurnOptions(kin.Limits, summary)), contract.ActivityModelTurn, kin).Get(ctx, &out)
 	switch {
 	case err == nil && out.Compacted > 0:
 		ts.rec.Attempts = append(ts.rec.Attempts, t.attemptRecord(&kin, AttemptRecord{Outcome: model.OutcomeCompleted, Phase: out.Phase, HTTPStatus: 200}))
@@ -57,9 +57,9 @@ func (t *task) compact(ctx workflow.Context, ts *turnState, in *activities.Model
 	}
 	t.note(ctx, "%s abandoned (%s): %s; truncating the transcript instead, behind a visible marker", kin.AttemptID, koc.Outcome, koc.Message)
 
-	var cut activities.TruncateResult
+	var cut contract.TruncateResult
 	topts := kindTruncate.options(fmt.Sprintf("turn %d · truncation %d", ts.turn, ts.compactions), kin.Limits, false)
-	err = workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, topts), a.TruncateTranscript, activities.TruncateInput{
+	err = workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, topts), contract.ActivityTruncateTranscript, contract.TruncateInput{
 		TaskID: in.TaskID, TurnID: kin.TurnID, Transcript: in.Transcript, Append: in.Append, Seed: in.Seed,
 	}).Get(ctx, &cut)
 	if err != nil {

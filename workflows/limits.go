@@ -6,7 +6,7 @@ import (
 
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/capstanhq/capstan/activities"
+	"github.com/capstanhq/capstan/internal/contract"
 	"github.com/capstanhq/capstan/internal/model"
 )
 
@@ -27,9 +27,8 @@ func (t *task) settleLimits(ctx workflow.Context) error {
 		return nil
 	}
 	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{ScheduleToCloseTimeout: workerLimitsTimeout})
-	var acts *activities.Activities
-	var res activities.WorkerLimitsResult
-	if err := workflow.ExecuteLocalActivity(lctx, acts.WorkerLimits, activities.WorkerLimitsInput{}).Get(ctx, &res); err != nil {
+	var res contract.WorkerLimitsResult
+	if err := workflow.ExecuteLocalActivity(lctx, contract.ActivityWorkerLimits, contract.WorkerLimitsInput{}).Get(ctx, &res); err != nil {
 		return fail(FailWorkerMisconfigured, "the worker could not tell its model limits: %v", err)
 	}
 	own := t.in.ModelLimits

@@ -1,22 +1,20 @@
 package workflows
 
 import (
-	"errors"
 	"fmt"
 	"strconv"
 
 	"github.com/google/uuid"
-	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/capstanhq/capstan/activities"
-	"github.com/capstanhq/capstan/internal/ledger"
+	"github.com/capstanhq/capstan"
+	"github.com/capstanhq/capstan/internal/contract"
 	"github.com/capstanhq/capstan/internal/tools"
 )
 
 // declared is a tool call with the operation id the workflow gave it.
 type declared struct {
-	call  activities.ToolCallRef
+	call  contract.ToolCallRef
 	opID  string
 	tid   string // the turn that declared it
 	index int    // into result.Operations
@@ -25,7 +23,7 @@ type declared struct {
 // runOperations executes the tool calls of one turn and returns the refs of
 // their tool messages, in the model's order. Runs of consecutive read-only
 // calls execute in parallel; every mutation runs alone, in model order.
-func (t *task) runOperations(ctx workflow.Context, turn int, calls []activities.ToolCallRef) ([]string, error) {
+func (t *task) runOperations(ctx workflow.Context, turn int, calls []contract.ToolCallRef) ([]string, error) {
 	tid := turnID(t.in.TaskID, turn)
 	ops := make([]declared, len(calls))
 	for i, c := range calls {
@@ -67,7 +65,7 @@ func (d declared) readOnly() bool { return tools.Class(d.call.Class) == tools.Re
 // that turn, so the same committed turn always yields the same ids — after
 // a retry, a continue-as-new or a reset alike. Tasks started before
 // changeOperationIDByPosition keep the uuid they drew.
-func (t *task) declare(ctx workflow.Context, tid string, turn, position int, c activities.ToolCallRef) (declared, error) {
+func (t *task) declare(ctx workflow.Context, tid string, turn, position int, c contract.ToolCallRef) (declared, error) {
 	d := declared{call: c}
 	key := c.BusinessKey
 	var n string
@@ -82,7 +80,7 @@ func (t *task) declare(ctx workflow.Context, tid string, turn, position int, c a
 	}
 	d.opID = operationID(t.in.Tenant, t.in.TaskID, c.Name, key, fmt.Sprintf("t%d", turn), n)
 	t.result.Operations = append(t.result.Operations, OperationRecord{
-		OperationID: d.opID, TurnID: tid, ToolCallID: c.ID, Tool: c.Name, State: ledger.StateDeclared,
+		OperationID: d.opID, TurnID: tid, ToolCallID: c.ID, Tool: c.Name, State: capstan.OutcomeDeclared,
 	})
 	d.index = len(t.result.Operations) - 1
 	d.tid = tid
@@ -91,9 +89,9 @@ func (t *task) declare(ctx workflow.Context, tid string, turn, position int, c a
 }
 
 func (t *task) startOperation(ctx workflow.Context, tid string, op declared) workflow.Future {
-	t.result.Operations[op.index].State = ledger.StateRunning
+	t.result.Operations[op.index].State = capstan.OutcomeRunning
 	actx := workflow.WithActivityOptions(ctx, toolOptions(tools.Class(op.call.Class), op.call.Summary, t.in.ModelLimits, t.waitsOnBreakers(ctx)))
-	return workflow.ExecuteActivity(actx, a.ExecuteTool, activities.ExecuteToolInput{
+	return workflow.ExecuteActivity(actx, contract.ActivityExecuteTool, contract.ExecuteToolInput{
 		Tenant: t.in.Tenant, TaskID: t.in.TaskID, TurnID: tid, OperationID: op.opID,
 		ToolCallID: op.call.ID, Tool: op.call.Name, Arguments: op.call.Arguments,
 	})
@@ -120,16 +118,16 @@ func (t *task) awaitOperation(ctx workflow.Context, tid string, op declared, f w
 // again, as often as the breaker asks.
 func (t *task) settle(ctx workflow.Context, op declared, f workflow.Future) (item, unknown string, err error) {
 	rec := &t.result.Operations[op.index]
-	var res activities.ExecuteToolResult
+	var res contract.ExecuteToolResult
 	err = f.Get(ctx, &res)
 	for ctx.Err() == nil {
-		w, open := activities.BreakerWaitOf(err)
+		w, open := contract.BreakerWaitOf(err)
 		if !open || !t.waitsOnBreakers(ctx) {
 			break
 		}
-		rec.State = ledger.StateAbsent
+		rec.State = capstan.OutcomeAbsent
 		if err := t.waitForBreaker(ctx, w.Breaker, w.Wait, fmt.Sprintf("operation %s (%s)", op.opID, op.call.Name)); err != nil {
-			rec.State, rec.Reason = ledger.StateAbsent, "cancelled while waiting for breaker "+w.Breaker
+			rec.State, rec.Reason = capstan.OutcomeAbsent, "cancelled while waiting for breaker "+w.Breaker
 			return "", "", err
 		}
 		err = t.startOperation(ctx, op.tid, op).Get(ctx, &res)
@@ -147,22 +145,19 @@ func (t *task) settle(ctx workflow.Context, op declared, f workflow.Future) (ite
 		rec.State, rec.Reason = cancelledState(err)
 		return "", "", err
 	}
-	var appErr *temporal.ApplicationError
-	if errors.As(err, &appErr) {
-		switch appErr.Type() {
-		case activities.ErrTypeOperationConflict:
-			rec.State = ledger.StateFailed
-			return "", "", fail(FailOperationConflict, "%s", appErr.Error())
-		case activities.ErrTypeOperationUnknown:
-			t.markUnknown(ctx, rec, appErr.Error())
-			return "", appErr.Error(), nil
-		case activities.ErrTypeWorkerConfig:
-			rec.State = ledger.StateAbsent
-			return "", "", fail(FailWorkerMisconfigured, "%s", appErr.Error())
-		}
+	switch {
+	case contract.IsOperationConflict(err):
+		rec.State = capstan.OutcomeFailed
+		return "", "", fail(FailOperationConflict, "%s", contract.Describe(err))
+	case contract.IsOperationUnknown(err):
+		t.markUnknown(ctx, rec, contract.Describe(err))
+		return "", contract.Describe(err), nil
+	case contract.IsWorkerConfig(err):
+		rec.State = capstan.OutcomeAbsent
+		return "", "", fail(FailWorkerMisconfigured, "%s", contract.Describe(err))
 	}
 	if op.readOnly() {
-		rec.State = ledger.StateFailed
+		rec.State = capstan.OutcomeFailed
 		return "", "", fail(FailOperationFailed, "%s did not complete: %v", op.call.Name, err)
 	}
 	// A mutation whose attempts ran out (a lost worker, a claim still held
@@ -176,7 +171,7 @@ func (t *task) settle(ctx workflow.Context, op declared, f workflow.Future) (ite
 // search attributes. The upsert can fail only on a malformed attribute,
 // which replay tests would show; the count is advisory.
 func (t *task) markUnknown(ctx workflow.Context, rec *OperationRecord, why string) {
-	rec.State = ledger.StateUnknown
+	rec.State = capstan.OutcomeUnknown
 	rec.Reason = why
 	_ = workflow.UpsertTypedSearchAttributes(ctx, AttrUnknownOps.ValueSet(int64(t.unknownOps())))
 }
@@ -184,7 +179,7 @@ func (t *task) markUnknown(ctx workflow.Context, rec *OperationRecord, why strin
 func (t *task) unknownDeliveries() int {
 	n := 0
 	for _, d := range t.result.Deliveries {
-		if d.State == DeliveryUnknown {
+		if d.State == capstan.OutcomeUnknown {
 			n++
 		}
 	}
@@ -194,7 +189,7 @@ func (t *task) unknownDeliveries() int {
 func (t *task) unknownOps() int {
 	n := 0
 	for _, op := range t.result.Operations {
-		if op.State == ledger.StateUnknown {
+		if op.State == capstan.OutcomeUnknown {
 			n++
 		}
 	}

@@ -9,7 +9,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/capstanhq/capstan/activities"
+	"github.com/capstanhq/capstan/internal/contract"
 	"github.com/capstanhq/capstan/internal/model"
 )
 
@@ -53,12 +53,12 @@ type turnState struct {
 // runTurn runs one turn: its answer under the turn guard and, since
 // changeModelTurnsComplete, the continuations of an answer the token limit
 // cut.
-func (t *task) runTurn(ctx workflow.Context, turn int) (activities.ModelTurnResult, error) {
+func (t *task) runTurn(ctx workflow.Context, turn int) (contract.ModelTurnResult, error) {
 	tid := turnID(t.in.TaskID, turn)
 	t.result.Turns = append(t.result.Turns, TurnRecord{TurnID: tid, Attempts: []AttemptRecord{}})
 	ts := &turnState{turn: turn, tid: tid, rec: &t.result.Turns[len(t.result.Turns)-1]}
 	ts.guard.persistent = t.complete && t.in.Persistent
-	in := activities.ModelTurnInput{TaskID: t.in.TaskID, TurnID: tid, Model: t.model(),
+	in := contract.ModelTurnInput{TaskID: t.in.TaskID, TurnID: tid, Model: t.model(),
 		Limits: t.in.ModelLimits.WithDefaults(), Transcript: t.transcript, Append: t.append}
 	if t.transcript == "" {
 		in.Seed = t.seed()
@@ -85,7 +85,7 @@ func (t *task) model() string {
 // model call of its own (turn id <turn>/c<k>, so it commits once and a
 // reset replays it), seeing the committed cut answer and a request to go
 // on; the answer's parts are joined in order.
-func (t *task) continueCutAnswer(ctx workflow.Context, ts *turnState, in activities.ModelTurnInput, out activities.ModelTurnResult) (activities.ModelTurnResult, error) {
+func (t *task) continueCutAnswer(ctx workflow.Context, ts *turnState, in contract.ModelTurnInput, out contract.ModelTurnResult) (contract.ModelTurnResult, error) {
 	text := out.Text
 	k := 0
 	for len(out.ToolCalls) == 0 && out.FinishReason == finishLength {
@@ -120,7 +120,7 @@ func (t *task) continueCutAnswer(ctx workflow.Context, ts *turnState, in activit
 // callModel runs attempts of one model call of a turn (its answer, or a
 // continuation) under the turn guard until one completes or the guard gives
 // up. kind names the call in the activity summary; empty for the answer.
-func (t *task) callModel(ctx workflow.Context, ts *turnState, in *activities.ModelTurnInput, kind string) (activities.ModelTurnResult, error) {
+func (t *task) callModel(ctx workflow.Context, ts *turnState, in *contract.ModelTurnInput, kind string) (contract.ModelTurnResult, error) {
 	for attempt := 1; ; attempt++ {
 		in.AttemptID = attemptID(in.TurnID, attempt)
 		in.Model = t.model()
@@ -129,8 +129,8 @@ func (t *task) callModel(ctx workflow.Context, ts *turnState, in *activities.Mod
 			summary = fmt.Sprintf("turn %d · %s · attempt %d · %s", ts.turn, kind, attempt, modelLabel(in.Model))
 		}
 		actx := workflow.WithActivityOptions(ctx, modelTurnOptions(in.Limits, summary))
-		var out activities.ModelTurnResult
-		err := workflow.ExecuteActivity(actx, a.ModelTurn, *in).Get(ctx, &out)
+		var out contract.ModelTurnResult
+		err := workflow.ExecuteActivity(actx, contract.ActivityModelTurn, *in).Get(ctx, &out)
 		if err == nil {
 			ts.guard.completed()
 			ts.rec.Attempts = append(ts.rec.Attempts, t.attemptRecord(in, AttemptRecord{Outcome: model.OutcomeCompleted, Phase: out.Phase, HTTPStatus: 200}))
@@ -187,7 +187,7 @@ func (t *task) callModel(ctx workflow.Context, ts *turnState, in *activities.Mod
 
 // attemptRecord completes r with in's attempt id and, since
 // changeModelTurnsComplete, the model it asked.
-func (t *task) attemptRecord(in *activities.ModelTurnInput, r AttemptRecord) AttemptRecord {
+func (t *task) attemptRecord(in *contract.ModelTurnInput, r AttemptRecord) AttemptRecord {
 	r.AttemptID = in.AttemptID
 	if t.complete {
 		r.Model = in.Model
@@ -258,15 +258,15 @@ func compactionID(turnID string, k int) string   { return fmt.Sprintf("%s/k%d", 
 // attemptOutcomeOf reads how a failed ModelTurn ended. The second result is
 // set when the worker lacks configuration, which no retry fixes.
 func attemptOutcomeOf(err error) (attemptOutcome, string) {
-	var appErr *temporal.ApplicationError
 	var timeoutErr *temporal.TimeoutError
-	if r, ok := activities.AttemptReportOf(err); ok {
+	if r, ok := contract.AttemptReportOf(err); ok {
 		return attemptOutcome{Outcome: r.Outcome, Phase: r.Phase, HTTPStatus: r.HTTPStatus,
 			RetryAfter: time.Duration(r.RetryAfterMS) * time.Millisecond, Message: r.Message, Breaker: r.Breaker}, ""
 	}
 	switch {
-	case errors.As(err, &appErr) && appErr.Type() == activities.ErrTypeWorkerConfig:
-		return attemptOutcome{Outcome: model.OutcomeRejected, Phase: model.PhaseNotSent, Message: appErr.Error()}, appErr.Error()
+	case contract.IsWorkerConfig(err):
+		msg := contract.Describe(err)
+		return attemptOutcome{Outcome: model.OutcomeRejected, Phase: model.PhaseNotSent, Message: msg}, msg
 	case errors.As(err, &timeoutErr):
 		return attemptOutcome{Outcome: model.OutcomeWorkerLost, Phase: model.PhaseUnknown,
 			Message: fmt.Sprintf("the worker stopped answering (%s timeout)", timeoutErr.TimeoutType())}, ""

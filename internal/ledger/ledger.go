@@ -22,20 +22,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
-)
 
-// State of an operation.
-type State string
-
-const (
-	StateDeclared   State = "DECLARED"
-	StateClaimed    State = "CLAIMED"
-	StateRunning    State = "RUNNING"
-	StateSucceeded  State = "SUCCEEDED"
-	StateFailed     State = "FAILED"
-	StateUnknown    State = "UNKNOWN"
-	StateAbsent     State = "ABSENT"
-	StateNeedsHuman State = "NEEDS_HUMAN"
+	"github.com/capstanhq/capstan"
 )
 
 // Operation is one row of the operations table.
@@ -48,7 +36,7 @@ type Operation struct {
 	Kind           string // tool name or delivery kind, e.g. "github_create_pull_request", "slack_post"
 	BusinessKey    string
 	RequestHash    string
-	State          State
+	State          capstan.Outcome
 	LeaseOwner     string
 	LeaseExpiresAt time.Time
 	Fence          int64
@@ -107,7 +95,7 @@ type ClaimResult struct {
 type Completion struct {
 	ID         string
 	Fence      int64
-	State      State // SUCCEEDED, FAILED, UNKNOWN, ABSENT or NEEDS_HUMAN
+	State      capstan.Outcome // succeeded, failed, unknown, absent or needs_human
 	ExternalID string
 	Result     []byte
 	Error      string
@@ -193,7 +181,7 @@ var (
 // lease. It matches ErrLeaseHeld with errors.Is.
 type LeaseHeldError struct {
 	ID        string
-	State     State
+	State     capstan.Outcome
 	Owner     string
 	ExpiresAt time.Time
 }
@@ -205,3 +193,28 @@ func (e *LeaseHeldError) Error() string {
 
 // Is makes errors.Is(err, ErrLeaseHeld) true.
 func (e *LeaseHeldError) Is(target error) bool { return target == ErrLeaseHeld }
+
+// StateOf reads the state column of an operations row. Rows written before
+// the one vocabulary hold the old upper-case states (SUCCEEDED,
+// NEEDS_HUMAN, …); they read as the outcome they meant
+// (capstan.ParseOutcome). A string no release wrote reads as itself, which
+// the claim rules refuse as unrecognised rather than guess.
+func StateOf(column string) capstan.Outcome {
+	o, _ := capstan.ParseOutcome(column)
+	return o
+}
+
+// Spellings are the strings a state column may hold for states — each
+// one's spelling and those older releases wrote for it — as query
+// arguments, for a query that must match rows written before the one
+// vocabulary and after it.
+func Spellings(states ...capstan.Outcome) []any {
+	var out []any
+	for _, s := range states {
+		out = append(out, string(s))
+		for _, old := range s.OldSpellings() {
+			out = append(out, old)
+		}
+	}
+	return out
+}

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/capstanhq/capstan"
 )
 
 // The rules in this file decide every claim and every write after a claim.
@@ -40,7 +42,7 @@ func LeaseLive(op Operation, now time.Time) bool {
 // caller's identity fields and no outcome.
 func NewClaim(req ClaimRequest, now time.Time) Operation {
 	op := req.Op
-	op.State = StateClaimed
+	op.State = capstan.OutcomeClaimed
 	op.LeaseOwner = req.Owner
 	op.LeaseExpiresAt = now.Add(req.Lease)
 	op.Fence = 1
@@ -56,7 +58,7 @@ func NewClaim(req ClaimRequest, now time.Time) Operation {
 // counted.
 func markRunningAtClaim(op *Operation, req ClaimRequest) {
 	if req.Running {
-		op.State = StateRunning
+		op.State = capstan.OutcomeRunning
 		op.AttemptCount++
 	}
 }
@@ -72,12 +74,12 @@ func DecideClaim(cur Operation, req ClaimRequest, now time.Time) (ClaimStatus, e
 			req.Op.RequestHash, cur.RequestHash, ErrConflict)
 	}
 	switch cur.State {
-	case StateSucceeded:
+	case capstan.OutcomeSucceeded:
 		return AlreadySucceeded, nil
-	case StateDeclared, StateAbsent, StateFailed:
+	case capstan.OutcomeDeclared, capstan.OutcomeAbsent, capstan.OutcomeFailed:
 		// Nothing was sent, or it definitely failed: free to take.
 		return Claimed, nil
-	case StateClaimed:
+	case capstan.OutcomeClaimed:
 		// Nothing has been sent under a CLAIMED row, so an expired lease
 		// (or the owner's own live one) can be taken over; the new fence
 		// locks the previous holder out.
@@ -85,7 +87,7 @@ func DecideClaim(cur Operation, req ClaimRequest, now time.Time) (ClaimStatus, e
 			return Claimed, nil
 		}
 		return InProgress, nil
-	case StateRunning:
+	case capstan.OutcomeRunning:
 		// The request may be on the wire. While the lease is live the
 		// holder is presumed to be working on it, whoever asks; after it
 		// expires only the external system can say what happened.
@@ -93,7 +95,7 @@ func DecideClaim(cur Operation, req ClaimRequest, now time.Time) (ClaimStatus, e
 			return InProgress, nil
 		}
 		return MustReconcile, nil
-	case StateUnknown, StateNeedsHuman:
+	case capstan.OutcomeUnknown, capstan.OutcomeNeedsHuman:
 		return MustReconcile, nil
 	default:
 		return "", fmt.Errorf("unrecognised state %q in the ledger", cur.State)
@@ -108,7 +110,7 @@ func DecideClaim(cur Operation, req ClaimRequest, now time.Time) (ClaimStatus, e
 // Attempts are counted across claims, so AttemptCount is kept.
 func Reclaim(cur Operation, req ClaimRequest, now time.Time) Operation {
 	op := cur
-	op.State = StateClaimed
+	op.State = capstan.OutcomeClaimed
 	op.LeaseOwner = req.Owner
 	op.LeaseExpiresAt = now.Add(req.Lease)
 	op.Fence = cur.Fence + 1
@@ -146,7 +148,7 @@ func CheckMarkRunning(cur Operation, fence int64, now time.Time) error {
 		return err
 	}
 	switch {
-	case cur.State != StateClaimed:
+	case cur.State != capstan.OutcomeClaimed:
 		return stale("operation is %s, not CLAIMED", cur.State)
 	case !LeaseLive(cur, now):
 		return stale("lease expired at %s", cur.LeaseExpiresAt.Format(time.RFC3339Nano))
@@ -163,7 +165,7 @@ func CheckRenew(cur Operation, fence int64, now time.Time) error {
 		return err
 	}
 	switch {
-	case cur.State != StateClaimed && cur.State != StateRunning:
+	case cur.State != capstan.OutcomeClaimed && cur.State != capstan.OutcomeRunning:
 		return stale("operation is %s; only a CLAIMED or RUNNING lease is renewed", cur.State)
 	case !LeaseLive(cur, now):
 		return stale("lease expired at %s", cur.LeaseExpiresAt.Format(time.RFC3339Nano))
@@ -177,9 +179,9 @@ func CheckRenew(cur Operation, fence int64, now time.Time) error {
 // ErrSettled; a live lease is a *LeaseHeldError.
 func CheckTakeForReconcile(cur Operation, now time.Time) error {
 	switch cur.State {
-	case StateSucceeded, StateFailed, StateAbsent, StateDeclared:
+	case capstan.OutcomeSucceeded, capstan.OutcomeFailed, capstan.OutcomeAbsent, capstan.OutcomeDeclared:
 		return fmt.Errorf("operation is %s: %w", cur.State, ErrSettled)
-	case StateUnknown, StateNeedsHuman, StateClaimed, StateRunning:
+	case capstan.OutcomeUnknown, capstan.OutcomeNeedsHuman, capstan.OutcomeClaimed, capstan.OutcomeRunning:
 		if LeaseLive(cur, now) {
 			return &LeaseHeldError{ID: cur.ID, State: cur.State, Owner: cur.LeaseOwner, ExpiresAt: cur.LeaseExpiresAt}
 		}
@@ -192,20 +194,20 @@ func CheckTakeForReconcile(cur Operation, now time.Time) error {
 // completable lists the states a Complete may leave: the claim is still open.
 // NEEDS_HUMAN is included so that a person's verdict (docs/design.md §5.4) can
 // be recorded under the fence the operation holds.
-var completable = map[State]bool{
-	StateClaimed:    true,
-	StateRunning:    true,
-	StateUnknown:    true,
-	StateNeedsHuman: true,
+var completable = map[capstan.Outcome]bool{
+	capstan.OutcomeClaimed:    true,
+	capstan.OutcomeRunning:    true,
+	capstan.OutcomeUnknown:    true,
+	capstan.OutcomeNeedsHuman: true,
 }
 
 // completions lists the states a Complete may write.
-var completions = map[State]bool{
-	StateSucceeded:  true,
-	StateFailed:     true,
-	StateUnknown:    true,
-	StateAbsent:     true,
-	StateNeedsHuman: true,
+var completions = map[capstan.Outcome]bool{
+	capstan.OutcomeSucceeded:  true,
+	capstan.OutcomeFailed:     true,
+	capstan.OutcomeUnknown:    true,
+	capstan.OutcomeAbsent:     true,
+	capstan.OutcomeNeedsHuman: true,
 }
 
 // ValidateCompletion refuses a completion to a state that does not end an
@@ -238,9 +240,9 @@ func CheckRelease(cur Operation, fence int64) error {
 		return err
 	}
 	switch cur.State {
-	case StateClaimed:
+	case capstan.OutcomeClaimed:
 		return nil
-	case StateRunning, StateUnknown, StateNeedsHuman:
+	case capstan.OutcomeRunning, capstan.OutcomeUnknown, capstan.OutcomeNeedsHuman:
 		return fmt.Errorf("operation is %s and may have been sent; record its outcome with Complete instead", cur.State)
 	default:
 		return stale("the claim already ended in %s", cur.State)
