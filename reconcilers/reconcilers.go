@@ -9,22 +9,25 @@ import (
 	"time"
 
 	"github.com/google/go-github/v62/github"
+
+	"github.com/capstanhq/capstan"
 )
 
-// Outcome is what one question to an external system saw.
-type Outcome string
+// Outcome is what one question to an external system saw: a verdict of
+// capstan's one vocabulary, drawn from one answer.
+type Outcome = capstan.Verdict
 
 const (
 	// Found: exactly one effect of the operation exists.
-	Found Outcome = "found"
+	Found = capstan.VerdictFound
 	// NotSeen: the system answered and showed no effect of the operation.
 	// It may still be catching up; only the caller's consistency window
 	// turns this into "absent".
-	NotSeen Outcome = "not_seen"
+	NotSeen = capstan.VerdictNotYet
 	// Ambiguous: the answer cannot be read either way — several effects
 	// carry the operation's mark, or something exists that may or may not
 	// be the operation's. A person must decide.
-	Ambiguous Outcome = "ambiguous"
+	Ambiguous = capstan.VerdictIndeterminate
 )
 
 // Observation is the answer to one question.

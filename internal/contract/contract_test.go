@@ -100,3 +100,14 @@ func TestErrorTypesKeepTheirRecordedStrings(t *testing.T) {
 		t.Errorf("ErrorTypes = %v, want %v", contract.ErrorTypes, want)
 	}
 }
+
+// AttemptReport.Outcome is in recorded histories: the attempt outcomes that
+// share a word with the effect vocabulary still spell it as recorded.
+func TestAttemptOutcomesKeepTheirRecordedStrings(t *testing.T) {
+	for o, s := range map[model.Outcome]string{model.OutcomeNotSent: "not_sent", model.OutcomeUnknown: "unknown",
+		model.OutcomeCancelled: "cancelled", model.OutcomeCompleted: "completed", model.OutcomeBreakerOpen: "breaker_open"} {
+		if string(o) != s {
+			t.Errorf("attempt outcome %q, want %q", o, s)
+		}
+	}
+}
