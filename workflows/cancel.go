@@ -11,10 +11,10 @@ import (
 )
 
 // cancelledState is what an operation cancelled with its task is known to
-// be (docs/design.md §5.6): UNKNOWN only if its request may have been sent —
+// be (docs/design.md §5.6): unknown only if its request may have been sent —
 // the activity said so, or its worker was lost mid-call; an activity that
 // stopped before sending (it waits for its cancellation to be handled, so
-// it reports which) sent nothing: ABSENT.
+// it reports which) sent nothing: absent.
 func cancelledState(err error) (capstan.Outcome, string) {
 	var timeoutErr *temporal.TimeoutError
 	switch {
@@ -33,7 +33,7 @@ func cancelledState(err error) (capstan.Outcome, string) {
 // cancelled task left unknown, so the task never ends with an effect that
 // nobody looked for (docs/design.md §5.6). Nothing is executed again and
 // nobody is asked: an effect the reconciler cannot settle stays listed as
-// NEEDS_HUMAN in the task's result.
+// needs_human in the task's result.
 func (t *task) settleCancelled(ctx workflow.Context) {
 	for _, op := range t.declared {
 		rec := &t.result.Operations[op.index]
@@ -66,8 +66,8 @@ func (t *task) settleCancelled(ctx workflow.Context) {
 }
 
 // settleOnce reconciles one effect once: found is recorded by the effect,
-// any other verdict by other.
-func (t *task) settleOnce(ctx workflow.Context, e effect, other func(contract.ReconcileResult)) {
+// any other verdict by notFound.
+func (t *task) settleOnce(ctx workflow.Context, e effect, notFound func(contract.ReconcileResult)) {
 	r, err := t.reconcile(ctx, e, workflow.Now(ctx), nil)
 	if err != nil {
 		r = contract.ReconcileResult{Verdict: capstan.VerdictIndeterminate, Reason: err.Error()}
@@ -75,7 +75,7 @@ func (t *task) settleOnce(ctx workflow.Context, e effect, other func(contract.Re
 	if r.Verdict == capstan.VerdictFound {
 		e.found(r)
 	} else {
-		other(r)
+		notFound(r)
 	}
 	t.note(ctx, "operation %s, in flight when the task was cancelled, is %s: %s", e.opID, r.Verdict, r.Reason)
 }

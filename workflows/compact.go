@@ -14,7 +14,7 @@ import (
 const maxCompactions = 3
 
 // compact answers an attempt that overflowed the model's context (since
-// changeModelTurnsComplete): the oldest transcript items are summarized by
+// changeFullTurnGuard): the oldest transcript items are summarized by
 // the model — one model call, with its own turn id (<turn>/k<round>) and
 // attempt id, under the same breaker and watchdogs as any attempt — and
 // when that call fails they are removed instead, behind a visible marker

@@ -170,7 +170,7 @@ func (t *task) deliveryEffect(rec *DeliveryRecord, d target, text string) effect
 		},
 		reconciling: func() { rec.State = capstan.OutcomeReconciling },
 		absent:      func(r contract.ReconcileResult, n int) { rec.State, rec.Tries = capstan.OutcomeAbsent, n+1 },
-		person:      func(string) { rec.State = capstan.OutcomeNeedsHuman },
+		needsPerson: func(string) { rec.State = capstan.OutcomeNeedsHuman },
 		exhausted: func(ctx workflow.Context, r contract.ReconcileResult) error {
 			t.deadLetter(ctx, rec)
 			return fail(FailDeliveryFailed, "the final answer could not be delivered to %s after %d tries: %s", d.label(), maxDeliveryTries, r.Reason)

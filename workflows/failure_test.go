@@ -206,9 +206,9 @@ func TestFailureMapping(t *testing.T) {
 		setup    func(*testsuite.TestWorkflowEnvironment)
 		maxTurns int
 		cancel   bool
-		v2       bool // a task started before changeReconcile
-		v3early  bool // a task started before changeBreakerWaits
-		v4early  bool // a task started before changeModelTurnsComplete
+		v2       bool // a task started before changeReconcileUnknown
+		v3early  bool // a task started before changeWorkflowWaitsOutBreakers
+		v4early  bool // a task started before changeFullTurnGuard
 		status   workflows.Status
 		code     workflows.FailureCode
 		opState  capstan.Outcome // of the one operation, when set
@@ -315,7 +315,7 @@ func TestFailureMapping(t *testing.T) {
 			env := suite.NewTestWorkflowEnvironment()
 			env.RegisterActivity(&activities.Activities{})
 			tt.setup(env)
-			if tt.v2 || tt.v3early || tt.v4early { // a task started before changeAllSince7
+			if tt.v2 || tt.v3early || tt.v4early { // a task started before changeAllThroughWorkerLimits
 				env.OnGetVersion("all-changes-v7", workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
 			}
 			if tt.v2 {

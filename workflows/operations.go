@@ -70,7 +70,7 @@ func (t *task) declare(ctx workflow.Context, tid string, turn, position int, c c
 	key := c.BusinessKey
 	var n string
 	if key == "" {
-		if !t.changed(ctx, changeOperationIDByPosition) {
+		if !t.inEffect(ctx, changeOperationIDByPosition) {
 			if err := workflow.SideEffect(ctx, func(workflow.Context) any { return uuid.NewString() }).Get(&n); err != nil {
 				return d, err
 			}
@@ -99,7 +99,7 @@ func (t *task) startOperation(ctx workflow.Context, tid string, op declared) wor
 
 // awaitOperation waits for an operation started by startOperation and
 // settles it: an outcome that is unknown is reconciled (docs/design.md §5.4)
-// rather than ending the task, in tasks started since changeReconcile.
+// rather than ending the task, in tasks started since changeReconcileUnknown.
 func (t *task) awaitOperation(ctx workflow.Context, tid string, op declared, f workflow.Future) (string, error) {
 	item, unknown, err := t.settle(ctx, op, f)
 	if err != nil || unknown == "" {
@@ -113,7 +113,7 @@ func (t *task) awaitOperation(ctx workflow.Context, tid string, op declared, f w
 
 // settle reads how one ExecuteTool ended. An outcome nobody knows yet is
 // returned as unknown (why it is unknown), with the operation recorded
-// UNKNOWN; every other failure ends the task. An operation an open breaker
+// unknown; every other failure ends the task. An operation an open breaker
 // kept from being sent (its claim released) is waited for and started
 // again, as often as the breaker asks.
 func (t *task) settle(ctx workflow.Context, op declared, f workflow.Future) (item, unknown string, err error) {
@@ -167,7 +167,7 @@ func (t *task) settle(ctx workflow.Context, op declared, f workflow.Future) (ite
 	return "", why, nil
 }
 
-// markUnknown records an operation as UNKNOWN and counts it in the task's
+// markUnknown records an operation as unknown and counts it in the task's
 // search attributes. The upsert can fail only on a malformed attribute,
 // which replay tests would show; the count is advisory.
 func (t *task) markUnknown(ctx workflow.Context, rec *OperationRecord, why string) {

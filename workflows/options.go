@@ -29,10 +29,10 @@ import (
 // noticed then, not at the start-to-close timeout. Temporal's policies have
 // no jitter: every retryable error of an activity carries its own jittered
 // next-retry delay (activities/retry.go). A BreakerOpen error is never
-// retried by Temporal (in tasks since changeBreakerWaits): it is not a
-// failure, so it must not spend attempts budgeted for failures, and only the
-// workflow can say in the journal and the current details which breaker it
-// waits for.
+// retried by Temporal (in tasks since changeWorkflowWaitsOutBreakers): it is
+// not a failure, so it must not spend attempts budgeted for failures, and
+// only the workflow can say in the journal and the current details which
+// breaker it waits for.
 var activityTable = map[activityKind]activityRow{
 	kindModelTurn: {startToClose: time.Minute, retry: temporal.RetryPolicy{MaximumAttempts: 1}},
 	kindToolRead: {startToClose: 2 * time.Minute, waitForCancellation: true, retry: temporal.RetryPolicy{
@@ -115,7 +115,7 @@ func modelTurnOptions(limits model.Limits, summary string) workflow.ActivityOpti
 
 // toolOptions: reads retry freely; mutations retry only on errors that prove
 // nothing was sent or that another claim is live (waiting out its lease, or
-// a rate limit, as the error's next-retry delay says), never on an UNKNOWN
+// a rate limit, as the error's next-retry delay says), never on an unknown
 // outcome or a conflict, which need a reconciler or a person.
 func toolOptions(class tools.Class, summary string, limits model.Limits, breakerWaits bool) workflow.ActivityOptions {
 	if class == tools.ReadOnly {

@@ -12,9 +12,9 @@ import (
 )
 
 // reconciles reports whether this task settles unknown outcomes by asking
-// (changeReconcile) rather than failing on them.
+// (changeReconcileUnknown) rather than failing on them.
 func (t *task) reconciles(ctx workflow.Context) bool {
-	return t.changed(ctx, changeReconcile)
+	return t.inEffect(ctx, changeReconcileUnknown)
 }
 
 // maxReexecutions bounds how often a tool operation confirmed absent is
@@ -33,11 +33,11 @@ type effect struct {
 	// when that outcome is unknown too.
 	execute func(ctx workflow.Context) (item, unknown string, err error)
 	// reconciling, when set, records that a reconciler is asking; found,
-	// absent and person record the verdicts.
+	// absent and needsPerson record the verdicts.
 	reconciling func()
 	found       func(r contract.ReconcileResult)
 	absent      func(r contract.ReconcileResult, n int)
-	person      func(reason string)
+	needsPerson func(reason string)
 	// exhausted, when set, ends the task once re-executions are spent;
 	// otherwise a person decides.
 	exhausted func(ctx workflow.Context, r contract.ReconcileResult) error
@@ -89,7 +89,7 @@ func (t *task) recover(ctx workflow.Context, e effect, why string) (string, erro
 			r.Reason = fmt.Sprintf("it was executed %d more times and is still not confirmed: %s", executions, r.Reason)
 		}
 		// Indeterminate, or absent too often: a person decides.
-		e.person(r.Reason)
+		e.needsPerson(r.Reason)
 		req, err := t.askPerson(ctx, e.opID, r.Reason)
 		if errors.Is(err, errAborted) {
 			return "", fail(FailOperationAborted, "a person aborted the task at operation %s: %s", e.opID, r.Reason)
@@ -120,8 +120,8 @@ func (t *task) toolEffect(tid string, op declared) effect {
 		found: func(r contract.ReconcileResult) {
 			rec.State, rec.ExternalID, rec.Recovered, rec.Reason = capstan.OutcomeSucceeded, r.ExternalID, true, r.Reason
 		},
-		absent: func(r contract.ReconcileResult, _ int) { rec.State, rec.Reason = capstan.OutcomeAbsent, r.Reason },
-		person: func(reason string) { rec.State, rec.Reason = capstan.OutcomeNeedsHuman, reason },
+		absent:      func(r contract.ReconcileResult, _ int) { rec.State, rec.Reason = capstan.OutcomeAbsent, r.Reason },
+		needsPerson: func(reason string) { rec.State, rec.Reason = capstan.OutcomeNeedsHuman, reason },
 	}
 }
 

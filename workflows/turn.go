@@ -17,7 +17,7 @@ import (
 // the turn guard, the switch to a fallback model, and the continuation of a
 // final answer cut by the output token limit. Compaction is in compact.go.
 
-// Limits of a turn, since changeModelTurnsComplete.
+// Limits of a turn, since changeFullTurnGuard.
 const (
 	// maxContinuations: a final answer cut by the output token limit is
 	// continued at most this often; still cut, the turn fails
@@ -51,20 +51,20 @@ type turnState struct {
 }
 
 // runTurn runs one turn: its answer under the turn guard and, since
-// changeModelTurnsComplete, the continuations of an answer the token limit
+// changeFullTurnGuard, the continuations of an answer the token limit
 // cut.
 func (t *task) runTurn(ctx workflow.Context, turn int) (contract.ModelTurnResult, error) {
 	tid := turnID(t.in.TaskID, turn)
 	t.result.Turns = append(t.result.Turns, TurnRecord{TurnID: tid, Attempts: []AttemptRecord{}})
 	ts := &turnState{turn: turn, tid: tid, rec: &t.result.Turns[len(t.result.Turns)-1]}
-	ts.guard.persistent = t.complete && t.in.Persistent
+	ts.guard.persistent = t.fullTurnGuard && t.in.Persistent
 	in := contract.ModelTurnInput{TaskID: t.in.TaskID, TurnID: tid, Model: t.model(),
 		Limits: t.in.ModelLimits.WithDefaults(), Transcript: t.transcript, Append: t.append}
 	if t.transcript == "" {
 		in.Seed = t.seed()
 	}
 	out, err := t.callModel(ctx, ts, &in, "")
-	if err != nil || !t.complete {
+	if err != nil || !t.fullTurnGuard {
 		return out, err
 	}
 	return t.continueCutAnswer(ctx, ts, in, out)
@@ -146,7 +146,7 @@ func (t *task) callModel(ctx workflow.Context, ts *turnState, in *contract.Model
 		if cfgErr != "" {
 			return out, fail(FailWorkerMisconfigured, "%s", cfgErr)
 		}
-		if t.complete && oc.Outcome == model.OutcomeOverflow {
+		if t.fullTurnGuard && oc.Outcome == model.OutcomeOverflow {
 			if err := t.compact(ctx, ts, in, oc); err != nil {
 				return out, err
 			}
@@ -166,7 +166,7 @@ func (t *task) callModel(ctx workflow.Context, ts *turnState, in *contract.Model
 			return out, sideEffectErr
 		}
 		if !d.Retry {
-			if t.complete && d.Fallback && t.switchModel(ctx, ts, in.AttemptID, oc, d) {
+			if t.fullTurnGuard && d.Fallback && t.switchModel(ctx, ts, in.AttemptID, oc, d) {
 				continue
 			}
 			t.note(ctx, "%s abandoned (%s); giving up: %s", in.AttemptID, oc.Outcome, d.Message)
@@ -186,10 +186,10 @@ func (t *task) callModel(ctx workflow.Context, ts *turnState, in *contract.Model
 }
 
 // attemptRecord completes r with in's attempt id and, since
-// changeModelTurnsComplete, the model it asked.
+// changeFullTurnGuard, the model it asked.
 func (t *task) attemptRecord(in *contract.ModelTurnInput, r AttemptRecord) AttemptRecord {
 	r.AttemptID = in.AttemptID
-	if t.complete {
+	if t.fullTurnGuard {
 		r.Model = in.Model
 	}
 	return r
@@ -214,14 +214,14 @@ func (t *task) switchModel(ctx workflow.Context, ts *turnState, attemptID string
 	return true
 }
 
-// wait sleeps d before the next attempt. Since changeModelTurnsComplete a
+// wait sleeps d before the next attempt. Since changeFullTurnGuard a
 // wait longer than journalEvery is shown in the task's status while it
 // lasts, and journalled every journalEvery (sleep).
 func (t *task) wait(ctx workflow.Context, d time.Duration, what string) error {
 	if d <= 0 {
 		return nil
 	}
-	if t.complete && d > journalEvery {
+	if t.fullTurnGuard && d > journalEvery {
 		until := workflow.Now(ctx).Add(d)
 		t.result.Waiting = fmt.Sprintf("waiting %s for %s (until %s)", roundWait(d), what, until.UTC().Format("15:04:05 MST"))
 		defer func() { t.result.Waiting = "" }()
@@ -229,12 +229,12 @@ func (t *task) wait(ctx workflow.Context, d time.Duration, what string) error {
 	return t.sleep(ctx, d, what)
 }
 
-// sleep is a durable timer of d. Since changeModelTurnsComplete a sleep
+// sleep is a durable timer of d. Since changeFullTurnGuard a sleep
 // longer than journalEvery is slept in slices of it, each followed by a
 // journal line saying how long is left, so a person or a follower watching
 // a long wait always sees the task is alive.
 func (t *task) sleep(ctx workflow.Context, d time.Duration, what string) error {
-	if !t.complete || d <= journalEvery {
+	if !t.fullTurnGuard || d <= journalEvery {
 		return workflow.Sleep(ctx, d)
 	}
 	until := workflow.Now(ctx).Add(d)

@@ -95,7 +95,7 @@ type TurnRecord struct {
 type AttemptRecord struct {
 	AttemptID string `json:"attempt_id"`
 	// Model is the provider:model the attempt asked, set since
-	// changeModelTurnsComplete (a fallback may have taken the turn over).
+	// changeFullTurnGuard (a fallback may have taken the turn over).
 	Model      string        `json:"model,omitempty"`
 	Outcome    model.Outcome `json:"outcome"`
 	Phase      model.Phase   `json:"phase"`
@@ -115,7 +115,7 @@ type OperationRecord struct {
 	// Recovered: the outcome was unknown and a reconciler (or a person)
 	// found the effect had happened.
 	Recovered bool `json:"recovered,omitempty"`
-	// Reason says why the operation is UNKNOWN or NEEDS_HUMAN, or how it
+	// Reason says why the operation is unknown or needs_human, or how it
 	// was recovered.
 	Reason string `json:"reason,omitempty"`
 }
