@@ -33,11 +33,25 @@ func cancelledState(err error) (capstan.Outcome, string) {
 // cancelled task left unknown, so the task never ends with an effect that
 // nobody looked for (docs/design.md §5.6). Nothing is executed again and
 // nobody is asked: an effect the reconciler cannot settle stays listed as
-// needs_human in the task's result.
+// needs_human in the task's result. Since changeCancelSettlesEveryUnknown
+// that is every effect whose outcome is not known, whatever state it was
+// in; before it, those recorded unknown.
 func (t *task) settleCancelled(ctx workflow.Context) {
+	notKnown := func(read bool, o capstan.Outcome) bool { return !read && !o.Known() }
+	recordedUnknown := func(_ bool, o capstan.Outcome) bool { return o == capstan.OutcomeUnknown }
+	open, left := notKnown, t.cancelledEffects(notKnown)
+	if left == 0 && t.unknownOps()+t.unknownDeliveries() == 0 {
+		return // nothing to look for, whichever rule holds
+	}
+	if workflow.GetVersion(ctx, changeCancelSettlesEveryUnknown, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		open, left = recordedUnknown, t.unknownOps()+t.unknownDeliveries()
+	}
+	if left == 0 || !t.reconciles(ctx) {
+		return
+	}
 	for _, op := range t.declared {
 		rec := &t.result.Operations[op.index]
-		if rec.State != capstan.OutcomeUnknown {
+		if !open(op.readOnly(), rec.State) {
 			continue
 		}
 		t.settleOnce(ctx, t.toolEffect(op.tid, op), func(r contract.ReconcileResult) {
@@ -51,7 +65,7 @@ func (t *task) settleCancelled(ctx workflow.Context) {
 	}
 	for i := range t.result.Deliveries {
 		rec := &t.result.Deliveries[i]
-		if rec.State != capstan.OutcomeUnknown {
+		if !open(false, rec.State) {
 			continue
 		}
 		t.settleOnce(ctx, t.deliveryEffect(rec, t.targets()[i], t.result.FinalText), func(r contract.ReconcileResult) {
@@ -63,6 +77,24 @@ func (t *task) settleCancelled(ctx workflow.Context) {
 		})
 	}
 	t.markSettled(ctx)
+}
+
+// cancelledEffects counts the operations declared in this run and the
+// deliveries for which open holds, given whether the operation is
+// read-only and its outcome.
+func (t *task) cancelledEffects(open func(read bool, o capstan.Outcome) bool) int {
+	n := 0
+	for _, op := range t.declared {
+		if open(op.readOnly(), t.result.Operations[op.index].State) {
+			n++
+		}
+	}
+	for _, d := range t.result.Deliveries {
+		if open(false, d.State) {
+			n++
+		}
+	}
+	return n
 }
 
 // settleOnce reconciles one effect once: found is recorded by the effect,

@@ -176,6 +176,8 @@ func (t *task) markUnknown(ctx workflow.Context, rec *OperationRecord, why strin
 	_ = workflow.UpsertTypedSearchAttributes(ctx, AttrUnknownOps.ValueSet(int64(t.unknownOps())))
 }
 
+// unknownDeliveries and unknownOps count the deliveries and the operations
+// (of every run of the task) recorded unknown.
 func (t *task) unknownDeliveries() int {
 	n := 0
 	for _, d := range t.result.Deliveries {

@@ -20,7 +20,8 @@ import "go.temporal.io/sdk/workflow"
 //	v5  changeFullTurnGuard
 //	v6  changeLimitsFromWorker
 //	v7  changeAllThroughWorkerLimits
-const HistoryVersion = "v7"
+//	v8  changeCancelSettlesEveryUnknown
+const HistoryVersion = "v8"
 
 // Changes to workflow logic, each read with workflow.GetVersion where the
 // logic forks. A change id — the string, which histories record — is never
@@ -65,6 +66,18 @@ const (
 	// such marker and reads each change where the logic forks, as it did
 	// (task.inEffect). A change made after it is read on its own marker.
 	changeAllThroughWorkerLimits = "all-changes-v7"
+
+	// Changes after changeAllThroughWorkerLimits, each read on its own
+	// marker with workflow.GetVersion.
+
+	// changeCancelSettlesEveryUnknown: a cancelled task reconciles, before
+	// it ends, every effect whose outcome is not known
+	// (capstan.Outcome.Known) — a delivery cancelled while a reconciler
+	// asked about it, an operation that waited for a person — where it
+	// reconciled only those recorded unknown; and it leaves read-only
+	// operations alone, which have no effect to find. Read only as a
+	// cancelled task ends with such an effect (settleCancelled).
+	changeCancelSettlesEveryUnknown = "cancel-settles-every-unknown"
 )
 
 // inEffect reports whether change, one of those through
