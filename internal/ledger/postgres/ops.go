@@ -213,8 +213,8 @@ func (s *Store) Complete(ctx context.Context, c ledger.Completion) error {
 	return nil
 }
 
-// Release implements ledger.Store under ledger.CheckRelease: CLAIMED →
-// ABSENT with the lease cleared.
+// Release implements ledger.Store under ledger.CheckRelease: claimed →
+// absent with the lease cleared.
 func (s *Store) Release(ctx context.Context, id string, fence int64) error {
 	err := s.writeUnderFence(ctx, "release", id, fence,
 		func(cur ledger.Operation, _ time.Time) error { return ledger.CheckRelease(cur, fence) },
