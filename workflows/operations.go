@@ -9,7 +9,6 @@ import (
 
 	"github.com/capstanhq/capstan"
 	"github.com/capstanhq/capstan/internal/contract"
-	"github.com/capstanhq/capstan/internal/tools"
 )
 
 // declared is a tool call with the operation id the workflow gave it.
@@ -57,7 +56,7 @@ func (t *task) runOperations(ctx workflow.Context, turn int, calls []contract.To
 	return items, nil
 }
 
-func (d declared) readOnly() bool { return tools.Class(d.call.Class) == tools.ReadOnly }
+func (d declared) readOnly() bool { return capstan.Class(d.call.Class) == capstan.ClassReadOnly }
 
 // declare gives the position-th tool call of a turn its operation id
 // (docs/design.md §5.2) and records it. The business key comes from the model turn
@@ -90,7 +89,7 @@ func (t *task) declare(ctx workflow.Context, tid string, turn, position int, c c
 
 func (t *task) startOperation(ctx workflow.Context, tid string, op declared) workflow.Future {
 	t.result.Operations[op.index].State = capstan.OutcomeRunning
-	actx := workflow.WithActivityOptions(ctx, toolOptions(tools.Class(op.call.Class), op.call.Summary, t.in.ModelLimits, t.waitsOnBreakers(ctx)))
+	actx := workflow.WithActivityOptions(ctx, toolOptions(capstan.Class(op.call.Class), op.call.Summary, t.in.ModelLimits, t.waitsOnBreakers(ctx)))
 	return workflow.ExecuteActivity(actx, contract.ActivityExecuteTool, contract.ExecuteToolInput{
 		Tenant: t.in.Tenant, TaskID: t.in.TaskID, TurnID: tid, OperationID: op.opID,
 		ToolCallID: op.call.ID, Tool: op.call.Name, Arguments: op.call.Arguments,

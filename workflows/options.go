@@ -6,10 +6,10 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/capstanhq/capstan"
 	"github.com/capstanhq/capstan/internal/config"
 	"github.com/capstanhq/capstan/internal/contract"
 	"github.com/capstanhq/capstan/internal/model"
-	"github.com/capstanhq/capstan/internal/tools"
 )
 
 // Timeouts, heartbeats and retry policies of every activity, per dependency:
@@ -117,8 +117,8 @@ func modelTurnOptions(limits model.Limits, summary string) workflow.ActivityOpti
 // nothing was sent or that another claim is live (waiting out its lease, or
 // a rate limit, as the error's next-retry delay says), never on an unknown
 // outcome or a conflict, which need a reconciler or a person.
-func toolOptions(class tools.Class, summary string, limits model.Limits, breakerWaits bool) workflow.ActivityOptions {
-	if class == tools.ReadOnly {
+func toolOptions(class capstan.Class, summary string, limits model.Limits, breakerWaits bool) workflow.ActivityOptions {
+	if class == capstan.ClassReadOnly {
 		return kindToolRead.options(summary, limits, breakerWaits)
 	}
 	return kindToolMutation.options(summary, limits, breakerWaits)

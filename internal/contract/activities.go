@@ -67,7 +67,7 @@ type ModelTurnResult struct {
 type ToolCallRef struct {
 	ID          string // the model's tool_call_id
 	Name        string
-	Class       string // tools.Class
+	Class       string // a capstan.Class
 	BusinessKey string // empty when the tool has none
 	Arguments   string // ref of the arguments in the ledger
 	Summary     string // what the Temporal UI shows for the call
