@@ -42,12 +42,12 @@ const continuePrompt = "Your previous answer was cut off by the output token lim
 // the answer, its continuations and its compactions share one guard, so the
 // per-turn budgets are per turn, whichever call spends them.
 type turnState struct {
-	turn        int
-	tid         string
-	rec         *TurnRecord
-	guard       turnGuard
-	switched    bool // the turn switched to a fallback model already
-	compactions int
+	turn          int
+	tid           string
+	rec           *TurnRecord
+	guard         turnGuard
+	switchedModel bool // the turn switched to a fallback model already
+	compactions   int
 }
 
 // runTurn runs one turn: its answer under the turn guard and, since
@@ -99,11 +99,11 @@ func (t *task) continueCutAnswer(ctx workflow.Context, ts *turnState, in contrac
 		}
 		t.note(ctx, "turn %d: %s's answer was cut by the output token limit after %d characters; asking the model to continue it (continuation %d/%d)",
 			ts.turn, out.AttemptID, len(out.Text), k, maxContinuations)
-		cin := in
-		cin.TurnID = continuationID(ts.tid, k)
-		cin.Transcript, cin.Append = out.Transcript, nil
-		cin.Seed = []model.Message{{Role: model.RoleUser, Content: continuePrompt}}
-		next, err := t.callModel(ctx, ts, &cin, fmt.Sprintf("continuation %d", k))
+		continuationIn := in
+		continuationIn.TurnID = continuationID(ts.tid, k)
+		continuationIn.Transcript, continuationIn.Append = out.Transcript, nil
+		continuationIn.Seed = []model.Message{{Role: model.RoleUser, Content: continuePrompt}}
+		next, err := t.callModel(ctx, ts, &continuationIn, fmt.Sprintf("continuation %d", k))
 		if err != nil {
 			return next, err
 		}
@@ -202,12 +202,12 @@ func (t *task) attemptRecord(in *contract.ModelTurnInput, r AttemptRecord) Attem
 // spent a whole budget failing and would most likely cost every later turn
 // the same. It reports whether it switched.
 func (t *task) switchModel(ctx workflow.Context, ts *turnState, attemptID string, oc attemptOutcome, d decision) bool {
-	if ts.switched || t.modelIndex >= len(t.in.Fallbacks) {
+	if ts.switchedModel || t.modelIndex >= len(t.in.Fallbacks) {
 		return false
 	}
 	from := t.model()
 	t.modelIndex++
-	ts.switched = true
+	ts.switchedModel = true
 	ts.guard = turnGuard{breakerWaits: ts.guard.breakerWaits, persistent: ts.guard.persistent}
 	t.note(ctx, "%s abandoned (%s): %s; switching turn %d from %s to fallback model %s, which the task keeps",
 		attemptID, oc.Outcome, d.Message, ts.turn, from, t.model())
