@@ -4,8 +4,6 @@ import (
 	"encoding/json"
 	"io"
 	"os/exec"
-	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -29,7 +27,7 @@ var clientSDKs = []string{
 func TestWorkflowAndStarterLinkNoClientSDK(t *testing.T) {
 	goBin, err := exec.LookPath("go")
 	if err != nil {
-		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
+		t.Fatalf("the go command is not on PATH: %v", err)
 	}
 	for _, pkg := range []string{"./workflows", "./starter"} {
 		t.Run(strings.TrimPrefix(pkg, "./"), func(t *testing.T) {
