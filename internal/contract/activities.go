@@ -1,11 +1,11 @@
 package contract
 
 import (
-	"encoding/json"
 	"time"
 
 	"github.com/capstanhq/capstan"
 	"github.com/capstanhq/capstan/internal/model"
+	"github.com/capstanhq/capstan/internal/tools/ghref"
 )
 
 // Activity names: the methods of activities.Activities, which the worker
@@ -135,17 +135,13 @@ type CommentTarget struct {
 	Number int
 }
 
-// CommentArguments are the github_comment arguments of a comment delivery.
-// The workflow names them by their ledger reference (ledger.ItemRef) so a
-// reconciler can read them; both sides build them here, so the bytes, and
-// the reference, are the same.
+// CommentArguments are the github_comment arguments of a comment delivery
+// (ghref.CommentArguments). The workflow names them by their ledger
+// reference (ledger.ItemRef) so a reconciler can read them, and Deliver
+// stores them; both build them here, so the bytes, and the reference, are
+// the same.
 func CommentArguments(target CommentTarget, text string) []byte {
-	b, _ := json.Marshal(struct {
-		Repo   string `json:"repo"`
-		Number int    `json:"number"`
-		Body   string `json:"body"`
-	}{target.Repo, target.Number, text}) // cannot fail: strings and an int
-	return b
+	return ghref.CommentArguments(target.Repo, target.Number, text)
 }
 
 // DeliverResult is an acknowledged delivery.
