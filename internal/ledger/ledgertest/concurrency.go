@@ -206,9 +206,9 @@ func testConcurrentWritesFailAlone(h *h) {
 			ExternalID: fmt.Sprintf("e-%02d", i), Items: [][]byte{fmt.Appendf(nil, "item %02d", i)}})
 		switch {
 		case i%2 == 0 && err != nil:
-			return fmt.Errorf("Complete of %s under its fence: %w", ops[i].ID, err)
+			return fmt.Errorf("store.Complete of %s under its fence: %w", ops[i].ID, err)
 		case i%2 == 1 && !errors.Is(err, ledger.ErrFenced):
-			return fmt.Errorf("Complete of %s under a stale fence: %v, want ErrFenced", ops[i].ID, err)
+			return fmt.Errorf("store.Complete of %s under a stale fence: %v, want ErrFenced", ops[i].ID, err)
 		}
 		return nil
 	})
