@@ -100,28 +100,6 @@ func modelHealth(o model.Outcome) breaker.Outcome {
 	}
 }
 
-// BreakerWait is the detail of an ErrTypeBreakerOpen error: which breaker
-// refused the call and how long the workflow should wait before trying
-// again (the time left in its open period, plus jitter).
-type BreakerWait struct {
-	Breaker string        `json:"breaker"`
-	State   string        `json:"state"` // open, or half-open while its probe is in flight
-	Wait    time.Duration `json:"wait"`
-}
-
-// BreakerWaitOf returns the wait an ErrTypeBreakerOpen error carries; err is
-// what the workflow got from the activity. ok is false for any other error.
-func BreakerWaitOf(err error) (w BreakerWait, ok bool) {
-	var appErr *temporal.ApplicationError
-	if !errors.As(err, &appErr) || appErr.Type() != ErrTypeBreakerOpen || !appErr.HasDetails() {
-		return w, false
-	}
-	if appErr.Details(&w) != nil {
-		return BreakerWait{}, false
-	}
-	return w, true
-}
-
 // breakerOpen is the error of an operation the breaker kept from being
 // sent: retryable, after the time left in the open period plus jitter,
 // which capstan draws (Temporal's retry policy has none). The details say

@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/capstanhq/capstan"
 	"github.com/capstanhq/capstan/internal/backoff"
 	"github.com/capstanhq/capstan/internal/breaker"
 	"github.com/capstanhq/capstan/internal/ledger"
@@ -86,7 +87,7 @@ func (a *Activities) begin(ctx context.Context, op ledger.Operation, key breaker
 		permit.Done(breaker.Ignored) // nothing was sent
 		return rec, nil, false, fmt.Errorf("mark operation %s running: %w", op.ID, err)
 	}
-	claim.Op.State, claim.Op.Facts = ledger.StateRunning, facts
+	claim.Op.State, claim.Op.Facts = capstan.OutcomeRunning, facts
 	claim.Op.AttemptCount++
 	return claim.Op, permit, false, nil
 }
@@ -149,7 +150,7 @@ func (a *Activities) notPrepared(ctx context.Context, op ledger.Operation, fence
 
 // unknownOperation is the error for an operation whose outcome is not known:
 // never retried by Temporal, since only a reconciler may decide.
-func unknownOperation(id string, state ledger.State, cause error) error {
+func unknownOperation(id string, state capstan.Outcome, cause error) error {
 	msg := fmt.Sprintf("operation %s is %s: it may have taken effect and must be reconciled before anything else is sent", id, state)
 	if cause != nil {
 		msg += " (" + cause.Error() + ")"

@@ -20,11 +20,6 @@ import (
 // named is the floor of backoff.AfterWait: every caller told to wait comes
 // back no sooner than told, and not all at the same instant.
 
-// ErrTypeTransient: a failure that may pass on its own (the ledger could
-// not be reached, a read or an idempotent write to repeat). Temporal retries
-// it after the jittered delay the error carries.
-const ErrTypeTransient = "Transient"
-
 // Backoff of an activity whose retry policy the server did not send:
 // Temporal's own defaults.
 const (

@@ -37,12 +37,13 @@ var (
 // is passed in from a SideEffect.
 type turnGuard struct {
 	transport, overload, idle, invalid int
-	// breakerWaits: breaker_open is waited out (changeBreakerWaits); set
-	// by the workflow when such an attempt first comes back.
+	// breakerWaits: breaker_open is waited out
+	// (changeWorkflowWaitsOutBreakers); set by the workflow when such an
+	// attempt first comes back.
 	breakerWaits bool
 	// persistent: overloads are retried for persistentOverloadFor rather
 	// than budgetOverload attempts (AgentTaskInput.Persistent, since
-	// changeModelTurnsComplete). overloadSince is the turn's first
+	// changeFullTurnGuard). overloadSince is the turn's first
 	// overload.
 	persistent    bool
 	overloadSince time.Time

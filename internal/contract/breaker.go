@@ -1,0 +1,12 @@
+package contract
+
+import "time"
+
+// BreakerWait is the detail of an ErrTypeBreakerOpen error: which breaker
+// refused the call and how long the workflow should wait before trying
+// again (the time left in its open period, plus jitter).
+type BreakerWait struct {
+	Breaker string        `json:"breaker"`
+	State   string        `json:"state"` // open, or half-open while its probe is in flight
+	Wait    time.Duration `json:"wait"`
+}
