@@ -19,6 +19,7 @@ import (
 	"github.com/capstanhq/capstan/activities"
 	"github.com/capstanhq/capstan/internal/ledger"
 	"github.com/capstanhq/capstan/internal/model"
+	githubtools "github.com/capstanhq/capstan/internal/tools/github"
 )
 
 // These tests hold the activities to docs/design.md §5.4 where the answer of an
@@ -83,7 +84,7 @@ func (f *fixture) toolMessage(t *testing.T, ref string) model.Message {
 
 func putFileInput(f *fixture, t *testing.T, opID, content string) activities.ExecuteToolInput {
 	return activities.ExecuteToolInput{Tenant: "d", TaskID: "T", TurnID: "T/t1", OperationID: opID, ToolCallID: "call_" + opID,
-		Tool: "github_put_file", Arguments: f.args(t, `{"repo":"acme/app","branch":"main","path":"a.md","content":"`+content+`","message":"m"}`)}
+		Tool: githubtools.NamePutFile, Arguments: f.args(t, `{"repo":"acme/app","branch":"main","path":"a.md","content":"`+content+`","message":"m"}`)}
 }
 
 // A GitHub rate limit on a mutation means GitHub did nothing: the operation
@@ -133,7 +134,7 @@ func TestExecuteToolRateLimitedMutationIsAbsentAndRetriedAfterTheWait(t *testing
 				return true
 			})
 			in := activities.ExecuteToolInput{Tenant: "d", TaskID: "T", TurnID: "T/t1", OperationID: "op-pr", ToolCallID: "call_1",
-				Tool: "github_create_pull_request", Arguments: f.args(t, `{"repo":"acme/app","head":"feat","base":"main","title":"t","body":"b"}`)}
+				Tool: githubtools.NameCreatePullRequest, Arguments: f.args(t, `{"repo":"acme/app","head":"feat","base":"main","title":"t","body":"b"}`)}
 			_, err := f.env.ExecuteActivity(f.acts.ExecuteTool, in)
 			appErr := appError(t, err)
 			if appErr.Type() != activities.ErrTypeOperationNotSent || appErr.NonRetryable() {

@@ -21,6 +21,7 @@ import (
 	"github.com/capstanhq/capstan/internal/model"
 	"github.com/capstanhq/capstan/internal/sandbox"
 	"github.com/capstanhq/capstan/internal/tools"
+	githubtools "github.com/capstanhq/capstan/internal/tools/github"
 )
 
 // withBreakers gives the fixture's activities a breaker set that trips after
@@ -38,7 +39,7 @@ func withBreakers(t *testing.T, openFor time.Duration) (*breaker.Set, func(*acti
 func branchInput(f *fixture, t *testing.T, branch, from string) activities.ExecuteToolInput {
 	opID := "d:T:github_create_branch:branch:create:acme/app:" + branch
 	return activities.ExecuteToolInput{Tenant: "d", TaskID: "T", TurnID: "T/t1", OperationID: opID, ToolCallID: "call_" + branch,
-		Tool: "github_create_branch", Arguments: f.args(t, fmt.Sprintf(`{"repo":"acme/app","branch":%q,"from":%q}`, branch, from))}
+		Tool: githubtools.NameCreateBranch, Arguments: f.args(t, fmt.Sprintf(`{"repo":"acme/app","branch":%q,"from":%q}`, branch, from))}
 }
 
 // breakerOpenError checks err is a retryable BreakerOpen error of key that
@@ -97,7 +98,7 @@ func TestExecuteToolSendsNothingWhileTheBreakerIsOpen(t *testing.T) {
 
 	// A read goes through github/read, which is closed.
 	_, err = f.env.ExecuteActivity(f.acts.ExecuteTool, activities.ExecuteToolInput{Tenant: "d", TaskID: "T", TurnID: "T/t1",
-		OperationID: "d:T:t1:github_get_file:1", ToolCallID: "call_read", Tool: "github_get_file",
+		OperationID: "d:T:t1:github_get_file:1", ToolCallID: "call_read", Tool: githubtools.NameGetFile,
 		Arguments: f.args(t, `{"repo":"acme/app","path":"README.md"}`)})
 	if err != nil {
 		t.Fatalf("a read while github/write is open: %v", err)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/capstanhq/capstan/activities"
 	"github.com/capstanhq/capstan/internal/ledger"
+	githubtools "github.com/capstanhq/capstan/internal/tools/github"
 )
 
 // These tests run the activities the way a workflow schedules them, with a
@@ -85,7 +86,7 @@ func TestOperationsHeartbeatWhileTheCallRuns(t *testing.T) {
 			},
 			run: func(f *fixture, env *testsuite.TestWorkflowEnvironment) error {
 				env.ExecuteWorkflow(executeToolWorkflow, opts, activities.ExecuteToolInput{Tenant: "d", TaskID: "T", TurnID: "T/t1",
-					OperationID: "op-branch", ToolCallID: "call_1", Tool: "github_create_branch",
+					OperationID: "op-branch", ToolCallID: "call_1", Tool: githubtools.NameCreateBranch,
 					Arguments: f.args(t, `{"repo":"acme/app","branch":"feat","from":"main"}`)})
 				var res activities.ExecuteToolResult
 				if err := env.GetWorkflowResult(&res); err != nil {
@@ -221,7 +222,7 @@ func TestQuickOperationsSendNoHeartbeat(t *testing.T) {
 			name: "ExecuteTool", opID: "op-branch",
 			run: func(f *fixture, env *testsuite.TestWorkflowEnvironment) {
 				env.ExecuteWorkflow(executeToolWorkflow, opts, activities.ExecuteToolInput{Tenant: "d", TaskID: "T", TurnID: "T/t1",
-					OperationID: "op-branch", ToolCallID: "call_1", Tool: "github_create_branch",
+					OperationID: "op-branch", ToolCallID: "call_1", Tool: githubtools.NameCreateBranch,
 					Arguments: f.args(t, `{"repo":"acme/app","branch":"feat","from":"main"}`)})
 			},
 		},

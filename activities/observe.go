@@ -13,6 +13,7 @@ import (
 	"github.com/capstanhq/capstan/internal/ledger"
 	"github.com/capstanhq/capstan/internal/model"
 	"github.com/capstanhq/capstan/internal/tools"
+	githubtools "github.com/capstanhq/capstan/internal/tools/github"
 )
 
 // This file is what the activities tell an operator: metrics counted at the
@@ -92,7 +93,7 @@ func (a *Activities) observeModelTurn(ctx context.Context, in ModelTurnInput, re
 func (a *Activities) observeDeliver(ctx context.Context, in DeliverInput, res DeliverResult, err error) {
 	target := "slack"
 	if in.Comment != nil {
-		target = "github_comment"
+		target = githubtools.NameComment
 	}
 	a.countRetry(ctx, "Deliver", err)
 	if state, ok := deliveryState(res, err); ok {

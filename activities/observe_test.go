@@ -21,6 +21,7 @@ import (
 	"github.com/capstanhq/capstan/internal/testenv"
 	"github.com/capstanhq/capstan/internal/tools"
 	githubtools "github.com/capstanhq/capstan/internal/tools/github"
+	"github.com/capstanhq/capstan/internal/tools/slackpost"
 	"github.com/capstanhq/capstan/reconcilers"
 )
 
@@ -77,11 +78,12 @@ func newObservedFixture(t *testing.T) *observedFixture {
 		t.Fatal(err)
 	}
 	sc := slack.New("xoxb-test", slack.OptionAPIURL(f.sb.SlackURL))
+	registry := tools.NewRegistry(githubtools.Tools(gh)...)
 	f.acts, err = activities.New(activities.Deps{
 		Ledger:      f.ledger,
-		Tools:       tools.NewRegistry(githubtools.Tools(gh)...),
+		Tools:       registry,
 		Slack:       sc,
-		Reconcilers: reconcilers.NewSet(gh, sc),
+		Reconcilers: reconcilers.NewSet(registry, slackpost.NewMessages(sc)),
 		Identity:    "observed-worker",
 		Now:         time.Now,
 		Logger:      slog.New(slog.NewJSONHandler(f.log, nil)),
@@ -123,22 +125,22 @@ func (f *observedFixture) want(t *testing.T, name string, labels map[string]stri
 // hand-back that leaves an operation UNKNOWN, counts nothing.
 func TestOperationStatesAreCountedAsTheLedgerRecordsThem(t *testing.T) {
 	f := newObservedFixture(t)
-	pr := "github_create_pull_request"
+	pr := githubtools.NameCreatePullRequest
 
 	branch := activities.ExecuteToolInput{Tenant: "d", TaskID: "T", TurnID: "T/t1", ToolCallID: "call_b", OperationID: "op-branch",
-		Tool: "github_create_branch", Arguments: f.args(t, `{"repo":"acme/app","branch":"feat","from":"main"}`)}
+		Tool: githubtools.NameCreateBranch, Arguments: f.args(t, `{"repo":"acme/app","branch":"feat","from":"main"}`)}
 	for range 2 { // the second is a replay: nothing sent, nothing counted
 		if _, err := f.env.ExecuteActivity(f.acts.ExecuteTool, branch); err != nil {
 			t.Fatal(err)
 		}
 	}
 	file := activities.ExecuteToolInput{Tenant: "d", TaskID: "T", TurnID: "T/t1", ToolCallID: "call_f", OperationID: "op-file",
-		Tool: "github_put_file", Arguments: f.args(t, `{"repo":"acme/app","branch":"feat","path":"fix.md","content":"fixed\n","message":"fix"}`)}
+		Tool: githubtools.NamePutFile, Arguments: f.args(t, `{"repo":"acme/app","branch":"feat","path":"fix.md","content":"fixed\n","message":"fix"}`)}
 	if _, err := f.env.ExecuteActivity(f.acts.ExecuteTool, file); err != nil {
 		t.Fatal(err)
 	}
-	f.want(t, "capstan_operations_total", map[string]string{"kind": "github_create_branch", "state": "SUCCEEDED"}, 1)
-	f.want(t, "capstan_operations_total", map[string]string{"kind": "github_put_file", "state": "SUCCEEDED"}, 1)
+	f.want(t, "capstan_operations_total", map[string]string{"kind": githubtools.NameCreateBranch, "state": "SUCCEEDED"}, 1)
+	f.want(t, "capstan_operations_total", map[string]string{"kind": githubtools.NamePutFile, "state": "SUCCEEDED"}, 1)
 
 	// GitHub opens the pull request but the answer is lost: UNKNOWN.
 	if err := f.sb.GitHub.AddFault(sandbox.FaultRule{Endpoint: "pulls/create", Kind: sandbox.FaultDrop, Times: 1}); err != nil {
@@ -220,8 +222,8 @@ func TestDeliveriesAndRetriesAreCountedWithTheirReasons(t *testing.T) {
 	f.want(t, "capstan_deliveries_total", map[string]string{"target": "slack", "state": "NOT_SENT"}, 1)
 	f.want(t, "capstan_deliveries_total", map[string]string{"target": "slack", "state": "ACKED"}, 1)
 	f.want(t, "capstan_retries_total", map[string]string{"activity": "Deliver", "reason": "rate_limited"}, 1)
-	f.want(t, "capstan_operations_total", map[string]string{"kind": "slack_post", "state": "ABSENT"}, 1)
-	f.want(t, "capstan_operations_total", map[string]string{"kind": "slack_post", "state": "SUCCEEDED"}, 1)
+	f.want(t, "capstan_operations_total", map[string]string{"kind": slackpost.Kind, "state": "ABSENT"}, 1)
+	f.want(t, "capstan_operations_total", map[string]string{"kind": slackpost.Kind, "state": "SUCCEEDED"}, 1)
 
 	// Slack refuses: the delivery is REFUSED, and not a retry.
 	f.sb.Slack.SetFault(func(w http.ResponseWriter, r *http.Request, _ http.Handler) bool {
@@ -232,19 +234,19 @@ func TestDeliveriesAndRetriesAreCountedWithTheirReasons(t *testing.T) {
 	_, err = f.env.ExecuteActivity(f.acts.Deliver, activities.DeliverInput{Tenant: "d", TaskID: "T", OperationID: "op-gone", Channel: "#gone", Text: "done"})
 	expectAppError(t, "refused Deliver", err, activities.ErrTypeDeliveryFailed)
 	f.want(t, "capstan_deliveries_total", map[string]string{"target": "slack", "state": "REFUSED"}, 1)
-	f.want(t, "capstan_operations_total", map[string]string{"kind": "slack_post", "state": "FAILED"}, 1)
+	f.want(t, "capstan_operations_total", map[string]string{"kind": slackpost.Kind, "state": "FAILED"}, 1)
 	f.want(t, "capstan_retries_total", nil, 1)
 
 	// Another worker holds a live claim: retried after its lease.
 	args := `{"repo":"acme/app","branch":"held","from":"main"}`
-	tool, _ := f.acts.Tools.Get("github_create_branch")
+	tool, _ := f.acts.Tools.Get(githubtools.NameCreateBranch)
 	id, _ := tool.Identify(json.RawMessage(args))
-	if _, err := f.ledger.Claim(context.Background(), ledger.ClaimRequest{Op: ledger.Operation{ID: "op-held", Kind: "github_create_branch",
-		RequestHash: activities.RequestHash("github_create_branch", id.Effect)}, Owner: "other-worker", Lease: time.Minute}); err != nil {
+	if _, err := f.ledger.Claim(context.Background(), ledger.ClaimRequest{Op: ledger.Operation{ID: "op-held", Kind: githubtools.NameCreateBranch,
+		RequestHash: activities.RequestHash(githubtools.NameCreateBranch, id.Effect)}, Owner: "other-worker", Lease: time.Minute}); err != nil {
 		t.Fatal(err)
 	}
-	_, err = f.env.ExecuteActivity(f.acts.ExecuteTool, activities.ExecuteToolInput{TaskID: "T", OperationID: "op-held", Tool: "github_create_branch", Arguments: f.args(t, args)})
+	_, err = f.env.ExecuteActivity(f.acts.ExecuteTool, activities.ExecuteToolInput{TaskID: "T", OperationID: "op-held", Tool: githubtools.NameCreateBranch, Arguments: f.args(t, args)})
 	expectAppError(t, "ExecuteTool on a held claim", err, activities.ErrTypeOperationInProgress)
 	f.want(t, "capstan_retries_total", map[string]string{"activity": "ExecuteTool", "reason": "operation_in_progress"}, 1)
-	f.want(t, "capstan_operations_total", map[string]string{"kind": "github_create_branch"}, 0)
+	f.want(t, "capstan_operations_total", map[string]string{"kind": githubtools.NameCreateBranch}, 0)
 }

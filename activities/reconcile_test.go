@@ -23,6 +23,7 @@ import (
 	"github.com/capstanhq/capstan/internal/sandbox"
 	"github.com/capstanhq/capstan/internal/tools"
 	githubtools "github.com/capstanhq/capstan/internal/tools/github"
+	"github.com/capstanhq/capstan/internal/tools/slackpost"
 	"github.com/capstanhq/capstan/reconcilers"
 )
 
@@ -47,11 +48,12 @@ func newReconcileFixture(t *testing.T) *reconcileFixture {
 	}
 	sc := slack.New("xoxb-test", slack.OptionAPIURL(f.sb.SlackURL))
 	f.gh = gh
+	registry := tools.NewRegistry(githubtools.Tools(gh)...)
 	f.acts, err = activities.New(activities.Deps{
 		Ledger:      f.ledger,
-		Tools:       tools.NewRegistry(githubtools.Tools(gh)...),
+		Tools:       registry,
 		Slack:       sc,
-		Reconcilers: reconcilers.NewSet(gh, sc),
+		Reconcilers: reconcilers.NewSet(registry, slackpost.NewMessages(sc)),
 		Identity:    "reconcile-worker",
 		Now:         time.Now,
 		Random:      func() float64 { return 0 }, // no jitter, as in newFixture
@@ -80,8 +82,8 @@ const prArgs = `{"repo":"acme/app","head":"feat","base":"main","title":"Fix","bo
 func (f *reconcileFixture) prepareBranch(t *testing.T) {
 	t.Helper()
 	for _, in := range []activities.ExecuteToolInput{
-		{OperationID: "op-branch", Tool: "github_create_branch", Arguments: f.args(t, `{"repo":"acme/app","branch":"feat","from":"main"}`)},
-		{OperationID: "op-file", Tool: "github_put_file", Arguments: f.args(t, `{"repo":"acme/app","branch":"feat","path":"fix.md","content":"fixed\n","message":"fix"}`)},
+		{OperationID: "op-branch", Tool: githubtools.NameCreateBranch, Arguments: f.args(t, `{"repo":"acme/app","branch":"feat","from":"main"}`)},
+		{OperationID: "op-file", Tool: githubtools.NamePutFile, Arguments: f.args(t, `{"repo":"acme/app","branch":"feat","path":"fix.md","content":"fixed\n","message":"fix"}`)},
 	} {
 		in.Tenant, in.TaskID, in.TurnID, in.ToolCallID = "d", "T", "T/t1", "call_"+in.OperationID
 		if _, err := f.env.ExecuteActivity(f.acts.ExecuteTool, in); err != nil {
@@ -92,7 +94,7 @@ func (f *reconcileFixture) prepareBranch(t *testing.T) {
 
 func (f *reconcileFixture) prInput(t *testing.T) activities.ExecuteToolInput {
 	return activities.ExecuteToolInput{Tenant: "d", TaskID: "T", TurnID: "T/t2", ToolCallID: "call_pr",
-		OperationID: "d:T:github_create_pull_request:pr:create:acme/app:feat:main", Tool: "github_create_pull_request",
+		OperationID: "d:T:github_create_pull_request:pr:create:acme/app:feat:main", Tool: githubtools.NameCreatePullRequest,
 		Arguments: f.args(t, prArgs)}
 }
 
@@ -448,7 +450,7 @@ func TestReconcileFindsASlackDelivery(t *testing.T) {
 func TestReconcileWaitsForALiveLease(t *testing.T) {
 	f := newReconcileFixture(t)
 	ctx := context.Background()
-	claim, err := f.ledger.Claim(ctx, ledger.ClaimRequest{Op: ledger.Operation{ID: "op-busy", Kind: "github_comment", RequestHash: "h"},
+	claim, err := f.ledger.Claim(ctx, ledger.ClaimRequest{Op: ledger.Operation{ID: "op-busy", Kind: githubtools.NameComment, RequestHash: "h"},
 		Owner: "other-worker#1", Lease: time.Minute})
 	if err != nil {
 		t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/capstanhq/capstan/activities"
+	githubtools "github.com/capstanhq/capstan/internal/tools/github"
 )
 
 func TestJitterAfterNeverComesEarlyAndSpreadsTheReturn(t *testing.T) {
@@ -52,7 +53,7 @@ func TestRateLimitWaitGetsJitter(t *testing.T) {
 func TestTransientFailureGetsAJitteredBackoff(t *testing.T) {
 	f := newFixture(t, halfway)
 	_, err := f.env.ExecuteActivity(f.acts.ExecuteTool, activities.ExecuteToolInput{Tenant: "d", TaskID: "T", TurnID: "T/t1",
-		OperationID: "d:T:t1:github_get_file:1", ToolCallID: "c", Tool: "github_get_file", Arguments: "sha256:0000"})
+		OperationID: "d:T:t1:github_get_file:1", ToolCallID: "c", Tool: githubtools.NameGetFile, Arguments: "sha256:0000"})
 	appErr := appError(t, err)
 	// First attempt, Temporal's default initial interval of 1 s: equal
 	// jitter puts the retry between 0.5 s and 1 s, here halfway.

@@ -1,7 +1,6 @@
 package activities
 
 import (
-	"encoding/json"
 	"errors"
 	"time"
 
@@ -10,6 +9,7 @@ import (
 	"github.com/capstanhq/capstan/internal/config"
 	"github.com/capstanhq/capstan/internal/ledger"
 	"github.com/capstanhq/capstan/internal/model"
+	"github.com/capstanhq/capstan/internal/tools/ghref"
 )
 
 // Error types of the application errors the activities return. The workflow
@@ -173,17 +173,11 @@ type CommentTarget struct {
 	Number int
 }
 
-// CommentArguments are the github_comment arguments of a comment delivery.
-// The workflow names them by their ledger reference (ledger.ItemRef) so a
-// reconciler can read them; both sides build them here, so the bytes, and
-// the reference, are the same.
+// CommentArguments are the github_comment arguments of a comment delivery
+// (ghref.CommentArguments): the workflow names them by their ledger
+// reference, Deliver stores them.
 func CommentArguments(target CommentTarget, text string) []byte {
-	b, _ := json.Marshal(struct {
-		Repo   string `json:"repo"`
-		Number int    `json:"number"`
-		Body   string `json:"body"`
-	}{target.Repo, target.Number, text}) // cannot fail: strings and an int
-	return b
+	return ghref.CommentArguments(target.Repo, target.Number, text)
 }
 
 // DeliverResult is an acknowledged delivery.

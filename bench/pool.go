@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/google/go-github/v62/github"
 	"github.com/slack-go/slack"
 	"go.temporal.io/sdk/client"
 	tlog "go.temporal.io/sdk/log"
@@ -24,6 +23,7 @@ import (
 	"github.com/capstanhq/capstan/internal/sandbox"
 	"github.com/capstanhq/capstan/internal/tools"
 	githubtools "github.com/capstanhq/capstan/internal/tools/github"
+	"github.com/capstanhq/capstan/internal/tools/slackpost"
 	"github.com/capstanhq/capstan/reconcilers"
 	"github.com/capstanhq/capstan/workflows"
 )
@@ -56,7 +56,6 @@ type clients struct {
 	providers map[string]model.Provider
 	tools     *tools.Registry
 	slack     *slack.Client
-	github    *github.Client
 }
 
 func (e *env) newClients(sb *sandbox.Sandbox, logger *slog.Logger) (clients, error) {
@@ -75,7 +74,6 @@ func (e *env) newClients(sb *sandbox.Sandbox, logger *slog.Logger) (clients, err
 		providers: map[string]model.Provider{"openai": prov, "sandbox": prov},
 		tools:     tools.NewRegistry(githubtools.Tools(gh)...),
 		slack:     slack.New(cfg.SlackBotToken, slack.OptionHTTPClient(httpClient), slack.OptionAPIURL(cfg.SlackAPIURL)),
-		github:    gh,
 	}, nil
 }
 
@@ -156,7 +154,7 @@ func (e *env) startCapstan(ctx context.Context, queue string, o capstanOptions) 
 			Now:         time.Now,
 			Logger:      logger,
 			Metrics:     m,
-			Reconcilers: reconcilers.NewSet(cl.github, cl.slack),
+			Reconcilers: reconcilers.NewSet(cl.tools, slackpost.NewMessages(cl.slack)),
 		}
 		if err := configureBreakers(&deps, o.breakers, m); err != nil {
 			p.stop()

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
-	"strconv"
 	"strings"
 	"time"
 
@@ -21,7 +20,7 @@ import (
 	"github.com/capstanhq/capstan/activities"
 	"github.com/capstanhq/capstan/internal/config"
 	"github.com/capstanhq/capstan/internal/model"
-	githubtools "github.com/capstanhq/capstan/internal/tools/github"
+	"github.com/capstanhq/capstan/internal/tools/ghref"
 	"github.com/capstanhq/capstan/workflows"
 )
 
@@ -112,10 +111,10 @@ func (a *app) taskInput(f runFlags) (workflows.AgentTaskInput, error) {
 	}
 	// The same rules as the tools, so a task never starts only to have its
 	// every call refused.
-	if f.repo != "" && !githubtools.ValidRepo(f.repo) {
+	if _, err := ghref.ParseRepo(f.repo); err != nil && f.repo != "" {
 		return in, usagef("--repo %q is not of the form OWNER/NAME (letters, digits, '-', and '.' or '_' in the name)", f.repo)
 	}
-	if !githubtools.ValidBranchName(f.base) {
+	if !ghref.ValidBranch(f.base) {
 		return in, usagef("--base %q is not a valid branch name", f.base)
 	}
 	if f.slack != "" && !channelPattern.MatchString(f.slack) {
@@ -282,16 +281,15 @@ func commentTargets(flags []string) ([]activities.CommentTarget, error) {
 	var out []activities.CommentTarget
 	seen := map[string]bool{}
 	for _, f := range flags {
-		repo, num, ok := strings.Cut(f, "#")
-		n, err := strconv.Atoi(num)
-		if !ok || err != nil || n < 1 || !githubtools.ValidRepo(repo) {
+		issue, err := ghref.ParseIssue(f)
+		if err != nil {
 			return nil, usagef("--comment %q is not of the form OWNER/NAME#N (an issue or pull request number)", f)
 		}
 		if seen[f] {
 			return nil, usagef("--comment %q is given twice", f)
 		}
 		seen[f] = true
-		out = append(out, activities.CommentTarget{Repo: repo, Number: n})
+		out = append(out, activities.CommentTarget{Repo: issue.Repo.String(), Number: issue.Number})
 	}
 	return out, nil
 }

@@ -31,6 +31,7 @@ import (
 	"github.com/capstanhq/capstan/internal/sandbox"
 	"github.com/capstanhq/capstan/internal/tools"
 	githubtools "github.com/capstanhq/capstan/internal/tools/github"
+	"github.com/capstanhq/capstan/internal/tools/slackpost"
 	"github.com/capstanhq/capstan/reconcilers"
 	"github.com/capstanhq/capstan/workflows"
 )
@@ -104,7 +105,7 @@ func start(ctx context.Context, o options, lookupEnv func(string) (string, bool)
 	// Interfaces, not a *slack.Client, so that "no token" stays a nil
 	// interface the activities and reconcilers can test for.
 	var slackClient activities.SlackPoster
-	var slackHistory reconcilers.SlackHistory
+	var slackHistory slackpost.History
 	if cfg.SlackBotToken != "" {
 		sc := slack.New(cfg.SlackBotToken, slack.OptionHTTPClient(httpClient), slack.OptionAPIURL(cfg.SlackAPIURL))
 		slackClient, slackHistory = sc, sc
@@ -156,10 +157,11 @@ func start(ctx context.Context, o options, lookupEnv func(string) (string, bool)
 	// o.stopTimeout to finish before their contexts are cancelled.
 	p.worker = worker.New(p.client, cfg.TaskQueue, worker.Options{Identity: identity, WorkerStopTimeout: o.stopTimeout})
 	p.worker.RegisterWorkflow(workflows.AgentTask)
+	registry := tools.NewRegistry(githubtools.Tools(gh)...)
 	deps := activities.Deps{
 		Ledger:    p.ledger,
 		Providers: providers,
-		Tools:     tools.NewRegistry(githubtools.Tools(gh)...),
+		Tools:     registry,
 		Slack:     slackClient,
 		Identity:  identity,
 		Breakers:  breakers,
@@ -169,7 +171,7 @@ func start(ctx context.Context, o options, lookupEnv func(string) (string, bool)
 		Now:         time.Now,
 		Logger:      logger,
 
-		Reconcilers: reconcilers.NewSet(gh, slackHistory),
+		Reconcilers: reconcilers.NewSet(registry, slackpost.NewMessages(slackHistory)),
 	}
 	if p.metrics != nil {
 		deps.Metrics = p.metrics

@@ -7,9 +7,12 @@
 //
 // A tool knows how to validate its arguments, how to name the effect it would
 // have (business key and the fields that define it), how to describe a call
-// in one line, and how to perform it once. Identify must be a pure function of
-// the arguments: its result derives operation ids, so it must be
-// deterministic and do no I/O.
+// in one line, and how to perform it once; a tool whose unknown outcome must
+// be reconciled also knows how its effect is found again (Finder, effect.go).
+// All of that is the tool's: its arguments are parsed by its own parser and
+// nothing else reads them. Identify must be a pure function of the
+// arguments: its result derives operation ids, so it must be deterministic
+// and do no I/O.
 package tools
 
 import (
@@ -84,15 +87,15 @@ type Tool interface {
 	Execute(ctx context.Context, call Call) (Result, error)
 }
 
-// Preparer is implemented by a tool whose reconciler needs facts about the
-// world as they stood just before the request was sent — the commit a pull
-// request's head branch was at, say — because the effect itself does not
-// keep them. ExecuteTool calls Prepare once per attempt, after the claim and
-// before the operation is marked RUNNING, and the ledger keeps the facts
-// with the operation (ledger.Operation.Facts) for the reconciler to read if
-// the answer to the request is lost.
+// Preparer is implemented by a tool whose lookup (Finder) needs facts about
+// the world as they stood just before the request was sent — the commit a
+// pull request's head branch was at, say — because the effect itself does
+// not keep them. ExecuteTool calls Prepare once per attempt, after the claim
+// and before the operation is marked RUNNING, and the ledger keeps the facts
+// with the operation (ledger.Operation.Facts); they reach the lookup as
+// Sent.Facts if the answer to the request is lost.
 type Preparer interface {
-	// Prepare reads, and never changes, what call's reconciler will need,
+	// Prepare reads, and never changes, what call's lookup will need,
 	// and returns it as a JSON document; nil when there is nothing worth
 	// recording. An error means the facts could not be read: nothing has
 	// been sent, the claim is released, and the call is retried.
