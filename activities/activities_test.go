@@ -15,6 +15,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
+	"github.com/capstanhq/capstan"
 	"github.com/capstanhq/capstan/activities"
 	"github.com/capstanhq/capstan/internal/ledger"
 	"github.com/capstanhq/capstan/internal/ledger/sqlite"
@@ -107,17 +108,17 @@ func TestExecuteToolActsOnceAndReplaysTheStoredResult(t *testing.T) {
 	}
 	_ = v.Get(&second)
 
-	if first.State != "SUCCEEDED" || first.Replayed || !strings.HasPrefix(first.ExternalID, "refs/heads/agent/x@") {
+	if first.State != capstan.OutcomeSucceeded || first.Replayed || !strings.HasPrefix(first.ExternalID, "refs/heads/agent/x@") {
 		t.Errorf("first = %+v, want SUCCEEDED with the ref", first)
 	}
-	if second.State != "SUCCEEDED" || !second.Replayed || second.ExternalID != first.ExternalID {
+	if second.State != capstan.OutcomeSucceeded || !second.Replayed || second.ExternalID != first.ExternalID {
 		t.Errorf("second = %+v, want the stored result, replayed", second)
 	}
 	if n := f.sb.GitHub.Stats().BranchesCreated; n != 1 {
 		t.Errorf("branches created = %d, want 1", n)
 	}
 	op, err := f.ledger.Get(context.Background(), in.OperationID)
-	if err != nil || op.State != ledger.StateSucceeded || op.AttemptCount != 1 {
+	if err != nil || op.State != capstan.OutcomeSucceeded || op.AttemptCount != 1 {
 		t.Errorf("ledger row = %+v, %v; want SUCCEEDED after one attempt", op, err)
 	}
 	// The tool message of the replay tells the model nothing was sent again.
@@ -178,7 +179,7 @@ func TestExecuteToolTimeoutAfterSendIsUnknown(t *testing.T) {
 		t.Fatalf("err = %v, want a non-retryable %s", err, activities.ErrTypeOperationUnknown)
 	}
 	op, _ := f.ledger.Get(ctx, "op-pr")
-	if op.State != ledger.StateUnknown {
+	if op.State != capstan.OutcomeUnknown {
 		t.Fatalf("ledger state = %s, want UNKNOWN (never FAILED after the request left)", op.State)
 	}
 	// A retry does not send again: it must reconcile first.
@@ -366,10 +367,10 @@ func TestDeliverTellsDefiniteRefusalsFromUnknownOutcomes(t *testing.T) {
 	for _, tc := range []struct {
 		slackError string
 		wantType   string
-		wantState  ledger.State
+		wantState  capstan.Outcome
 	}{
-		{"channel_not_found", activities.ErrTypeDeliveryFailed, ledger.StateFailed},
-		{"internal_error", activities.ErrTypeOperationUnknown, ledger.StateUnknown},
+		{"channel_not_found", activities.ErrTypeDeliveryFailed, capstan.OutcomeFailed},
+		{"internal_error", activities.ErrTypeOperationUnknown, capstan.OutcomeUnknown},
 	} {
 		t.Run(tc.slackError, func(t *testing.T) {
 			f := newFixture(t)

@@ -8,7 +8,9 @@ import (
 	"github.com/slack-go/slack"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/capstanhq/capstan"
 	"github.com/capstanhq/capstan/internal/breaker"
+	"github.com/capstanhq/capstan/internal/contract"
 	"github.com/capstanhq/capstan/internal/ledger"
 	"github.com/capstanhq/capstan/internal/logids"
 	"github.com/capstanhq/capstan/internal/tools"
@@ -83,7 +85,7 @@ func (a *Activities) deliver(ctx context.Context, in DeliverInput) (DeliverResul
 	if postErr == nil {
 		res.ExternalID = channel + "/" + ts
 		if err := a.Ledger.Complete(rctx, ledger.Completion{ID: in.OperationID, Fence: fence,
-			State: ledger.StateSucceeded, ExternalID: res.ExternalID}); err != nil {
+			State: capstan.OutcomeSucceeded, ExternalID: res.ExternalID}); err != nil {
 			return res, fmt.Errorf("record delivery %s: %w", in.OperationID, err)
 		}
 		return res, nil
@@ -97,7 +99,7 @@ func (a *Activities) deliver(ctx context.Context, in DeliverInput) (DeliverResul
 		// Slack answered ok=false with an error that means it posted
 		// nothing. Others (internal_error, fatal_error, …) may have posted.
 		if err := a.Ledger.Complete(rctx, ledger.Completion{ID: in.OperationID, Fence: fence,
-			State: ledger.StateFailed, Error: postErr.Error()}); err != nil {
+			State: capstan.OutcomeFailed, Error: postErr.Error()}); err != nil {
 			return res, fmt.Errorf("record refused delivery %s: %w", in.OperationID, err)
 		}
 		return res, temporal.NewNonRetryableApplicationError(
@@ -107,7 +109,7 @@ func (a *Activities) deliver(ctx context.Context, in DeliverInput) (DeliverResul
 		// Rate limited or never sent: nothing was posted, so trying again
 		// with the same operation id is safe.
 		if err := a.Ledger.Complete(rctx, ledger.Completion{ID: in.OperationID, Fence: fence,
-			State: ledger.StateAbsent, Error: postErr.Error()}); err != nil {
+			State: capstan.OutcomeAbsent, Error: postErr.Error()}); err != nil {
 			return res, fmt.Errorf("record unsent delivery %s: %w", in.OperationID, err)
 		}
 		cause := postErr
@@ -119,10 +121,10 @@ func (a *Activities) deliver(ctx context.Context, in DeliverInput) (DeliverResul
 		return res, a.notSent(ctx, ErrTypeDeliveryNotSent, fmt.Sprintf("Slack did not take the message to %s: %v", in.Channel, postErr), cause)
 	default:
 		if err := a.Ledger.Complete(rctx, ledger.Completion{ID: in.OperationID, Fence: fence,
-			State: ledger.StateUnknown, Error: postErr.Error()}); err != nil {
+			State: capstan.OutcomeUnknown, Error: postErr.Error()}); err != nil {
 			return res, fmt.Errorf("record delivery %s as unknown: %w", in.OperationID, err)
 		}
-		return res, unknownOperation(in.OperationID, ledger.StateUnknown, postErr)
+		return res, unknownOperation(in.OperationID, capstan.OutcomeUnknown, postErr)
 	}
 }
 
@@ -133,7 +135,7 @@ func (a *Activities) deliver(ctx context.Context, in DeliverInput) (DeliverResul
 // to find by its marker. A comment GitHub refused is a failed delivery.
 func (a *Activities) deliverComment(ctx context.Context, in DeliverInput) (DeliverResult, error) {
 	res := DeliverResult{OperationID: in.OperationID}
-	ref, err := a.Ledger.PutItem(ctx, CommentArguments(*in.Comment, in.Text))
+	ref, err := a.Ledger.PutItem(ctx, contract.CommentArguments(*in.Comment, in.Text))
 	if err != nil {
 		return res, fmt.Errorf("store the comment of delivery %s: %w", in.OperationID, err)
 	}
@@ -142,7 +144,7 @@ func (a *Activities) deliverComment(ctx context.Context, in DeliverInput) (Deliv
 	if err != nil {
 		return res, err
 	}
-	if out.State != ledger.StateSucceeded {
+	if out.State != capstan.OutcomeSucceeded {
 		return res, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("GitHub refused the comment on %s#%d: %s", in.Comment.Repo, in.Comment.Number, out.Preview), ErrTypeDeliveryFailed, nil)
 	}

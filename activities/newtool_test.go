@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/capstanhq/capstan"
 	"github.com/capstanhq/capstan/activities"
-	"github.com/capstanhq/capstan/internal/ledger"
 	"github.com/capstanhq/capstan/internal/tools"
 	"github.com/capstanhq/capstan/reconcilers"
 )
@@ -183,7 +183,7 @@ func TestANewToolIsReconciledThroughTheGenericPath(t *testing.T) {
 		t.Helper()
 		_, err := f.env.ExecuteActivity(f.acts.ExecuteTool, in)
 		expectAppError(t, "ExecuteTool with the answer dropped", err, activities.ErrTypeOperationUnknown)
-		if op, err := f.ledger.Get(context.Background(), in.OperationID); err != nil || op.State != ledger.StateUnknown || op.Kind != notesPost {
+		if op, err := f.ledger.Get(context.Background(), in.OperationID); err != nil || op.State != capstan.OutcomeUnknown || op.Kind != notesPost {
 			t.Fatalf("after the dropped answer: %+v, %v; want an UNKNOWN notes_post operation", op, err)
 		}
 	}
@@ -207,10 +207,10 @@ func TestANewToolIsReconciledThroughTheGenericPath(t *testing.T) {
 	kept := call(1)
 	unknown(kept)
 	res := reconcile(kept, time.Minute)
-	if res.Verdict != activities.VerdictFound || res.State != ledger.StateSucceeded || res.ExternalID != "note/1" || res.Asked != 1 || res.Item == "" {
+	if res.Verdict != capstan.VerdictFound || res.State != capstan.OutcomeSucceeded || res.ExternalID != "note/1" || res.Asked != 1 || res.Item == "" {
 		t.Errorf("Reconcile of the kept note: %+v; want found note/1 after one question, with a tool message", res)
 	}
-	if op, err := f.ledger.Get(context.Background(), kept.OperationID); err != nil || op.State != ledger.StateSucceeded || op.ExternalID != "note/1" {
+	if op, err := f.ledger.Get(context.Background(), kept.OperationID); err != nil || op.State != capstan.OutcomeSucceeded || op.ExternalID != "note/1" {
 		t.Errorf("ledger: %+v, %v; want SUCCEEDED note/1", op, err)
 	}
 
@@ -220,7 +220,7 @@ func TestANewToolIsReconciledThroughTheGenericPath(t *testing.T) {
 	lost := call(2)
 	unknown(lost)
 	res = reconcile(lost, time.Millisecond)
-	if res.Verdict != activities.VerdictAbsent || res.State != ledger.StateAbsent || res.Asked < 1 {
+	if res.Verdict != capstan.VerdictAbsent || res.State != capstan.OutcomeAbsent || res.Asked < 1 {
 		t.Errorf("Reconcile of the lost note: %+v; want absent", res)
 	}
 	notes.set(false, false)

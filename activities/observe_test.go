@@ -14,6 +14,7 @@ import (
 	"github.com/slack-go/slack"
 	"go.temporal.io/sdk/testsuite"
 
+	"github.com/capstanhq/capstan"
 	"github.com/capstanhq/capstan/activities"
 	"github.com/capstanhq/capstan/internal/ledger"
 	"github.com/capstanhq/capstan/internal/metrics"
@@ -139,8 +140,8 @@ func TestOperationStatesAreCountedAsTheLedgerRecordsThem(t *testing.T) {
 	if _, err := f.env.ExecuteActivity(f.acts.ExecuteTool, file); err != nil {
 		t.Fatal(err)
 	}
-	f.want(t, "capstan_operations_total", map[string]string{"kind": githubtools.NameCreateBranch, "state": "SUCCEEDED"}, 1)
-	f.want(t, "capstan_operations_total", map[string]string{"kind": githubtools.NamePutFile, "state": "SUCCEEDED"}, 1)
+	f.want(t, "capstan_operations_total", map[string]string{"kind": githubtools.NameCreateBranch, "state": "succeeded"}, 1)
+	f.want(t, "capstan_operations_total", map[string]string{"kind": githubtools.NamePutFile, "state": "succeeded"}, 1)
 
 	// GitHub opens the pull request but the answer is lost: UNKNOWN.
 	if err := f.sb.GitHub.AddFault(sandbox.FaultRule{Endpoint: "pulls/create", Kind: sandbox.FaultDrop, Times: 1}); err != nil {
@@ -150,7 +151,7 @@ func TestOperationStatesAreCountedAsTheLedgerRecordsThem(t *testing.T) {
 		OperationID: "d:T:github_create_pull_request:pr:create:acme/app:feat:main", Tool: pr, Arguments: f.args(t, prArgs)}
 	_, err := f.env.ExecuteActivity(f.acts.ExecuteTool, prIn)
 	expectAppError(t, "ExecuteTool with the answer lost", err, activities.ErrTypeOperationUnknown)
-	f.want(t, "capstan_operations_total", map[string]string{"kind": pr, "state": "UNKNOWN"}, 1)
+	f.want(t, "capstan_operations_total", map[string]string{"kind": pr, "state": "unknown"}, 1)
 	f.want(t, "capstan_retries_total", nil, 0) // only a reconciler decides: not a retry
 
 	// A worker without reconcilers takes it and hands it back, still UNKNOWN.
@@ -165,10 +166,10 @@ func TestOperationStatesAreCountedAsTheLedgerRecordsThem(t *testing.T) {
 	bareEnv.RegisterActivity(bare)
 	_, err = bareEnv.ExecuteActivity(bare.Reconcile, rin)
 	expectAppError(t, "Reconcile without reconcilers", err, activities.ErrTypeWorkerConfig)
-	if op, _ := f.ledger.Get(context.Background(), prIn.OperationID); op.State != ledger.StateUnknown {
+	if op, _ := f.ledger.Get(context.Background(), prIn.OperationID); op.State != capstan.OutcomeUnknown {
 		t.Fatalf("after the hand-back: %s, want UNKNOWN", op.State)
 	}
-	f.want(t, "capstan_operations_total", map[string]string{"kind": pr, "state": "UNKNOWN"}, 1)
+	f.want(t, "capstan_operations_total", map[string]string{"kind": pr, "state": "unknown"}, 1)
 
 	// The reconciler finds it.
 	v, err := f.env.ExecuteActivity(f.acts.Reconcile, rin)
@@ -176,10 +177,10 @@ func TestOperationStatesAreCountedAsTheLedgerRecordsThem(t *testing.T) {
 		t.Fatal(err)
 	}
 	var res activities.ReconcileResult
-	if err := v.Get(&res); err != nil || res.Verdict != activities.VerdictFound {
+	if err := v.Get(&res); err != nil || res.Verdict != capstan.VerdictFound {
 		t.Fatalf("Reconcile = %+v, %v; want found", res, err)
 	}
-	f.want(t, "capstan_operations_total", map[string]string{"kind": pr, "state": "SUCCEEDED"}, 1)
+	f.want(t, "capstan_operations_total", map[string]string{"kind": pr, "state": "succeeded"}, 1)
 	f.want(t, "capstan_reconcile_verdicts_total", map[string]string{"kind": pr, "verdict": "found"}, 1)
 	f.want(t, "capstan_reconcile_verdicts_total", nil, 1)
 	f.want(t, "capstan_operations_total", nil, 4)
@@ -190,8 +191,8 @@ func TestOperationStatesAreCountedAsTheLedgerRecordsThem(t *testing.T) {
 		t.Fatalf("%d operation settled lines, want 4: %v", len(settled), settled)
 	}
 	want := []struct{ op, turn, state string }{
-		{"op-branch", "T/t1", "SUCCEEDED"}, {"op-file", "T/t1", "SUCCEEDED"},
-		{prIn.OperationID, "T/t2", "UNKNOWN"}, {prIn.OperationID, "", "SUCCEEDED"}, // Reconcile knows no turn
+		{"op-branch", "T/t1", "succeeded"}, {"op-file", "T/t1", "succeeded"},
+		{prIn.OperationID, "T/t2", "unknown"}, {prIn.OperationID, "", "succeeded"}, // Reconcile knows no turn
 	}
 	for i, w := range want {
 		l := settled[i]
@@ -219,11 +220,11 @@ func TestDeliveriesAndRetriesAreCountedWithTheirReasons(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	f.want(t, "capstan_deliveries_total", map[string]string{"target": "slack", "state": "NOT_SENT"}, 1)
-	f.want(t, "capstan_deliveries_total", map[string]string{"target": "slack", "state": "ACKED"}, 1)
+	f.want(t, "capstan_deliveries_total", map[string]string{"target": "slack", "state": "not_sent"}, 1)
+	f.want(t, "capstan_deliveries_total", map[string]string{"target": "slack", "state": "succeeded"}, 1)
 	f.want(t, "capstan_retries_total", map[string]string{"activity": "Deliver", "reason": "rate_limited"}, 1)
-	f.want(t, "capstan_operations_total", map[string]string{"kind": slackpost.Kind, "state": "ABSENT"}, 1)
-	f.want(t, "capstan_operations_total", map[string]string{"kind": slackpost.Kind, "state": "SUCCEEDED"}, 1)
+	f.want(t, "capstan_operations_total", map[string]string{"kind": slackpost.Kind, "state": "absent"}, 1)
+	f.want(t, "capstan_operations_total", map[string]string{"kind": slackpost.Kind, "state": "succeeded"}, 1)
 
 	// Slack refuses: the delivery is REFUSED, and not a retry.
 	f.sb.Slack.SetFault(func(w http.ResponseWriter, r *http.Request, _ http.Handler) bool {
@@ -233,8 +234,8 @@ func TestDeliveriesAndRetriesAreCountedWithTheirReasons(t *testing.T) {
 	})
 	_, err = f.env.ExecuteActivity(f.acts.Deliver, activities.DeliverInput{Tenant: "d", TaskID: "T", OperationID: "op-gone", Channel: "#gone", Text: "done"})
 	expectAppError(t, "refused Deliver", err, activities.ErrTypeDeliveryFailed)
-	f.want(t, "capstan_deliveries_total", map[string]string{"target": "slack", "state": "REFUSED"}, 1)
-	f.want(t, "capstan_operations_total", map[string]string{"kind": slackpost.Kind, "state": "FAILED"}, 1)
+	f.want(t, "capstan_deliveries_total", map[string]string{"target": "slack", "state": "failed"}, 1)
+	f.want(t, "capstan_operations_total", map[string]string{"kind": slackpost.Kind, "state": "failed"}, 1)
 	f.want(t, "capstan_retries_total", nil, 1)
 
 	// Another worker holds a live claim: retried after its lease.

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/capstanhq/capstan"
 	"github.com/capstanhq/capstan/activities"
 )
 
@@ -28,7 +29,7 @@ func TestToolPreviewsNameWhatCapstanWroteNotWhatItRead(t *testing.T) {
 	read := run(activities.ExecuteToolInput{Tenant: "default", TaskID: "T1", TurnID: "T1/t1", ToolCallID: "call_1",
 		OperationID: "default:T1:T1/t1:github_get_file:1", Tool: "github_get_file",
 		Arguments: f.args(t, `{"repo":"acme/app","path":"README.md","ref":"main"}`)})
-	if want := regexp.MustCompile(`^read [0-9,]+ bytes: get_file acme/app README\.md@main$`); read.State != "SUCCEEDED" || !want.MatchString(read.Preview) {
+	if want := regexp.MustCompile(`^read [0-9,]+ bytes: get_file acme/app README\.md@main$`); read.State != capstan.OutcomeSucceeded || !want.MatchString(read.Preview) {
 		t.Errorf("read = %+v, want its preview to say how much it read of what", read)
 	}
 	if strings.Contains(read.Preview, "# app") {

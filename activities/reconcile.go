@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/capstanhq/capstan"
 	"github.com/capstanhq/capstan/internal/ledger"
 	"github.com/capstanhq/capstan/internal/logids"
 	"github.com/capstanhq/capstan/internal/model"
@@ -137,12 +138,12 @@ func validResolution(r *Resolution) error {
 	switch {
 	case r == nil:
 		return nil
-	case r.Verdict == VerdictFound && r.ExternalID == "":
+	case r.Verdict == capstan.VerdictFound && r.ExternalID == "":
 		return errors.New("found needs the URL of what the person saw")
-	case r.Verdict == VerdictFound, r.Verdict == VerdictAbsent:
+	case r.Verdict == capstan.VerdictFound, r.Verdict == capstan.VerdictAbsent:
 		return nil
 	default:
-		return fmt.Errorf("verdict %q, want %q or %q", r.Verdict, VerdictFound, VerdictAbsent)
+		return fmt.Errorf("verdict %q, want %q or %q", r.Verdict, capstan.VerdictFound, capstan.VerdictAbsent)
 	}
 }
 
@@ -198,16 +199,16 @@ func (a *Activities) askUntilSure(ctx context.Context, in ReconcileInput, op led
 }
 
 // verdictOf is the verdict of each state a reconciliation concludes with.
-var verdictOf = map[ledger.State]Verdict{
-	ledger.StateSucceeded:  VerdictFound,
-	ledger.StateAbsent:     VerdictAbsent,
-	ledger.StateNeedsHuman: VerdictIndeterminate,
+var verdictOf = map[capstan.Outcome]capstan.Verdict{
+	capstan.OutcomeSucceeded:  capstan.VerdictFound,
+	capstan.OutcomeAbsent:     capstan.VerdictAbsent,
+	capstan.OutcomeNeedsHuman: capstan.VerdictIndeterminate,
 }
 
 // recordResolution records a person's verdict.
 func (a *Activities) recordResolution(ctx context.Context, in ReconcileInput, op ledger.Operation) (ReconcileResult, error) {
 	res := ReconcileResult{OperationID: op.ID, Verdict: in.Resolution.Verdict}
-	if res.Verdict == VerdictFound {
+	if res.Verdict == capstan.VerdictFound {
 		res.ExternalID, res.Reason = in.Resolution.ExternalID, "a person confirmed that the operation took effect: "+in.Resolution.ExternalID
 	} else {
 		res.Reason = "a person confirmed that the operation did not take effect"
@@ -219,7 +220,7 @@ func (a *Activities) recordResolution(ctx context.Context, in ReconcileInput, op
 // records as settled without it (ABSENT, FAILED, DECLARED). Their answer
 // is applied whatever the counters say; an absent needs no override.
 func overridesLedger(r *Resolution, op ledger.Operation) bool {
-	return r != nil && r.Verdict == VerdictFound && op.State != ledger.StateSucceeded
+	return r != nil && r.Verdict == capstan.VerdictFound && op.State != capstan.OutcomeSucceeded
 }
 
 // recordResolutionOverLedger records a person's found on a settled
@@ -248,17 +249,17 @@ func (a *Activities) recordVerdict(ctx context.Context, in ReconcileInput, op le
 	c := ledger.Completion{ID: op.ID, Fence: op.Fence}
 	var content []byte
 	switch res.Verdict {
-	case VerdictFound:
-		res.State = ledger.StateSucceeded
+	case capstan.VerdictFound:
+		res.State = capstan.OutcomeSucceeded
 		var err error
 		if content, err = json.Marshal(recoveredNote{Recovered: true, Note: note, ExternalID: res.ExternalID}); err != nil {
 			return res, fmt.Errorf("encode the recovered result of operation %s: %w", op.ID, err)
 		}
 		c.ExternalID, c.Result = res.ExternalID, content
-	case VerdictAbsent:
-		res.State, c.Error = ledger.StateAbsent, res.Reason
+	case capstan.VerdictAbsent:
+		res.State, c.Error = capstan.OutcomeAbsent, res.Reason
 	default:
-		res.State, c.Error = ledger.StateNeedsHuman, res.Reason
+		res.State, c.Error = capstan.OutcomeNeedsHuman, res.Reason
 	}
 	c.State = res.State
 	// Recorded even if the activity is being cancelled: the verdict stands.
@@ -267,11 +268,11 @@ func (a *Activities) recordVerdict(ctx context.Context, in ReconcileInput, op le
 		// operation; the retry reports what it recorded.
 		return res, fmt.Errorf("record verdict %s of operation %s: %w", res.Verdict, op.ID, err)
 	}
-	a.Metrics.ReconcileVerdict(op.Kind, string(res.Verdict))
+	a.Metrics.ReconcileVerdict(op.Kind, res.Verdict)
 	a.Logger.InfoContext(ctx, "operation reconciled", "operation_id", op.ID, "kind", op.Kind,
 		"verdict", string(res.Verdict), "state", string(res.State), "external_id", res.ExternalID,
 		"asked", res.Asked, "looked_for", lookedFor, "reason", res.Reason)
-	if res.Verdict == VerdictFound && in.ToolCallID != "" {
+	if res.Verdict == capstan.VerdictFound && in.ToolCallID != "" {
 		item, err := a.recoveredMessage(ctx, in.ToolCallID, content)
 		if err != nil {
 			return res, err
@@ -290,11 +291,11 @@ func (a *Activities) settled(ctx context.Context, in ReconcileInput, op ledger.O
 	if op.Error != "" {
 		res.Reason += ": " + op.Error
 	}
-	if op.State != ledger.StateSucceeded {
-		res.Verdict = VerdictAbsent // ABSENT, FAILED, DECLARED: it did not take effect
+	if op.State != capstan.OutcomeSucceeded {
+		res.Verdict = capstan.VerdictAbsent // ABSENT, FAILED, DECLARED: it did not take effect
 		return res, nil
 	}
-	res.Verdict = VerdictFound
+	res.Verdict = capstan.VerdictFound
 	if in.ToolCallID == "" {
 		return res, nil
 	}
@@ -328,9 +329,9 @@ func (a *Activities) recoveredMessage(ctx context.Context, toolCallID string, co
 // NEEDS_HUMAN if a person was already asked; the recorded error is kept.
 // cause is returned, joined with the ledger's error if the hand-back fails.
 func (a *Activities) handBack(ctx context.Context, op ledger.Operation, cause error) error {
-	st := ledger.StateUnknown
-	if op.State == ledger.StateNeedsHuman {
-		st = ledger.StateNeedsHuman
+	st := capstan.OutcomeUnknown
+	if op.State == capstan.OutcomeNeedsHuman {
+		st = capstan.OutcomeNeedsHuman
 	}
 	why := op.Error
 	if why == "" {

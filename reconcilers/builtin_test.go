@@ -10,7 +10,7 @@ import (
 	"github.com/google/go-github/v62/github"
 	"github.com/slack-go/slack"
 
-	"github.com/capstanhq/capstan/internal/ledger"
+	"github.com/capstanhq/capstan"
 	"github.com/capstanhq/capstan/internal/sandbox"
 	"github.com/capstanhq/capstan/internal/tools"
 	"github.com/capstanhq/capstan/internal/tools/ghref"
@@ -88,7 +88,7 @@ func TestBuiltInLookups(t *testing.T) {
 			Sent:     tools.Sent{Call: tools.Call{OperationID: tc.opID, Arguments: tc.args}, Since: since},
 			Deadline: time.Now().Add(time.Minute), Window: time.Minute},
 			reconcilers.Pace{Now: time.Now, Backoff: func(int) time.Duration { return time.Millisecond }})
-		if err != nil || ans.State != ledger.StateSucceeded || ans.ExternalID != tc.externalID || ans.Asked != 1 || ans.Key == "" {
+		if err != nil || ans.State != capstan.OutcomeSucceeded || ans.ExternalID != tc.externalID || ans.Asked != 1 || ans.Key == "" {
 			t.Errorf("%s: %+v, %v; want SUCCEEDED %q after one question", tc.kind, ans, err, tc.externalID)
 		}
 	}

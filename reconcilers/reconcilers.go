@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/capstanhq/capstan/internal/ledger"
+	"github.com/capstanhq/capstan"
 	"github.com/capstanhq/capstan/internal/tools"
 )
 
@@ -112,7 +112,7 @@ type Pace struct {
 type Answer struct {
 	// State is what the ledger is to record: SUCCEEDED (found), ABSENT
 	// (not seen through the whole window) or NEEDS_HUMAN (nobody can tell).
-	State      ledger.State
+	State      capstan.Outcome
 	ExternalID string // what was found, as its tool records it
 	Reason     string // one sentence: what was asked and seen
 	Asked      int    // how many questions were asked
@@ -134,7 +134,7 @@ func (s *Set) Reconcile(ctx context.Context, q Question, p Pace) (Answer, error)
 		return Answer{}, err
 	case err != nil:
 		p.asked(1, "could not ask: "+err.Error())
-		return Answer{State: ledger.StateNeedsHuman, Reason: fmt.Sprintf("the reconciler cannot tell: %v", err), Asked: 1}, nil
+		return Answer{State: capstan.OutcomeNeedsHuman, Reason: fmt.Sprintf("the reconciler cannot tell: %v", err), Asked: 1}, nil
 	}
 	ans := Answer{Key: effect.Key()}
 	failed := 0
@@ -155,20 +155,20 @@ func (s *Set) Reconcile(ctx context.Context, q Question, p Pace) (Answer, error)
 		case err != nil:
 			failed++
 			if end {
-				ans.State, ans.Reason = ledger.StateNeedsHuman, fmt.Sprintf(
+				ans.State, ans.Reason = capstan.OutcomeNeedsHuman, fmt.Sprintf(
 					"could not ask whether the operation took effect: %d of %d questions over the %s consistency window failed, the last one at its end: %v",
 					failed, ans.Asked, q.Window, err)
 				return ans, nil
 			}
 		case obs.Outcome == tools.Found:
-			ans.State, ans.ExternalID, ans.Reason = ledger.StateSucceeded, obs.ExternalID, obs.Detail
+			ans.State, ans.ExternalID, ans.Reason = capstan.OutcomeSucceeded, obs.ExternalID, obs.Detail
 			return ans, nil
 		case obs.Outcome == tools.Ambiguous:
-			ans.State, ans.Reason = ledger.StateNeedsHuman, obs.Detail
+			ans.State, ans.Reason = capstan.OutcomeNeedsHuman, obs.Detail
 			return ans, nil
 		case obs.Outcome == tools.NotSeen:
 			if end {
-				ans.State, ans.Reason = ledger.StateAbsent, fmt.Sprintf("not seen through the %s consistency window (%d questions): %s",
+				ans.State, ans.Reason = capstan.OutcomeAbsent, fmt.Sprintf("not seen through the %s consistency window (%d questions): %s",
 					q.Window, ans.Asked, obs.Detail)
 				return ans, nil
 			}

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/capstanhq/capstan/internal/ledger"
+	"github.com/capstanhq/capstan"
 	"github.com/capstanhq/capstan/internal/tools"
 	"github.com/capstanhq/capstan/reconcilers"
 )
@@ -109,20 +109,20 @@ func TestReconcileVerdicts(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
 		answers    []answer
-		state      ledger.State
+		state      capstan.Outcome
 		externalID string
 		asked      int
 		reason     string
 	}{
-		{"found at once", []answer{found}, ledger.StateSucceeded, "thing/1", 1, "carries the mark"},
-		{"ambiguous at once", []answer{twoSeen}, ledger.StateNeedsHuman, "", 1, "things 1 and 2"},
-		{"not yet, then found", []answer{notSeen, notSeen, found}, ledger.StateSucceeded, "thing/1", 3, "carries the mark"},
-		{"could not ask, then found", []answer{failing, found}, ledger.StateSucceeded, "thing/1", 2, "carries the mark"},
+		{"found at once", []answer{found}, capstan.OutcomeSucceeded, "thing/1", 1, "carries the mark"},
+		{"ambiguous at once", []answer{twoSeen}, capstan.OutcomeNeedsHuman, "", 1, "things 1 and 2"},
+		{"not yet, then found", []answer{notSeen, notSeen, found}, capstan.OutcomeSucceeded, "thing/1", 3, "carries the mark"},
+		{"could not ask, then found", []answer{failing, found}, capstan.OutcomeSucceeded, "thing/1", 2, "carries the mark"},
 		// Questions at 0, 1, 2 and 3 s: the one at the end of the window decides.
-		{"not seen through the window", []answer{notSeen}, ledger.StateAbsent, "", 4, "not seen through the 3s consistency window (4 questions)"},
-		{"not seen, the last question failing", []answer{notSeen, notSeen, notSeen, failing}, ledger.StateNeedsHuman, "", 4, "1 of 4 questions"},
-		{"never asked through the window", []answer{failing}, ledger.StateNeedsHuman, "", 4, "could not ask whether the operation took effect: 4 of 4"},
-		{"failing, then not seen at the end", []answer{failing, failing, failing, notSeen}, ledger.StateAbsent, "", 4, "not seen through"},
+		{"not seen through the window", []answer{notSeen}, capstan.OutcomeAbsent, "", 4, "not seen through the 3s consistency window (4 questions)"},
+		{"not seen, the last question failing", []answer{notSeen, notSeen, notSeen, failing}, capstan.OutcomeNeedsHuman, "", 4, "1 of 4 questions"},
+		{"never asked through the window", []answer{failing}, capstan.OutcomeNeedsHuman, "", 4, "could not ask whether the operation took effect: 4 of 4"},
+		{"failing, then not seen at the end", []answer{failing, failing, failing, notSeen}, capstan.OutcomeAbsent, "", 4, "not seen through"},
 	} {
 		ans, s, progress, err := run(t, tc.answers...)
 		if err != nil {
@@ -155,7 +155,7 @@ func TestReconcileWithoutALookup(t *testing.T) {
 	for kind, want := range map[string]error{"read_thing": reconcilers.ErrNoReconciler, "unheard_of": reconcilers.ErrNoReconciler,
 		"bad_args": reconcilers.ErrBadTarget} {
 		ans, err := set.Reconcile(context.Background(), q(kind), pace)
-		if err != nil || ans.State != ledger.StateNeedsHuman || ans.Asked != 1 || !strings.Contains(ans.Reason, want.Error()) {
+		if err != nil || ans.State != capstan.OutcomeNeedsHuman || ans.Asked != 1 || !strings.Contains(ans.Reason, want.Error()) {
 			t.Errorf("%s: %+v, %v; want NEEDS_HUMAN saying %q", kind, ans, err, want)
 		}
 	}

@@ -12,7 +12,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 
-	"github.com/capstanhq/capstan/activities"
+	"github.com/capstanhq/capstan/internal/contract"
 	"github.com/capstanhq/capstan/internal/livestream"
 	"github.com/capstanhq/capstan/workflows"
 )
@@ -84,7 +84,7 @@ type delta struct {
 // poll is what one round of questions to the server found.
 type poll struct {
 	closed   bool
-	running  []activities.AttemptReport // pending ModelTurn attempts
+	running  []contract.AttemptReport // pending ModelTurn attempts
 	progress workflows.Progress
 	ok       bool // progress was answered
 }
@@ -220,7 +220,7 @@ func (f *follower) poll(ctx context.Context, out chan<- poll) {
 		if err == nil {
 			p.closed = desc.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
 			for _, pa := range desc.GetPendingActivities() {
-				var r activities.AttemptReport
+				var r contract.AttemptReport
 				if pa.GetActivityType().GetName() != "ModelTurn" || len(pa.GetHeartbeatDetails().GetPayloads()) == 0 ||
 					converter.GetDefaultDataConverter().FromPayloads(pa.GetHeartbeatDetails(), &r) != nil || r.AttemptID == "" {
 					continue

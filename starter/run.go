@@ -17,8 +17,8 @@ import (
 	"go.temporal.io/sdk/client"
 	tlog "go.temporal.io/sdk/log"
 
-	"github.com/capstanhq/capstan/activities"
 	"github.com/capstanhq/capstan/internal/config"
+	"github.com/capstanhq/capstan/internal/contract"
 	"github.com/capstanhq/capstan/internal/model"
 	"github.com/capstanhq/capstan/internal/tools/ghref"
 	"github.com/capstanhq/capstan/workflows"
@@ -277,8 +277,8 @@ func firstLine(s string) string {
 }
 
 // commentTargets parses the --comment flags: OWNER/NAME#N, each once.
-func commentTargets(flags []string) ([]activities.CommentTarget, error) {
-	var out []activities.CommentTarget
+func commentTargets(flags []string) ([]contract.CommentTarget, error) {
+	var out []contract.CommentTarget
 	seen := map[string]bool{}
 	for _, f := range flags {
 		issue, err := ghref.ParseIssue(f)
@@ -289,7 +289,7 @@ func commentTargets(flags []string) ([]activities.CommentTarget, error) {
 			return nil, usagef("--comment %q is given twice", f)
 		}
 		seen[f] = true
-		out = append(out, activities.CommentTarget{Repo: issue.Repo.String(), Number: issue.Number})
+		out = append(out, contract.CommentTarget{Repo: issue.Repo.String(), Number: issue.Number})
 	}
 	return out, nil
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/capstanhq/capstan"
 	"github.com/capstanhq/capstan/internal/livestream"
 	"github.com/capstanhq/capstan/workflows"
 )
@@ -49,10 +50,10 @@ func TestResultPrintsNoEscapeSequences(t *testing.T) {
 		FailureCode: workflows.FailProviderRejected,
 		FinalText:   "answer" + evil + " \x1b[31mred\x1b[0m",
 		Operations: []workflows.OperationRecord{{
-			OperationID: "default:t-1:github_create_branch:acme/x:br" + evil, State: "NEEDS_HUMAN",
+			OperationID: "default:t-1:github_create_branch:acme/x:br" + evil, State: capstan.OutcomeNeedsHuman,
 			ExternalID: "sha" + evil, Reason: "why" + evil,
 		}},
-		Deliveries: []workflows.DeliveryRecord{{OperationID: "default:t-1:deliver:slack", Target: "#c" + evil, State: workflows.DeliveryAcked, ExternalID: "ts" + evil}},
+		Deliveries: []workflows.DeliveryRecord{{OperationID: "default:t-1:deliver:slack", Target: "#c" + evil, State: capstan.OutcomeSucceeded, ExternalID: "ts" + evil}},
 	}
 	var out bytes.Buffer
 	printResult(&out, res, "http://ui")

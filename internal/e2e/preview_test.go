@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/capstanhq/capstan"
 	"github.com/capstanhq/capstan/internal/sandbox"
 )
 
@@ -87,7 +88,7 @@ func TestToolPreviewsKeepRepositoryContentOutOfHistory(t *testing.T) {
 		t.Fatalf("starter run: exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
 	}
 	res := decodeResult(t, r)
-	if len(res.Operations) != 1 || res.Operations[0].Tool != "github_get_file" || res.Operations[0].State != "SUCCEEDED" {
+	if len(res.Operations) != 1 || res.Operations[0].Tool != "github_get_file" || res.Operations[0].State != capstan.OutcomeSucceeded {
 		t.Fatalf("operations = %+v, want the one read, succeeded", res.Operations)
 	}
 	if sawContent.Load() != 1 {

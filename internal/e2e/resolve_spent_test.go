@@ -9,6 +9,7 @@ import (
 
 	"go.temporal.io/api/enums/v1"
 
+	"github.com/capstanhq/capstan"
 	"github.com/capstanhq/capstan/internal/sandbox"
 	"github.com/capstanhq/capstan/workflows"
 )
@@ -86,7 +87,7 @@ func TestPersonFoundIsAppliedAfterReexecutionsAreSpent(t *testing.T) {
 		t.Fatalf("task %s: %s %s %s", taskID, res.Status, res.FailureCode, res.Message)
 	}
 	for _, op := range res.Operations {
-		if op.OperationID == opID && (op.State != "SUCCEEDED" || !op.Recovered || op.ExternalID != url) {
+		if op.OperationID == opID && (op.State != capstan.OutcomeSucceeded || !op.Recovered || op.ExternalID != url) {
 			t.Errorf("comment operation = %+v, want SUCCEEDED, recovered, at %s", op, url)
 		}
 	}

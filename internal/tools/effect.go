@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"time"
+
+	"github.com/capstanhq/capstan"
 )
 
 // This file is what a tool says about finding its effect again when the
@@ -14,20 +16,21 @@ import (
 // runs the lookup, over any tool that is a Finder, within the consistency
 // window, and turns what it sees into a verdict.
 
-// Outcome is what one lookup of an effect saw.
-type Outcome string
+// Outcome is what one lookup of an effect saw: a verdict of capstan's one
+// vocabulary, drawn from one answer.
+type Outcome = capstan.Verdict
 
 const (
 	// Found: exactly one effect of the operation exists.
-	Found Outcome = "found"
+	Found = capstan.VerdictFound
 	// NotSeen: the system answered and showed no effect of the operation.
 	// It may still be catching up; only the reconciler's consistency
 	// window turns this into "absent".
-	NotSeen Outcome = "not_seen"
+	NotSeen = capstan.VerdictNotYet
 	// Ambiguous: the answer cannot be read either way — several effects
 	// carry the operation's mark, or something exists that may or may not
 	// be the operation's. A person must decide.
-	Ambiguous Outcome = "ambiguous"
+	Ambiguous = capstan.VerdictIndeterminate
 )
 
 // Observation is the answer to one lookup.

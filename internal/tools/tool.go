@@ -19,23 +19,21 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+
+	"github.com/capstanhq/capstan"
 )
 
 // Class is a tool's safety class: what may be done after a timeout or an
-// ambiguous failure.
-type Class string
+// ambiguous failure. It is capstan's vocabulary (capstan.Class), which the
+// workflow reads without importing the tools.
+type Class = capstan.Class
 
+// The safety classes (capstan.ClassReadOnly, …).
 const (
-	// ReadOnly tools have no effect; retry freely, bounded, with jitter.
-	ReadOnly Class = "read_only"
-	// Idempotent tools may be repeated with the same operation id.
-	Idempotent Class = "idempotent"
-	// Conditional tools are reconciled by business key and only created when
-	// confirmed absent.
-	Conditional Class = "conditional"
-	// Unsafe tools are reconciled by an embedded marker; if that cannot tell,
-	// a person decides.
-	Unsafe Class = "unsafe"
+	ReadOnly    = capstan.ClassReadOnly
+	Idempotent  = capstan.ClassIdempotent
+	Conditional = capstan.ClassConditional
+	Unsafe      = capstan.ClassUnsafe
 )
 
 // Identity names the effect a call would have.
