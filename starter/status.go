@@ -30,7 +30,7 @@ func (a *app) statusCommand() *cobra.Command {
 		Args:  usageArgs(cobra.ExactArgs(1)),
 		RunE: a.withTask(func(ctx context.Context, c client.Client, opts client.Options, taskID string) error {
 			wid := workflows.WorkflowID(taskID)
-			desc, err := c.DescribeWorkflowExecution(ctx, wid, "")
+			desc, err := describe(ctx, c, wid)
 			if err != nil {
 				return notFound(err, taskID)
 			}
