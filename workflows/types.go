@@ -118,6 +118,9 @@ type OperationRecord struct {
 	// Reason says why the operation is unknown or needs_human, or how it
 	// was recovered.
 	Reason string `json:"reason,omitempty"`
+	// ResolvedBy names the person whose resolve update settled the
+	// operation (`starter resolve --as`); empty when nobody did.
+	ResolvedBy string `json:"resolved_by,omitempty"`
 }
 
 // DeliveryRecord is one delivery of the final answer.
