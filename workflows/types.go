@@ -138,4 +138,7 @@ type DeliveryRecord struct {
 	// Recovered: the outcome was unknown and a reconciler (or a person)
 	// found the message had been posted.
 	Recovered bool `json:"recovered,omitempty"`
+	// ResolvedBy names the person whose resolve update settled the
+	// delivery; empty when nobody did.
+	ResolvedBy string `json:"resolved_by,omitempty"`
 }
