@@ -68,7 +68,7 @@ type foundCheck struct {
 func (t *task) validateResolve(req ResolveRequest) error {
 	id, err := MatchOperation(OperationIDs(t.result), req.OperationID)
 	if err != nil {
-		return fmt.Errorf("task %s has %w", t.in.TaskID, err)
+		return fmt.Errorf("task %s has %v", t.in.TaskID, err)
 	}
 	if err := t.resolvable(id); err != nil {
 		return err
@@ -127,7 +127,7 @@ func alreadyResolved(id string, req ResolveRequest) error {
 func (t *task) resolve(ctx workflow.Context, req ResolveRequest) (ResolveResult, error) {
 	id, err := MatchOperation(OperationIDs(t.result), req.OperationID)
 	if err != nil {
-		return ResolveResult{}, fmt.Errorf("task %s has %w", t.in.TaskID, err)
+		return ResolveResult{}, fmt.Errorf("task %s has %v", t.in.TaskID, err)
 	}
 	req.OperationID = id
 	res := ResolveResult{OperationID: id, Decision: req.Decision, ResolvedBy: req.ResolvedBy}

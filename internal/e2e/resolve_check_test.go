@@ -16,7 +16,7 @@ import (
 // whose reconciler cannot ask, so that a person must resolve it; it returns
 // the environment, the task id, the operation that waits and the URL of
 // the one pull request the lost answer opened.
-func startPersonTask(t *testing.T, name string) (env []string, sb *sandbox.Sandbox, taskID, opID, url string) {
+func startPersonTask(t *testing.T, name string, extraEnv ...string) (env []string, sb *sandbox.Sandbox, taskID, opID, url string) {
 	t.Helper()
 	sb = startSandbox(t)
 	for _, rule := range []sandbox.FaultRule{
@@ -27,7 +27,7 @@ func startPersonTask(t *testing.T, name string) (env []string, sb *sandbox.Sandb
 			t.Fatal(err)
 		}
 	}
-	env = append(endpointEnv(t, name, sb), "CAPSTAN_RECONCILE_WINDOW=2s")
+	env = append(append(endpointEnv(t, name, sb), "CAPSTAN_RECONCILE_WINDOW=2s"), extraEnv...)
 	startWorker(t, env)
 	taskID = fmt.Sprintf("%s-%d", name, time.Now().UnixNano())
 	if r := runStarter(t, env, "run", "--prompt", "Add a HELLO.md greeting and open a pull request.",
@@ -60,7 +60,13 @@ func operationRecord(t *testing.T, res workflows.TaskResult, opID string) workfl
 // is a third that comes afterwards; the winner's name is in the result and
 // the journal.
 func TestSecondResolverIsToldWhoResolved(t *testing.T) {
-	env, _, taskID, opID, url := startPersonTask(t, "e2e-two-resolvers")
+	env, sb, taskID, opID, url := startPersonTask(t, "e2e-two-resolvers", "CAPSTAN_MODEL_FIRST_EVENT_TIMEOUT=5s")
+	// The model's next answer is held until the worker gives up on it
+	// (5 s) and asks again, so that the task is still running when a third
+	// person comes after the resolution.
+	if err := sb.Model.AddFault(sandbox.FaultRule{Endpoint: "chat/completions", Kind: sandbox.FaultHoldHeaders, Times: 1}); err != nil {
+		t.Fatal(err)
+	}
 
 	people := []string{"alice", "bob"}
 	got := make([]result, len(people))

@@ -7,8 +7,6 @@ import (
 	"strconv"
 	"strings"
 
-	gogithub "github.com/google/go-github/v62/github"
-
 	"github.com/capstanhq/capstan/internal/tools"
 	"github.com/capstanhq/capstan/internal/tools/ghref"
 )
@@ -97,26 +95,19 @@ func (e commentEffect) ReadBack(ctx context.Context, raw string) (tools.Observat
 	case w.repo.Key() != e.issue.Repo.Key() || n != e.issue.Number:
 		return refused("comment %d is on %s#%d, not on %s where the operation comments", id, w.repo, n, e.issue), nil
 	}
-	opts := &gogithub.IssueListCommentsOptions{ListOptions: gogithub.ListOptions{PerPage: perPage}}
-	for page := 1; ; page++ {
-		cs, resp, err := e.c.Issues.ListComments(ctx, e.issue.Repo.Owner, e.issue.Repo.Name, e.issue.Number, opts)
-		if err != nil {
-			return tools.Observation{}, fmt.Errorf("list comments on %s: %w", e.issue, err)
-		}
-		for _, c := range cs {
-			if c.GetID() == id {
-				return tools.Observation{Outcome: tools.Found, ExternalID: c.GetHTMLURL(),
-					Detail: fmt.Sprintf("comment %d on %s exists", id, e.issue)}, nil
-			}
-		}
-		if resp.NextPage == 0 {
-			return refused("%s has no comment %d", e.issue, id), nil
-		}
-		if page == maxPages {
-			return tools.Observation{}, fmt.Errorf("list comments on %s: more than %d pages", e.issue, maxPages)
-		}
-		opts.Page = resp.NextPage
+	// One comment by its id: GitHub answers at once, where the lists the
+	// reconciler reads may lag.
+	c, _, err := e.c.Issues.GetComment(ctx, e.issue.Repo.Owner, e.issue.Repo.Name, id)
+	switch {
+	case notFound(err):
+		return refused("%s has no comment %d", e.issue.Repo, id), nil
+	case err != nil:
+		return tools.Observation{}, fmt.Errorf("get comment %d of %s: %w", id, e.issue.Repo, err)
+	case !strings.HasSuffix(c.GetIssueURL(), "/issues/"+strconv.Itoa(e.issue.Number)):
+		return refused("comment %d is not on %s, where the operation comments", id, e.issue), nil
 	}
+	return tools.Observation{Outcome: tools.Found, ExternalID: c.GetHTMLURL(),
+		Detail: fmt.Sprintf("comment %d on %s exists", id, e.issue)}, nil
 }
 
 // ReadBack accepts the URL of the operation's branch in its repository:
