@@ -161,10 +161,13 @@ func TestHumanTimeout(t *testing.T) {
 	}
 }
 
-// Two people resolve at the same instant — both updates are accepted in
-// one workflow task, after both validators ran — and a third comes later:
-// the first resolution stands, the others are told who resolved it, and
-// the result records the name (compare-and-set, changeResolveOnce).
+// Two people resolve at the same instant and a third comes later: the
+// first resolution stands, the others are told who resolved it, and the
+// result records the name. (The test environment runs each update's
+// validator and handler in turn, so here the validator refuses bob; the
+// handler's own check, for updates whose validators all ran before any
+// handler, is exercised on a real server by the e2e
+// TestSecondResolverIsToldWhoResolved.)
 func TestSecondResolverIsRefused(t *testing.T) {
 	env, asked := personEnv(t, nil)
 	errs := map[string]error{"alice": errors.New("never answered"), "bob": errors.New("never answered"), "carol": errors.New("never answered")}
