@@ -25,6 +25,7 @@ var clientSDKs = []string{
 // workflow and the starter and fails, naming the import chain, when one of
 // them links a client SDK, so the separation cannot drift back.
 func TestWorkflowAndStarterLinkNoClientSDK(t *testing.T) {
+	t.Parallel()
 	goBin, err := exec.LookPath("go")
 	if err != nil {
 		t.Fatalf("the go command is not on PATH: %v", err)

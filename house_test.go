@@ -25,6 +25,7 @@ const maxFileLines = 500
 // workflows/ or activities/ longer than maxFuncLines, counting from its
 // signature to its closing brace.
 func TestNoLongFunctionsInWorkflowsAndActivities(t *testing.T) {
+	t.Parallel()
 	for _, dir := range []string{"workflows", "activities"} {
 		fset := token.NewFileSet()
 		for _, path := range goFiles(t, dir) {
@@ -48,6 +49,7 @@ func TestNoLongFunctionsInWorkflowsAndActivities(t *testing.T) {
 
 // TestNoLongFiles fails on a non-test Go file over maxFileLines.
 func TestNoLongFiles(t *testing.T) {
+	t.Parallel()
 	for _, path := range goFiles(t, ".") {
 		b, err := os.ReadFile(path)
 		if err != nil {

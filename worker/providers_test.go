@@ -67,6 +67,7 @@ func streamText(t *testing.T, p model.Provider) string {
 }
 
 func TestAnthropicOnlyWorker(t *testing.T) {
+	t.Parallel()
 	srv, seen := fakeAnthropic(t)
 	cfg := config.FromEnv(func(k string) string {
 		return map[string]string{"ANTHROPIC_API_KEY": "sk-ant-worker-test", "ANTHROPIC_BASE_URL": srv.URL,
@@ -95,6 +96,7 @@ func TestAnthropicOnlyWorker(t *testing.T) {
 // goes to the sandbox model server's POST /v1/messages, with the sandbox
 // token when the environment has no key.
 func TestSandboxWorkerServesAnthropic(t *testing.T) {
+	t.Parallel()
 	srv, seen := fakeAnthropic(t)
 	cfg := config.FromEnv(func(string) string { return "" })
 	if err := cfg.UseSandbox(srv.URL+"/v1", "http://127.0.0.1:1", "http://127.0.0.1:2/api", sandboxToken); err != nil {
