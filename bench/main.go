@@ -202,7 +202,7 @@ func measureHistory(ctx context.Context, e *env, res *results, dir string) error
 		return err
 	}
 	defer hp.stop()
-	bp, err := e.startBare(bq, 1, nil)
+	bp, err := e.startBare(ctx, bq, 1, nil)
 	if err != nil {
 		return err
 	}
