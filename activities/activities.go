@@ -57,9 +57,11 @@ type Deps struct {
 	Providers map[string]model.Provider // by provider name: "openai", "sandbox"
 	// Slack may be nil: a delivery to Slack then fails as worker_misconfigured.
 	Slack SlackPoster
-	// Reconcilers ask GitHub and Slack what became of an operation whose
-	// outcome is unknown. Nil: Reconcile can only record a person's
-	// verdict, and otherwise fails as worker_misconfigured.
+	// Reconcilers find out what became of an operation whose outcome is
+	// unknown, through the lookup of the tool or delivery that made it
+	// (reconcilers.NewSet over Tools and the deliveries). Nil: Reconcile
+	// can only record a person's verdict, and otherwise fails as
+	// worker_misconfigured.
 	Reconcilers *reconcilers.Set
 	// Identity names this worker in lease owners. Required.
 	Identity string

@@ -15,6 +15,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
+	"github.com/capstanhq/capstan"
 	"github.com/capstanhq/capstan/activities"
 	"github.com/capstanhq/capstan/internal/ledger"
 	"github.com/capstanhq/capstan/internal/ledger/sqlite"
@@ -23,6 +24,7 @@ import (
 	"github.com/capstanhq/capstan/internal/sandbox"
 	"github.com/capstanhq/capstan/internal/tools"
 	githubtools "github.com/capstanhq/capstan/internal/tools/github"
+	"github.com/capstanhq/capstan/internal/tools/slackpost"
 )
 
 // fixture wires real activities to a real SQLite ledger and the sandbox's
@@ -91,7 +93,7 @@ func TestExecuteToolActsOnceAndReplaysTheStoredResult(t *testing.T) {
 	f := newFixture(t)
 	args := json.RawMessage(`{"repo":"acme/app","branch":"agent/x","from":"main"}`)
 	in := activities.ExecuteToolInput{Tenant: "default", TaskID: "T1", TurnID: "T1/t1", ToolCallID: "call_1",
-		OperationID: "default:T1:github_create_branch:branch:create:acme/app:agent/x", Tool: "github_create_branch", Arguments: f.args(t, string(args))}
+		OperationID: "default:T1:github_create_branch:branch:create:acme/app:agent/x", Tool: githubtools.NameCreateBranch, Arguments: f.args(t, string(args))}
 
 	var first, second activities.ExecuteToolResult
 	v, err := f.env.ExecuteActivity(f.acts.ExecuteTool, in)
@@ -106,17 +108,17 @@ func TestExecuteToolActsOnceAndReplaysTheStoredResult(t *testing.T) {
 	}
 	_ = v.Get(&second)
 
-	if first.State != "SUCCEEDED" || first.Replayed || !strings.HasPrefix(first.ExternalID, "refs/heads/agent/x@") {
+	if first.State != capstan.OutcomeSucceeded || first.Replayed || !strings.HasPrefix(first.ExternalID, "refs/heads/agent/x@") {
 		t.Errorf("first = %+v, want SUCCEEDED with the ref", first)
 	}
-	if second.State != "SUCCEEDED" || !second.Replayed || second.ExternalID != first.ExternalID {
+	if second.State != capstan.OutcomeSucceeded || !second.Replayed || second.ExternalID != first.ExternalID {
 		t.Errorf("second = %+v, want the stored result, replayed", second)
 	}
 	if n := f.sb.GitHub.Stats().BranchesCreated; n != 1 {
 		t.Errorf("branches created = %d, want 1", n)
 	}
 	op, err := f.ledger.Get(context.Background(), in.OperationID)
-	if err != nil || op.State != ledger.StateSucceeded || op.AttemptCount != 1 {
+	if err != nil || op.State != capstan.OutcomeSucceeded || op.AttemptCount != 1 {
 		t.Errorf("ledger row = %+v, %v; want SUCCEEDED after one attempt", op, err)
 	}
 	// The tool message of the replay tells the model nothing was sent again.
@@ -133,7 +135,7 @@ func TestExecuteToolActsOnceAndReplaysTheStoredResult(t *testing.T) {
 func TestExecuteToolConflictOnReusedOperationID(t *testing.T) {
 	f := newFixture(t)
 	in := activities.ExecuteToolInput{Tenant: "default", TaskID: "T1", TurnID: "T1/t1", OperationID: "op-1",
-		Tool: "github_create_branch", Arguments: f.args(t, `{"repo":"acme/app","branch":"a","from":"main"}`)}
+		Tool: githubtools.NameCreateBranch, Arguments: f.args(t, `{"repo":"acme/app","branch":"a","from":"main"}`)}
 	if _, err := f.env.ExecuteActivity(f.acts.ExecuteTool, in); err != nil {
 		t.Fatal(err)
 	}
@@ -160,24 +162,24 @@ func TestExecuteToolTimeoutAfterSendIsUnknown(t *testing.T) {
 	})
 	ctx := context.Background()
 	branch := activities.ExecuteToolInput{Tenant: "d", TaskID: "T", TurnID: "T/t1", OperationID: "op-branch",
-		Tool: "github_create_branch", Arguments: f.args(t, `{"repo":"acme/app","branch":"feat","from":"main"}`)}
+		Tool: githubtools.NameCreateBranch, Arguments: f.args(t, `{"repo":"acme/app","branch":"feat","from":"main"}`)}
 	if _, err := f.env.ExecuteActivity(f.acts.ExecuteTool, branch); err != nil {
 		t.Fatal(err)
 	}
 	file := activities.ExecuteToolInput{Tenant: "d", TaskID: "T", TurnID: "T/t1", OperationID: "op-file",
-		Tool: "github_put_file", Arguments: f.args(t, `{"repo":"acme/app","branch":"feat","path":"a.md","content":"a\n","message":"a"}`)}
+		Tool: githubtools.NamePutFile, Arguments: f.args(t, `{"repo":"acme/app","branch":"feat","path":"a.md","content":"a\n","message":"a"}`)}
 	if _, err := f.env.ExecuteActivity(f.acts.ExecuteTool, file); err != nil {
 		t.Fatal(err)
 	}
 	pr := activities.ExecuteToolInput{Tenant: "d", TaskID: "T", TurnID: "T/t2", OperationID: "op-pr",
-		Tool: "github_create_pull_request", Arguments: f.args(t, `{"repo":"acme/app","head":"feat","base":"main","title":"t","body":"b"}`)}
+		Tool: githubtools.NameCreatePullRequest, Arguments: f.args(t, `{"repo":"acme/app","head":"feat","base":"main","title":"t","body":"b"}`)}
 	_, err := f.env.ExecuteActivity(f.acts.ExecuteTool, pr)
 	var appErr *temporal.ApplicationError
 	if !errors.As(err, &appErr) || appErr.Type() != activities.ErrTypeOperationUnknown || !appErr.NonRetryable() {
 		t.Fatalf("err = %v, want a non-retryable %s", err, activities.ErrTypeOperationUnknown)
 	}
 	op, _ := f.ledger.Get(ctx, "op-pr")
-	if op.State != ledger.StateUnknown {
+	if op.State != capstan.OutcomeUnknown {
 		t.Fatalf("ledger state = %s, want UNKNOWN (never FAILED after the request left)", op.State)
 	}
 	// A retry does not send again: it must reconcile first.
@@ -210,17 +212,18 @@ func TestModelTurnCommitsOnlyACompletedAttempt(t *testing.T) {
 	if err := v.Get(&out); err != nil {
 		t.Fatal(err)
 	}
-	if len(out.ToolCalls) != 1 || out.ToolCalls[0].Name != "github_create_branch" || out.Phase != model.PhaseStreamCompleted {
+	if len(out.ToolCalls) != 1 || out.ToolCalls[0].Name != githubtools.NameCreateBranch || out.Phase != model.PhaseStreamCompleted {
 		t.Fatalf("out = %+v, want one create_branch call from a completed stream", out)
 	}
-	var args map[string]string
 	call := out.ToolCalls[0]
 	stored, err := f.ledger.GetItem(context.Background(), call.Arguments)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := json.Unmarshal(stored, &args); err != nil || args["branch"] != "capstan/hello-T" {
-		t.Errorf("arguments = %s, want the branch of task T", stored)
+	// Read by the tool's own parser: the stored arguments create the branch of task T.
+	tool, _ := f.acts.Tools.Get(call.Name)
+	if id, err := tool.Identify(stored); err != nil || id.BusinessKey != "branch:create:capstan-sandbox/demo:capstan/hello-T" {
+		t.Errorf("arguments = %s (%v), want the branch of task T", stored, err)
 	}
 	if call.Class != "conditional" || call.BusinessKey != "branch:create:capstan-sandbox/demo:capstan/hello-T" ||
 		call.Summary != "create_branch capstan-sandbox/demo capstan/hello-T from main" {
@@ -331,7 +334,7 @@ func TestDeliverPostsWithOperationIDInMetadata(t *testing.T) {
 		}
 	}
 	msgs := f.sb.Slack.Messages("#c")
-	if len(msgs) != 1 || msgs[0].Metadata.EventType != activities.DeliveryEventType || msgs[0].Metadata.EventPayload["operation_id"] != in.OperationID {
+	if len(msgs) != 1 || msgs[0].Metadata.EventType != slackpost.EventType || msgs[0].Metadata.EventPayload["operation_id"] != in.OperationID {
 		t.Fatalf("messages = %+v, want one carrying the operation id", msgs)
 	}
 }
@@ -340,14 +343,14 @@ func TestExecuteToolWaitsOutAnotherHoldersLease(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	args := json.RawMessage(`{"repo":"acme/app","head":"feat","base":"main","title":"t","body":"b"}`)
-	tool, _ := f.acts.Tools.Get("github_create_pull_request")
+	tool, _ := f.acts.Tools.Get(githubtools.NameCreatePullRequest)
 	id, _ := tool.Identify(args)
 	// Another worker claimed the same operation a moment ago.
-	if _, err := f.ledger.Claim(ctx, ledger.ClaimRequest{Op: ledger.Operation{ID: "op-held", Kind: "github_create_pull_request",
-		RequestHash: activities.RequestHash("github_create_pull_request", id.Effect)}, Owner: "other-worker", Lease: time.Minute}); err != nil {
+	if _, err := f.ledger.Claim(ctx, ledger.ClaimRequest{Op: ledger.Operation{ID: "op-held", Kind: githubtools.NameCreatePullRequest,
+		RequestHash: activities.RequestHash(githubtools.NameCreatePullRequest, id.Effect)}, Owner: "other-worker", Lease: time.Minute}); err != nil {
 		t.Fatal(err)
 	}
-	_, err := f.env.ExecuteActivity(f.acts.ExecuteTool, activities.ExecuteToolInput{OperationID: "op-held", Tool: "github_create_pull_request", Arguments: f.args(t, string(args))})
+	_, err := f.env.ExecuteActivity(f.acts.ExecuteTool, activities.ExecuteToolInput{OperationID: "op-held", Tool: githubtools.NameCreatePullRequest, Arguments: f.args(t, string(args))})
 	var appErr *temporal.ApplicationError
 	if !errors.As(err, &appErr) || appErr.Type() != activities.ErrTypeOperationInProgress || appErr.NonRetryable() {
 		t.Fatalf("err = %v, want a retryable %s", err, activities.ErrTypeOperationInProgress)
@@ -364,10 +367,10 @@ func TestDeliverTellsDefiniteRefusalsFromUnknownOutcomes(t *testing.T) {
 	for _, tc := range []struct {
 		slackError string
 		wantType   string
-		wantState  ledger.State
+		wantState  capstan.Outcome
 	}{
-		{"channel_not_found", activities.ErrTypeDeliveryFailed, ledger.StateFailed},
-		{"internal_error", activities.ErrTypeOperationUnknown, ledger.StateUnknown},
+		{"channel_not_found", activities.ErrTypeDeliveryFailed, capstan.OutcomeFailed},
+		{"internal_error", activities.ErrTypeOperationUnknown, capstan.OutcomeUnknown},
 	} {
 		t.Run(tc.slackError, func(t *testing.T) {
 			f := newFixture(t)

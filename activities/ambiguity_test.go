@@ -16,9 +16,11 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/capstanhq/capstan"
 	"github.com/capstanhq/capstan/activities"
 	"github.com/capstanhq/capstan/internal/ledger"
 	"github.com/capstanhq/capstan/internal/model"
+	githubtools "github.com/capstanhq/capstan/internal/tools/github"
 )
 
 // These tests hold the activities to docs/design.md §5.4 where the answer of an
@@ -83,7 +85,7 @@ func (f *fixture) toolMessage(t *testing.T, ref string) model.Message {
 
 func putFileInput(f *fixture, t *testing.T, opID, content string) activities.ExecuteToolInput {
 	return activities.ExecuteToolInput{Tenant: "d", TaskID: "T", TurnID: "T/t1", OperationID: opID, ToolCallID: "call_" + opID,
-		Tool: "github_put_file", Arguments: f.args(t, `{"repo":"acme/app","branch":"main","path":"a.md","content":"`+content+`","message":"m"}`)}
+		Tool: githubtools.NamePutFile, Arguments: f.args(t, `{"repo":"acme/app","branch":"main","path":"a.md","content":"`+content+`","message":"m"}`)}
 }
 
 // A GitHub rate limit on a mutation means GitHub did nothing: the operation
@@ -133,7 +135,7 @@ func TestExecuteToolRateLimitedMutationIsAbsentAndRetriedAfterTheWait(t *testing
 				return true
 			})
 			in := activities.ExecuteToolInput{Tenant: "d", TaskID: "T", TurnID: "T/t1", OperationID: "op-pr", ToolCallID: "call_1",
-				Tool: "github_create_pull_request", Arguments: f.args(t, `{"repo":"acme/app","head":"feat","base":"main","title":"t","body":"b"}`)}
+				Tool: githubtools.NameCreatePullRequest, Arguments: f.args(t, `{"repo":"acme/app","head":"feat","base":"main","title":"t","body":"b"}`)}
 			_, err := f.env.ExecuteActivity(f.acts.ExecuteTool, in)
 			appErr := appError(t, err)
 			if appErr.Type() != activities.ErrTypeOperationNotSent || appErr.NonRetryable() {
@@ -145,7 +147,7 @@ func TestExecuteToolRateLimitedMutationIsAbsentAndRetriedAfterTheWait(t *testing
 			if !strings.Contains(appErr.Error(), tc.wantNote) {
 				t.Errorf("err = %q, want it to say %q", appErr.Error(), tc.wantNote)
 			}
-			if op := f.op(t, "op-pr"); op.State != ledger.StateAbsent || op.AttemptCount != 1 {
+			if op := f.op(t, "op-pr"); op.State != capstan.OutcomeAbsent || op.AttemptCount != 1 {
 				t.Fatalf("ledger = %s after %d attempts, want ABSENT after 1: nothing happened", op.State, op.AttemptCount)
 			}
 
@@ -159,7 +161,7 @@ func TestExecuteToolRateLimitedMutationIsAbsentAndRetriedAfterTheWait(t *testing
 			if appErr.Type() != activities.ErrTypeOperationNotSent || appErr.NextRetryDelay() <= 0 || appErr.NextRetryDelay() > tc.wantDelay {
 				t.Errorf("retry: err = %v with delay %s, want %s with at most %s", err, appErr.NextRetryDelay(), activities.ErrTypeOperationNotSent, tc.wantDelay)
 			}
-			if op := f.op(t, "op-pr"); op.State != ledger.StateAbsent || op.AttemptCount != 1 {
+			if op := f.op(t, "op-pr"); op.State != capstan.OutcomeAbsent || op.AttemptCount != 1 {
 				t.Errorf("ledger after the retry = %s after %d attempts, want ABSENT after still 1", op.State, op.AttemptCount)
 			}
 			if n, created := posts.Load(), f.sb.GitHub.Stats().PullRequestsCreated; n != 1 || created != 0 {
@@ -190,10 +192,10 @@ func TestExecuteToolPutFileWhoseAnswerWasLostIsReadBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := gitBlobSHA("hello")
-	if res.State != ledger.StateSucceeded || res.Replayed || res.ExternalID != want {
+	if res.State != capstan.OutcomeSucceeded || res.Replayed || res.ExternalID != want {
 		t.Errorf("result = %+v, want SUCCEEDED with blob %s", res, want)
 	}
-	if op := f.op(t, "op-put"); op.State != ledger.StateSucceeded || op.ExternalID != want || op.AttemptCount != 1 {
+	if op := f.op(t, "op-put"); op.State != capstan.OutcomeSucceeded || op.ExternalID != want || op.AttemptCount != 1 {
 		t.Errorf("ledger = %s %q after %d attempts, want SUCCEEDED %s after 1", op.State, op.ExternalID, op.AttemptCount, want)
 	}
 	if msg := f.toolMessage(t, res.Item); msg.ToolCallID != in.ToolCallID || !strings.Contains(msg.Content, `"recovered":true`) || !strings.Contains(msg.Content, want) {
@@ -239,7 +241,7 @@ func TestExecuteToolPutFileThatDidNotLandIsAbsent(t *testing.T) {
 			if err == nil || (errors.As(err, &appErr) && appErr.NonRetryable()) || !strings.Contains(err.Error(), "did not take effect") {
 				t.Fatalf("err = %v, want a retryable error saying the read-back found nothing", err)
 			}
-			if op := f.op(t, "op-put"); op.State != ledger.StateAbsent {
+			if op := f.op(t, "op-put"); op.State != capstan.OutcomeAbsent {
 				t.Fatalf("ledger = %s, want ABSENT: the retry may claim it", op.State)
 			}
 			if n := f.sb.GitHub.Stats().FilesWritten; n != written {
@@ -251,7 +253,7 @@ func TestExecuteToolPutFileThatDidNotLandIsAbsent(t *testing.T) {
 			}
 			var res activities.ExecuteToolResult
 			_ = v.Get(&res)
-			if op := f.op(t, "op-put"); res.State != ledger.StateSucceeded || op.State != ledger.StateSucceeded || op.AttemptCount != 2 {
+			if op := f.op(t, "op-put"); res.State != capstan.OutcomeSucceeded || op.State != capstan.OutcomeSucceeded || op.AttemptCount != 2 {
 				t.Errorf("retry = %+v, ledger %s after %d attempts; want SUCCEEDED after 2", res, op.State, op.AttemptCount)
 			}
 			if n := f.sb.GitHub.Stats().FilesWritten; n != written+1 {
@@ -280,7 +282,7 @@ func TestExecuteToolPutFileWhoseReadBackFailsIsUnknown(t *testing.T) {
 	if appErr := appError(t, err); appErr.Type() != activities.ErrTypeOperationUnknown || !appErr.NonRetryable() {
 		t.Fatalf("err = %v, want a non-retryable %s", err, activities.ErrTypeOperationUnknown)
 	}
-	if op := f.op(t, "op-put"); op.State != ledger.StateUnknown || !strings.Contains(op.Error, "could not tell") {
+	if op := f.op(t, "op-put"); op.State != capstan.OutcomeUnknown || !strings.Contains(op.Error, "could not tell") {
 		t.Errorf("ledger = %s (%q), want UNKNOWN saying the read-back could not tell", op.State, op.Error)
 	}
 }
@@ -332,7 +334,7 @@ func TestExecuteToolPutFileConflictIsSettledByReadingBack(t *testing.T) {
 		})
 		in := putFileInput(f, t, "op-put", "v2")
 		_, err := f.env.ExecuteActivity(f.acts.ExecuteTool, in)
-		if err == nil || f.op(t, "op-put").State != ledger.StateAbsent {
+		if err == nil || f.op(t, "op-put").State != capstan.OutcomeAbsent {
 			t.Fatalf("attempt 1: err = %v, ledger %s; want ABSENT (the lagging read showed v1)", err, f.op(t, "op-put").State)
 		}
 		v, err := f.env.ExecuteActivity(f.acts.ExecuteTool, in)
@@ -342,7 +344,7 @@ func TestExecuteToolPutFileConflictIsSettledByReadingBack(t *testing.T) {
 		var res activities.ExecuteToolResult
 		_ = v.Get(&res)
 		want := gitBlobSHA("v2")
-		if op := f.op(t, "op-put"); res.State != ledger.StateSucceeded || op.State != ledger.StateSucceeded || op.ExternalID != want {
+		if op := f.op(t, "op-put"); res.State != capstan.OutcomeSucceeded || op.State != capstan.OutcomeSucceeded || op.ExternalID != want {
 			t.Errorf("attempt 2 = %+v, ledger %s %q; want SUCCEEDED with blob %s", res, op.State, op.ExternalID, want)
 		}
 		if msg := f.toolMessage(t, res.Item); !strings.Contains(msg.Content, `"recovered":true`) {
@@ -372,7 +374,7 @@ func TestExecuteToolPutFileConflictIsSettledByReadingBack(t *testing.T) {
 		}
 		var res activities.ExecuteToolResult
 		_ = v.Get(&res)
-		if op := f.op(t, "op-put"); res.State != ledger.StateFailed || op.State != ledger.StateFailed || gets.Load() != 1 {
+		if op := f.op(t, "op-put"); res.State != capstan.OutcomeFailed || op.State != capstan.OutcomeFailed || gets.Load() != 1 {
 			t.Errorf("result %s, ledger %s after %d reads; want FAILED after the one read before the write", res.State, op.State, gets.Load())
 		}
 		if msg := f.toolMessage(t, res.Item); !strings.Contains(msg.Content, "changed since it was read") {
@@ -395,7 +397,7 @@ func TestDeliverRateLimitedIsRetriedAfterTheWait(t *testing.T) {
 	if appErr.Type() != activities.ErrTypeDeliveryNotSent || appErr.NonRetryable() || appErr.NextRetryDelay() != 7*time.Second {
 		t.Fatalf("err = %v (delay %s), want a retryable %s after 7s", err, appErr.NextRetryDelay(), activities.ErrTypeDeliveryNotSent)
 	}
-	if op := f.op(t, "op-d"); op.State != ledger.StateAbsent {
+	if op := f.op(t, "op-d"); op.State != capstan.OutcomeAbsent {
 		t.Errorf("ledger = %s, want ABSENT", op.State)
 	}
 	if msgs := f.sb.Slack.Messages("#c"); len(msgs) != 0 {

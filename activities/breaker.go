@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/capstanhq/capstan/internal/breaker"
+	"github.com/capstanhq/capstan/internal/contract"
 	"github.com/capstanhq/capstan/internal/model"
 	"github.com/capstanhq/capstan/internal/tools"
 )
@@ -99,34 +100,12 @@ func modelHealth(o model.Outcome) breaker.Outcome {
 	}
 }
 
-// BreakerWait is the detail of an ErrTypeBreakerOpen error: which breaker
-// refused the call and how long the workflow should wait before trying
-// again (the time left in its open period, plus jitter).
-type BreakerWait struct {
-	Breaker string        `json:"breaker"`
-	State   string        `json:"state"` // open, or half-open while its probe is in flight
-	Wait    time.Duration `json:"wait"`
-}
-
-// BreakerWaitOf returns the wait an ErrTypeBreakerOpen error carries; err is
-// what the workflow got from the activity. ok is false for any other error.
-func BreakerWaitOf(err error) (w BreakerWait, ok bool) {
-	var appErr *temporal.ApplicationError
-	if !errors.As(err, &appErr) || appErr.Type() != ErrTypeBreakerOpen || !appErr.HasDetails() {
-		return w, false
-	}
-	if appErr.Details(&w) != nil {
-		return BreakerWait{}, false
-	}
-	return w, true
-}
-
 // breakerOpen is the error of an operation the breaker kept from being
 // sent: retryable, after the time left in the open period plus jitter,
 // which capstan draws (Temporal's retry policy has none). The details say
 // which breaker, for the journal and the workflow's current details.
 func (a *Activities) breakerOpen(what string, open *breaker.OpenError) error {
-	wait := JitterAfter(open.Wait, a.Random())
+	wait := contract.JitterAfter(open.Wait, a.Random())
 	return temporal.NewApplicationErrorWithOptions(
 		fmt.Sprintf("%s: %v; trying again in %s", what, open, wait.Round(time.Millisecond)),
 		ErrTypeBreakerOpen, temporal.ApplicationErrorOptions{

@@ -15,19 +15,22 @@ import (
 	"github.com/google/go-github/v62/github"
 	"github.com/slack-go/slack"
 
+	"github.com/capstanhq/capstan"
 	"github.com/capstanhq/capstan/activities"
 	"github.com/capstanhq/capstan/internal/breaker"
-	"github.com/capstanhq/capstan/internal/ledger"
+	"github.com/capstanhq/capstan/internal/config"
+	"github.com/capstanhq/capstan/internal/contract"
 	"github.com/capstanhq/capstan/internal/model"
 	"github.com/capstanhq/capstan/internal/sandbox"
 	"github.com/capstanhq/capstan/internal/tools"
+	githubtools "github.com/capstanhq/capstan/internal/tools/github"
 )
 
 // withBreakers gives the fixture's activities a breaker set that trips after
 // two consecutive failures and stays open for openFor.
 func withBreakers(t *testing.T, openFor time.Duration) (*breaker.Set, func(*activities.Deps)) {
 	t.Helper()
-	set, err := breaker.NewSet(breaker.Settings{ConsecutiveFailures: 2, FailureRatio: 0.5, MinCalls: 10,
+	set, err := breaker.NewSet(config.BreakerSettings{ConsecutiveFailures: 2, FailureRatio: 0.5, MinCalls: 10,
 		Window: time.Minute, OpenFor: openFor}, breaker.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -38,7 +41,7 @@ func withBreakers(t *testing.T, openFor time.Duration) (*breaker.Set, func(*acti
 func branchInput(f *fixture, t *testing.T, branch, from string) activities.ExecuteToolInput {
 	opID := "d:T:github_create_branch:branch:create:acme/app:" + branch
 	return activities.ExecuteToolInput{Tenant: "d", TaskID: "T", TurnID: "T/t1", OperationID: opID, ToolCallID: "call_" + branch,
-		Tool: "github_create_branch", Arguments: f.args(t, fmt.Sprintf(`{"repo":"acme/app","branch":%q,"from":%q}`, branch, from))}
+		Tool: githubtools.NameCreateBranch, Arguments: f.args(t, fmt.Sprintf(`{"repo":"acme/app","branch":%q,"from":%q}`, branch, from))}
 }
 
 // breakerOpenError checks err is a retryable BreakerOpen error of key that
@@ -46,7 +49,7 @@ func branchInput(f *fixture, t *testing.T, branch, from string) activities.Execu
 func breakerOpenError(t *testing.T, err error, key breaker.Key, within time.Duration) time.Duration {
 	t.Helper()
 	appErr := appError(t, err)
-	w, ok := activities.BreakerWaitOf(err)
+	w, ok := contract.BreakerWaitOf(err)
 	if appErr.Type() != activities.ErrTypeBreakerOpen || appErr.NonRetryable() || !ok {
 		t.Fatalf("err = %v, want a retryable %s with its wait", err, activities.ErrTypeBreakerOpen)
 	}
@@ -82,7 +85,7 @@ func TestExecuteToolSendsNothingWhileTheBreakerIsOpen(t *testing.T) {
 	in := branchInput(f, t, "b3", "main")
 	_, err := f.env.ExecuteActivity(f.acts.ExecuteTool, in)
 	breakerOpenError(t, err, breaker.GitHubWrite, time.Minute)
-	if op := f.op(t, in.OperationID); op.State != ledger.StateAbsent || op.AttemptCount != 0 {
+	if op := f.op(t, in.OperationID); op.State != capstan.OutcomeAbsent || op.AttemptCount != 0 {
 		t.Errorf("ledger row = %s after %d attempts, want ABSENT (claim released) and never marked running", op.State, op.AttemptCount)
 	}
 	_, err = f.env.ExecuteActivity(f.acts.Deliver, activities.DeliverInput{Tenant: "d", TaskID: "T", OperationID: "d:T:deliver:github:acme/app#1",
@@ -97,7 +100,7 @@ func TestExecuteToolSendsNothingWhileTheBreakerIsOpen(t *testing.T) {
 
 	// A read goes through github/read, which is closed.
 	_, err = f.env.ExecuteActivity(f.acts.ExecuteTool, activities.ExecuteToolInput{Tenant: "d", TaskID: "T", TurnID: "T/t1",
-		OperationID: "d:T:t1:github_get_file:1", ToolCallID: "call_read", Tool: "github_get_file",
+		OperationID: "d:T:t1:github_get_file:1", ToolCallID: "call_read", Tool: githubtools.NameGetFile,
 		Arguments: f.args(t, `{"repo":"acme/app","path":"README.md"}`)})
 	if err != nil {
 		t.Fatalf("a read while github/write is open: %v", err)
@@ -130,7 +133,7 @@ func TestExecuteToolProbesOnceAfterTheOpenPeriod(t *testing.T) {
 		t.Fatalf("the probe after the open period: %v", err)
 	}
 	var res activities.ExecuteToolResult
-	if err := v.Get(&res); err != nil || res.State != ledger.StateSucceeded || res.Replayed {
+	if err := v.Get(&res); err != nil || res.State != capstan.OutcomeSucceeded || res.Replayed {
 		t.Fatalf("probe result = %+v, %v; want SUCCEEDED, sent", res, err)
 	}
 	if st := set.State(breaker.GitHubWrite); st != breaker.StateClosed {
@@ -151,7 +154,7 @@ func TestExecuteToolRefusalsDoNotTripTheBreaker(t *testing.T) {
 			t.Fatalf("create %s from a missing branch: %v, want a refusal the model is told of", b, err)
 		}
 		var res activities.ExecuteToolResult
-		if err := v.Get(&res); err != nil || res.State != ledger.StateFailed {
+		if err := v.Get(&res); err != nil || res.State != capstan.OutcomeFailed {
 			t.Fatalf("create %s from a missing branch = %+v, %v; want FAILED", b, res, err)
 		}
 	}
@@ -185,7 +188,7 @@ func TestDeliverSendsNothingWhileSlackBreakerIsOpen(t *testing.T) {
 	if fired := f.sb.Slack.Faults()[0].Fired; fired != 2 {
 		t.Errorf("Slack received %d posts, want the 2 before the breaker opened", fired)
 	}
-	if op := f.op(t, "d:T2:deliver:slack:#c"); op.State != ledger.StateAbsent || op.AttemptCount != 0 {
+	if op := f.op(t, "d:T2:deliver:slack:#c"); op.State != capstan.OutcomeAbsent || op.AttemptCount != 0 {
 		t.Errorf("ledger row = %s after %d attempts, want ABSENT and never running", op.State, op.AttemptCount)
 	}
 }

@@ -105,24 +105,6 @@ func truncationMarker(n int) model.Message {
 			"Their tool results are no longer visible here; read again with a read-only tool what you still need.]", n)}
 }
 
-// TruncateInput asks to cut a transcript that overflowed the model's
-// context: the transcript as the overflowing attempt saw it.
-type TruncateInput struct {
-	TaskID     string
-	TurnID     string // the compaction's turn id, for the logs
-	Transcript string
-	Append     []string
-	Seed       []model.Message
-}
-
-// TruncateResult is the cut transcript: a manifest whose oldest items
-// (compactionSpan) are replaced by one marker item. Removed is zero, and
-// Transcript empty, when there was nothing to remove.
-type TruncateResult struct {
-	Transcript string
-	Removed    int
-}
-
 // TruncateTranscript removes the oldest items of a transcript behind a
 // visible marker, when the summary call that should have replaced them
 // failed. It calls no model; its items are content-addressed, so a retry

@@ -8,6 +8,7 @@ import (
 
 	"github.com/capstanhq/capstan/activities"
 	"github.com/capstanhq/capstan/internal/model"
+	githubtools "github.com/capstanhq/capstan/internal/tools/github"
 )
 
 // transcript stores msgs as committed items and their manifest, as
@@ -57,7 +58,7 @@ func (f *fixture) messages(t *testing.T, manifest string) []model.Message {
 // may be compacted, the opening and the newest exchange may not.
 func overflowing() []model.Message {
 	call := func(id string) []model.ToolCall {
-		return []model.ToolCall{{ID: id, Name: "github_get_file", Arguments: json.RawMessage(`{"repo":"acme/app","path":"README.md"}`)}}
+		return []model.ToolCall{{ID: id, Name: githubtools.NameGetFile, Arguments: json.RawMessage(`{"repo":"acme/app","path":"README.md"}`)}}
 	}
 	return []model.Message{
 		{Role: model.RoleSystem, Content: "You are a test.\nTask id: T"},

@@ -8,15 +8,15 @@ import (
 	"github.com/slack-go/slack"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/capstanhq/capstan"
 	"github.com/capstanhq/capstan/internal/breaker"
+	"github.com/capstanhq/capstan/internal/contract"
 	"github.com/capstanhq/capstan/internal/ledger"
 	"github.com/capstanhq/capstan/internal/logids"
 	"github.com/capstanhq/capstan/internal/tools"
+	githubtools "github.com/capstanhq/capstan/internal/tools/github"
+	"github.com/capstanhq/capstan/internal/tools/slackpost"
 )
-
-// DeliveryEventType is the Slack metadata event type of capstan's messages.
-// A reconciler finds a message by it and the operation_id in its payload.
-const DeliveryEventType = "capstan_delivery"
 
 // definiteSlackRefusals are chat.postMessage errors after which Slack has
 // certainly posted nothing. Any other ok=false answer is treated as unknown.
@@ -31,12 +31,13 @@ var definiteSlackRefusals = map[string]bool{
 
 // Deliver posts the final answer to a Slack channel as an unsafe operation:
 // claimed in the ledger first, with the operation id in the message metadata
-// so a reconciler can tell whether an unanswered post landed. It heartbeats
-// on a ticker while the post is in flight. A post whose outcome is unknown is
-// recorded UNKNOWN and never re-sent blindly; a rate-limited one is ABSENT
-// and retried after the wait Slack asked for. A post goes through the
-// slack/post breaker, a comment through github/write: while it is open
-// nothing is sent and the activity fails with ErrTypeBreakerOpen.
+// (slackpost.Metadata) so a reconciler can tell whether an unanswered post
+// landed (slackpost.Messages). It heartbeats on a ticker while the post is
+// in flight. A post whose outcome is unknown is recorded UNKNOWN and never
+// re-sent blindly; a rate-limited one is ABSENT and retried after the wait
+// Slack asked for. A post goes through the slack/post breaker, a comment
+// through github/write: while it is open nothing is sent and the activity
+// fails with ErrTypeBreakerOpen.
 func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResult, error) {
 	ctx = logids.With(ctx, logids.IDs{TaskID: in.TaskID, OperationID: in.OperationID})
 	res, err := a.deliver(ctx, in)
@@ -55,9 +56,9 @@ func (a *Activities) deliver(ctx context.Context, in DeliverInput) (DeliverResul
 			"this worker has no Slack client configured (set SLACK_BOT_TOKEN)", ErrTypeWorkerConfig, nil)
 	}
 	rec, permit, done, err := a.begin(ctx, ledger.Operation{
-		ID: in.OperationID, Tenant: in.Tenant, TaskID: in.TaskID, Kind: "slack_post",
+		ID: in.OperationID, Tenant: in.Tenant, TaskID: in.TaskID, Kind: slackpost.Kind,
 		BusinessKey: "slack:post:" + in.Channel,
-		RequestHash: RequestHash("slack_post", []byte(in.Channel+"\x00"+in.Text)),
+		RequestHash: RequestHash(slackpost.Kind, []byte(in.Channel+"\x00"+in.Text)),
 	}, breaker.SlackPost, nil)
 	if err != nil {
 		return res, err
@@ -72,10 +73,7 @@ func (a *Activities) deliver(ctx context.Context, in DeliverInput) (DeliverResul
 		a.renewLease(ctx, in.OperationID, fence))
 	channel, ts, postErr := a.Slack.PostMessageContext(ctx, in.Channel,
 		slack.MsgOptionText(in.Text, false),
-		slack.MsgOptionMetadata(slack.SlackMetadata{
-			EventType:    DeliveryEventType,
-			EventPayload: map[string]any{"operation_id": in.OperationID, "task_id": in.TaskID},
-		}),
+		slack.MsgOptionMetadata(slackpost.Metadata(in.OperationID, in.TaskID)),
 	)
 	permit.Done(slackHealth(postErr))
 	stop()
@@ -87,7 +85,7 @@ func (a *Activities) deliver(ctx context.Context, in DeliverInput) (DeliverResul
 	if postErr == nil {
 		res.ExternalID = channel + "/" + ts
 		if err := a.Ledger.Complete(rctx, ledger.Completion{ID: in.OperationID, Fence: fence,
-			State: ledger.StateSucceeded, ExternalID: res.ExternalID}); err != nil {
+			State: capstan.OutcomeSucceeded, ExternalID: res.ExternalID}); err != nil {
 			return res, fmt.Errorf("record delivery %s: %w", in.OperationID, err)
 		}
 		return res, nil
@@ -101,7 +99,7 @@ func (a *Activities) deliver(ctx context.Context, in DeliverInput) (DeliverResul
 		// Slack answered ok=false with an error that means it posted
 		// nothing. Others (internal_error, fatal_error, …) may have posted.
 		if err := a.Ledger.Complete(rctx, ledger.Completion{ID: in.OperationID, Fence: fence,
-			State: ledger.StateFailed, Error: postErr.Error()}); err != nil {
+			State: capstan.OutcomeFailed, Error: postErr.Error()}); err != nil {
 			return res, fmt.Errorf("record refused delivery %s: %w", in.OperationID, err)
 		}
 		return res, temporal.NewNonRetryableApplicationError(
@@ -111,7 +109,7 @@ func (a *Activities) deliver(ctx context.Context, in DeliverInput) (DeliverResul
 		// Rate limited or never sent: nothing was posted, so trying again
 		// with the same operation id is safe.
 		if err := a.Ledger.Complete(rctx, ledger.Completion{ID: in.OperationID, Fence: fence,
-			State: ledger.StateAbsent, Error: postErr.Error()}); err != nil {
+			State: capstan.OutcomeAbsent, Error: postErr.Error()}); err != nil {
 			return res, fmt.Errorf("record unsent delivery %s: %w", in.OperationID, err)
 		}
 		cause := postErr
@@ -123,30 +121,30 @@ func (a *Activities) deliver(ctx context.Context, in DeliverInput) (DeliverResul
 		return res, a.notSent(ctx, ErrTypeDeliveryNotSent, fmt.Sprintf("Slack did not take the message to %s: %v", in.Channel, postErr), cause)
 	default:
 		if err := a.Ledger.Complete(rctx, ledger.Completion{ID: in.OperationID, Fence: fence,
-			State: ledger.StateUnknown, Error: postErr.Error()}); err != nil {
+			State: capstan.OutcomeUnknown, Error: postErr.Error()}); err != nil {
 			return res, fmt.Errorf("record delivery %s as unknown: %w", in.OperationID, err)
 		}
-		return res, unknownOperation(in.OperationID, ledger.StateUnknown, postErr)
+		return res, unknownOperation(in.OperationID, capstan.OutcomeUnknown, postErr)
 	}
 }
 
 // deliverComment posts the final answer as a comment on a GitHub issue or
 // pull request. It is the github_comment tool run as an operation, exactly
 // as ExecuteTool runs it: claimed, marked with the operation id, and
-// recorded UNKNOWN when GitHub's answer is lost, for the comment reconciler
+// recorded UNKNOWN when GitHub's answer is lost, for the comment tool's lookup
 // to find by its marker. A comment GitHub refused is a failed delivery.
 func (a *Activities) deliverComment(ctx context.Context, in DeliverInput) (DeliverResult, error) {
 	res := DeliverResult{OperationID: in.OperationID}
-	ref, err := a.Ledger.PutItem(ctx, CommentArguments(*in.Comment, in.Text))
+	ref, err := a.Ledger.PutItem(ctx, contract.CommentArguments(*in.Comment, in.Text))
 	if err != nil {
 		return res, fmt.Errorf("store the comment of delivery %s: %w", in.OperationID, err)
 	}
 	out, err := a.executeTool(ctx, ExecuteToolInput{Tenant: in.Tenant, TaskID: in.TaskID, OperationID: in.OperationID,
-		Tool: "github_comment", Arguments: ref})
+		Tool: githubtools.NameComment, Arguments: ref})
 	if err != nil {
 		return res, err
 	}
-	if out.State != ledger.StateSucceeded {
+	if out.State != capstan.OutcomeSucceeded {
 		return res, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("GitHub refused the comment on %s#%d: %s", in.Comment.Repo, in.Comment.Number, out.Preview), ErrTypeDeliveryFailed, nil)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/capstanhq/capstan"
 	"github.com/capstanhq/capstan/internal/breaker"
 	"github.com/capstanhq/capstan/internal/ledger"
 	"github.com/capstanhq/capstan/internal/logids"
@@ -98,9 +99,9 @@ func (a *Activities) executeTool(ctx context.Context, in ExecuteToolInput) (Exec
 		ExternalID: o.result.ExternalID, Result: o.result.Output, Error: errorText(o.err)}
 	var msg toolMessage
 	switch o.state {
-	case ledger.StateSucceeded:
+	case capstan.OutcomeSucceeded:
 		msg = succeededMessage(in, o.result.Output, false, o.recovered)
-	case ledger.StateFailed:
+	case capstan.OutcomeFailed:
 		msg = refusedMessage(in, o.err)
 	}
 	if msg.data != nil {
@@ -115,29 +116,29 @@ func (a *Activities) executeTool(ctx context.Context, in ExecuteToolInput) (Exec
 		return res, fmt.Errorf("record operation %s as %s: %w", in.OperationID, o.state, err)
 	}
 	switch o.state {
-	case ledger.StateSucceeded:
-		res.State, res.ExternalID, res.Item, res.Preview = ledger.StateSucceeded, o.result.ExternalID, msg.ref(), msg.preview
+	case capstan.OutcomeSucceeded:
+		res.State, res.ExternalID, res.Item, res.Preview = capstan.OutcomeSucceeded, o.result.ExternalID, msg.ref(), msg.preview
 		return res, nil
-	case ledger.StateFailed:
-		res.State, res.Item, res.Preview = ledger.StateFailed, msg.ref(), msg.preview
+	case capstan.OutcomeFailed:
+		res.State, res.Item, res.Preview = capstan.OutcomeFailed, msg.ref(), msg.preview
 		return res, nil
-	case ledger.StateAbsent:
+	case capstan.OutcomeAbsent:
 		if o.verdict == tools.VerdictNotSent {
 			return res, a.notSent(ctx, ErrTypeOperationNotSent, fmt.Sprintf("%s was not sent: %v", in.Tool, o.err), o.err)
 		}
 		return res, fmt.Errorf("%s: %w", in.Tool, o.err) // safe to repeat: let Temporal retry
 	default:
-		return res, unknownOperation(in.OperationID, ledger.StateUnknown, o.err)
+		return res, unknownOperation(in.OperationID, capstan.OutcomeUnknown, o.err)
 	}
 }
 
 // toolOutcome is what one attempt learned about its call.
 type toolOutcome struct {
-	state     ledger.State  // SUCCEEDED, FAILED, ABSENT or UNKNOWN
-	result    tools.Result  // of a SUCCEEDED call
-	err       error         // why it did not succeed
-	verdict   tools.Verdict // of err
-	recovered bool          // the call's answer was lost; a read-back found its effect in place
+	state     capstan.Outcome // SUCCEEDED, FAILED, ABSENT or UNKNOWN
+	result    tools.Result    // of a SUCCEEDED call
+	err       error           // why it did not succeed
+	verdict   tools.Verdict   // of err
+	recovered bool            // the call's answer was lost; a read-back found its effect in place
 }
 
 // perform calls the tool under heartbeats and decides what the call did,
@@ -154,32 +155,32 @@ func (a *Activities) perform(ctx context.Context, tool tools.Tool, call tools.Ca
 	out, err := tool.Execute(ctx, call)
 	permit.Done(toolHealth(err))
 	if err == nil {
-		return toolOutcome{state: ledger.StateSucceeded, result: out}
+		return toolOutcome{state: capstan.OutcomeSucceeded, result: out}
 	}
 	o := toolOutcome{err: err, verdict: tools.Classify(err)}
 	verifier, canVerify := tool.(tools.Verifier)
 	canVerify = canVerify && tool.Class() == tools.Idempotent
 	switch {
 	case o.verdict == tools.VerdictNotSent:
-		o.state = ledger.StateAbsent
+		o.state = capstan.OutcomeAbsent
 	case o.verdict == tools.VerdictFailed:
-		o.state = ledger.StateFailed
+		o.state = capstan.OutcomeFailed
 		if canVerify && errors.Is(err, tools.ErrChangedSinceRead) && rec.AttemptCount > 1 {
 			// The target changed under a retried write: perhaps by the
 			// earlier attempt's own write, whose answer was lost.
 			step.Store(stepVerifying)
-			return verify(ctx, verifier, call, o, ledger.StateFailed)
+			return verify(ctx, verifier, call, o, capstan.OutcomeFailed)
 		}
 	case canVerify: // unknown or cancelled: the write may have landed
 		step.Store(stepVerifying)
-		return verify(ctx, verifier, call, o, ledger.StateAbsent)
+		return verify(ctx, verifier, call, o, capstan.OutcomeAbsent)
 	case tool.Class() == tools.ReadOnly || tool.Class() == tools.Idempotent:
 		// Nothing to reconcile for a read, nor for a write that is safe to
 		// repeat with the same operation id: mark it ABSENT so the retry
 		// may claim it, and let Temporal retry.
-		o.state = ledger.StateAbsent
+		o.state = capstan.OutcomeAbsent
 	default:
-		o.state = ledger.StateUnknown // only a reconciler may decide
+		o.state = capstan.OutcomeUnknown // only a reconciler may decide
 	}
 	return o
 }
@@ -189,16 +190,16 @@ func (a *Activities) perform(ctx context.Context, tool tools.Tool, call tools.Ca
 // ambiguous failure, so the retry may write; FAILED after a refusal, which
 // then stands); the read failed too → UNKNOWN. The read runs in a context
 // the activity's cancellation cannot break.
-func verify(ctx context.Context, v tools.Verifier, call tools.Call, o toolOutcome, notInPlace ledger.State) toolOutcome {
+func verify(ctx context.Context, v tools.Verifier, call tools.Call, o toolOutcome, notInPlace capstan.Outcome) toolOutcome {
 	vctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), verifyTimeout)
 	defer cancel()
 	res, landed, err := v.Verify(vctx, call)
 	switch {
 	case err != nil:
-		o.state = ledger.StateUnknown
+		o.state = capstan.OutcomeUnknown
 		o.err = fmt.Errorf("%w; reading it back could not tell whether it took effect: %v", o.err, err)
 	case landed:
-		return toolOutcome{state: ledger.StateSucceeded, result: res, recovered: true}
+		return toolOutcome{state: capstan.OutcomeSucceeded, result: res, recovered: true}
 	default:
 		o.state = notInPlace
 		o.err = fmt.Errorf("%w; reading it back showed it did not take effect", o.err)
@@ -250,7 +251,7 @@ func (a *Activities) succeeded(ctx context.Context, in ExecuteToolInput, res Exe
 	if err != nil {
 		return res, fmt.Errorf("store transcript item: %w", err)
 	}
-	res.State, res.ExternalID, res.Item, res.Preview = ledger.StateSucceeded, externalID, item, msg.preview
+	res.State, res.ExternalID, res.Item, res.Preview = capstan.OutcomeSucceeded, externalID, item, msg.preview
 	return res, nil
 }
 
@@ -262,7 +263,7 @@ func (a *Activities) refused(ctx context.Context, in ExecuteToolInput, res Execu
 	if err != nil {
 		return res, fmt.Errorf("store transcript item: %w", err)
 	}
-	res.State, res.Item, res.Preview = ledger.StateFailed, item, msg.preview
+	res.State, res.Item, res.Preview = capstan.OutcomeFailed, item, msg.preview
 	return res, nil
 }
 

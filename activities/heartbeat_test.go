@@ -15,8 +15,9 @@ import (
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/capstanhq/capstan"
 	"github.com/capstanhq/capstan/activities"
-	"github.com/capstanhq/capstan/internal/ledger"
+	githubtools "github.com/capstanhq/capstan/internal/tools/github"
 )
 
 // These tests run the activities the way a workflow schedules them, with a
@@ -85,13 +86,13 @@ func TestOperationsHeartbeatWhileTheCallRuns(t *testing.T) {
 			},
 			run: func(f *fixture, env *testsuite.TestWorkflowEnvironment) error {
 				env.ExecuteWorkflow(executeToolWorkflow, opts, activities.ExecuteToolInput{Tenant: "d", TaskID: "T", TurnID: "T/t1",
-					OperationID: "op-branch", ToolCallID: "call_1", Tool: "github_create_branch",
+					OperationID: "op-branch", ToolCallID: "call_1", Tool: githubtools.NameCreateBranch,
 					Arguments: f.args(t, `{"repo":"acme/app","branch":"feat","from":"main"}`)})
 				var res activities.ExecuteToolResult
 				if err := env.GetWorkflowResult(&res); err != nil {
 					return err
 				}
-				if res.State != ledger.StateSucceeded {
+				if res.State != capstan.OutcomeSucceeded {
 					return fmt.Errorf("result %+v, want SUCCEEDED", res)
 				}
 				return nil
@@ -198,7 +199,7 @@ func TestExecuteToolRecordsWhatHappenedAfterItsDeadline(t *testing.T) {
 		t.Errorf("workflow error = %v, want none or the activity's timeout", err)
 	}
 	op := f.op(t, "op-put")
-	if op.State != ledger.StateSucceeded || op.ExternalID != gitBlobSHA("hello") {
+	if op.State != capstan.OutcomeSucceeded || op.ExternalID != gitBlobSHA("hello") {
 		t.Errorf("ledger = %s %q (%s), want SUCCEEDED with the blob, found by reading back after the deadline", op.State, op.ExternalID, op.Error)
 	}
 	if n, written := puts.Load(), f.sb.GitHub.Stats().FilesWritten; n != 1 || written != 1 {
@@ -221,7 +222,7 @@ func TestQuickOperationsSendNoHeartbeat(t *testing.T) {
 			name: "ExecuteTool", opID: "op-branch",
 			run: func(f *fixture, env *testsuite.TestWorkflowEnvironment) {
 				env.ExecuteWorkflow(executeToolWorkflow, opts, activities.ExecuteToolInput{Tenant: "d", TaskID: "T", TurnID: "T/t1",
-					OperationID: "op-branch", ToolCallID: "call_1", Tool: "github_create_branch",
+					OperationID: "op-branch", ToolCallID: "call_1", Tool: githubtools.NameCreateBranch,
 					Arguments: f.args(t, `{"repo":"acme/app","branch":"feat","from":"main"}`)})
 			},
 		},
@@ -241,7 +242,7 @@ func TestQuickOperationsSendNoHeartbeat(t *testing.T) {
 			if err := env.GetWorkflowError(); err != nil {
 				t.Fatalf("the operation failed: %v", err)
 			}
-			if op := f.op(t, tc.opID); op.State != ledger.StateSucceeded || op.AttemptCount != 1 {
+			if op := f.op(t, tc.opID); op.State != capstan.OutcomeSucceeded || op.AttemptCount != 1 {
 				t.Fatalf("ledger = %s after %d attempts, want SUCCEEDED after 1", op.State, op.AttemptCount)
 			}
 			if n := beats.Load(); n != 0 {

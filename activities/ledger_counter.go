@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/capstanhq/capstan"
 	"github.com/capstanhq/capstan/internal/ledger"
 	"github.com/capstanhq/capstan/internal/logids"
 )
@@ -40,7 +41,7 @@ type heldKey struct {
 
 type heldOp struct {
 	kind  string
-	state ledger.State
+	state capstan.Outcome
 }
 
 func (l *countingLedger) Claim(ctx context.Context, req ledger.ClaimRequest) (ledger.ClaimResult, error) {
@@ -67,11 +68,11 @@ func (l *countingLedger) Complete(ctx context.Context, c ledger.Completion) erro
 
 func (l *countingLedger) Release(ctx context.Context, id string, fence int64) error {
 	err := l.Ledger.Release(ctx, id, fence)
-	l.settled(ctx, id, fence, ledger.StateAbsent, err)
+	l.settled(ctx, id, fence, capstan.OutcomeAbsent, err)
 	return err
 }
 
-func (l *countingLedger) hold(id string, fence int64, kind string, state ledger.State) {
+func (l *countingLedger) hold(id string, fence int64, kind string, state capstan.Outcome) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.held == nil {
@@ -97,7 +98,7 @@ func (l *countingLedger) take(id string, fence int64) heldOp {
 
 // settled ends the hold of id under fence; when the write succeeded and
 // changed the state, it is counted and logged.
-func (l *countingLedger) settled(ctx context.Context, id string, fence int64, state ledger.State, err error) {
+func (l *countingLedger) settled(ctx context.Context, id string, fence int64, state capstan.Outcome, err error) {
 	h := l.take(id, fence)
 	if err != nil || h.kind == "" || h.state == state {
 		return

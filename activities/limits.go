@@ -6,16 +6,6 @@ import (
 	"github.com/capstanhq/capstan/internal/model"
 )
 
-// WorkerLimitsInput asks for the worker's default limits.
-type WorkerLimitsInput struct{}
-
-// WorkerLimitsResult holds the worker's default limits (CAPSTAN_MODEL_* and
-// CAPSTAN_HEARTBEAT_TIMEOUT), every field set but FirstEvent, which is zero
-// unless the worker sets a first-event wait apart from its idle timeout.
-type WorkerLimitsResult struct {
-	Limits model.Limits `json:"limits"`
-}
-
 // WorkerLimits returns this worker's default limits. A task runs it once,
 // as a local activity, at its start: the limits its input leaves unset are
 // taken from the worker that runs that first step, and recorded in the

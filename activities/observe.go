@@ -10,9 +10,10 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
 
-	"github.com/capstanhq/capstan/internal/ledger"
+	"github.com/capstanhq/capstan"
 	"github.com/capstanhq/capstan/internal/model"
 	"github.com/capstanhq/capstan/internal/tools"
+	githubtools "github.com/capstanhq/capstan/internal/tools/github"
 )
 
 // This file is what the activities tell an operator: metrics counted at the
@@ -32,12 +33,12 @@ type Metrics interface {
 	Retry(activity, reason string)
 	// OperationSettled counts an operation of kind reaching state in the
 	// ledger.
-	OperationSettled(kind string, state ledger.State)
+	OperationSettled(kind string, state capstan.Outcome)
 	// ReconcileVerdict counts a verdict recorded on an operation of kind.
-	ReconcileVerdict(kind, verdict string)
+	ReconcileVerdict(kind string, verdict capstan.Verdict)
 	// Delivery counts a delivery attempt to target ("slack",
 	// "github_comment") that ended in state (see deliveryState).
-	Delivery(target, state string)
+	Delivery(target string, state capstan.Outcome)
 }
 
 type noMetrics struct{}
@@ -45,9 +46,9 @@ type noMetrics struct{}
 func (noMetrics) ModelAttempt(string, string, model.Outcome) {}
 func (noMetrics) ModelTokens(string, string, model.Usage)    {}
 func (noMetrics) Retry(string, string)                       {}
-func (noMetrics) OperationSettled(string, ledger.State)      {}
-func (noMetrics) ReconcileVerdict(string, string)            {}
-func (noMetrics) Delivery(string, string)                    {}
+func (noMetrics) OperationSettled(string, capstan.Outcome)   {}
+func (noMetrics) ReconcileVerdict(string, capstan.Verdict)   {}
+func (noMetrics) Delivery(string, capstan.Outcome)           {}
 
 // guardEnds are the outcomes of a failed model attempt after which the turn
 // guard tries nothing again (docs/design.md §4.4): every other outcome
@@ -92,7 +93,7 @@ func (a *Activities) observeModelTurn(ctx context.Context, in ModelTurnInput, re
 func (a *Activities) observeDeliver(ctx context.Context, in DeliverInput, res DeliverResult, err error) {
 	target := "slack"
 	if in.Comment != nil {
-		target = "github_comment"
+		target = githubtools.NameComment
 	}
 	a.countRetry(ctx, "Deliver", err)
 	if state, ok := deliveryState(res, err); ok {
@@ -101,14 +102,14 @@ func (a *Activities) observeDeliver(ctx context.Context, in DeliverInput, res De
 }
 
 // deliveryState names how a delivery attempt ended, as far as the activity
-// knows: ACKED (posted; not counted again when the ledger already had it),
-// NOT_SENT (nothing was posted; Temporal retries), AMBIGUOUS (it may have
-// been posted; a reconciler decides) or REFUSED (the target refused it; the
+// knows: succeeded (posted; not counted again when the ledger already had
+// it), not_sent (nothing was posted; Temporal retries), unknown (it may have
+// been posted; a reconciler decides) or failed (the target refused it; the
 // workflow dead-letters it). Other failures (ledger trouble, a worker
 // without a Slack client) are not a delivery's ending.
-func deliveryState(res DeliverResult, err error) (string, bool) {
+func deliveryState(res DeliverResult, err error) (capstan.Outcome, bool) {
 	if err == nil {
-		return "ACKED", !res.Replayed
+		return capstan.OutcomeSucceeded, !res.Replayed
 	}
 	var appErr *temporal.ApplicationError
 	if !errors.As(err, &appErr) {
@@ -116,11 +117,11 @@ func deliveryState(res DeliverResult, err error) (string, bool) {
 	}
 	switch appErr.Type() {
 	case ErrTypeDeliveryNotSent, ErrTypeOperationNotSent:
-		return "NOT_SENT", true
+		return capstan.OutcomeNotSent, true
 	case ErrTypeOperationUnknown:
-		return "AMBIGUOUS", true
+		return capstan.OutcomeUnknown, true
 	case ErrTypeDeliveryFailed:
-		return "REFUSED", true
+		return capstan.OutcomeFailed, true
 	}
 	return "", false
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/slack-go/slack"
 	"go.temporal.io/sdk/testsuite"
 
+	"github.com/capstanhq/capstan"
 	"github.com/capstanhq/capstan/activities"
 	"github.com/capstanhq/capstan/internal/ledger"
 	"github.com/capstanhq/capstan/internal/metrics"
@@ -21,6 +22,7 @@ import (
 	"github.com/capstanhq/capstan/internal/testenv"
 	"github.com/capstanhq/capstan/internal/tools"
 	githubtools "github.com/capstanhq/capstan/internal/tools/github"
+	"github.com/capstanhq/capstan/internal/tools/slackpost"
 	"github.com/capstanhq/capstan/reconcilers"
 )
 
@@ -77,11 +79,12 @@ func newObservedFixture(t *testing.T) *observedFixture {
 		t.Fatal(err)
 	}
 	sc := slack.New("xoxb-test", slack.OptionAPIURL(f.sb.SlackURL))
+	registry := tools.NewRegistry(githubtools.Tools(gh)...)
 	f.acts, err = activities.New(activities.Deps{
 		Ledger:      f.ledger,
-		Tools:       tools.NewRegistry(githubtools.Tools(gh)...),
+		Tools:       registry,
 		Slack:       sc,
-		Reconcilers: reconcilers.NewSet(gh, sc),
+		Reconcilers: reconcilers.NewSet(registry, slackpost.NewMessages(sc)),
 		Identity:    "observed-worker",
 		Now:         time.Now,
 		Logger:      slog.New(slog.NewJSONHandler(f.log, nil)),
@@ -123,22 +126,22 @@ func (f *observedFixture) want(t *testing.T, name string, labels map[string]stri
 // hand-back that leaves an operation UNKNOWN, counts nothing.
 func TestOperationStatesAreCountedAsTheLedgerRecordsThem(t *testing.T) {
 	f := newObservedFixture(t)
-	pr := "github_create_pull_request"
+	pr := githubtools.NameCreatePullRequest
 
 	branch := activities.ExecuteToolInput{Tenant: "d", TaskID: "T", TurnID: "T/t1", ToolCallID: "call_b", OperationID: "op-branch",
-		Tool: "github_create_branch", Arguments: f.args(t, `{"repo":"acme/app","branch":"feat","from":"main"}`)}
+		Tool: githubtools.NameCreateBranch, Arguments: f.args(t, `{"repo":"acme/app","branch":"feat","from":"main"}`)}
 	for range 2 { // the second is a replay: nothing sent, nothing counted
 		if _, err := f.env.ExecuteActivity(f.acts.ExecuteTool, branch); err != nil {
 			t.Fatal(err)
 		}
 	}
 	file := activities.ExecuteToolInput{Tenant: "d", TaskID: "T", TurnID: "T/t1", ToolCallID: "call_f", OperationID: "op-file",
-		Tool: "github_put_file", Arguments: f.args(t, `{"repo":"acme/app","branch":"feat","path":"fix.md","content":"fixed\n","message":"fix"}`)}
+		Tool: githubtools.NamePutFile, Arguments: f.args(t, `{"repo":"acme/app","branch":"feat","path":"fix.md","content":"fixed\n","message":"fix"}`)}
 	if _, err := f.env.ExecuteActivity(f.acts.ExecuteTool, file); err != nil {
 		t.Fatal(err)
 	}
-	f.want(t, "capstan_operations_total", map[string]string{"kind": "github_create_branch", "state": "SUCCEEDED"}, 1)
-	f.want(t, "capstan_operations_total", map[string]string{"kind": "github_put_file", "state": "SUCCEEDED"}, 1)
+	f.want(t, "capstan_operations_total", map[string]string{"kind": githubtools.NameCreateBranch, "state": "succeeded"}, 1)
+	f.want(t, "capstan_operations_total", map[string]string{"kind": githubtools.NamePutFile, "state": "succeeded"}, 1)
 
 	// GitHub opens the pull request but the answer is lost: UNKNOWN.
 	if err := f.sb.GitHub.AddFault(sandbox.FaultRule{Endpoint: "pulls/create", Kind: sandbox.FaultDrop, Times: 1}); err != nil {
@@ -148,7 +151,7 @@ func TestOperationStatesAreCountedAsTheLedgerRecordsThem(t *testing.T) {
 		OperationID: "d:T:github_create_pull_request:pr:create:acme/app:feat:main", Tool: pr, Arguments: f.args(t, prArgs)}
 	_, err := f.env.ExecuteActivity(f.acts.ExecuteTool, prIn)
 	expectAppError(t, "ExecuteTool with the answer lost", err, activities.ErrTypeOperationUnknown)
-	f.want(t, "capstan_operations_total", map[string]string{"kind": pr, "state": "UNKNOWN"}, 1)
+	f.want(t, "capstan_operations_total", map[string]string{"kind": pr, "state": "unknown"}, 1)
 	f.want(t, "capstan_retries_total", nil, 0) // only a reconciler decides: not a retry
 
 	// A worker without reconcilers takes it and hands it back, still UNKNOWN.
@@ -163,10 +166,10 @@ func TestOperationStatesAreCountedAsTheLedgerRecordsThem(t *testing.T) {
 	bareEnv.RegisterActivity(bare)
 	_, err = bareEnv.ExecuteActivity(bare.Reconcile, rin)
 	expectAppError(t, "Reconcile without reconcilers", err, activities.ErrTypeWorkerConfig)
-	if op, _ := f.ledger.Get(context.Background(), prIn.OperationID); op.State != ledger.StateUnknown {
+	if op, _ := f.ledger.Get(context.Background(), prIn.OperationID); op.State != capstan.OutcomeUnknown {
 		t.Fatalf("after the hand-back: %s, want UNKNOWN", op.State)
 	}
-	f.want(t, "capstan_operations_total", map[string]string{"kind": pr, "state": "UNKNOWN"}, 1)
+	f.want(t, "capstan_operations_total", map[string]string{"kind": pr, "state": "unknown"}, 1)
 
 	// The reconciler finds it.
 	v, err := f.env.ExecuteActivity(f.acts.Reconcile, rin)
@@ -174,10 +177,10 @@ func TestOperationStatesAreCountedAsTheLedgerRecordsThem(t *testing.T) {
 		t.Fatal(err)
 	}
 	var res activities.ReconcileResult
-	if err := v.Get(&res); err != nil || res.Verdict != activities.VerdictFound {
+	if err := v.Get(&res); err != nil || res.Verdict != capstan.VerdictFound {
 		t.Fatalf("Reconcile = %+v, %v; want found", res, err)
 	}
-	f.want(t, "capstan_operations_total", map[string]string{"kind": pr, "state": "SUCCEEDED"}, 1)
+	f.want(t, "capstan_operations_total", map[string]string{"kind": pr, "state": "succeeded"}, 1)
 	f.want(t, "capstan_reconcile_verdicts_total", map[string]string{"kind": pr, "verdict": "found"}, 1)
 	f.want(t, "capstan_reconcile_verdicts_total", nil, 1)
 	f.want(t, "capstan_operations_total", nil, 4)
@@ -188,8 +191,8 @@ func TestOperationStatesAreCountedAsTheLedgerRecordsThem(t *testing.T) {
 		t.Fatalf("%d operation settled lines, want 4: %v", len(settled), settled)
 	}
 	want := []struct{ op, turn, state string }{
-		{"op-branch", "T/t1", "SUCCEEDED"}, {"op-file", "T/t1", "SUCCEEDED"},
-		{prIn.OperationID, "T/t2", "UNKNOWN"}, {prIn.OperationID, "", "SUCCEEDED"}, // Reconcile knows no turn
+		{"op-branch", "T/t1", "succeeded"}, {"op-file", "T/t1", "succeeded"},
+		{prIn.OperationID, "T/t2", "unknown"}, {prIn.OperationID, "", "succeeded"}, // Reconcile knows no turn
 	}
 	for i, w := range want {
 		l := settled[i]
@@ -217,11 +220,11 @@ func TestDeliveriesAndRetriesAreCountedWithTheirReasons(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	f.want(t, "capstan_deliveries_total", map[string]string{"target": "slack", "state": "NOT_SENT"}, 1)
-	f.want(t, "capstan_deliveries_total", map[string]string{"target": "slack", "state": "ACKED"}, 1)
+	f.want(t, "capstan_deliveries_total", map[string]string{"target": "slack", "state": "not_sent"}, 1)
+	f.want(t, "capstan_deliveries_total", map[string]string{"target": "slack", "state": "succeeded"}, 1)
 	f.want(t, "capstan_retries_total", map[string]string{"activity": "Deliver", "reason": "rate_limited"}, 1)
-	f.want(t, "capstan_operations_total", map[string]string{"kind": "slack_post", "state": "ABSENT"}, 1)
-	f.want(t, "capstan_operations_total", map[string]string{"kind": "slack_post", "state": "SUCCEEDED"}, 1)
+	f.want(t, "capstan_operations_total", map[string]string{"kind": slackpost.Kind, "state": "absent"}, 1)
+	f.want(t, "capstan_operations_total", map[string]string{"kind": slackpost.Kind, "state": "succeeded"}, 1)
 
 	// Slack refuses: the delivery is REFUSED, and not a retry.
 	f.sb.Slack.SetFault(func(w http.ResponseWriter, r *http.Request, _ http.Handler) bool {
@@ -231,20 +234,20 @@ func TestDeliveriesAndRetriesAreCountedWithTheirReasons(t *testing.T) {
 	})
 	_, err = f.env.ExecuteActivity(f.acts.Deliver, activities.DeliverInput{Tenant: "d", TaskID: "T", OperationID: "op-gone", Channel: "#gone", Text: "done"})
 	expectAppError(t, "refused Deliver", err, activities.ErrTypeDeliveryFailed)
-	f.want(t, "capstan_deliveries_total", map[string]string{"target": "slack", "state": "REFUSED"}, 1)
-	f.want(t, "capstan_operations_total", map[string]string{"kind": "slack_post", "state": "FAILED"}, 1)
+	f.want(t, "capstan_deliveries_total", map[string]string{"target": "slack", "state": "failed"}, 1)
+	f.want(t, "capstan_operations_total", map[string]string{"kind": slackpost.Kind, "state": "failed"}, 1)
 	f.want(t, "capstan_retries_total", nil, 1)
 
 	// Another worker holds a live claim: retried after its lease.
 	args := `{"repo":"acme/app","branch":"held","from":"main"}`
-	tool, _ := f.acts.Tools.Get("github_create_branch")
+	tool, _ := f.acts.Tools.Get(githubtools.NameCreateBranch)
 	id, _ := tool.Identify(json.RawMessage(args))
-	if _, err := f.ledger.Claim(context.Background(), ledger.ClaimRequest{Op: ledger.Operation{ID: "op-held", Kind: "github_create_branch",
-		RequestHash: activities.RequestHash("github_create_branch", id.Effect)}, Owner: "other-worker", Lease: time.Minute}); err != nil {
+	if _, err := f.ledger.Claim(context.Background(), ledger.ClaimRequest{Op: ledger.Operation{ID: "op-held", Kind: githubtools.NameCreateBranch,
+		RequestHash: activities.RequestHash(githubtools.NameCreateBranch, id.Effect)}, Owner: "other-worker", Lease: time.Minute}); err != nil {
 		t.Fatal(err)
 	}
-	_, err = f.env.ExecuteActivity(f.acts.ExecuteTool, activities.ExecuteToolInput{TaskID: "T", OperationID: "op-held", Tool: "github_create_branch", Arguments: f.args(t, args)})
+	_, err = f.env.ExecuteActivity(f.acts.ExecuteTool, activities.ExecuteToolInput{TaskID: "T", OperationID: "op-held", Tool: githubtools.NameCreateBranch, Arguments: f.args(t, args)})
 	expectAppError(t, "ExecuteTool on a held claim", err, activities.ErrTypeOperationInProgress)
 	f.want(t, "capstan_retries_total", map[string]string{"activity": "ExecuteTool", "reason": "operation_in_progress"}, 1)
-	f.want(t, "capstan_operations_total", map[string]string{"kind": "github_create_branch"}, 0)
+	f.want(t, "capstan_operations_total", map[string]string{"kind": githubtools.NameCreateBranch}, 0)
 }

@@ -11,7 +11,9 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/capstanhq/capstan"
 	"github.com/capstanhq/capstan/internal/breaker"
+	"github.com/capstanhq/capstan/internal/contract"
 	"github.com/capstanhq/capstan/internal/ledger"
 	"github.com/capstanhq/capstan/internal/tools"
 )
@@ -85,7 +87,7 @@ func (a *Activities) begin(ctx context.Context, op ledger.Operation, key breaker
 		permit.Done(breaker.Ignored) // nothing was sent
 		return rec, nil, false, fmt.Errorf("mark operation %s running: %w", op.ID, err)
 	}
-	claim.Op.State, claim.Op.Facts = ledger.StateRunning, facts
+	claim.Op.State, claim.Op.Facts = capstan.OutcomeRunning, facts
 	claim.Op.AttemptCount++
 	return claim.Op, permit, false, nil
 }
@@ -148,7 +150,7 @@ func (a *Activities) notPrepared(ctx context.Context, op ledger.Operation, fence
 
 // unknownOperation is the error for an operation whose outcome is not known:
 // never retried by Temporal, since only a reconciler may decide.
-func unknownOperation(id string, state ledger.State, cause error) error {
+func unknownOperation(id string, state capstan.Outcome, cause error) error {
 	msg := fmt.Sprintf("operation %s is %s: it may have taken effect and must be reconciled before anything else is sent", id, state)
 	if cause != nil {
 		msg += " (" + cause.Error() + ")"
@@ -183,7 +185,7 @@ const maxRetryAfter = 10 * time.Minute
 func (a *Activities) notSent(ctx context.Context, errType, msg string, cause error) error {
 	opts := temporal.ApplicationErrorOptions{Cause: cause, NextRetryDelay: a.backoff(ctx)}
 	if wait, ok := tools.RetryAfter(cause); ok {
-		opts.NextRetryDelay = JitterAfter(min(max(wait, time.Second), maxRetryAfter), a.Random())
+		opts.NextRetryDelay = contract.JitterAfter(min(max(wait, time.Second), maxRetryAfter), a.Random())
 		if wait > maxRetryAfter {
 			msg += fmt.Sprintf("; the service asked to wait %s, longer than capstan waits at once: retrying after %s", wait, opts.NextRetryDelay)
 		} else {
@@ -200,7 +202,7 @@ func (a *Activities) inProgress(id string, op ledger.Operation) error {
 	wait := op.LeaseExpiresAt.Sub(a.Now()) + time.Second
 	return temporal.NewApplicationErrorWithOptions(
 		fmt.Sprintf("operation %s is held by %s until %s", id, op.LeaseOwner, op.LeaseExpiresAt.UTC().Format(time.RFC3339)),
-		ErrTypeOperationInProgress, temporal.ApplicationErrorOptions{NextRetryDelay: JitterAfter(max(wait, time.Second), a.Random())})
+		ErrTypeOperationInProgress, temporal.ApplicationErrorOptions{NextRetryDelay: contract.JitterAfter(max(wait, time.Second), a.Random())})
 }
 
 // owner names the lease holder: this worker and this activity attempt.

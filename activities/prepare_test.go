@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-github/v62/github"
 
+	"github.com/capstanhq/capstan"
 	"github.com/capstanhq/capstan/activities"
 	"github.com/capstanhq/capstan/internal/ledger"
 	"github.com/capstanhq/capstan/internal/sandbox"
@@ -48,7 +49,7 @@ func TestExecuteToolRecordsThePullRequestHeadBeforeSending(t *testing.T) {
 			t.Fatal(err)
 		}
 		var out activities.ExecuteToolResult
-		if err := v.Get(&out); err != nil || out.State != ledger.StateSucceeded {
+		if err := v.Get(&out); err != nil || out.State != capstan.OutcomeSucceeded {
 			t.Fatalf("ExecuteTool = %+v, %v; want SUCCEEDED", out, err)
 		}
 		op := f.op(t, in.OperationID)
@@ -92,7 +93,7 @@ func TestExecuteToolWhosePrepareFailsIsNotSent(t *testing.T) {
 				t.Errorf("next retry delay %s, want the 42s GitHub asked for", appErr.NextRetryDelay())
 			}
 			op := f.op(t, in.OperationID)
-			if op.State != ledger.StateAbsent || op.AttemptCount != 0 || op.LeaseOwner != "" || op.Facts != nil {
+			if op.State != capstan.OutcomeAbsent || op.AttemptCount != 0 || op.LeaseOwner != "" || op.Facts != nil {
 				t.Fatalf("ledger row %+v, want ABSENT, released, no attempt, no facts", op)
 			}
 			if n := f.sb.GitHub.Stats().PullRequestsCreated; n != 0 {
@@ -107,7 +108,7 @@ func TestExecuteToolWhosePrepareFailsIsNotSent(t *testing.T) {
 				t.Fatal(err)
 			}
 			var out activities.ExecuteToolResult
-			if err := v.Get(&out); err != nil || out.State != ledger.StateSucceeded {
+			if err := v.Get(&out); err != nil || out.State != capstan.OutcomeSucceeded {
 				t.Fatalf("the retry: %+v, %v; want SUCCEEDED", out, err)
 			}
 			op = f.op(t, in.OperationID)
@@ -136,7 +137,7 @@ func TestReconcileMatchesTheRecordedHead(t *testing.T) {
 		}
 		res := f.reconcile(t, activities.ReconcileInput{Tenant: "d", TaskID: "T", OperationID: in.OperationID, ToolCallID: "call_pr",
 			Since: time.Now(), Window: 5 * time.Second, Arguments: in.Arguments})
-		if url := f.prURL(t, 1); res.Verdict != activities.VerdictFound || res.ExternalID != url ||
+		if url := f.prURL(t, 1); res.Verdict != capstan.VerdictFound || res.ExternalID != url ||
 			!strings.Contains(res.Reason, recorded) || !strings.Contains(res.Reason, f.headOf(t, "feat")) {
 			t.Fatalf("Reconcile = %+v, want found %s, saying the head moved from %s", res, url, recorded)
 		}
@@ -150,11 +151,11 @@ func TestReconcileMatchesTheRecordedHead(t *testing.T) {
 		}
 		res := f.reconcile(t, activities.ReconcileInput{Tenant: "d", TaskID: "T", OperationID: in.OperationID, ToolCallID: "call_pr",
 			Since: time.Now(), Window: 300 * time.Millisecond, Arguments: in.Arguments})
-		if res.Verdict != activities.VerdictIndeterminate || res.State != ledger.StateNeedsHuman ||
+		if res.Verdict != capstan.VerdictIndeterminate || res.State != capstan.OutcomeNeedsHuman ||
 			!strings.Contains(res.Reason, "#1") || !strings.Contains(res.Reason, f.headOf(t, "feat")) {
 			t.Fatalf("Reconcile = %+v, want indeterminate naming #1 and the recorded head", res)
 		}
-		if op := f.op(t, in.OperationID); op.State != ledger.StateNeedsHuman {
+		if op := f.op(t, in.OperationID); op.State != capstan.OutcomeNeedsHuman {
 			t.Fatalf("ledger row %+v, want NEEDS_HUMAN", op)
 		}
 		if n := f.sb.GitHub.Stats().PullRequestsCreated; n != 1 {

@@ -12,9 +12,12 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/capstanhq/capstan"
 	"github.com/capstanhq/capstan/internal/ledger"
 	"github.com/capstanhq/capstan/internal/logids"
 	"github.com/capstanhq/capstan/internal/model"
+	"github.com/capstanhq/capstan/internal/tools"
+	"github.com/capstanhq/capstan/internal/tools/slackpost"
 	"github.com/capstanhq/capstan/reconcilers"
 )
 
@@ -58,13 +61,16 @@ const (
 //     nothing is asked: SUCCEEDED is found; ABSENT, FAILED are absent.
 //   - When in.Resolution is set, a person decided: found is recorded as
 //     SUCCEEDED with the URL they gave, absent as ABSENT.
-//   - Otherwise the reconciler for the operation's kind is asked, again
-//     with jittered backoff while the consistency window (from in.Since)
-//     lasts and the effect is not seen or the question cannot be asked.
-//     Found is SUCCEEDED. Not seen by a question asked at the end of the
-//     window is ABSENT. Several candidates, no reconciler for the kind, or
-//     a question that still cannot be asked at the end of the window is
-//     indeterminate: NEEDS_HUMAN, with the reason.
+//   - Otherwise the lookup of whatever made the operation (the tool, or
+//     the delivery) is asked, by the reconcilers' window and verdict rules
+//     (reconcilers.Set.Reconcile): again, with jittered backoff, while the
+//     consistency window (from in.Since) lasts and the effect is not seen
+//     or the question cannot be asked. Found is SUCCEEDED. Not seen by a
+//     question asked at the end of the window is ABSENT. Several
+//     candidates, no lookup for the operation's kind, or a question that
+//     still cannot be asked at the end of the window is indeterminate:
+//     NEEDS_HUMAN, with the reason. A lookup whose client this worker
+//     lacks fails the activity as misconfigured.
 //
 // A found tool operation commits a tool message for in.ToolCallID telling
 // the model the call was recovered; its ref is the result's Item. A live
@@ -116,11 +122,11 @@ func (a *Activities) reconcile(ctx context.Context, in ReconcileInput) (Reconcil
 	if in.Resolution != nil {
 		return a.recordResolution(ctx, in, op)
 	}
-	target, err := a.reconcileTarget(ctx, in, op)
+	q, err := a.question(ctx, in, op, deadline, window)
 	if err != nil {
 		return res, a.handBack(ctx, op, err)
 	}
-	return a.askUntilSure(ctx, in, op, target, deadline, window)
+	return a.askUntilSure(ctx, in, op, q)
 }
 
 // validResolution checks what a person said before anything is taken.
@@ -128,127 +134,102 @@ func validResolution(r *Resolution) error {
 	switch {
 	case r == nil:
 		return nil
-	case r.Verdict == VerdictFound && r.ExternalID == "":
+	case r.Verdict == capstan.VerdictFound && r.ExternalID == "":
 		return errors.New("found needs the URL of what the person saw")
-	case r.Verdict == VerdictFound, r.Verdict == VerdictAbsent:
+	case r.Verdict == capstan.VerdictFound, r.Verdict == capstan.VerdictAbsent:
 		return nil
 	default:
-		return fmt.Errorf("verdict %q, want %q or %q", r.Verdict, VerdictFound, VerdictAbsent)
+		return fmt.Errorf("verdict %q, want %q or %q", r.Verdict, capstan.VerdictFound, capstan.VerdictAbsent)
 	}
 }
 
-// reconcileTarget is what the reconciler looks for. A worker that cannot
-// ask about the operation's kind fails as misconfigured.
-func (a *Activities) reconcileTarget(ctx context.Context, in ReconcileInput, op ledger.Operation) (reconcilers.Target, error) {
-	t := reconcilers.Target{Kind: op.Kind, OperationID: op.ID, Channel: in.Channel,
-		EventType: DeliveryEventType, Since: op.CreatedAt, Facts: op.Facts}
+// question is what the reconcilers look for: the operation as the ledger
+// holds it, with the arguments it was sent with. A worker without
+// reconcilers fails as misconfigured.
+func (a *Activities) question(ctx context.Context, in ReconcileInput, op ledger.Operation, deadline time.Time, window time.Duration) (reconcilers.Question, error) {
+	q := reconcilers.Question{Kind: op.Kind, Deadline: deadline, Window: window,
+		Sent: tools.Sent{Call: tools.Call{OperationID: op.ID}, Since: op.CreatedAt, Facts: op.Facts}}
 	if a.Reconcilers == nil {
-		return t, temporal.NewNonRetryableApplicationError(
+		return q, temporal.NewNonRetryableApplicationError(
 			"this worker has no reconcilers configured", ErrTypeWorkerConfig, nil)
 	}
-	if err := a.Reconcilers.Check(op.Kind); errors.Is(err, reconcilers.ErrNotConfigured) {
-		return t, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("this worker cannot reconcile operation %s: %v", op.ID, err), ErrTypeWorkerConfig, err)
-	}
-	if in.Arguments != "" {
+	switch {
+	case in.Arguments != "":
 		args, err := a.Ledger.GetItem(ctx, in.Arguments)
 		if err != nil {
-			return t, fmt.Errorf("load arguments of operation %s: %w", op.ID, err)
+			return q, fmt.Errorf("load arguments of operation %s: %w", op.ID, err)
 		}
-		t.Arguments = args
+		q.Sent.Arguments = args
+	case in.Channel != "":
+		// A Slack delivery: the workflow gives its channel, not arguments.
+		q.Sent.Arguments = slackpost.Arguments(in.Channel)
 	}
-	return t, nil
+	return q, nil
 }
 
-// askUntilSure asks the reconciler until it can give a final verdict (see
-// Reconcile), heartbeating meanwhile, and records the verdict.
-func (a *Activities) askUntilSure(ctx context.Context, in ReconcileInput, op ledger.Operation,
-	target reconcilers.Target, deadline time.Time, window time.Duration,
-) (ReconcileResult, error) {
-	res := ReconcileResult{OperationID: op.ID}
+// askUntilSure runs the reconcilers' window and verdict rules over the
+// operation (see Reconcile), heartbeating meanwhile, and records the
+// verdict.
+func (a *Activities) askUntilSure(ctx context.Context, in ReconcileInput, op ledger.Operation, q reconcilers.Question) (ReconcileResult, error) {
 	progress := &reconcileProgress{}
 	stop := a.startReconcileHeartbeat(ctx, progress)
 	defer stop()
 
-	failed := 0
-	for n := 0; ; n++ {
-		askedAt := a.Now()
-		obs, err := a.Reconcilers.Ask(ctx, target)
-		res.Asked++
-		if ctx.Err() != nil {
-			return res, a.handBack(ctx, op, fmt.Errorf("reconciliation of operation %s interrupted: %w", op.ID, ctx.Err()))
-		}
-		last := obs.Detail
-		if err != nil {
-			last = "could not ask: " + err.Error()
-		}
-		progress.set(res.Asked, last)
-		if activity.IsActivity(ctx) {
-			activity.RecordHeartbeat(ctx, progress.get()) // the SDK throttles; the ticker covers a hanging question
-		}
-		end := !askedAt.Before(deadline) // this question was asked at the end of the window
-		switch {
-		case errors.Is(err, reconcilers.ErrNoReconciler), errors.Is(err, reconcilers.ErrBadTarget):
-			res.Verdict, res.Reason = VerdictIndeterminate, fmt.Sprintf("the reconciler cannot tell: %v", err)
-		case err != nil:
-			failed++
-			if !end {
-				break
+	ans, err := a.Reconcilers.Reconcile(ctx, q, reconcilers.Pace{Now: a.Now, Backoff: fullJitter,
+		Asked: func(asked int, last string) {
+			progress.set(asked, last)
+			if activity.IsActivity(ctx) {
+				activity.RecordHeartbeat(ctx, progress.get()) // the SDK throttles; the ticker covers a hanging question
 			}
-			res.Verdict, res.Reason = VerdictIndeterminate, fmt.Sprintf(
-				"could not ask whether the operation took effect: %d of %d questions over the %s consistency window failed, the last one at its end: %v",
-				failed, res.Asked, window, err)
-		case obs.Outcome == reconcilers.Found:
-			res.Verdict, res.ExternalID, res.Reason = VerdictFound, obs.ExternalID, obs.Detail
-		case obs.Outcome == reconcilers.Ambiguous:
-			res.Verdict, res.Reason = VerdictIndeterminate, obs.Detail
-		case obs.Outcome == reconcilers.NotSeen:
-			if !end {
-				break // not yet
-			}
-			res.Verdict, res.Reason = VerdictAbsent, fmt.Sprintf("not seen through the %s consistency window (%d questions): %s",
-				window, res.Asked, obs.Detail)
-		default:
-			return res, a.handBack(ctx, op, fmt.Errorf("reconciler answered %q for operation %s", obs.Outcome, op.ID))
-		}
-		if res.Verdict != "" {
-			return a.recordVerdict(ctx, in, op, res, noteFoundByReconciler)
-		}
-		wait := min(fullJitter(n), deadline.Sub(a.Now()))
-		if err := sleepCtx(ctx, wait); err != nil {
-			return res, a.handBack(ctx, op, fmt.Errorf("reconciliation of operation %s interrupted: %w", op.ID, err))
-		}
+		}})
+	res := ReconcileResult{OperationID: op.ID, Asked: ans.Asked}
+	switch {
+	case errors.Is(err, tools.ErrNotConfigured):
+		return res, a.handBack(ctx, op, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("this worker cannot reconcile operation %s: %v", op.ID, err), ErrTypeWorkerConfig, err))
+	case err != nil:
+		return res, a.handBack(ctx, op, fmt.Errorf("reconciliation of operation %s: %w", op.ID, err))
 	}
+	res.Verdict, res.ExternalID, res.Reason = verdictOf[ans.State], ans.ExternalID, ans.Reason
+	return a.recordVerdict(ctx, in, op, res, noteFoundByReconciler, ans.Key)
+}
+
+// verdictOf is the verdict of each state a reconciliation concludes with.
+var verdictOf = map[capstan.Outcome]capstan.Verdict{
+	capstan.OutcomeSucceeded:  capstan.VerdictFound,
+	capstan.OutcomeAbsent:     capstan.VerdictAbsent,
+	capstan.OutcomeNeedsHuman: capstan.VerdictIndeterminate,
 }
 
 // recordResolution records a person's verdict.
 func (a *Activities) recordResolution(ctx context.Context, in ReconcileInput, op ledger.Operation) (ReconcileResult, error) {
 	res := ReconcileResult{OperationID: op.ID, Verdict: in.Resolution.Verdict}
-	if res.Verdict == VerdictFound {
+	if res.Verdict == capstan.VerdictFound {
 		res.ExternalID, res.Reason = in.Resolution.ExternalID, "a person confirmed that the operation took effect: "+in.Resolution.ExternalID
 	} else {
 		res.Reason = "a person confirmed that the operation did not take effect"
 	}
-	return a.recordVerdict(ctx, in, op, res, noteFoundByPerson)
+	return a.recordVerdict(ctx, in, op, res, noteFoundByPerson, "")
 }
 
 // recordVerdict writes res's verdict under the reconciler's fence and, for a
 // found tool operation, commits the tool message that tells the model.
-func (a *Activities) recordVerdict(ctx context.Context, in ReconcileInput, op ledger.Operation, res ReconcileResult, note string) (ReconcileResult, error) {
+// lookedFor is what the reconciler looked for; empty when a person decided.
+func (a *Activities) recordVerdict(ctx context.Context, in ReconcileInput, op ledger.Operation, res ReconcileResult, note, lookedFor string) (ReconcileResult, error) {
 	c := ledger.Completion{ID: op.ID, Fence: op.Fence}
 	var content []byte
 	switch res.Verdict {
-	case VerdictFound:
-		res.State = ledger.StateSucceeded
+	case capstan.VerdictFound:
+		res.State = capstan.OutcomeSucceeded
 		var err error
 		if content, err = json.Marshal(recoveredNote{Recovered: true, Note: note, ExternalID: res.ExternalID}); err != nil {
 			return res, fmt.Errorf("encode the recovered result of operation %s: %w", op.ID, err)
 		}
 		c.ExternalID, c.Result = res.ExternalID, content
-	case VerdictAbsent:
-		res.State, c.Error = ledger.StateAbsent, res.Reason
+	case capstan.VerdictAbsent:
+		res.State, c.Error = capstan.OutcomeAbsent, res.Reason
 	default:
-		res.State, c.Error = ledger.StateNeedsHuman, res.Reason
+		res.State, c.Error = capstan.OutcomeNeedsHuman, res.Reason
 	}
 	c.State = res.State
 	// Recorded even if the activity is being cancelled: the verdict stands.
@@ -257,11 +238,11 @@ func (a *Activities) recordVerdict(ctx context.Context, in ReconcileInput, op le
 		// operation; the retry reports what it recorded.
 		return res, fmt.Errorf("record verdict %s of operation %s: %w", res.Verdict, op.ID, err)
 	}
-	a.Metrics.ReconcileVerdict(op.Kind, string(res.Verdict))
+	a.Metrics.ReconcileVerdict(op.Kind, res.Verdict)
 	a.Logger.InfoContext(ctx, "operation reconciled", "operation_id", op.ID, "kind", op.Kind,
 		"verdict", string(res.Verdict), "state", string(res.State), "external_id", res.ExternalID,
-		"asked", res.Asked, "reason", res.Reason)
-	if res.Verdict == VerdictFound && in.ToolCallID != "" {
+		"asked", res.Asked, "looked_for", lookedFor, "reason", res.Reason)
+	if res.Verdict == capstan.VerdictFound && in.ToolCallID != "" {
 		item, err := a.recoveredMessage(ctx, in.ToolCallID, content)
 		if err != nil {
 			return res, err
@@ -280,11 +261,11 @@ func (a *Activities) settled(ctx context.Context, in ReconcileInput, op ledger.O
 	if op.Error != "" {
 		res.Reason += ": " + op.Error
 	}
-	if op.State != ledger.StateSucceeded {
-		res.Verdict = VerdictAbsent // ABSENT, FAILED, DECLARED: it did not take effect
+	if op.State != capstan.OutcomeSucceeded {
+		res.Verdict = capstan.VerdictAbsent // ABSENT, FAILED, DECLARED: it did not take effect
 		return res, nil
 	}
-	res.Verdict = VerdictFound
+	res.Verdict = capstan.VerdictFound
 	if in.ToolCallID == "" {
 		return res, nil
 	}
@@ -318,9 +299,9 @@ func (a *Activities) recoveredMessage(ctx context.Context, toolCallID string, co
 // NEEDS_HUMAN if a person was already asked; the recorded error is kept.
 // cause is returned, joined with the ledger's error if the hand-back fails.
 func (a *Activities) handBack(ctx context.Context, op ledger.Operation, cause error) error {
-	st := ledger.StateUnknown
-	if op.State == ledger.StateNeedsHuman {
-		st = ledger.StateNeedsHuman
+	st := capstan.OutcomeUnknown
+	if op.State == capstan.OutcomeNeedsHuman {
+		st = capstan.OutcomeNeedsHuman
 	}
 	why := op.Error
 	if why == "" {
@@ -391,19 +372,4 @@ func (a *Activities) startReconcileHeartbeat(ctx context.Context, progress *reco
 func fullJitter(n int) time.Duration {
 	ceiling := min(reconcileBackoffCap, reconcileBackoffBase<<min(n, 16))
 	return time.Duration(rand.Int64N(int64(ceiling))) + 1
-}
-
-// sleepCtx waits d, or until ctx ends.
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }

@@ -17,12 +17,14 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
+	"github.com/capstanhq/capstan"
 	"github.com/capstanhq/capstan/activities"
 	"github.com/capstanhq/capstan/internal/ledger"
 	"github.com/capstanhq/capstan/internal/model"
 	"github.com/capstanhq/capstan/internal/sandbox"
 	"github.com/capstanhq/capstan/internal/tools"
 	githubtools "github.com/capstanhq/capstan/internal/tools/github"
+	"github.com/capstanhq/capstan/internal/tools/slackpost"
 	"github.com/capstanhq/capstan/reconcilers"
 )
 
@@ -47,11 +49,12 @@ func newReconcileFixture(t *testing.T) *reconcileFixture {
 	}
 	sc := slack.New("xoxb-test", slack.OptionAPIURL(f.sb.SlackURL))
 	f.gh = gh
+	registry := tools.NewRegistry(githubtools.Tools(gh)...)
 	f.acts, err = activities.New(activities.Deps{
 		Ledger:      f.ledger,
-		Tools:       tools.NewRegistry(githubtools.Tools(gh)...),
+		Tools:       registry,
 		Slack:       sc,
-		Reconcilers: reconcilers.NewSet(gh, sc),
+		Reconcilers: reconcilers.NewSet(registry, slackpost.NewMessages(sc)),
 		Identity:    "reconcile-worker",
 		Now:         time.Now,
 		Random:      func() float64 { return 0 }, // no jitter, as in newFixture
@@ -80,8 +83,8 @@ const prArgs = `{"repo":"acme/app","head":"feat","base":"main","title":"Fix","bo
 func (f *reconcileFixture) prepareBranch(t *testing.T) {
 	t.Helper()
 	for _, in := range []activities.ExecuteToolInput{
-		{OperationID: "op-branch", Tool: "github_create_branch", Arguments: f.args(t, `{"repo":"acme/app","branch":"feat","from":"main"}`)},
-		{OperationID: "op-file", Tool: "github_put_file", Arguments: f.args(t, `{"repo":"acme/app","branch":"feat","path":"fix.md","content":"fixed\n","message":"fix"}`)},
+		{OperationID: "op-branch", Tool: githubtools.NameCreateBranch, Arguments: f.args(t, `{"repo":"acme/app","branch":"feat","from":"main"}`)},
+		{OperationID: "op-file", Tool: githubtools.NamePutFile, Arguments: f.args(t, `{"repo":"acme/app","branch":"feat","path":"fix.md","content":"fixed\n","message":"fix"}`)},
 	} {
 		in.Tenant, in.TaskID, in.TurnID, in.ToolCallID = "d", "T", "T/t1", "call_"+in.OperationID
 		if _, err := f.env.ExecuteActivity(f.acts.ExecuteTool, in); err != nil {
@@ -92,7 +95,7 @@ func (f *reconcileFixture) prepareBranch(t *testing.T) {
 
 func (f *reconcileFixture) prInput(t *testing.T) activities.ExecuteToolInput {
 	return activities.ExecuteToolInput{Tenant: "d", TaskID: "T", TurnID: "T/t2", ToolCallID: "call_pr",
-		OperationID: "d:T:github_create_pull_request:pr:create:acme/app:feat:main", Tool: "github_create_pull_request",
+		OperationID: "d:T:github_create_pull_request:pr:create:acme/app:feat:main", Tool: githubtools.NameCreatePullRequest,
 		Arguments: f.args(t, prArgs)}
 }
 
@@ -109,7 +112,7 @@ func (f *reconcileFixture) unknownPR(t *testing.T, kind sandbox.FaultKind) (acti
 	_, err := f.env.ExecuteActivity(f.acts.ExecuteTool, in)
 	expectAppError(t, "ExecuteTool under "+string(kind), err, activities.ErrTypeOperationUnknown)
 	op := f.op(t, in.OperationID)
-	if op.State != ledger.StateUnknown {
+	if op.State != capstan.OutcomeUnknown {
 		t.Fatalf("after %s on pulls/create: state %s, want UNKNOWN", kind, op.State)
 	}
 	return in, op.Fence
@@ -188,11 +191,11 @@ func TestReconcileFindsAPullRequestRecordedUnknown(t *testing.T) {
 	rin := activities.ReconcileInput{Tenant: "d", TaskID: "T", OperationID: in.OperationID, ToolCallID: "call_pr",
 		Since: time.Now(), Window: 5 * time.Second, Arguments: in.Arguments}
 	res := f.reconcile(t, rin)
-	if res.Verdict != activities.VerdictFound || res.State != ledger.StateSucceeded || res.ExternalID != url || res.Asked != 1 || res.Reason == "" {
+	if res.Verdict != capstan.VerdictFound || res.State != capstan.OutcomeSucceeded || res.ExternalID != url || res.Asked != 1 || res.Reason == "" {
 		t.Fatalf("Reconcile = %+v, want found %s at the first question", res, url)
 	}
 	op := f.op(t, in.OperationID)
-	if op.State != ledger.StateSucceeded || op.ExternalID != url || op.Fence != oldFence+1 || op.AttemptCount != 1 {
+	if op.State != capstan.OutcomeSucceeded || op.ExternalID != url || op.Fence != oldFence+1 || op.AttemptCount != 1 {
 		t.Fatalf("ledger row %+v, want SUCCEEDED with the URL under fence %d after one attempt", op, oldFence+1)
 	}
 	msg, content := f.toolMessage(t, res.Item)
@@ -212,13 +215,13 @@ func TestReconcileFindsAPullRequestRecordedUnknown(t *testing.T) {
 	}
 
 	// The lost attempt wakes up and records what it thinks happened: fenced.
-	for _, st := range []ledger.State{ledger.StateFailed, ledger.StateUnknown, ledger.StateSucceeded} {
+	for _, st := range []capstan.Outcome{capstan.OutcomeFailed, capstan.OutcomeUnknown, capstan.OutcomeSucceeded} {
 		err := f.ledger.Complete(context.Background(), ledger.Completion{ID: in.OperationID, Fence: oldFence, State: st, ExternalID: "zombie"})
 		if !errors.Is(err, ledger.ErrFenced) {
 			t.Fatalf("zombie Complete(%s) with fence %d: %v, want ErrFenced", st, oldFence, err)
 		}
 	}
-	if after := f.op(t, in.OperationID); after.State != ledger.StateSucceeded || after.ExternalID != url || after.Fence != op.Fence {
+	if after := f.op(t, in.OperationID); after.State != capstan.OutcomeSucceeded || after.ExternalID != url || after.Fence != op.Fence {
 		t.Fatalf("after the zombie: %+v, want the verdict to stand", after)
 	}
 
@@ -226,7 +229,7 @@ func TestReconcileFindsAPullRequestRecordedUnknown(t *testing.T) {
 	// with the very same tool message.
 	requests := f.sb.GitHub.Stats().Requests
 	again := f.reconcile(t, rin)
-	if again.Verdict != activities.VerdictFound || again.ExternalID != url || again.Item != res.Item || again.Asked != 0 {
+	if again.Verdict != capstan.VerdictFound || again.ExternalID != url || again.Item != res.Item || again.Asked != 0 {
 		t.Fatalf("second Reconcile = %+v, want found %s with item %s and no question", again, url, res.Item)
 	}
 	if n := f.sb.GitHub.Stats().Requests; n != requests {
@@ -259,13 +262,13 @@ func TestReconcileAbsentAfterTheWindow(t *testing.T) {
 	res := f.reconcile(t, activities.ReconcileInput{Tenant: "d", TaskID: "T", OperationID: in.OperationID, ToolCallID: "call_pr",
 		Since: start, Window: window, Arguments: in.Arguments})
 	elapsed := time.Since(start)
-	if res.Verdict != activities.VerdictAbsent || res.State != ledger.StateAbsent || res.Item != "" || res.ExternalID != "" {
+	if res.Verdict != capstan.VerdictAbsent || res.State != capstan.OutcomeAbsent || res.Item != "" || res.ExternalID != "" {
 		t.Fatalf("Reconcile = %+v, want absent", res)
 	}
 	if res.Asked < 2 || elapsed < window {
 		t.Fatalf("absent after %d questions in %v, want at least 2 questions over the whole %v window", res.Asked, elapsed, window)
 	}
-	if op := f.op(t, in.OperationID); op.State != ledger.StateAbsent || op.Error != res.Reason {
+	if op := f.op(t, in.OperationID); op.State != capstan.OutcomeAbsent || op.Error != res.Reason {
 		t.Fatalf("ledger row %+v, want ABSENT with the reason", op)
 	}
 	v, err := f.env.ExecuteActivity(f.acts.ExecuteTool, in)
@@ -273,7 +276,7 @@ func TestReconcileAbsentAfterTheWindow(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out activities.ExecuteToolResult
-	if err := v.Get(&out); err != nil || out.State != ledger.StateSucceeded || out.Replayed {
+	if err := v.Get(&out); err != nil || out.State != capstan.OutcomeSucceeded || out.Replayed {
 		t.Fatalf("ExecuteTool after absent = %+v, %v; want it sent and SUCCEEDED", out, err)
 	}
 	if n := f.sb.GitHub.Stats().PullRequestsCreated; n != 1 {
@@ -292,7 +295,7 @@ func TestReconcileLaggingListIsFoundOnALaterQuestion(t *testing.T) {
 	}
 	res := f.reconcile(t, activities.ReconcileInput{Tenant: "d", TaskID: "T", OperationID: in.OperationID, ToolCallID: "call_pr",
 		Since: time.Now(), Window: 30 * time.Second, Arguments: in.Arguments})
-	if res.Verdict != activities.VerdictFound || res.ExternalID != f.prURL(t, 1) || res.Asked < 2 {
+	if res.Verdict != capstan.VerdictFound || res.ExternalID != f.prURL(t, 1) || res.Asked < 2 {
 		t.Fatalf("Reconcile = %+v, want found on a later question", res)
 	}
 	var fired int
@@ -304,7 +307,7 @@ func TestReconcileLaggingListIsFoundOnALaterQuestion(t *testing.T) {
 	if fired != res.Asked {
 		t.Errorf("the lagging list answered %d times, want one per question (%d)", fired, res.Asked)
 	}
-	if op := f.op(t, in.OperationID); op.State != ledger.StateSucceeded {
+	if op := f.op(t, in.OperationID); op.State != capstan.OutcomeSucceeded {
 		t.Fatalf("ledger state %s, want SUCCEEDED", op.State)
 	}
 }
@@ -321,17 +324,17 @@ func TestReconcileFailingListIsIndeterminateThenAPersonResolves(t *testing.T) {
 	rin := activities.ReconcileInput{Tenant: "d", TaskID: "T", OperationID: in.OperationID, ToolCallID: "call_pr",
 		Since: time.Now(), Window: 300 * time.Millisecond, Arguments: in.Arguments}
 	res := f.reconcile(t, rin)
-	if res.Verdict != activities.VerdictIndeterminate || res.State != ledger.StateNeedsHuman || res.Asked < 2 ||
+	if res.Verdict != capstan.VerdictIndeterminate || res.State != capstan.OutcomeNeedsHuman || res.Asked < 2 ||
 		!strings.Contains(res.Reason, "could not ask") || !strings.Contains(res.Reason, "503") {
 		t.Fatalf("Reconcile = %+v, want indeterminate because the list could not be read", res)
 	}
 	op := f.op(t, in.OperationID)
-	if op.State != ledger.StateNeedsHuman || op.Error != res.Reason || op.Fence != oldFence+1 {
+	if op.State != capstan.OutcomeNeedsHuman || op.Error != res.Reason || op.Fence != oldFence+1 {
 		t.Fatalf("ledger row %+v, want NEEDS_HUMAN with the reason under fence %d", op, oldFence+1)
 	}
 	// The attempt that sent the request cannot overwrite NEEDS_HUMAN, and
 	// the tool will not send again.
-	err := f.ledger.Complete(context.Background(), ledger.Completion{ID: in.OperationID, Fence: oldFence, State: ledger.StateFailed})
+	err := f.ledger.Complete(context.Background(), ledger.Completion{ID: in.OperationID, Fence: oldFence, State: capstan.OutcomeFailed})
 	if !errors.Is(err, ledger.ErrFenced) {
 		t.Fatalf("zombie Complete: %v, want ErrFenced", err)
 	}
@@ -344,15 +347,15 @@ func TestReconcileFailingListIsIndeterminateThenAPersonResolves(t *testing.T) {
 	// A person looked and found it. Nothing is asked of GitHub.
 	url := f.prURL(t, 1)
 	requests := f.sb.GitHub.Stats().Requests
-	rin.Resolution = &activities.Resolution{Verdict: activities.VerdictFound, ExternalID: url}
+	rin.Resolution = &activities.Resolution{Verdict: capstan.VerdictFound, ExternalID: url}
 	res = f.reconcile(t, rin)
-	if res.Verdict != activities.VerdictFound || res.State != ledger.StateSucceeded || res.ExternalID != url || res.Asked != 0 {
+	if res.Verdict != capstan.VerdictFound || res.State != capstan.OutcomeSucceeded || res.ExternalID != url || res.Asked != 0 {
 		t.Fatalf("Reconcile with a person's resolution = %+v, want found %s", res, url)
 	}
 	if n := f.sb.GitHub.Stats().Requests; n != requests {
 		t.Errorf("recording a person's verdict sent %d requests to GitHub, want none", n-requests)
 	}
-	if op := f.op(t, in.OperationID); op.State != ledger.StateSucceeded || op.ExternalID != url || op.Fence != oldFence+2 {
+	if op := f.op(t, in.OperationID); op.State != capstan.OutcomeSucceeded || op.ExternalID != url || op.Fence != oldFence+2 {
 		t.Fatalf("ledger row %+v, want SUCCEEDED with the person's URL under fence %d", op, oldFence+2)
 	}
 	_, content := f.toolMessage(t, res.Item)
@@ -370,14 +373,14 @@ func TestReconcileRecordsAPersonsAbsent(t *testing.T) {
 	}
 	rin := activities.ReconcileInput{Tenant: "d", TaskID: "T", OperationID: in.OperationID, ToolCallID: "call_pr",
 		Since: time.Now(), Window: 100 * time.Millisecond, Arguments: in.Arguments}
-	if res := f.reconcile(t, rin); res.State != ledger.StateNeedsHuman {
+	if res := f.reconcile(t, rin); res.State != capstan.OutcomeNeedsHuman {
 		t.Fatalf("Reconcile = %+v, want NEEDS_HUMAN", res)
 	}
 	f.sb.GitHub.ClearFaults()
 
 	for _, bad := range []*activities.Resolution{
-		{Verdict: activities.VerdictFound},
-		{Verdict: activities.VerdictIndeterminate},
+		{Verdict: capstan.VerdictFound},
+		{Verdict: capstan.VerdictIndeterminate},
 		{Verdict: "abort"},
 	} {
 		before := f.op(t, in.OperationID)
@@ -393,9 +396,9 @@ func TestReconcileRecordsAPersonsAbsent(t *testing.T) {
 		}
 	}
 
-	rin.Resolution = &activities.Resolution{Verdict: activities.VerdictAbsent}
+	rin.Resolution = &activities.Resolution{Verdict: capstan.VerdictAbsent}
 	res := f.reconcile(t, rin)
-	if res.Verdict != activities.VerdictAbsent || res.State != ledger.StateAbsent || res.Item != "" {
+	if res.Verdict != capstan.VerdictAbsent || res.State != capstan.OutcomeAbsent || res.Item != "" {
 		t.Fatalf("Reconcile with absent = %+v", res)
 	}
 	v, err := f.env.ExecuteActivity(f.acts.ExecuteTool, in)
@@ -403,7 +406,7 @@ func TestReconcileRecordsAPersonsAbsent(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out activities.ExecuteToolResult
-	if err := v.Get(&out); err != nil || out.State != ledger.StateSucceeded {
+	if err := v.Get(&out); err != nil || out.State != capstan.OutcomeSucceeded {
 		t.Fatalf("ExecuteTool after a person's absent = %+v, %v", out, err)
 	}
 	if n := f.sb.GitHub.Stats().PullRequestsCreated; n != 1 {
@@ -427,7 +430,7 @@ func TestReconcileFindsASlackDelivery(t *testing.T) {
 	}
 	res := f.reconcile(t, activities.ReconcileInput{Tenant: "d", TaskID: "T", OperationID: din.OperationID,
 		Since: time.Now(), Window: 5 * time.Second, Channel: "#ops"})
-	if res.Verdict != activities.VerdictFound || res.ExternalID != "#ops/"+msgs[0].TS || res.Item != "" {
+	if res.Verdict != capstan.VerdictFound || res.ExternalID != "#ops/"+msgs[0].TS || res.Item != "" {
 		t.Fatalf("Reconcile = %+v, want found #ops/%s without a tool message", res, msgs[0].TS)
 	}
 	v, err := f.env.ExecuteActivity(f.acts.Deliver, din)
@@ -448,7 +451,7 @@ func TestReconcileFindsASlackDelivery(t *testing.T) {
 func TestReconcileWaitsForALiveLease(t *testing.T) {
 	f := newReconcileFixture(t)
 	ctx := context.Background()
-	claim, err := f.ledger.Claim(ctx, ledger.ClaimRequest{Op: ledger.Operation{ID: "op-busy", Kind: "github_comment", RequestHash: "h"},
+	claim, err := f.ledger.Claim(ctx, ledger.ClaimRequest{Op: ledger.Operation{ID: "op-busy", Kind: githubtools.NameComment, RequestHash: "h"},
 		Owner: "other-worker#1", Lease: time.Minute})
 	if err != nil {
 		t.Fatal(err)
@@ -485,10 +488,10 @@ func TestReconcileWithoutReconcilersHandsTheOperationBack(t *testing.T) {
 		t.Errorf("error %v is retryable", appErr)
 	}
 	op := f.op(t, in.OperationID)
-	if op.State != ledger.StateUnknown || !op.LeaseExpiresAt.IsZero() || op.Fence != oldFence+1 {
+	if op.State != capstan.OutcomeUnknown || !op.LeaseExpiresAt.IsZero() || op.Fence != oldFence+1 {
 		t.Fatalf("after the misconfigured worker: %+v, want UNKNOWN without a lease at fence %d", op, oldFence+1)
 	}
-	if res := f.reconcile(t, rin); res.Verdict != activities.VerdictFound {
+	if res := f.reconcile(t, rin); res.Verdict != capstan.VerdictFound {
 		t.Fatalf("Reconcile on a configured worker = %+v, want found", res)
 	}
 }

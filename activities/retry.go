@@ -16,21 +16,6 @@ import (
 // again together. So capstan draws the delay of each retry itself and hands
 // it to Temporal as the error's next-retry delay.
 
-// ErrTypeTransient: a failure that may pass on its own (the ledger could
-// not be reached, a read or an idempotent write to repeat). Temporal retries
-// it after the jittered delay the error carries.
-const ErrTypeTransient = "Transient"
-
-// JitterAfter returns wait plus a random share r ∈ [0,1) of its spread, a
-// fifth of wait, at least 200 ms and at most 5 s. Every caller told to wait
-// — by an open breaker, a rate limit's Retry-After, another claim's lease —
-// comes back no sooner than told, and not all at the same instant.
-func JitterAfter(wait time.Duration, r float64) time.Duration {
-	wait = max(wait, 0)
-	spread := min(max(wait/5, 200*time.Millisecond), 5*time.Second)
-	return wait + time.Duration(r*float64(spread))
-}
-
 // Backoff of an activity whose retry policy the server did not send:
 // Temporal's own defaults.
 const (

@@ -6,26 +6,8 @@ import (
 	"time"
 
 	"github.com/capstanhq/capstan/activities"
+	githubtools "github.com/capstanhq/capstan/internal/tools/github"
 )
-
-func TestJitterAfterNeverComesEarlyAndSpreadsTheReturn(t *testing.T) {
-	for _, tc := range []struct {
-		wait     time.Duration
-		r        float64
-		want     time.Duration
-		describe string
-	}{
-		{30 * time.Second, 0, 30 * time.Second, "no draw: exactly the wait"},
-		{10 * time.Second, 0.5, 11 * time.Second, "a fifth of the wait is the spread"},
-		{time.Second, 0.5, time.Second + 100*time.Millisecond, "the spread is at least 200 ms"},
-		{time.Hour, 0.5, time.Hour + 2500*time.Millisecond, "the spread is at most 5 s"},
-		{-time.Second, 0.5, 100 * time.Millisecond, "a wait already over is none"},
-	} {
-		if got := activities.JitterAfter(tc.wait, tc.r); got != tc.want {
-			t.Errorf("JitterAfter(%s, %g) = %s, want %s: %s", tc.wait, tc.r, got, tc.want, tc.describe)
-		}
-	}
-}
 
 // halfway draws every jitter at the middle of its range.
 func halfway(d *activities.Deps) { d.Random = func() float64 { return 0.5 } }
@@ -52,7 +34,7 @@ func TestRateLimitWaitGetsJitter(t *testing.T) {
 func TestTransientFailureGetsAJitteredBackoff(t *testing.T) {
 	f := newFixture(t, halfway)
 	_, err := f.env.ExecuteActivity(f.acts.ExecuteTool, activities.ExecuteToolInput{Tenant: "d", TaskID: "T", TurnID: "T/t1",
-		OperationID: "d:T:t1:github_get_file:1", ToolCallID: "c", Tool: "github_get_file", Arguments: "sha256:0000"})
+		OperationID: "d:T:t1:github_get_file:1", ToolCallID: "c", Tool: githubtools.NameGetFile, Arguments: "sha256:0000"})
 	appErr := appError(t, err)
 	// First attempt, Temporal's default initial interval of 1 s: equal
 	// jitter puts the retry between 0.5 s and 1 s, here halfway.

@@ -14,6 +14,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 
+	"github.com/capstanhq/capstan"
 	"github.com/capstanhq/capstan/internal/config"
 	"github.com/capstanhq/capstan/internal/model"
 	"github.com/capstanhq/capstan/workflows"
@@ -120,7 +121,7 @@ func checkCapstan(ctx context.Context, run client.WorkflowRun) error {
 		return err
 	}
 	if res.Status != workflows.StatusCompleted || len(res.Turns) != demoTurns || len(res.Operations) != 3 ||
-		len(res.Deliveries) != 1 || res.Deliveries[0].State != workflows.DeliveryAcked {
+		len(res.Deliveries) != 1 || res.Deliveries[0].State != capstan.OutcomeSucceeded {
 		return fmt.Errorf("task %s: status %s, %d turns, %d operations, %d deliveries; want completed, %d, 3, 1 acked",
 			res.TaskID, res.Status, len(res.Turns), len(res.Operations), len(res.Deliveries), demoTurns)
 	}

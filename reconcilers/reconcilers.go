@@ -2,202 +2,202 @@ package reconcilers
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
-	"github.com/google/go-github/v62/github"
-)
-
-// Outcome is what one question to an external system saw.
-type Outcome string
-
-const (
-	// Found: exactly one effect of the operation exists.
-	Found Outcome = "found"
-	// NotSeen: the system answered and showed no effect of the operation.
-	// It may still be catching up; only the caller's consistency window
-	// turns this into "absent".
-	NotSeen Outcome = "not_seen"
-	// Ambiguous: the answer cannot be read either way — several effects
-	// carry the operation's mark, or something exists that may or may not
-	// be the operation's. A person must decide.
-	Ambiguous Outcome = "ambiguous"
-)
-
-// Observation is the answer to one question.
-type Observation struct {
-	Outcome Outcome
-	// ExternalID names the effect when Found, in the form the tool records
-	// on success: a pull request or comment URL, "refs/heads/<b>@<sha>",
-	// a blob SHA, "<channel>/<ts>".
-	ExternalID string
-	// Detail says in one sentence what was asked and what was seen.
-	Detail string
-}
-
-// ClockMargin widens "since the claim" in the list questions: the claim time
-// comes from the worker's clock, the effect's time from the system's.
-const ClockMargin = 2 * time.Minute
-
-// Kinds of operation that Set can ask about, as the ledger records them.
-const (
-	KindPullRequest = "github_create_pull_request"
-	KindBranch      = "github_create_branch"
-	KindFile        = "github_put_file"
-	KindComment     = "github_comment"
-	KindSlackPost   = "slack_post"
+	"github.com/capstanhq/capstan"
+	"github.com/capstanhq/capstan/internal/tools"
 )
 
 var (
 	// ErrNoReconciler: nothing knows how to look for this kind of
 	// operation; only a person can tell.
 	ErrNoReconciler = errors.New("no reconciler for this kind of operation")
-	// ErrNotConfigured: the reconciler needs a client this worker does not
-	// have.
-	ErrNotConfigured = errors.New("the reconciler's client is not configured on this worker")
-	// ErrBadTarget: the question cannot be formed from what was given
-	// (arguments missing or malformed); asking again cannot help.
+	// ErrBadTarget: the question cannot be formed from what was sent
+	// (arguments or facts that do not parse, no operation id); asking
+	// again cannot help.
 	ErrBadTarget = errors.New("cannot form the reconciler's question")
 )
 
-// Target names the operation to look for.
-type Target struct {
-	Kind        string // the ledger's Operation.Kind: a tool name or "slack_post"
-	OperationID string
-	// Arguments are the tool's arguments (tool operations).
-	Arguments json.RawMessage
-	// Channel is where a Slack delivery was posted (slack_post).
-	Channel string
-	// EventType is the metadata event type of capstan's Slack messages
-	// (slack_post).
-	EventType string
-	// Since is when the operation was first claimed: its effect cannot be
-	// older.
-	Since time.Time
-	// Facts are what the attempt that sent the request recorded just before
-	// sending it (the ledger's Operation.Facts): for a pull request, the
-	// commit its head branch was at (githubtools.PullRequestFacts). Nil
-	// when none were recorded.
-	Facts json.RawMessage
+// Source makes effects that can be found again, under the name the ledger
+// records as its operations' kind: a delivery, say. A tool needs no Source:
+// NewSet takes it from the registry.
+type Source interface {
+	Name() string
+	tools.Finder
 }
 
-// Set holds one reconciler per system. Build it with NewSet.
+// Set holds the lookups of every kind of operation a worker can reconcile.
+// It is immutable after NewSet, so it is safe for concurrent use.
 type Set struct {
-	github *GitHub
-	slack  *Slack // nil when the worker has no Slack client
+	byKind map[string]tools.Finder
 }
 
-// NewSet returns the reconcilers over gh and sl. sl may be nil: Slack
-// deliveries then cannot be reconciled on this worker (ErrNotConfigured).
-func NewSet(gh *github.Client, sl SlackHistory) *Set {
-	s := &Set{}
-	if gh != nil {
-		s.github = &GitHub{c: gh}
+// NewSet returns the lookups of the tools of reg that are tools.Finders,
+// under their names, and of sources. reg may be nil. Two lookups for one
+// kind are a programming error, so it panics rather than let one shadow the
+// other.
+func NewSet(reg *tools.Registry, sources ...Source) *Set {
+	s := &Set{byKind: map[string]tools.Finder{}}
+	add := func(kind string, f tools.Finder) {
+		if _, dup := s.byKind[kind]; dup {
+			panic(fmt.Sprintf("reconcilers: two lookups for kind %q", kind))
+		}
+		s.byKind[kind] = f
 	}
-	if sl != nil {
-		s.slack = &Slack{c: sl}
+	if reg != nil {
+		for _, name := range reg.Names() {
+			t, _ := reg.Get(name) // a name the registry lists
+			if f, ok := t.(tools.Finder); ok {
+				add(name, f)
+			}
+		}
+	}
+	for _, src := range sources {
+		add(src.Name(), src)
 	}
 	return s
 }
 
-// Check reports whether Ask can ask about kind on this worker: nil,
-// ErrNoReconciler or ErrNotConfigured.
-func (s *Set) Check(kind string) error {
-	switch kind {
-	case KindPullRequest, KindBranch, KindFile, KindComment:
-		if s.github == nil {
-			return fmt.Errorf("%s: GitHub: %w", kind, ErrNotConfigured)
+// Effect returns the effect an operation of kind left, as its lookup reads
+// it from sent. Its error wraps ErrNoReconciler (no lookup for kind),
+// tools.ErrNotConfigured (this worker lacks the lookup's client) or
+// ErrBadTarget (no question can be formed from sent).
+func (s *Set) Effect(kind string, sent tools.Sent) (tools.Effect, error) {
+	f, ok := s.byKind[kind]
+	if !ok {
+		return nil, fmt.Errorf("%q: %w", kind, ErrNoReconciler)
+	}
+	e, err := f.Effect(sent)
+	switch {
+	case errors.Is(err, tools.ErrNotConfigured):
+		return nil, fmt.Errorf("%s: %w", kind, err)
+	case sent.OperationID == "":
+		return nil, fmt.Errorf("%s: %w: no operation id", kind, ErrBadTarget)
+	case err != nil:
+		return nil, fmt.Errorf("%s: %w: %w", kind, ErrBadTarget, err)
+	case e == nil:
+		return nil, fmt.Errorf("%s: %w: the lookup gave no effect", kind, ErrBadTarget)
+	}
+	return e, nil
+}
+
+// Question is one reconciliation: the operation, and how long its effect
+// may take to show.
+type Question struct {
+	// Kind is the ledger's Operation.Kind: a tool's name, or a delivery's
+	// kind.
+	Kind string
+	// Sent is the call whose answer was lost.
+	Sent tools.Sent
+	// Deadline ends the consistency window; Window is its length, for the
+	// reasons given.
+	Deadline time.Time
+	Window   time.Duration
+}
+
+// Pace is how a reconciliation waits and reports; the caller injects it.
+type Pace struct {
+	Now func() time.Time
+	// Backoff is the wait after the n-th question (from 0) that concluded
+	// nothing; a wait never runs past the deadline.
+	Backoff func(n int) time.Duration
+	// Asked, when set, hears after each question how many have been asked
+	// and what the last one saw, or why it could not ask.
+	Asked func(asked int, last string)
+}
+
+// Answer is what a reconciliation concluded.
+type Answer struct {
+	// State is what the ledger is to record: SUCCEEDED (found), ABSENT
+	// (not seen through the whole window) or NEEDS_HUMAN (nobody can tell).
+	State      capstan.Outcome
+	ExternalID string // what was found, as its tool records it
+	Reason     string // one sentence: what was asked and seen
+	Asked      int    // how many questions were asked
+	// Key is what was looked for (tools.Effect.Key); empty when no lookup
+	// could be formed.
+	Key string
+}
+
+// Reconcile asks about q's operation until the verdict rules (see the
+// package documentation) give a final answer. Its errors: one wrapping
+// tools.ErrNotConfigured before any question (this worker cannot ask about
+// q.Kind), or one wrapping the context's error if ctx ends first, or a
+// lookup that answered an outcome it should not have. None is a verdict;
+// the operation stays unknown.
+func (s *Set) Reconcile(ctx context.Context, q Question, p Pace) (Answer, error) {
+	effect, err := s.Effect(q.Kind, q.Sent)
+	switch {
+	case errors.Is(err, tools.ErrNotConfigured):
+		return Answer{}, err
+	case err != nil:
+		p.asked(1, "could not ask: "+err.Error())
+		return Answer{State: capstan.OutcomeNeedsHuman, Reason: fmt.Sprintf("the reconciler cannot tell: %v", err), Asked: 1}, nil
+	}
+	ans := Answer{Key: effect.Key()}
+	failed := 0
+	for n := 0; ; n++ {
+		askedAt := p.Now()
+		obs, err := effect.Find(ctx)
+		ans.Asked++
+		if ctx.Err() != nil {
+			return ans, fmt.Errorf("interrupted: %w", ctx.Err())
 		}
+		last := obs.Detail
+		if err != nil {
+			last = "could not ask: " + err.Error()
+		}
+		p.asked(ans.Asked, last)
+		end := !askedAt.Before(q.Deadline) // this question was asked at the end of the window
+		switch {
+		case err != nil:
+			failed++
+			if end {
+				ans.State, ans.Reason = capstan.OutcomeNeedsHuman, fmt.Sprintf(
+					"could not ask whether the operation took effect: %d of %d questions over the %s consistency window failed, the last one at its end: %v",
+					failed, ans.Asked, q.Window, err)
+				return ans, nil
+			}
+		case obs.Outcome == tools.Found:
+			ans.State, ans.ExternalID, ans.Reason = capstan.OutcomeSucceeded, obs.ExternalID, obs.Detail
+			return ans, nil
+		case obs.Outcome == tools.Ambiguous:
+			ans.State, ans.Reason = capstan.OutcomeNeedsHuman, obs.Detail
+			return ans, nil
+		case obs.Outcome == tools.NotSeen:
+			if end {
+				ans.State, ans.Reason = capstan.OutcomeAbsent, fmt.Sprintf("not seen through the %s consistency window (%d questions): %s",
+					q.Window, ans.Asked, obs.Detail)
+				return ans, nil
+			}
+		default:
+			return ans, fmt.Errorf("the lookup of %s answered %q", q.Kind, obs.Outcome)
+		}
+		if err := sleep(ctx, min(p.Backoff(n), q.Deadline.Sub(p.Now()))); err != nil {
+			return ans, fmt.Errorf("interrupted: %w", err)
+		}
+	}
+}
+
+func (p Pace) asked(n int, last string) {
+	if p.Asked != nil {
+		p.Asked(n, last)
+	}
+}
+
+// sleep waits d, or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
 		return nil
-	case KindSlackPost:
-		if s.slack == nil {
-			return fmt.Errorf("%s: Slack: %w", kind, ErrNotConfigured)
-		}
-		return nil
-	default:
-		return fmt.Errorf("%q: %w", kind, ErrNoReconciler)
 	}
-}
-
-// Ask asks the system behind t.Kind once. Errors wrapping ErrNoReconciler,
-// ErrNotConfigured or ErrBadTarget are permanent; any other error means the
-// question could not be asked this time.
-func (s *Set) Ask(ctx context.Context, t Target) (Observation, error) {
-	if err := s.Check(t.Kind); err != nil {
-		return Observation{}, err
-	}
-	if t.OperationID == "" {
-		return Observation{}, fmt.Errorf("%s: %w: no operation id", t.Kind, ErrBadTarget)
-	}
-	switch t.Kind {
-	case KindPullRequest:
-		q, err := pullRequestQuery(t)
-		if err != nil {
-			return Observation{}, err
-		}
-		return s.github.PullRequest(ctx, q)
-	case KindBranch:
-		q, err := branchQuery(t)
-		if err != nil {
-			return Observation{}, err
-		}
-		return s.github.Branch(ctx, q)
-	case KindFile:
-		q, err := fileQuery(t)
-		if err != nil {
-			return Observation{}, err
-		}
-		return s.github.File(ctx, q)
-	case KindComment:
-		q, err := commentQuery(t)
-		if err != nil {
-			return Observation{}, err
-		}
-		return s.github.Comment(ctx, q)
-	default: // KindSlackPost; Check refused the rest
-		q, err := messageQuery(t)
-		if err != nil {
-			return Observation{}, err
-		}
-		return s.slack.Message(ctx, q)
-	}
-}
-
-// decodeArgs decodes a tool's arguments into dst, refusing what cannot form
-// a question.
-func decodeArgs(t Target, dst any) error {
-	if len(t.Arguments) == 0 {
-		return fmt.Errorf("%s: %w: the tool's arguments were not given", t.Kind, ErrBadTarget)
-	}
-	if err := json.Unmarshal(t.Arguments, dst); err != nil {
-		return fmt.Errorf("%s: %w: the tool's arguments do not decode: %v", t.Kind, ErrBadTarget, err)
-	}
-	return nil
-}
-
-// Repo is a GitHub repository.
-type Repo struct{ Owner, Name string }
-
-func (r Repo) String() string { return r.Owner + "/" + r.Name }
-
-// parseRepo reads "owner/name" from a tool's arguments.
-func parseRepo(kind, s string) (Repo, error) {
-	owner, name, ok := strings.Cut(s, "/")
-	if !ok || owner == "" || name == "" || strings.Contains(name, "/") {
-		return Repo{}, fmt.Errorf("%s: %w: repository %q is not \"owner/name\"", kind, ErrBadTarget, s)
-	}
-	return Repo{Owner: owner, Name: name}, nil
-}
-
-// required refuses an empty argument.
-func required(kind string, fields ...[2]string) error {
-	for _, f := range fields {
-		if f[1] == "" {
-			return fmt.Errorf("%s: %w: argument %q is empty", kind, ErrBadTarget, f[0])
-		}
-	}
-	return nil
 }

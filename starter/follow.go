@@ -12,7 +12,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 
-	"github.com/capstanhq/capstan/activities"
+	"github.com/capstanhq/capstan/internal/contract"
 	"github.com/capstanhq/capstan/internal/livestream"
 	"github.com/capstanhq/capstan/workflows"
 )
@@ -35,7 +35,7 @@ func (a *app) followCommand() *cobra.Command {
 		Args:  usageArgs(cobra.ExactArgs(1)),
 		RunE: a.withTask(func(ctx context.Context, c client.Client, opts client.Options, taskID string) error {
 			wid := workflows.WorkflowID(taskID)
-			if _, err := c.DescribeWorkflowExecution(ctx, wid, ""); err != nil {
+			if _, err := describe(ctx, c, wid); err != nil {
 				return notFound(err, taskID)
 			}
 			fmt.Fprintf(a.stdout, "following task %s\n", taskID)
@@ -49,7 +49,7 @@ func (a *app) followCommand() *cobra.Command {
 //
 // The workflow says which attempts exist and how they settled (the
 // progress query: attempts, retry decisions, operations, journal), and
-// DescribeWorkflowExecution which attempt runs now and where its text
+// the workflow's description which attempt runs now and where its text
 // streams (the pending ModelTurn's heartbeat details carry its worker's
 // hub URL); the text comes from that hub. So it works for a task on any
 // worker of the pool.
@@ -83,7 +83,7 @@ type delta struct {
 // poll is what one round of questions to the server found.
 type poll struct {
 	closed   bool
-	running  []activities.AttemptReport // pending ModelTurn attempts
+	running  []contract.AttemptReport // pending ModelTurn attempts
 	progress workflows.Progress
 	ok       bool // progress was answered
 }
@@ -215,11 +215,11 @@ func (f *follower) poll(ctx context.Context, out chan<- poll) {
 	journalNext := 0
 	for {
 		var p poll
-		desc, err := f.c.DescribeWorkflowExecution(ctx, f.wid, "")
+		desc, err := describe(ctx, f.c, f.wid)
 		if err == nil {
 			p.closed = desc.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
 			for _, pa := range desc.GetPendingActivities() {
-				var r activities.AttemptReport
+				var r contract.AttemptReport
 				if pa.GetActivityType().GetName() != "ModelTurn" || len(pa.GetHeartbeatDetails().GetPayloads()) == 0 ||
 					converter.GetDefaultDataConverter().FromPayloads(pa.GetHeartbeatDetails(), &r) != nil || r.AttemptID == "" {
 					continue

@@ -2,12 +2,14 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 	"unicode/utf8"
 
+	"github.com/capstanhq/capstan"
 	"github.com/capstanhq/capstan/internal/livestream"
 	"github.com/capstanhq/capstan/internal/model"
 	"github.com/capstanhq/capstan/workflows"
@@ -24,12 +26,12 @@ func longResult() workflows.TaskResult {
 		Turns: []workflows.TurnRecord{{TurnID: longTask + "/t1", Attempts: []workflows.AttemptRecord{{AttemptID: longTask + "/t1/a1", Outcome: model.OutcomeCompleted}}}},
 		Operations: []workflows.OperationRecord{
 			{OperationID: "acme-tenant:" + longTask + ":github_create_branch:branch:create:acme-corporation/payments-service:agent/fix-the-flaky-retry-test",
-				Tool: "github_create_branch", State: "SUCCEEDED", ExternalID: "refs/heads/agent/fix-the-flaky-retry-test", Replayed: true},
-			{OperationID: "acme-tenant:" + longTask + ":t1:github_get_file:2", Tool: "github_get_file", TurnID: longTask + "/t1", State: "SUCCEEDED"},
-			{OperationID: pr, Tool: "github_create_pull_request", State: "NEEDS_HUMAN",
+				Tool: "github_create_branch", State: capstan.OutcomeSucceeded, ExternalID: "refs/heads/agent/fix-the-flaky-retry-test", Replayed: true},
+			{OperationID: "acme-tenant:" + longTask + ":t1:github_get_file:2", Tool: "github_get_file", TurnID: longTask + "/t1", State: capstan.OutcomeSucceeded},
+			{OperationID: pr, Tool: "github_create_pull_request", State: capstan.OutcomeNeedsHuman,
 				Reason: "could not ask whether the operation took effect: 14 of 14 questions over the 1m0s consistency window failed, the last one at its end: 502"},
 		},
-		Deliveries: []workflows.DeliveryRecord{{OperationID: "acme-tenant:" + longTask + ":deliver:slack:#payments-team", Target: "slack #payments-team", State: workflows.DeliveryAcked, ExternalID: "1764513600.000100"}},
+		Deliveries: []workflows.DeliveryRecord{{OperationID: "acme-tenant:" + longTask + ":deliver:slack:#payments-team", Target: "slack #payments-team", State: capstan.OutcomeSucceeded, ExternalID: "1764513600.000100"}},
 		FinalText:  strings.Repeat("The flaky retry test now waits for the event instead of sleeping. ", 4),
 	}
 }
@@ -55,11 +57,11 @@ func TestStatusFitsOneHundredColumns(t *testing.T) {
 	t.Logf("\n%s", out.String())
 	assertFits(t, "status", out.String())
 	for _, want := range []string{
-		"\ngithub_create_branch acme-corporation/payments-service agent/fi…  SUCCEEDED (replayed)  refs/heads/…\n",
+		"\ngithub_create_branch acme-corporation/payments-service agent/fi…  succeeded (replayed)  refs/heads/…\n",
 		"github_get_file (t1 #2)",
 		"needs a person: operation github_create_pull_request acme-corporation/payments-service",
 		"  resolve it: starter resolve " + longTask + " \\\n      pr:create:acme-corporation/payments-service:agent/fix-the-flaky-retry-test:main \\\n      --found URL | --absent | --abort\n",
-		"delivery slack #payments-team: ACKED 1764513600.000100",
+		"delivery slack #payments-team: succeeded 1764513600.000100",
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("status does not say %q", want)
@@ -243,11 +245,42 @@ func TestTerminalLiveRegionFitsTheScreen(t *testing.T) {
 	text := strings.Repeat("A long line of model text that goes on. ", 200)
 	v.text(a1, livestream.Event{Text: text, From: 0, Next: len(text)})
 	for i := range 40 {
-		v.ops = append(v.ops, workflows.OperationRecord{OperationID: "t:" + longTask + ":t1:github_get_file:" + string(rune('a'+i%26)), Tool: "github_get_file", State: "SUCCEEDED"})
+		v.ops = append(v.ops, workflows.OperationRecord{OperationID: "t:" + longTask + ":t1:github_get_file:" + string(rune('a'+i%26)), Tool: "github_get_file", State: capstan.OutcomeSucceeded})
 	}
 	region := v.liveRegion()
 	if len(region) > v.rows-1 {
 		t.Errorf("live region of %d lines on a screen of %d rows", len(region), v.rows)
 	}
 	assertFits(t, "live region", strings.Join(region, "\n"))
+}
+
+// A task that ran on workers before the one vocabulary has its states in
+// the old spellings in its result; `starter status` prints them in today's
+// words, and finds what needs a person all the same.
+func TestStatusOfAnOlderTaskPrintsTodaysWords(t *testing.T) {
+	old := `{"task_id":"T","workflow_id":"task-T","status":"failed","failure_code":"needs_human_timeout",
+		"message":"nobody resolved it","turns":[],
+		"operations":[
+			{"operation_id":"default:T:github_create_branch:branch:create:acme/app:fix","tool":"github_create_branch","state":"SUCCEEDED","external_id":"refs/heads/fix"},
+			{"operation_id":"default:T:github_create_pull_request:pr:create:acme/app:fix:main","tool":"github_create_pull_request","state":"NEEDS_HUMAN","reason":"502 all window"}],
+		"deliveries":[
+			{"operation_id":"default:T:deliver:slack:#eng","target":"slack:#eng","state":"DEAD_LETTER"},
+			{"operation_id":"default:T:deliver:github:acme/app#1","target":"github:acme/app#1","state":"AMBIGUOUS"}]}`
+	var res workflows.TaskResult
+	if err := json.Unmarshal([]byte(old), &res); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	printResult(&out, res, "http://ui")
+	for _, want := range []string{"  succeeded    refs/heads/fix\n", "  needs_human\n",
+		"needs a person: operation github_create_pull_request", "delivery slack:#eng: failed", "delivery github:acme/app#1: unknown"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("status does not say %q:\n%s", want, out.String())
+		}
+	}
+	for _, old := range []string{"SUCCEEDED", "NEEDS_HUMAN", "DEAD_LETTER", "AMBIGUOUS"} {
+		if strings.Contains(out.String(), old) {
+			t.Errorf("status prints the old spelling %s:\n%s", old, out.String())
+		}
+	}
 }

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
-	"strconv"
 	"strings"
 	"time"
 
@@ -18,10 +17,10 @@ import (
 	"go.temporal.io/sdk/client"
 	tlog "go.temporal.io/sdk/log"
 
-	"github.com/capstanhq/capstan/activities"
 	"github.com/capstanhq/capstan/internal/config"
+	"github.com/capstanhq/capstan/internal/contract"
 	"github.com/capstanhq/capstan/internal/model"
-	githubtools "github.com/capstanhq/capstan/internal/tools/github"
+	"github.com/capstanhq/capstan/internal/tools/ghref"
 	"github.com/capstanhq/capstan/workflows"
 )
 
@@ -115,10 +114,10 @@ func (a *app) taskInput(f runFlags) (workflows.AgentTaskInput, error) {
 	}
 	// The same rules as the tools, so a task never starts only to have its
 	// every call refused.
-	if f.repo != "" && !githubtools.ValidRepo(f.repo) {
+	if _, err := ghref.ParseRepo(f.repo); err != nil && f.repo != "" {
 		return in, usagef("--repo %q is not of the form OWNER/NAME (letters, digits, '-', and '.' or '_' in the name)", f.repo)
 	}
-	if !githubtools.ValidBranchName(f.base) {
+	if !ghref.ValidBranch(f.base) {
 		return in, usagef("--base %q is not a valid branch name", f.base)
 	}
 	if f.slack != "" && !channelPattern.MatchString(f.slack) {
@@ -210,7 +209,7 @@ func (a *app) start(ctx context.Context, queue string, in workflows.AgentTaskInp
 	}, workflows.AgentTask, in)
 	var started *serviceerror.WorkflowExecutionAlreadyStarted
 	if errors.As(err, &started) {
-		if desc, derr := c.DescribeWorkflowExecution(ctx, wid, ""); derr == nil &&
+		if desc, derr := describe(ctx, c, wid); derr == nil &&
 			desc.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 			return usagef("task %s already ran (workflow %s) and task ids are never reused; pick another --id", in.TaskID, wid)
 		}
@@ -281,20 +280,19 @@ func firstLine(s string) string {
 }
 
 // commentTargets parses the --comment flags: OWNER/NAME#N, each once.
-func commentTargets(flags []string) ([]activities.CommentTarget, error) {
-	var out []activities.CommentTarget
+func commentTargets(flags []string) ([]contract.CommentTarget, error) {
+	var out []contract.CommentTarget
 	seen := map[string]bool{}
 	for _, f := range flags {
-		repo, num, ok := strings.Cut(f, "#")
-		n, err := strconv.Atoi(num)
-		if !ok || err != nil || n < 1 || !githubtools.ValidRepo(repo) {
+		issue, err := ghref.ParseIssue(f)
+		if err != nil {
 			return nil, usagef("--comment %q is not of the form OWNER/NAME#N (an issue or pull request number)", f)
 		}
 		if seen[f] {
 			return nil, usagef("--comment %q is given twice", f)
 		}
 		seen[f] = true
-		out = append(out, activities.CommentTarget{Repo: repo, Number: n})
+		out = append(out, contract.CommentTarget{Repo: issue.Repo.String(), Number: issue.Number})
 	}
 	return out, nil
 }

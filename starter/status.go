@@ -18,6 +18,7 @@ import (
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/capstanhq/capstan"
 	"github.com/capstanhq/capstan/workflows"
 )
 
@@ -29,7 +30,7 @@ func (a *app) statusCommand() *cobra.Command {
 		Args:  usageArgs(cobra.ExactArgs(1)),
 		RunE: a.withTask(func(ctx context.Context, c client.Client, opts client.Options, taskID string) error {
 			wid := workflows.WorkflowID(taskID)
-			desc, err := c.DescribeWorkflowExecution(ctx, wid, "")
+			desc, err := describe(ctx, c, wid)
 			if err != nil {
 				return notFound(err, taskID)
 			}
@@ -263,13 +264,13 @@ func writeResult(w io.Writer, res workflows.TaskResult, ui, shownAs string) {
 		lines = append(lines, wrap(fmt.Sprintf("delivery %s: %s %s", d.Target, state, d.ExternalID), Columns, "", "  ")...)
 	}
 	for _, op := range res.Operations {
-		if op.State == "NEEDS_HUMAN" {
+		if op.State == capstan.OutcomeNeedsHuman {
 			lines = append(lines, wrap(fmt.Sprintf("needs a person: operation %s: %s", opLabel(res.TaskID, op), op.Reason), Columns, "", "  ")...)
 			lines = append(lines, resolveHint(res, op.OperationID)...)
 		}
 	}
 	for _, d := range res.Deliveries {
-		if d.State == workflows.DeliveryNeedsHuman {
+		if d.State == capstan.OutcomeNeedsHuman {
 			lines = append(lines, "needs a person: delivery to "+d.Target)
 			lines = append(lines, resolveHint(res, d.OperationID)...)
 		}

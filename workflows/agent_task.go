@@ -7,7 +7,6 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/capstanhq/capstan/activities"
 	"github.com/capstanhq/capstan/internal/config"
 	"github.com/capstanhq/capstan/internal/model"
 )
@@ -32,9 +31,6 @@ var (
 // have them registered before a task starts.
 var SearchAttributes = []temporal.SearchAttributeKey{AttrStatus, AttrNeedsHuman, AttrUnknownOps, AttrRepo, AttrDeadLetter}
 
-// a is the nil receiver through which the workflow names its activities.
-var a *activities.Activities
-
 func fail(code FailureCode, format string, args ...any) error {
 	return &taskError{code: code, msg: fmt.Sprintf(format, args...)}
 }
@@ -55,12 +51,14 @@ type task struct {
 	waiting     map[string]bool
 	resolutions map[string]ResolveRequest
 	askedPerson bool // the task set CapstanNeedsHuman at least once
-	// sinceV7: this run read changeAllSince7 as it started, so every
-	// earlier change holds at its newest version (changed).
-	sinceV7 bool
-	// complete: the task runs the whole turn guard (changeModelTurnsComplete):
-	// continuations, compaction, fallbacks, persistent mode, sliced waits.
-	complete bool
+	// allThroughWorkerLimits: this run read changeAllThroughWorkerLimits
+	// as it started, so every change through changeLimitsFromWorker holds
+	// at its newest version (inEffect).
+	allThroughWorkerLimits bool
+	// fullTurnGuard: the task runs the whole turn guard
+	// (changeFullTurnGuard): continuations, compaction, fallbacks,
+	// persistent mode, sliced waits.
+	fullTurnGuard bool
 	// modelIndex is the model the task is on: 0 the primary, i the i-th
 	// of in.Fallbacks. A switch keeps it for the rest of the task.
 	modelIndex int
@@ -70,7 +68,7 @@ type task struct {
 // calls, each tool call as an operation, then the delivery of the answer.
 func AgentTask(ctx workflow.Context, in AgentTaskInput) (TaskResult, error) {
 	t := &task{in: in, nextTurn: 1, waiting: map[string]bool{}, resolutions: map[string]ResolveRequest{}}
-	t.sinceV7 = workflow.GetVersion(ctx, changeAllSince7, workflow.DefaultVersion, 1) != workflow.DefaultVersion
+	t.allThroughWorkerLimits = workflow.GetVersion(ctx, changeAllThroughWorkerLimits, workflow.DefaultVersion, 1) != workflow.DefaultVersion
 	if cp := in.Checkpoint; cp != nil {
 		t.result, t.transcript, t.append, t.nextTurn, t.journal = cp.Result, cp.Transcript, cp.Append, cp.NextTurn, cp.Journal
 		t.modelIndex = cp.ModelIndex
@@ -123,7 +121,7 @@ func (t *task) note(ctx workflow.Context, format string, args ...any) {
 }
 
 func (t *task) run(ctx workflow.Context) error {
-	t.complete = t.changed(ctx, changeModelTurnsComplete)
+	t.fullTurnGuard = t.inEffect(ctx, changeFullTurnGuard)
 	first := t.nextTurn
 	final, answered := "", false
 	for turn := first; turn <= t.maxTurns(); turn++ {

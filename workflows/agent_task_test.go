@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/capstanhq/capstan"
 	"github.com/capstanhq/capstan/activities"
 	"github.com/capstanhq/capstan/internal/model"
 	"github.com/capstanhq/capstan/workflows"
@@ -46,7 +47,7 @@ func TestExhaustedMutationIsUnknownNeverFailed(t *testing.T) {
 	if err := appErr.Details(&res); err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Operations) != 1 || res.Operations[0].State != "UNKNOWN" {
+	if len(res.Operations) != 1 || res.Operations[0].State != capstan.OutcomeUnknown {
 		t.Errorf("operations = %+v, want one UNKNOWN", res.Operations)
 	}
 	if want := "default:T1:github_create_pull_request:pr:create:acme/app:feat:main"; res.Operations[0].OperationID != want {
@@ -98,6 +99,8 @@ func TestOperationIDsWithoutBusinessKeyComeFromThePosition(t *testing.T) {
 			}
 			return activities.ModelTurnResult{Transcript: "sha256:11", Text: "done"}, nil
 		})
+	// The result spells its state as a worker before the one vocabulary
+	// did; the workflow reads it as succeeded.
 	env.OnActivity(a.ExecuteTool, mock.Anything, mock.Anything).Return(activities.ExecuteToolResult{State: "SUCCEEDED", Item: "sha256:20"}, nil)
 	env.ExecuteWorkflow(workflows.AgentTask, workflows.AgentTaskInput{TaskID: "T3", Tenant: "default", Prompt: "p", Model: "openai:m"})
 	var res workflows.TaskResult
@@ -107,5 +110,10 @@ func TestOperationIDsWithoutBusinessKeyComeFromThePosition(t *testing.T) {
 	want := []string{"default:T3:t1:github_put_file:1", "default:T3:t1:github_put_file:2"}
 	if len(res.Operations) != 2 || res.Operations[0].OperationID != want[0] || res.Operations[1].OperationID != want[1] {
 		t.Fatalf("operations = %+v, want ids %v", res.Operations, want)
+	}
+	for _, op := range res.Operations {
+		if op.State != capstan.OutcomeSucceeded {
+			t.Errorf("operation %s is %q, want %q", op.OperationID, op.State, capstan.OutcomeSucceeded)
+		}
 	}
 }

@@ -14,11 +14,11 @@ import (
 // status` — and then tries again, spending no retry budget.
 
 // waitsOnBreakers reports whether this task waits out open breakers
-// itself (changeBreakerWaits). Tasks started before it let Temporal retry a
-// BreakerOpen error within the activity's attempts and read a breaker_open
-// attempt as an outcome the guard has no row for.
+// itself (changeWorkflowWaitsOutBreakers). Tasks started before it let
+// Temporal retry a BreakerOpen error within the activity's attempts and
+// read a breaker_open attempt as an outcome the guard has no row for.
 func (t *task) waitsOnBreakers(ctx workflow.Context) bool {
-	return t.changed(ctx, changeBreakerWaits)
+	return t.inEffect(ctx, changeWorkflowWaitsOutBreakers)
 }
 
 // waitForBreaker waits d for breaker key, which kept what from being sent.

@@ -8,7 +8,8 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/capstanhq/capstan/activities"
+	"github.com/capstanhq/capstan"
+	"github.com/capstanhq/capstan/internal/contract"
 	"github.com/capstanhq/capstan/internal/ledger"
 )
 
@@ -21,7 +22,7 @@ const maxDeliveryTries = 3
 // on a GitHub issue or pull request.
 type target struct {
 	slack   string
-	comment *activities.CommentTarget
+	comment *contract.CommentTarget
 }
 
 // targets lists the task's delivery targets: its Slack channel first, then
@@ -61,7 +62,7 @@ func (t *task) deliver(ctx workflow.Context, text string) error {
 	targets := t.targets()
 	for _, d := range targets {
 		t.result.Deliveries = append(t.result.Deliveries, DeliveryRecord{
-			OperationID: deliveryOperationID(t.in.Tenant, t.in.TaskID, d), Target: d.name(), State: DeliveryPending})
+			OperationID: deliveryOperationID(t.in.Tenant, t.in.TaskID, d), Target: d.name(), State: capstan.OutcomeDeclared})
 	}
 	for i, d := range targets {
 		if err := t.deliverTo(ctx, &t.result.Deliveries[first+i], d, text); err != nil {
@@ -77,61 +78,56 @@ func (t *task) deliverTo(ctx workflow.Context, rec *DeliveryRecord, d target, te
 	if err != nil || unknown == "" {
 		return err
 	}
+	rec.State = capstan.OutcomeUnknown
 	if !t.reconciles(ctx) {
-		rec.State = DeliveryUnknown
 		return fail(FailOperationUnknown, "the delivery to %s may have been posted: %s", d.label(), unknown)
 	}
-	rec.State = DeliveryUnknown
 	_, err = t.recover(ctx, t.deliveryEffect(rec, d, text), unknown)
 	return err
 }
 
 // post runs one Deliver (with Temporal's retries) and settles its record.
-// An outcome nobody knows is returned as unknown; every other failure
-// dead-letters the delivery and ends the task.
+// An outcome nobody knows is returned as unknown; a cancellation records
+// what the delivery is known to be; every other failure dead-letters the
+// delivery and ends the task.
 func (t *task) post(ctx workflow.Context, rec *DeliveryRecord, d target, text string) (unknown string, err error) {
-	rec.State = DeliverySending
-	var res activities.DeliverResult
+	rec.State = capstan.OutcomeRunning
+	var res contract.DeliverResult
 	for {
 		actx := workflow.WithActivityOptions(ctx, deliverOptions("deliver to "+strings.ToLower(d.label()), t.in.ModelLimits, t.waitsOnBreakers(ctx)))
-		err = workflow.ExecuteActivity(actx, a.Deliver, activities.DeliverInput{
+		err = workflow.ExecuteActivity(actx, contract.ActivityDeliver, contract.DeliverInput{
 			Tenant: t.in.Tenant, TaskID: t.in.TaskID, OperationID: rec.OperationID, Channel: d.slack, Comment: d.comment, Text: text,
 		}).Get(ctx, &res)
 		// A delivery an open breaker kept from being sent is waited for
 		// and sent again; it spends none of its tries.
-		w, open := activities.BreakerWaitOf(err)
+		w, open := contract.BreakerWaitOf(err)
 		if !open || ctx.Err() != nil || !t.waitsOnBreakers(ctx) {
 			break
 		}
 		if err := t.waitForBreaker(ctx, w.Breaker, w.Wait, "delivery "+rec.OperationID); err != nil {
-			rec.State = DeliveryDeadLetter
+			rec.State = capstan.OutcomeAbsent // cancelled while it waited: nothing was sent
 			return "", err
 		}
 	}
 	if err == nil {
-		rec.State, rec.ExternalID = DeliveryAcked, res.ExternalID
+		rec.State, rec.ExternalID = capstan.OutcomeSucceeded, res.ExternalID
 		t.note(ctx, "delivery %s acked (%s)", rec.OperationID, res.ExternalID)
 		return "", nil
 	}
 	if ctx.Err() != nil {
-		if st, _ := cancelledState(err); st == ledger.StateUnknown {
-			rec.State = DeliveryUnknown
-		} else {
-			rec.State = DeliveryDeadLetter
-		}
+		rec.State, _ = cancelledState(err)
 		return "", err
 	}
-	var appErr *temporal.ApplicationError
 	var timeoutErr *temporal.TimeoutError
 	switch {
-	case errors.As(err, &appErr) && (appErr.Type() == activities.ErrTypeOperationUnknown || appErr.Type() == activities.ErrTypeOperationInProgress):
-		return appErr.Error(), nil
-	case errors.As(err, &appErr) && appErr.Type() == activities.ErrTypeOperationConflict:
+	case contract.IsOperationUnknown(err) || contract.IsOperationInProgress(err):
+		return contract.Describe(err), nil
+	case contract.IsOperationConflict(err):
 		t.deadLetter(ctx, rec)
-		return "", fail(FailOperationConflict, "%s", appErr.Error())
-	case errors.As(err, &appErr) && appErr.Type() == activities.ErrTypeWorkerConfig:
+		return "", fail(FailOperationConflict, "%s", contract.Describe(err))
+	case contract.IsWorkerConfig(err):
 		t.deadLetter(ctx, rec)
-		return "", fail(FailWorkerMisconfigured, "%s", appErr.Error())
+		return "", fail(FailWorkerMisconfigured, "%s", contract.Describe(err))
 	case errors.As(err, &timeoutErr) && t.reconciles(ctx):
 		// The worker was lost while it posted: the message may be there.
 		return fmt.Sprintf("the worker delivering to %s stopped answering (%s timeout)", d.label(), timeoutErr.TimeoutType()), nil
@@ -140,11 +136,11 @@ func (t *task) post(ctx workflow.Context, rec *DeliveryRecord, d target, text st
 	return "", fail(FailDeliveryFailed, "the final answer could not be delivered to %s: %v", d.label(), err)
 }
 
-// deadLetter gives up on a delivery. Tasks that reconcile also mark it in
+// deadLetter gives up on a delivery: it failed. Tasks that reconcile also mark it in
 // their search attributes, so dead letters can be found
 // (CapstanDeadLetter = true).
 func (t *task) deadLetter(ctx workflow.Context, rec *DeliveryRecord) {
-	rec.State = DeliveryDeadLetter
+	rec.State = capstan.OutcomeFailed
 	if t.reconciles(ctx) {
 		_ = workflow.UpsertTypedSearchAttributes(ctx, AttrDeadLetter.ValueSet(true))
 	}
@@ -153,9 +149,9 @@ func (t *task) deadLetter(ctx workflow.Context, rec *DeliveryRecord) {
 // deliveryEffect is a delivery as recover sees it: re-sent after a
 // confirmed absent until maxDeliveryTries sends, then dead-lettered.
 func (t *task) deliveryEffect(rec *DeliveryRecord, d target, text string) effect {
-	in := activities.ReconcileInput{OperationID: rec.OperationID, Channel: d.slack}
+	in := contract.ReconcileInput{OperationID: rec.OperationID, Channel: d.slack}
 	if d.comment != nil {
-		in.Arguments = ledger.ItemRef(activities.CommentArguments(*d.comment, text))
+		in.Arguments = ledger.ItemRef(contract.CommentArguments(*d.comment, text))
 	}
 	return effect{
 		opID:         rec.OperationID,
@@ -165,17 +161,17 @@ func (t *task) deliveryEffect(rec *DeliveryRecord, d target, text string) effect
 		execute: func(ctx workflow.Context) (string, string, error) {
 			unknown, err := t.post(ctx, rec, d, text)
 			if err == nil && unknown != "" {
-				rec.State = DeliveryUnknown
+				rec.State = capstan.OutcomeUnknown
 			}
 			return "", unknown, err
 		},
-		found: func(r activities.ReconcileResult) {
-			rec.State, rec.ExternalID, rec.Recovered = DeliveryAcked, r.ExternalID, true
+		found: func(r contract.ReconcileResult) {
+			rec.State, rec.ExternalID, rec.Recovered = capstan.OutcomeSucceeded, r.ExternalID, true
 		},
-		reconciling: func() { rec.State = DeliveryReconciling },
-		absent:      func(r activities.ReconcileResult, n int) { rec.State, rec.Tries = DeliveryRetryScheduled, n+1 },
-		person:      func(string) { rec.State = DeliveryNeedsHuman },
-		exhausted: func(ctx workflow.Context, r activities.ReconcileResult) error {
+		reconciling: func() { rec.State = capstan.OutcomeReconciling },
+		absent:      func(r contract.ReconcileResult, n int) { rec.State, rec.Tries = capstan.OutcomeAbsent, n+1 },
+		needsPerson: func(string) { rec.State = capstan.OutcomeNeedsHuman },
+		exhausted: func(ctx workflow.Context, r contract.ReconcileResult) error {
 			t.deadLetter(ctx, rec)
 			return fail(FailDeliveryFailed, "the final answer could not be delivered to %s after %d tries: %s", d.label(), maxDeliveryTries, r.Reason)
 		},

@@ -15,8 +15,8 @@ import (
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/capstanhq/capstan"
 	"github.com/capstanhq/capstan/activities"
-	"github.com/capstanhq/capstan/internal/ledger"
 	"github.com/capstanhq/capstan/internal/model"
 	"github.com/capstanhq/capstan/workflows"
 )
@@ -65,22 +65,22 @@ func toolFails(call activities.ToolCallRef, err error) func(*testsuite.TestWorkf
 // reconciles: the pull request's execution ends with err, and every
 // reconciliation answers verdict; an execution after absent ends with err
 // again.
-func reconciles(err error, verdict activities.Verdict) func(*testsuite.TestWorkflowEnvironment) {
+func reconciles(err error, verdict capstan.Verdict) func(*testsuite.TestWorkflowEnvironment) {
 	return func(env *testsuite.TestWorkflowEnvironment) {
 		toolFails(prCall, err)(env)
 		env.OnActivity(a.Reconcile, mock.Anything, mock.Anything).Return(reconciled(verdict), nil)
 	}
 }
 
-func reconciled(v activities.Verdict) activities.ReconcileResult {
+func reconciled(v capstan.Verdict) activities.ReconcileResult {
 	r := activities.ReconcileResult{Verdict: v}
 	switch v {
-	case activities.VerdictFound:
-		r.State, r.ExternalID, r.Item, r.Reason = ledger.StateSucceeded, "https://github.com/acme/app/pull/7", "sha256:30", "the pull request was there"
-	case activities.VerdictAbsent:
-		r.State, r.Reason = ledger.StateAbsent, "no pull request for feat → main"
-	case activities.VerdictIndeterminate:
-		r.State, r.Reason = ledger.StateNeedsHuman, "two pull requests match"
+	case capstan.VerdictFound:
+		r.State, r.ExternalID, r.Item, r.Reason = capstan.OutcomeSucceeded, "https://github.com/acme/app/pull/7", "sha256:30", "the pull request was there"
+	case capstan.VerdictAbsent:
+		r.State, r.Reason = capstan.OutcomeAbsent, "no pull request for feat → main"
+	case capstan.VerdictIndeterminate:
+		r.State, r.Reason = capstan.OutcomeNeedsHuman, "two pull requests match"
 	}
 	return r
 }
@@ -97,20 +97,20 @@ func reconcilesAbsentThenSucceeds() func(*testsuite.TestWorkflowEnvironment) {
 				if executions == 1 {
 					return activities.ExecuteToolResult{}, temporal.NewNonRetryableApplicationError("timeout after send", activities.ErrTypeOperationUnknown, nil)
 				}
-				return activities.ExecuteToolResult{State: ledger.StateSucceeded, ExternalID: "https://github.com/acme/app/pull/8", Item: "sha256:20"}, nil
+				return activities.ExecuteToolResult{State: capstan.OutcomeSucceeded, ExternalID: "https://github.com/acme/app/pull/8", Item: "sha256:20"}, nil
 			})
-		env.OnActivity(a.Reconcile, mock.Anything, mock.Anything).Return(reconciled(activities.VerdictAbsent), nil)
+		env.OnActivity(a.Reconcile, mock.Anything, mock.Anything).Return(reconciled(capstan.VerdictAbsent), nil)
 	}
 }
 
 // deliveryReconciles: the delivery ends with err every time, and every
 // reconciliation answers verdict.
-func deliveryReconciles(err error, verdict activities.Verdict) func(*testsuite.TestWorkflowEnvironment) {
+func deliveryReconciles(err error, verdict capstan.Verdict) func(*testsuite.TestWorkflowEnvironment) {
 	return func(env *testsuite.TestWorkflowEnvironment) {
 		deliveryFails(err)(env)
 		r := activities.ReconcileResult{Verdict: verdict, Reason: "no message with the operation id"}
-		if verdict == activities.VerdictFound {
-			r.State, r.ExternalID, r.Reason = ledger.StateSucceeded, "C1/1700000000.000100", "the message was there"
+		if verdict == capstan.VerdictFound {
+			r.State, r.ExternalID, r.Reason = capstan.OutcomeSucceeded, "C1/1700000000.000100", "the message was there"
 		}
 		env.OnActivity(a.Reconcile, mock.Anything, mock.Anything).Return(r, nil)
 	}
@@ -158,7 +158,7 @@ func toolBreakerOpenThen(n int) func(*testsuite.TestWorkflowEnvironment) {
 				if calls++; calls <= n {
 					return activities.ExecuteToolResult{}, breakerOpen("github/write", 30*time.Second)
 				}
-				return activities.ExecuteToolResult{State: ledger.StateSucceeded, ExternalID: "https://github.com/acme/app/pull/9", Item: "sha256:20"}, nil
+				return activities.ExecuteToolResult{State: capstan.OutcomeSucceeded, ExternalID: "https://github.com/acme/app/pull/9", Item: "sha256:20"}, nil
 			})
 	}
 }
@@ -169,7 +169,7 @@ func deliveryBreakerOpenThen(n int) func(*testsuite.TestWorkflowEnvironment) {
 	return func(env *testsuite.TestWorkflowEnvironment) {
 		callsThenAnswers(readCall)(env)
 		env.OnActivity(a.ExecuteTool, mock.Anything, mock.Anything).Return(
-			activities.ExecuteToolResult{State: ledger.StateSucceeded, Item: "sha256:20"}, nil)
+			activities.ExecuteToolResult{State: capstan.OutcomeSucceeded, Item: "sha256:20"}, nil)
 		calls := 0
 		env.OnActivity(a.Deliver, mock.Anything, mock.Anything).Return(
 			func(context.Context, activities.DeliverInput) (activities.DeliverResult, error) {
@@ -185,7 +185,7 @@ func deliveryFails(err error) func(*testsuite.TestWorkflowEnvironment) {
 	return func(env *testsuite.TestWorkflowEnvironment) {
 		callsThenAnswers(readCall)(env)
 		env.OnActivity(a.ExecuteTool, mock.Anything, mock.Anything).Return(
-			activities.ExecuteToolResult{State: ledger.StateSucceeded, Item: "sha256:20"}, nil)
+			activities.ExecuteToolResult{State: capstan.OutcomeSucceeded, Item: "sha256:20"}, nil)
 		env.OnActivity(a.Deliver, mock.Anything, mock.Anything).Return(activities.DeliverResult{}, err)
 	}
 }
@@ -206,14 +206,14 @@ func TestFailureMapping(t *testing.T) {
 		setup    func(*testsuite.TestWorkflowEnvironment)
 		maxTurns int
 		cancel   bool
-		v2       bool // a task started before changeReconcile
-		v3early  bool // a task started before changeBreakerWaits
-		v4early  bool // a task started before changeModelTurnsComplete
+		v2       bool // a task started before changeReconcileUnknown
+		v3early  bool // a task started before changeWorkflowWaitsOutBreakers
+		v4early  bool // a task started before changeFullTurnGuard
 		status   workflows.Status
 		code     workflows.FailureCode
-		opState  ledger.State            // of the one operation, when set
-		delivery workflows.DeliveryState // of the one delivery, when set
-		journal  string                  // a journal line contains it
+		opState  capstan.Outcome // of the one operation, when set
+		delivery capstan.Outcome // of the one delivery, when set
+		journal  string          // a journal line contains it
 	}{
 		// Model attempts, decided by the turn guard.
 		{name: "rejected attempt", setup: modelFails(attemptErr(model.OutcomeRejected, "bad key")),
@@ -238,70 +238,70 @@ func TestFailureMapping(t *testing.T) {
 			status: workflows.StatusFailed, code: workflows.FailWorkerLost, journal: "StartToClose timeout"},
 		{name: "no answer within max turns", setup: func(env *testsuite.TestWorkflowEnvironment) {
 			env.OnActivity(a.ModelTurn, mock.Anything, mock.Anything).Return(activities.ModelTurnResult{Transcript: "sha256:10", ToolCalls: []activities.ToolCallRef{readCall}}, nil)
-			env.OnActivity(a.ExecuteTool, mock.Anything, mock.Anything).Return(activities.ExecuteToolResult{State: ledger.StateSucceeded, Item: "sha256:20"}, nil)
+			env.OnActivity(a.ExecuteTool, mock.Anything, mock.Anything).Return(activities.ExecuteToolResult{State: capstan.OutcomeSucceeded, Item: "sha256:20"}, nil)
 		}, maxTurns: 2, status: workflows.StatusFailed, code: workflows.FailMaxTurns, journal: "had not given a final answer after 2 turns"},
 
 		// Operations.
 		{name: "operation conflict", setup: toolFails(prCall, appErr(activities.ErrTypeOperationConflict)),
-			status: workflows.StatusFailed, code: workflows.FailOperationConflict, opState: ledger.StateFailed, journal: "task failed: OperationConflict"},
+			status: workflows.StatusFailed, code: workflows.FailOperationConflict, opState: capstan.OutcomeFailed, journal: "task failed: OperationConflict"},
 		{name: "v2: operation unknown", v2: true, setup: toolFails(prCall, appErr(activities.ErrTypeOperationUnknown)),
-			status: workflows.StatusFailed, code: workflows.FailOperationUnknown, opState: ledger.StateUnknown, journal: "task failed: OperationUnknown"},
+			status: workflows.StatusFailed, code: workflows.FailOperationUnknown, opState: capstan.OutcomeUnknown, journal: "task failed: OperationUnknown"},
 		{name: "tool worker misconfigured", setup: toolFails(prCall, appErr(activities.ErrTypeWorkerConfig)),
-			status: workflows.StatusFailed, code: workflows.FailWorkerMisconfigured, opState: ledger.StateAbsent, journal: "task failed: WorkerConfig"},
+			status: workflows.StatusFailed, code: workflows.FailWorkerMisconfigured, opState: capstan.OutcomeAbsent, journal: "task failed: WorkerConfig"},
 		{name: "read that keeps failing", setup: toolFails(readCall, errors.New("502 from GitHub")),
-			status: workflows.StatusFailed, code: workflows.FailOperationFailed, opState: ledger.StateFailed, journal: "github_get_file did not complete"},
+			status: workflows.StatusFailed, code: workflows.FailOperationFailed, opState: capstan.OutcomeFailed, journal: "github_get_file did not complete"},
 		{name: "v2: mutation whose worker is lost", v2: true, setup: toolFails(prCall, heartbeatTimeout),
-			status: workflows.StatusFailed, code: workflows.FailOperationUnknown, opState: ledger.StateUnknown, journal: "could not be confirmed and may have taken effect"},
+			status: workflows.StatusFailed, code: workflows.FailOperationUnknown, opState: capstan.OutcomeUnknown, journal: "could not be confirmed and may have taken effect"},
 		{name: "v2: mutation held elsewhere to the end", v2: true, setup: toolFails(prCall, temporal.NewApplicationError("held", activities.ErrTypeOperationInProgress)),
-			status: workflows.StatusFailed, code: workflows.FailOperationUnknown, opState: ledger.StateUnknown, journal: "could not be confirmed"},
+			status: workflows.StatusFailed, code: workflows.FailOperationUnknown, opState: capstan.OutcomeUnknown, journal: "could not be confirmed"},
 
 		// Unknown operations, reconciled.
-		{name: "unknown, then found", setup: reconciles(appErr(activities.ErrTypeOperationUnknown), activities.VerdictFound),
-			status: workflows.StatusCompleted, opState: ledger.StateSucceeded, journal: "recovered: the pull request was there"},
-		{name: "lost worker, then found", setup: reconciles(heartbeatTimeout, activities.VerdictFound),
-			status: workflows.StatusCompleted, opState: ledger.StateSucceeded, journal: "is unknown; reconciling"},
+		{name: "unknown, then found", setup: reconciles(appErr(activities.ErrTypeOperationUnknown), capstan.VerdictFound),
+			status: workflows.StatusCompleted, opState: capstan.OutcomeSucceeded, journal: "recovered: the pull request was there"},
+		{name: "lost worker, then found", setup: reconciles(heartbeatTimeout, capstan.VerdictFound),
+			status: workflows.StatusCompleted, opState: capstan.OutcomeSucceeded, journal: "is unknown; reconciling"},
 		{name: "unknown, absent, executed again", setup: reconcilesAbsentThenSucceeds(),
-			status: workflows.StatusCompleted, opState: ledger.StateSucceeded, journal: "executing it again with the same id (1/2)"},
-		{name: "absent every time, nobody answers", setup: reconciles(appErr(activities.ErrTypeOperationUnknown), activities.VerdictAbsent),
-			status: workflows.StatusFailed, code: workflows.FailNeedsHumanTimeout, opState: ledger.StateNeedsHuman, journal: "executed 2 more times and is still not confirmed"},
-		{name: "indeterminate, nobody answers", setup: reconciles(appErr(activities.ErrTypeOperationUnknown), activities.VerdictIndeterminate),
-			status: workflows.StatusFailed, code: workflows.FailNeedsHumanTimeout, opState: ledger.StateNeedsHuman, journal: "needs a person: two pull requests match"},
+			status: workflows.StatusCompleted, opState: capstan.OutcomeSucceeded, journal: "executing it again with the same id (1/2)"},
+		{name: "absent every time, nobody answers", setup: reconciles(appErr(activities.ErrTypeOperationUnknown), capstan.VerdictAbsent),
+			status: workflows.StatusFailed, code: workflows.FailNeedsHumanTimeout, opState: capstan.OutcomeNeedsHuman, journal: "executed 2 more times and is still not confirmed"},
+		{name: "indeterminate, nobody answers", setup: reconciles(appErr(activities.ErrTypeOperationUnknown), capstan.VerdictIndeterminate),
+			status: workflows.StatusFailed, code: workflows.FailNeedsHumanTimeout, opState: capstan.OutcomeNeedsHuman, journal: "needs a person: two pull requests match"},
 		{name: "reconciler fails, nobody answers", setup: reconcilerFails(appErr(activities.ErrTypeOperationUnknown)),
-			status: workflows.StatusFailed, code: workflows.FailNeedsHumanTimeout, opState: ledger.StateNeedsHuman, journal: "the reconciler could not finish"},
+			status: workflows.StatusFailed, code: workflows.FailNeedsHumanTimeout, opState: capstan.OutcomeNeedsHuman, journal: "the reconciler could not finish"},
 
 		// Deliveries.
 		{name: "delivery refused", setup: deliveryFails(appErr(activities.ErrTypeDeliveryFailed)),
-			status: workflows.StatusFailed, code: workflows.FailDeliveryFailed, delivery: workflows.DeliveryDeadLetter, journal: "could not be delivered to Slack"},
+			status: workflows.StatusFailed, code: workflows.FailDeliveryFailed, delivery: capstan.OutcomeFailed, journal: "could not be delivered to Slack"},
 		{name: "v2: delivery unknown", v2: true, setup: deliveryFails(appErr(activities.ErrTypeOperationUnknown)),
-			status: workflows.StatusFailed, code: workflows.FailOperationUnknown, delivery: workflows.DeliveryUnknown, journal: "may have been posted"},
+			status: workflows.StatusFailed, code: workflows.FailOperationUnknown, delivery: capstan.OutcomeUnknown, journal: "may have been posted"},
 		{name: "delivery conflict", setup: deliveryFails(appErr(activities.ErrTypeOperationConflict)),
-			status: workflows.StatusFailed, code: workflows.FailOperationConflict, delivery: workflows.DeliveryDeadLetter, journal: "task failed: OperationConflict"},
+			status: workflows.StatusFailed, code: workflows.FailOperationConflict, delivery: capstan.OutcomeFailed, journal: "task failed: OperationConflict"},
 		{name: "delivery worker misconfigured", setup: deliveryFails(appErr(activities.ErrTypeWorkerConfig)),
-			status: workflows.StatusFailed, code: workflows.FailWorkerMisconfigured, delivery: workflows.DeliveryDeadLetter, journal: "task failed: WorkerConfig"},
-		{name: "delivery unknown, then found", setup: deliveryReconciles(appErr(activities.ErrTypeOperationUnknown), activities.VerdictFound),
-			status: workflows.StatusCompleted, delivery: workflows.DeliveryAcked, journal: "recovered: the message was there"},
-		{name: "delivery's worker lost, then found", setup: deliveryReconciles(heartbeatTimeout, activities.VerdictFound),
-			status: workflows.StatusCompleted, delivery: workflows.DeliveryAcked, journal: "stopped answering (Heartbeat timeout)"},
-		{name: "delivery absent every time", setup: deliveryReconciles(appErr(activities.ErrTypeOperationUnknown), activities.VerdictAbsent),
-			status: workflows.StatusFailed, code: workflows.FailDeliveryFailed, delivery: workflows.DeliveryDeadLetter, journal: "after 3 tries"},
-		{name: "delivery indeterminate, nobody answers", setup: deliveryReconciles(appErr(activities.ErrTypeOperationUnknown), activities.VerdictIndeterminate),
-			status: workflows.StatusFailed, code: workflows.FailNeedsHumanTimeout, delivery: workflows.DeliveryNeedsHuman, journal: "needs a person"},
+			status: workflows.StatusFailed, code: workflows.FailWorkerMisconfigured, delivery: capstan.OutcomeFailed, journal: "task failed: WorkerConfig"},
+		{name: "delivery unknown, then found", setup: deliveryReconciles(appErr(activities.ErrTypeOperationUnknown), capstan.VerdictFound),
+			status: workflows.StatusCompleted, delivery: capstan.OutcomeSucceeded, journal: "recovered: the message was there"},
+		{name: "delivery's worker lost, then found", setup: deliveryReconciles(heartbeatTimeout, capstan.VerdictFound),
+			status: workflows.StatusCompleted, delivery: capstan.OutcomeSucceeded, journal: "stopped answering (Heartbeat timeout)"},
+		{name: "delivery absent every time", setup: deliveryReconciles(appErr(activities.ErrTypeOperationUnknown), capstan.VerdictAbsent),
+			status: workflows.StatusFailed, code: workflows.FailDeliveryFailed, delivery: capstan.OutcomeFailed, journal: "after 3 tries"},
+		{name: "delivery indeterminate, nobody answers", setup: deliveryReconciles(appErr(activities.ErrTypeOperationUnknown), capstan.VerdictIndeterminate),
+			status: workflows.StatusFailed, code: workflows.FailNeedsHumanTimeout, delivery: capstan.OutcomeNeedsHuman, journal: "needs a person"},
 		{name: "delivery not sent three times", setup: deliveryFails(temporal.NewApplicationError("ratelimited", activities.ErrTypeDeliveryNotSent)),
-			status: workflows.StatusFailed, code: workflows.FailDeliveryFailed, delivery: workflows.DeliveryDeadLetter, journal: "could not be delivered to Slack"},
+			status: workflows.StatusFailed, code: workflows.FailDeliveryFailed, delivery: capstan.OutcomeFailed, journal: "could not be delivered to Slack"},
 
 		// Open breakers: waited out, however long, spending no budget.
 		{name: "model breaker open, waited out", setup: modelBreakerOpenThen(12),
 			status: workflows.StatusCompleted, journal: "for breaker model/openai: model attempt T/t1/a12 was not sent (no retry budget spent)"},
 		{name: "tool breaker open past the activity's attempts, waited out", setup: toolBreakerOpenThen(8),
-			status: workflows.StatusCompleted, opState: ledger.StateSucceeded,
+			status: workflows.StatusCompleted, opState: capstan.OutcomeSucceeded,
 			journal: "waiting 30s for breaker github/write: operation default:T:github_create_pull_request:pr:create:acme/app:feat:main (github_create_pull_request) was not sent"},
 		{name: "delivery breaker open past its tries, waited out", setup: deliveryBreakerOpenThen(5),
-			status: workflows.StatusCompleted, delivery: workflows.DeliveryAcked, journal: "waiting 30s for breaker slack/post: delivery default:T:deliver:slack:#eng was not sent"},
+			status: workflows.StatusCompleted, delivery: capstan.OutcomeSucceeded, journal: "waiting 30s for breaker slack/post: delivery default:T:deliver:slack:#eng was not sent"},
 		{name: "before breaker waits: model breaker_open has no row", v3early: true, setup: modelBreakerOpenThen(1),
 			status: workflows.StatusFailed, code: workflows.FailProviderUnavailable, journal: "a1 abandoned (breaker_open); giving up"},
 		{name: "before breaker waits: a read kept open is failed", v3early: true, setup: func(env *testsuite.TestWorkflowEnvironment) {
 			toolFails(readCall, breakerOpen("github/read", time.Second))(env)
-		}, status: workflows.StatusFailed, code: workflows.FailOperationFailed, opState: ledger.StateFailed, journal: "github_get_file did not complete"},
+		}, status: workflows.StatusFailed, code: workflows.FailOperationFailed, opState: capstan.OutcomeFailed, journal: "github_get_file did not complete"},
 
 		// Cancellation while a model attempt runs.
 		{name: "cancelled", cancel: true, setup: func(env *testsuite.TestWorkflowEnvironment) {
@@ -315,7 +315,7 @@ func TestFailureMapping(t *testing.T) {
 			env := suite.NewTestWorkflowEnvironment()
 			env.RegisterActivity(&activities.Activities{})
 			tt.setup(env)
-			if tt.v2 || tt.v3early || tt.v4early { // a task started before changeAllSince7
+			if tt.v2 || tt.v3early || tt.v4early { // a task started before changeAllThroughWorkerLimits
 				env.OnGetVersion("all-changes-v7", workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
 			}
 			if tt.v2 {

@@ -28,7 +28,7 @@ func (t *task) finish(ctx workflow.Context, err error) (TaskResult, error) {
 		t.result.Status, t.result.FailureCode, t.result.Message = StatusFailed, FailInternalError, fmt.Sprintf("capstan stopped on an unexpected error: %v", err)
 	}
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
-	if t.result.Status == StatusCancelled && t.unknownOps()+t.unknownDeliveries() > 0 && t.reconciles(dctx) {
+	if t.result.Status == StatusCancelled {
 		t.settleCancelled(dctx)
 	}
 	if t.result.Message != "" {

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/capstanhq/capstan/activities"
+	"github.com/capstanhq/capstan/internal/contract"
 	"github.com/capstanhq/capstan/internal/model"
 )
 
@@ -48,12 +48,13 @@ func (b backoff) delay(n int, jitter float64) time.Duration {
 // is passed in from a SideEffect.
 type turnGuard struct {
 	transport, overload, idle, invalid int
-	// breakerWaits: breaker_open is waited out (changeBreakerWaits); set
-	// by the workflow when such an attempt first comes back.
+	// breakerWaits: breaker_open is waited out
+	// (changeWorkflowWaitsOutBreakers); set by the workflow when such an
+	// attempt first comes back.
 	breakerWaits bool
 	// persistent: overloads are retried for persistentOverloadFor rather
 	// than budgetOverload attempts (AgentTaskInput.Persistent, since
-	// changeModelTurnsComplete). overloadSince is the turn's first
+	// changeFullTurnGuard). overloadSince is the turn's first
 	// overload.
 	persistent    bool
 	overloadSince time.Time
@@ -135,7 +136,7 @@ func (g *turnGuard) decide(r attemptOutcome, jitter func() float64) decision {
 		// Nothing was sent: not a failure of the provider's, so no budget
 		// is spent. Wait the time left, with jitter, so the tasks waiting
 		// on one breaker do not all come back at once.
-		return decision{Retry: true, BreakerWait: true, Delay: activities.JitterAfter(r.RetryAfter, jitter()),
+		return decision{Retry: true, BreakerWait: true, Delay: contract.JitterAfter(r.RetryAfter, jitter()),
 			Message: r.Message} // the breaker's own words: which one, and why it refused
 	case model.OutcomeRejected:
 		msg := "the model provider rejected the request"

@@ -73,7 +73,7 @@ func TestTurnGuard(t *testing.T) {
 			t.Fatalf("first overload after the waits = %+v, want the full overload budget left", d)
 		}
 	})
-	t.Run("before changeBreakerWaits, breaker_open has no row", func(t *testing.T) {
+	t.Run("before changeWorkflowWaitsOutBreakers, breaker_open has no row", func(t *testing.T) {
 		var g turnGuard
 		if d := g.decide(attemptOutcome{Outcome: "breaker_open", RetryAfter: time.Second}, noJitter(t)); d.Retry || d.Code != FailProviderUnavailable {
 			t.Fatalf("decision = %+v, want provider_unavailable as for any outcome without a row", d)

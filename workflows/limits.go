@@ -6,7 +6,7 @@ import (
 
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/capstanhq/capstan/activities"
+	"github.com/capstanhq/capstan/internal/contract"
 	"github.com/capstanhq/capstan/internal/model"
 )
 
@@ -15,7 +15,7 @@ import (
 const workerLimitsTimeout = 10 * time.Second
 
 // settleLimits completes the task's limits once, at its start (since
-// changeWorkerLimits): what the input leaves unset comes from the worker
+// changeLimitsFromWorker): what the input leaves unset comes from the worker
 // running this first step, read by the WorkerLimits local activity, whose
 // answer history records, so every later step on any worker — and every
 // replay — reads the same values. The whole is checked again, as the task's
@@ -23,13 +23,12 @@ const workerLimitsTimeout = 10 * time.Second
 // fit ends invalid_limits before anything is sent. The settled limits are
 // carried into the next run by continue-as-new with the rest of the input.
 func (t *task) settleLimits(ctx workflow.Context) error {
-	if !t.changed(ctx, changeWorkerLimits) {
+	if !t.inEffect(ctx, changeLimitsFromWorker) {
 		return nil
 	}
 	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{ScheduleToCloseTimeout: workerLimitsTimeout})
-	var acts *activities.Activities
-	var res activities.WorkerLimitsResult
-	if err := workflow.ExecuteLocalActivity(lctx, acts.WorkerLimits, activities.WorkerLimitsInput{}).Get(ctx, &res); err != nil {
+	var res contract.WorkerLimitsResult
+	if err := workflow.ExecuteLocalActivity(lctx, contract.ActivityWorkerLimits, contract.WorkerLimitsInput{}).Get(ctx, &res); err != nil {
 		return fail(FailWorkerMisconfigured, "the worker could not tell its model limits: %v", err)
 	}
 	own := t.in.ModelLimits

@@ -1,22 +1,19 @@
 package workflows
 
 import (
-	"errors"
 	"fmt"
 	"strconv"
 
 	"github.com/google/uuid"
-	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/capstanhq/capstan/activities"
-	"github.com/capstanhq/capstan/internal/ledger"
-	"github.com/capstanhq/capstan/internal/tools"
+	"github.com/capstanhq/capstan"
+	"github.com/capstanhq/capstan/internal/contract"
 )
 
 // declared is a tool call with the operation id the workflow gave it.
 type declared struct {
-	call  activities.ToolCallRef
+	call  contract.ToolCallRef
 	opID  string
 	tid   string // the turn that declared it
 	index int    // into result.Operations
@@ -25,7 +22,7 @@ type declared struct {
 // runOperations executes the tool calls of one turn and returns the refs of
 // their tool messages, in the model's order. Runs of consecutive read-only
 // calls execute in parallel; every mutation runs alone, in model order.
-func (t *task) runOperations(ctx workflow.Context, turn int, calls []activities.ToolCallRef) ([]string, error) {
+func (t *task) runOperations(ctx workflow.Context, turn int, calls []contract.ToolCallRef) ([]string, error) {
 	tid := turnID(t.in.TaskID, turn)
 	ops := make([]declared, len(calls))
 	for i, c := range calls {
@@ -59,7 +56,7 @@ func (t *task) runOperations(ctx workflow.Context, turn int, calls []activities.
 	return items, nil
 }
 
-func (d declared) readOnly() bool { return tools.Class(d.call.Class) == tools.ReadOnly }
+func (d declared) readOnly() bool { return capstan.Class(d.call.Class) == capstan.ClassReadOnly }
 
 // declare gives the position-th tool call of a turn its operation id
 // (docs/design.md §5.2) and records it. The business key comes from the model turn
@@ -67,12 +64,12 @@ func (d declared) readOnly() bool { return tools.Class(d.call.Class) == tools.Re
 // that turn, so the same committed turn always yields the same ids — after
 // a retry, a continue-as-new or a reset alike. Tasks started before
 // changeOperationIDByPosition keep the uuid they drew.
-func (t *task) declare(ctx workflow.Context, tid string, turn, position int, c activities.ToolCallRef) (declared, error) {
+func (t *task) declare(ctx workflow.Context, tid string, turn, position int, c contract.ToolCallRef) (declared, error) {
 	d := declared{call: c}
 	key := c.BusinessKey
 	var n string
 	if key == "" {
-		if !t.changed(ctx, changeOperationIDByPosition) {
+		if !t.inEffect(ctx, changeOperationIDByPosition) {
 			if err := workflow.SideEffect(ctx, func(workflow.Context) any { return uuid.NewString() }).Get(&n); err != nil {
 				return d, err
 			}
@@ -82,7 +79,7 @@ func (t *task) declare(ctx workflow.Context, tid string, turn, position int, c a
 	}
 	d.opID = operationID(t.in.Tenant, t.in.TaskID, c.Name, key, fmt.Sprintf("t%d", turn), n)
 	t.result.Operations = append(t.result.Operations, OperationRecord{
-		OperationID: d.opID, TurnID: tid, ToolCallID: c.ID, Tool: c.Name, State: ledger.StateDeclared,
+		OperationID: d.opID, TurnID: tid, ToolCallID: c.ID, Tool: c.Name, State: capstan.OutcomeDeclared,
 	})
 	d.index = len(t.result.Operations) - 1
 	d.tid = tid
@@ -91,9 +88,9 @@ func (t *task) declare(ctx workflow.Context, tid string, turn, position int, c a
 }
 
 func (t *task) startOperation(ctx workflow.Context, tid string, op declared) workflow.Future {
-	t.result.Operations[op.index].State = ledger.StateRunning
-	actx := workflow.WithActivityOptions(ctx, toolOptions(tools.Class(op.call.Class), op.call.Summary, t.in.ModelLimits, t.waitsOnBreakers(ctx)))
-	return workflow.ExecuteActivity(actx, a.ExecuteTool, activities.ExecuteToolInput{
+	t.result.Operations[op.index].State = capstan.OutcomeRunning
+	actx := workflow.WithActivityOptions(ctx, toolOptions(capstan.Class(op.call.Class), op.call.Summary, t.in.ModelLimits, t.waitsOnBreakers(ctx)))
+	return workflow.ExecuteActivity(actx, contract.ActivityExecuteTool, contract.ExecuteToolInput{
 		Tenant: t.in.Tenant, TaskID: t.in.TaskID, TurnID: tid, OperationID: op.opID,
 		ToolCallID: op.call.ID, Tool: op.call.Name, Arguments: op.call.Arguments,
 	})
@@ -101,7 +98,7 @@ func (t *task) startOperation(ctx workflow.Context, tid string, op declared) wor
 
 // awaitOperation waits for an operation started by startOperation and
 // settles it: an outcome that is unknown is reconciled (docs/design.md §5.4)
-// rather than ending the task, in tasks started since changeReconcile.
+// rather than ending the task, in tasks started since changeReconcileUnknown.
 func (t *task) awaitOperation(ctx workflow.Context, tid string, op declared, f workflow.Future) (string, error) {
 	item, unknown, err := t.settle(ctx, op, f)
 	if err != nil || unknown == "" {
@@ -115,21 +112,21 @@ func (t *task) awaitOperation(ctx workflow.Context, tid string, op declared, f w
 
 // settle reads how one ExecuteTool ended. An outcome nobody knows yet is
 // returned as unknown (why it is unknown), with the operation recorded
-// UNKNOWN; every other failure ends the task. An operation an open breaker
+// unknown; every other failure ends the task. An operation an open breaker
 // kept from being sent (its claim released) is waited for and started
 // again, as often as the breaker asks.
 func (t *task) settle(ctx workflow.Context, op declared, f workflow.Future) (item, unknown string, err error) {
 	rec := &t.result.Operations[op.index]
-	var res activities.ExecuteToolResult
+	var res contract.ExecuteToolResult
 	err = f.Get(ctx, &res)
 	for ctx.Err() == nil {
-		w, open := activities.BreakerWaitOf(err)
+		w, open := contract.BreakerWaitOf(err)
 		if !open || !t.waitsOnBreakers(ctx) {
 			break
 		}
-		rec.State = ledger.StateAbsent
+		rec.State = capstan.OutcomeAbsent
 		if err := t.waitForBreaker(ctx, w.Breaker, w.Wait, fmt.Sprintf("operation %s (%s)", op.opID, op.call.Name)); err != nil {
-			rec.State, rec.Reason = ledger.StateAbsent, "cancelled while waiting for breaker "+w.Breaker
+			rec.State, rec.Reason = capstan.OutcomeAbsent, "cancelled while waiting for breaker "+w.Breaker
 			return "", "", err
 		}
 		err = t.startOperation(ctx, op.tid, op).Get(ctx, &res)
@@ -147,22 +144,19 @@ func (t *task) settle(ctx workflow.Context, op declared, f workflow.Future) (ite
 		rec.State, rec.Reason = cancelledState(err)
 		return "", "", err
 	}
-	var appErr *temporal.ApplicationError
-	if errors.As(err, &appErr) {
-		switch appErr.Type() {
-		case activities.ErrTypeOperationConflict:
-			rec.State = ledger.StateFailed
-			return "", "", fail(FailOperationConflict, "%s", appErr.Error())
-		case activities.ErrTypeOperationUnknown:
-			t.markUnknown(ctx, rec, appErr.Error())
-			return "", appErr.Error(), nil
-		case activities.ErrTypeWorkerConfig:
-			rec.State = ledger.StateAbsent
-			return "", "", fail(FailWorkerMisconfigured, "%s", appErr.Error())
-		}
+	switch {
+	case contract.IsOperationConflict(err):
+		rec.State = capstan.OutcomeFailed
+		return "", "", fail(FailOperationConflict, "%s", contract.Describe(err))
+	case contract.IsOperationUnknown(err):
+		t.markUnknown(ctx, rec, contract.Describe(err))
+		return "", contract.Describe(err), nil
+	case contract.IsWorkerConfig(err):
+		rec.State = capstan.OutcomeAbsent
+		return "", "", fail(FailWorkerMisconfigured, "%s", contract.Describe(err))
 	}
 	if op.readOnly() {
-		rec.State = ledger.StateFailed
+		rec.State = capstan.OutcomeFailed
 		return "", "", fail(FailOperationFailed, "%s did not complete: %v", op.call.Name, err)
 	}
 	// A mutation whose attempts ran out (a lost worker, a claim still held
@@ -172,19 +166,21 @@ func (t *task) settle(ctx workflow.Context, op declared, f workflow.Future) (ite
 	return "", why, nil
 }
 
-// markUnknown records an operation as UNKNOWN and counts it in the task's
+// markUnknown records an operation as unknown and counts it in the task's
 // search attributes. The upsert can fail only on a malformed attribute,
 // which replay tests would show; the count is advisory.
 func (t *task) markUnknown(ctx workflow.Context, rec *OperationRecord, why string) {
-	rec.State = ledger.StateUnknown
+	rec.State = capstan.OutcomeUnknown
 	rec.Reason = why
 	_ = workflow.UpsertTypedSearchAttributes(ctx, AttrUnknownOps.ValueSet(int64(t.unknownOps())))
 }
 
+// unknownDeliveries and unknownOps count the deliveries and the operations
+// (of every run of the task) recorded unknown.
 func (t *task) unknownDeliveries() int {
 	n := 0
 	for _, d := range t.result.Deliveries {
-		if d.State == DeliveryUnknown {
+		if d.State == capstan.OutcomeUnknown {
 			n++
 		}
 	}
@@ -194,7 +190,7 @@ func (t *task) unknownDeliveries() int {
 func (t *task) unknownOps() int {
 	n := 0
 	for _, op := range t.result.Operations {
-		if op.State == ledger.StateUnknown {
+		if op.State == capstan.OutcomeUnknown {
 			n++
 		}
 	}

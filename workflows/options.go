@@ -6,9 +6,10 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/capstanhq/capstan/activities"
+	"github.com/capstanhq/capstan"
+	"github.com/capstanhq/capstan/internal/config"
+	"github.com/capstanhq/capstan/internal/contract"
 	"github.com/capstanhq/capstan/internal/model"
-	"github.com/capstanhq/capstan/internal/tools"
 )
 
 // Timeouts, heartbeats and retry policies of every activity, per dependency:
@@ -28,28 +29,28 @@ import (
 // noticed then, not at the start-to-close timeout. Temporal's policies have
 // no jitter: every retryable error of an activity carries its own jittered
 // next-retry delay (activities/retry.go). A BreakerOpen error is never
-// retried by Temporal (in tasks since changeBreakerWaits): it is not a
-// failure, so it must not spend attempts budgeted for failures, and only the
-// workflow can say in the journal and the current details which breaker it
-// waits for.
+// retried by Temporal (in tasks since changeWorkflowWaitsOutBreakers): it is
+// not a failure, so it must not spend attempts budgeted for failures, and
+// only the workflow can say in the journal and the current details which
+// breaker it waits for.
 var activityTable = map[activityKind]activityRow{
 	kindModelTurn: {startToClose: time.Minute, retry: temporal.RetryPolicy{MaximumAttempts: 1}},
 	kindToolRead: {startToClose: 2 * time.Minute, waitForCancellation: true, retry: temporal.RetryPolicy{
 		InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second, MaximumAttempts: 3,
-		NonRetryableErrorTypes: []string{activities.ErrTypeOperationConflict, activities.ErrTypeOperationUnknown, activities.ErrTypeWorkerConfig},
+		NonRetryableErrorTypes: []string{contract.ErrTypeOperationConflict, contract.ErrTypeOperationUnknown, contract.ErrTypeWorkerConfig},
 	}},
 	kindToolMutation: {startToClose: 2 * time.Minute, waitForCancellation: true, retry: temporal.RetryPolicy{
 		InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second, MaximumAttempts: 5,
-		NonRetryableErrorTypes: []string{activities.ErrTypeOperationConflict, activities.ErrTypeOperationUnknown, activities.ErrTypeWorkerConfig},
+		NonRetryableErrorTypes: []string{contract.ErrTypeOperationConflict, contract.ErrTypeOperationUnknown, contract.ErrTypeWorkerConfig},
 	}},
 	kindDeliver: {startToClose: time.Minute, waitForCancellation: true, retry: temporal.RetryPolicy{
 		InitialInterval: 2 * time.Second, BackoffCoefficient: 2, MaximumAttempts: maxDeliveryTries,
-		NonRetryableErrorTypes: []string{activities.ErrTypeOperationConflict, activities.ErrTypeOperationUnknown,
-			activities.ErrTypeDeliveryFailed, activities.ErrTypeWorkerConfig},
+		NonRetryableErrorTypes: []string{contract.ErrTypeOperationConflict, contract.ErrTypeOperationUnknown,
+			contract.ErrTypeDeliveryFailed, contract.ErrTypeWorkerConfig},
 	}},
 	kindReconcile: {startToClose: 2 * time.Minute, waitForCancellation: true, retry: temporal.RetryPolicy{
 		InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second, MaximumAttempts: 5,
-		NonRetryableErrorTypes: []string{activities.ErrTypeWorkerConfig},
+		NonRetryableErrorTypes: []string{contract.ErrTypeWorkerConfig},
 	}},
 	kindTruncate: {startToClose: time.Minute, retry: temporal.RetryPolicy{
 		InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second, MaximumAttempts: 5,
@@ -89,7 +90,7 @@ func (k activityKind) options(summary string, limits model.Limits, breakerWaits 
 	retry := row.retry
 	retry.NonRetryableErrorTypes = append([]string(nil), row.retry.NonRetryableErrorTypes...)
 	if breakerWaits && k != kindModelTurn && k != kindReconcile {
-		retry.NonRetryableErrorTypes = append(retry.NonRetryableErrorTypes, activities.ErrTypeBreakerOpen)
+		retry.NonRetryableErrorTypes = append(retry.NonRetryableErrorTypes, contract.ErrTypeBreakerOpen)
 	}
 	return workflow.ActivityOptions{
 		StartToCloseTimeout: row.startToClose,
@@ -114,10 +115,10 @@ func modelTurnOptions(limits model.Limits, summary string) workflow.ActivityOpti
 
 // toolOptions: reads retry freely; mutations retry only on errors that prove
 // nothing was sent or that another claim is live (waiting out its lease, or
-// a rate limit, as the error's next-retry delay says), never on an UNKNOWN
+// a rate limit, as the error's next-retry delay says), never on an unknown
 // outcome or a conflict, which need a reconciler or a person.
-func toolOptions(class tools.Class, summary string, limits model.Limits, breakerWaits bool) workflow.ActivityOptions {
-	if class == tools.ReadOnly {
+func toolOptions(class capstan.Class, summary string, limits model.Limits, breakerWaits bool) workflow.ActivityOptions {
+	if class == capstan.ClassReadOnly {
 		return kindToolRead.options(summary, limits, breakerWaits)
 	}
 	return kindToolMutation.options(summary, limits, breakerWaits)
@@ -128,7 +129,7 @@ func toolOptions(class tools.Class, summary string, limits model.Limits, breaker
 // plus a margin; Temporal retries it when its worker is lost.
 func reconcileOptions(window, heartbeat time.Duration, summary string) workflow.ActivityOptions {
 	if window <= 0 {
-		window = activities.DefaultReconcileWindow
+		window = config.DefaultReconcileWindow
 	}
 	o := kindReconcile.options(summary, model.Limits{HeartbeatTimeout: heartbeat}, false)
 	o.StartToCloseTimeout += window

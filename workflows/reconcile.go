@@ -7,14 +7,14 @@ import (
 
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/capstanhq/capstan/activities"
-	"github.com/capstanhq/capstan/internal/ledger"
+	"github.com/capstanhq/capstan"
+	"github.com/capstanhq/capstan/internal/contract"
 )
 
 // reconciles reports whether this task settles unknown outcomes by asking
-// (changeReconcile) rather than failing on them.
+// (changeReconcileUnknown) rather than failing on them.
 func (t *task) reconciles(ctx workflow.Context) bool {
-	return t.changed(ctx, changeReconcile)
+	return t.inEffect(ctx, changeReconcileUnknown)
 }
 
 // maxReexecutions bounds how often a tool operation confirmed absent is
@@ -25,22 +25,22 @@ const maxReexecutions = 2
 // tool call or a delivery. Its hooks keep the task's record of it.
 type effect struct {
 	opID    string
-	summary string                    // what the UI shows for its reconciliation
-	input   activities.ReconcileInput // identity fields; recover sets Since and Resolution
+	summary string                  // what the UI shows for its reconciliation
+	input   contract.ReconcileInput // identity fields; recover sets Since and Resolution
 	// reexecutions bounds the executions after a confirmed absent.
 	reexecutions int
 	// execute sends it again with the same operation id; unknown is set
 	// when that outcome is unknown too.
 	execute func(ctx workflow.Context) (item, unknown string, err error)
 	// reconciling, when set, records that a reconciler is asking; found,
-	// absent and person record the verdicts.
+	// absent and needsPerson record the verdicts.
 	reconciling func()
-	found       func(r activities.ReconcileResult)
-	absent      func(r activities.ReconcileResult, n int)
-	person      func(reason string)
+	found       func(r contract.ReconcileResult)
+	absent      func(r contract.ReconcileResult, n int)
+	needsPerson func(reason string)
 	// exhausted, when set, ends the task once re-executions are spent;
 	// otherwise a person decides.
-	exhausted func(ctx workflow.Context, r activities.ReconcileResult) error
+	exhausted func(ctx workflow.Context, r contract.ReconcileResult) error
 }
 
 // recover settles an effect whose outcome is unknown (docs/design.md §5.4
@@ -53,7 +53,7 @@ func (t *task) recover(ctx workflow.Context, e effect, why string) (string, erro
 	t.note(ctx, "operation %s is unknown; reconciling: %s", e.opID, why)
 	since := workflow.Now(ctx)
 	executions := 0
-	var resolution *activities.Resolution
+	var resolution *contract.Resolution
 	for {
 		if e.reconciling != nil {
 			e.reconciling()
@@ -64,12 +64,12 @@ func (t *task) recover(ctx workflow.Context, e effect, why string) (string, erro
 		}
 		resolution = nil
 		switch r.Verdict {
-		case activities.VerdictFound:
+		case capstan.VerdictFound:
 			e.found(r)
 			t.markSettled(ctx)
 			t.note(ctx, "operation %s recovered: %s", e.opID, r.Reason)
 			return r.Item, nil
-		case activities.VerdictAbsent:
+		case capstan.VerdictAbsent:
 			if executions < e.reexecutions {
 				executions++
 				e.absent(r, executions)
@@ -89,7 +89,7 @@ func (t *task) recover(ctx workflow.Context, e effect, why string) (string, erro
 			r.Reason = fmt.Sprintf("it was executed %d more times and is still not confirmed: %s", executions, r.Reason)
 		}
 		// Indeterminate, or absent too often: a person decides.
-		e.person(r.Reason)
+		e.needsPerson(r.Reason)
 		req, err := t.askPerson(ctx, e.opID, r.Reason)
 		if errors.Is(err, errAborted) {
 			return "", fail(FailOperationAborted, "a person aborted the task at operation %s: %s", e.opID, r.Reason)
@@ -97,9 +97,9 @@ func (t *task) recover(ctx workflow.Context, e effect, why string) (string, erro
 		if err != nil {
 			return "", err
 		}
-		resolution = &activities.Resolution{Verdict: activities.VerdictAbsent}
+		resolution = &contract.Resolution{Verdict: capstan.VerdictAbsent}
 		if req.Decision == DecisionFound {
-			resolution = &activities.Resolution{Verdict: activities.VerdictFound, ExternalID: req.URL}
+			resolution = &contract.Resolution{Verdict: capstan.VerdictFound, ExternalID: req.URL}
 		} else {
 			executions = min(executions, e.reexecutions-1) // a person's absent earns one more execution
 		}
@@ -112,23 +112,23 @@ func (t *task) toolEffect(tid string, op declared) effect {
 	return effect{
 		opID:         op.opID,
 		summary:      op.call.Summary,
-		input:        activities.ReconcileInput{OperationID: op.opID, ToolCallID: op.call.ID, Arguments: op.call.Arguments},
+		input:        contract.ReconcileInput{OperationID: op.opID, ToolCallID: op.call.ID, Arguments: op.call.Arguments},
 		reexecutions: maxReexecutions,
 		execute: func(ctx workflow.Context) (string, string, error) {
 			return t.settle(ctx, op, t.startOperation(ctx, tid, op))
 		},
-		found: func(r activities.ReconcileResult) {
-			rec.State, rec.ExternalID, rec.Recovered, rec.Reason = ledger.StateSucceeded, r.ExternalID, true, r.Reason
+		found: func(r contract.ReconcileResult) {
+			rec.State, rec.ExternalID, rec.Recovered, rec.Reason = capstan.OutcomeSucceeded, r.ExternalID, true, r.Reason
 		},
-		absent: func(r activities.ReconcileResult, _ int) { rec.State, rec.Reason = ledger.StateAbsent, r.Reason },
-		person: func(reason string) { rec.State, rec.Reason = ledger.StateNeedsHuman, reason },
+		absent:      func(r contract.ReconcileResult, _ int) { rec.State, rec.Reason = capstan.OutcomeAbsent, r.Reason },
+		needsPerson: func(reason string) { rec.State, rec.Reason = capstan.OutcomeNeedsHuman, reason },
 	}
 }
 
 // reconcile runs the Reconcile activity once. A reconciler that fails
 // outright (its retries spent) cannot tell: that is indeterminate, for a
 // person to decide, never absent.
-func (t *task) reconcile(ctx workflow.Context, e effect, since time.Time, resolution *activities.Resolution) (activities.ReconcileResult, error) {
+func (t *task) reconcile(ctx workflow.Context, e effect, since time.Time, resolution *contract.Resolution) (contract.ReconcileResult, error) {
 	summary := "reconcile " + e.summary
 	if resolution != nil {
 		summary = "record a person's verdict on " + e.summary
@@ -136,15 +136,15 @@ func (t *task) reconcile(ctx workflow.Context, e effect, since time.Time, resolu
 	actx := workflow.WithActivityOptions(ctx, reconcileOptions(t.in.ReconcileWindow, t.in.ModelLimits.WithDefaults().HeartbeatTimeout, summary))
 	in := e.input
 	in.Tenant, in.TaskID, in.Since, in.Window, in.Resolution = t.in.Tenant, t.in.TaskID, since, t.in.ReconcileWindow, resolution
-	var r activities.ReconcileResult
-	err := workflow.ExecuteActivity(actx, a.Reconcile, in).Get(ctx, &r)
+	var r contract.ReconcileResult
+	err := workflow.ExecuteActivity(actx, contract.ActivityReconcile, in).Get(ctx, &r)
 	if err == nil {
 		return r, nil
 	}
 	if ctx.Err() != nil {
 		return r, err
 	}
-	return activities.ReconcileResult{OperationID: e.opID, Verdict: activities.VerdictIndeterminate,
+	return contract.ReconcileResult{OperationID: e.opID, Verdict: capstan.VerdictIndeterminate,
 		Reason: fmt.Sprintf("the reconciler could not finish: %v", err)}, nil
 }
 

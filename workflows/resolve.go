@@ -19,7 +19,7 @@ const (
 	DecisionFound = "found"
 	// DecisionAbsent: the effect did not happen; execute it again.
 	DecisionAbsent = "absent"
-	// DecisionAbort: stop the task; the operation stays NEEDS_HUMAN.
+	// DecisionAbort: stop the task; the operation stays needs_human.
 	DecisionAbort = "abort"
 )
 

@@ -13,8 +13,8 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
+	"github.com/capstanhq/capstan"
 	"github.com/capstanhq/capstan/activities"
-	"github.com/capstanhq/capstan/internal/ledger"
 	"github.com/capstanhq/capstan/workflows"
 )
 
@@ -42,7 +42,7 @@ func personEnv(t *testing.T, execute func(context.Context, activities.ExecuteToo
 		func(_ context.Context, in activities.ReconcileInput) (activities.ReconcileResult, error) {
 			asked = append(asked, in)
 			if in.Resolution == nil {
-				return reconciled(activities.VerdictIndeterminate), nil
+				return reconciled(capstan.VerdictIndeterminate), nil
 			}
 			r := reconciled(in.Resolution.Verdict)
 			r.ExternalID = in.Resolution.ExternalID
@@ -100,13 +100,13 @@ func TestPersonResolvesFound(t *testing.T) {
 		t.Fatal(err)
 	}
 	op := res.Operations[0]
-	if res.Status != workflows.StatusCompleted || op.State != ledger.StateSucceeded || !op.Recovered || op.ExternalID != "https://github.com/acme/app/pull/7" {
+	if res.Status != workflows.StatusCompleted || op.State != capstan.OutcomeSucceeded || !op.Recovered || op.ExternalID != "https://github.com/acme/app/pull/7" {
 		t.Fatalf("result = %+v, want completed with the operation recovered at the person's URL", res)
 	}
-	if len(*asked) != 2 || (*asked)[1].Resolution == nil || (*asked)[1].Resolution.Verdict != activities.VerdictFound {
+	if len(*asked) != 2 || (*asked)[1].Resolution == nil || (*asked)[1].Resolution.Verdict != capstan.VerdictFound {
 		t.Errorf("reconcile calls = %+v, want one asking and one recording the person's found", *asked)
 	}
-	if earlyErr == nil || !strings.Contains(earlyErr.Error(), "is UNKNOWN and needs no person") {
+	if earlyErr == nil || !strings.Contains(earlyErr.Error(), "is unknown and needs no person") {
 		t.Errorf("a resolution while the reconciler still asks: %v, want refused as needing no person", earlyErr)
 	}
 }
@@ -122,7 +122,7 @@ func TestPersonResolvesAbsent(t *testing.T) {
 		if executions == 1 {
 			return activities.ExecuteToolResult{}, temporal.NewNonRetryableApplicationError("timeout after send", activities.ErrTypeOperationUnknown, nil)
 		}
-		return activities.ExecuteToolResult{State: ledger.StateSucceeded, ExternalID: "https://github.com/acme/app/pull/9", Item: "sha256:20"}, nil
+		return activities.ExecuteToolResult{State: capstan.OutcomeSucceeded, ExternalID: "https://github.com/acme/app/pull/9", Item: "sha256:20"}, nil
 	})
 	var err error
 	resolveAt(env, time.Hour, workflows.ResolveRequest{OperationID: prOpID, Decision: "absent"}, &err)
@@ -131,7 +131,7 @@ func TestPersonResolvesAbsent(t *testing.T) {
 	if werr := env.GetWorkflowResult(&res); werr != nil || err != nil {
 		t.Fatalf("workflow %v, update %v", werr, err)
 	}
-	if executions != 2 || res.Operations[0].State != ledger.StateSucceeded || res.Operations[0].Recovered {
+	if executions != 2 || res.Operations[0].State != capstan.OutcomeSucceeded || res.Operations[0].Recovered {
 		t.Errorf("executions %d, operation %+v; want 2 executions and a plain success", executions, res.Operations[0])
 	}
 }
@@ -146,7 +146,7 @@ func TestPersonAborts(t *testing.T) {
 		t.Fatal(err)
 	}
 	res := taskResult(t, env.GetWorkflowError())
-	if res.FailureCode != workflows.FailOperationAborted || res.Operations[0].State != ledger.StateNeedsHuman {
+	if res.FailureCode != workflows.FailOperationAborted || res.Operations[0].State != capstan.OutcomeNeedsHuman {
 		t.Errorf("result = %+v, want operation_aborted with the operation still NEEDS_HUMAN", res)
 	}
 }

@@ -9,7 +9,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/capstanhq/capstan/activities"
+	"github.com/capstanhq/capstan/internal/contract"
 	"github.com/capstanhq/capstan/internal/model"
 )
 
@@ -17,7 +17,7 @@ import (
 // the turn guard, the switch to a fallback model, and the continuation of a
 // final answer cut by the output token limit. Compaction is in compact.go.
 
-// Limits of a turn, since changeModelTurnsComplete.
+// Limits of a turn, since changeFullTurnGuard.
 const (
 	// maxContinuations: a final answer cut by the output token limit is
 	// continued at most this often; still cut, the turn fails
@@ -42,29 +42,29 @@ const continuePrompt = "Your previous answer was cut off by the output token lim
 // the answer, its continuations and its compactions share one guard, so the
 // per-turn budgets are per turn, whichever call spends them.
 type turnState struct {
-	turn        int
-	tid         string
-	rec         *TurnRecord
-	guard       turnGuard
-	switched    bool // the turn switched to a fallback model already
-	compactions int
+	turn          int
+	tid           string
+	rec           *TurnRecord
+	guard         turnGuard
+	switchedModel bool // the turn switched to a fallback model already
+	compactions   int
 }
 
 // runTurn runs one turn: its answer under the turn guard and, since
-// changeModelTurnsComplete, the continuations of an answer the token limit
+// changeFullTurnGuard, the continuations of an answer the token limit
 // cut.
-func (t *task) runTurn(ctx workflow.Context, turn int) (activities.ModelTurnResult, error) {
+func (t *task) runTurn(ctx workflow.Context, turn int) (contract.ModelTurnResult, error) {
 	tid := turnID(t.in.TaskID, turn)
 	t.result.Turns = append(t.result.Turns, TurnRecord{TurnID: tid, Attempts: []AttemptRecord{}})
 	ts := &turnState{turn: turn, tid: tid, rec: &t.result.Turns[len(t.result.Turns)-1]}
-	ts.guard.persistent = t.complete && t.in.Persistent
-	in := activities.ModelTurnInput{TaskID: t.in.TaskID, TurnID: tid, Model: t.model(),
+	ts.guard.persistent = t.fullTurnGuard && t.in.Persistent
+	in := contract.ModelTurnInput{TaskID: t.in.TaskID, TurnID: tid, Model: t.model(),
 		Limits: t.in.ModelLimits.WithDefaults(), Transcript: t.transcript, Append: t.append}
 	if t.transcript == "" {
 		in.Seed = t.seed()
 	}
 	out, err := t.callModel(ctx, ts, &in, "")
-	if err != nil || !t.complete {
+	if err != nil || !t.fullTurnGuard {
 		return out, err
 	}
 	return t.continueCutAnswer(ctx, ts, in, out)
@@ -85,7 +85,7 @@ func (t *task) model() string {
 // model call of its own (turn id <turn>/c<k>, so it commits once and a
 // reset replays it), seeing the committed cut answer and a request to go
 // on; the answer's parts are joined in order.
-func (t *task) continueCutAnswer(ctx workflow.Context, ts *turnState, in activities.ModelTurnInput, out activities.ModelTurnResult) (activities.ModelTurnResult, error) {
+func (t *task) continueCutAnswer(ctx workflow.Context, ts *turnState, in contract.ModelTurnInput, out contract.ModelTurnResult) (contract.ModelTurnResult, error) {
 	text := out.Text
 	k := 0
 	for len(out.ToolCalls) == 0 && out.FinishReason == finishLength {
@@ -99,11 +99,11 @@ func (t *task) continueCutAnswer(ctx workflow.Context, ts *turnState, in activit
 		}
 		t.note(ctx, "turn %d: %s's answer was cut by the output token limit after %d characters; asking the model to continue it (continuation %d/%d)",
 			ts.turn, out.AttemptID, len(out.Text), k, maxContinuations)
-		cin := in
-		cin.TurnID = continuationID(ts.tid, k)
-		cin.Transcript, cin.Append = out.Transcript, nil
-		cin.Seed = []model.Message{{Role: model.RoleUser, Content: continuePrompt}}
-		next, err := t.callModel(ctx, ts, &cin, fmt.Sprintf("continuation %d", k))
+		continuationIn := in
+		continuationIn.TurnID = continuationID(ts.tid, k)
+		continuationIn.Transcript, continuationIn.Append = out.Transcript, nil
+		continuationIn.Seed = []model.Message{{Role: model.RoleUser, Content: continuePrompt}}
+		next, err := t.callModel(ctx, ts, &continuationIn, fmt.Sprintf("continuation %d", k))
 		if err != nil {
 			return next, err
 		}
@@ -120,7 +120,7 @@ func (t *task) continueCutAnswer(ctx workflow.Context, ts *turnState, in activit
 // callModel runs attempts of one model call of a turn (its answer, or a
 // continuation) under the turn guard until one completes or the guard gives
 // up. kind names the call in the activity summary; empty for the answer.
-func (t *task) callModel(ctx workflow.Context, ts *turnState, in *activities.ModelTurnInput, kind string) (activities.ModelTurnResult, error) {
+func (t *task) callModel(ctx workflow.Context, ts *turnState, in *contract.ModelTurnInput, kind string) (contract.ModelTurnResult, error) {
 	for attempt := 1; ; attempt++ {
 		in.AttemptID = attemptID(in.TurnID, attempt)
 		in.Model = t.model()
@@ -129,8 +129,8 @@ func (t *task) callModel(ctx workflow.Context, ts *turnState, in *activities.Mod
 			summary = fmt.Sprintf("turn %d · %s · attempt %d · %s", ts.turn, kind, attempt, modelLabel(in.Model))
 		}
 		actx := workflow.WithActivityOptions(ctx, modelTurnOptions(in.Limits, summary))
-		var out activities.ModelTurnResult
-		err := workflow.ExecuteActivity(actx, a.ModelTurn, *in).Get(ctx, &out)
+		var out contract.ModelTurnResult
+		err := workflow.ExecuteActivity(actx, contract.ActivityModelTurn, *in).Get(ctx, &out)
 		if err == nil {
 			ts.guard.completed()
 			ts.rec.Attempts = append(ts.rec.Attempts, t.attemptRecord(in, AttemptRecord{Outcome: model.OutcomeCompleted, Phase: out.Phase, HTTPStatus: 200}))
@@ -146,7 +146,7 @@ func (t *task) callModel(ctx workflow.Context, ts *turnState, in *activities.Mod
 		if cfgErr != "" {
 			return out, fail(FailWorkerMisconfigured, "%s", cfgErr)
 		}
-		if t.complete && oc.Outcome == model.OutcomeOverflow {
+		if t.fullTurnGuard && oc.Outcome == model.OutcomeOverflow {
 			if err := t.compact(ctx, ts, in, oc); err != nil {
 				return out, err
 			}
@@ -166,7 +166,7 @@ func (t *task) callModel(ctx workflow.Context, ts *turnState, in *activities.Mod
 			return out, sideEffectErr
 		}
 		if !d.Retry {
-			if t.complete && d.Fallback && t.switchModel(ctx, ts, in.AttemptID, oc, d) {
+			if t.fullTurnGuard && d.Fallback && t.switchModel(ctx, ts, in.AttemptID, oc, d) {
 				continue
 			}
 			t.note(ctx, "%s abandoned (%s); giving up: %s", in.AttemptID, oc.Outcome, d.Message)
@@ -186,10 +186,10 @@ func (t *task) callModel(ctx workflow.Context, ts *turnState, in *activities.Mod
 }
 
 // attemptRecord completes r with in's attempt id and, since
-// changeModelTurnsComplete, the model it asked.
-func (t *task) attemptRecord(in *activities.ModelTurnInput, r AttemptRecord) AttemptRecord {
+// changeFullTurnGuard, the model it asked.
+func (t *task) attemptRecord(in *contract.ModelTurnInput, r AttemptRecord) AttemptRecord {
 	r.AttemptID = in.AttemptID
-	if t.complete {
+	if t.fullTurnGuard {
 		r.Model = in.Model
 	}
 	return r
@@ -202,26 +202,26 @@ func (t *task) attemptRecord(in *activities.ModelTurnInput, r AttemptRecord) Att
 // spent a whole budget failing and would most likely cost every later turn
 // the same. It reports whether it switched.
 func (t *task) switchModel(ctx workflow.Context, ts *turnState, attemptID string, oc attemptOutcome, d decision) bool {
-	if ts.switched || t.modelIndex >= len(t.in.Fallbacks) {
+	if ts.switchedModel || t.modelIndex >= len(t.in.Fallbacks) {
 		return false
 	}
 	from := t.model()
 	t.modelIndex++
-	ts.switched = true
+	ts.switchedModel = true
 	ts.guard = turnGuard{breakerWaits: ts.guard.breakerWaits, persistent: ts.guard.persistent}
 	t.note(ctx, "%s abandoned (%s): %s; switching turn %d from %s to fallback model %s, which the task keeps",
 		attemptID, oc.Outcome, d.Message, ts.turn, from, t.model())
 	return true
 }
 
-// wait sleeps d before the next attempt. Since changeModelTurnsComplete a
+// wait sleeps d before the next attempt. Since changeFullTurnGuard a
 // wait longer than journalEvery is shown in the task's status while it
 // lasts, and journalled every journalEvery (sleep).
 func (t *task) wait(ctx workflow.Context, d time.Duration, what string) error {
 	if d <= 0 {
 		return nil
 	}
-	if t.complete && d > journalEvery {
+	if t.fullTurnGuard && d > journalEvery {
 		until := workflow.Now(ctx).Add(d)
 		t.result.Waiting = fmt.Sprintf("waiting %s for %s (until %s)", roundWait(d), what, until.UTC().Format("15:04:05 MST"))
 		defer func() { t.result.Waiting = "" }()
@@ -229,12 +229,12 @@ func (t *task) wait(ctx workflow.Context, d time.Duration, what string) error {
 	return t.sleep(ctx, d, what)
 }
 
-// sleep is a durable timer of d. Since changeModelTurnsComplete a sleep
+// sleep is a durable timer of d. Since changeFullTurnGuard a sleep
 // longer than journalEvery is slept in slices of it, each followed by a
 // journal line saying how long is left, so a person or a follower watching
 // a long wait always sees the task is alive.
 func (t *task) sleep(ctx workflow.Context, d time.Duration, what string) error {
-	if !t.complete || d <= journalEvery {
+	if !t.fullTurnGuard || d <= journalEvery {
 		return workflow.Sleep(ctx, d)
 	}
 	until := workflow.Now(ctx).Add(d)
@@ -258,15 +258,15 @@ func compactionID(turnID string, k int) string   { return fmt.Sprintf("%s/k%d", 
 // attemptOutcomeOf reads how a failed ModelTurn ended. The second result is
 // set when the worker lacks configuration, which no retry fixes.
 func attemptOutcomeOf(err error) (attemptOutcome, string) {
-	var appErr *temporal.ApplicationError
 	var timeoutErr *temporal.TimeoutError
-	if r, ok := activities.AttemptReportOf(err); ok {
+	if r, ok := contract.AttemptReportOf(err); ok {
 		return attemptOutcome{Outcome: r.Outcome, Phase: r.Phase, HTTPStatus: r.HTTPStatus,
 			RetryAfter: time.Duration(r.RetryAfterMS) * time.Millisecond, Message: r.Message, Breaker: r.Breaker}, ""
 	}
 	switch {
-	case errors.As(err, &appErr) && appErr.Type() == activities.ErrTypeWorkerConfig:
-		return attemptOutcome{Outcome: model.OutcomeRejected, Phase: model.PhaseNotSent, Message: appErr.Error()}, appErr.Error()
+	case contract.IsWorkerConfig(err):
+		msg := contract.Describe(err)
+		return attemptOutcome{Outcome: model.OutcomeRejected, Phase: model.PhaseNotSent, Message: msg}, msg
 	case errors.As(err, &timeoutErr):
 		return attemptOutcome{Outcome: model.OutcomeWorkerLost, Phase: model.PhaseUnknown,
 			Message: fmt.Sprintf("the worker stopped answering (%s timeout)", timeoutErr.TimeoutType())}, ""

@@ -15,8 +15,8 @@ import (
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/capstanhq/capstan"
 	"github.com/capstanhq/capstan/activities"
-	"github.com/capstanhq/capstan/internal/ledger"
 	"github.com/capstanhq/capstan/internal/model"
 	"github.com/capstanhq/capstan/workflows"
 )
@@ -146,7 +146,7 @@ func runTask(t *testing.T, in workflows.AgentTaskInput, replies []reply, before 
 	env.RegisterActivity(&activities.Activities{})
 	s := &script{t: t, env: env, replies: replies}
 	env.OnActivity(a.ModelTurn, mock.Anything, mock.Anything).Return(s.modelTurn)
-	env.OnActivity(a.ExecuteTool, mock.Anything, mock.Anything).Return(activities.ExecuteToolResult{State: ledger.StateSucceeded, Item: "sha256:20"}, nil)
+	env.OnActivity(a.ExecuteTool, mock.Anything, mock.Anything).Return(activities.ExecuteToolResult{State: capstan.OutcomeSucceeded, Item: "sha256:20"}, nil)
 	env.OnActivity(a.TruncateTranscript, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, tin activities.TruncateInput) (activities.TruncateResult, error) {
 			s.truncations = append(s.truncations, tin)

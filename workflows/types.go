@@ -3,9 +3,9 @@ package workflows
 import (
 	"time"
 
-	"github.com/capstanhq/capstan/activities"
+	"github.com/capstanhq/capstan"
+	"github.com/capstanhq/capstan/internal/contract"
 
-	"github.com/capstanhq/capstan/internal/ledger"
 	"github.com/capstanhq/capstan/internal/model"
 )
 
@@ -27,8 +27,8 @@ type AgentTaskInput struct {
 	SlackChannel string `json:"slack_channel,omitempty"`
 	// Comments are GitHub issues or pull requests that also receive the
 	// final answer, as comments, after the Slack channel.
-	Comments []activities.CommentTarget `json:"comments,omitempty"`
-	Model    string                     `json:"model"` // provider:model
+	Comments []contract.CommentTarget `json:"comments,omitempty"`
+	Model    string                   `json:"model"` // provider:model
 	// Fallbacks are further models (provider:model), in order. A turn
 	// whose overload budget is spent, or whose attempt ran past its total
 	// limit, switches once to the next model of the list; the task stays
@@ -44,7 +44,7 @@ type AgentTaskInput struct {
 	// workflow derives the activity's timeouts from them.
 	ModelLimits model.Limits `json:"model_limits"`
 	// ReconcileWindow bounds how long an unseen effect counts as "not yet"
-	// before it is absent; zero means activities.DefaultReconcileWindow.
+	// before it is absent; zero means config.DefaultReconcileWindow.
 	ReconcileWindow time.Duration `json:"reconcile_window,omitempty"`
 	// HumanTimeout bounds the wait for a person to resolve an operation;
 	// zero means DefaultHumanTimeout.
@@ -95,7 +95,7 @@ type TurnRecord struct {
 type AttemptRecord struct {
 	AttemptID string `json:"attempt_id"`
 	// Model is the provider:model the attempt asked, set since
-	// changeModelTurnsComplete (a fallback may have taken the turn over).
+	// changeFullTurnGuard (a fallback may have taken the turn over).
 	Model      string        `json:"model,omitempty"`
 	Outcome    model.Outcome `json:"outcome"`
 	Phase      model.Phase   `json:"phase"`
@@ -105,42 +105,31 @@ type AttemptRecord struct {
 
 // OperationRecord is one tool call's operation.
 type OperationRecord struct {
-	OperationID string       `json:"operation_id"`
-	TurnID      string       `json:"turn_id"`
-	ToolCallID  string       `json:"tool_call_id"`
-	Tool        string       `json:"tool"`
-	State       ledger.State `json:"state"`
-	ExternalID  string       `json:"external_id"`
-	Replayed    bool         `json:"replayed"`
+	OperationID string          `json:"operation_id"`
+	TurnID      string          `json:"turn_id"`
+	ToolCallID  string          `json:"tool_call_id"`
+	Tool        string          `json:"tool"`
+	State       capstan.Outcome `json:"state"`
+	ExternalID  string          `json:"external_id"`
+	Replayed    bool            `json:"replayed"`
 	// Recovered: the outcome was unknown and a reconciler (or a person)
 	// found the effect had happened.
 	Recovered bool `json:"recovered,omitempty"`
-	// Reason says why the operation is UNKNOWN or NEEDS_HUMAN, or how it
+	// Reason says why the operation is unknown or needs_human, or how it
 	// was recovered.
 	Reason string `json:"reason,omitempty"`
 }
 
-// DeliveryState is where a delivery stands (docs/design.md §6).
-type DeliveryState string
-
-// Delivery states.
-const (
-	DeliveryPending        DeliveryState = "PENDING"
-	DeliverySending        DeliveryState = "SENDING"
-	DeliveryAcked          DeliveryState = "ACKED"
-	DeliveryUnknown        DeliveryState = "AMBIGUOUS"
-	DeliveryReconciling    DeliveryState = "RECONCILING"
-	DeliveryRetryScheduled DeliveryState = "RETRY_SCHEDULED"
-	DeliveryNeedsHuman     DeliveryState = "NEEDS_HUMAN"
-	DeliveryDeadLetter     DeliveryState = "DEAD_LETTER"
-)
-
 // DeliveryRecord is one delivery of the final answer.
 type DeliveryRecord struct {
-	OperationID string        `json:"operation_id"`
-	Target      string        `json:"target"`
-	State       DeliveryState `json:"state"`
-	ExternalID  string        `json:"external_id,omitempty"`
+	OperationID string `json:"operation_id"`
+	Target      string `json:"target"`
+	// State is what is known of the delivery (docs/design.md §6):
+	// declared, running while it is posted, succeeded, unknown,
+	// reconciling, absent (confirmed not posted; sent again while tries
+	// remain), needs_human, or failed once given up (dead-lettered).
+	State      capstan.Outcome `json:"state"`
+	ExternalID string          `json:"external_id,omitempty"`
 	// Tries counts the sends after the first that a reconciler allowed.
 	Tries int `json:"tries,omitempty"`
 	// Recovered: the outcome was unknown and a reconciler (or a person)

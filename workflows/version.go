@@ -15,33 +15,35 @@ import "go.temporal.io/sdk/workflow"
 //
 //	v1  the foundation
 //	v2  changeOperationIDByPosition
-//	v3  changeReconcile
-//	v4  changeBreakerWaits
-//	v5  changeModelTurnsComplete
-//	v6  changeWorkerLimits
-//	v7  changeAllSince7
-const HistoryVersion = "v7"
+//	v3  changeReconcileUnknown
+//	v4  changeWorkflowWaitsOutBreakers
+//	v5  changeFullTurnGuard
+//	v6  changeLimitsFromWorker
+//	v7  changeAllThroughWorkerLimits
+//	v8  changeCancelSettlesEveryUnknown
+const HistoryVersion = "v8"
 
 // Changes to workflow logic, each read with workflow.GetVersion where the
-// logic forks. A change id is never reused or removed while a history that
-// predates it may still replay.
+// logic forks. A change id — the string, which histories record — is never
+// reused or removed while a history that predates it may still replay; the
+// Go name says what the change gates and may be renamed.
 const (
 	// changeOperationIDByPosition: an operation without a business key is
 	// named by its call's position in the committed turn, not by a uuid
 	// drawn with SideEffect, so re-running a committed turn (a reset)
 	// yields the same operation ids and the ledger replays their results.
 	changeOperationIDByPosition = "operation-id-by-position"
-	// changeReconcile: an operation whose outcome is unknown is reconciled
-	// (and, when nobody can tell, resolved by a person) instead of ending
-	// the task as operation_unknown.
-	changeReconcile = "reconcile-unknown-operations"
-	// changeBreakerWaits: an attempt, operation or delivery that an open
-	// circuit breaker kept from being sent (breaker_open, BreakerOpen) is
-	// waited out by the workflow — the time left, journalled and shown in
-	// the current details, spending no retry budget — and Temporal no
-	// longer retries BreakerOpen itself.
-	changeBreakerWaits = "breaker-waits"
-	// changeModelTurnsComplete: the rest of the turn guard (docs/design.md
+	// changeReconcileUnknown: an operation whose outcome is unknown is
+	// reconciled (and, when nobody can tell, resolved by a person) instead
+	// of ending the task as operation_unknown.
+	changeReconcileUnknown = "reconcile-unknown-operations"
+	// changeWorkflowWaitsOutBreakers: an attempt, operation or delivery
+	// that an open circuit breaker kept from being sent (breaker_open,
+	// BreakerOpen) is waited out by the workflow — the time left,
+	// journalled and shown in the current details, spending no retry
+	// budget — and Temporal no longer retries BreakerOpen itself.
+	changeWorkflowWaitsOutBreakers = "breaker-waits"
+	// changeFullTurnGuard: the rest of the turn guard (docs/design.md
 	// §4.4). A final answer cut by the output token limit is continued (at
 	// most maxContinuations times) or fails model_output_truncated; a
 	// context overflow compacts the transcript and retries (at most
@@ -49,24 +51,39 @@ const (
 	// switches once per turn to the task's next fallback model; persistent
 	// tasks retry overloads for up to persistentOverloadFor; and a wait
 	// longer than journalEvery is slept in slices, each with a journal line.
-	changeModelTurnsComplete = "model-turns-complete"
-	// changeWorkerLimits: a task takes the limits its input leaves unset
-	// from the worker that runs its first step (the WorkerLimits local
+	changeFullTurnGuard = "model-turns-complete"
+	// changeLimitsFromWorker: a task takes the limits its input leaves
+	// unset from the worker that runs its first step (the WorkerLimits local
 	// activity, recorded in history) and keeps them in its input, instead
 	// of model.DefaultLimits.
-	changeWorkerLimits = "worker-limits"
-	// changeAllSince7: one marker, read as a task's run starts, that stands
-	// for every change above at its newest version. A task started since
-	// reads it and no other, so its history carries one version marker
-	// (and one TemporalChangeVersion search-attribute update) instead of
-	// one per change; a task started before it has no such marker and reads
-	// each change where the logic forks, as it did (task.changed).
-	changeAllSince7 = "all-changes-v7"
+	changeLimitsFromWorker = "worker-limits"
+	// changeAllThroughWorkerLimits: one marker, read as a task's run
+	// starts, saying that every change above — through
+	// changeLimitsFromWorker — is in effect at its newest version. A task
+	// started since reads it and no other, so its history carries one
+	// version marker (and one TemporalChangeVersion search-attribute
+	// update) instead of one per change; a task started before it has no
+	// such marker and reads each change where the logic forks, as it did
+	// (task.inEffect). A change made after it is read on its own marker.
+	changeAllThroughWorkerLimits = "all-changes-v7"
+
+	// Changes after changeAllThroughWorkerLimits, each read on its own
+	// marker with workflow.GetVersion.
+
+	// changeCancelSettlesEveryUnknown: a cancelled task reconciles, before
+	// it ends, every effect whose outcome is not known
+	// (capstan.Outcome.Known) — a delivery cancelled while a reconciler
+	// asked about it, an operation that waited for a person — where it
+	// reconciled only those recorded unknown; and it leaves read-only
+	// operations alone, which have no effect to find. Read only as a
+	// cancelled task ends with such an effect (settleCancelled).
+	changeCancelSettlesEveryUnknown = "cancel-settles-every-unknown"
 )
 
-// changed reports whether change holds for this run of the task: at once
-// for a run that read changeAllSince7 as it started, else by the change's
-// own marker (workflow.GetVersion, read where the logic forks).
-func (t *task) changed(ctx workflow.Context, change string) bool {
-	return t.sinceV7 || workflow.GetVersion(ctx, change, workflow.DefaultVersion, 1) != workflow.DefaultVersion
+// inEffect reports whether change, one of those through
+// changeLimitsFromWorker, holds for this run of the task: at once for a run
+// that read changeAllThroughWorkerLimits as it started, else by the
+// change's own marker (workflow.GetVersion, read where the logic forks).
+func (t *task) inEffect(ctx workflow.Context, change string) bool {
+	return t.allThroughWorkerLimits || workflow.GetVersion(ctx, change, workflow.DefaultVersion, 1) != workflow.DefaultVersion
 }

@@ -29,6 +29,8 @@ import (
 	"time"
 
 	"github.com/sony/gobreaker/v2"
+
+	"github.com/capstanhq/capstan/internal/config"
 )
 
 // Key names one breaker: a dependency and a class of its operations.
@@ -69,43 +71,6 @@ func stateOf(s gobreaker.State) State {
 	}
 }
 
-// Settings are the thresholds of every breaker of a Set (docs/design.md §7;
-// the worker reads them from CAPSTAN_BREAKER_* through internal/config).
-type Settings struct {
-	// ConsecutiveFailures trips a breaker after that many failures in a row.
-	ConsecutiveFailures int
-	// FailureRatio trips a breaker when at least that share of the calls
-	// judged within Window failed, once there were at least MinCalls.
-	FailureRatio float64
-	MinCalls     int
-	// Window is the rolling period the ratio is counted over.
-	Window time.Duration
-	// OpenFor is how long an open breaker sends nothing before it lets one
-	// probe through.
-	OpenFor time.Duration
-}
-
-// DefaultSettings: trip after 5 consecutive failures or at least 50 % of at
-// least 10 calls in 60 s; stay open 30 s; then one probe.
-var DefaultSettings = Settings{ConsecutiveFailures: 5, FailureRatio: 0.5, MinCalls: 10, Window: time.Minute, OpenFor: 30 * time.Second}
-
-// Validate reports the first setting a Set cannot work with.
-func (s Settings) Validate() error {
-	switch {
-	case s.ConsecutiveFailures < 1:
-		return fmt.Errorf("breaker: consecutive failures must be at least 1, not %d", s.ConsecutiveFailures)
-	case s.FailureRatio <= 0 || s.FailureRatio > 1:
-		return fmt.Errorf("breaker: failure ratio must be above 0 and at most 1, not %g", s.FailureRatio)
-	case s.MinCalls < 1:
-		return fmt.Errorf("breaker: minimum calls must be at least 1, not %d", s.MinCalls)
-	case s.Window <= 0:
-		return fmt.Errorf("breaker: window must be positive, not %s", s.Window)
-	case s.OpenFor <= 0:
-		return fmt.Errorf("breaker: open period must be positive, not %s", s.OpenFor)
-	}
-	return nil
-}
-
 // windowBuckets is how many buckets the rolling window is cut into: a
 // failure leaves the ratio at most a tenth of the window late.
 const windowBuckets = 10
@@ -143,7 +108,7 @@ type Options struct {
 // Set is one worker's breakers, created on first use of their key. It is
 // safe for concurrent use. A nil *Set lets every call through: breakers off.
 type Set struct {
-	settings Settings
+	settings config.BreakerSettings
 	opts     Options
 
 	mu       sync.Mutex
@@ -165,9 +130,10 @@ type entry struct {
 	answered bool
 }
 
-// NewSet returns a Set whose breakers all use s; it fails on settings that
-// Validate refuses.
-func NewSet(s Settings, o Options) (*Set, error) {
+// NewSet returns a Set whose breakers all use the thresholds s (the
+// worker's configuration, CAPSTAN_BREAKER_*); it fails on settings that
+// their Validate refuses.
+func NewSet(s config.BreakerSettings, o Options) (*Set, error) {
 	if err := s.Validate(); err != nil {
 		return nil, err
 	}
@@ -178,7 +144,7 @@ func NewSet(s Settings, o Options) (*Set, error) {
 }
 
 // Settings returns the thresholds of the Set's breakers.
-func (s *Set) Settings() Settings { return s.settings }
+func (s *Set) Settings() config.BreakerSettings { return s.settings }
 
 // errFailure and errIgnored carry a Permit's outcome into gobreaker.
 var (

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/capstanhq/capstan/internal/breaker"
+	"github.com/capstanhq/capstan/internal/config"
 )
 
 // recorder keeps the transitions a Set reports.
@@ -36,7 +37,7 @@ func (r *recorder) path(key breaker.Key) string {
 	return strings.Join(steps, " ")
 }
 
-func newSet(t *testing.T, s breaker.Settings) (*breaker.Set, *recorder, *bytes.Buffer) {
+func newSet(t *testing.T, s config.BreakerSettings) (*breaker.Set, *recorder, *bytes.Buffer) {
 	t.Helper()
 	rec := &recorder{}
 	var logs bytes.Buffer
@@ -67,7 +68,7 @@ func refused(t *testing.T, s *breaker.Set, key breaker.Key, state breaker.State)
 	return open
 }
 
-var quick = breaker.Settings{ConsecutiveFailures: 5, FailureRatio: 0.5, MinCalls: 10, Window: time.Minute, OpenFor: 200 * time.Millisecond}
+var quick = config.BreakerSettings{ConsecutiveFailures: 5, FailureRatio: 0.5, MinCalls: 10, Window: time.Minute, OpenFor: 200 * time.Millisecond}
 
 func TestBreakerTripsAfterConsecutiveFailures(t *testing.T) {
 	s, rec, logs := newSet(t, quick)
@@ -213,10 +214,10 @@ func TestNilSetAllowsEverything(t *testing.T) {
 }
 
 func TestSettingsAreValidated(t *testing.T) {
-	if err := breaker.DefaultSettings.Validate(); err != nil {
+	if err := config.DefaultBreakerSettings.Validate(); err != nil {
 		t.Fatalf("default settings: %v", err)
 	}
-	for _, bad := range []breaker.Settings{
+	for _, bad := range []config.BreakerSettings{
 		{ConsecutiveFailures: 0, FailureRatio: 0.5, MinCalls: 10, Window: time.Minute, OpenFor: time.Second},
 		{ConsecutiveFailures: 5, FailureRatio: 1.5, MinCalls: 10, Window: time.Minute, OpenFor: time.Second},
 		{ConsecutiveFailures: 5, FailureRatio: 0.5, MinCalls: 0, Window: time.Minute, OpenFor: time.Second},
@@ -317,7 +318,7 @@ func TestBreakerTrialFreesItsSlotWhenAnsweredOrIgnored(t *testing.T) {
 // together (without the trial slot, all 64 of the first round would).
 func TestBreakerBoundsCallsToADownedDependency(t *testing.T) {
 	const threshold = 5
-	s, _, _ := newSet(t, breaker.Settings{ConsecutiveFailures: threshold, FailureRatio: 0.5, MinCalls: 100, Window: time.Minute, OpenFor: time.Hour})
+	s, _, _ := newSet(t, config.BreakerSettings{ConsecutiveFailures: threshold, FailureRatio: 0.5, MinCalls: 100, Window: time.Minute, OpenFor: time.Hour})
 	key := breaker.Model("openai")
 	call(t, s, key, breaker.Success) // the dependency has answered once
 	var out []*breaker.Permit
@@ -350,7 +351,7 @@ func TestBreakerBoundsCallsToADownedDependency(t *testing.T) {
 // by side.
 func TestBreakerStartsWithOneCallAtATime(t *testing.T) {
 	const threshold = 5
-	settings := breaker.Settings{ConsecutiveFailures: threshold, FailureRatio: 0.5, MinCalls: 100, Window: time.Minute, OpenFor: time.Hour}
+	settings := config.BreakerSettings{ConsecutiveFailures: threshold, FailureRatio: 0.5, MinCalls: 100, Window: time.Minute, OpenFor: time.Hour}
 
 	down, _, _ := newSet(t, settings)
 	key := breaker.Model("openai")

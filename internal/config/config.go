@@ -16,7 +16,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/capstanhq/capstan/internal/breaker"
 	"github.com/capstanhq/capstan/internal/model"
 )
 
@@ -100,7 +99,7 @@ type Config struct {
 	// (docs/design.md §7): CAPSTAN_BREAKER_FAILURES,
 	// CAPSTAN_BREAKER_FAILURE_RATIO, CAPSTAN_BREAKER_MIN_CALLS,
 	// CAPSTAN_BREAKER_WINDOW, CAPSTAN_BREAKER_OPEN.
-	Breakers breaker.Settings
+	Breakers BreakerSettings
 	// BreakersOff (CAPSTAN_BREAKERS=off) runs the worker without breakers:
 	// every call is sent, whatever the dependency's state. For
 	// measurements; never the default.
@@ -183,12 +182,12 @@ func FromLookupEnv(lookup func(string) (string, bool)) Config {
 	if err := c.ModelLimits.Validate(); err != nil {
 		c.problems = append(c.problems, fmt.Errorf("CAPSTAN_MODEL_*: %w", err))
 	}
-	c.Breakers = breaker.Settings{
-		ConsecutiveFailures: c.positiveInt(getenv, "CAPSTAN_BREAKER_FAILURES", breaker.DefaultSettings.ConsecutiveFailures),
-		FailureRatio:        c.ratio(getenv, "CAPSTAN_BREAKER_FAILURE_RATIO", breaker.DefaultSettings.FailureRatio),
-		MinCalls:            c.positiveInt(getenv, "CAPSTAN_BREAKER_MIN_CALLS", breaker.DefaultSettings.MinCalls),
-		Window:              duration("CAPSTAN_BREAKER_WINDOW", breaker.DefaultSettings.Window),
-		OpenFor:             duration("CAPSTAN_BREAKER_OPEN", breaker.DefaultSettings.OpenFor),
+	c.Breakers = BreakerSettings{
+		ConsecutiveFailures: c.positiveInt(getenv, "CAPSTAN_BREAKER_FAILURES", DefaultBreakerSettings.ConsecutiveFailures),
+		FailureRatio:        c.ratio(getenv, "CAPSTAN_BREAKER_FAILURE_RATIO", DefaultBreakerSettings.FailureRatio),
+		MinCalls:            c.positiveInt(getenv, "CAPSTAN_BREAKER_MIN_CALLS", DefaultBreakerSettings.MinCalls),
+		Window:              duration("CAPSTAN_BREAKER_WINDOW", DefaultBreakerSettings.Window),
+		OpenFor:             duration("CAPSTAN_BREAKER_OPEN", DefaultBreakerSettings.OpenFor),
 	}
 	switch v := strings.ToLower(strings.TrimSpace(getenv("CAPSTAN_BREAKERS"))); v {
 	case "", "on":

@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/capstanhq/capstan/internal/breaker"
 	"github.com/capstanhq/capstan/internal/model"
 )
 
@@ -132,7 +131,7 @@ func TestMetricsAddr(t *testing.T) {
 }
 
 func TestFromEnvReadsBreakerSettings(t *testing.T) {
-	if c := FromEnv(env(nil)); c.Breakers != breaker.DefaultSettings || c.BreakersOff {
+	if c := FromEnv(env(nil)); c.Breakers != DefaultBreakerSettings || c.BreakersOff {
 		t.Errorf("Breakers = %+v (off %t), want the defaults of docs/design.md §7, on", c.Breakers, c.BreakersOff)
 	}
 	c := FromEnv(env(map[string]string{
@@ -140,7 +139,7 @@ func TestFromEnvReadsBreakerSettings(t *testing.T) {
 		"CAPSTAN_BREAKER_WINDOW": "10s", "CAPSTAN_BREAKER_OPEN": "3s", "CAPSTAN_BREAKERS": "off",
 		"OPENAI_API_KEY": "k", "GITHUB_TOKEN": "g",
 	}))
-	want := breaker.Settings{ConsecutiveFailures: 2, FailureRatio: 0.25, MinCalls: 4, Window: 10 * time.Second, OpenFor: 3 * time.Second}
+	want := BreakerSettings{ConsecutiveFailures: 2, FailureRatio: 0.25, MinCalls: 4, Window: 10 * time.Second, OpenFor: 3 * time.Second}
 	if c.Breakers != want || !c.BreakersOff {
 		t.Errorf("Breakers = %+v (off %t), want %+v, off", c.Breakers, c.BreakersOff, want)
 	}

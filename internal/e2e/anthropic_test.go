@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/capstanhq/capstan"
 	"github.com/capstanhq/capstan/workflows"
 )
 
@@ -120,7 +121,7 @@ func TestAnthropicTask(t *testing.T) {
 		first[1].Outcome != "completed" {
 		t.Errorf("first turn attempts = %+v, want overloaded at STREAM_PARTIAL under HTTP 200, then completed", first)
 	}
-	if len(res.Operations) != 1 || res.Operations[0].Tool != "github_create_branch" || res.Operations[0].State != "SUCCEEDED" ||
+	if len(res.Operations) != 1 || res.Operations[0].Tool != "github_create_branch" || res.Operations[0].State != capstan.OutcomeSucceeded ||
 		res.Operations[0].ToolCallID != "toolu_e2e_1" {
 		t.Errorf("operations = %+v, want one SUCCEEDED github_create_branch for toolu_e2e_1", res.Operations)
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/capstanhq/capstan"
 	"github.com/capstanhq/capstan/internal/sandbox"
 	"github.com/capstanhq/capstan/workflows"
 )
@@ -109,7 +110,7 @@ func TestCancelReconcilesWhatWasInFlight(t *testing.T) {
 			pr = &res.Operations[i]
 		}
 	}
-	if pr == nil || pr.State != "SUCCEEDED" || !pr.Recovered || !strings.Contains(pr.ExternalID, "/pull/1") {
+	if pr == nil || pr.State != capstan.OutcomeSucceeded || !pr.Recovered || !strings.Contains(pr.ExternalID, "/pull/1") {
 		t.Fatalf("pull request operation = %+v, want it found and SUCCEEDED, recovered, after the cancel", pr)
 	}
 	if st := sb.GitHub.Stats(); st.PullRequestsCreated != 1 || st.BranchesCreated != 1 || st.FilesWritten != 1 {

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/capstanhq/capstan"
 	"github.com/capstanhq/capstan/internal/sandbox"
-	"github.com/capstanhq/capstan/workflows"
 )
 
 // TestDeliveriesToSlackAndAComment: the final answer goes to Slack and, as
@@ -32,10 +32,10 @@ func TestDeliveriesToSlackAndAComment(t *testing.T) {
 		t.Fatalf("deliveries = %+v, want Slack and the comment", res.Deliveries)
 	}
 	slackD, commentD := res.Deliveries[0], res.Deliveries[1]
-	if slackD.Target != "slack:#capstan-e2e" || slackD.State != workflows.DeliveryAcked || slackD.Recovered {
+	if slackD.Target != "slack:#capstan-e2e" || slackD.State != capstan.OutcomeSucceeded || slackD.Recovered {
 		t.Errorf("slack delivery = %+v, want acked at once", slackD)
 	}
-	if commentD.Target != "github:capstan-sandbox/demo#1" || commentD.State != workflows.DeliveryAcked || !commentD.Recovered ||
+	if commentD.Target != "github:capstan-sandbox/demo#1" || commentD.State != capstan.OutcomeSucceeded || !commentD.Recovered ||
 		!strings.Contains(commentD.ExternalID, "/pull/1#issuecomment-") || commentD.OperationID != "default:"+id+":deliver:github:capstan-sandbox/demo#1" {
 		t.Errorf("comment delivery = %+v, want acked as recovered at the pull request's comment", commentD)
 	}

@@ -16,7 +16,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/capstanhq/capstan/internal/ledger"
+	"github.com/capstanhq/capstan"
 	"github.com/capstanhq/capstan/internal/sandbox"
 	"github.com/capstanhq/capstan/workflows"
 )
@@ -309,7 +309,7 @@ func runFaultRow(t *testing.T, i int, row faultRow, rep *faultReport) {
 		// not yet recorded, when the worker goes.
 		rows := ledgerRows(t, env, taskID)
 		held := slices.IndexFunc(rows, func(op ledgerRow) bool { return strings.Contains(op.ID, heldOperation[row.endpoint]) })
-		if held < 0 || rows[held].State != ledger.StateRunning {
+		if held < 0 || rows[held].State != capstan.OutcomeRunning {
 			t.Fatalf("ledger rows %+v while %s holds its answer; want its operation RUNNING", rows, row.endpoint)
 		}
 		faultAt = time.Now()
@@ -356,15 +356,15 @@ func runFaultRow(t *testing.T, i int, row faultRow, rep *faultReport) {
 		t.Errorf("effects counted: %s; want exactly 1 branch, 1 file write, 1 pull request, 1 comment, 1 Slack message", n)
 	}
 	for _, op := range res.Operations {
-		if op.State != ledger.StateSucceeded {
+		if op.State != capstan.OutcomeSucceeded {
 			t.Errorf("operation %s (%s) = %s, want SUCCEEDED", op.OperationID, op.Tool, op.State)
 		}
 	}
 	if len(res.Operations) != 4 {
 		t.Errorf("operations = %+v, want 4 (branch, file, pull request, comment)", res.Operations)
 	}
-	if len(res.Deliveries) != 1 || res.Deliveries[0].State != workflows.DeliveryAcked {
-		t.Errorf("deliveries = %+v, want one ACKED", res.Deliveries)
+	if len(res.Deliveries) != 1 || res.Deliveries[0].State != capstan.OutcomeSucceeded {
+		t.Errorf("deliveries = %+v, want one succeeded", res.Deliveries)
 	}
 	for _, st := range append(sb.GitHub.Faults(), sb.Slack.Faults()...) {
 		if st.Fired == 0 || (st.Times > 0 && st.Fired != st.Times) {

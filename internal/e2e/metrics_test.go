@@ -107,12 +107,12 @@ func TestWorkerServesMetricsAndLogsIDs(t *testing.T) {
 		}
 	}
 	for _, kind := range []string{"github_create_branch", "github_put_file", "github_create_pull_request"} {
-		check("capstan_operations_total", map[string]string{"kind": kind, "state": "SUCCEEDED"}, 1)
+		check("capstan_operations_total", map[string]string{"kind": kind, "state": "succeeded"}, 1)
 		check("capstan_operations_total", map[string]string{"kind": kind}, 1)
 	}
-	check("capstan_operations_total", map[string]string{"kind": "slack_post", "state": "ABSENT"}, 1)
-	check("capstan_operations_total", map[string]string{"kind": "slack_post", "state": "SUCCEEDED"}, 1)
-	check("capstan_operations_total", map[string]string{"state": "SUCCEEDED"}, 4) // 3 tool calls and the delivery
+	check("capstan_operations_total", map[string]string{"kind": "slack_post", "state": "absent"}, 1)
+	check("capstan_operations_total", map[string]string{"kind": "slack_post", "state": "succeeded"}, 1)
+	check("capstan_operations_total", map[string]string{"state": "succeeded"}, 4) // 3 tool calls and the delivery
 	check("capstan_operations_total", nil, 5)
 
 	check("capstan_model_attempts_total", map[string]string{"provider": "openai", "model": "demo", "outcome": "overloaded"}, 1)
@@ -127,8 +127,8 @@ func TestWorkerServesMetricsAndLogsIDs(t *testing.T) {
 	check("capstan_retries_total", map[string]string{"activity": "ModelTurn", "reason": "overloaded"}, 1)
 	check("capstan_retries_total", map[string]string{"activity": "Deliver", "reason": "rate_limited"}, 1)
 	check("capstan_retries_total", nil, 2)
-	check("capstan_deliveries_total", map[string]string{"target": "slack", "state": "NOT_SENT"}, 1)
-	check("capstan_deliveries_total", map[string]string{"target": "slack", "state": "ACKED"}, 1)
+	check("capstan_deliveries_total", map[string]string{"target": "slack", "state": "not_sent"}, 1)
+	check("capstan_deliveries_total", map[string]string{"target": "slack", "state": "succeeded"}, 1)
 	if _, ok := s.Value("capstan_reconcile_verdicts_total", nil); ok {
 		t.Errorf("reconcile verdicts counted with nothing to reconcile:\n%s", s.Samples("capstan_reconcile_verdicts_total"))
 	}

@@ -13,6 +13,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/capstanhq/capstan"
 	"github.com/capstanhq/capstan/internal/model"
 	"github.com/capstanhq/capstan/internal/sandbox"
 	"github.com/capstanhq/capstan/workflows"
@@ -588,8 +589,8 @@ func checkDelivery(t *testing.T, sb *sandbox.Sandbox, res workflows.TaskResult, 
 	if res.FinalText != w.final {
 		t.Errorf("final text = %q, want %q", res.FinalText, w.final)
 	}
-	if len(msgs) != 1 || len(res.Deliveries) != 1 || res.Deliveries[0].State != workflows.DeliveryAcked {
-		t.Fatalf("slack messages = %+v, deliveries = %+v; want one message, ACKED", msgs, res.Deliveries)
+	if len(msgs) != 1 || len(res.Deliveries) != 1 || res.Deliveries[0].State != capstan.OutcomeSucceeded {
+		t.Fatalf("slack messages = %+v, deliveries = %+v; want one message, succeeded", msgs, res.Deliveries)
 	}
 	text := msgs[0].Text
 	if text != w.final || strings.Count(text, w.final) != 1 {

@@ -11,6 +11,7 @@ import (
 
 	"go.temporal.io/api/enums/v1"
 
+	"github.com/capstanhq/capstan"
 	"github.com/capstanhq/capstan/internal/sandbox"
 	"github.com/capstanhq/capstan/workflows"
 )
@@ -96,7 +97,7 @@ func TestPersonResolvesWhatNobodyCanTell(t *testing.T) {
 			pr = &res.Operations[i]
 		}
 	}
-	if pr == nil || pr.State != "SUCCEEDED" || !pr.Recovered || pr.ExternalID != url {
+	if pr == nil || pr.State != capstan.OutcomeSucceeded || !pr.Recovered || pr.ExternalID != url {
 		t.Fatalf("pull request operation = %+v, want SUCCEEDED, recovered, at %s", pr, url)
 	}
 	if st := sb.GitHub.Stats(); st.PullRequestsCreated != 1 || st.BranchesCreated != 1 || st.FilesWritten != 1 {
@@ -135,7 +136,7 @@ func waitNeedsHuman(t *testing.T, env []string, taskID string) string {
 			res := decodeResult(t, st)
 			if res.Status == workflows.StatusNeedsHuman {
 				for _, op := range res.Operations {
-					if op.State == "NEEDS_HUMAN" {
+					if op.State == capstan.OutcomeNeedsHuman {
 						return op.OperationID
 					}
 				}

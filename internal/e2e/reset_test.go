@@ -17,8 +17,8 @@ import (
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/converter"
 
+	"github.com/capstanhq/capstan"
 	"github.com/capstanhq/capstan/activities"
-	"github.com/capstanhq/capstan/internal/ledger"
 	"github.com/capstanhq/capstan/internal/ledger/sqlite"
 	"github.com/capstanhq/capstan/internal/sandbox"
 	"github.com/capstanhq/capstan/internal/testenv"
@@ -57,12 +57,12 @@ func TestResetRepeatsNoEffect(t *testing.T) {
 		t.Fatalf("original run: status %s, %d turns, tools %v; want completed, 5 turns, tools %v", orig.Status, len(orig.Turns), toolsOf(orig), wantTools)
 	}
 	for i, op := range orig.Operations {
-		if op.State != ledger.StateSucceeded || op.Replayed || op.ExternalID == "" {
+		if op.State != capstan.OutcomeSucceeded || op.Replayed || op.ExternalID == "" {
 			t.Fatalf("original operation %d = %+v, want SUCCEEDED, sent (not replayed), with an external id", i, op)
 		}
 	}
-	if len(orig.Deliveries) != 1 || orig.Deliveries[0].State != workflows.DeliveryAcked {
-		t.Fatalf("original deliveries = %+v, want one ACKED", orig.Deliveries)
+	if len(orig.Deliveries) != 1 || orig.Deliveries[0].State != capstan.OutcomeSucceeded {
+		t.Fatalf("original deliveries = %+v, want one succeeded", orig.Deliveries)
 	}
 	// The comment has no business key: its id is its position in turn 4.
 	if want := "default:" + taskID + ":t4:github_comment:1"; orig.Operations[3].OperationID != want {
@@ -149,15 +149,15 @@ func checkResetRun(t *testing.T, what string, orig, got workflows.TaskResult, be
 	}
 	for i, op := range got.Operations {
 		o := orig.Operations[i]
-		if op.OperationID != o.OperationID || op.Tool != o.Tool || op.State != ledger.StateSucceeded || op.ExternalID != o.ExternalID {
+		if op.OperationID != o.OperationID || op.Tool != o.Tool || op.State != capstan.OutcomeSucceeded || op.ExternalID != o.ExternalID {
 			t.Errorf("%s: operation %d = %+v, want %s %s SUCCEEDED at %s", what, i, op, o.Tool, o.OperationID, o.ExternalID)
 		}
 	}
 	if len(got.Deliveries) != 1 {
 		t.Fatalf("%s: deliveries %+v, want one", what, got.Deliveries)
 	}
-	if d, o := got.Deliveries[0], orig.Deliveries[0]; d.State != workflows.DeliveryAcked || d.OperationID != o.OperationID || d.ExternalID != o.ExternalID {
-		t.Errorf("%s: delivery %+v, want ACKED as %s at %s", what, d, o.OperationID, o.ExternalID)
+	if d, o := got.Deliveries[0], orig.Deliveries[0]; d.State != capstan.OutcomeSucceeded || d.OperationID != o.OperationID || d.ExternalID != o.ExternalID {
+		t.Errorf("%s: delivery %+v, want succeeded as %s at %s", what, d, o.OperationID, o.ExternalID)
 	}
 }
 
@@ -211,7 +211,7 @@ func countEffects(sb *sandbox.Sandbox) effectCounts {
 // takes a new fence nor counts an attempt.
 type ledgerRow struct {
 	ID         string
-	State      ledger.State
+	State      capstan.Outcome
 	Fence      int64
 	Attempts   int
 	ExternalID string

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/capstanhq/capstan"
 	"github.com/capstanhq/capstan/internal/sandbox"
 	"github.com/capstanhq/capstan/internal/testenv"
 	"github.com/capstanhq/capstan/workflows"
@@ -96,7 +97,7 @@ func TestDemoTaskAgainstCompatibleEndpoints(t *testing.T) {
 		t.Fatalf("operations = %+v, want %v", res.Operations, wantTools)
 	}
 	for i, op := range res.Operations {
-		if op.Tool != wantTools[i] || op.State != "SUCCEEDED" || op.Replayed || op.ExternalID == "" {
+		if op.Tool != wantTools[i] || op.State != capstan.OutcomeSucceeded || op.Replayed || op.ExternalID == "" {
 			t.Errorf("operation %d = %+v, want %s SUCCEEDED with an external id", i, op, wantTools[i])
 		}
 	}
@@ -104,8 +105,8 @@ func TestDemoTaskAgainstCompatibleEndpoints(t *testing.T) {
 	if want := "default:" + taskID + ":github_create_pull_request:pr:create:capstan-sandbox/demo:capstan/hello-" + taskID + ":main"; prOp != want {
 		t.Errorf("pull request operation id = %q, want %q", prOp, want)
 	}
-	if len(res.Deliveries) != 1 || res.Deliveries[0].State != workflows.DeliveryAcked || res.Deliveries[0].Target != "slack:#capstan-e2e" {
-		t.Fatalf("deliveries = %+v, want one ACKED to slack:#capstan-e2e", res.Deliveries)
+	if len(res.Deliveries) != 1 || res.Deliveries[0].State != capstan.OutcomeSucceeded || res.Deliveries[0].Target != "slack:#capstan-e2e" {
+		t.Fatalf("deliveries = %+v, want one succeeded to slack:#capstan-e2e", res.Deliveries)
 	}
 	if !strings.Contains(res.FinalText, "pull request") {
 		t.Errorf("final_text = %q, want the script's summary", res.FinalText)

@@ -9,7 +9,7 @@
 //     lost its claim can never overwrite what its successor recorded.
 //   - A reconciler takes an operation whose outcome is unknown under a new
 //     fence (TakeForReconcile) before it writes its verdict, so neither the
-//     verdict nor a NEEDS_HUMAN can be overwritten by an attempt that was
+//     verdict nor a needs_human can be overwritten by an attempt that was
 //     still in flight when the reconciler looked.
 //   - Transcript items are content-addressed: PutItem of equal bytes returns
 //     the same reference and stores one row.
@@ -22,20 +22,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
-)
 
-// State of an operation.
-type State string
-
-const (
-	StateDeclared   State = "DECLARED"
-	StateClaimed    State = "CLAIMED"
-	StateRunning    State = "RUNNING"
-	StateSucceeded  State = "SUCCEEDED"
-	StateFailed     State = "FAILED"
-	StateUnknown    State = "UNKNOWN"
-	StateAbsent     State = "ABSENT"
-	StateNeedsHuman State = "NEEDS_HUMAN"
+	"github.com/capstanhq/capstan"
 )
 
 // Operation is one row of the operations table.
@@ -48,7 +36,7 @@ type Operation struct {
 	Kind           string // tool name or delivery kind, e.g. "github_create_pull_request", "slack_post"
 	BusinessKey    string
 	RequestHash    string
-	State          State
+	State          capstan.Outcome
 	LeaseOwner     string
 	LeaseExpiresAt time.Time
 	Fence          int64
@@ -77,8 +65,8 @@ const (
 	AlreadySucceeded ClaimStatus = "already_succeeded"
 	// InProgress: another owner holds a live lease.
 	InProgress ClaimStatus = "in_progress"
-	// MustReconcile: the outcome of an earlier attempt is unknown (UNKNOWN,
-	// NEEDS_HUMAN, or an expired lease on a RUNNING operation); ask the
+	// MustReconcile: the outcome of an earlier attempt is not known (unknown,
+	// needs_human, or an expired lease on a running operation); ask the
 	// external system before acting.
 	MustReconcile ClaimStatus = "must_reconcile"
 )
@@ -88,7 +76,7 @@ type ClaimRequest struct {
 	Op    Operation // identity fields: ID, Tenant, TaskID, TurnID, ToolCallID, Kind, BusinessKey, RequestHash
 	Owner string    // worker identity + activity attempt
 	Lease time.Duration
-	// Running claims the operation straight into RUNNING, counting the
+	// Running claims the operation straight into running, counting the
 	// attempt, as a claim followed by MarkRunning(nil facts) would, in one
 	// write. It is for an attempt that has nothing left to check or record
 	// before it sends: from the moment the claim is durable the request may
@@ -107,7 +95,7 @@ type ClaimResult struct {
 type Completion struct {
 	ID         string
 	Fence      int64
-	State      State // SUCCEEDED, FAILED, UNKNOWN, ABSENT or NEEDS_HUMAN
+	State      capstan.Outcome // succeeded, failed, unknown, absent or needs_human
 	ExternalID string
 	Result     []byte
 	Error      string
@@ -122,15 +110,15 @@ type Completion struct {
 // postgres (a pool across machines); both apply the rules in rules.go and
 // pass the contract suite in ledgertest.
 type Store interface {
-	// Claim creates the operation if new, or takes it when it is ABSENT,
-	// FAILED, or CLAIMED with an expired lease. It returns ErrConflict when
+	// Claim creates the operation if new, or takes it when it is absent,
+	// failed, or claimed with an expired lease. It returns ErrConflict when
 	// the id is known with another request hash.
 	Claim(ctx context.Context, req ClaimRequest) (ClaimResult, error)
-	// MarkRunning moves a claimed operation to RUNNING just before the
+	// MarkRunning moves a claimed operation to running just before the
 	// request is sent, counts the attempt, and records facts, what the
 	// attempt learned before sending (see Operation.Facts; nil for none).
 	MarkRunning(ctx context.Context, id string, fence int64, facts []byte) error
-	// Renew extends the live lease of a CLAIMED or RUNNING operation to
+	// Renew extends the live lease of a claimed or running operation to
 	// now+lease under its fence; activities call it with every heartbeat,
 	// so a lease outlives a slow call but not a dead worker. A stale fence
 	// or an expired lease is ErrFenced.
@@ -141,14 +129,14 @@ type Store interface {
 	// operation free to claim again.
 	Release(ctx context.Context, id string, fence int64) error
 	// TakeForReconcile takes an operation whose outcome is unknown —
-	// UNKNOWN, NEEDS_HUMAN, or CLAIMED or RUNNING with an expired lease —
+	// unknown, needs_human, or claimed or running with an expired lease —
 	// for owner: a new fence (the old one plus one) and a lease of the given
 	// length; the state stays. The reconciler then writes its verdict with
 	// Complete under the new fence, so an attempt still holding an older
 	// fence can never overwrite it. A live lease, whoever holds it, is
 	// refused with a *LeaseHeldError (errors.Is ErrLeaseHeld). An operation
-	// whose outcome the ledger already knows (SUCCEEDED, FAILED, ABSENT,
-	// DECLARED) is returned as it stands, with ErrSettled.
+	// whose outcome the ledger already knows (succeeded, failed, absent,
+	// declared) is returned as it stands, with ErrSettled.
 	TakeForReconcile(ctx context.Context, id, owner string, lease time.Duration) (Operation, error)
 	Get(ctx context.Context, id string) (Operation, error)
 	ListByTask(ctx context.Context, taskID string) ([]Operation, error)
@@ -193,7 +181,7 @@ var (
 // lease. It matches ErrLeaseHeld with errors.Is.
 type LeaseHeldError struct {
 	ID        string
-	State     State
+	State     capstan.Outcome
 	Owner     string
 	ExpiresAt time.Time
 }
@@ -205,3 +193,28 @@ func (e *LeaseHeldError) Error() string {
 
 // Is makes errors.Is(err, ErrLeaseHeld) true.
 func (e *LeaseHeldError) Is(target error) bool { return target == ErrLeaseHeld }
+
+// StateOf reads the state column of an operations row. Rows written before
+// the one vocabulary hold the old upper-case states (SUCCEEDED,
+// NEEDS_HUMAN, …); they read as the outcome they meant
+// (capstan.ParseOutcome). A string no release wrote reads as itself, which
+// the claim rules refuse as unrecognised rather than guess.
+func StateOf(column string) capstan.Outcome {
+	o, _ := capstan.ParseOutcome(column)
+	return o
+}
+
+// Spellings are the strings a state column may hold for states — each
+// one's spelling and those older releases wrote for it — as query
+// arguments, for a query that must match rows written before the one
+// vocabulary and after it.
+func Spellings(states ...capstan.Outcome) []any {
+	var out []any
+	for _, s := range states {
+		out = append(out, string(s))
+		for _, old := range s.OldSpellings() {
+			out = append(out, old)
+		}
+	}
+	return out
+}

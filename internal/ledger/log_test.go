@@ -9,13 +9,14 @@ import (
 	"log/slog"
 	"testing"
 
+	"github.com/capstanhq/capstan"
 	"github.com/capstanhq/capstan/internal/ledger"
 )
 
 func TestLogStaleFence(t *testing.T) {
 	var buf bytes.Buffer
 	log := slog.New(slog.NewJSONHandler(&buf, nil))
-	cur := ledger.Operation{ID: "op-1", State: ledger.StateSucceeded, Fence: 3}
+	cur := ledger.Operation{ID: "op-1", State: capstan.OutcomeSucceeded, Fence: 3}
 
 	ledger.LogStaleFence(context.Background(), log, "release", cur, 3, errors.New("operation is RUNNING"))
 	if buf.Len() != 0 {
@@ -29,7 +30,7 @@ func TestLogStaleFence(t *testing.T) {
 		t.Fatalf("want one JSON record, got %q: %v", buf.String(), err)
 	}
 	want := map[string]any{"level": "WARN", "msg": "ledger rejected a stale-fence write", "op": "complete",
-		"operation_id": "op-1", "fence": float64(2), "current_fence": float64(3), "state": "SUCCEEDED",
+		"operation_id": "op-1", "fence": float64(2), "current_fence": float64(3), "state": "succeeded",
 		"reason": refusal.Error()}
 	for k, v := range want {
 		if rec[k] != v {

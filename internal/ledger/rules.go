@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/capstanhq/capstan"
 )
 
 // The rules in this file decide every claim and every write after a claim.
@@ -36,11 +38,11 @@ func LeaseLive(op Operation, now time.Time) bool {
 }
 
 // NewClaim is the operation a claim inserts for an id the ledger has not
-// seen: CLAIMED (RUNNING, its first attempt counted, when req.Running) at fence 1 by req.Owner until now+req.Lease, with the
+// seen: claimed (running, its first attempt counted, when req.Running) at fence 1 by req.Owner until now+req.Lease, with the
 // caller's identity fields and no outcome.
 func NewClaim(req ClaimRequest, now time.Time) Operation {
 	op := req.Op
-	op.State = StateClaimed
+	op.State = capstan.OutcomeClaimed
 	op.LeaseOwner = req.Owner
 	op.LeaseExpiresAt = now.Add(req.Lease)
 	op.Fence = 1
@@ -52,11 +54,11 @@ func NewClaim(req ClaimRequest, now time.Time) Operation {
 }
 
 // markRunningAtClaim makes a granted claim of a ClaimRequest with Running
-// what MarkRunning with no facts would have made it: RUNNING, this attempt
+// what MarkRunning with no facts would have made it: running, this attempt
 // counted.
 func markRunningAtClaim(op *Operation, req ClaimRequest) {
 	if req.Running {
-		op.State = StateRunning
+		op.State = capstan.OutcomeRunning
 		op.AttemptCount++
 	}
 }
@@ -72,20 +74,20 @@ func DecideClaim(cur Operation, req ClaimRequest, now time.Time) (ClaimStatus, e
 			req.Op.RequestHash, cur.RequestHash, ErrConflict)
 	}
 	switch cur.State {
-	case StateSucceeded:
+	case capstan.OutcomeSucceeded:
 		return AlreadySucceeded, nil
-	case StateDeclared, StateAbsent, StateFailed:
+	case capstan.OutcomeDeclared, capstan.OutcomeAbsent, capstan.OutcomeFailed:
 		// Nothing was sent, or it definitely failed: free to take.
 		return Claimed, nil
-	case StateClaimed:
-		// Nothing has been sent under a CLAIMED row, so an expired lease
+	case capstan.OutcomeClaimed:
+		// Nothing has been sent under a claimed row, so an expired lease
 		// (or the owner's own live one) can be taken over; the new fence
 		// locks the previous holder out.
 		if !LeaseLive(cur, now) || cur.LeaseOwner == req.Owner {
 			return Claimed, nil
 		}
 		return InProgress, nil
-	case StateRunning:
+	case capstan.OutcomeRunning:
 		// The request may be on the wire. While the lease is live the
 		// holder is presumed to be working on it, whoever asks; after it
 		// expires only the external system can say what happened.
@@ -93,7 +95,7 @@ func DecideClaim(cur Operation, req ClaimRequest, now time.Time) (ClaimStatus, e
 			return InProgress, nil
 		}
 		return MustReconcile, nil
-	case StateUnknown, StateNeedsHuman:
+	case capstan.OutcomeUnknown, capstan.OutcomeNeedsHuman:
 		return MustReconcile, nil
 	default:
 		return "", fmt.Errorf("unrecognised state %q in the ledger", cur.State)
@@ -101,14 +103,14 @@ func DecideClaim(cur Operation, req ClaimRequest, now time.Time) (ClaimStatus, e
 }
 
 // Reclaim is cur as a (re)claim that DecideClaim allowed leaves it: a new
-// fence, a fresh lease for req.Owner, CLAIMED (RUNNING with the attempt
+// fence, a fresh lease for req.Owner, claimed (running with the attempt
 // counted when req.Running), the caller's turn and tool call ids
 // when given, and the outcome and facts of an earlier attempt cleared (the
-// new attempt records its own facts when it marks the operation RUNNING).
+// new attempt records its own facts when it marks the operation running).
 // Attempts are counted across claims, so AttemptCount is kept.
 func Reclaim(cur Operation, req ClaimRequest, now time.Time) Operation {
 	op := cur
-	op.State = StateClaimed
+	op.State = capstan.OutcomeClaimed
 	op.LeaseOwner = req.Owner
 	op.LeaseExpiresAt = now.Add(req.Lease)
 	op.Fence = cur.Fence + 1
@@ -138,7 +140,7 @@ func checkFence(cur Operation, fence int64) error {
 }
 
 // CheckMarkRunning decides whether MarkRunning under fence may change cur:
-// the operation must be CLAIMED under that fence with a live lease. Acting on
+// the operation must be claimed under that fence with a live lease. Acting on
 // an expired lease could race with a successor, so that too is ErrFenced and
 // the caller must claim again.
 func CheckMarkRunning(cur Operation, fence int64, now time.Time) error {
@@ -146,8 +148,8 @@ func CheckMarkRunning(cur Operation, fence int64, now time.Time) error {
 		return err
 	}
 	switch {
-	case cur.State != StateClaimed:
-		return stale("operation is %s, not CLAIMED", cur.State)
+	case cur.State != capstan.OutcomeClaimed:
+		return stale("operation is %s, not %s", cur.State, capstan.OutcomeClaimed)
 	case !LeaseLive(cur, now):
 		return stale("lease expired at %s", cur.LeaseExpiresAt.Format(time.RFC3339Nano))
 	}
@@ -155,7 +157,7 @@ func CheckMarkRunning(cur Operation, fence int64, now time.Time) error {
 }
 
 // CheckRenew decides whether Renew under fence may extend cur's lease: the
-// claim must be current (CLAIMED or RUNNING under that fence) and its lease
+// claim must be current (claimed or running under that fence) and its lease
 // still live. A lease that ran out may already be someone else's to
 // reconcile, so it is not revived: ErrFenced.
 func CheckRenew(cur Operation, fence int64, now time.Time) error {
@@ -163,8 +165,8 @@ func CheckRenew(cur Operation, fence int64, now time.Time) error {
 		return err
 	}
 	switch {
-	case cur.State != StateClaimed && cur.State != StateRunning:
-		return stale("operation is %s; only a CLAIMED or RUNNING lease is renewed", cur.State)
+	case cur.State != capstan.OutcomeClaimed && cur.State != capstan.OutcomeRunning:
+		return stale("operation is %s; only a %s or %s lease is renewed", cur.State, capstan.OutcomeClaimed, capstan.OutcomeRunning)
 	case !LeaseLive(cur, now):
 		return stale("lease expired at %s", cur.LeaseExpiresAt.Format(time.RFC3339Nano))
 	}
@@ -172,14 +174,14 @@ func CheckRenew(cur Operation, fence int64, now time.Time) error {
 }
 
 // CheckTakeForReconcile decides whether a reconciler may take cur: its
-// outcome must be one nobody knows (UNKNOWN, NEEDS_HUMAN, or CLAIMED or
-// RUNNING) and no lease on it may be live. A settled operation is
+// outcome must be one nobody knows (unknown, needs_human, or claimed or
+// running) and no lease on it may be live. A settled operation is
 // ErrSettled; a live lease is a *LeaseHeldError.
 func CheckTakeForReconcile(cur Operation, now time.Time) error {
 	switch cur.State {
-	case StateSucceeded, StateFailed, StateAbsent, StateDeclared:
+	case capstan.OutcomeSucceeded, capstan.OutcomeFailed, capstan.OutcomeAbsent, capstan.OutcomeDeclared:
 		return fmt.Errorf("operation is %s: %w", cur.State, ErrSettled)
-	case StateUnknown, StateNeedsHuman, StateClaimed, StateRunning:
+	case capstan.OutcomeUnknown, capstan.OutcomeNeedsHuman, capstan.OutcomeClaimed, capstan.OutcomeRunning:
 		if LeaseLive(cur, now) {
 			return &LeaseHeldError{ID: cur.ID, State: cur.State, Owner: cur.LeaseOwner, ExpiresAt: cur.LeaseExpiresAt}
 		}
@@ -190,35 +192,36 @@ func CheckTakeForReconcile(cur Operation, now time.Time) error {
 }
 
 // completable lists the states a Complete may leave: the claim is still open.
-// NEEDS_HUMAN is included so that a person's verdict (docs/design.md §5.4) can
+// needs_human is included so that a person's verdict (docs/design.md §5.4) can
 // be recorded under the fence the operation holds.
-var completable = map[State]bool{
-	StateClaimed:    true,
-	StateRunning:    true,
-	StateUnknown:    true,
-	StateNeedsHuman: true,
+var completable = map[capstan.Outcome]bool{
+	capstan.OutcomeClaimed:    true,
+	capstan.OutcomeRunning:    true,
+	capstan.OutcomeUnknown:    true,
+	capstan.OutcomeNeedsHuman: true,
 }
 
 // completions lists the states a Complete may write.
-var completions = map[State]bool{
-	StateSucceeded:  true,
-	StateFailed:     true,
-	StateUnknown:    true,
-	StateAbsent:     true,
-	StateNeedsHuman: true,
+var completions = map[capstan.Outcome]bool{
+	capstan.OutcomeSucceeded:  true,
+	capstan.OutcomeFailed:     true,
+	capstan.OutcomeUnknown:    true,
+	capstan.OutcomeAbsent:     true,
+	capstan.OutcomeNeedsHuman: true,
 }
 
 // ValidateCompletion refuses a completion to a state that does not end an
 // attempt. It needs no row, so stores call it before opening a transaction.
 func ValidateCompletion(c Completion) error {
 	if !completions[c.State] {
-		return fmt.Errorf("cannot complete to state %q (want SUCCEEDED, FAILED, UNKNOWN, ABSENT or NEEDS_HUMAN)", c.State)
+		return fmt.Errorf("cannot complete to state %q (want %s, %s, %s, %s or %s)", c.State,
+			capstan.OutcomeSucceeded, capstan.OutcomeFailed, capstan.OutcomeUnknown, capstan.OutcomeAbsent, capstan.OutcomeNeedsHuman)
 	}
 	return nil
 }
 
 // CheckComplete decides whether a Complete under fence may change cur. A
-// fence whose claim already ended (SUCCEEDED, FAILED, ABSENT) is stale.
+// fence whose claim already ended (succeeded, failed, absent) is stale.
 func CheckComplete(cur Operation, fence int64) error {
 	if err := checkFence(cur, fence); err != nil {
 		return err
@@ -230,17 +233,17 @@ func CheckComplete(cur Operation, fence int64) error {
 }
 
 // CheckRelease decides whether Release under fence may change cur: only a
-// CLAIMED operation is released. One that may have been sent (RUNNING,
-// UNKNOWN, NEEDS_HUMAN) is never released — an error that is not ErrFenced,
+// claimed operation is released. One that may have been sent (running,
+// unknown, needs_human) is never released — an error that is not ErrFenced,
 // because the caller must complete it instead.
 func CheckRelease(cur Operation, fence int64) error {
 	if err := checkFence(cur, fence); err != nil {
 		return err
 	}
 	switch cur.State {
-	case StateClaimed:
+	case capstan.OutcomeClaimed:
 		return nil
-	case StateRunning, StateUnknown, StateNeedsHuman:
+	case capstan.OutcomeRunning, capstan.OutcomeUnknown, capstan.OutcomeNeedsHuman:
 		return fmt.Errorf("operation is %s and may have been sent; record its outcome with Complete instead", cur.State)
 	default:
 		return stale("the claim already ended in %s", cur.State)

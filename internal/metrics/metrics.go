@@ -24,7 +24,7 @@ import (
 	"go.temporal.io/sdk/client"
 	temporalotel "go.temporal.io/sdk/contrib/opentelemetry"
 
-	"github.com/capstanhq/capstan/internal/ledger"
+	"github.com/capstanhq/capstan"
 	"github.com/capstanhq/capstan/internal/model"
 )
 
@@ -87,13 +87,13 @@ func New(logger *slog.Logger) (*Metrics, error) {
 			"Activity attempts that failed in a way that is tried again — by Temporal's retry policy, or by the turn guard for a model attempt — by activity and reason; the last attempt of a spent budget counts too.",
 			"activity", "reason"),
 		operations: f("operations_total",
-			"Operations (tool calls and deliveries) by the state the ledger recorded for them (SUCCEEDED, FAILED, ABSENT, UNKNOWN, NEEDS_HUMAN), counted at each change of state.",
+			"Operations (tool calls and deliveries) by the outcome the ledger recorded for them (succeeded, failed, absent, unknown, needs_human), counted at each change of state.",
 			"kind", "state"),
 		verdicts: f("reconcile_verdicts_total",
 			"Verdicts recorded on operations whose outcome was unknown (found, absent, indeterminate), by a reconciler or a person.",
 			"kind", "verdict"),
 		deliveries: f("deliveries_total",
-			"Delivery attempts of a task's final answer by how they ended (ACKED, NOT_SENT, AMBIGUOUS, REFUSED), by target (slack, github_comment).",
+			"Delivery attempts of a task's final answer by how they ended (succeeded, not_sent, unknown, failed), by target (slack, github_comment).",
 			"target", "state"),
 		breakerTransitions: f("breaker_transitions_total",
 			"Circuit breaker state changes, by breaker key and states.",
@@ -191,27 +191,27 @@ func (m *Metrics) Retry(activity, reason string) {
 }
 
 // OperationSettled counts an operation of kind reaching state in the ledger.
-func (m *Metrics) OperationSettled(kind string, state ledger.State) {
+func (m *Metrics) OperationSettled(kind string, state capstan.Outcome) {
 	if m == nil {
 		return
 	}
-	m.operations.WithLabelValues(kind, string(state)).Inc()
+	m.operations.WithLabelValues(kind, state.String()).Inc()
 }
 
 // ReconcileVerdict counts a verdict recorded on an operation of kind.
-func (m *Metrics) ReconcileVerdict(kind, verdict string) {
+func (m *Metrics) ReconcileVerdict(kind string, verdict capstan.Verdict) {
 	if m == nil {
 		return
 	}
-	m.verdicts.WithLabelValues(kind, verdict).Inc()
+	m.verdicts.WithLabelValues(kind, verdict.String()).Inc()
 }
 
 // Delivery counts a delivery attempt to target that ended in state.
-func (m *Metrics) Delivery(target, state string) {
+func (m *Metrics) Delivery(target string, state capstan.Outcome) {
 	if m == nil {
 		return
 	}
-	m.deliveries.WithLabelValues(target, state).Inc()
+	m.deliveries.WithLabelValues(target, state.String()).Inc()
 }
 
 // BreakerTransition records that the breaker key went from one state to

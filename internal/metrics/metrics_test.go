@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/capstanhq/capstan/internal/ledger"
+	"github.com/capstanhq/capstan"
 	"github.com/capstanhq/capstan/internal/metrics"
 	"github.com/capstanhq/capstan/internal/model"
 	"github.com/capstanhq/capstan/internal/testenv"
@@ -61,10 +61,10 @@ func TestEndpointServesCapstanMetricsWithTheirLabels(t *testing.T) {
 	m.ModelTokens("openai", "gpt-4.1", model.Usage{InputTokens: 120, OutputTokens: 30})
 	m.ModelTokens("openai", "gpt-4.1", model.Usage{InputTokens: 80})
 	m.Retry("ExecuteTool", "rate_limited")
-	m.OperationSettled("github_create_branch", ledger.StateSucceeded)
-	m.OperationSettled("slack_post", ledger.StateUnknown)
-	m.ReconcileVerdict("slack_post", "found")
-	m.Delivery("slack", "ACKED")
+	m.OperationSettled("github_create_branch", capstan.OutcomeSucceeded)
+	m.OperationSettled("slack_post", capstan.OutcomeUnknown)
+	m.ReconcileVerdict("slack_post", capstan.VerdictFound)
+	m.Delivery("slack", capstan.OutcomeSucceeded)
 
 	s := testenv.ScrapeMetrics(t, srv.URL())
 	want(t, s, "capstan_model_attempts_total", map[string]string{"provider": "openai", "model": "gpt-4.1", "outcome": "completed"}, 2)
@@ -72,10 +72,10 @@ func TestEndpointServesCapstanMetricsWithTheirLabels(t *testing.T) {
 	want(t, s, "capstan_model_tokens_total", map[string]string{"provider": "openai", "type": "input"}, 200)
 	want(t, s, "capstan_model_tokens_total", map[string]string{"type": "output"}, 30)
 	want(t, s, "capstan_retries_total", map[string]string{"activity": "ExecuteTool", "reason": "rate_limited"}, 1)
-	want(t, s, "capstan_operations_total", map[string]string{"kind": "github_create_branch", "state": "SUCCEEDED"}, 1)
-	want(t, s, "capstan_operations_total", map[string]string{"kind": "slack_post", "state": "UNKNOWN"}, 1)
+	want(t, s, "capstan_operations_total", map[string]string{"kind": "github_create_branch", "state": "succeeded"}, 1)
+	want(t, s, "capstan_operations_total", map[string]string{"kind": "slack_post", "state": "unknown"}, 1)
 	want(t, s, "capstan_reconcile_verdicts_total", map[string]string{"kind": "slack_post", "verdict": "found"}, 1)
-	want(t, s, "capstan_deliveries_total", map[string]string{"target": "slack", "state": "ACKED"}, 1)
+	want(t, s, "capstan_deliveries_total", map[string]string{"target": "slack", "state": "succeeded"}, 1)
 	if _, ok := s.Value("go_goroutines", nil); !ok {
 		t.Error("the Go runtime's metrics are not served")
 	}
@@ -176,9 +176,9 @@ func TestNilMetricsRecordNothing(t *testing.T) {
 	m.ModelAttempt("openai", "gpt-4.1", model.OutcomeCompleted)
 	m.ModelTokens("openai", "gpt-4.1", model.Usage{InputTokens: 1})
 	m.Retry("ModelTurn", "overloaded")
-	m.OperationSettled("slack_post", ledger.StateSucceeded)
-	m.ReconcileVerdict("slack_post", "absent")
-	m.Delivery("slack", "ACKED")
+	m.OperationSettled("slack_post", capstan.OutcomeSucceeded)
+	m.ReconcileVerdict("slack_post", capstan.VerdictAbsent)
+	m.Delivery("slack", capstan.OutcomeSucceeded)
 	m.BreakerTransition("slack/post", "closed", "open")
 	m.TemporalHandler().Counter("temporal_request").Inc(1)
 	if err := m.Close(context.Background()); err != nil {
@@ -195,9 +195,9 @@ func TestDashboardReadsCapstanMetrics(t *testing.T) {
 	m.ModelAttempt("openai", "gpt-4.1", model.OutcomeCompleted)
 	m.ModelTokens("openai", "gpt-4.1", model.Usage{InputTokens: 1, OutputTokens: 1})
 	m.Retry("ModelTurn", "overloaded")
-	m.OperationSettled("slack_post", ledger.StateSucceeded)
-	m.ReconcileVerdict("slack_post", "found")
-	m.Delivery("slack", "ACKED")
+	m.OperationSettled("slack_post", capstan.OutcomeSucceeded)
+	m.ReconcileVerdict("slack_post", capstan.VerdictFound)
+	m.Delivery("slack", capstan.OutcomeSucceeded)
 	m.BreakerTransition("slack/post", metrics.BreakerClosed, metrics.BreakerOpen)
 	fams, err := m.Registry().Gather()
 	if err != nil {

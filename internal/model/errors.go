@@ -3,14 +3,19 @@ package model
 import (
 	"fmt"
 	"time"
+
+	"github.com/capstanhq/capstan"
 )
 
 // Outcome classifies an attempt for the turn guard (docs/design.md §4.4).
+// It is the guard's own table, not what is known about an effect
+// (capstan.Outcome), but where the words are the same — not sent, unknown,
+// cancelled — it spells them as the vocabulary does.
 type Outcome string
 
 const (
 	OutcomeCompleted  Outcome = "completed"
-	OutcomeNotSent    Outcome = "not_sent"
+	OutcomeNotSent            = Outcome(capstan.OutcomeNotSent)
 	OutcomeOverloaded Outcome = "overloaded"
 	OutcomeRejected   Outcome = "rejected"
 	OutcomeCutIdle    Outcome = "cut_idle"
@@ -18,8 +23,8 @@ const (
 	OutcomeInvalid    Outcome = "invalid"
 	OutcomeOverflow   Outcome = "overflow"
 	OutcomeWorkerLost Outcome = "worker_lost"
-	OutcomeCancelled  Outcome = "cancelled"
-	OutcomeUnknown    Outcome = "unknown"
+	OutcomeCancelled          = Outcome(capstan.OutcomeCancelled)
+	OutcomeUnknown            = Outcome(capstan.OutcomeUnknown)
 	// OutcomeBreakerOpen: the provider's breaker was open, so nothing was
 	// sent; the attempt's RetryAfter is the time left in the open period.
 	OutcomeBreakerOpen Outcome = "breaker_open"

@@ -8,32 +8,35 @@ import (
 	"net"
 	"net/http"
 	"strings"
+
+	"github.com/capstanhq/capstan"
 )
 
-// Verdict says what a failed Execute means for the effect it attempted.
-type Verdict string
+// Verdict says what a failed Execute means for the effect it attempted: an
+// outcome of capstan's one vocabulary.
+type Verdict = capstan.Outcome
 
 const (
 	// VerdictFailed: the request was refused and nothing happened — e.g. an
 	// HTTP 4xx other than 408 and 429, or arguments rejected before anything
 	// was sent. The operation may be released; repeating the same call fails
 	// again.
-	VerdictFailed Verdict = "failed"
+	VerdictFailed = capstan.OutcomeFailed
 	// VerdictNotSent: provably no request byte reached the server (the dial,
 	// including a connect timeout, or the DNS lookup failed, or the TLS
 	// handshake was refused), or the service refused the request for a rate
 	// limit (RetryAfterError), or the tool proved its effect was never
 	// requested. Safe to send again.
-	VerdictNotSent Verdict = "not_sent"
+	VerdictNotSent = capstan.OutcomeNotSent
 	// VerdictUnknown: the request may have been written and may have acted —
 	// a timeout, a reset or EOF, an HTTP 5xx, 408, or a 429 its tool could
 	// not identify as a rate limit, or anything not proven otherwise. The operation must be reconciled before it is
 	// repeated.
-	VerdictUnknown Verdict = "unknown"
+	VerdictUnknown = capstan.OutcomeUnknown
 	// VerdictCancelled: the caller's context was cancelled. It proves nothing
 	// about the request; a cancelled mutation is reconciled like an unknown
 	// one (docs/design.md §5.6).
-	VerdictCancelled Verdict = "cancelled"
+	VerdictCancelled = capstan.OutcomeCancelled
 )
 
 // Classify is the rule of docs/design.md §5.4 step 4 for an error returned by Execute:

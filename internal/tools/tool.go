@@ -7,32 +7,33 @@
 //
 // A tool knows how to validate its arguments, how to name the effect it would
 // have (business key and the fields that define it), how to describe a call
-// in one line, and how to perform it once. Identify must be a pure function of
-// the arguments: its result derives operation ids, so it must be
-// deterministic and do no I/O.
+// in one line, and how to perform it once; a tool whose unknown outcome must
+// be reconciled also knows how its effect is found again (Finder, effect.go).
+// All of that is the tool's: its arguments are parsed by its own parser and
+// nothing else reads them. Identify must be a pure function of the
+// arguments: its result derives operation ids, so it must be deterministic
+// and do no I/O.
 package tools
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
+
+	"github.com/capstanhq/capstan"
 )
 
 // Class is a tool's safety class: what may be done after a timeout or an
-// ambiguous failure.
-type Class string
+// ambiguous failure. It is capstan's vocabulary (capstan.Class), which the
+// workflow reads without importing the tools.
+type Class = capstan.Class
 
+// The safety classes (capstan.ClassReadOnly, …).
 const (
-	// ReadOnly tools have no effect; retry freely, bounded, with jitter.
-	ReadOnly Class = "read_only"
-	// Idempotent tools may be repeated with the same operation id.
-	Idempotent Class = "idempotent"
-	// Conditional tools are reconciled by business key and only created when
-	// confirmed absent.
-	Conditional Class = "conditional"
-	// Unsafe tools are reconciled by an embedded marker; if that cannot tell,
-	// a person decides.
-	Unsafe Class = "unsafe"
+	ReadOnly    = capstan.ClassReadOnly
+	Idempotent  = capstan.ClassIdempotent
+	Conditional = capstan.ClassConditional
+	Unsafe      = capstan.ClassUnsafe
 )
 
 // Identity names the effect a call would have.
@@ -84,15 +85,15 @@ type Tool interface {
 	Execute(ctx context.Context, call Call) (Result, error)
 }
 
-// Preparer is implemented by a tool whose reconciler needs facts about the
-// world as they stood just before the request was sent — the commit a pull
-// request's head branch was at, say — because the effect itself does not
-// keep them. ExecuteTool calls Prepare once per attempt, after the claim and
-// before the operation is marked RUNNING, and the ledger keeps the facts
-// with the operation (ledger.Operation.Facts) for the reconciler to read if
-// the answer to the request is lost.
+// Preparer is implemented by a tool whose lookup (Finder) needs facts about
+// the world as they stood just before the request was sent — the commit a
+// pull request's head branch was at, say — because the effect itself does
+// not keep them. ExecuteTool calls Prepare once per attempt, after the claim
+// and before the operation is marked RUNNING, and the ledger keeps the facts
+// with the operation (ledger.Operation.Facts); they reach the lookup as
+// Sent.Facts if the answer to the request is lost.
 type Preparer interface {
-	// Prepare reads, and never changes, what call's reconciler will need,
+	// Prepare reads, and never changes, what call's lookup will need,
 	// and returns it as a JSON document; nil when there is nothing worth
 	// recording. An error means the facts could not be read: nothing has
 	// been sent, the claim is released, and the call is retried.

@@ -8,7 +8,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/google/go-github/v62/github"
 	"github.com/slack-go/slack"
 
 	"github.com/capstanhq/capstan/internal/config"
@@ -24,13 +23,12 @@ import (
 const httpTimeout = time.Minute
 
 // Clients are a worker's clients of the outside world, built from its
-// configuration alone: the model providers, GitHub (for the tools and the
-// reconcilers) and Slack.
+// configuration alone: the model providers, the tools (over GitHub; each
+// also finds its effects again for the reconcilers) and Slack.
 type Clients struct {
 	// Providers are the model providers the worker serves, by the provider
 	// part of "provider:model".
 	Providers map[string]model.Provider
-	GitHub    *github.Client
 	// Tools are the tools the model may call, over GitHub.
 	Tools *tools.Registry
 	// Slack is nil when SLACK_BOT_TOKEN is not set.
@@ -47,7 +45,6 @@ func NewClients(cfg config.Config, logger *slog.Logger) (Clients, error) {
 	}
 	cl := Clients{
 		Providers: modelProviders(cfg, logger),
-		GitHub:    gh,
 		Tools:     tools.NewRegistry(githubtools.Tools(gh)...),
 	}
 	if cfg.SlackBotToken != "" {

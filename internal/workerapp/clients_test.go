@@ -112,9 +112,6 @@ func TestClientsWithoutSlackToken(t *testing.T) {
 	if got := sortedKeys(cl.Providers); len(got) != 1 || got[0] != "openai" {
 		t.Errorf("providers = %v, want openai alone", got)
 	}
-	if cl.GitHub == nil || cl.GitHub.BaseURL.String() != "http://127.0.0.1:1/" {
-		t.Errorf("GitHub client = %v, want one at GITHUB_API_URL", cl.GitHub)
-	}
 	if len(cl.Tools.Specs()) == 0 {
 		t.Error("the tool registry is empty")
 	}

@@ -35,6 +35,7 @@ import (
 	"github.com/capstanhq/capstan/internal/livestream"
 	"github.com/capstanhq/capstan/internal/logids"
 	"github.com/capstanhq/capstan/internal/metrics"
+	"github.com/capstanhq/capstan/internal/tools/slackpost"
 	"github.com/capstanhq/capstan/reconcilers"
 	"github.com/capstanhq/capstan/workflows"
 )
@@ -202,11 +203,13 @@ func (w *Worker) newActivities(cfg config.Config, cl Clients, breakers *breaker.
 	}
 	// Interfaces, not a *slack.Client, so that "no token" stays a nil
 	// interface the activities and reconcilers can test for.
-	var slackHistory reconcilers.SlackHistory
+	var slackHistory slackpost.History
 	if cl.Slack != nil {
 		deps.Slack, slackHistory = cl.Slack, cl.Slack
 	}
-	deps.Reconcilers = reconcilers.NewSet(cl.GitHub, slackHistory)
+	// Each tool's own lookup finds its effects again, and the deliveries'
+	// finds posted messages.
+	deps.Reconcilers = reconcilers.NewSet(cl.Tools, slackpost.NewMessages(slackHistory))
 	if w.metrics != nil {
 		deps.Metrics = w.metrics
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/capstanhq/capstan"
 	"github.com/capstanhq/capstan/internal/ledger"
 )
 
@@ -35,7 +36,7 @@ func testClaimRunning(h *h) {
 	got := h.claimRunning("worker-a/1", op)
 	now := h.clock.Now()
 	want := op
-	want.State = ledger.StateRunning
+	want.State = capstan.OutcomeRunning
 	want.LeaseOwner = "worker-a/1"
 	want.LeaseExpiresAt = now.Add(Lease)
 	want.Fence = 1
@@ -72,10 +73,10 @@ func testReclaimRunning(h *h) {
 	op := newOp("op-rerun", "task-1")
 	c := h.claim("worker-a/1", op)
 	h.markRunningWith(op.ID, c.Fence, []byte(`{"head_sha":"abc"}`))
-	h.complete(ledger.Completion{ID: op.ID, Fence: c.Fence, State: ledger.StateAbsent, Error: "connection refused"})
+	h.complete(ledger.Completion{ID: op.ID, Fence: c.Fence, State: capstan.OutcomeAbsent, Error: "connection refused"})
 	h.clock.Advance(time.Second)
 	got := h.claimRunning("worker-b/1", op)
-	if got.Fence != c.Fence+1 || got.State != ledger.StateRunning || got.LeaseOwner != "worker-b/1" || got.AttemptCount != 2 {
+	if got.Fence != c.Fence+1 || got.State != capstan.OutcomeRunning || got.LeaseOwner != "worker-b/1" || got.AttemptCount != 2 {
 		h.Fatalf("Running reclaim: fence %d state %s owner %q attempts %d, want fence %d RUNNING worker-b/1 attempts 2",
 			got.Fence, got.State, got.LeaseOwner, got.AttemptCount, c.Fence+1)
 	}
@@ -86,7 +87,7 @@ func testReclaimRunning(h *h) {
 		h.Fatalf("Get after the Running reclaim: %s", d)
 	}
 	// The successful attempt completes under its fence as after MarkRunning.
-	h.complete(ledger.Completion{ID: op.ID, Fence: got.Fence, State: ledger.StateSucceeded, ExternalID: "e-1"})
+	h.complete(ledger.Completion{ID: op.ID, Fence: got.Fence, State: capstan.OutcomeSucceeded, ExternalID: "e-1"})
 	h.expectStatus("worker-c/1", op, ledger.AlreadySucceeded)
 }
 
@@ -96,14 +97,14 @@ func testCompleteStoresItems(h *h) {
 	op := newOp("op-items", "task-1")
 	c := h.claimRunning("worker-a/1", op)
 	zombie := []byte(`{"role":"tool","content":"written by a zombie"}`)
-	err := h.s.Complete(h.ctx, ledger.Completion{ID: op.ID, Fence: c.Fence + 1, State: ledger.StateFailed, Items: [][]byte{zombie}})
+	err := h.s.Complete(h.ctx, ledger.Completion{ID: op.ID, Fence: c.Fence + 1, State: capstan.OutcomeFailed, Items: [][]byte{zombie}})
 	h.expectErrIs("Complete with a stale fence", err, ledger.ErrFenced, op.ID)
 	if _, err := h.s.GetItem(h.ctx, ledger.ItemRef(zombie)); !errors.Is(err, ledger.ErrNotFound) {
 		h.Fatalf("GetItem of a refused completion's item: %v, want ErrNotFound", err)
 	}
 
 	item := []byte(`{"role":"tool","tool_call_id":"call_1","content":"{\"number\":42}"}`)
-	h.complete(ledger.Completion{ID: op.ID, Fence: c.Fence, State: ledger.StateSucceeded, ExternalID: "42", Items: [][]byte{item, {}}})
+	h.complete(ledger.Completion{ID: op.ID, Fence: c.Fence, State: capstan.OutcomeSucceeded, ExternalID: "42", Items: [][]byte{item, {}}})
 	for _, data := range [][]byte{item, {}} {
 		if got, err := h.s.GetItem(h.ctx, ledger.ItemRef(data)); err != nil || !bytes.Equal(got, data) {
 			h.Fatalf("GetItem of an item completed with the operation = %q, %v; want %q", got, err, data)

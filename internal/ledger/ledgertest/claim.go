@@ -4,6 +4,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/capstanhq/capstan"
 	"github.com/capstanhq/capstan/internal/ledger"
 )
 
@@ -14,7 +15,7 @@ func testClaimNew(h *h) {
 	got := h.claim("worker-a/1", op)
 	now := h.clock.Now()
 	want := op
-	want.State = ledger.StateClaimed
+	want.State = capstan.OutcomeClaimed
 	want.LeaseOwner = "worker-a/1"
 	want.LeaseExpiresAt = now.Add(Lease)
 	want.Fence = 1
@@ -172,7 +173,7 @@ func testRunningExpired(h *h) {
 
 // UNKNOWN and NEEDS_HUMAN always require reconciliation, whoever asks.
 func testUnknownNeedsHuman(h *h) {
-	for _, st := range []ledger.State{ledger.StateUnknown, ledger.StateNeedsHuman} {
+	for _, st := range []capstan.Outcome{capstan.OutcomeUnknown, capstan.OutcomeNeedsHuman} {
 		op := newOp("op-"+string(st), "task-1")
 		c := h.claim("worker-a/1", op)
 		h.markRunning(op.ID, c.Fence)
@@ -191,14 +192,14 @@ func testUnknownNeedsHuman(h *h) {
 // FAILED (definitely not done) and ABSENT (confirmed not done, or released)
 // are claimed again with the next fence and a clean outcome.
 func testFailedAbsentReclaimed(h *h) {
-	for _, st := range []ledger.State{ledger.StateFailed, ledger.StateAbsent} {
+	for _, st := range []capstan.Outcome{capstan.OutcomeFailed, capstan.OutcomeAbsent} {
 		op := newOp("op-reclaim-"+string(st), "task-1")
 		c := h.claim("worker-a/1", op)
 		h.markRunning(op.ID, c.Fence)
 		h.complete(ledger.Completion{ID: op.ID, Fence: c.Fence, State: st, Error: "422 validation failed", ExternalID: "x", Result: []byte("r")})
 		h.clock.Advance(time.Second)
 		got := h.claim("worker-b/1", op)
-		if got.Fence != c.Fence+1 || got.State != ledger.StateClaimed || got.LeaseOwner != "worker-b/1" {
+		if got.Fence != c.Fence+1 || got.State != capstan.OutcomeClaimed || got.LeaseOwner != "worker-b/1" {
 			h.Fatalf("reclaim of %s: fence %d state %s owner %q, want fence %d CLAIMED worker-b/1", st, got.Fence, got.State, got.LeaseOwner, c.Fence+1)
 		}
 		if got.Error != "" || got.ExternalID != "" || len(got.Result) != 0 {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/capstanhq/capstan"
 	"github.com/capstanhq/capstan/internal/ledger"
 )
 
@@ -74,7 +75,7 @@ func oneWinner(h *h, op ledger.Operation, wantFence int64) {
 		h.Fatalf("statuses %v, want 1 claimed and %d in progress", count, n-1)
 	}
 	got := h.get(op.ID)
-	if got.Fence != wantFence || got.LeaseOwner != winner || got.State != ledger.StateClaimed {
+	if got.Fence != wantFence || got.LeaseOwner != winner || got.State != capstan.OutcomeClaimed {
 		h.Fatalf("after the race: fence %d owner %q state %s, want fence %d owner %q CLAIMED",
 			got.Fence, got.LeaseOwner, got.State, wantFence, winner)
 	}
@@ -118,7 +119,7 @@ func claimAndRunRace(h *h, stores []ledger.Store, task string, ids, claimers int
 				return err
 			}
 			err = s.Complete(h.ctx, ledger.Completion{ID: op.ID, Fence: res.Op.Fence,
-				State: ledger.StateSucceeded, ExternalID: owner})
+				State: capstan.OutcomeSucceeded, ExternalID: owner})
 			if err != nil {
 				return err
 			}
@@ -133,7 +134,7 @@ func claimAndRunRace(h *h, stores []ledger.Store, task string, ids, claimers int
 		h.Fatalf("ListByTask: %d operations, %v; want %d", len(ops), err, ids)
 	}
 	for _, op := range ops {
-		if wins[op.ID] != 1 || op.State != ledger.StateSucceeded || op.AttemptCount != 1 || op.Fence != 1 {
+		if wins[op.ID] != 1 || op.State != capstan.OutcomeSucceeded || op.AttemptCount != 1 || op.Fence != 1 {
 			h.Errorf("%s: won %d times, state %s, attempts %d, fence %d; want once, SUCCEEDED, 1, 1",
 				op.ID, wins[op.ID], op.State, op.AttemptCount, op.Fence)
 		}
@@ -201,13 +202,13 @@ func testConcurrentWritesFailAlone(h *h) {
 		if i%2 == 1 {
 			fence++ // a fence this operation never had
 		}
-		err := h.s.Complete(h.ctx, ledger.Completion{ID: ops[i].ID, Fence: fence, State: ledger.StateSucceeded,
+		err := h.s.Complete(h.ctx, ledger.Completion{ID: ops[i].ID, Fence: fence, State: capstan.OutcomeSucceeded,
 			ExternalID: fmt.Sprintf("e-%02d", i), Items: [][]byte{fmt.Appendf(nil, "item %02d", i)}})
 		switch {
 		case i%2 == 0 && err != nil:
-			return fmt.Errorf("Complete of %s under its fence: %w", ops[i].ID, err)
+			return fmt.Errorf("store.Complete of %s under its fence: %w", ops[i].ID, err)
 		case i%2 == 1 && !errors.Is(err, ledger.ErrFenced):
-			return fmt.Errorf("Complete of %s under a stale fence: %v, want ErrFenced", ops[i].ID, err)
+			return fmt.Errorf("store.Complete of %s under a stale fence: %v, want ErrFenced", ops[i].ID, err)
 		}
 		return nil
 	})
@@ -218,7 +219,7 @@ func testConcurrentWritesFailAlone(h *h) {
 		got := h.get(op.ID)
 		_, itemErr := h.s.GetItem(h.ctx, ledger.ItemRef(fmt.Appendf(nil, "item %02d", i)))
 		if i%2 == 0 {
-			if got.State != ledger.StateSucceeded || got.ExternalID != fmt.Sprintf("e-%02d", i) || itemErr != nil {
+			if got.State != capstan.OutcomeSucceeded || got.ExternalID != fmt.Sprintf("e-%02d", i) || itemErr != nil {
 				h.Errorf("%s after its accepted Complete: %s %q, item %v; want SUCCEEDED and its item stored", op.ID, got.State, got.ExternalID, itemErr)
 			}
 			continue

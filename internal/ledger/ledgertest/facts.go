@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"time"
 
+	"github.com/capstanhq/capstan"
 	"github.com/capstanhq/capstan/internal/ledger"
 )
 
@@ -32,7 +33,7 @@ func testFactsRecordedAtMarkRunning(h *h) {
 
 	// The answer is lost: the attempt records UNKNOWN.
 	h.clock.Advance(time.Second)
-	h.complete(ledger.Completion{ID: op.ID, Fence: c.Fence, State: ledger.StateUnknown, Error: "connection reset"})
+	h.complete(ledger.Completion{ID: op.ID, Fence: c.Fence, State: capstan.OutcomeUnknown, Error: "connection reset"})
 	expectFacts("Get after Complete(UNKNOWN)", h.get(op.ID), first)
 	expectFacts("Claim's MustReconcile answer", h.expectStatus("worker-b/1", op, ledger.MustReconcile), first)
 
@@ -41,11 +42,11 @@ func testFactsRecordedAtMarkRunning(h *h) {
 	taken := h.take(op.ID, "reconciler-b/1")
 	expectFacts("TakeForReconcile's answer", taken, first)
 	expectFacts("Get after TakeForReconcile", h.get(op.ID), first)
-	h.complete(ledger.Completion{ID: op.ID, Fence: taken.Fence, State: ledger.StateNeedsHuman, Error: "cannot tell"})
+	h.complete(ledger.Completion{ID: op.ID, Fence: taken.Fence, State: capstan.OutcomeNeedsHuman, Error: "cannot tell"})
 	expectFacts("Get after Complete(NEEDS_HUMAN)", h.get(op.ID), first)
 	retaken := h.take(op.ID, "reconciler-c/1")
 	expectFacts("TakeForReconcile of NEEDS_HUMAN", retaken, first)
-	h.complete(ledger.Completion{ID: op.ID, Fence: retaken.Fence, State: ledger.StateAbsent, Error: "a person saw nothing"})
+	h.complete(ledger.Completion{ID: op.ID, Fence: retaken.Fence, State: capstan.OutcomeAbsent, Error: "a person saw nothing"})
 	expectFacts("Get after the verdict ABSENT", h.get(op.ID), first)
 	ops, err := h.s.ListByTask(h.ctx, "task-facts")
 	if err != nil {
@@ -63,7 +64,7 @@ func testFactsRecordedAtMarkRunning(h *h) {
 	expectFacts("a reclaim", again, nil)
 	expectFacts("Get after a reclaim", h.get(op.ID), nil)
 	h.markRunningWith(op.ID, again.Fence, second)
-	h.complete(ledger.Completion{ID: op.ID, Fence: again.Fence, State: ledger.StateSucceeded, ExternalID: "pr/1"})
+	h.complete(ledger.Completion{ID: op.ID, Fence: again.Fence, State: capstan.OutcomeSucceeded, ExternalID: "pr/1"})
 	expectFacts("Get after Complete(SUCCEEDED)", h.get(op.ID), second)
 	expectFacts("Claim's AlreadySucceeded answer", h.expectStatus("worker-c/1", op, ledger.AlreadySucceeded), second)
 

@@ -35,6 +35,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/capstanhq/capstan"
 	"github.com/capstanhq/capstan/internal/ledger"
 )
 
@@ -154,6 +155,9 @@ type h struct {
 	s     ledger.Store
 	// open opens another store on s's database; set only in RunShared.
 	open func() (ledger.Store, error)
+	// rewrite sets an operation's state column as given; set only in
+	// RunOldRows.
+	rewrite func(id, state string)
 }
 
 // newOp returns an operation with every identity field set.
@@ -235,7 +239,7 @@ func (h *h) complete(c ledger.Completion) {
 func (h *h) succeed(op ledger.Operation, externalID string, result []byte) {
 	h.Helper()
 	h.markRunning(op.ID, op.Fence)
-	h.complete(ledger.Completion{ID: op.ID, Fence: op.Fence, State: ledger.StateSucceeded,
+	h.complete(ledger.Completion{ID: op.ID, Fence: op.Fence, State: capstan.OutcomeSucceeded,
 		ExternalID: externalID, Result: result})
 }
 

@@ -4,12 +4,13 @@ import (
 	"errors"
 	"time"
 
+	"github.com/capstanhq/capstan"
 	"github.com/capstanhq/capstan/internal/ledger"
 )
 
 // allCompletions is every state Complete may write.
-var allCompletions = []ledger.State{ledger.StateSucceeded, ledger.StateFailed, ledger.StateUnknown,
-	ledger.StateAbsent, ledger.StateNeedsHuman}
+var allCompletions = []capstan.Outcome{capstan.OutcomeSucceeded, capstan.OutcomeFailed, capstan.OutcomeUnknown,
+	capstan.OutcomeAbsent, capstan.OutcomeNeedsHuman}
 
 func (h *h) take(id, owner string) ledger.Operation {
 	h.Helper()
@@ -22,7 +23,7 @@ func (h *h) take(id, owner string) ledger.Operation {
 
 // unknownOp claims op, sends it and records its outcome as st (UNKNOWN or
 // NEEDS_HUMAN); it returns the fence of the attempt.
-func (h *h) unknownOp(owner string, op ledger.Operation, st ledger.State) int64 {
+func (h *h) unknownOp(owner string, op ledger.Operation, st capstan.Outcome) int64 {
 	h.Helper()
 	c := h.claim(owner, op)
 	h.markRunning(op.ID, c.Fence)
@@ -49,7 +50,7 @@ func (h *h) zombieRefused(what, id string, fence int64) {
 // lease for the reconciler; nothing else changes — not the state, not the
 // attempt count, not the recorded error.
 func testTakeForReconcile(h *h) {
-	for _, st := range []ledger.State{ledger.StateUnknown, ledger.StateNeedsHuman} {
+	for _, st := range []capstan.Outcome{capstan.OutcomeUnknown, capstan.OutcomeNeedsHuman} {
 		op := newOp("op-take-"+string(st), "task-1")
 		h.unknownOp("worker-a/1", op, st)
 		h.clock.Advance(time.Second)
@@ -78,14 +79,14 @@ func testTakeForReconcile(h *h) {
 // verdict nor overwrite it.
 func testZombieCannotOverwriteVerdict(h *h) {
 	op := newOp("op-verdict", "task-1")
-	a := h.unknownOp("worker-a/1", op, ledger.StateUnknown)
+	a := h.unknownOp("worker-a/1", op, capstan.OutcomeUnknown)
 	r := h.take(op.ID, "reconciler-b/1")
 	if r.Fence != a+1 {
 		h.Fatalf("reconciler fence %d, want %d", r.Fence, a+1)
 	}
 	h.zombieRefused("the zombie while the reconciler looks", op.ID, a)
 	h.clock.Advance(time.Second)
-	h.complete(ledger.Completion{ID: op.ID, Fence: r.Fence, State: ledger.StateSucceeded,
+	h.complete(ledger.Completion{ID: op.ID, Fence: r.Fence, State: capstan.OutcomeSucceeded,
 		ExternalID: "https://github.example/acme/payments/pull/42", Result: []byte(`{"recovered":true}`)})
 	h.zombieRefused("the zombie after the verdict", op.ID, a)
 	got := h.expectStatus("worker-a/1", op, ledger.AlreadySucceeded)
@@ -99,9 +100,9 @@ func testZombieCannotOverwriteVerdict(h *h) {
 // under yet another fence.
 func testZombieCannotOverwriteNeedsHuman(h *h) {
 	op := newOp("op-needs-human", "task-1")
-	a := h.unknownOp("worker-a/1", op, ledger.StateUnknown)
+	a := h.unknownOp("worker-a/1", op, capstan.OutcomeUnknown)
 	r := h.take(op.ID, "reconciler-b/1")
-	h.complete(ledger.Completion{ID: op.ID, Fence: r.Fence, State: ledger.StateNeedsHuman,
+	h.complete(ledger.Completion{ID: op.ID, Fence: r.Fence, State: capstan.OutcomeNeedsHuman,
 		Error: "two pull requests carry the operation's marker"})
 	h.zombieRefused("the zombie after NEEDS_HUMAN", op.ID, a)
 	h.clock.Advance(10 * Lease)
@@ -110,10 +111,10 @@ func testZombieCannotOverwriteNeedsHuman(h *h) {
 
 	// A person decides: absent. The reconciler's fence is now stale too.
 	p := h.take(op.ID, "reconciler-d/1")
-	if p.Fence != r.Fence+1 || p.State != ledger.StateNeedsHuman {
+	if p.Fence != r.Fence+1 || p.State != capstan.OutcomeNeedsHuman {
 		h.Fatalf("take after NEEDS_HUMAN: fence %d state %s, want fence %d NEEDS_HUMAN", p.Fence, p.State, r.Fence+1)
 	}
-	h.complete(ledger.Completion{ID: op.ID, Fence: p.Fence, State: ledger.StateAbsent, Error: "a person confirmed it absent"})
+	h.complete(ledger.Completion{ID: op.ID, Fence: p.Fence, State: capstan.OutcomeAbsent, Error: "a person confirmed it absent"})
 	h.zombieRefused("the first reconciler after the person's verdict", op.ID, r.Fence)
 	next := h.claim("worker-e/1", op)
 	if next.Fence != p.Fence+1 {
@@ -132,13 +133,13 @@ func testExpiredRunningIsReconciledNotReExecuted(h *h) {
 	h.expectStatus("worker-b/1", op, ledger.MustReconcile)
 	before := h.get(op.ID)
 	got := h.take(op.ID, "worker-b/1")
-	if got.State != ledger.StateRunning || got.Fence != a.Fence+1 || got.AttemptCount != 1 ||
+	if got.State != capstan.OutcomeRunning || got.Fence != a.Fence+1 || got.AttemptCount != 1 ||
 		got.LeaseOwner != "worker-b/1" || !got.LeaseExpiresAt.Equal(h.clock.Now().Add(Lease)) {
 		h.Fatalf("take of an expired RUNNING operation: %+v (was %+v)", got, before)
 	}
 	h.zombieRefused("the vanished holder", op.ID, a.Fence)
 	h.expectStatus("worker-c/1", op, ledger.InProgress) // the reconciler's lease is live
-	h.complete(ledger.Completion{ID: op.ID, Fence: got.Fence, State: ledger.StateAbsent})
+	h.complete(ledger.Completion{ID: op.ID, Fence: got.Fence, State: capstan.OutcomeAbsent})
 	if n := h.get(op.ID).AttemptCount; n != 1 {
 		h.Fatalf("attempt count %d after reconciling, want 1: nothing was sent again", n)
 	}
@@ -148,7 +149,7 @@ func testExpiredRunningIsReconciledNotReExecuted(h *h) {
 	c := h.claim("worker-a/1", op2)
 	h.clock.Advance(Lease)
 	got2 := h.take(op2.ID, "worker-b/1")
-	if got2.State != ledger.StateClaimed || got2.Fence != c.Fence+1 {
+	if got2.State != capstan.OutcomeClaimed || got2.Fence != c.Fence+1 {
 		h.Fatalf("take of an expired CLAIMED operation: state %s fence %d", got2.State, got2.Fence)
 	}
 	h.expectErrIs("MarkRunning by the stalled claimer", h.s.MarkRunning(h.ctx, op2.ID, c.Fence, refusedFacts), ledger.ErrFenced, op2.ID)
@@ -186,7 +187,7 @@ func testTakeRefusesLiveLease(h *h) {
 	}
 
 	op := newOp("op-live-reconciler", "task-1")
-	h.unknownOp("worker-a/1", op, ledger.StateUnknown)
+	h.unknownOp("worker-a/1", op, capstan.OutcomeUnknown)
 	r := h.take(op.ID, "reconciler-b/1")
 	h.clock.Advance(Lease - time.Millisecond)
 	expectHeld("take under another reconciler's live lease", op.ID, r)
@@ -197,13 +198,13 @@ func testTakeRefusesLiveLease(h *h) {
 		h.Fatalf("take after the reconciler's lease expired: fence %d, want %d", got.Fence, r.Fence+1)
 	}
 	h.expectErrIs("the expired reconciler's verdict",
-		h.s.Complete(h.ctx, ledger.Completion{ID: op.ID, Fence: r.Fence, State: ledger.StateAbsent}), ledger.ErrFenced, op.ID)
+		h.s.Complete(h.ctx, ledger.Completion{ID: op.ID, Fence: r.Fence, State: capstan.OutcomeAbsent}), ledger.ErrFenced, op.ID)
 }
 
 // An operation whose outcome the ledger knows is returned as it stands with
 // ErrSettled, and nothing changes.
 func testTakeSettled(h *h) {
-	for _, st := range []ledger.State{ledger.StateSucceeded, ledger.StateFailed, ledger.StateAbsent} {
+	for _, st := range []capstan.Outcome{capstan.OutcomeSucceeded, capstan.OutcomeFailed, capstan.OutcomeAbsent} {
 		op := newOp("op-settled-"+string(st), "task-1")
 		c := h.claim("worker-a/1", op)
 		h.markRunning(op.ID, c.Fence)
@@ -225,7 +226,7 @@ func testTakeValidation(h *h) {
 	_, err := h.s.TakeForReconcile(h.ctx, "op-missing", "reconciler-b/1", Lease)
 	h.expectErrIs("take of an unknown id", err, ledger.ErrNotFound, "op-missing")
 	op := newOp("op-take-valid", "task-1")
-	h.unknownOp("worker-a/1", op, ledger.StateUnknown)
+	h.unknownOp("worker-a/1", op, capstan.OutcomeUnknown)
 	before := h.get(op.ID)
 	for _, c := range []struct {
 		id, owner string

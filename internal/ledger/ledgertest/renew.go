@@ -4,6 +4,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/capstanhq/capstan"
 	"github.com/capstanhq/capstan/internal/ledger"
 )
 
@@ -20,7 +21,7 @@ func testRenewKeepsTheLeaseLive(h *h) {
 			h.Fatalf("Renew of a live RUNNING lease: %v", err)
 		}
 		got := h.get(op.ID)
-		if want := h.clock.Now().Add(Lease); !got.LeaseExpiresAt.Equal(want) || got.Fence != c.Fence || got.State != ledger.StateRunning {
+		if want := h.clock.Now().Add(Lease); !got.LeaseExpiresAt.Equal(want) || got.Fence != c.Fence || got.State != capstan.OutcomeRunning {
 			h.Fatalf("after Renew: expires %s fence %d state %s; want %s, fence %d, RUNNING", got.LeaseExpiresAt, got.Fence, got.State, want, c.Fence)
 		}
 		h.expectStatus("worker-b/1", op, ledger.InProgress)
@@ -47,7 +48,7 @@ func testRenewRules(h *h) {
 	}
 	h.unchanged("a Renew with an old fence", before)
 	h.markRunning(op.ID, c.Fence)
-	h.complete(ledger.Completion{ID: op.ID, Fence: c.Fence, State: ledger.StateSucceeded, ExternalID: "x"})
+	h.complete(ledger.Completion{ID: op.ID, Fence: c.Fence, State: capstan.OutcomeSucceeded, ExternalID: "x"})
 	done := h.get(op.ID)
 	if err := h.s.Renew(h.ctx, op.ID, c.Fence, Lease); !errors.Is(err, ledger.ErrFenced) {
 		h.Fatalf("Renew of a SUCCEEDED operation: %v, want ErrFenced", err)

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/capstanhq/capstan"
 	"github.com/capstanhq/capstan/internal/ledger"
 )
 
@@ -102,7 +103,7 @@ func testZombieAcrossStores(h *h) {
 	survivor := h.get(op.ID)
 
 	h.expectErrIs("zombie MarkRunning", zombieStore.MarkRunning(h.ctx, op.ID, a.Fence, refusedFacts), ledger.ErrFenced, op.ID)
-	err = zombieStore.Complete(h.ctx, ledger.Completion{ID: op.ID, Fence: a.Fence, State: ledger.StateSucceeded, ExternalID: "pr/43", Result: []byte("by A")})
+	err = zombieStore.Complete(h.ctx, ledger.Completion{ID: op.ID, Fence: a.Fence, State: capstan.OutcomeSucceeded, ExternalID: "pr/43", Result: []byte("by A")})
 	h.expectErrIs("zombie Complete", err, ledger.ErrFenced, op.ID)
 	h.expectErrIs("zombie Release", zombieStore.Release(h.ctx, op.ID, a.Fence), ledger.ErrFenced, op.ID)
 	h.unchanged("the zombie on another store", survivor)

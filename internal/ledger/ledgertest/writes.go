@@ -4,6 +4,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/capstanhq/capstan"
 	"github.com/capstanhq/capstan/internal/ledger"
 )
 
@@ -23,7 +24,7 @@ func testZombie(h *h) {
 		h.Helper()
 		survivor := h.get(op.ID)
 		h.expectErrIs("zombie MarkRunning "+when, h.s.MarkRunning(h.ctx, op.ID, a.Fence, refusedFacts), ledger.ErrFenced, op.ID)
-		for _, st := range []ledger.State{ledger.StateSucceeded, ledger.StateFailed, ledger.StateUnknown, ledger.StateAbsent, ledger.StateNeedsHuman} {
+		for _, st := range []capstan.Outcome{capstan.OutcomeSucceeded, capstan.OutcomeFailed, capstan.OutcomeUnknown, capstan.OutcomeAbsent, capstan.OutcomeNeedsHuman} {
 			err := h.s.Complete(h.ctx, ledger.Completion{ID: op.ID, Fence: a.Fence, State: st, ExternalID: "pr/43", Result: []byte("by A"), Error: "zombie"})
 			h.expectErrIs("zombie Complete "+string(st)+" "+when, err, ledger.ErrFenced, op.ID)
 		}
@@ -33,7 +34,7 @@ func testZombie(h *h) {
 	zombie("while the successor holds the claim")
 	h.markRunning(b.ID, b.Fence)
 	zombie("while the successor is running")
-	h.complete(ledger.Completion{ID: b.ID, Fence: b.Fence, State: ledger.StateSucceeded, ExternalID: "pr/42", Result: []byte("by B")})
+	h.complete(ledger.Completion{ID: b.ID, Fence: b.Fence, State: capstan.OutcomeSucceeded, ExternalID: "pr/42", Result: []byte("by B")})
 	h.clock.Advance(time.Second)
 	zombie("after the successor succeeded")
 	got := h.expectStatus("worker-a/1", op, ledger.AlreadySucceeded)
@@ -51,7 +52,7 @@ func testZombieAfterReconcile(h *h) {
 	h.markRunning(op.ID, a.Fence)
 	h.clock.Advance(Lease + time.Second)
 	seen := h.expectStatus("worker-b/1", op, ledger.MustReconcile)
-	h.complete(ledger.Completion{ID: op.ID, Fence: seen.Fence, State: ledger.StateAbsent})
+	h.complete(ledger.Completion{ID: op.ID, Fence: seen.Fence, State: capstan.OutcomeAbsent})
 	c := h.claim("worker-b/1", op)
 	h.succeed(c, "pr/7", []byte("by B"))
 	survivor := h.get(op.ID)
@@ -59,7 +60,7 @@ func testZombieAfterReconcile(h *h) {
 		h.Fatalf("attempt count %d, want 2", survivor.AttemptCount)
 	}
 
-	err := h.s.Complete(h.ctx, ledger.Completion{ID: op.ID, Fence: a.Fence, State: ledger.StateSucceeded, ExternalID: "pr/6"})
+	err := h.s.Complete(h.ctx, ledger.Completion{ID: op.ID, Fence: a.Fence, State: capstan.OutcomeSucceeded, ExternalID: "pr/6"})
 	h.expectErrIs("late Complete by the lost attempt", err, ledger.ErrFenced, op.ID)
 	h.unchanged("the lost attempt", survivor)
 }
@@ -75,7 +76,7 @@ func testMarkRunningRules(h *h) {
 	h.clock.Advance(time.Second)
 	h.markRunning(op.ID, c.Fence)
 	running := h.get(op.ID)
-	if running.State != ledger.StateRunning || running.AttemptCount != 1 || running.Fence != c.Fence ||
+	if running.State != capstan.OutcomeRunning || running.AttemptCount != 1 || running.Fence != c.Fence ||
 		!running.UpdatedAt.Equal(h.clock.Now()) || running.LeaseOwner != "worker-a/1" {
 		h.Fatalf("after MarkRunning: %+v", running)
 	}
@@ -97,9 +98,9 @@ func testCompleteRules(h *h) {
 	c := h.claim("worker-a/1", op)
 	h.markRunning(op.ID, c.Fence)
 	before := h.get(op.ID)
-	err := h.s.Complete(h.ctx, ledger.Completion{ID: op.ID, Fence: c.Fence - 1, State: ledger.StateSucceeded, ExternalID: "x"})
+	err := h.s.Complete(h.ctx, ledger.Completion{ID: op.ID, Fence: c.Fence - 1, State: capstan.OutcomeSucceeded, ExternalID: "x"})
 	h.expectErrIs("Complete with a stale fence", err, ledger.ErrFenced, op.ID)
-	for _, st := range []ledger.State{ledger.StateClaimed, ledger.StateRunning, ledger.StateDeclared, "BOGUS"} {
+	for _, st := range []capstan.Outcome{capstan.OutcomeClaimed, capstan.OutcomeRunning, capstan.OutcomeDeclared, "BOGUS"} {
 		if err := h.s.Complete(h.ctx, ledger.Completion{ID: op.ID, Fence: c.Fence, State: st}); err == nil {
 			h.Errorf("Complete to %q succeeded, want an error", st)
 		}
@@ -109,13 +110,13 @@ func testCompleteRules(h *h) {
 	// Timeout after the request was written: UNKNOWN, then the reconciler
 	// finds nothing conclusive, then a person confirms it happened.
 	h.clock.Advance(time.Second)
-	h.complete(ledger.Completion{ID: op.ID, Fence: c.Fence, State: ledger.StateUnknown, Error: "timeout"})
+	h.complete(ledger.Completion{ID: op.ID, Fence: c.Fence, State: capstan.OutcomeUnknown, Error: "timeout"})
 	h.clock.Advance(time.Second)
-	h.complete(ledger.Completion{ID: op.ID, Fence: c.Fence, State: ledger.StateNeedsHuman, Error: "two candidate pull requests"})
+	h.complete(ledger.Completion{ID: op.ID, Fence: c.Fence, State: capstan.OutcomeNeedsHuman, Error: "two candidate pull requests"})
 	h.clock.Advance(time.Second)
-	h.complete(ledger.Completion{ID: op.ID, Fence: c.Fence, State: ledger.StateSucceeded, ExternalID: "pr/9", Result: []byte(`{"recovered":true}`)})
+	h.complete(ledger.Completion{ID: op.ID, Fence: c.Fence, State: capstan.OutcomeSucceeded, ExternalID: "pr/9", Result: []byte(`{"recovered":true}`)})
 	want := before
-	want.State = ledger.StateSucceeded
+	want.State = capstan.OutcomeSucceeded
 	want.ExternalID, want.Result, want.Error = "pr/9", []byte(`{"recovered":true}`), ""
 	want.LeaseExpiresAt = time.Time{}
 	want.UpdatedAt = h.clock.Now()
@@ -123,7 +124,7 @@ func testCompleteRules(h *h) {
 		h.Fatalf("after completion: %s", d)
 	}
 
-	err = h.s.Complete(h.ctx, ledger.Completion{ID: op.ID, Fence: c.Fence, State: ledger.StateFailed, Error: "late"})
+	err = h.s.Complete(h.ctx, ledger.Completion{ID: op.ID, Fence: c.Fence, State: capstan.OutcomeFailed, Error: "late"})
 	h.expectErrIs("Complete after SUCCEEDED", err, ledger.ErrFenced, op.ID)
 	h.unchanged("Complete after SUCCEEDED", want)
 }
@@ -140,7 +141,7 @@ func testReleaseThenReclaim(h *h) {
 		h.Fatalf("Release: %v", err)
 	}
 	want := c
-	want.State = ledger.StateAbsent
+	want.State = capstan.OutcomeAbsent
 	want.LeaseOwner, want.LeaseExpiresAt = "", time.Time{}
 	want.UpdatedAt = h.clock.Now()
 	if d := diff(h.get(op.ID), want); d != "" {
@@ -162,8 +163,8 @@ func testReleaseRefusesSent(h *h) {
 	op := newOp("op-no-release", "task-1")
 	c := h.claim("worker-a/1", op)
 	h.markRunning(op.ID, c.Fence)
-	for _, st := range []ledger.State{ledger.StateRunning, ledger.StateUnknown, ledger.StateNeedsHuman} {
-		if st != ledger.StateRunning {
+	for _, st := range []capstan.Outcome{capstan.OutcomeRunning, capstan.OutcomeUnknown, capstan.OutcomeNeedsHuman} {
+		if st != capstan.OutcomeRunning {
 			h.complete(ledger.Completion{ID: op.ID, Fence: c.Fence, State: st})
 		}
 		before := h.get(op.ID)
@@ -187,7 +188,7 @@ func testAttemptCounting(h *h) {
 		if got := h.get(op.ID).AttemptCount; got != i {
 			h.Fatalf("after MarkRunning %d: attempt count %d", i, got)
 		}
-		h.complete(ledger.Completion{ID: op.ID, Fence: c.Fence, State: ledger.StateFailed, Error: "503"})
+		h.complete(ledger.Completion{ID: op.ID, Fence: c.Fence, State: capstan.OutcomeFailed, Error: "503"})
 	}
 	c := h.claim("worker-a/1", op)
 	if err := h.s.Release(h.ctx, op.ID, c.Fence); err != nil {
@@ -204,7 +205,7 @@ func testNotFound(h *h) {
 	_, err := h.s.Get(h.ctx, id)
 	h.expectErrIs("Get", err, ledger.ErrNotFound, id)
 	h.expectErrIs("MarkRunning", h.s.MarkRunning(h.ctx, id, 1, refusedFacts), ledger.ErrNotFound, id)
-	h.expectErrIs("Complete", h.s.Complete(h.ctx, ledger.Completion{ID: id, Fence: 1, State: ledger.StateSucceeded}), ledger.ErrNotFound, id)
+	h.expectErrIs("Complete", h.s.Complete(h.ctx, ledger.Completion{ID: id, Fence: 1, State: capstan.OutcomeSucceeded}), ledger.ErrNotFound, id)
 	h.expectErrIs("Release", h.s.Release(h.ctx, id, 1), ledger.ErrNotFound, id)
 	for _, err := range []error{h.s.MarkRunning(h.ctx, id, 1, refusedFacts), h.s.Release(h.ctx, id, 1)} {
 		if errors.Is(err, ledger.ErrFenced) {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/capstanhq/capstan"
 	"github.com/capstanhq/capstan/internal/ledger"
 )
 
@@ -27,7 +28,7 @@ func scanOp(r pgx.Row) (ledger.Operation, error) {
 	if err != nil {
 		return ledger.Operation{}, err
 	}
-	op.State = ledger.State(state)
+	op.State = ledger.StateOf(state)
 	if lease != nil {
 		op.LeaseExpiresAt = lease.UTC()
 	}
@@ -162,7 +163,7 @@ func (s *Store) MarkRunning(ctx context.Context, id string, fence int64, facts [
 			_, err := tx.Exec(ctx, `UPDATE operations SET state = $1,
 				attempt_count = attempt_count + 1, facts = $2, updated_at = $3
 				WHERE operation_id = $4 AND fence = $5`,
-				string(ledger.StateRunning), facts, now, id, fence)
+				string(capstan.OutcomeRunning), facts, now, id, fence)
 			return err
 		})
 	if err != nil {
@@ -212,8 +213,8 @@ func (s *Store) Complete(ctx context.Context, c ledger.Completion) error {
 	return nil
 }
 
-// Release implements ledger.Store under ledger.CheckRelease: CLAIMED →
-// ABSENT with the lease cleared.
+// Release implements ledger.Store under ledger.CheckRelease: claimed →
+// absent with the lease cleared.
 func (s *Store) Release(ctx context.Context, id string, fence int64) error {
 	err := s.writeUnderFence(ctx, "release", id, fence,
 		func(cur ledger.Operation, _ time.Time) error { return ledger.CheckRelease(cur, fence) },
@@ -221,7 +222,7 @@ func (s *Store) Release(ctx context.Context, id string, fence int64) error {
 			_, err := tx.Exec(ctx, `UPDATE operations SET state = $1, lease_owner = '',
 				lease_expires_at = NULL, updated_at = $2
 				WHERE operation_id = $3 AND fence = $4`,
-				string(ledger.StateAbsent), now, id, fence)
+				string(capstan.OutcomeAbsent), now, id, fence)
 			return err
 		})
 	if err != nil {

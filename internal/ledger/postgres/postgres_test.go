@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/capstanhq/capstan"
 	"github.com/capstanhq/capstan/internal/ledger"
 	"github.com/capstanhq/capstan/internal/ledger/ledgertest"
 	"github.com/capstanhq/capstan/internal/ledger/postgres"
@@ -49,6 +50,24 @@ func TestContract(t *testing.T) {
 	pgtest.AdminDSN(t) // skip (or fail, in CI) once, not in every subtest
 	ledgertest.Run(t, func(t *testing.T, now func() time.Time) ledger.Store {
 		return open(t, pgtest.NewLedger(t), now)
+	})
+}
+
+// A ledger written before the one vocabulary holds the old state
+// spellings; rewrite puts them into the table through a connection of its
+// own, as an older release's worker would have.
+func TestContractOldRows(t *testing.T) {
+	t.Parallel()
+	pgtest.AdminDSN(t)
+	ledgertest.RunOldRows(t, func(t *testing.T, now func() time.Time) (ledger.Store, func(id, state string)) {
+		dsn := pgtest.NewLedger(t)
+		s := open(t, dsn, now)
+		conn := rawDB(t, dsn)
+		return s, func(id, state string) {
+			if _, err := conn.Exec(context.Background(), `UPDATE operations SET state = $1 WHERE operation_id = $2`, state, id); err != nil {
+				t.Fatalf("rewrite the state of %s: %v", id, err)
+			}
+		}
 	})
 }
 
@@ -279,7 +298,7 @@ func TestUpgradeFromVersion2AddsFacts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if old.State != ledger.StateUnknown || old.Facts != nil {
+	if old.State != capstan.OutcomeUnknown || old.Facts != nil {
 		t.Fatalf("operation written at version 2 reads back as %s with facts %q, want UNKNOWN without facts", old.State, old.Facts)
 	}
 	c, err := s.Claim(ctx, ledger.ClaimRequest{Op: ledger.Operation{ID: "op-new", RequestHash: "h"}, Owner: "w/1", Lease: time.Minute})

@@ -5,8 +5,10 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
+	"github.com/capstanhq/capstan"
 	"github.com/capstanhq/capstan/internal/ledger"
 )
 
@@ -29,7 +31,7 @@ func scanOp(r scanner) (ledger.Operation, error) {
 	if err != nil {
 		return ledger.Operation{}, err
 	}
-	op.State = ledger.State(state)
+	op.State = ledger.StateOf(state)
 	op.LeaseExpiresAt = fromNanos(lease)
 	op.CreatedAt = fromNanos(created)
 	op.UpdatedAt = fromNanos(updated)
@@ -138,7 +140,7 @@ func (s *Store) MarkRunning(ctx context.Context, id string, fence int64, facts [
 			_, err := tx.ExecContext(ctx, `UPDATE operations SET state = ?,
 				attempt_count = attempt_count + 1, facts = ?, updated_at = ?
 				WHERE operation_id = ? AND fence = ?`,
-				string(ledger.StateRunning), facts, toNanos(now), id, fence)
+				string(capstan.OutcomeRunning), facts, toNanos(now), id, fence)
 			return err
 		})
 	if err != nil {
@@ -189,8 +191,8 @@ func (s *Store) Complete(ctx context.Context, c ledger.Completion) error {
 	return nil
 }
 
-// Release implements ledger.Store under ledger.CheckRelease: CLAIMED →
-// ABSENT with the lease cleared.
+// Release implements ledger.Store under ledger.CheckRelease: claimed →
+// absent with the lease cleared.
 func (s *Store) Release(ctx context.Context, id string, fence int64) error {
 	err := s.writeUnderFence(ctx, "release", id, fence,
 		func(cur ledger.Operation, _ time.Time) error { return ledger.CheckRelease(cur, fence) },
@@ -198,7 +200,7 @@ func (s *Store) Release(ctx context.Context, id string, fence int64) error {
 			_, err := tx.ExecContext(ctx, `UPDATE operations SET state = ?, lease_owner = '',
 				lease_expires_at = NULL, updated_at = ?
 				WHERE operation_id = ? AND fence = ?`,
-				string(ledger.StateAbsent), toNanos(now), id, fence)
+				string(capstan.OutcomeAbsent), toNanos(now), id, fence)
 			return err
 		})
 	if err != nil {
@@ -239,6 +241,11 @@ func (s *Store) ListByTask(ctx context.Context, taskID string) ([]ledger.Operati
 	return ops, nil
 }
 
+// reconcilable are the state column's values TakeForReconcile takes: the
+// states that may hide an unknown outcome, as this release and older ones
+// wrote them.
+var reconcilable = ledger.Spellings(capstan.OutcomeUnknown, capstan.OutcomeNeedsHuman, capstan.OutcomeClaimed, capstan.OutcomeRunning)
+
 // TakeForReconcile implements ledger.Store. The take is one compare-and-set
 // UPDATE: it changes the row only if its state may hide an unknown outcome
 // and no lease on it is live, and it bumps the fence in place. When it
@@ -255,13 +262,12 @@ func (s *Store) TakeForReconcile(ctx context.Context, id, owner string, lease ti
 	var op ledger.Operation
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		now := s.now().UTC()
+		args := []any{owner, toNanos(now.Add(lease)), toNanos(now), id, toNanos(now)}
+		args = append(args, reconcilable...)
 		res, err := tx.ExecContext(ctx, `UPDATE operations SET fence = fence + 1, lease_owner = ?,
 			lease_expires_at = ?, updated_at = ?
-			WHERE operation_id = ? AND state IN (?, ?, ?, ?)
-			AND (lease_expires_at IS NULL OR lease_expires_at <= ?)`,
-			owner, toNanos(now.Add(lease)), toNanos(now), id,
-			string(ledger.StateUnknown), string(ledger.StateNeedsHuman),
-			string(ledger.StateClaimed), string(ledger.StateRunning), toNanos(now))
+			WHERE operation_id = ? AND (lease_expires_at IS NULL OR lease_expires_at <= ?)
+			AND state IN (?`+strings.Repeat(", ?", len(reconcilable)-1)+`)`, args...)
 		if err != nil {
 			return fmt.Errorf("update: %w", err)
 		}
@@ -276,9 +282,9 @@ func (s *Store) TakeForReconcile(ctx context.Context, id, owner string, lease ti
 			return nil
 		}
 		switch op.State {
-		case ledger.StateSucceeded, ledger.StateFailed, ledger.StateAbsent, ledger.StateDeclared:
+		case capstan.OutcomeSucceeded, capstan.OutcomeFailed, capstan.OutcomeAbsent, capstan.OutcomeDeclared:
 			return fmt.Errorf("operation is %s: %w", op.State, ledger.ErrSettled)
-		case ledger.StateUnknown, ledger.StateNeedsHuman, ledger.StateClaimed, ledger.StateRunning:
+		case capstan.OutcomeUnknown, capstan.OutcomeNeedsHuman, capstan.OutcomeClaimed, capstan.OutcomeRunning:
 			return &ledger.LeaseHeldError{ID: id, State: op.State, Owner: op.LeaseOwner, ExpiresAt: op.LeaseExpiresAt}
 		default:
 			return fmt.Errorf("unrecognised state %q in the ledger", op.State)

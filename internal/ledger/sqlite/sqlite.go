@@ -16,7 +16,7 @@
 //     synchronous=FULL and foreign_keys=ON are verified on a live
 //     connection and the schema exists. A committed write survives a process
 //     crash and a power loss: with synchronous=FULL every commit is synced,
-//     because a RUNNING mark that rolled back would let a second claim send
+//     because a running mark that rolled back would let a second claim send
 //     the same effect again. Ledger writes are few, so the cost is small.
 //   - All timestamps, including lease expiry checks, come from Options.Now and
 //     are stored as UTC Unix nanoseconds.

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/capstanhq/capstan"
 	"github.com/capstanhq/capstan/internal/ledger"
 	"github.com/capstanhq/capstan/internal/ledger/ledgertest"
 	"github.com/capstanhq/capstan/internal/ledger/sqlite"
@@ -38,6 +39,22 @@ func open(t *testing.T, path string, now func() time.Time) *sqlite.Store {
 func TestContract(t *testing.T) {
 	ledgertest.Run(t, func(t *testing.T, now func() time.Time) ledger.Store {
 		return open(t, filepath.Join(t.TempDir(), "ledger.db"), now)
+	})
+}
+
+// A ledger written before the one vocabulary holds the old state
+// spellings; rewrite puts them into the file through a connection of its
+// own, as an older release's worker would have.
+func TestContractOldRows(t *testing.T) {
+	ledgertest.RunOldRows(t, func(t *testing.T, now func() time.Time) (ledger.Store, func(id, state string)) {
+		path := filepath.Join(t.TempDir(), "ledger.db")
+		s := open(t, path, now)
+		db := rawDB(t, path)
+		return s, func(id, state string) {
+			if _, err := db.Exec(`UPDATE operations SET state = ? WHERE operation_id = ?`, state, id); err != nil {
+				t.Fatalf("rewrite the state of %s: %v", id, err)
+			}
+		}
 	})
 }
 
@@ -243,7 +260,7 @@ func TestUpgradeFromVersion2AddsFacts(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if old.State != ledger.StateUnknown || old.Facts != nil {
+		if old.State != capstan.OutcomeUnknown || old.Facts != nil {
 			t.Fatalf("round %d: operation written at version 2 reads back as %s with facts %q, want UNKNOWN without facts", round, old.State, old.Facts)
 		}
 		id := fmt.Sprintf("op-new-%d", round)

@@ -1,11 +1,11 @@
-package githubtools
+package github
 
 import (
 	"errors"
 	"net/http"
 	"strings"
 
-	"github.com/google/go-github/v62/github"
+	gogithub "github.com/google/go-github/v62/github"
 
 	"github.com/capstanhq/capstan/internal/tools"
 )
@@ -36,7 +36,7 @@ func classify(err error) tools.Verdict {
 		return v
 	}
 	switch {
-	case errors.Is(err, github.ErrPathForbidden):
+	case errors.Is(err, gogithub.ErrPathForbidden):
 		return tools.VerdictFailed // go-github refused a path with ".." before sending
 	}
 	if _, limited := RateLimitWait(err); limited {
@@ -58,11 +58,11 @@ func classify(err error) tools.Verdict {
 // fabricate a 403 without sending anything).
 func HTTPStatus(err error) int {
 	var resp *http.Response
-	var er *github.ErrorResponse
-	var rate *github.RateLimitError
-	var abuse *github.AbuseRateLimitError
-	var twoFactor *github.TwoFactorAuthError
-	var accepted *github.AcceptedError
+	var er *gogithub.ErrorResponse
+	var rate *gogithub.RateLimitError
+	var abuse *gogithub.AbuseRateLimitError
+	var twoFactor *gogithub.TwoFactorAuthError
+	var accepted *gogithub.AcceptedError
 	switch {
 	case err == nil, notSentByRateGuard(err):
 		return 0
@@ -87,8 +87,8 @@ func HTTPStatus(err error) int {
 // limit is in force. Its errors carry a fabricated 403 response and say
 // "not making remote request" — that phrase is the only marker it leaves.
 func notSentByRateGuard(err error) bool {
-	var rate *github.RateLimitError
-	var abuse *github.AbuseRateLimitError
+	var rate *gogithub.RateLimitError
+	var abuse *gogithub.AbuseRateLimitError
 	const phrase = "not making remote request"
 	return (errors.As(err, &rate) && strings.Contains(rate.Message, phrase)) ||
 		(errors.As(err, &abuse) && strings.Contains(abuse.Message, phrase))

@@ -1,4 +1,4 @@
-package githubtools
+package github
 
 import (
 	"fmt"
@@ -6,7 +6,7 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/google/go-github/v62/github"
+	gogithub "github.com/google/go-github/v62/github"
 )
 
 // NewClient returns a go-github client for the REST API at baseURL, used
@@ -14,8 +14,8 @@ import (
 // talks to api.github.com, a GitHub Enterprise ".../api/v3/", a proxy or the
 // sandbox. An empty baseURL means https://api.github.com/. The token, when not
 // empty, is sent as a bearer token. hc may be nil.
-func NewClient(baseURL, token string, hc *http.Client) (*github.Client, error) {
-	c := github.NewClient(hc)
+func NewClient(baseURL, token string, hc *http.Client) (*gogithub.Client, error) {
+	c := gogithub.NewClient(hc)
 	if token != "" {
 		c = c.WithAuthToken(token)
 	}
@@ -38,16 +38,4 @@ func NewClient(baseURL, token string, hc *http.Client) (*github.Client, error) {
 	}
 	c.BaseURL = u
 	return c, nil
-}
-
-// Marker is the hidden line embedded in pull request and comment bodies so a
-// reconciler can find the effect of operationID: "<!-- capstan-op: <id> -->".
-// A ">" in the id is escaped so the id can never close the HTML comment.
-func Marker(operationID string) string {
-	return "<!-- capstan-op: " + strings.ReplaceAll(operationID, ">", "&gt;") + " -->"
-}
-
-// withMarker appends the marker, as its own paragraph, to a body.
-func withMarker(body, operationID string) string {
-	return body + "\n\n" + Marker(operationID)
 }

@@ -1,4 +1,4 @@
-package githubtools_test
+package github_test
 
 import (
 	"bytes"

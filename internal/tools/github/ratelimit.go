@@ -1,4 +1,4 @@
-package githubtools
+package github
 
 import (
 	"errors"
@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/google/go-github/v62/github"
+	gogithub "github.com/google/go-github/v62/github"
 )
 
 // DefaultRateLimitWait is how long to wait after a rate limit whose answer
@@ -30,9 +30,9 @@ const DefaultRateLimitWait = time.Minute
 // on GitHub's clock (its Date header) so a skewed local clock does not
 // matter; else DefaultRateLimitWait. It is never negative.
 func RateLimitWait(err error) (time.Duration, bool) {
-	var rate *github.RateLimitError
-	var abuse *github.AbuseRateLimitError
-	var answer *github.ErrorResponse
+	var rate *gogithub.RateLimitError
+	var abuse *gogithub.AbuseRateLimitError
+	var answer *gogithub.ErrorResponse
 	switch {
 	case err == nil:
 		return 0, false
@@ -58,7 +58,7 @@ func RateLimitWait(err error) (time.Duration, bool) {
 
 // isRateLimitAnswer reports an answer go-github did not recognise as a rate
 // limit (it knows only 403s) but that carries GitHub's marks of one.
-func isRateLimitAnswer(e *github.ErrorResponse) bool {
+func isRateLimitAnswer(e *gogithub.ErrorResponse) bool {
 	r := e.Response
 	if r == nil || (r.StatusCode != http.StatusForbidden && r.StatusCode != http.StatusTooManyRequests) {
 		return false

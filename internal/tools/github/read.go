@@ -1,4 +1,4 @@
-package githubtools
+package github
 
 import (
 	"context"
@@ -7,9 +7,10 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/google/go-github/v62/github"
+	gogithub "github.com/google/go-github/v62/github"
 
 	"github.com/capstanhq/capstan/internal/tools"
+	"github.com/capstanhq/capstan/internal/tools/ghref"
 )
 
 // maxFileContent bounds the file content given back to the model; the rest
@@ -20,7 +21,7 @@ const maxFileContent = 64 << 10
 const maxListedPulls = 50
 
 type getFileArgs struct {
-	repo      repoName
+	repo      ghref.Repo
 	path, ref string
 }
 
@@ -30,10 +31,10 @@ var getFileSchema = objectSchema([]string{"repo", "path"}, map[string]any{
 	"ref":  stringProp("Branch, tag or commit SHA to read from. Defaults to the repository's default branch."),
 })
 
-func getFileTool(c *github.Client) tools.Tool {
+func getFileTool(c *gogithub.Client) tools.Tool {
 	return &ghTool[getFileArgs]{
 		c:           c,
-		name:        "github_get_file",
+		name:        NameGetFile,
 		description: "Read one file (or list one directory) of a GitHub repository at a branch, tag or commit.",
 		class:       tools.ReadOnly,
 		schema:      getFileSchema,
@@ -45,7 +46,7 @@ func getFileTool(c *github.Client) tools.Tool {
 			}
 			v.decode(raw, &in)
 			a := getFileArgs{repo: v.repo(in.Repo), path: v.path(in.Path), ref: in.Ref}
-			if in.Ref != "" && !validRefName(in.Ref) {
+			if in.Ref != "" && !ghref.ValidRefName(in.Ref) {
 				v.fail("field %q must be a branch, tag or commit SHA, but %q is not", "ref", in.Ref)
 			}
 			return a
@@ -55,7 +56,7 @@ func getFileTool(c *github.Client) tools.Tool {
 				Repo string `json:"repo"`
 				Path string `json:"path"`
 				Ref  string `json:"ref"`
-			}{a.repo.key(), a.path, a.ref})}
+			}{a.repo.Key(), a.path, a.ref})}
 		},
 		summary: func(name string, a getFileArgs) string {
 			if a.ref != "" {
@@ -64,8 +65,8 @@ func getFileTool(c *github.Client) tools.Tool {
 			return fmt.Sprintf("%s %s %s", name, a.repo, a.path)
 		},
 		run: func(ctx context.Context, _ string, a getFileArgs) (tools.Result, error) {
-			file, dir, _, err := c.Repositories.GetContents(ctx, a.repo.owner, a.repo.name, a.path,
-				&github.RepositoryContentGetOptions{Ref: a.ref})
+			file, dir, _, err := c.Repositories.GetContents(ctx, a.repo.Owner, a.repo.Name, a.path,
+				&gogithub.RepositoryContentGetOptions{Ref: a.ref})
 			if err != nil {
 				return tools.Result{}, fmt.Errorf("github_get_file: get %s from %s at %q: %w", a.path, a.repo, a.ref, err)
 			}
@@ -88,7 +89,7 @@ type fileOut struct {
 	Note      string `json:"note,omitempty"`
 }
 
-func fileOutput(a getFileArgs, f *github.RepositoryContent) fileOut {
+func fileOutput(a getFileArgs, f *gogithub.RepositoryContent) fileOut {
 	out := fileOut{Path: a.path, Ref: a.ref, Type: f.GetType(), SHA: f.GetSHA(), Size: f.GetSize()}
 	content, err := f.GetContent()
 	switch {
@@ -112,7 +113,7 @@ func fileOutput(a getFileArgs, f *github.RepositoryContent) fileOut {
 	return out
 }
 
-func dirListing(a getFileArgs, dir []*github.RepositoryContent) any {
+func dirListing(a getFileArgs, dir []*gogithub.RepositoryContent) any {
 	type entry struct {
 		Name string `json:"name"`
 		Path string `json:"path"`
@@ -131,7 +132,7 @@ func dirListing(a getFileArgs, dir []*github.RepositoryContent) any {
 }
 
 type listPullsArgs struct {
-	repo              repoName
+	repo              ghref.Repo
 	head, base, state string
 }
 
@@ -142,10 +143,10 @@ var listPullRequestsSchema = objectSchema([]string{"repo"}, map[string]any{
 	"state": map[string]any{"type": "string", "enum": []string{"open", "closed", "all"}, "description": `Which pull requests to list; defaults to "open".`},
 })
 
-func listPullRequestsTool(c *github.Client) tools.Tool {
+func listPullRequestsTool(c *gogithub.Client) tools.Tool {
 	return &ghTool[listPullsArgs]{
 		c:           c,
-		name:        "github_list_pull_requests",
+		name:        NameListPullRequests,
 		description: fmt.Sprintf("List pull requests of a GitHub repository, newest first (at most %d), optionally filtered by head branch, base branch and state.", maxListedPulls),
 		class:       tools.ReadOnly,
 		schema:      listPullRequestsSchema,
@@ -167,7 +168,7 @@ func listPullRequestsTool(c *github.Client) tools.Tool {
 				if !fork {
 					branch = a.head
 				}
-				if (fork && !ownerRE.MatchString(owner)) || !validRefName(branch) {
+				if (fork && !ghref.ValidOwner(owner)) || !ghref.ValidRefName(branch) {
 					v.fail("field %q must be a branch name (or \"owner:branch\"), but %q is not", "head", a.head)
 				}
 			}
@@ -182,20 +183,20 @@ func listPullRequestsTool(c *github.Client) tools.Tool {
 				Head  string `json:"head"`
 				Base  string `json:"base"`
 				State string `json:"state"`
-			}{a.repo.key(), a.head, a.base, a.state})}
+			}{a.repo.Key(), a.head, a.base, a.state})}
 		},
 		summary: func(name string, a listPullsArgs) string { return name + " " + a.repo.String() },
 		run: func(ctx context.Context, _ string, a listPullsArgs) (tools.Result, error) {
-			opts := &github.PullRequestListOptions{State: a.state, Base: a.base,
-				ListOptions: github.ListOptions{PerPage: maxListedPulls}}
+			opts := &gogithub.PullRequestListOptions{State: a.state, Base: a.base,
+				ListOptions: gogithub.ListOptions{PerPage: maxListedPulls}}
 			if a.head != "" {
 				// GitHub silently ignores a head filter without "owner:".
 				opts.Head = a.head
 				if !strings.Contains(a.head, ":") {
-					opts.Head = a.repo.owner + ":" + a.head
+					opts.Head = a.repo.Owner + ":" + a.head
 				}
 			}
-			prs, resp, err := c.PullRequests.List(ctx, a.repo.owner, a.repo.name, opts)
+			prs, resp, err := c.PullRequests.List(ctx, a.repo.Owner, a.repo.Name, opts)
 			if err != nil {
 				return tools.Result{}, fmt.Errorf("github_list_pull_requests: list %s (head %q, base %q, state %s): %w", a.repo, a.head, a.base, a.state, err)
 			}

@@ -1,26 +1,31 @@
-// Package githubtools holds the built-in GitHub tools, the go-github client
-// they use, the marker that lets a reconciler find their effects, and what a
-// GitHub answer means for an effect (Classify).
+// Package github holds the built-in GitHub tools, the go-github client
+// they use, the marker they leave in what they write, and what a GitHub
+// answer means for an effect (Classify).
 //
-// Each tool validates its arguments in Identify (pure, deterministic, no
-// I/O) and again in Execute — first against the very schema it advertises,
-// then against the rules of GitHub and git a schema cannot state — performs
-// at most one mutating request per Execute, and names what it changed in
-// Result.ExternalID so reconcilers can find it; github_create_pull_request
+// Each tool is one file that parses its arguments, names its effect, runs
+// its call and — for a tool whose unknown outcome must be reconciled — says
+// how its effect is found again (a tools.Finder): nothing outside the file
+// reads its arguments. The arguments are validated in Identify (pure,
+// deterministic, no I/O) and again in Execute and Effect — first against
+// the very schema the tool advertises, then against the rules of GitHub and
+// git a schema cannot state (package ghref). A tool performs at most one
+// mutating request per Execute and names what it changed in
+// Result.ExternalID, in the form its lookup reports; github_create_pull_request
 // also records, before it sends anything, the commit its head branch is at
 // (a tools.Preparer, PullRequestFacts):
 //
-//	github_get_file             read_only
-//	github_list_pull_requests   read_only
-//	github_create_branch        conditional  branch:create:<owner>/<repo>:<branch>
-//	github_put_file             idempotent   (none; one operation per declared call)
-//	github_create_pull_request  conditional  pr:create:<owner>/<repo>:<head>:<base>
-//	github_comment              unsafe       (none; reconciled by Marker)
+//	tool                        class        business key                            found again by
+//	github_get_file             read_only    —                                       —
+//	github_list_pull_requests   read_only    —                                       —
+//	github_create_branch        conditional  branch:create:<owner>/<repo>:<branch>   the branch's ref, at the commit "from" names
+//	github_put_file             idempotent   — (one operation per declared call)     the file's blob SHA (also its Verify)
+//	github_create_pull_request  conditional  pr:create:<owner>/<repo>:<head>:<base>  the Marker in a body, else the head commit recorded
+//	github_comment              unsafe       —                                       the Marker in a comment since the claim
 //
 // Owner and repository names are case-insensitive on GitHub, so business keys
 // and effects use their lower-case form: "Acme/App" and "acme/app" are one
 // effect. Branch names and paths are case-sensitive and kept as given.
-package githubtools
+package github
 
 import (
 	"context"
@@ -28,17 +33,29 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"strings"
 
-	"github.com/google/go-github/v62/github"
+	gogithub "github.com/google/go-github/v62/github"
 
 	"github.com/capstanhq/capstan/internal/tools"
+)
+
+// The names the tools are registered under, which the ledger records as
+// the kind of their operations.
+const (
+	NameGetFile           = "github_get_file"
+	NameListPullRequests  = "github_list_pull_requests"
+	NameCreateBranch      = "github_create_branch"
+	NamePutFile           = "github_put_file"
+	NameCreatePullRequest = "github_create_pull_request"
+	NameComment           = "github_comment"
 )
 
 // Tools returns the six built-in GitHub tools using c. A nil c gives tools
 // whose Name, Schema, Class, Identify and Summary work (workflow code needs
 // only those) and whose Execute fails without sending anything.
-func Tools(c *github.Client) []tools.Tool {
+func Tools(c *gogithub.Client) []tools.Tool {
 	return []tools.Tool{
 		getFileTool(c),
 		listPullRequestsTool(c),
@@ -51,7 +68,7 @@ func Tools(c *github.Client) []tools.Tool {
 
 // ghTool is one GitHub tool; A is its parsed, validated arguments.
 type ghTool[A any] struct {
-	c                 *github.Client // nil when only Identify and Schema are needed
+	c                 *gogithub.Client // nil when only Identify and Schema are needed
 	name, description string
 	class             tools.Class
 	schema            *tools.Schema
@@ -59,6 +76,9 @@ type ghTool[A any] struct {
 	identify          func(a A) tools.Identity
 	summary           func(name string, a A) string // name is the tool's name without "github_"
 	run               func(ctx context.Context, opID string, a A) (tools.Result, error)
+	// find, for a tool whose effect can be found again (findable), names
+	// the effect a sent call would leave. It does no I/O.
+	find func(a A, s tools.Sent) (tools.Effect, error)
 }
 
 func (t *ghTool[A]) Name() string          { return t.name }
@@ -115,6 +135,62 @@ func marked(err error) error {
 	return err
 }
 
+// findable is a GitHub tool whose effect can be found again after the
+// answer to its call was lost: a tools.Finder. Its lookup is the tool's
+// find, over the arguments its own parser reads.
+type findable[A any] struct{ *ghTool[A] }
+
+// Effect parses s.Arguments as Execute does and returns the effect the call
+// would leave. It does no I/O.
+func (t findable[A]) Effect(s tools.Sent) (tools.Effect, error) {
+	if t.c == nil {
+		return nil, fmt.Errorf("%s: %w: no GitHub client", t.name, tools.ErrNotConfigured)
+	}
+	a, err := t.args(s.Arguments)
+	if err != nil {
+		return nil, err
+	}
+	return t.find(a, s)
+}
+
+// requireOperationID refuses a conditional or unsafe call without an
+// operation id: its marker could never be reconciled.
+func requireOperationID(tool, opID string) error {
+	if opID == "" {
+		return fmt.Errorf("%s: %w: no operation id, so the effect could not be reconciled", tool, tools.ErrRefused)
+	}
+	return nil
+}
+
+// Listings are read in pages of perPage, at most maxPages of them: a list
+// longer than that cannot be searched, and the question counts as not asked.
+const (
+	perPage  = 100
+	maxPages = 50
+)
+
+// notFound reports GitHub's own 404. Anything else without an answer — a
+// rate limit, a 5xx, a dropped connection, go-github refusing to send while
+// a rate limit lasts — is not a 404.
+func notFound(err error) bool { return HTTPStatus(err) == http.StatusNotFound }
+
+// anyMarker starts every operation's marker: a body that holds it, but not
+// this operation's marker, is another operation's.
+var anyMarker = strings.TrimSuffix(Marker(""), " -->")
+
+// Marker is the hidden line embedded in pull request and comment bodies so
+// the tool's lookup can find the effect of operationID:
+// "<!-- capstan-op: <id> -->".
+// A ">" in the id is escaped so the id can never close the HTML comment.
+func Marker(operationID string) string {
+	return "<!-- capstan-op: " + strings.ReplaceAll(operationID, ">", "&gt;") + " -->"
+}
+
+// withMarker appends the marker, as its own paragraph, to a body.
+func withMarker(body, operationID string) string {
+	return body + "\n\n" + Marker(operationID)
+}
+
 // args checks raw against the tool's schema, then parses it and applies the
 // rules the schema cannot state.
 func (t *ghTool[A]) args(raw json.RawMessage) (A, error) {
@@ -132,7 +208,7 @@ func (t *ghTool[A]) args(raw json.RawMessage) (A, error) {
 func canonical(v any) []byte {
 	b, err := json.Marshal(v)
 	if err != nil {
-		panic(fmt.Sprintf("githubtools: encode effect: %v", err)) // plain structs of strings and ints cannot fail
+		panic(fmt.Sprintf("github tools: encode effect: %v", err)) // plain structs of strings and ints cannot fail
 	}
 	return b
 }
@@ -141,7 +217,7 @@ func canonical(v any) []byte {
 func output(v any) json.RawMessage {
 	b, err := json.Marshal(v)
 	if err != nil {
-		panic(fmt.Sprintf("githubtools: encode output: %v", err)) // plain structs cannot fail
+		panic(fmt.Sprintf("github tools: encode output: %v", err)) // plain structs cannot fail
 	}
 	return b
 }

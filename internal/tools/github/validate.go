@@ -1,12 +1,14 @@
-package githubtools
+package github
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"regexp"
 	"strings"
 
 	"github.com/capstanhq/capstan/internal/tools"
+	"github.com/capstanhq/capstan/internal/tools/ghref"
 )
 
 // validator collects the first argument problem the schema cannot state as
@@ -30,69 +32,27 @@ func (v *validator) decode(raw json.RawMessage, dst any) {
 	}
 }
 
-var (
-	ownerRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9-]{0,38}$`)
-	nameRE  = regexp.MustCompile(`^[A-Za-z0-9._-]{1,100}$`)
-	shaRE   = regexp.MustCompile(`^[0-9a-f]{40}$`)
-)
+var shaRE = regexp.MustCompile(`^[0-9a-f]{40}$`)
 
-// repoName is a validated "owner/name".
-type repoName struct{ owner, name string }
-
-// key is the case-folded form used in business keys and effects.
-func (r repoName) key() string    { return strings.ToLower(r.owner + "/" + r.name) }
-func (r repoName) String() string { return r.owner + "/" + r.name }
-
-func (v *validator) repo(s string) repoName {
-	const field = "repo"
-	owner, name, _ := strings.Cut(s, "/")
-	switch {
-	case s == "":
-		v.fail("field %q is required and must be \"owner/name\"", field)
-	case !strings.Contains(s, "/"):
-		v.fail("field %q must be \"owner/name\", but %q has no slash", field, s)
-	case strings.Count(s, "/") > 1:
-		v.fail("field %q must be \"owner/name\", but %q has more than one slash", field, s)
-	case owner == "" || name == "":
-		v.fail("field %q must be \"owner/name\", but %q has an empty part", field, s)
-	case !ownerRE.MatchString(owner) || !nameRE.MatchString(name) || name == "." || name == "..":
-		v.fail("field %q must be \"owner/name\" in characters GitHub allows, but %q has others", field, s)
+// repo checks a repository "owner/name" (ghref.ParseRepo).
+func (v *validator) repo(s string) ghref.Repo {
+	r, err := ghref.ParseRepo(s)
+	var bad *ghref.RepoError
+	if errors.As(err, &bad) {
+		v.fail("%s", bad.Describe(fmt.Sprintf("field %q", "repo")))
 	}
-	return repoName{owner: owner, name: name}
+	return r
 }
 
-// ValidRepo reports whether s is a repository "owner/name" the tools accept,
-// so the starter can refuse one before a task starts and spends turns on it.
-func ValidRepo(s string) bool {
-	v := validator{tool: "repo"}
-	v.repo(s)
-	return v.err == nil
-}
-
-// ValidBranchName reports whether s is a branch name the tools accept.
-func ValidBranchName(s string) bool { return s != "" && validRefName(s) }
-
-// branch checks a branch name against the rules of git check-ref-format that
-// a model is likely to break.
+// branch checks a branch name (ghref.ValidBranch).
 func (v *validator) branch(field, s string) string {
 	switch {
 	case s == "":
 		v.fail("field %q must not be empty", field)
-	case !validRefName(s):
+	case !ghref.ValidRefName(s):
 		v.fail("field %q must be a valid git branch name, but %q is not", field, s)
 	}
 	return s
-}
-
-func validRefName(s string) bool {
-	for _, r := range s {
-		if r < 0x20 || r == 0x7f || strings.ContainsRune(" ~^:?*[\\", r) {
-			return false
-		}
-	}
-	return !strings.Contains(s, "..") && !strings.Contains(s, "//") && !strings.Contains(s, "@{") &&
-		!strings.HasPrefix(s, "/") && !strings.HasPrefix(s, "-") && !strings.HasSuffix(s, "/") &&
-		!strings.HasSuffix(s, ".") && !strings.HasSuffix(s, ".lock") && s != "@"
 }
 
 // path checks a repository-relative file path.

@@ -1,0 +1,13 @@
+// Package capstan is capstan's vocabulary: the words every other package
+// uses for what is known about an effect (Outcome) and for what a reconciler
+// concluded about one (Verdict). Each word has one Go name and one string;
+// the ledger's rows, activity results, task results, metric labels and the
+// starter's columns all print it as it is spelled here.
+//
+// The package imports only the standard library, so that every package of
+// capstan — the ledger, the model providers, the tools, the workflow — can
+// use it without linking anything else. Strings an older release wrote
+// (ledger rows, recorded histories, task results) still decode: UnmarshalText
+// and ParseOutcome accept them as aliases of the word they meant; the
+// README's changelog lists them.
+package capstan

@@ -1,0 +1,227 @@
+package contract
+
+import (
+	"time"
+
+	"github.com/capstanhq/capstan"
+	"github.com/capstanhq/capstan/internal/model"
+	"github.com/capstanhq/capstan/internal/tools/ghref"
+)
+
+// Activity names: the methods of activities.Activities, which the worker
+// registers under their method names, and which the workflow schedules by
+// these names (so it needs no reference to the activities' code).
+const (
+	ActivityModelTurn          = "ModelTurn"
+	ActivityExecuteTool        = "ExecuteTool"
+	ActivityDeliver            = "Deliver"
+	ActivityReconcile          = "Reconcile"
+	ActivityTruncateTranscript = "TruncateTranscript"
+	// ActivityWorkerLimits runs as a local activity.
+	ActivityWorkerLimits = "WorkerLimits"
+)
+
+// ModelTurnInput asks for one attempt of one turn. The transcript travels by
+// reference: Transcript names the manifest of committed items, Append the
+// items committed since (tool results), and Seed the opening messages of a
+// task's first turn. History therefore grows by a constant per turn.
+type ModelTurnInput struct {
+	TaskID    string
+	TurnID    string
+	AttemptID string
+	Model     string // "provider:model"
+	// Limits are the attempt's watchdogs; zero fields take the defaults.
+	// The workflow sets the activity's timeouts from the same value.
+	Limits     model.Limits
+	Transcript string // manifest ref; empty on the first turn
+	Append     []string
+	Seed       []model.Message
+	// Compact asks, instead of the turn's answer, for a summary of the
+	// transcript's oldest items (docs/design.md §4.4, overflow): the
+	// result's Transcript has them replaced by the summary, and Compacted
+	// says how many; zero when there was nothing to compact.
+	Compact bool `json:",omitempty"`
+}
+
+// ModelTurnResult is the committed output of a completed attempt.
+type ModelTurnResult struct {
+	AttemptID    string
+	Transcript   string // manifest ref including the assistant item
+	Text         string
+	ToolCalls    []ToolCallRef
+	FinishReason string
+	Usage        model.Usage
+	Phase        model.Phase
+	Events       int
+	// Replayed: the turn had already committed (a redelivered activity, a
+	// reset); this is its recorded output and the model was not called.
+	Replayed bool `json:",omitempty"`
+	// Compacted is, for a Compact call, the number of transcript items the
+	// summary replaced.
+	Compacted int `json:",omitempty"`
+}
+
+// ToolCallRef is a committed tool call as the workflow needs it to declare
+// the operation: its identity, but not its arguments, which stay in the
+// ledger (a file's content must not be copied into history twice).
+type ToolCallRef struct {
+	ID          string // the model's tool_call_id
+	Name        string
+	Class       string // a capstan.Class
+	BusinessKey string // empty when the tool has none
+	Arguments   string // ref of the arguments in the ledger
+	Summary     string // what the Temporal UI shows for the call
+}
+
+// AttemptReport describes an attempt that did not complete; it is the detail
+// of an ErrTypeModelAttempt application error and of a heartbeat.
+type AttemptReport struct {
+	AttemptID    string        `json:"attempt_id"`
+	Outcome      model.Outcome `json:"outcome"`
+	Phase        model.Phase   `json:"phase"`
+	HTTPStatus   int           `json:"http_status,omitempty"`
+	RetryAfterMS int64         `json:"retry_after_ms,omitempty"`
+	// Breaker names the provider's breaker of a breaker_open attempt.
+	Breaker     string `json:"breaker,omitempty"`
+	Message     string `json:"message,omitempty"`
+	Events      int    `json:"events"`
+	Chars       int    `json:"chars"`
+	PreviewTail string `json:"preview_tail,omitempty"`
+	// StreamURL is where followers read this attempt's text live (the
+	// worker's livestream hub); empty when the worker serves none.
+	StreamURL string `json:"stream_url,omitempty"`
+}
+
+// ExecuteToolInput asks for one operation. OperationID was fixed by the
+// workflow; every retry of the same intent carries the same one.
+type ExecuteToolInput struct {
+	Tenant      string
+	TaskID      string
+	TurnID      string
+	OperationID string
+	ToolCallID  string
+	Tool        string
+	Arguments   string // ref of the arguments in the ledger
+}
+
+// ExecuteToolResult is how the operation ended. A tool that refused the
+// request (a definite 4xx, invalid arguments) is not an activity failure: the
+// model is told, State is failed, and Item carries the message.
+type ExecuteToolResult struct {
+	OperationID string
+	State       capstan.Outcome // succeeded or failed
+	ExternalID  string
+	Replayed    bool   // the ledger already held succeeded; nothing was sent
+	Item        string // ref of the tool message committed to the transcript
+	Preview     string // first characters of the output, for the UI
+}
+
+// DeliverInput asks to post the final answer to one target.
+type DeliverInput struct {
+	Tenant      string
+	TaskID      string
+	OperationID string
+	Channel     string // Slack channel name or id; empty for a comment
+	// Comment, when set, delivers the text as a comment on a GitHub issue
+	// or pull request instead of a Slack message.
+	Comment *CommentTarget `json:",omitempty"`
+	Text    string
+}
+
+// CommentTarget is a GitHub issue or pull request that receives a task's
+// final answer as a comment.
+type CommentTarget struct {
+	Repo   string // owner/name
+	Number int
+}
+
+// CommentArguments are the github_comment arguments of a comment delivery
+// (ghref.CommentArguments). The workflow names them by their ledger
+// reference (ledger.ItemRef) so a reconciler can read them, and Deliver
+// stores them; both build them here, so the bytes, and the reference, are
+// the same.
+func CommentArguments(target CommentTarget, text string) []byte {
+	return ghref.CommentArguments(target.Repo, target.Number, text)
+}
+
+// DeliverResult is an acknowledged delivery.
+type DeliverResult struct {
+	OperationID string
+	ExternalID  string // "<channel>/<ts>"
+	Replayed    bool
+}
+
+// ReconcileInput asks what became of an operation whose outcome is unknown.
+type ReconcileInput struct {
+	Tenant      string
+	TaskID      string
+	OperationID string
+	// ToolCallID is set for a tool operation: a found operation commits a
+	// tool message for it, telling the model the operation was recovered.
+	ToolCallID string
+	// Since is when the workflow began reconciling this operation; the
+	// consistency window runs from it, so a retried activity does not
+	// restart the window.
+	Since time.Time
+	// Window is the consistency window; zero means
+	// config.DefaultReconcileWindow.
+	Window time.Duration
+	// Resolution, when set, is a person's verdict on an operation that
+	// needs one: Reconcile records it instead of asking the external
+	// system.
+	Resolution *Resolution
+	// Arguments is the ref of the tool's arguments in the ledger (the
+	// ToolCallRef's Arguments) for a tool operation: the reconciler reads
+	// what to look for from them. Empty for a delivery.
+	Arguments string
+	// Channel is the Slack channel a delivery was posted to, as Deliver was
+	// given it. Empty for a tool operation.
+	Channel string
+}
+
+// Resolution is what a person decided about an operation nobody else could
+// tell (the workflow's resolve update).
+type Resolution struct {
+	Verdict    capstan.Verdict // found or absent
+	ExternalID string          // found: the URL the person saw
+}
+
+// ReconcileResult is a final verdict, recorded in the ledger under a new
+// fence before it is returned.
+type ReconcileResult struct {
+	OperationID string
+	Verdict     capstan.Verdict // found, absent or indeterminate
+	State       capstan.Outcome // succeeded, absent or needs_human
+	ExternalID  string          // what was found (a PR URL, a message ts)
+	Reason      string          // one sentence: what was asked and seen
+	Item        string          // found tool operation: ref of the tool message
+	Asked       int             // how many times the external system was asked
+}
+
+// TruncateInput asks to cut a transcript that overflowed the model's
+// context: the transcript as the overflowing attempt saw it.
+type TruncateInput struct {
+	TaskID     string
+	TurnID     string // the compaction's turn id, for the logs
+	Transcript string
+	Append     []string
+	Seed       []model.Message
+}
+
+// TruncateResult is the cut transcript: a manifest whose oldest items are
+// replaced by one marker item. Removed is zero, and Transcript empty, when
+// there was nothing to remove.
+type TruncateResult struct {
+	Transcript string
+	Removed    int
+}
+
+// WorkerLimitsInput asks for the worker's default limits.
+type WorkerLimitsInput struct{}
+
+// WorkerLimitsResult holds the worker's default limits (CAPSTAN_MODEL_* and
+// CAPSTAN_HEARTBEAT_TIMEOUT), every field set but FirstEvent, which is zero
+// unless the worker sets a first-event wait apart from its idle timeout.
+type WorkerLimitsResult struct {
+	Limits model.Limits `json:"limits"`
+}

@@ -1,0 +1,93 @@
+package tools
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/capstanhq/capstan"
+)
+
+// This file is what a tool says about finding its effect again when the
+// answer to its call was lost (docs/design.md §5.5): the tool parses the
+// call's arguments, with the same parser its Execute uses, into an Effect —
+// the mark the call leaves and the lookup that finds it. Package reconcilers
+// runs the lookup, over any tool that is a Finder, within the consistency
+// window, and turns what it sees into a verdict.
+
+// Outcome is what one lookup of an effect saw: a verdict of capstan's one
+// vocabulary, drawn from one answer.
+type Outcome = capstan.Verdict
+
+const (
+	// Found: exactly one effect of the operation exists.
+	Found = capstan.VerdictFound
+	// NotSeen: the system answered and showed no effect of the operation.
+	// It may still be catching up; only the reconciler's consistency
+	// window turns this into "absent".
+	NotSeen = capstan.VerdictNotYet
+	// Ambiguous: the answer cannot be read either way — several effects
+	// carry the operation's mark, or something exists that may or may not
+	// be the operation's. A person must decide.
+	Ambiguous = capstan.VerdictIndeterminate
+)
+
+// Observation is the answer to one lookup.
+type Observation struct {
+	Outcome Outcome
+	// ExternalID names the effect when Found, in the form Execute records
+	// it on success (Result.ExternalID): a pull request or comment URL,
+	// "refs/heads/<b>@<sha>", a blob SHA, "<channel>/<ts>".
+	ExternalID string
+	// Detail says in one sentence what was asked and what was seen.
+	Detail string
+}
+
+// Sent is a call whose answer may have been lost, with what its lookup may
+// need besides the arguments.
+type Sent struct {
+	Call
+	// Since is when the operation was first claimed: its effect cannot be
+	// older.
+	Since time.Time
+	// Facts are what the tool's Prepare recorded just before the request
+	// was sent (ledger.Operation.Facts); nil when none were recorded.
+	Facts json.RawMessage
+}
+
+// Effect is what a call leaves in an external system, as its tool knows it.
+type Effect interface {
+	// Key names, in one line for people, what the effect leaves that tells
+	// it apart and that Find looks for: "branch agent/fix of acme/app, at
+	// the commit main is at", "a comment on acme/app#7 carrying
+	// <!-- capstan-op: … -->".
+	Key() string
+	// Find asks the external system once whether the effect is there. An
+	// error means the question could not be asked — a rate limit, a 5xx, a
+	// dropped connection — and says nothing about the effect: it is never
+	// NotSeen. Find never performs the effect.
+	Find(ctx context.Context) (Observation, error)
+}
+
+// Finder is implemented by a tool whose effect can be found again after the
+// answer to its call was lost — every conditional and unsafe tool, since
+// only a lookup may settle their unknown outcomes — and by a delivery.
+type Finder interface {
+	// Effect reads the effect s would leave, parsing s.Arguments with the
+	// tool's own parser. It does no I/O. Its error wraps ErrNotConfigured
+	// when this worker lacks the client the lookup needs; any other error
+	// means no question can be formed from s (arguments or facts that do
+	// not parse, no operation id to find a marker by), and asking again
+	// cannot help.
+	Effect(s Sent) (Effect, error)
+}
+
+// ErrNotConfigured reports a lookup this worker cannot make: the client it
+// needs is not configured.
+var ErrNotConfigured = errors.New("the client is not configured on this worker")
+
+// ClockMargin widens "since the claim" in the lookups that list what a
+// system holds: the claim time comes from the worker's clock, the effect's
+// time from the system's.
+const ClockMargin = 2 * time.Minute

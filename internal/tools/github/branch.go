@@ -1,0 +1,149 @@
+package github
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	gogithub "github.com/google/go-github/v62/github"
+
+	"github.com/capstanhq/capstan/internal/tools"
+	"github.com/capstanhq/capstan/internal/tools/ghref"
+)
+
+// github_create_branch: a conditional tool. Its business key is the branch
+// ("branch:create:<owner>/<repo>:<branch>"), and its effect is found again
+// by getting the branch's ref (branchEffect).
+
+type createBranchArgs struct {
+	repo         ghref.Repo
+	branch, from string
+}
+
+var createBranchSchema = objectSchema([]string{"repo", "branch", "from"}, map[string]any{
+	"repo":   repoProp(),
+	"branch": stringProp(`Name of the branch to create, e.g. "agent/fix-typo".`),
+	"from":   stringProp(`Existing branch name (e.g. "main") or full 40-character commit SHA to start the branch at.`),
+})
+
+func createBranchTool(c *gogithub.Client) tools.Tool {
+	return findable[createBranchArgs]{&ghTool[createBranchArgs]{
+		c:           c,
+		name:        NameCreateBranch,
+		description: "Create a new branch in a GitHub repository, pointing at the head of another branch or at a commit. Fails if the branch already exists.",
+		class:       tools.Conditional,
+		schema:      createBranchSchema,
+		parse: func(v *validator, raw json.RawMessage) createBranchArgs {
+			var in struct {
+				Repo   string `json:"repo"`
+				Branch string `json:"branch"`
+				From   string `json:"from"`
+			}
+			v.decode(raw, &in)
+			a := createBranchArgs{repo: v.repo(in.Repo), branch: v.branch("branch", in.Branch), from: in.From}
+			if !shaRE.MatchString(in.From) {
+				v.branch("from", in.From)
+			}
+			return a
+		},
+		identify: func(a createBranchArgs) tools.Identity {
+			return tools.Identity{
+				BusinessKey: "branch:create:" + a.repo.Key() + ":" + a.branch,
+				Effect: canonical(struct {
+					Repo   string `json:"repo"`
+					Branch string `json:"branch"`
+					From   string `json:"from"`
+				}{a.repo.Key(), a.branch, a.from}),
+			}
+		},
+		find: func(a createBranchArgs, _ tools.Sent) (tools.Effect, error) {
+			return branchEffect{c: c, repo: a.repo, branch: a.branch, from: a.from}, nil
+		},
+		summary: func(name string, a createBranchArgs) string {
+			return fmt.Sprintf("%s %s %s from %s", name, a.repo, a.branch, a.from)
+		},
+		run: func(ctx context.Context, _ string, a createBranchArgs) (tools.Result, error) {
+			sha := a.from
+			if !shaRE.MatchString(sha) {
+				ref, _, err := c.Git.GetRef(ctx, a.repo.Owner, a.repo.Name, "heads/"+a.from)
+				if err != nil {
+					return tools.Result{}, fmt.Errorf("github_create_branch: resolve branch %q of %s: %w: %w", a.from, a.repo, errWriteNotSent, err)
+				}
+				sha = ref.GetObject().GetSHA()
+			}
+			ref, _, err := c.Git.CreateRef(ctx, a.repo.Owner, a.repo.Name, &gogithub.Reference{
+				Ref: gogithub.String("refs/heads/" + a.branch), Object: &gogithub.GitObject{SHA: gogithub.String(sha)}})
+			if err != nil {
+				return tools.Result{}, fmt.Errorf("github_create_branch: create %s in %s at %s: %w", a.branch, a.repo, sha, err)
+			}
+			sha = ref.GetObject().GetSHA()
+			out := struct {
+				Ref  string `json:"ref"`
+				SHA  string `json:"sha"`
+				From string `json:"from"`
+			}{ref.GetRef(), sha, a.from}
+			return tools.Result{Output: output(out), ExternalID: ref.GetRef() + "@" + sha}, nil
+		},
+	}}
+}
+
+// branchEffect is the branch a github_create_branch call creates. A branch
+// carries no mark of who made it, so the lookup goes by where it points:
+// at the commit "from" names.
+type branchEffect struct {
+	c            *gogithub.Client
+	repo         ghref.Repo
+	branch, from string // from: a branch name, or a full commit SHA
+}
+
+func (e branchEffect) Key() string {
+	if shaRE.MatchString(e.from) {
+		return fmt.Sprintf("branch %s of %s, at commit %s", e.branch, e.repo, e.from)
+	}
+	return fmt.Sprintf("branch %s of %s, at the commit branch %s is at", e.branch, e.repo, e.from)
+}
+
+// Find gets the branch's ref. Missing (404) is NotSeen. Present at the
+// commit from names is Found ("refs/heads/<branch>@<sha>", as Execute
+// records it). Present at another commit is Ambiguous: someone else created
+// the branch, or it — or the from branch — moved since; nothing here can
+// tell which.
+func (e branchEffect) Find(ctx context.Context) (tools.Observation, error) {
+	ref, err := e.getRef(ctx, e.branch)
+	switch {
+	case notFound(err):
+		return tools.Observation{Outcome: tools.NotSeen, Detail: fmt.Sprintf("branch %s does not exist in %s", e.branch, e.repo)}, nil
+	case err != nil:
+		return tools.Observation{}, err
+	}
+	at := ref.GetObject().GetSHA()
+
+	want, fromWhat := e.from, "commit "+e.from
+	if !shaRE.MatchString(e.from) {
+		fromRef, err := e.getRef(ctx, e.from)
+		switch {
+		case notFound(err):
+			return tools.Observation{Outcome: tools.Ambiguous, Detail: fmt.Sprintf(
+				"branch %s exists in %s at %s, but the branch %s it was to be created from no longer exists, so nothing tells whether this operation made it",
+				e.branch, e.repo, at, e.from)}, nil
+		case err != nil:
+			return tools.Observation{}, err
+		}
+		want, fromWhat = fromRef.GetObject().GetSHA(), "branch "+e.from+" (now at "+fromRef.GetObject().GetSHA()+")"
+	}
+	if at != want {
+		return tools.Observation{Outcome: tools.Ambiguous, Detail: fmt.Sprintf(
+			"branch %s exists in %s at %s, not at %s: someone else created it, or a branch moved after it was created",
+			e.branch, e.repo, at, fromWhat)}, nil
+	}
+	return tools.Observation{Outcome: tools.Found, ExternalID: "refs/heads/" + e.branch + "@" + at,
+		Detail: fmt.Sprintf("branch %s exists in %s at %s, as %s", e.branch, e.repo, at, fromWhat)}, nil
+}
+
+func (e branchEffect) getRef(ctx context.Context, branch string) (*gogithub.Reference, error) {
+	ref, _, err := e.c.Git.GetRef(ctx, e.repo.Owner, e.repo.Name, "heads/"+branch)
+	if err != nil {
+		return nil, fmt.Errorf("get branch %s of %s: %w", branch, e.repo, err)
+	}
+	return ref, nil
+}

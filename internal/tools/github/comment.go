@@ -1,0 +1,148 @@
+package github
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	gogithub "github.com/google/go-github/v62/github"
+
+	"github.com/capstanhq/capstan/internal/tools"
+	"github.com/capstanhq/capstan/internal/tools/ghref"
+)
+
+// github_comment: an unsafe tool, with no business key; a task's final
+// answer is delivered through it too (ghref.CommentArguments). Its body
+// carries the operation's Marker, by which its effect is found again
+// (commentEffect).
+
+type commentArgs struct {
+	repo   ghref.Repo
+	number int
+	body   string
+}
+
+var commentSchema = objectSchema([]string{"repo", "number", "body"}, map[string]any{
+	"repo":   repoProp(),
+	"number": map[string]any{"type": "integer", "minimum": 1, "description": "Issue or pull request number."},
+	"body":   stringProp("Comment text (Markdown)."),
+})
+
+func commentTool(c *gogithub.Client) tools.Tool {
+	return findable[commentArgs]{&ghTool[commentArgs]{
+		c:           c,
+		name:        NameComment,
+		description: "Post a comment on an issue or pull request of a GitHub repository. Each call posts a new comment.",
+		class:       tools.Unsafe,
+		schema:      commentSchema,
+		parse: func(v *validator, raw json.RawMessage) commentArgs {
+			var in struct {
+				Repo   string      `json:"repo"`
+				Number json.Number `json:"number"`
+				Body   string      `json:"body"`
+			}
+			v.decode(raw, &in)
+			a := commentArgs{repo: v.repo(in.Repo), body: v.nonBlank("body", in.Body)}
+			// The schema admits integers from 1 up; GitHub's numbers are 32-bit.
+			if f, err := in.Number.Float64(); err != nil || f > math.MaxInt32 {
+				v.fail("field %q must be an issue or pull request number, not %s", "number", in.Number.String())
+			} else {
+				a.number = int(f)
+			}
+			return a
+		},
+		identify: func(a commentArgs) tools.Identity {
+			return tools.Identity{Effect: canonical(struct {
+				Repo   string `json:"repo"`
+				Number int    `json:"number"`
+				Body   string `json:"body"`
+			}{a.repo.Key(), a.number, a.body})}
+		},
+		summary: func(name string, a commentArgs) string {
+			return fmt.Sprintf("%s %s #%d", name, a.repo, a.number)
+		},
+		run: func(ctx context.Context, opID string, a commentArgs) (tools.Result, error) {
+			if err := requireOperationID(NameComment, opID); err != nil {
+				return tools.Result{}, err
+			}
+			cm, _, err := c.Issues.CreateComment(ctx, a.repo.Owner, a.repo.Name, a.number,
+				&gogithub.IssueComment{Body: gogithub.String(withMarker(a.body, opID))})
+			if err != nil {
+				return tools.Result{}, fmt.Errorf("github_comment: comment on %s#%d: %w", a.repo, a.number, err)
+			}
+			out := struct {
+				ID      int64  `json:"id"`
+				Number  int    `json:"number"`
+				HTMLURL string `json:"html_url"`
+			}{cm.GetID(), a.number, cm.GetHTMLURL()}
+			return tools.Result{Output: output(out), ExternalID: cm.GetHTMLURL()}, nil
+		},
+		find: func(a commentArgs, s tools.Sent) (tools.Effect, error) {
+			if err := requireOperationID(NameComment, s.OperationID); err != nil {
+				return nil, err
+			}
+			return commentEffect{c: c, issue: ghref.Issue{Repo: a.repo, Number: a.number}, opID: s.OperationID, since: s.Since}, nil
+		},
+	}}
+}
+
+// commentEffect is the comment a github_comment call posts: found by the
+// operation's marker among the issue's comments since the claim.
+type commentEffect struct {
+	c     *gogithub.Client
+	issue ghref.Issue
+	opID  string
+	since time.Time // when the operation was claimed
+}
+
+func (e commentEffect) Key() string {
+	return fmt.Sprintf("a comment on %s carrying %s", e.issue, Marker(e.opID))
+}
+
+// Find lists the comments of the issue updated since the claim, minus
+// tools.ClockMargin, and picks those whose body carries the operation's
+// marker: one is Found (its URL), several are Ambiguous, none is NotSeen.
+func (e commentEffect) Find(ctx context.Context) (tools.Observation, error) {
+	marker := Marker(e.opID)
+	since := e.since.Add(-tools.ClockMargin).UTC().Truncate(time.Second)
+	opts := &gogithub.IssueListCommentsOptions{Since: &since, ListOptions: gogithub.ListOptions{PerPage: perPage}}
+	what := fmt.Sprintf("comments on %s since %s", e.issue, since.Format(time.RFC3339))
+	listed := 0
+	var matches []*gogithub.IssueComment
+	for page := 1; ; page++ {
+		cs, resp, err := e.c.Issues.ListComments(ctx, e.issue.Repo.Owner, e.issue.Repo.Name, e.issue.Number, opts)
+		if err != nil {
+			return tools.Observation{}, fmt.Errorf("list %s: %w", what, err)
+		}
+		listed += len(cs)
+		for _, c := range cs {
+			if strings.Contains(c.GetBody(), marker) {
+				matches = append(matches, c)
+			}
+		}
+		if resp.NextPage == 0 {
+			break
+		}
+		if page == maxPages {
+			return tools.Observation{}, fmt.Errorf("list %s: more than %d pages", what, maxPages)
+		}
+		opts.Page = resp.NextPage
+	}
+	switch len(matches) {
+	case 0:
+		return tools.Observation{Outcome: tools.NotSeen, Detail: fmt.Sprintf("none of the %d %s carries the operation's marker", listed, what)}, nil
+	case 1:
+		return tools.Observation{Outcome: tools.Found, ExternalID: matches[0].GetHTMLURL(),
+			Detail: fmt.Sprintf("comment %d of the %d %s carries the operation's marker", matches[0].GetID(), listed, what)}, nil
+	default:
+		ids := make([]string, len(matches))
+		for i, c := range matches {
+			ids[i] = fmt.Sprint(c.GetID())
+		}
+		return tools.Observation{Outcome: tools.Ambiguous,
+			Detail: fmt.Sprintf("%d %s carry the operation's marker: %s", len(matches), what, strings.Join(ids, ", "))}, nil
+	}
+}
