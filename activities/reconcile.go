@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -13,6 +12,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/capstanhq/capstan"
+	"github.com/capstanhq/capstan/internal/backoff"
 	"github.com/capstanhq/capstan/internal/ledger"
 	"github.com/capstanhq/capstan/internal/logids"
 	"github.com/capstanhq/capstan/internal/model"
@@ -22,13 +22,9 @@ import (
 )
 
 // Backoff between the questions of one Reconcile while the effect is not
-// seen yet or the question could not be asked: full jitter, growing from
-// reconcileBackoffBase to reconcileBackoffCap, never past the end of the
-// consistency window.
-const (
-	reconcileBackoffBase = time.Second
-	reconcileBackoffCap  = 10 * time.Second
-)
+// seen yet or the question could not be asked: full jitter, doubling from
+// 1 s to 10 s, never past the end of the consistency window.
+var reconcileBackoff = backoff.Policy{Base: time.Second, Cap: 10 * time.Second}
 
 // ReconcileProgress is Reconcile's heartbeat detail.
 type ReconcileProgress struct {
@@ -60,7 +56,9 @@ const (
 //   - When the ledger already knows the outcome, that is the answer and
 //     nothing is asked: SUCCEEDED is found; ABSENT, FAILED are absent.
 //   - When in.Resolution is set, a person decided: found is recorded as
-//     SUCCEEDED with the URL they gave, absent as ABSENT.
+//     SUCCEEDED with the URL they gave, absent as ABSENT. A person's found
+//     stands even over a ledger that records the operation as not having
+//     taken effect (ABSENT once the re-executions were spent, say).
 //   - Otherwise the lookup of whatever made the operation (the tool, or
 //     the delivery) is asked, by the reconcilers' window and verdict rules
 //     (reconcilers.Set.Reconcile): again, with jittered backoff, while the
@@ -108,6 +106,8 @@ func (a *Activities) reconcile(ctx context.Context, in ReconcileInput) (Reconcil
 	op, err := a.Ledger.TakeForReconcile(context.WithoutCancel(ctx), in.OperationID, a.owner(ctx), lease)
 	var held *ledger.LeaseHeldError
 	switch {
+	case errors.Is(err, ledger.ErrSettled) && overridesLedger(in.Resolution, op):
+		return a.recordResolutionOverLedger(ctx, in, op)
 	case errors.Is(err, ledger.ErrSettled):
 		return a.settled(ctx, in, op)
 	case errors.As(err, &held):
@@ -175,7 +175,7 @@ func (a *Activities) askUntilSure(ctx context.Context, in ReconcileInput, op led
 	stop := a.startReconcileHeartbeat(ctx, progress)
 	defer stop()
 
-	ans, err := a.Reconcilers.Reconcile(ctx, q, reconcilers.Pace{Now: a.Now, Backoff: fullJitter,
+	ans, err := a.Reconcilers.Reconcile(ctx, q, reconcilers.Pace{Now: a.Now, Backoff: a.reconcileBackoff,
 		Asked: func(asked int, last string) {
 			progress.set(asked, last)
 			if activity.IsActivity(ctx) {
@@ -210,6 +210,32 @@ func (a *Activities) recordResolution(ctx context.Context, in ReconcileInput, op
 		res.Reason = "a person confirmed that the operation did not take effect"
 	}
 	return a.recordVerdict(ctx, in, op, res, noteFoundByPerson, "")
+}
+
+// overridesLedger: a person found the effect of an operation the ledger
+// records as settled without it (ABSENT, FAILED, DECLARED). Their answer
+// is applied whatever the counters say; an absent needs no override.
+func overridesLedger(r *Resolution, op ledger.Operation) bool {
+	return r != nil && r.Verdict == capstan.VerdictFound && op.State != capstan.OutcomeSucceeded
+}
+
+// recordResolutionOverLedger records a person's found on a settled
+// operation: it takes the operation back under a new fence with a claim,
+// which sends nothing, and writes the verdict under it. Should another
+// attempt hold the operation meanwhile, the activity is retried and finds
+// it unknown or settled anew.
+func (a *Activities) recordResolutionOverLedger(ctx context.Context, in ReconcileInput, op ledger.Operation) (ReconcileResult, error) {
+	res := ReconcileResult{OperationID: op.ID}
+	c, err := a.Ledger.Claim(context.WithoutCancel(ctx), ledger.ClaimRequest{Op: op, Owner: a.owner(ctx), Lease: a.lease(ctx)})
+	switch {
+	case err != nil:
+		return res, fmt.Errorf("take operation %s back to record a person's verdict: %w", op.ID, err)
+	case c.Status == ledger.AlreadySucceeded:
+		return a.settled(ctx, in, c.Op)
+	case c.Status != ledger.Claimed:
+		return res, a.inProgress(op.ID, c.Op)
+	}
+	return a.recordResolution(ctx, in, c.Op)
 }
 
 // recordVerdict writes res's verdict under the reconciler's fence and, for a
@@ -368,8 +394,8 @@ func (a *Activities) startReconcileHeartbeat(ctx context.Context, progress *reco
 	}
 }
 
-// fullJitter is the n-th backoff (from 0): uniform in (0, min(cap, base·2ⁿ)].
-func fullJitter(n int) time.Duration {
-	ceiling := min(reconcileBackoffCap, reconcileBackoffBase<<min(n, 16))
-	return time.Duration(rand.Int64N(int64(ceiling))) + 1
+// reconcileBackoff is the wait after the n-th question (from 0), drawn
+// from Deps.Random.
+func (a *Activities) reconcileBackoff(n int) time.Duration {
+	return reconcileBackoff.Delay(n+1, 0, a.Random())
 }

@@ -54,7 +54,8 @@ func (a *app) followCommand() *cobra.Command {
 // hub URL); the text comes from that hub. So it works for a task on any
 // worker of the pool.
 func (a *app) followLive(ctx context.Context, c client.Client, wid, ui string) error {
-	f := &follower{c: c, wid: wid, http: &http.Client{}, view: newLiveView(a.stdout, taskIDOf(wid), time.Now)}
+	hc := &http.Client{Transport: livestream.WithToken(nil, a.cfg.StreamToken)} // CAPSTAN_STREAM_TOKEN
+	f := &follower{c: c, wid: wid, http: hc, view: newLiveView(a.stdout, taskIDOf(wid), time.Now)}
 	res, err := f.run(ctx)
 	if err != nil {
 		return err
