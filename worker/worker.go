@@ -28,6 +28,7 @@ import (
 	"github.com/capstanhq/capstan/internal/livestream"
 	"github.com/capstanhq/capstan/internal/logids"
 	"github.com/capstanhq/capstan/internal/metrics"
+	"github.com/capstanhq/capstan/internal/model"
 	"github.com/capstanhq/capstan/internal/sandbox"
 	"github.com/capstanhq/capstan/internal/tools"
 	githubtools "github.com/capstanhq/capstan/internal/tools/github"
@@ -167,7 +168,7 @@ func start(ctx context.Context, o options, lookupEnv func(string) (string, bool)
 		Breakers:  breakers,
 		Lease:     cfg.Lease,
 		// The limits a task leaves unset: see activities.WorkerLimits.
-		ModelLimits: cfg.ModelLimits,
+		ModelLimits: model.Limits(cfg.ModelLimits),
 		Now:         time.Now,
 		Logger:      logger,
 

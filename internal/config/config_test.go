@@ -5,8 +5,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/capstanhq/capstan/internal/model"
 )
 
 func env(kv map[string]string) func(string) string {
@@ -33,8 +31,8 @@ func TestFromEnvFillsEveryDefault(t *testing.T) {
 	if c.Lease != DefaultLease || c.ModelConnectTimeout != DefaultConnectTimeout {
 		t.Errorf("Lease, ModelConnectTimeout = %s, %s", c.Lease, c.ModelConnectTimeout)
 	}
-	if c.ModelLimits != model.DefaultLimits { // FirstEvent unset: it follows the idle timeout
-		t.Errorf("ModelLimits = %+v, want %+v", c.ModelLimits, model.DefaultLimits)
+	if c.ModelLimits != DefaultModelLimits { // FirstEvent unset: it follows the idle timeout
+		t.Errorf("ModelLimits = %+v, want %+v", c.ModelLimits, DefaultModelLimits)
 	}
 	if err := c.ValidateStarter(); err != nil {
 		t.Errorf("ValidateStarter() = %v", err)
@@ -60,7 +58,7 @@ func TestFromEnvReadsLimitsAndURLs(t *testing.T) {
 		"OPENAI_API_KEY": "k", "GITHUB_TOKEN": "g",
 	}))
 	// FirstEvent stays unset: it follows the idle timeout a task may set.
-	want := model.Limits{Idle: 5 * time.Second, Total: time.Minute, HeartbeatTimeout: 9 * time.Second}
+	want := ModelLimits{Idle: 5 * time.Second, Total: time.Minute, HeartbeatTimeout: 9 * time.Second}
 	if c.ModelLimits != want {
 		t.Errorf("ModelLimits = %+v, want %+v", c.ModelLimits, want)
 	}

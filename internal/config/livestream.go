@@ -7,13 +7,6 @@ import (
 	"strings"
 )
 
-// DefaultStreamAddr is where a worker serves its live model streams
-// (docs/design.md §9.3): loopback only, since the endpoint has no
-// authentication and carries model output. A pool across machines sets
-// CAPSTAN_STREAM_ADDR=:9465 and CAPSTAN_STREAM_URL to an address its
-// followers can reach.
-const DefaultStreamAddr = "127.0.0.1:9465"
-
 // LiveStream is where a worker serves the text of its model attempts as
 // they stream.
 type LiveStream struct {

@@ -17,16 +17,11 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/capstanhq/capstan/internal/config"
 )
 
-// Defaults of a Hub.
 const (
-	// DefaultRetain is how long a hub keeps an attempt after its last
-	// change: long enough for a follower that polls to find it.
-	DefaultRetain = 10 * time.Minute
-	// DefaultMaxBytes bounds the text kept of one attempt; past it the
-	// text is cut and the follower told so.
-	DefaultMaxBytes = 1 << 20
 	// keepAlive is the interval of SSE comments on an idle stream, so
 	// proxies and the follower's client see the connection alive.
 	keepAlive = 15 * time.Second
@@ -74,10 +69,10 @@ func NewHub(o Options) *Hub {
 		h.now = time.Now
 	}
 	if h.retain <= 0 {
-		h.retain = DefaultRetain
+		h.retain = config.DefaultLiveRetain
 	}
 	if h.maxBytes <= 0 {
-		h.maxBytes = DefaultMaxBytes
+		h.maxBytes = config.DefaultLiveMaxBytes
 	}
 	return h
 }
