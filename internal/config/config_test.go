@@ -244,3 +244,30 @@ func TestUseSandboxServesAnthropic(t *testing.T) {
 		t.Errorf("err %v, key %q; want the given key kept", err, withKey.AnthropicAPIKey)
 	}
 }
+
+func TestModelLimitsValidateRefusesAFirstEventWaitPastTheTotal(t *testing.T) {
+	l := ModelLimits{FirstEvent: 2 * time.Minute, Idle: 30 * time.Second, Total: time.Minute, HeartbeatTimeout: 30 * time.Second}
+	err := l.Validate()
+	if err == nil || err.Error() != "the first-event timeout (2m0s) must be shorter than the attempt's total limit (1m0s)" {
+		t.Fatalf("Validate() = %v, want the first-event timeout refused", err)
+	}
+	l.FirstEvent = 0 // follows the idle timeout
+	if err := l.Validate(); err != nil {
+		t.Fatalf("Validate() with the first-event wait unset = %v", err)
+	}
+}
+
+func TestCheckModelKeyNamesTheMissingKeyOfAnExplicitModel(t *testing.T) {
+	for model, want := range map[string]string{
+		"anthropic:claude-sonnet-4-5": "ANTHROPIC_API_KEY is not set",
+		"sandbox:demo":                "", // a sandbox needs no key
+		"anthropic:":                  "", // malformed: the starter reports it
+		"nonsense":                    "",
+	} {
+		c := FromEnv(env(map[string]string{"CAPSTAN_MODEL": model, "OPENAI_API_KEY": "k", "GITHUB_TOKEN": "g"}))
+		err := c.ValidateWorker()
+		if want == "" && err != nil || want != "" && (err == nil || !strings.Contains(err.Error(), want)) {
+			t.Errorf("CAPSTAN_MODEL=%s: ValidateWorker() = %v, want %q", model, err, want)
+		}
+	}
+}
