@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -89,7 +90,10 @@ func (a *Activities) executeTool(ctx context.Context, in ExecuteToolInput) (Exec
 	}
 	if done {
 		res.Replayed = true
-		return a.succeeded(ctx, in, res, rec.ExternalID, rec.Result)
+		if res, err = a.succeeded(ctx, in, res, rec.ExternalID, rec.Result); err == nil {
+			res.Preview = resultPreview(tool, args, rec.Result, res.Preview)
+		}
+		return res, err
 	}
 	o := a.perform(ctx, tool, call, rec, permit)
 
@@ -117,7 +121,8 @@ func (a *Activities) executeTool(ctx context.Context, in ExecuteToolInput) (Exec
 	}
 	switch o.state {
 	case capstan.OutcomeSucceeded:
-		res.State, res.ExternalID, res.Item, res.Preview = capstan.OutcomeSucceeded, o.result.ExternalID, msg.ref(), msg.preview
+		res.State, res.ExternalID, res.Item = capstan.OutcomeSucceeded, o.result.ExternalID, msg.ref()
+		res.Preview = resultPreview(tool, args, o.result.Output, msg.preview)
 		return res, nil
 	case capstan.OutcomeFailed:
 		res.State, res.Item, res.Preview = capstan.OutcomeFailed, msg.ref(), msg.preview
@@ -265,6 +270,28 @@ func (a *Activities) refused(ctx context.Context, in ExecuteToolInput, res Execu
 	}
 	res.State, res.Item, res.Preview = capstan.OutcomeFailed, item, msg.preview
 	return res, nil
+}
+
+// resultPreview is ExecuteToolResult.Preview of a successful call: it goes
+// into the workflow's history, which the Temporal server stores
+// unencrypted, so it never holds content read from a repository. A read
+// says how much it read of what (its summary, made of the arguments,
+// already in history); a write keeps the preview of its own output, which
+// names what capstan wrote (a branch, a commit, a URL).
+func resultPreview(tool tools.Tool, args json.RawMessage, output []byte, written string) string {
+	if tool.Class() != tools.ReadOnly {
+		return written
+	}
+	return preview(fmt.Sprintf("read %s bytes: %s", thousands(len(output)), tool.Summary(args)))
+}
+
+// thousands writes n with commas between its groups of three digits.
+func thousands(n int) string {
+	s := strconv.Itoa(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
 }
 
 func orNull(b []byte) string {

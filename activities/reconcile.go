@@ -61,7 +61,9 @@ const (
 //   - When the ledger already knows the outcome, that is the answer and
 //     nothing is asked: SUCCEEDED is found; ABSENT, FAILED are absent.
 //   - When in.Resolution is set, a person decided: found is recorded as
-//     SUCCEEDED with the URL they gave, absent as ABSENT.
+//     SUCCEEDED with the URL they gave, absent as ABSENT. A person's found
+//     stands even over a ledger that records the operation as not having
+//     taken effect (ABSENT once the re-executions were spent, say).
 //   - Otherwise the lookup of whatever made the operation (the tool, or
 //     the delivery) is asked, by the reconcilers' window and verdict rules
 //     (reconcilers.Set.Reconcile): again, with jittered backoff, while the
@@ -109,6 +111,8 @@ func (a *Activities) reconcile(ctx context.Context, in ReconcileInput) (Reconcil
 	op, err := a.Ledger.TakeForReconcile(context.WithoutCancel(ctx), in.OperationID, a.owner(ctx), lease)
 	var held *ledger.LeaseHeldError
 	switch {
+	case errors.Is(err, ledger.ErrSettled) && overridesLedger(in.Resolution, op):
+		return a.recordResolutionOverLedger(ctx, in, op)
 	case errors.Is(err, ledger.ErrSettled):
 		return a.settled(ctx, in, op)
 	case errors.As(err, &held):
@@ -211,6 +215,32 @@ func (a *Activities) recordResolution(ctx context.Context, in ReconcileInput, op
 		res.Reason = "a person confirmed that the operation did not take effect"
 	}
 	return a.recordVerdict(ctx, in, op, res, noteFoundByPerson, "")
+}
+
+// overridesLedger: a person found the effect of an operation the ledger
+// records as settled without it (ABSENT, FAILED, DECLARED). Their answer
+// is applied whatever the counters say; an absent needs no override.
+func overridesLedger(r *Resolution, op ledger.Operation) bool {
+	return r != nil && r.Verdict == capstan.VerdictFound && op.State != capstan.OutcomeSucceeded
+}
+
+// recordResolutionOverLedger records a person's found on a settled
+// operation: it takes the operation back under a new fence with a claim,
+// which sends nothing, and writes the verdict under it. Should another
+// attempt hold the operation meanwhile, the activity is retried and finds
+// it unknown or settled anew.
+func (a *Activities) recordResolutionOverLedger(ctx context.Context, in ReconcileInput, op ledger.Operation) (ReconcileResult, error) {
+	res := ReconcileResult{OperationID: op.ID}
+	c, err := a.Ledger.Claim(context.WithoutCancel(ctx), ledger.ClaimRequest{Op: op, Owner: a.owner(ctx), Lease: a.lease(ctx)})
+	switch {
+	case err != nil:
+		return res, fmt.Errorf("take operation %s back to record a person's verdict: %w", op.ID, err)
+	case c.Status == ledger.AlreadySucceeded:
+		return a.settled(ctx, in, c.Op)
+	case c.Status != ledger.Claimed:
+		return res, a.inProgress(op.ID, c.Op)
+	}
+	return a.recordResolution(ctx, in, c.Op)
 }
 
 // recordVerdict writes res's verdict under the reconciler's fence and, for a

@@ -35,7 +35,7 @@ func (a *app) followCommand() *cobra.Command {
 		Args:  usageArgs(cobra.ExactArgs(1)),
 		RunE: a.withTask(func(ctx context.Context, c client.Client, opts client.Options, taskID string) error {
 			wid := workflows.WorkflowID(taskID)
-			if _, err := c.DescribeWorkflowExecution(ctx, wid, ""); err != nil {
+			if _, err := describe(ctx, c, wid); err != nil {
 				return notFound(err, taskID)
 			}
 			fmt.Fprintf(a.stdout, "following task %s\n", taskID)
@@ -49,12 +49,13 @@ func (a *app) followCommand() *cobra.Command {
 //
 // The workflow says which attempts exist and how they settled (the
 // progress query: attempts, retry decisions, operations, journal), and
-// DescribeWorkflowExecution which attempt runs now and where its text
+// the workflow's description which attempt runs now and where its text
 // streams (the pending ModelTurn's heartbeat details carry its worker's
 // hub URL); the text comes from that hub. So it works for a task on any
 // worker of the pool.
 func (a *app) followLive(ctx context.Context, c client.Client, wid, ui string) error {
-	f := &follower{c: c, wid: wid, http: &http.Client{}, view: newLiveView(a.stdout, taskIDOf(wid), time.Now)}
+	hc := &http.Client{Transport: livestream.WithToken(nil, a.cfg.StreamToken)} // CAPSTAN_STREAM_TOKEN
+	f := &follower{c: c, wid: wid, http: hc, view: newLiveView(a.stdout, taskIDOf(wid), time.Now)}
 	res, err := f.run(ctx)
 	if err != nil {
 		return err
@@ -215,7 +216,7 @@ func (f *follower) poll(ctx context.Context, out chan<- poll) {
 	journalNext := 0
 	for {
 		var p poll
-		desc, err := f.c.DescribeWorkflowExecution(ctx, f.wid, "")
+		desc, err := describe(ctx, f.c, f.wid)
 		if err == nil {
 			p.closed = desc.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
 			for _, pa := range desc.GetPendingActivities() {

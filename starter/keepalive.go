@@ -49,7 +49,7 @@ func (a *app) keepTalking(ctx context.Context, c client.Client, wid string) (sto
 			if err != nil {
 				line = fmt.Sprintf("%s task %s: still waiting for it to end (it did not answer: %v)", time.Now().UTC().Format(time.TimeOnly), taskIDOf(wid), err)
 			}
-			fmt.Fprintln(a.stderr, cut(line, Columns))
+			fmt.Fprintln(a.stderr, cut(clean(line), Columns))
 		}
 	}()
 	return func() { cancel(); <-done }

@@ -127,15 +127,16 @@ func (v *liveView) text(id string, ev livestream.Event) {
 // apply takes a progress answer of the workflow.
 func (v *liveView) apply(p workflows.Progress) {
 	v.settle(p.Attempts)
-	v.retry, v.ops, v.waiting, v.human = p.Retry, p.Operations, p.Waiting, p.NeedsHuman
+	v.retry, v.ops, v.waiting, v.human = p.Retry, cleanOperations(p.Operations), clean(p.Waiting), cleanAll(p.NeedsHuman)
 	if r := p.Retry; r != nil {
+		r.Reason = clean(r.Reason)
 		if _, ok := v.retrySeen[r.AttemptID]; !ok {
 			v.retrySeen[r.AttemptID] = v.now()
 		}
 	}
 	v.flushSettled(false)
 	for _, l := range p.Journal {
-		v.permanent(wrap(shortLine(v.taskID, l), v.width, "  ", "      ")...)
+		v.permanent(wrap(shortLine(v.taskID, clean(l)), v.width, "  ", "      ")...)
 	}
 	v.dirty = true
 }
@@ -147,7 +148,7 @@ func (v *liveView) settle(records []workflows.AttemptRecord) {
 		if a.settled {
 			continue
 		}
-		a.settled, a.outcome, a.reason, a.settledAt = true, r.Outcome, r.Message, v.now()
+		a.settled, a.outcome, a.reason, a.settledAt = true, r.Outcome, clean(r.Message), v.now()
 		if !a.subscribed && v.lookup != nil && v.lookup(a.id) {
 			a.subscribed = true
 		}
@@ -426,13 +427,9 @@ func (v *liveView) shownFinal(final string) string {
 	return a.short
 }
 
-// printable replaces control characters other than newlines with spaces,
-// so model text can neither move the cursor nor restyle the terminal.
+// printable is model text for the live view: cleaned of escape sequences
+// and control characters (clean), so it can neither move the cursor nor
+// restyle the terminal, with tabs as spaces so that columns count true.
 func printable(s string) string {
-	return strings.Map(func(r rune) rune {
-		if r == '\n' || (r >= 0x20 && r != 0x7f && (r < 0x80 || r > 0x9f)) {
-			return r
-		}
-		return ' '
-	}, s)
+	return strings.ReplaceAll(clean(s), "\t", " ")
 }

@@ -82,10 +82,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return 1
 	case errors.As(err, &ue) || strings.HasPrefix(err.Error(), "unknown command"):
 		// cobra reports an unknown subcommand only as text.
-		fmt.Fprintf(stderr, "starter: %v\n", err)
+		fmt.Fprintf(stderr, "starter: %s\n", clean(err.Error()))
 		return 2
 	default:
-		fmt.Fprintf(stderr, "starter: %v\n", err)
+		fmt.Fprintf(stderr, "starter: %s\n", clean(err.Error()))
 		return 1
 	}
 }

@@ -206,7 +206,7 @@ func (a *app) start(ctx context.Context, queue string, in workflows.AgentTaskInp
 	}, workflows.AgentTask, in)
 	var started *serviceerror.WorkflowExecutionAlreadyStarted
 	if errors.As(err, &started) {
-		if desc, derr := c.DescribeWorkflowExecution(ctx, wid, ""); derr == nil &&
+		if desc, derr := describe(ctx, c, wid); derr == nil &&
 			desc.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 			return usagef("task %s already ran (workflow %s) and task ids are never reused; pick another --id", in.TaskID, wid)
 		}

@@ -30,7 +30,7 @@ func (a *app) statusCommand() *cobra.Command {
 		Args:  usageArgs(cobra.ExactArgs(1)),
 		RunE: a.withTask(func(ctx context.Context, c client.Client, opts client.Options, taskID string) error {
 			wid := workflows.WorkflowID(taskID)
-			desc, err := c.DescribeWorkflowExecution(ctx, wid, "")
+			desc, err := describe(ctx, c, wid)
 			if err != nil {
 				return notFound(err, taskID)
 			}
@@ -200,7 +200,7 @@ func (a *app) follow(ctx context.Context, c client.Client, wid string) (stop fun
 				continue
 			}
 			for _, l := range lines[min(seen, len(lines)):] {
-				for _, part := range wrap(shortLine(taskIDOf(wid), l), Columns, "  ", "      ") {
+				for _, part := range wrap(shortLine(taskIDOf(wid), clean(l)), Columns, "  ", "      ") {
 					fmt.Fprintln(a.stdout, part)
 				}
 			}
@@ -241,8 +241,10 @@ func printResult(w io.Writer, res workflows.TaskResult, ui string) {
 
 // writeResult is printResult; shownAs, when set, names the attempt whose
 // committed text the caller has shown already as the final answer, which
-// is then not printed a second time.
+// is then not printed a second time. Every text from the task is cleaned
+// of control characters (clean); --json prints it exactly instead.
 func writeResult(w io.Writer, res workflows.TaskResult, ui, shownAs string) {
+	res = cleanResult(res)
 	lines := []string{fmt.Sprintf("task %s: %s", res.TaskID, res.Status)}
 	if res.Waiting != "" {
 		lines = append(lines, wrap(res.Waiting, Columns, "  ", "    ")...)

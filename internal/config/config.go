@@ -63,6 +63,10 @@ type Config struct {
 	// CAPSTAN_BREAKER_FAILURE_RATIO, CAPSTAN_BREAKER_MIN_CALLS,
 	// CAPSTAN_BREAKER_WINDOW, CAPSTAN_BREAKER_OPEN.
 	Breakers BreakerSettings
+	// StreamToken (CAPSTAN_STREAM_TOKEN) is what `starter follow` presents
+	// to a worker's live stream as a bearer token; the worker reads it
+	// with LiveStreamFromLookupEnv.
+	StreamToken string
 	// BreakersOff (CAPSTAN_BREAKERS=off) runs the worker without breakers:
 	// every call is sent, whatever the dependency's state. For
 	// measurements; never the default.
@@ -123,6 +127,7 @@ func FromLookupEnv(lookup func(string) (string, bool)) Config {
 	c.AnthropicAPIKey = getenv("ANTHROPIC_API_KEY")
 	c.AnthropicBaseURL = withSlash(or("ANTHROPIC_BASE_URL", DefaultAnthropicBaseURL))
 	c.modelSet = strings.TrimSpace(getenv("CAPSTAN_MODEL")) != ""
+	c.StreamToken = streamToken(lookup)
 	if v, ok := lookup("CAPSTAN_METRICS_ADDR"); ok {
 		c.MetricsAddr = strings.TrimSpace(v)
 	}

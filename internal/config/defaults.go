@@ -42,11 +42,20 @@ const (
 	// containers sets CAPSTAN_METRICS_ADDR=:9464 for its scraper.
 	DefaultMetricsAddr = "127.0.0.1:9464"
 	// DefaultStreamAddr is where a worker serves its live model streams
-	// (docs/design.md §9.3): loopback only, since the endpoint has no
-	// authentication and carries model output. A pool across machines sets
-	// CAPSTAN_STREAM_ADDR=:9465 and CAPSTAN_STREAM_URL to an address its
+	// (docs/design.md §9.3): loopback only, since without
+	// CAPSTAN_STREAM_TOKEN the endpoint serves loopback clients only
+	// anyway. A pool across machines sets CAPSTAN_STREAM_ADDR=:9465,
+	// CAPSTAN_STREAM_TOKEN and CAPSTAN_STREAM_URL to an address its
 	// followers can reach.
 	DefaultStreamAddr = "127.0.0.1:9465"
+	// DefaultStreamMaxConns caps the connections a worker's stream
+	// endpoint holds at once (CAPSTAN_STREAM_MAX_CONNS); one more is
+	// answered 503. A follower holds one per attempt it reads.
+	DefaultStreamMaxConns = 128
+	// DefaultStreamWriteTimeout bounds every write to a follower
+	// (CAPSTAN_STREAM_WRITE_TIMEOUT): one that stops reading is cut then,
+	// and its connection given back.
+	DefaultStreamWriteTimeout = 10 * time.Second
 
 	// The watchdogs of a model attempt (docs/design.md §4.2), for every
 	// limit neither the task nor its worker sets: a silent model is cut
@@ -87,13 +96,16 @@ const (
 	// produce, and a turn that needs more ends with stop reason max_tokens
 	// (finish reason "length"), which the turn guard handles.
 	DefaultAnthropicMaxTokens = 8192
-	// DefaultLiveRetain is how long a worker's live-stream hub keeps an
-	// attempt after its last change: long enough for a follower that polls
-	// to find it.
-	DefaultLiveRetain = 10 * time.Minute
-	// DefaultLiveMaxBytes bounds the text a hub keeps of one attempt; past
-	// it the text is cut and the follower told so.
-	DefaultLiveMaxBytes = 1 << 20
+	// DefaultStreamRetain is how long a worker's live-stream hub keeps an
+	// attempt that nobody reads after its last change: long enough for a
+	// follower that polls to find it.
+	DefaultStreamRetain = 10 * time.Minute
+	// DefaultStreamMaxBytes bounds the text a hub keeps of one attempt;
+	// past it the text is cut and the follower told so.
+	DefaultStreamMaxBytes = 1 << 20
+	// DefaultStreamSweepEvery is how often a hub forgets the attempts
+	// past DefaultStreamRetain that nobody reads.
+	DefaultStreamSweepEvery = time.Minute
 	// DefaultGitHubRateLimitWait is how long to wait after a GitHub rate
 	// limit whose answer names no time: GitHub's documentation says "wait
 	// for at least one minute".
@@ -125,8 +137,8 @@ type Setting struct {
 	// Default is the value it takes when unset, as people read it
 	// (Markdown: code in backquotes, "—" for none).
 	Default string
-	// Reader is the binary that reads it: "worker" or "starter"; empty
-	// when both do, or when Name says.
+	// Reader is the binary that reads it: "worker", "starter" or "worker
+	// and starter"; empty when every binary does, or when Name says.
 	Reader string
 	// Meaning says what it does (Markdown).
 	Meaning string
@@ -185,9 +197,16 @@ var Settings = []Setting{
 	{Name: "CAPSTAN_METRICS_ADDR", Default: code(DefaultMetricsAddr), Reader: "worker",
 		Meaning: "`host:port` of its Prometheus endpoint (`GET /metrics`); `:9464` listens on every interface (containers), port `0` picks a free one (the worker prints `metrics: URL`); set it empty to serve none. An address it cannot listen on stops the worker at startup"},
 	{Name: "CAPSTAN_STREAM_ADDR", Default: code(DefaultStreamAddr), Reader: "worker",
-		Meaning: "`host:port` where it serves the text of its model attempts as they stream, for `starter follow` (server-sent events, no authentication: loopback by default); `:9465` listens on every interface, port `0` picks a free one (the worker prints `live stream: URL`); set it empty to serve none (followers then see retries and results, not text)"},
+		Meaning: "`host:port` where it serves the text of its model attempts as they stream, for `starter follow` (server-sent events); `:9465` listens on every interface, port `0` picks a free one (the worker prints `live stream: URL`); set it empty to serve none (followers then see retries and results, not text)"},
 	{Name: "CAPSTAN_STREAM_URL", Default: "`http://` + the address listened on (this host's name for `:9465`)", Reader: "worker",
 		Meaning: "the URL followers use to reach that endpoint, for a pool across machines or behind a proxy (`http://worker-1.internal:9465`)"},
+	{Name: "CAPSTAN_STREAM_TOKEN", Default: none, Reader: "worker and starter",
+		Meaning: "the bearer token the live stream requires of every follower, which `starter follow` and `run --follow` send (`Authorization: Bearer …`). Unset, the worker serves its live stream to loopback clients only (others get 403), whatever `CAPSTAN_STREAM_ADDR` listens on. Over a network, put TLS in front (a proxy, advertised by an `https://` `CAPSTAN_STREAM_URL`): the token travels in every request"},
+	{Name: "CAPSTAN_STREAM_MAX_CONNS", Default: code(DefaultStreamMaxConns), Reader: "worker",
+		Meaning: "connections its live stream holds at once (a follower holds one per attempt it reads); one more is answered 503"},
+	{Name: "CAPSTAN_STREAM_WRITE_TIMEOUT", Default: code(DefaultStreamWriteTimeout), Reader: "worker",
+		Meaning: "the deadline of every write to a follower; one that stops reading is cut then and its connection given back. The hub forgets an attempt nobody reads " +
+			showDuration(DefaultStreamRetain) + " after its last change, checked every " + showDuration(DefaultStreamSweepEvery)},
 	{Name: "starter run --base", Default: code(DefaultBaseBranch), Meaning: "base branch of the task's changes"},
 	{Name: "starter run --tenant", Default: code(DefaultTenant), Meaning: "tenant the task's operations belong to"},
 	{Name: "starter run --max-turns", Default: code(DefaultMaxTurns),

@@ -88,8 +88,8 @@ func TestSettingsAreComplete(t *testing.T) {
 		if s.Name == "" || s.Default == "" || s.Meaning == "" {
 			t.Errorf("setting %+v lacks a name, a default or a meaning", s)
 		}
-		if s.Reader != "" && s.Reader != "worker" && s.Reader != "starter" {
-			t.Errorf("%s: reader %q is neither worker nor starter", s.Name, s.Reader)
+		if !slices.Contains([]string{"", "worker", "starter", "worker and starter"}, s.Reader) {
+			t.Errorf("%s: reader %q is none of worker, starter, worker and starter", s.Name, s.Reader)
 		}
 		if seen[s.Name] {
 			t.Errorf("%s is listed twice", s.Name)
@@ -146,6 +146,10 @@ func TestSettingsListEveryVariableThisPackageReads(t *testing.T) {
 // FromEnv fills in, for the settings it reads.
 func TestSettingsShowTheDefaultsCodeUses(t *testing.T) {
 	c := FromEnv(func(string) string { return "" })
+	ls, err := LiveStreamFromLookupEnv(func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
 	want := map[string]string{
 		"CAPSTAN_TASK_QUEUE":            c.TaskQueue,
 		"CAPSTAN_LEDGER_DSN":            c.LedgerDSN,
@@ -166,6 +170,9 @@ func TestSettingsShowTheDefaultsCodeUses(t *testing.T) {
 		"CAPSTAN_BREAKER_WINDOW":        "60s",
 		"CAPSTAN_BREAKER_OPEN":          "30s",
 		"CAPSTAN_METRICS_ADDR":          c.MetricsAddr,
+		"CAPSTAN_STREAM_ADDR":           ls.Addr,
+		"CAPSTAN_STREAM_MAX_CONNS":      strconv.Itoa(ls.MaxConns),
+		"CAPSTAN_STREAM_WRITE_TIMEOUT":  "10s",
 		"starter run --max-turns":       "20",
 		"starter run --human-timeout":   "24h",
 	}
@@ -178,6 +185,7 @@ func TestSettingsShowTheDefaultsCodeUses(t *testing.T) {
 		"CAPSTAN_BREAKER_WINDOW":        c.Breakers.Window,
 		"CAPSTAN_BREAKER_OPEN":          c.Breakers.OpenFor,
 		"starter run --human-timeout":   DefaultHumanTimeout,
+		"CAPSTAN_STREAM_WRITE_TIMEOUT":  ls.WriteTimeout,
 	}
 	for name, d := range durations {
 		if shown, err := time.ParseDuration(want[name]); err != nil || shown != d {

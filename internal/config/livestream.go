@@ -4,11 +4,13 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"strconv"
 	"strings"
+	"time"
 )
 
-// LiveStream is where a worker serves the text of its model attempts as
-// they stream.
+// LiveStream is where and how a worker serves the text of its model
+// attempts as they stream.
 type LiveStream struct {
 	// Addr (CAPSTAN_STREAM_ADDR) is the host:port to listen on; empty
 	// (the variable set empty) serves nothing.
@@ -17,12 +19,21 @@ type LiveStream struct {
 	// this worker; empty means "http://" and the address listened on, or
 	// this host's name when Addr has no host.
 	URL string
+	// Token (CAPSTAN_STREAM_TOKEN) is the bearer token every follower
+	// must present; empty serves loopback clients only.
+	Token string
+	// MaxConns (CAPSTAN_STREAM_MAX_CONNS) caps the open connections.
+	MaxConns int
+	// WriteTimeout (CAPSTAN_STREAM_WRITE_TIMEOUT) bounds every write.
+	WriteTimeout time.Duration
 }
 
-// LiveStreamFromLookupEnv reads CAPSTAN_STREAM_ADDR and CAPSTAN_STREAM_URL,
-// failing with one sentence on a value the worker cannot use.
+// LiveStreamFromLookupEnv reads CAPSTAN_STREAM_ADDR, CAPSTAN_STREAM_URL,
+// CAPSTAN_STREAM_TOKEN, CAPSTAN_STREAM_MAX_CONNS and
+// CAPSTAN_STREAM_WRITE_TIMEOUT, failing with one sentence on a value the
+// worker cannot use.
 func LiveStreamFromLookupEnv(lookup func(string) (string, bool)) (LiveStream, error) {
-	ls := LiveStream{Addr: DefaultStreamAddr}
+	ls := LiveStream{Addr: DefaultStreamAddr, MaxConns: DefaultStreamMaxConns, WriteTimeout: DefaultStreamWriteTimeout}
 	if v, ok := lookup("CAPSTAN_STREAM_ADDR"); ok {
 		ls.Addr = strings.TrimSpace(v)
 	}
@@ -38,7 +49,29 @@ func LiveStreamFromLookupEnv(lookup func(string) (string, bool)) (LiveStream, er
 			return ls, fmt.Errorf("CAPSTAN_STREAM_URL=%q is not an http(s) URL such as http://worker-1:9465", v)
 		}
 	}
+	ls.Token = streamToken(lookup)
+	if v, _ := lookup("CAPSTAN_STREAM_MAX_CONNS"); strings.TrimSpace(v) != "" {
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil || n < 1 {
+			return ls, fmt.Errorf("CAPSTAN_STREAM_MAX_CONNS=%q is not a whole number of at least 1 (default %d)", v, DefaultStreamMaxConns)
+		}
+		ls.MaxConns = n
+	}
+	if v, _ := lookup("CAPSTAN_STREAM_WRITE_TIMEOUT"); strings.TrimSpace(v) != "" {
+		d, err := time.ParseDuration(strings.TrimSpace(v))
+		if err != nil || d <= 0 {
+			return ls, fmt.Errorf("CAPSTAN_STREAM_WRITE_TIMEOUT=%q is not a positive Go duration such as 10s (default %s)", v, DefaultStreamWriteTimeout)
+		}
+		ls.WriteTimeout = d
+	}
 	return ls, nil
+}
+
+// streamToken is CAPSTAN_STREAM_TOKEN, which the worker requires of its
+// followers and `starter follow` presents.
+func streamToken(lookup func(string) (string, bool)) string {
+	v, _ := lookup("CAPSTAN_STREAM_TOKEN")
+	return strings.TrimSpace(v)
 }
 
 // AdvertisedURL is the URL followers use, given the address the worker
@@ -55,4 +88,18 @@ func (ls LiveStream) AdvertisedURL(bound string) string {
 		host = Hostname()
 	}
 	return "http://" + net.JoinHostPort(host, port)
+}
+
+// Loopback reports whether Addr listens on this machine's loopback
+// interface only.
+func (ls LiveStream) Loopback() bool {
+	host, _, err := net.SplitHostPort(ls.Addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

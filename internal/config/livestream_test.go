@@ -3,6 +3,7 @@ package config_test
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/capstanhq/capstan/internal/config"
 )
@@ -32,9 +33,26 @@ func TestLiveStreamAddressAndURL(t *testing.T) {
 	if err != nil || ls.AdvertisedURL("127.0.0.1:9465") != "http://worker-1:9465" {
 		t.Errorf("CAPSTAN_STREAM_URL = %+v, %v; want it advertised as given", ls, err)
 	}
+	if ls.Token != "" || ls.MaxConns != config.DefaultStreamMaxConns || ls.WriteTimeout != config.DefaultStreamWriteTimeout {
+		t.Errorf("default guards = %+v; want no token, %d connections, %s writes", ls, config.DefaultStreamMaxConns, config.DefaultStreamWriteTimeout)
+	}
+	ls, err = config.LiveStreamFromLookupEnv(env("CAPSTAN_STREAM_TOKEN", " t0ken ", "CAPSTAN_STREAM_MAX_CONNS", "12", "CAPSTAN_STREAM_WRITE_TIMEOUT", "3s"))
+	if err != nil || ls.Token != "t0ken" || ls.MaxConns != 12 || ls.WriteTimeout != 3*time.Second {
+		t.Errorf("guards set = %+v, %v; want token t0ken, 12 connections, 3s writes", ls, err)
+	}
+	if c := config.FromLookupEnv(env("CAPSTAN_STREAM_TOKEN", "t0ken")); c.StreamToken != "t0ken" {
+		t.Errorf("Config.StreamToken = %q, want the follower's token", c.StreamToken)
+	}
+	for addr, want := range map[string]bool{"127.0.0.1:9465": true, "localhost:0": true, "[::1]:9465": true, ":9465": false, "10.0.0.2:9465": false} {
+		if got := (config.LiveStream{Addr: addr}).Loopback(); got != want {
+			t.Errorf("Loopback(%s) = %v, want %v", addr, got, want)
+		}
+	}
 	for _, tc := range []struct{ key, value, want string }{
 		{"CAPSTAN_STREAM_ADDR", "9465", `CAPSTAN_STREAM_ADDR="9465" is not host:port`},
 		{"CAPSTAN_STREAM_URL", "worker-1:9465", `CAPSTAN_STREAM_URL="worker-1:9465" is not an http(s) URL`},
+		{"CAPSTAN_STREAM_MAX_CONNS", "0", `CAPSTAN_STREAM_MAX_CONNS="0" is not a whole number of at least 1`},
+		{"CAPSTAN_STREAM_WRITE_TIMEOUT", "10", `CAPSTAN_STREAM_WRITE_TIMEOUT="10" is not a positive Go duration`},
 	} {
 		if _, err := config.LiveStreamFromLookupEnv(env(tc.key, tc.value)); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s=%q: %v, want %q", tc.key, tc.value, err, tc.want)

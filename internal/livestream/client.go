@@ -93,3 +93,27 @@ func subscribe(ctx context.Context, c *http.Client, baseURL, attemptID string, f
 		// "event:" names are implied by the data; comments keep alive.
 	}
 }
+
+// WithToken returns a RoundTripper that sends token as the bearer token of
+// every request it passes to base (http.DefaultTransport when nil): what a
+// hub with CAPSTAN_STREAM_TOKEN requires. An empty token adds nothing.
+func WithToken(base http.RoundTripper, token string) http.RoundTripper {
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	if token == "" {
+		return base
+	}
+	return bearer{base: base, token: token}
+}
+
+type bearer struct {
+	base  http.RoundTripper
+	token string
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.base.RoundTrip(r)
+}

@@ -7,14 +7,15 @@
 // events, from any byte offset, so a follower that arrives late or
 // reconnects gets the text exactly once. The text is speculative: the hub
 // never says whether an attempt committed — the workflow does — and it keeps
-// an attempt only for a while after its last change (Retain).
+// an attempt nobody reads only for a while after its last change (Retain).
+//
+// The endpoint is guarded: a token (or, without one, loopback clients
+// only), a cap on connections, a deadline on every write, and no memory
+// spent on an attempt only a follower named (http.go, serve.go).
 package livestream
 
 import (
-	"encoding/json"
-	"fmt"
-	"net/http"
-	"strconv"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -31,18 +32,32 @@ const (
 
 // Hub holds the text of the attempts streaming on one worker. Its methods
 // are safe for concurrent use; the zero value is not usable: use NewHub.
+//
+// Only the worker's own attempts (Begin, Publish, End) make entries; a
+// follower that asks for an attempt the hub has not heard of waits for it
+// on added, holding nothing in the map, so followers cannot grow the hub.
 type Hub struct {
 	mu       sync.Mutex
 	attempts map[string]*attempt
-	now      func() time.Time
-	retain   time.Duration
-	maxBytes int
-	swept    time.Time
-	url      string
+	// added is closed and replaced whenever an attempt is added, waking
+	// the followers that wait for one.
+	added chan struct{}
+	url   string
+
+	now          func() time.Time
+	retain       time.Duration
+	maxBytes     int
+	token        string
+	maxConns     int
+	writeTimeout time.Duration
+	sweepEvery   time.Duration
+	ticks        <-chan time.Time
+	logger       *slog.Logger
 }
 
 // attempt is one attempt's text so far. changed is closed and replaced on
-// every change, waking the subscribers.
+// every change, waking the subscribers; listeners counts them, and an
+// attempt someone listens to is never swept.
 type attempt struct {
 	text      []byte
 	truncated bool
@@ -50,31 +65,63 @@ type attempt struct {
 	outcome   string
 	updated   time.Time
 	changed   chan struct{}
+	listeners int
 }
 
-// Options configure a Hub; zero fields take the defaults.
+// Options configure a Hub; zero fields take the defaults of
+// internal/config (DefaultStream*).
 type Options struct {
 	// URL is where followers reach this hub (CAPSTAN_STREAM_URL), put in
 	// each attempt's heartbeat details.
-	URL      string
+	URL string
+	// Retain is how long an attempt nobody reads is kept after its last
+	// change; MaxBytes bounds the text kept of one attempt.
 	Retain   time.Duration
 	MaxBytes int
-	Now      func() time.Time
+	// Token (CAPSTAN_STREAM_TOKEN) is the bearer token every client must
+	// present; empty serves loopback clients only.
+	Token string
+	// MaxConns (CAPSTAN_STREAM_MAX_CONNS) caps the connections Serve holds
+	// at once; WriteTimeout (CAPSTAN_STREAM_WRITE_TIMEOUT) bounds every
+	// write to a follower.
+	MaxConns     int
+	WriteTimeout time.Duration
+	// SweepEvery is the period of the sweep Serve runs. Ticks, when set,
+	// replaces its ticker (tests).
+	SweepEvery time.Duration
+	Ticks      <-chan time.Time
+	// Now is the clock of Retain.
+	Now func() time.Time
+	// Logger receives a line for each follower cut for not reading; nil
+	// discards them.
+	Logger *slog.Logger
 }
 
 // NewHub returns an empty hub.
 func NewHub(o Options) *Hub {
-	h := &Hub{attempts: map[string]*attempt{}, now: o.Now, retain: o.Retain, maxBytes: o.MaxBytes, url: o.URL}
+	h := &Hub{
+		attempts: map[string]*attempt{}, added: make(chan struct{}), url: o.URL,
+		now: o.Now, retain: o.Retain, maxBytes: o.MaxBytes, token: o.Token,
+		maxConns: o.MaxConns, writeTimeout: o.WriteTimeout, sweepEvery: o.SweepEvery, ticks: o.Ticks, logger: o.Logger,
+	}
 	if h.now == nil {
 		h.now = time.Now
 	}
-	if h.retain <= 0 {
-		h.retain = config.DefaultLiveRetain
+	if h.logger == nil {
+		h.logger = slog.New(slog.DiscardHandler)
 	}
-	if h.maxBytes <= 0 {
-		h.maxBytes = config.DefaultLiveMaxBytes
-	}
+	orDefault(&h.retain, config.DefaultStreamRetain)
+	orDefault(&h.maxBytes, config.DefaultStreamMaxBytes)
+	orDefault(&h.maxConns, config.DefaultStreamMaxConns)
+	orDefault(&h.writeTimeout, config.DefaultStreamWriteTimeout)
+	orDefault(&h.sweepEvery, config.DefaultStreamSweepEvery)
 	return h
+}
+
+func orDefault[T int | time.Duration](v *T, def T) {
+	if *v <= 0 {
+		*v = def
+	}
 }
 
 // URL is where followers subscribe to this hub's attempts.
@@ -91,14 +138,38 @@ func (h *Hub) SetURL(u string) {
 	h.mu.Unlock()
 }
 
-// get returns the attempt, creating it; h.mu is held.
+// get returns the attempt, creating it; h.mu is held. Only the worker's
+// side (Begin, Publish, End) calls it.
 func (h *Hub) get(id string) *attempt {
 	a, ok := h.attempts[id]
 	if !ok {
 		a = &attempt{changed: make(chan struct{}), updated: h.now()}
 		h.attempts[id] = a
+		close(h.added)
+		h.added = make(chan struct{})
 	}
 	return a
+}
+
+// listen registers a follower of the attempt and returns it; when the hub
+// has not heard of it, it returns nil and the channel closed at the next
+// attempt added. A follower that got an attempt calls unlisten when it
+// leaves.
+func (h *Hub) listen(id string) (*attempt, <-chan struct{}) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	a, ok := h.attempts[id]
+	if !ok {
+		return nil, h.added
+	}
+	a.listeners++
+	return a, nil
+}
+
+func (h *Hub) unlisten(a *attempt) {
+	h.mu.Lock()
+	a.listeners--
+	h.mu.Unlock()
 }
 
 // knows reports whether the hub has heard of the attempt.
@@ -109,19 +180,40 @@ func (h *Hub) knows(id string) bool {
 	return ok
 }
 
-// touch wakes a's subscribers and sweeps old attempts; h.mu is held.
+// touch wakes a's subscribers; h.mu is held.
 func (h *Hub) touch(a *attempt) {
-	now := h.now()
-	a.updated = now
+	a.updated = h.now()
 	close(a.changed)
 	a.changed = make(chan struct{})
-	if now.Sub(h.swept) < time.Minute {
-		return
-	}
-	h.swept = now
-	for id, old := range h.attempts {
-		if now.Sub(old.updated) > h.retain {
+}
+
+// sweep forgets the attempts nobody reads whose last change is older than
+// Retain.
+func (h *Hub) sweep() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	now := h.now()
+	for id, a := range h.attempts {
+		if a.listeners == 0 && now.Sub(a.updated) > h.retain {
 			delete(h.attempts, id)
+		}
+	}
+}
+
+// sweepUntil sweeps on every tick of the hub's timer until done is closed.
+func (h *Hub) sweepUntil(done <-chan struct{}) {
+	ticks := h.ticks
+	if ticks == nil {
+		t := time.NewTicker(h.sweepEvery)
+		defer t.Stop()
+		ticks = t.C
+	}
+	for {
+		select {
+		case <-ticks:
+			h.sweep()
+		case <-done:
+			return
 		}
 	}
 }
@@ -171,15 +263,14 @@ func (h *Hub) End(attemptID, outcome string) {
 	h.touch(a)
 }
 
-// snapshot returns the attempt's text from offset on and whether it ended,
-// with the channel that is closed at its next change.
-func (h *Hub) snapshot(id string, from int) (text []byte, next int, a attempt, changed <-chan struct{}) {
+// snapshot returns a's text from offset on and its state, with the channel
+// that is closed at its next change.
+func (h *Hub) snapshot(a *attempt, from int) (text []byte, next int, st attempt, changed <-chan struct{}) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	at := h.get(id)
-	from = min(max(from, 0), len(at.text))
-	text = append([]byte(nil), at.text[from:]...)
-	return text, len(at.text), attempt{truncated: at.truncated, ended: at.ended, outcome: at.outcome}, at.changed
+	from = min(max(from, 0), len(a.text))
+	text = append([]byte(nil), a.text[from:]...)
+	return text, len(a.text), attempt{truncated: a.truncated, ended: a.ended, outcome: a.outcome}, a.changed
 }
 
 // Event is one server-sent event of an attempt's stream.
@@ -193,69 +284,4 @@ type Event struct {
 	// End: the stream is over, Outcome says how the worker saw it end.
 	End     bool   `json:"end,omitempty"`
 	Outcome string `json:"outcome,omitempty"`
-}
-
-// ServeHTTP serves GET Path?attempt=ID&from=OFFSET: the attempt's text from
-// OFFSET (bytes) as "text" events as it grows, then one "end" event. An
-// attempt the hub has not heard of yet is waited for: a follower may ask
-// before the model's first byte; with known=1 it is 404 instead (a
-// follower looking for an attempt that ran between two of its polls).
-func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path != Path {
-		http.NotFound(w, r)
-		return
-	}
-	if r.Method != http.MethodGet {
-		w.Header().Set("Allow", http.MethodGet)
-		http.Error(w, "use GET", http.StatusMethodNotAllowed)
-		return
-	}
-	id := r.URL.Query().Get("attempt")
-	from, err := strconv.Atoi(r.URL.Query().Get("from"))
-	if id == "" || (r.URL.Query().Has("from") && (err != nil || from < 0)) {
-		http.Error(w, "want ?attempt=ID[&from=BYTE_OFFSET]", http.StatusBadRequest)
-		return
-	}
-	if r.URL.Query().Get("known") == "1" && !h.knows(id) {
-		http.Error(w, "this hub has no attempt "+id, http.StatusNotFound)
-		return
-	}
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.WriteHeader(http.StatusOK)
-	rc := http.NewResponseController(w)
-	send := func(kind string, ev Event) bool {
-		data, _ := json.Marshal(ev)
-		if _, err := fmt.Fprintf(w, "event: %s\ndata: %s\n\n", kind, data); err != nil {
-			return false
-		}
-		return rc.Flush() == nil
-	}
-	if rc.Flush() != nil {
-		return
-	}
-	ka := time.NewTicker(keepAlive)
-	defer ka.Stop()
-	for {
-		text, next, st, changed := h.snapshot(id, from)
-		if len(text) > 0 {
-			if !send("text", Event{Text: string(text), From: from, Next: next, Truncated: st.truncated}) {
-				return
-			}
-			from = next
-		}
-		if st.ended {
-			send("end", Event{From: from, Next: from, End: true, Outcome: st.outcome, Truncated: st.truncated})
-			return
-		}
-		select {
-		case <-changed:
-		case <-ka.C:
-			if _, err := fmt.Fprint(w, ": keep-alive\n\n"); err != nil || rc.Flush() != nil {
-				return
-			}
-		case <-r.Context().Done():
-			return
-		}
-	}
 }
