@@ -12,25 +12,6 @@ import (
 	"github.com/capstanhq/capstan/internal/model"
 )
 
-func TestJitterAfterNeverComesEarlyAndSpreadsTheReturn(t *testing.T) {
-	for _, tc := range []struct {
-		wait     time.Duration
-		r        float64
-		want     time.Duration
-		describe string
-	}{
-		{30 * time.Second, 0, 30 * time.Second, "no draw: exactly the wait"},
-		{10 * time.Second, 0.5, 11 * time.Second, "a fifth of the wait is the spread"},
-		{time.Second, 0.5, time.Second + 100*time.Millisecond, "the spread is at least 200 ms"},
-		{time.Hour, 0.5, time.Hour + 2500*time.Millisecond, "the spread is at most 5 s"},
-		{-time.Second, 0.5, 100 * time.Millisecond, "a wait already over is none"},
-	} {
-		if got := contract.JitterAfter(tc.wait, tc.r); got != tc.want {
-			t.Errorf("JitterAfter(%s, %g) = %s, want %s: %s", tc.wait, tc.r, got, tc.want, tc.describe)
-		}
-	}
-}
-
 // The workflow sees an activity's error wrapped in an ActivityError; the
 // helpers look through it, and only at the closed set.
 func TestErrorHelpersReadTheWrappedApplicationError(t *testing.T) {
