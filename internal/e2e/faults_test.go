@@ -330,7 +330,7 @@ func runFaultRow(t *testing.T, i int, row faultRow, rep *faultReport) {
 		}
 	}
 	res := waitResult(t, taskID)
-	desc, err := temporal.DescribeWorkflowExecution(context.Background(), workflows.WorkflowID(taskID), "")
+	desc, err := describe(context.Background(), workflows.WorkflowID(taskID))
 	if err != nil {
 		t.Fatal(err)
 	}
