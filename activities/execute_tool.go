@@ -85,6 +85,9 @@ func (a *Activities) executeTool(ctx context.Context, in ExecuteToolInput) (Exec
 		ToolCallID: in.ToolCallID, Kind: in.Tool, BusinessKey: id.BusinessKey,
 		RequestHash: RequestHash(in.Tool, id.Effect),
 	}, toolBreaker(tool), prepare)
+	if errors.Is(err, ledger.ErrConflict) && id.BusinessKey != "" {
+		return a.keyTaken(ctx, in, res, id.BusinessKey, err)
+	}
 	if err != nil {
 		return res, err
 	}
@@ -270,6 +273,40 @@ func (a *Activities) refused(ctx context.Context, in ExecuteToolInput, res Execu
 	}
 	res.State, res.Item, res.Preview = capstan.OutcomeFailed, item, msg.preview
 	return res, nil
+}
+
+// keyTaken answers a call whose business key an earlier call of this task
+// took with other arguments — the model creating a branch it already
+// created, now from another commit: the ledger holds one operation per key
+// and refuses a second request under it (ledger.ErrConflict). The request is
+// reasonable and the effect's existence answers it, so the model is told,
+// as a refusal it reads, what the earlier call did, and the task goes on.
+// Nothing is sent and the earlier operation is left as it stands.
+//
+// An operation id the ledger holds for another business key is no such
+// request but a workflow naming two effects alike: that stays the conflict
+// (conflict, the ErrTypeOperationConflict error), which fails the task.
+func (a *Activities) keyTaken(ctx context.Context, in ExecuteToolInput, res ExecuteToolResult, key string, conflict error) (ExecuteToolResult, error) {
+	op, err := a.Ledger.Get(ctx, in.OperationID)
+	if err != nil {
+		return res, fmt.Errorf("read operation %s, whose key %s another request holds: %w", in.OperationID, key, err)
+	}
+	if op.BusinessKey != key {
+		return res, conflict
+	}
+	earlier := fmt.Sprintf("an earlier call of this task with other arguments already did %s (operation %s)", key, op.ID)
+	var why string
+	switch op.State {
+	case capstan.OutcomeSucceeded:
+		why = fmt.Sprintf("%s, and what it made exists: %s. One business key names one effect: work with what exists, or use another name",
+			earlier, op.ExternalID)
+	case capstan.OutcomeFailed:
+		why = fmt.Sprintf("%s, and it was refused (%s). This task cannot send a different request under the same key: use another name",
+			earlier, op.Error)
+	default:
+		why = fmt.Sprintf("%s; its outcome is %s. This task cannot send a different request under the same key", earlier, op.State)
+	}
+	return a.refused(ctx, in, res, fmt.Errorf("%s refused, nothing was sent: %s", in.Tool, why))
 }
 
 // resultPreview is ExecuteToolResult.Preview of a successful call: it goes
