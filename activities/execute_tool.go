@@ -29,8 +29,9 @@ const verifyTimeout = 15 * time.Second
 //  1. claim the operation in the ledger; if it already SUCCEEDED, return the
 //     stored result without calling anything (Replayed);
 //  2. when the tool is a tools.Preparer, read the facts its reconciler will
-//     need and record them as the RUNNING mark's; if they cannot be read,
-//     release the claim (nothing was sent) and let Temporal retry;
+//     need and record them as the RUNNING mark's, and hand them to the
+//     call (tools.Call.Facts); if they cannot be read, release the claim
+//     (nothing was sent) and let Temporal retry;
 //  3. mark it RUNNING and call the tool, heartbeating on a ticker meanwhile;
 //  4. record SUCCEEDED with the external id, FAILED for a definite refusal,
 //     ABSENT when provably nothing was sent (a rate limit among others: the
@@ -98,6 +99,7 @@ func (a *Activities) executeTool(ctx context.Context, in ExecuteToolInput) (Exec
 		}
 		return res, err
 	}
+	call.Facts = rec.Facts // what was recorded before sending is what is sent
 	o := a.perform(ctx, tool, call, rec, permit)
 
 	// The message that tells the model what the call did is stored in the
