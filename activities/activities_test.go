@@ -156,6 +156,7 @@ func TestExecuteToolConflictOnReusedOperationID(t *testing.T) {
 // refusal the model reads, naming the branch and the commit it was created
 // at; nothing is sent, and the first operation stands.
 func TestExecuteToolRecreatedBranchIsRefusedToTheModel(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	in := activities.ExecuteToolInput{Tenant: "default", TaskID: "T1", TurnID: "T1/t1", OperationID: "op-1",
 		ToolCallID: "call_1", Tool: githubtools.NameCreateBranch, Arguments: f.args(t, `{"repo":"acme/app","branch":"agent/x","from":"main"}`)}

@@ -77,15 +77,11 @@ func (a *Activities) executeTool(ctx context.Context, in ExecuteToolInput) (Exec
 	}
 
 	call := tools.Call{OperationID: in.OperationID, Arguments: args}
-	var prepare func(context.Context) ([]byte, error)
-	if p, ok := tool.(tools.Preparer); ok {
-		prepare = func(ctx context.Context) ([]byte, error) { return p.Prepare(ctx, call) }
-	}
 	rec, permit, done, err := a.begin(ctx, ledger.Operation{
 		ID: in.OperationID, Tenant: in.Tenant, TaskID: in.TaskID, TurnID: in.TurnID,
 		ToolCallID: in.ToolCallID, Kind: in.Tool, BusinessKey: id.BusinessKey,
 		RequestHash: RequestHash(in.Tool, id.Effect),
-	}, toolBreaker(tool), prepare)
+	}, toolBreaker(tool), preparing(tool, call))
 	if errors.Is(err, ledger.ErrConflict) && id.BusinessKey != "" {
 		return a.keyTaken(ctx, in, res, id.BusinessKey, err)
 	}
@@ -99,7 +95,6 @@ func (a *Activities) executeTool(ctx context.Context, in ExecuteToolInput) (Exec
 		}
 		return res, err
 	}
-	call.Facts = rec.Facts // what was recorded before sending is what is sent
 	o := a.perform(ctx, tool, call, rec, permit)
 
 	// The message that tells the model what the call did is stored in the
@@ -151,10 +146,23 @@ type toolOutcome struct {
 	recovered bool            // the call's answer was lost; a read-back found its effect in place
 }
 
+// preparing is begin's prepare for a tool that is a tools.Preparer, nil for
+// any other.
+func preparing(tool tools.Tool, call tools.Call) func(context.Context) ([]byte, error) {
+	p, ok := tool.(tools.Preparer)
+	if !ok {
+		return nil
+	}
+	return func(ctx context.Context) ([]byte, error) { return p.Prepare(ctx, call) }
+}
+
 // perform calls the tool under heartbeats and decides what the call did,
 // and tells the breaker's permit what the call showed of the service. rec
-// is the operation as begin left it: RUNNING, this attempt counted.
+// is the operation as begin left it: RUNNING, this attempt counted, with
+// the facts recorded before sending, which the call is given (what was
+// recorded is what is sent).
 func (a *Activities) perform(ctx context.Context, tool tools.Tool, call tools.Call, rec ledger.Operation, permit *breaker.Permit) toolOutcome {
+	call.Facts = rec.Facts
 	var step atomic.Value
 	step.Store(stepCalling)
 	stop := a.heartbeat(ctx, a.heartbeatInterval(ctx),

@@ -95,6 +95,7 @@ func TestPullRequestPrepareRecordsTheHeadSHA(t *testing.T) {
 // "from" branch is at, and creates the branch at that commit even when the
 // "from" branch has moved on by the time the request is sent.
 func TestBranchPrepareRecordsTheFromSHA(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
 	preparer := preparers(t, f)["github_create_branch"]
