@@ -149,7 +149,7 @@ func validResolution(r *Resolution) error {
 // reconcilers fails as misconfigured.
 func (a *Activities) question(ctx context.Context, in ReconcileInput, op ledger.Operation, deadline time.Time, window time.Duration) (reconcilers.Question, error) {
 	q := reconcilers.Question{Kind: op.Kind, Deadline: deadline, Window: window,
-		Sent: tools.Sent{Call: tools.Call{OperationID: op.ID}, Since: op.CreatedAt, Facts: op.Facts}}
+		Sent: tools.Sent{Call: tools.Call{OperationID: op.ID, Facts: op.Facts}, Since: op.CreatedAt}}
 	if a.Reconcilers == nil {
 		return q, temporal.NewNonRetryableApplicationError(
 			"this worker has no reconcilers configured", ErrTypeWorkerConfig, nil)
