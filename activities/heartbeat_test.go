@@ -70,6 +70,7 @@ func (f *fixture) workflowEnv() *testsuite.TestWorkflowEnvironment {
 // three heartbeats — which Temporal's batching spaces by 80 % of the
 // timeout, so the call outlives the timeout — then serves it.
 func TestOperationsHeartbeatWhileTheCallRuns(t *testing.T) {
+	t.Parallel()
 	const heartbeatTimeout = 2 * time.Second
 	opts := callOptions{HeartbeatTimeout: heartbeatTimeout, StartToCloseTimeout: time.Minute}
 	for _, tc := range []struct {
@@ -129,7 +130,9 @@ func TestOperationsHeartbeatWhileTheCallRuns(t *testing.T) {
 			held := make(chan []activities.OperationHeartbeat, 1)
 			var first atomic.Bool
 			tc.hold(f, func(w http.ResponseWriter, r *http.Request, _ http.Handler) bool {
-				if first.Swap(true) {
+				// The call is the first write; a read before it (a tool's
+				// Prepare) is served.
+				if r.Method == http.MethodGet || first.Swap(true) {
 					return false
 				}
 				var seen []activities.OperationHeartbeat
@@ -182,6 +185,7 @@ func TestOperationsHeartbeatWhileTheCallRuns(t *testing.T) {
 // (The test environment reports the activity's end once its function has
 // returned, so the ledger is settled when ExecuteWorkflow returns.)
 func TestExecuteToolRecordsWhatHappenedAfterItsDeadline(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	env := f.workflowEnv()
 	var puts atomic.Int32
@@ -212,6 +216,7 @@ func TestExecuteToolRecordsWhatHappenedAfterItsDeadline(t *testing.T) {
 // the attempt's start, so a beat as the activity starts would tell the
 // server nothing it needs.
 func TestQuickOperationsSendNoHeartbeat(t *testing.T) {
+	t.Parallel()
 	opts := callOptions{HeartbeatTimeout: time.Minute, StartToCloseTimeout: time.Minute}
 	for _, tc := range []struct {
 		name string

@@ -29,6 +29,7 @@ func modelTurnWorkflow(ctx workflow.Context, o callOptions, in activities.ModelT
 // beat makes the attempt known before anything streams; later ones, on the
 // ticker, say how far the stream got.
 func TestModelTurnHeartbeatsItsProgress(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	env := f.workflowEnv()
 	env.RegisterWorkflow(modelTurnWorkflow)

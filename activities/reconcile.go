@@ -13,6 +13,7 @@ import (
 
 	"github.com/capstanhq/capstan"
 	"github.com/capstanhq/capstan/internal/backoff"
+	"github.com/capstanhq/capstan/internal/config"
 	"github.com/capstanhq/capstan/internal/ledger"
 	"github.com/capstanhq/capstan/internal/logids"
 	"github.com/capstanhq/capstan/internal/model"
@@ -94,7 +95,7 @@ func (a *Activities) reconcile(ctx context.Context, in ReconcileInput) (Reconcil
 	}
 	window := in.Window
 	if window <= 0 {
-		window = DefaultReconcileWindow
+		window = config.DefaultReconcileWindow
 	}
 	since := in.Since
 	if since.IsZero() {
@@ -156,7 +157,7 @@ func validResolution(r *Resolution) error {
 // reconcilers fails as misconfigured.
 func (a *Activities) question(ctx context.Context, in ReconcileInput, op ledger.Operation, deadline time.Time, window time.Duration) (reconcilers.Question, error) {
 	q := reconcilers.Question{Kind: op.Kind, Deadline: deadline, Window: window,
-		Sent: tools.Sent{Call: tools.Call{OperationID: op.ID}, Since: op.CreatedAt, Facts: op.Facts}}
+		Sent: tools.Sent{Call: tools.Call{OperationID: op.ID, Facts: op.Facts}, Since: op.CreatedAt}}
 	if a.Reconcilers == nil {
 		return q, temporal.NewNonRetryableApplicationError(
 			"this worker has no reconcilers configured", ErrTypeWorkerConfig, nil)

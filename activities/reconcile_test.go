@@ -189,6 +189,7 @@ func expectAppError(t *testing.T, what string, err error, errType string) *tempo
 // was recovered, and nothing is sent twice — not by a retry, not by the lost
 // attempt waking up.
 func TestReconcileFindsAPullRequestRecordedUnknown(t *testing.T) {
+	t.Parallel()
 	f := newReconcileFixture(t)
 	in, oldFence := f.unknownPR(t, sandbox.FaultDrop)
 	if n := f.sb.GitHub.Stats().PullRequestsCreated; n != 1 {
@@ -260,6 +261,7 @@ func TestReconcileFindsAPullRequestRecordedUnknown(t *testing.T) {
 // GitHub failed before acting: nothing is seen through the whole window, so
 // the operation is ABSENT and the same id may be executed again — once.
 func TestReconcileAbsentAfterTheWindow(t *testing.T) {
+	t.Parallel()
 	f := newReconcileFixture(t, halfway)
 	in, _ := f.unknownPR(t, sandbox.FaultFail)
 	if n := f.sb.GitHub.Stats().PullRequestsCreated; n != 0 {
@@ -295,6 +297,7 @@ func TestReconcileAbsentAfterTheWindow(t *testing.T) {
 // The list lags behind the write by less than the window: "not yet", then
 // found on a later question.
 func TestReconcileLaggingListIsFoundOnALaterQuestion(t *testing.T) {
+	t.Parallel()
 	f := newReconcileFixture(t, halfway)
 	in, _ := f.unknownPR(t, sandbox.FaultDrop)
 	const lag = 2 * time.Second
@@ -324,6 +327,7 @@ func TestReconcileLaggingListIsFoundOnALaterQuestion(t *testing.T) {
 // absent. Past the window it is indeterminate, the operation NEEDS_HUMAN,
 // nothing may be sent; then a person confirms it and the model is told.
 func TestReconcileFailingListIsIndeterminateThenAPersonResolves(t *testing.T) {
+	t.Parallel()
 	f := newReconcileFixture(t, halfway)
 	in, oldFence := f.unknownPR(t, sandbox.FaultDrop)
 	if err := f.sb.GitHub.AddFault(sandbox.FaultRule{Endpoint: "pulls/list", Kind: sandbox.FaultFail, Status: 503}); err != nil {
@@ -375,6 +379,7 @@ func TestReconcileFailingListIsIndeterminateThenAPersonResolves(t *testing.T) {
 
 // A person says absent: ABSENT, and the tool may send again.
 func TestReconcileRecordsAPersonsAbsent(t *testing.T) {
+	t.Parallel()
 	f := newReconcileFixture(t, halfway)
 	in, _ := f.unknownPR(t, sandbox.FaultFail)
 	if err := f.sb.GitHub.AddFault(sandbox.FaultRule{Endpoint: "pulls/list", Kind: sandbox.FaultFail}); err != nil {
@@ -426,6 +431,7 @@ func TestReconcileRecordsAPersonsAbsent(t *testing.T) {
 // A Slack delivery whose answer was lost is found by its metadata; a
 // delivery has no tool message.
 func TestReconcileFindsASlackDelivery(t *testing.T) {
+	t.Parallel()
 	f := newReconcileFixture(t)
 	if err := f.sb.Slack.AddFault(sandbox.FaultRule{Endpoint: "chat.postMessage", Kind: sandbox.FaultDrop, Times: 1}); err != nil {
 		t.Fatal(err)
@@ -458,6 +464,7 @@ func TestReconcileFindsASlackDelivery(t *testing.T) {
 // While another attempt holds a live lease, Reconcile neither asks nor
 // writes: Temporal retries it when the lease ends.
 func TestReconcileWaitsForALiveLease(t *testing.T) {
+	t.Parallel()
 	f := newReconcileFixture(t)
 	ctx := context.Background()
 	claim, err := f.ledger.Claim(ctx, ledger.ClaimRequest{Op: ledger.Operation{ID: "op-busy", Kind: githubtools.NameComment, RequestHash: "h"},
@@ -487,6 +494,7 @@ func TestReconcileWaitsForALiveLease(t *testing.T) {
 // A worker without reconcilers fails as misconfigured, and hands the
 // operation back so that a worker that has them takes it at once.
 func TestReconcileWithoutReconcilersHandsTheOperationBack(t *testing.T) {
+	t.Parallel()
 	f := newReconcileFixture(t)
 	in, oldFence := f.unknownPR(t, sandbox.FaultDrop)
 	rin := activities.ReconcileInput{Tenant: "d", TaskID: "T", OperationID: in.OperationID, ToolCallID: "call_pr",

@@ -107,8 +107,8 @@ func (e *env) capstanStarter(queue, prefix string) startFunc {
 			WorkflowIDReusePolicy:                    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
 		}, workflows.AgentTask, workflows.AgentTaskInput{
 			TaskID: id, Tenant: config.DefaultTenant, Prompt: demoPrompt, Repo: demoRepo, Base: config.DefaultBaseBranch,
-			SlackChannel: demoSlack, Model: demoModel, MaxTurns: 10, ModelLimits: model.DefaultLimits,
-			ReconcileWindow: config.DefaultReconcileWindow, HumanTimeout: workflows.DefaultHumanTimeout,
+			SlackChannel: demoSlack, Model: demoModel, MaxTurns: 10, ModelLimits: model.Limits(config.DefaultModelLimits),
+			ReconcileWindow: config.DefaultReconcileWindow, HumanTimeout: config.DefaultHumanTimeout,
 		})
 	}
 }
@@ -291,7 +291,7 @@ func (e *env) runLoad(ctx context.Context, workers int, ledgerDSN string, res lo
 		return err
 	}
 	defer cp.stop()
-	bp, err := e.startBare(bq, workers, rpcs[kindBare])
+	bp, err := e.startBare(ctx, bq, workers, rpcs[kindBare])
 	if err != nil {
 		return err
 	}

@@ -6,7 +6,6 @@ import (
 
 	"github.com/capstanhq/capstan/internal/config"
 	"github.com/capstanhq/capstan/internal/model"
-	"github.com/capstanhq/capstan/workflows"
 )
 
 // The per-task watchdog flags go into the task's input, and nothing else
@@ -14,10 +13,11 @@ import (
 // task leaves unset come from the worker that runs it (workflows,
 // settleLimits).
 func TestRunFlagsSetTheTasksModelLimits(t *testing.T) {
+	t.Parallel()
 	a := &app{cfg: config.FromEnv(func(k string) string {
 		return map[string]string{"CAPSTAN_MODEL_MAX_DURATION": "5m"}[k]
 	})}
-	f := runFlags{prompt: "p", base: "main", tenant: "default", maxTurns: 3, humanTimeout: workflows.DefaultHumanTimeout,
+	f := runFlags{prompt: "p", base: "main", tenant: "default", maxTurns: 3, humanTimeout: config.DefaultHumanTimeout,
 		idleTimeout: 45 * time.Second}
 	in, err := a.taskInput(f)
 	if err != nil {

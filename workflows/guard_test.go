@@ -9,6 +9,7 @@ import (
 )
 
 func TestTurnGuard(t *testing.T) {
+	t.Parallel()
 	t.Run("overload honours Retry-After and gives up after the budget", func(t *testing.T) {
 		var g turnGuard
 		d := g.decide(attemptOutcome{Outcome: "overloaded", RetryAfter: 3 * time.Second}, noJitter(t))

@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/capstanhq/capstan"
+	"github.com/capstanhq/capstan/internal/config"
 	"github.com/capstanhq/capstan/internal/contract"
 )
 
@@ -233,7 +234,7 @@ func (t *task) humanTimeout() time.Duration {
 	if t.in.HumanTimeout > 0 {
 		return t.in.HumanTimeout
 	}
-	return DefaultHumanTimeout
+	return config.DefaultHumanTimeout
 }
 
 // errAborted is returned by askPerson when the person chose abort.

@@ -10,6 +10,7 @@ import (
 )
 
 func TestSpanGrowsToItsCap(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		p    backoff.Policy
@@ -33,6 +34,7 @@ func TestSpanGrowsToItsCap(t *testing.T) {
 }
 
 func TestDelay(t *testing.T) {
+	t.Parallel()
 	exp := backoff.Policy{Base: 2 * time.Second, Cap: 30 * time.Second}
 	for _, tc := range []struct {
 		name  string
@@ -70,6 +72,7 @@ func TestDelay(t *testing.T) {
 // For any draw, a delay lies in [floor, floor+span], and the same draw gives
 // the same delay: a seeded source repeats its delays exactly.
 func TestDelayBoundsAndDeterminism(t *testing.T) {
+	t.Parallel()
 	p := backoff.Policy{Base: 500 * time.Millisecond, Cap: 10 * time.Second}
 	draws := func(seed uint64) []time.Duration {
 		rng := rand.New(rand.NewPCG(seed, 1))
@@ -125,6 +128,7 @@ func equalJitterBefore(initial, maximum time.Duration, coefficient float64, atte
 }
 
 func TestDelayMatchesTheFormulasItReplaced(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(7, 7))
 	guards := []backoff.Policy{
 		{Base: 500 * time.Millisecond, Cap: 10 * time.Second},

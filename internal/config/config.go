@@ -15,42 +15,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/capstanhq/capstan/internal/model"
-)
-
-// Defaults.
-const (
-	DefaultTaskQueue = "capstan"
-	// DefaultSandboxTaskQueue is the queue of a `worker --sandbox`, whose
-	// GitHub and Slack are fakes: it never polls the queue real tasks use.
-	DefaultSandboxTaskQueue = "capstan-sandbox"
-	DefaultLedgerDSN        = "sqlite://.capstan/ledger.db"
-	DefaultUIURL            = "http://localhost:8233"
-	DefaultModel            = "openai:gpt-4.1"
-	DefaultTenant           = "default"
-	DefaultBaseBranch       = "main"
-	DefaultOpenAIBaseURL    = "https://api.openai.com/v1/"
-	// DefaultAnthropicBaseURL is the root of Anthropic's API: the SDK
-	// appends v1/messages.
-	DefaultAnthropicBaseURL = "https://api.anthropic.com/"
-	DefaultGitHubAPIURL     = "https://api.github.com/"
-	DefaultSlackAPIURL      = "https://slack.com/api/"
-	// DefaultLease is how long a claim on an operation stays live without
-	// a heartbeat: tool and delivery activities renew it with every beat
-	// (a third of the heartbeat timeout), so it bounds how long a dead
-	// worker's claim blocks its successor, not how long a call may take.
-	DefaultLease = 30 * time.Second
-	// DefaultConnectTimeout bounds dialling a model provider and the TLS
-	// handshake (docs/design.md §4.2).
-	DefaultConnectTimeout = 10 * time.Second
-	// DefaultReconcileWindow bounds how long a reconciler waits for an
-	// external system to show an effect before calling it absent.
-	DefaultReconcileWindow = 60 * time.Second
-	// DefaultMetricsAddr is where a worker serves Prometheus metrics:
-	// loopback only, since the endpoint has no authentication. A pool in
-	// containers sets CAPSTAN_METRICS_ADDR=:9464 for its scraper.
-	DefaultMetricsAddr = "127.0.0.1:9464"
 )
 
 // Config is capstan's environment, with every default filled in.
@@ -85,7 +49,7 @@ type Config struct {
 	// --idle-timeout and --max-duration set them per task), and keeps them
 	// in its input from then on. FirstEvent is zero when unset: it follows
 	// the idle timeout.
-	ModelLimits model.Limits
+	ModelLimits ModelLimits
 	// ReconcileWindow (CAPSTAN_RECONCILE_WINDOW) bounds how long an unseen
 	// effect counts as "not yet" before a reconciler calls it absent; it
 	// goes into each task's input.
@@ -108,9 +72,6 @@ type Config struct {
 	// measurements; never the default.
 	BreakersOff bool
 
-	// taskQueueSet records that CAPSTAN_TASK_QUEUE was given, so a sandbox
-	// worker can refuse an explicit request for the real queue.
-	taskQueueSet bool
 	// modelSet records that CAPSTAN_MODEL was given, so a worker can refuse
 	// to serve a default model it has no key for (the built-in default
 	// alone does not oblige a worker that holds only another provider's key).
@@ -158,7 +119,6 @@ func FromLookupEnv(lookup func(string) (string, bool)) Config {
 		BaseBranch:    DefaultBaseBranch,
 		Lease:         DefaultLease,
 		MetricsAddr:   DefaultMetricsAddr,
-		taskQueueSet:  strings.TrimSpace(getenv("CAPSTAN_TASK_QUEUE")) != "",
 	}
 	c.AnthropicAPIKey = getenv("ANTHROPIC_API_KEY")
 	c.AnthropicBaseURL = withSlash(or("ANTHROPIC_BASE_URL", DefaultAnthropicBaseURL))
@@ -181,11 +141,11 @@ func FromLookupEnv(lookup func(string) (string, bool)) Config {
 	}
 	c.ModelConnectTimeout = duration("CAPSTAN_MODEL_CONNECT_TIMEOUT", DefaultConnectTimeout)
 	c.ReconcileWindow = duration("CAPSTAN_RECONCILE_WINDOW", DefaultReconcileWindow)
-	c.ModelLimits = model.Limits{
-		FirstEvent:       duration("CAPSTAN_MODEL_FIRST_EVENT_TIMEOUT", 0),
-		Idle:             duration("CAPSTAN_MODEL_IDLE_TIMEOUT", model.DefaultLimits.Idle),
-		Total:            duration("CAPSTAN_MODEL_MAX_DURATION", model.DefaultLimits.Total),
-		HeartbeatTimeout: duration("CAPSTAN_HEARTBEAT_TIMEOUT", model.DefaultLimits.HeartbeatTimeout),
+	c.ModelLimits = ModelLimits{
+		FirstEvent:       duration("CAPSTAN_MODEL_FIRST_EVENT_TIMEOUT", DefaultModelLimits.FirstEvent),
+		Idle:             duration("CAPSTAN_MODEL_IDLE_TIMEOUT", DefaultModelLimits.Idle),
+		Total:            duration("CAPSTAN_MODEL_MAX_DURATION", DefaultModelLimits.Total),
+		HeartbeatTimeout: duration("CAPSTAN_HEARTBEAT_TIMEOUT", DefaultModelLimits.HeartbeatTimeout),
 	}
 	if err := c.ModelLimits.Validate(); err != nil {
 		c.problems = append(c.problems, fmt.Errorf("CAPSTAN_MODEL_*: %w", err))
@@ -235,34 +195,11 @@ func (c *Config) ratio(getenv func(string) string, key string, def float64) floa
 	return f
 }
 
-// ErrSandboxOnRealQueue refuses a sandbox worker on the queue real tasks use.
-var ErrSandboxOnRealQueue = errors.New("a --sandbox worker must not poll the default task queue " + DefaultTaskQueue +
-	": its GitHub and Slack are fakes, so real tasks would \"complete\" there; unset CAPSTAN_TASK_QUEUE (the sandbox uses " +
-	DefaultSandboxTaskQueue + ") or name another queue")
-
-// UseSandbox points every client at the sandbox's servers, supplies token
-// for any credential the environment lacks (the fakes accept any), and moves
-// the worker to the sandbox's own task queue. modelURL is the model fake's
-// OpenAI base URL (".../v1"); Anthropic's client, which appends
-// v1/messages itself, gets the same server's root.
-func (c *Config) UseSandbox(modelURL, githubURL, slackURL, token string) error {
-	if c.taskQueueSet && c.TaskQueue == DefaultTaskQueue {
-		return ErrSandboxOnRealQueue
-	}
-	c.TaskQueue = c.SandboxTaskQueue()
-	c.OpenAIBaseURL, c.GitHubAPIURL, c.SlackAPIURL = modelURL, withSlash(githubURL), withSlash(slackURL)
-	c.AnthropicBaseURL = withSlash(strings.TrimSuffix(strings.TrimSuffix(modelURL, "/"), "/v1"))
-	c.OpenAIAPIKey = orDefault(c.OpenAIAPIKey, token)
-	c.AnthropicAPIKey = orDefault(c.AnthropicAPIKey, token)
-	c.GitHubToken = orDefault(c.GitHubToken, token)
-	c.SlackBotToken = orDefault(c.SlackBotToken, token)
-	return nil
-}
-
 // SandboxTaskQueue is the queue sandbox tasks run on: the configured queue
 // when CAPSTAN_TASK_QUEUE names one other than the default, else
-// DefaultSandboxTaskQueue. `worker --sandbox` polls it and `starter demo`
-// starts its task there.
+// DefaultSandboxTaskQueue. `starter demo` starts its task there; the
+// worker pointed at the sandbox polls it (scripts/demo.sh gives the sandbox
+// program the same queue to hand out).
 func (c Config) SandboxTaskQueue() string {
 	if c.TaskQueue == "" || c.TaskQueue == DefaultTaskQueue {
 		return DefaultSandboxTaskQueue
@@ -275,7 +212,7 @@ func (c Config) SandboxTaskQueue() string {
 func (c Config) ValidateWorker() error {
 	errs := append([]error(nil), c.problems...)
 	if c.OpenAIAPIKey == "" && c.AnthropicAPIKey == "" {
-		errs = append(errs, errors.New("no model provider has a key: OPENAI_API_KEY is not set (any value for a local server that needs none), nor is ANTHROPIC_API_KEY; set one, or start the worker with --sandbox"))
+		errs = append(errs, errors.New("no model provider has a key: OPENAI_API_KEY is not set (any value for a local server that needs none), nor is ANTHROPIC_API_KEY; set one (or, offline, point the worker at the sandbox program: make demo)"))
 	} else if err := c.checkModelKey(); err != nil {
 		errs = append(errs, err)
 	}
@@ -283,7 +220,7 @@ func (c Config) ValidateWorker() error {
 		errs = append(errs, fmt.Errorf("ANTHROPIC_BASE_URL=%q %v (such as %s)", c.AnthropicBaseURL, err, DefaultAnthropicBaseURL))
 	}
 	if c.GitHubToken == "" {
-		errs = append(errs, errors.New("GITHUB_TOKEN is not set: set it to a token that may push branches and open pull requests, or start the worker with --sandbox"))
+		errs = append(errs, errors.New("GITHUB_TOKEN is not set: set it to a token that may push branches and open pull requests (or, offline, point the worker at the sandbox program: make demo)"))
 	}
 	if err := checkListenAddr(c.MetricsAddr); err != nil {
 		errs = append(errs, fmt.Errorf("CAPSTAN_METRICS_ADDR=%q %v (such as %s, or :9464 for every interface; set it empty to serve no metrics)",
@@ -315,16 +252,20 @@ func (c Config) checkModelKey() error {
 	if !c.modelSet {
 		return nil
 	}
-	ref, err := model.ParseRef(c.Model)
-	if err != nil {
-		return nil // the starter, which uses CAPSTAN_MODEL, reports it
+	// Only the provider matters here. A malformed value, or one naming a
+	// provider without a key (sandbox) or unknown to ProviderKeys, is left
+	// to the starter, which parses CAPSTAN_MODEL with model.ParseRef and
+	// reports it; this package imports no capstan package.
+	provider, name, ok := strings.Cut(c.Model, ":")
+	if !ok || name == "" {
+		return nil
 	}
-	key, ok := ProviderKeys[ref.Provider]
-	if !ok || c.HasProviderKey(ref.Provider) {
+	key, ok := ProviderKeys[provider]
+	if !ok || c.HasProviderKey(provider) {
 		return nil
 	}
 	return fmt.Errorf("CAPSTAN_MODEL=%s names the %s provider, but %s is not set: set it, or name a model of a provider this worker has a key for",
-		c.Model, ref.Provider, key)
+		c.Model, provider, key)
 }
 
 // ValidateStarter reports what keeps starter from starting a task: values
@@ -387,13 +328,6 @@ func checkBaseURL(s string) error {
 		return errors.New("is not an http or https URL")
 	}
 	return nil
-}
-
-func orDefault(v, def string) string {
-	if v == "" {
-		return def
-	}
-	return v
 }
 
 func withSlash(u string) string {

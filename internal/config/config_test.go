@@ -1,12 +1,9 @@
 package config
 
 import (
-	"errors"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/capstanhq/capstan/internal/model"
 )
 
 func env(kv map[string]string) func(string) string {
@@ -33,8 +30,8 @@ func TestFromEnvFillsEveryDefault(t *testing.T) {
 	if c.Lease != DefaultLease || c.ModelConnectTimeout != DefaultConnectTimeout {
 		t.Errorf("Lease, ModelConnectTimeout = %s, %s", c.Lease, c.ModelConnectTimeout)
 	}
-	if c.ModelLimits != model.DefaultLimits { // FirstEvent unset: it follows the idle timeout
-		t.Errorf("ModelLimits = %+v, want %+v", c.ModelLimits, model.DefaultLimits)
+	if c.ModelLimits != DefaultModelLimits { // FirstEvent unset: it follows the idle timeout
+		t.Errorf("ModelLimits = %+v, want %+v", c.ModelLimits, DefaultModelLimits)
 	}
 	if err := c.ValidateStarter(); err != nil {
 		t.Errorf("ValidateStarter() = %v", err)
@@ -60,7 +57,7 @@ func TestFromEnvReadsLimitsAndURLs(t *testing.T) {
 		"OPENAI_API_KEY": "k", "GITHUB_TOKEN": "g",
 	}))
 	// FirstEvent stays unset: it follows the idle timeout a task may set.
-	want := model.Limits{Idle: 5 * time.Second, Total: time.Minute, HeartbeatTimeout: 9 * time.Second}
+	want := ModelLimits{Idle: 5 * time.Second, Total: time.Minute, HeartbeatTimeout: 9 * time.Second}
 	if c.ModelLimits != want {
 		t.Errorf("ModelLimits = %+v, want %+v", c.ModelLimits, want)
 	}
@@ -86,32 +83,14 @@ func TestBadDurationsAreOneSentenceForEachBinary(t *testing.T) {
 	}
 }
 
-func TestUseSandboxKeepsToItsOwnQueue(t *testing.T) {
-	c := FromEnv(env(nil))
-	if err := c.UseSandbox("http://127.0.0.1:1/v1", "http://127.0.0.1:2", "http://127.0.0.1:3/api", "tok"); err != nil {
-		t.Fatal(err)
-	}
-	if c.TaskQueue != DefaultSandboxTaskQueue {
-		t.Errorf("TaskQueue = %q, want %q", c.TaskQueue, DefaultSandboxTaskQueue)
-	}
-	if c.GitHubAPIURL != "http://127.0.0.1:2/" || c.SlackAPIURL != "http://127.0.0.1:3/api/" || c.OpenAIBaseURL != "http://127.0.0.1:1/v1" {
-		t.Errorf("URLs = %q %q %q", c.OpenAIBaseURL, c.GitHubAPIURL, c.SlackAPIURL)
-	}
-	if c.GitHubToken != "tok" || c.SlackBotToken != "tok" || c.OpenAIAPIKey != "tok" {
-		t.Error("sandbox tokens not filled in")
-	}
-
-	named := FromEnv(env(map[string]string{"CAPSTAN_TASK_QUEUE": "e2e-q", "GITHUB_TOKEN": "real"}))
-	if err := named.UseSandbox("m", "g", "s", "tok"); err != nil || named.TaskQueue != "e2e-q" || named.GitHubToken != "real" {
-		t.Errorf("named queue: err %v, queue %q, token %q; want e2e-q and the given token kept", err, named.TaskQueue, named.GitHubToken)
-	}
-	if q := named.SandboxTaskQueue(); q != "e2e-q" {
-		t.Errorf("SandboxTaskQueue() = %q, want e2e-q", q)
-	}
-
-	real := FromEnv(env(map[string]string{"CAPSTAN_TASK_QUEUE": DefaultTaskQueue}))
-	if err := real.UseSandbox("m", "g", "s", "tok"); !errors.Is(err, ErrSandboxOnRealQueue) {
-		t.Errorf("sandbox on the explicit default queue: %v, want ErrSandboxOnRealQueue", err)
+// TestSandboxTaskQueue: starter demo keeps to the sandbox's own queue
+// unless CAPSTAN_TASK_QUEUE names another one than the queue of real tasks.
+func TestSandboxTaskQueue(t *testing.T) {
+	for queue, want := range map[string]string{"": DefaultSandboxTaskQueue, DefaultTaskQueue: DefaultSandboxTaskQueue, "e2e-q": "e2e-q"} {
+		c := FromEnv(env(map[string]string{"CAPSTAN_TASK_QUEUE": queue}))
+		if got := c.SandboxTaskQueue(); got != want {
+			t.Errorf("CAPSTAN_TASK_QUEUE=%q: SandboxTaskQueue() = %q, want %q", queue, got, want)
+		}
 	}
 }
 
@@ -228,21 +207,29 @@ func TestValidateWorkerModelKeys(t *testing.T) {
 	}
 }
 
-func TestUseSandboxServesAnthropic(t *testing.T) {
-	for _, modelURL := range []string{"http://127.0.0.1:1/v1", "http://127.0.0.1:1/v1/"} {
-		c := FromEnv(env(nil))
-		if err := c.UseSandbox(modelURL, "http://127.0.0.1:2", "http://127.0.0.1:3/api", "tok"); err != nil {
-			t.Fatal(err)
-		}
-		if c.AnthropicBaseURL != "http://127.0.0.1:1/" || c.AnthropicAPIKey != "tok" {
-			t.Errorf("%s: AnthropicBaseURL %q, key %q; want the model server's root and the sandbox token", modelURL, c.AnthropicBaseURL, c.AnthropicAPIKey)
-		}
-		if err := c.ValidateWorker(); err != nil {
-			t.Errorf("ValidateWorker() in the sandbox = %v", err)
-		}
+func TestModelLimitsValidateRefusesAFirstEventWaitPastTheTotal(t *testing.T) {
+	l := ModelLimits{FirstEvent: 2 * time.Minute, Idle: 30 * time.Second, Total: time.Minute, HeartbeatTimeout: 30 * time.Second}
+	err := l.Validate()
+	if err == nil || err.Error() != "the first-event timeout (2m0s) must be shorter than the attempt's total limit (1m0s)" {
+		t.Fatalf("Validate() = %v, want the first-event timeout refused", err)
 	}
-	withKey := FromEnv(env(map[string]string{"ANTHROPIC_API_KEY": "real"}))
-	if err := withKey.UseSandbox("http://127.0.0.1:1/v1", "g", "s", "tok"); err != nil || withKey.AnthropicAPIKey != "real" {
-		t.Errorf("err %v, key %q; want the given key kept", err, withKey.AnthropicAPIKey)
+	l.FirstEvent = 0 // follows the idle timeout
+	if err := l.Validate(); err != nil {
+		t.Fatalf("Validate() with the first-event wait unset = %v", err)
+	}
+}
+
+func TestCheckModelKeyNamesTheMissingKeyOfAnExplicitModel(t *testing.T) {
+	for model, want := range map[string]string{
+		"anthropic:claude-sonnet-4-5": "ANTHROPIC_API_KEY is not set",
+		"sandbox:demo":                "", // a sandbox needs no key
+		"anthropic:":                  "", // malformed: the starter reports it
+		"nonsense":                    "",
+	} {
+		c := FromEnv(env(map[string]string{"CAPSTAN_MODEL": model, "OPENAI_API_KEY": "k", "GITHUB_TOKEN": "g"}))
+		err := c.ValidateWorker()
+		if want == "" && err != nil || want != "" && (err == nil || !strings.Contains(err.Error(), want)) {
+			t.Errorf("CAPSTAN_MODEL=%s: ValidateWorker() = %v, want %q", model, err, want)
+		}
 	}
 }

@@ -15,6 +15,7 @@ import (
 // The workflow sees an activity's error wrapped in an ActivityError; the
 // helpers look through it, and only at the closed set.
 func TestErrorHelpersReadTheWrappedApplicationError(t *testing.T) {
+	t.Parallel()
 	wrap := func(err error) error { return fmt.Errorf("activity error (type: ExecuteTool): %w", err) }
 	unknown := temporal.NewNonRetryableApplicationError("may have acted", contract.ErrTypeOperationUnknown, errors.New("reset"))
 	for _, tc := range []struct {
@@ -51,6 +52,7 @@ func TestErrorHelpersReadTheWrappedApplicationError(t *testing.T) {
 }
 
 func TestDetailsAreReadOnlyFromTheirOwnErrorType(t *testing.T) {
+	t.Parallel()
 	report := contract.AttemptReport{AttemptID: "t/t1/a1", Outcome: model.OutcomeOverloaded, Phase: model.PhaseHeadersReceived, HTTPStatus: 529}
 	attempt := temporal.NewNonRetryableApplicationError("overloaded", contract.ErrTypeModelAttempt, nil, report)
 	if got, ok := contract.AttemptReportOf(fmt.Errorf("wrapped: %w", attempt)); !ok || got != report {
@@ -75,6 +77,7 @@ func TestDetailsAreReadOnlyFromTheirOwnErrorType(t *testing.T) {
 // The error types are in recorded histories and the Temporal UI: their
 // strings never change, and each is in the closed set once.
 func TestErrorTypesKeepTheirRecordedStrings(t *testing.T) {
+	t.Parallel()
 	want := []string{"ModelAttempt", "OperationConflict", "OperationInProgress", "OperationUnknown", "OperationNotSent",
 		"DeliveryFailed", "DeliveryNotSent", "WorkerConfig", "BreakerOpen", "InvalidResolution", "Transient"}
 	if fmt.Sprint(contract.ErrorTypes) != fmt.Sprint(want) {
@@ -85,6 +88,7 @@ func TestErrorTypesKeepTheirRecordedStrings(t *testing.T) {
 // AttemptReport.Outcome is in recorded histories: the attempt outcomes that
 // share a word with the effect vocabulary still spell it as recorded.
 func TestAttemptOutcomesKeepTheirRecordedStrings(t *testing.T) {
+	t.Parallel()
 	for o, s := range map[model.Outcome]string{model.OutcomeNotSent: "not_sent", model.OutcomeUnknown: "unknown",
 		model.OutcomeCancelled: "cancelled", model.OutcomeCompleted: "completed", model.OutcomeBreakerOpen: "breaker_open"} {
 		if string(o) != s {

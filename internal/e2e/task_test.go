@@ -280,7 +280,7 @@ func TestStarterRefusesBadInput(t *testing.T) {
 
 func assertNotStarted(t *testing.T, taskID string) {
 	t.Helper()
-	_, err := temporal.DescribeWorkflowExecution(context.Background(), workflows.WorkflowID(taskID), "")
+	_, err := describe(context.Background(), workflows.WorkflowID(taskID))
 	var nf *serviceerror.NotFound
 	if !errors.As(err, &nf) {
 		t.Errorf("task %s: describe = %v, want not found (nothing started)", taskID, err)
@@ -292,18 +292,18 @@ func assertNotStarted(t *testing.T, taskID string) {
 func TestStarterRefusesARunningTaskID(t *testing.T) {
 	env := baseEnv(t, "e2e-no-worker") // no worker: the task stays running
 	id := fmt.Sprintf("e2e-dup-%d", time.Now().UnixNano())
-	first := runStarter(t, env, "run", "--prompt", "wait for me", "--model", "sandbox:hello", "--id", id)
+	first := runStarter(t, env, "run", "--prompt", "wait for me", "--model", "openai:hello", "--id", id)
 	if first.code != 0 || !strings.Contains(first.stdout, "task-"+id) || !strings.Contains(first.stdout, "/namespaces/default/workflows/task-"+id) {
 		t.Fatalf("first run: exit %d, stdout %q, stderr %q; want the workflow id and UI link", first.code, first.stdout, first.stderr)
 	}
 	t.Cleanup(func() {
 		_ = temporal.TerminateWorkflow(context.Background(), workflows.WorkflowID(id), "", "test over")
 	})
-	second := runStarter(t, env, "run", "--prompt", "again", "--model", "sandbox:hello", "--id", id)
+	second := runStarter(t, env, "run", "--prompt", "again", "--model", "openai:hello", "--id", id)
 	if second.code != 2 || !strings.Contains(second.stderr, "already running") {
 		t.Fatalf("second run: exit %d, stderr %q; want exit 2 and 'already running'", second.code, second.stderr)
 	}
-	desc, err := temporal.DescribeWorkflowExecution(context.Background(), workflows.WorkflowID(id), "")
+	desc, err := describe(context.Background(), workflows.WorkflowID(id))
 	if err != nil || desc.GetWorkflowExecutionInfo().GetStatus() != enums.WORKFLOW_EXECUTION_STATUS_RUNNING {
 		t.Fatalf("first task after the refused start: %v, %v; want still running", desc.GetWorkflowExecutionInfo().GetStatus(), err)
 	}

@@ -233,6 +233,7 @@ var role = chunk(map[string]any{"role": "assistant", "content": ""}, nil)
 func silence(r *http.Request) { <-r.Context().Done() }
 
 func TestAttemptReturnsACompleteAnswer(t *testing.T) {
+	t.Parallel()
 	s := newServer(t, func(w http.ResponseWriter, r *http.Request) {
 		sse(w, role, text("Hel"), text("lo"), finish("stop"), usage(11, 2), "[DONE]")
 	})
@@ -268,6 +269,7 @@ func TestAttemptReturnsACompleteAnswer(t *testing.T) {
 // A server that takes the request and never answers is cut by the
 // first-event watchdog, which runs from the moment the request starts.
 func TestAttemptFirstEventWatchdogCutsAServerThatNeverAnswers(t *testing.T) {
+	t.Parallel()
 	s := newServer(t, func(w http.ResponseWriter, r *http.Request) { silence(r) })
 	r := start(context.Background(), t, s.provider())
 	<-s.arrived
@@ -289,6 +291,7 @@ func TestAttemptFirstEventWatchdogCutsAServerThatNeverAnswers(t *testing.T) {
 // A stream that falls silent after its first events is cut by the idle
 // watchdog, and says how far it got.
 func TestAttemptIdleWatchdogCutsASilentStream(t *testing.T) {
+	t.Parallel()
 	s := newServer(t, func(w http.ResponseWriter, r *http.Request) {
 		sse(w, role, text("thinking"))
 		silence(r)
@@ -314,6 +317,7 @@ func TestAttemptIdleWatchdogCutsASilentStream(t *testing.T) {
 
 // The total limit cuts an attempt whatever its stream does.
 func TestAttemptTotalWatchdogCutsALongAttempt(t *testing.T) {
+	t.Parallel()
 	s := newServer(t, func(w http.ResponseWriter, r *http.Request) {
 		sse(w, role, text("still "), text("going"))
 		silence(r)
@@ -337,6 +341,7 @@ func TestAttemptTotalWatchdogCutsALongAttempt(t *testing.T) {
 // how far the attempt got; a cancelled context ends the attempt as
 // cancelled and closes the request.
 func TestAttemptHeartbeatsAndIsCancelled(t *testing.T) {
+	t.Parallel()
 	s := newServer(t, func(w http.ResponseWriter, r *http.Request) {
 		sse(w, role, text("abc"))
 		silence(r)
@@ -369,6 +374,7 @@ func TestAttemptHeartbeatsAndIsCancelled(t *testing.T) {
 // a TLS handshake that never completes within the connect timeout, sent
 // nothing.
 func TestAttemptConnectFailuresAreNotSent(t *testing.T) {
+	t.Parallel()
 	t.Run("refused", func(t *testing.T) {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -410,6 +416,7 @@ func TestAttemptConnectFailuresAreNotSent(t *testing.T) {
 // What the provider says of an attempt is its outcome; an answer that is
 // not complete and valid is invalid.
 func TestAttemptClassifiesItsEnding(t *testing.T) {
+	t.Parallel()
 	t.Run("rate limited", func(t *testing.T) {
 		s := newServer(t, func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Retry-After", "7")
@@ -460,6 +467,7 @@ func (p brokenProvider) Stream(context.Context, model.Request) (model.Stream, er
 // An error that is not an *AttemptError (a provider breaking its contract)
 // is unknown: the request may have been seen.
 func TestAttemptUnclassifiedErrorIsUnknown(t *testing.T) {
+	t.Parallel()
 	boom := errors.New("boom")
 	r := start(context.Background(), t, brokenProvider{boom})
 	r.end(t)

@@ -2,7 +2,6 @@ package tools
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"time"
 
@@ -45,15 +44,13 @@ type Observation struct {
 }
 
 // Sent is a call whose answer may have been lost, with what its lookup may
-// need besides the arguments.
+// need besides the arguments and the facts recorded before it was sent
+// (Call.Facts).
 type Sent struct {
 	Call
 	// Since is when the operation was first claimed: its effect cannot be
 	// older.
 	Since time.Time
-	// Facts are what the tool's Prepare recorded just before the request
-	// was sent (ledger.Operation.Facts); nil when none were recorded.
-	Facts json.RawMessage
 }
 
 // Effect is what a call leaves in an external system, as its tool knows it.
