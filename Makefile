@@ -1,6 +1,7 @@
 # capstan — see README.md.
 #   make demo   install the pinned Temporal CLI, start a dev server with its UI,
-#               start a sandbox worker and run the sample task
+#               the sandbox program and a worker pointed at it, and run the
+#               sample task
 #   make down   stop what `make demo` started
 #   make test   go vet and the race-enabled test suite, end to end against a
 #               real Temporal dev server
@@ -23,9 +24,10 @@ $(TEMPORAL):
 
 temporal: $(TEMPORAL)
 
+# The worker, the starter and the sandbox program (offline fakes of the
+# model provider, GitHub and Slack, which the worker does not contain).
 build:
-	go build -o $(BIN)/worker ./worker
-	go build -o $(BIN)/starter ./starter
+	go build -o $(BIN)/ ./worker ./starter ./internal/sandbox/cmd/sandbox
 
 vet:
 	go vet ./...

@@ -10,6 +10,7 @@ import (
 
 // Each outcome has one spelling, lower snake case, and no two share one.
 func TestEveryOutcomeHasOneSpelling(t *testing.T) {
+	t.Parallel()
 	want := []string{"declared", "claimed", "not_sent", "running", "succeeded", "failed", "absent",
 		"unknown", "reconciling", "needs_human", "cancelled"}
 	var got []string
@@ -28,6 +29,7 @@ func TestEveryOutcomeHasOneSpelling(t *testing.T) {
 // activity results, the delivery states in task results and in the
 // checkpoints of recorded histories — reads as the outcome it meant.
 func TestOldSpellingsReadAsTheOutcomeTheyMeant(t *testing.T) {
+	t.Parallel()
 	for old, want := range map[string]capstan.Outcome{
 		"DECLARED": capstan.OutcomeDeclared, "CLAIMED": capstan.OutcomeClaimed, "RUNNING": capstan.OutcomeRunning,
 		"SUCCEEDED": capstan.OutcomeSucceeded, "FAILED": capstan.OutcomeFailed, "UNKNOWN": capstan.OutcomeUnknown,
@@ -61,6 +63,7 @@ func TestOldSpellingsReadAsTheOutcomeTheyMeant(t *testing.T) {
 // JSON (a payload must not fail on a newer worker's word) and is never
 // known; the empty string is the zero outcome.
 func TestStrangeOutcomes(t *testing.T) {
+	t.Parallel()
 	if _, err := capstan.ParseOutcome("EXPLODED"); err == nil {
 		t.Error("ParseOutcome accepted a word no release wrote")
 	}
@@ -76,6 +79,7 @@ func TestStrangeOutcomes(t *testing.T) {
 // Known is the one test of "is what happened settled": a task never ends
 // with an effect that is not known unlisted, whatever word it is in.
 func TestKnownOutcomes(t *testing.T) {
+	t.Parallel()
 	known := map[capstan.Outcome]bool{
 		capstan.OutcomeDeclared: true, capstan.OutcomeClaimed: true, capstan.OutcomeNotSent: true,
 		capstan.OutcomeSucceeded: true, capstan.OutcomeFailed: true, capstan.OutcomeAbsent: true,
@@ -89,6 +93,7 @@ func TestKnownOutcomes(t *testing.T) {
 
 // The final verdicts settle an effect's outcome; not_yet leaves it unknown.
 func TestVerdicts(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		v       capstan.Verdict
 		final   bool

@@ -90,6 +90,7 @@ func (f *fixture) args(t *testing.T, s string) string {
 }
 
 func TestExecuteToolActsOnceAndReplaysTheStoredResult(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	args := json.RawMessage(`{"repo":"acme/app","branch":"agent/x","from":"main"}`)
 	in := activities.ExecuteToolInput{Tenant: "default", TaskID: "T1", TurnID: "T1/t1", ToolCallID: "call_1",
@@ -133,6 +134,7 @@ func TestExecuteToolActsOnceAndReplaysTheStoredResult(t *testing.T) {
 }
 
 func TestExecuteToolConflictOnReusedOperationID(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	in := activities.ExecuteToolInput{Tenant: "default", TaskID: "T1", TurnID: "T1/t1", OperationID: "op-1",
 		Tool: githubtools.NameCreateBranch, Arguments: f.args(t, `{"repo":"acme/app","branch":"a","from":"main"}`)}
@@ -151,6 +153,7 @@ func TestExecuteToolConflictOnReusedOperationID(t *testing.T) {
 }
 
 func TestExecuteToolTimeoutAfterSendIsUnknown(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	// GitHub creates the pull request, but the answer never arrives.
 	f.sb.GitHub.SetFault(func(w http.ResponseWriter, r *http.Request, next http.Handler) bool {
@@ -201,6 +204,7 @@ func (d *discard) Write(p []byte) (int, error) { return len(p), nil }
 func (d *discard) WriteHeader(int)             {}
 
 func TestModelTurnCommitsOnlyACompletedAttempt(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	in := activities.ModelTurnInput{TaskID: "T", TurnID: "T/t1", AttemptID: "T/t1/a1", Model: "sandbox:demo",
 		Seed: []model.Message{{Role: model.RoleSystem, Content: "You are a test.\nTask id: T"}, {Role: model.RoleUser, Content: "go"}}}
@@ -274,6 +278,7 @@ func TestModelTurnCommitsOnlyACompletedAttempt(t *testing.T) {
 // A server that takes the request and never answers is cut by the
 // first-event watchdog, not left to Temporal's start-to-close timeout.
 func TestModelTurnCutsAServerThatNeverAnswers(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	f.sb.Model.SetFault(func(w http.ResponseWriter, r *http.Request, _ http.Handler) bool {
 		<-r.Context().Done()
@@ -296,6 +301,7 @@ func TestModelTurnCutsAServerThatNeverAnswers(t *testing.T) {
 
 // An attempt whose connection is refused reports NOT_SENT: nothing left.
 func TestModelTurnRefusedConnectionIsNotSent(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -320,6 +326,7 @@ func TestModelTurnRefusedConnectionIsNotSent(t *testing.T) {
 }
 
 func TestDeliverPostsWithOperationIDInMetadata(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	in := activities.DeliverInput{Tenant: "default", TaskID: "T", OperationID: "default:T:deliver:slack:#c", Channel: "#c", Text: "done"}
 	for i := 0; i < 2; i++ {
@@ -340,6 +347,7 @@ func TestDeliverPostsWithOperationIDInMetadata(t *testing.T) {
 }
 
 func TestExecuteToolWaitsOutAnotherHoldersLease(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
 	args := json.RawMessage(`{"repo":"acme/app","head":"feat","base":"main","title":"t","body":"b"}`)
@@ -364,6 +372,7 @@ func TestExecuteToolWaitsOutAnotherHoldersLease(t *testing.T) {
 }
 
 func TestDeliverTellsDefiniteRefusalsFromUnknownOutcomes(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		slackError string
 		wantType   string
@@ -393,6 +402,7 @@ func TestDeliverTellsDefiniteRefusalsFromUnknownOutcomes(t *testing.T) {
 
 // New refuses to build activities that would fail on their first call.
 func TestNewRefusesMissingDependencies(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	full := activities.Deps{Ledger: f.ledger, Tools: f.acts.Tools, Identity: "w"}
 	for name, d := range map[string]activities.Deps{
@@ -417,6 +427,7 @@ func TestNewRefusesMissingDependencies(t *testing.T) {
 // result, a redelivery, a reset) returns the recorded output and never asks
 // the model again, so its tool calls keep their identity.
 func TestModelTurnNeverResamplesACommittedTurn(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	in := activities.ModelTurnInput{TaskID: "T", TurnID: "T/t1", AttemptID: "T/t1/a1", Model: "sandbox:demo",
 		Seed: []model.Message{{Role: model.RoleSystem, Content: "You are a test.\nTask id: T"}, {Role: model.RoleUser, Content: "go"}}}

@@ -92,6 +92,7 @@ func putFileInput(f *fixture, t *testing.T, opID, content string) activities.Exe
 // is ABSENT, never UNKNOWN, and Temporal retries after the wait GitHub asked
 // for — at most maxRetryAfter (10 min), saying so when it cut the wait.
 func TestExecuteToolRateLimitedMutationIsAbsentAndRetriedAfterTheWait(t *testing.T) {
+	t.Parallel()
 	const secondary = `{"message":"You have exceeded a secondary rate limit. Please wait a few minutes before you try again.","documentation_url":"https://docs.github.com/rest/overview/rate-limits-for-the-rest-api#about-secondary-rate-limits"}`
 	const primary = `{"message":"API rate limit exceeded for installation ID 1.","documentation_url":"https://docs.github.com/rest/overview/rate-limits-for-the-rest-api"}`
 	for _, tc := range []struct {
@@ -174,6 +175,7 @@ func TestExecuteToolRateLimitedMutationIsAbsentAndRetriedAfterTheWait(t *testing
 // A put_file whose write landed but whose answer was lost is SUCCEEDED by
 // reading it back: recorded once, the model told, the file written once.
 func TestExecuteToolPutFileWhoseAnswerWasLostIsReadBack(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	var puts atomic.Int32
 	f.sb.GitHub.SetFault(func(w http.ResponseWriter, r *http.Request, next http.Handler) bool {
@@ -218,6 +220,7 @@ func TestExecuteToolPutFileWhoseAnswerWasLostIsReadBack(t *testing.T) {
 // the retry writes it once. Whether the file was missing or held other
 // content, only the content of the call counts as landed.
 func TestExecuteToolPutFileThatDidNotLandIsAbsent(t *testing.T) {
+	t.Parallel()
 	for _, existing := range []string{"", "old"} {
 		t.Run(fmt.Sprintf("existing %q", existing), func(t *testing.T) {
 			f := newFixture(t)
@@ -265,6 +268,7 @@ func TestExecuteToolPutFileThatDidNotLandIsAbsent(t *testing.T) {
 
 // When the read-back fails too, nobody can tell: UNKNOWN, never ABSENT.
 func TestExecuteToolPutFileWhoseReadBackFailsIsUnknown(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	var putSeen atomic.Bool
 	f.sb.GitHub.SetFault(func(w http.ResponseWriter, r *http.Request, _ http.Handler) bool {
@@ -294,6 +298,7 @@ func TestExecuteToolPutFileWhoseReadBackFailsIsUnknown(t *testing.T) {
 // with 409 — because the first one landed, as the read-back now shows.
 // On a first attempt a 409 is a plain refusal, with no read-back.
 func TestExecuteToolPutFileConflictIsSettledByReadingBack(t *testing.T) {
+	t.Parallel()
 	const contentsPath = "/repos/acme/app/contents/a.md?ref=main"
 	setup := func(t *testing.T) (*fixture, *httptest.ResponseRecorder) {
 		f := newFixture(t)
@@ -386,6 +391,7 @@ func TestExecuteToolPutFileConflictIsSettledByReadingBack(t *testing.T) {
 // Slack's ratelimited answer travels the same path as GitHub's: ABSENT, and
 // a retry after the wait Slack named.
 func TestDeliverRateLimitedIsRetriedAfterTheWait(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	f.sb.Slack.SetFault(func(w http.ResponseWriter, r *http.Request, _ http.Handler) bool {
 		w.Header().Set("Retry-After", "7")

@@ -11,8 +11,8 @@ import (
 	"github.com/slack-go/slack"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/capstanhq/capstan/internal/backoff"
 	"github.com/capstanhq/capstan/internal/breaker"
-	"github.com/capstanhq/capstan/internal/contract"
 	"github.com/capstanhq/capstan/internal/model"
 	"github.com/capstanhq/capstan/internal/tools"
 )
@@ -105,7 +105,7 @@ func modelHealth(o model.Outcome) breaker.Outcome {
 // which capstan draws (Temporal's retry policy has none). The details say
 // which breaker, for the journal and the workflow's current details.
 func (a *Activities) breakerOpen(what string, open *breaker.OpenError) error {
-	wait := contract.JitterAfter(open.Wait, a.Random())
+	wait := backoff.AfterWait.Delay(1, open.Wait, a.Random())
 	return temporal.NewApplicationErrorWithOptions(
 		fmt.Sprintf("%s: %v; trying again in %s", what, open, wait.Round(time.Millisecond)),
 		ErrTypeBreakerOpen, temporal.ApplicationErrorOptions{

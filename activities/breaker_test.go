@@ -66,6 +66,7 @@ func breakerOpenError(t *testing.T, err error, key breaker.Key, within time.Dura
 // released (ABSENT, never marked running) and the activity fails
 // BreakerOpen with the time left. Reads have a breaker of their own.
 func TestExecuteToolSendsNothingWhileTheBreakerIsOpen(t *testing.T) {
+	t.Parallel()
 	set, opt := withBreakers(t, time.Minute)
 	f := newFixture(t, opt)
 	if err := f.sb.GitHub.AddFault(sandbox.FaultRule{Endpoint: "git/create-ref", Kind: sandbox.FaultFail, Status: http.StatusServiceUnavailable}); err != nil {
@@ -114,6 +115,7 @@ func TestExecuteToolSendsNothingWhileTheBreakerIsOpen(t *testing.T) {
 // it succeeds, the breaker closes, and the operation whose claim was
 // released is claimed afresh and acts once.
 func TestExecuteToolProbesOnceAfterTheOpenPeriod(t *testing.T) {
+	t.Parallel()
 	set, opt := withBreakers(t, 300*time.Millisecond)
 	f := newFixture(t, opt)
 	if err := f.sb.GitHub.AddFault(sandbox.FaultRule{Endpoint: "git/create-ref", Kind: sandbox.FaultFail, Status: http.StatusServiceUnavailable}); err != nil {
@@ -146,6 +148,7 @@ func TestExecuteToolProbesOnceAfterTheOpenPeriod(t *testing.T) {
 
 // A definite refusal shows GitHub is up: refusals never open the breaker.
 func TestExecuteToolRefusalsDoNotTripTheBreaker(t *testing.T) {
+	t.Parallel()
 	set, opt := withBreakers(t, time.Minute)
 	f := newFixture(t, opt)
 	for _, b := range []string{"r1", "r2", "r3", "r4"} {
@@ -166,6 +169,7 @@ func TestExecuteToolRefusalsDoNotTripTheBreaker(t *testing.T) {
 // While a Slack post's breaker is open nothing is posted and the delivery's
 // claim is released.
 func TestDeliverSendsNothingWhileSlackBreakerIsOpen(t *testing.T) {
+	t.Parallel()
 	set, opt := withBreakers(t, time.Minute)
 	f := newFixture(t, opt)
 	if err := f.sb.Slack.AddFault(sandbox.FaultRule{Endpoint: "chat.postMessage", Kind: sandbox.FaultFail, Status: http.StatusBadGateway}); err != nil {
@@ -197,6 +201,7 @@ func TestDeliverSendsNothingWhileSlackBreakerIsOpen(t *testing.T) {
 // nothing and ends breaker_open with the time left, for the turn guard to
 // wait out. Rejections (4xx) before that count as answers.
 func TestModelTurnSendsNothingWhileTheProviderBreakerIsOpen(t *testing.T) {
+	t.Parallel()
 	set, opt := withBreakers(t, time.Minute)
 	f := newFixture(t, opt)
 	var requests atomic.Int64
@@ -247,6 +252,7 @@ func TestModelTurnSendsNothingWhileTheProviderBreakerIsOpen(t *testing.T) {
 // count against a dependency; a 4xx shows it is up; a cancellation or a
 // call that never left proves nothing.
 func TestBreakerHealthOfErrors(t *testing.T) {
+	t.Parallel()
 	ghAnswer := func(status int) error {
 		return &github.ErrorResponse{Response: &http.Response{StatusCode: status, Request: &http.Request{Method: "POST", URL: &url.URL{}}}, Message: "x"}
 	}

@@ -74,6 +74,7 @@ func overflowing() []model.Message {
 // exchange, keeps the opening and the newest exchange, commits once, and
 // never samples again.
 func TestModelTurnCompactsTheOldestItems(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	msgs := overflowing()
 	in := activities.ModelTurnInput{TaskID: "T", TurnID: "T/t3/k1", AttemptID: "T/t3/k1/a1", Model: "sandbox:hello",
@@ -124,6 +125,7 @@ func TestModelTurnCompactsTheOldestItems(t *testing.T) {
 // With nothing between the opening and the newest exchange, a compaction
 // sends nothing and says so.
 func TestModelTurnHasNothingToCompact(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	in := activities.ModelTurnInput{TaskID: "T", TurnID: "T/t1/k1", AttemptID: "T/t1/k1/a1", Model: "sandbox:hello", Compact: true,
 		Seed: []model.Message{{Role: model.RoleSystem, Content: "s"}, {Role: model.RoleUser, Content: strings.Repeat("huge prompt ", 100)}}}
@@ -143,6 +145,7 @@ func TestModelTurnHasNothingToCompact(t *testing.T) {
 // When the summary call failed, the same items are removed behind a marker
 // that says so; the newest exchange and the opening stay.
 func TestTruncateTranscriptLeavesAMarker(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	msgs := overflowing()
 	in := activities.TruncateInput{TaskID: "T", TurnID: "T/t3/k1", Transcript: f.transcript(t, msgs[:4]...),

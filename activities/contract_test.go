@@ -13,6 +13,7 @@ import (
 // renamed without its contract name (or the other way round) fails here,
 // not as an activity no worker serves.
 func TestContractNamesEveryActivity(t *testing.T) {
+	t.Parallel()
 	typ := reflect.TypeOf(&activities.Activities{})
 	for name, want := range map[string]struct{ in, out any }{
 		contract.ActivityModelTurn:          {contract.ModelTurnInput{}, contract.ModelTurnResult{}},

@@ -68,15 +68,7 @@ func (a *Activities) deliver(ctx context.Context, in DeliverInput) (DeliverResul
 		return res, nil
 	}
 	fence := rec.Fence
-	stop := a.heartbeat(ctx, a.heartbeatInterval(ctx),
-		func() any { return OperationHeartbeat{OperationID: in.OperationID, Step: stepCalling} },
-		a.renewLease(ctx, in.OperationID, fence))
-	channel, ts, postErr := a.Slack.PostMessageContext(ctx, in.Channel,
-		slack.MsgOptionText(in.Text, false),
-		slack.MsgOptionMetadata(slackpost.Metadata(in.OperationID, in.TaskID)),
-	)
-	permit.Done(slackHealth(postErr))
-	stop()
+	channel, ts, postErr := a.postToSlack(ctx, in, fence, permit)
 
 	// Every write from here on records what the post did: the activity's
 	// cancellation must not break it.
@@ -126,6 +118,22 @@ func (a *Activities) deliver(ctx context.Context, in DeliverInput) (DeliverResul
 		}
 		return res, unknownOperation(in.OperationID, capstan.OutcomeUnknown, postErr)
 	}
+}
+
+// postToSlack sends the post of delivery in, claimed under fence,
+// heartbeating and renewing the claim's lease while it is in flight, and
+// tells the breaker what Slack's answer showed.
+func (a *Activities) postToSlack(ctx context.Context, in DeliverInput, fence int64, permit *breaker.Permit) (channel, ts string, err error) {
+	stop := a.heartbeat(ctx, a.heartbeatInterval(ctx),
+		func() any { return OperationHeartbeat{OperationID: in.OperationID, Step: stepCalling} },
+		a.renewLease(ctx, in.OperationID, fence))
+	defer stop()
+	channel, ts, err = a.Slack.PostMessageContext(ctx, in.Channel,
+		slack.MsgOptionText(in.Text, false),
+		slack.MsgOptionMetadata(slackpost.Metadata(in.OperationID, in.TaskID)),
+	)
+	permit.Done(slackHealth(err))
+	return channel, ts, err
 }
 
 // deliverComment posts the final answer as a comment on a GitHub issue or

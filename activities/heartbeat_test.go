@@ -70,6 +70,7 @@ func (f *fixture) workflowEnv() *testsuite.TestWorkflowEnvironment {
 // three heartbeats — which Temporal's batching spaces by 80 % of the
 // timeout, so the call outlives the timeout — then serves it.
 func TestOperationsHeartbeatWhileTheCallRuns(t *testing.T) {
+	t.Parallel()
 	const heartbeatTimeout = 2 * time.Second
 	opts := callOptions{HeartbeatTimeout: heartbeatTimeout, StartToCloseTimeout: time.Minute}
 	for _, tc := range []struct {
@@ -182,6 +183,7 @@ func TestOperationsHeartbeatWhileTheCallRuns(t *testing.T) {
 // (The test environment reports the activity's end once its function has
 // returned, so the ledger is settled when ExecuteWorkflow returns.)
 func TestExecuteToolRecordsWhatHappenedAfterItsDeadline(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	env := f.workflowEnv()
 	var puts atomic.Int32
@@ -212,6 +214,7 @@ func TestExecuteToolRecordsWhatHappenedAfterItsDeadline(t *testing.T) {
 // the attempt's start, so a beat as the activity starts would tell the
 // server nothing it needs.
 func TestQuickOperationsSendNoHeartbeat(t *testing.T) {
+	t.Parallel()
 	opts := callOptions{HeartbeatTimeout: time.Minute, StartToCloseTimeout: time.Minute}
 	for _, tc := range []struct {
 		name string

@@ -167,6 +167,7 @@ func (e noteEffect) Find(ctx context.Context) (tools.Observation, error) {
 }
 
 func TestANewToolIsReconciledThroughTheGenericPath(t *testing.T) {
+	t.Parallel()
 	notes := &notesService{}
 	srv := httptest.NewServer(notes)
 	t.Cleanup(srv.Close)

@@ -125,6 +125,7 @@ func (f *observedFixture) want(t *testing.T, name string, labels map[string]stri
 // whether a tool call, a delivery or a reconciler wrote it; a replay, or a
 // hand-back that leaves an operation UNKNOWN, counts nothing.
 func TestOperationStatesAreCountedAsTheLedgerRecordsThem(t *testing.T) {
+	t.Parallel()
 	f := newObservedFixture(t)
 	pr := githubtools.NameCreatePullRequest
 
@@ -208,6 +209,7 @@ func TestOperationStatesAreCountedAsTheLedgerRecordsThem(t *testing.T) {
 // Deliveries are counted by how each attempt ended, and a rate-limited one
 // as a retry with its reason.
 func TestDeliveriesAndRetriesAreCountedWithTheirReasons(t *testing.T) {
+	t.Parallel()
 	f := newObservedFixture(t)
 	if err := f.sb.Slack.AddFault(sandbox.FaultRule{Endpoint: "chat.postMessage", Kind: sandbox.FaultRateLimit, Times: 1, RetryAfter: time.Second}); err != nil {
 		t.Fatal(err)

@@ -12,8 +12,8 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/capstanhq/capstan"
+	"github.com/capstanhq/capstan/internal/backoff"
 	"github.com/capstanhq/capstan/internal/breaker"
-	"github.com/capstanhq/capstan/internal/contract"
 	"github.com/capstanhq/capstan/internal/ledger"
 	"github.com/capstanhq/capstan/internal/tools"
 )
@@ -185,7 +185,7 @@ const maxRetryAfter = 10 * time.Minute
 func (a *Activities) notSent(ctx context.Context, errType, msg string, cause error) error {
 	opts := temporal.ApplicationErrorOptions{Cause: cause, NextRetryDelay: a.backoff(ctx)}
 	if wait, ok := tools.RetryAfter(cause); ok {
-		opts.NextRetryDelay = contract.JitterAfter(min(max(wait, time.Second), maxRetryAfter), a.Random())
+		opts.NextRetryDelay = backoff.AfterWait.Delay(1, min(max(wait, time.Second), maxRetryAfter), a.Random())
 		if wait > maxRetryAfter {
 			msg += fmt.Sprintf("; the service asked to wait %s, longer than capstan waits at once: retrying after %s", wait, opts.NextRetryDelay)
 		} else {
@@ -202,7 +202,7 @@ func (a *Activities) inProgress(id string, op ledger.Operation) error {
 	wait := op.LeaseExpiresAt.Sub(a.Now()) + time.Second
 	return temporal.NewApplicationErrorWithOptions(
 		fmt.Sprintf("operation %s is held by %s until %s", id, op.LeaseOwner, op.LeaseExpiresAt.UTC().Format(time.RFC3339)),
-		ErrTypeOperationInProgress, temporal.ApplicationErrorOptions{NextRetryDelay: contract.JitterAfter(max(wait, time.Second), a.Random())})
+		ErrTypeOperationInProgress, temporal.ApplicationErrorOptions{NextRetryDelay: backoff.AfterWait.Delay(1, max(wait, time.Second), a.Random())})
 }
 
 // owner names the lease holder: this worker and this activity attempt.

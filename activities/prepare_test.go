@@ -39,6 +39,7 @@ func expectHeadFact(t *testing.T, op ledger.Operation, head string) {
 // branch was at before the request was sent: when it succeeds, and when its
 // answer is lost and only a reconciler can tell.
 func TestExecuteToolRecordsThePullRequestHeadBeforeSending(t *testing.T) {
+	t.Parallel()
 	t.Run("succeeded", func(t *testing.T) {
 		f := newReconcileFixture(t)
 		f.prepareBranch(t)
@@ -73,6 +74,7 @@ func TestExecuteToolRecordsThePullRequestHeadBeforeSending(t *testing.T) {
 // retryable not-sent error, after the wait a rate limit asked for; the
 // retry records the head and sends once.
 func TestExecuteToolWhosePrepareFailsIsNotSent(t *testing.T) {
+	t.Parallel()
 	for _, rule := range []sandbox.FaultRule{
 		{Endpoint: "git/get-ref", Kind: sandbox.FaultFail, Status: 502, Times: 1},
 		{Endpoint: "git/get-ref", Kind: sandbox.FaultSecondaryRateLimit, RetryAfter: 42 * time.Second, Times: 1},
@@ -127,6 +129,7 @@ func TestExecuteToolWhosePrepareFailsIsNotSent(t *testing.T) {
 // it opened is found after the branch moved on, and one whose marker was
 // edited out is left to a person rather than called absent.
 func TestReconcileMatchesTheRecordedHead(t *testing.T) {
+	t.Parallel()
 	t.Run("branch moved", func(t *testing.T) {
 		f := newReconcileFixture(t)
 		in, _ := f.unknownPR(t, sandbox.FaultDrop)

@@ -13,6 +13,7 @@ import (
 // into history says how much a read read of what, never the content; a
 // write's names what it wrote.
 func TestToolPreviewsNameWhatCapstanWroteNotWhatItRead(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	run := func(in activities.ExecuteToolInput) activities.ExecuteToolResult {
 		t.Helper()

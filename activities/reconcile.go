@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -13,6 +12,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/capstanhq/capstan"
+	"github.com/capstanhq/capstan/internal/backoff"
 	"github.com/capstanhq/capstan/internal/ledger"
 	"github.com/capstanhq/capstan/internal/logids"
 	"github.com/capstanhq/capstan/internal/model"
@@ -22,13 +22,9 @@ import (
 )
 
 // Backoff between the questions of one Reconcile while the effect is not
-// seen yet or the question could not be asked: full jitter, growing from
-// reconcileBackoffBase to reconcileBackoffCap, never past the end of the
-// consistency window.
-const (
-	reconcileBackoffBase = time.Second
-	reconcileBackoffCap  = 10 * time.Second
-)
+// seen yet or the question could not be asked: full jitter, doubling from
+// 1 s to 10 s, never past the end of the consistency window.
+var reconcileBackoff = backoff.Policy{Base: time.Second, Cap: 10 * time.Second}
 
 // ReconcileProgress is Reconcile's heartbeat detail.
 type ReconcileProgress struct {
@@ -192,7 +188,7 @@ func (a *Activities) askUntilSure(ctx context.Context, in ReconcileInput, op led
 		}
 	})
 
-	ans, err := a.Reconcilers.Reconcile(ctx, q, reconcilers.Pace{Now: a.Now, Backoff: fullJitter,
+	ans, err := a.Reconcilers.Reconcile(ctx, q, reconcilers.Pace{Now: a.Now, Backoff: a.reconcileBackoff,
 		Asked: func(asked int, last string) {
 			progress.set(asked, last)
 			if activity.IsActivity(ctx) {
@@ -418,8 +414,8 @@ func (a *Activities) startReconcileHeartbeat(ctx context.Context, progress *reco
 	}
 }
 
-// fullJitter is the n-th backoff (from 0): uniform in (0, min(cap, base·2ⁿ)].
-func fullJitter(n int) time.Duration {
-	ceiling := min(reconcileBackoffCap, reconcileBackoffBase<<min(n, 16))
-	return time.Duration(rand.Int64N(int64(ceiling))) + 1
+// reconcileBackoff is the wait after the n-th question (from 0), drawn
+// from Deps.Random.
+func (a *Activities) reconcileBackoff(n int) time.Duration {
+	return reconcileBackoff.Delay(n+1, 0, a.Random())
 }

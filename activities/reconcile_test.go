@@ -40,7 +40,9 @@ type reconcileFixture struct {
 	heartbeats []activities.ReconcileProgress
 }
 
-func newReconcileFixture(t *testing.T) *reconcileFixture {
+// newReconcileFixture builds the fixture; each option may change the
+// dependencies before the activities are built.
+func newReconcileFixture(t *testing.T, options ...func(*activities.Deps)) *reconcileFixture {
 	t.Helper()
 	f := &reconcileFixture{fixture: newFixture(t)}
 	gh, err := githubtools.NewClient(f.sb.GitHubURL, "test-token", &http.Client{Timeout: 10 * time.Second})
@@ -50,15 +52,21 @@ func newReconcileFixture(t *testing.T) *reconcileFixture {
 	sc := slack.New("xoxb-test", slack.OptionAPIURL(f.sb.SlackURL))
 	f.gh = gh
 	registry := tools.NewRegistry(githubtools.Tools(gh)...)
-	f.acts, err = activities.New(activities.Deps{
+	deps := activities.Deps{
 		Ledger:      f.ledger,
 		Tools:       registry,
 		Slack:       sc,
 		Reconcilers: reconcilers.NewSet(registry, slackpost.NewMessages(sc)),
 		Identity:    "reconcile-worker",
 		Now:         time.Now,
-		Random:      func() float64 { return 0 }, // no jitter, as in newFixture
-	})
+		// No jitter, as in newFixture. A test whose Reconcile asks more
+		// than once passes halfway: a draw of 0 would ask again at once.
+		Random: func() float64 { return 0 },
+	}
+	for _, o := range options {
+		o(&deps)
+	}
+	f.acts, err = activities.New(deps)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,6 +189,7 @@ func expectAppError(t *testing.T, what string, err error, errType string) *tempo
 // was recovered, and nothing is sent twice — not by a retry, not by the lost
 // attempt waking up.
 func TestReconcileFindsAPullRequestRecordedUnknown(t *testing.T) {
+	t.Parallel()
 	f := newReconcileFixture(t)
 	in, oldFence := f.unknownPR(t, sandbox.FaultDrop)
 	if n := f.sb.GitHub.Stats().PullRequestsCreated; n != 1 {
@@ -252,7 +261,8 @@ func TestReconcileFindsAPullRequestRecordedUnknown(t *testing.T) {
 // GitHub failed before acting: nothing is seen through the whole window, so
 // the operation is ABSENT and the same id may be executed again — once.
 func TestReconcileAbsentAfterTheWindow(t *testing.T) {
-	f := newReconcileFixture(t)
+	t.Parallel()
+	f := newReconcileFixture(t, halfway)
 	in, _ := f.unknownPR(t, sandbox.FaultFail)
 	if n := f.sb.GitHub.Stats().PullRequestsCreated; n != 0 {
 		t.Fatalf("pull requests created = %d, want 0", n)
@@ -287,7 +297,8 @@ func TestReconcileAbsentAfterTheWindow(t *testing.T) {
 // The list lags behind the write by less than the window: "not yet", then
 // found on a later question.
 func TestReconcileLaggingListIsFoundOnALaterQuestion(t *testing.T) {
-	f := newReconcileFixture(t)
+	t.Parallel()
+	f := newReconcileFixture(t, halfway)
 	in, _ := f.unknownPR(t, sandbox.FaultDrop)
 	const lag = 2 * time.Second
 	if err := f.sb.GitHub.AddFault(sandbox.FaultRule{Endpoint: "pulls/list", Kind: sandbox.FaultLag, Lag: lag}); err != nil {
@@ -316,7 +327,8 @@ func TestReconcileLaggingListIsFoundOnALaterQuestion(t *testing.T) {
 // absent. Past the window it is indeterminate, the operation NEEDS_HUMAN,
 // nothing may be sent; then a person confirms it and the model is told.
 func TestReconcileFailingListIsIndeterminateThenAPersonResolves(t *testing.T) {
-	f := newReconcileFixture(t)
+	t.Parallel()
+	f := newReconcileFixture(t, halfway)
 	in, oldFence := f.unknownPR(t, sandbox.FaultDrop)
 	if err := f.sb.GitHub.AddFault(sandbox.FaultRule{Endpoint: "pulls/list", Kind: sandbox.FaultFail, Status: 503}); err != nil {
 		t.Fatal(err)
@@ -366,7 +378,8 @@ func TestReconcileFailingListIsIndeterminateThenAPersonResolves(t *testing.T) {
 
 // A person says absent: ABSENT, and the tool may send again.
 func TestReconcileRecordsAPersonsAbsent(t *testing.T) {
-	f := newReconcileFixture(t)
+	t.Parallel()
+	f := newReconcileFixture(t, halfway)
 	in, _ := f.unknownPR(t, sandbox.FaultFail)
 	if err := f.sb.GitHub.AddFault(sandbox.FaultRule{Endpoint: "pulls/list", Kind: sandbox.FaultFail}); err != nil {
 		t.Fatal(err)
@@ -417,6 +430,7 @@ func TestReconcileRecordsAPersonsAbsent(t *testing.T) {
 // A Slack delivery whose answer was lost is found by its metadata; a
 // delivery has no tool message.
 func TestReconcileFindsASlackDelivery(t *testing.T) {
+	t.Parallel()
 	f := newReconcileFixture(t)
 	if err := f.sb.Slack.AddFault(sandbox.FaultRule{Endpoint: "chat.postMessage", Kind: sandbox.FaultDrop, Times: 1}); err != nil {
 		t.Fatal(err)
@@ -450,6 +464,7 @@ func TestReconcileFindsASlackDelivery(t *testing.T) {
 // While another attempt holds a live lease, Reconcile neither asks nor
 // writes: Temporal retries it when the lease ends.
 func TestReconcileWaitsForALiveLease(t *testing.T) {
+	t.Parallel()
 	f := newReconcileFixture(t)
 	ctx := context.Background()
 	claim, err := f.ledger.Claim(ctx, ledger.ClaimRequest{Op: ledger.Operation{ID: "op-busy", Kind: githubtools.NameComment, RequestHash: "h"},
@@ -479,6 +494,7 @@ func TestReconcileWaitsForALiveLease(t *testing.T) {
 // A worker without reconcilers fails as misconfigured, and hands the
 // operation back so that a worker that has them takes it at once.
 func TestReconcileWithoutReconcilersHandsTheOperationBack(t *testing.T) {
+	t.Parallel()
 	f := newReconcileFixture(t)
 	in, oldFence := f.unknownPR(t, sandbox.FaultDrop)
 	rin := activities.ReconcileInput{Tenant: "d", TaskID: "T", OperationID: in.OperationID, ToolCallID: "call_pr",

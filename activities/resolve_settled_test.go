@@ -15,6 +15,7 @@ import (
 // SUCCEEDED at their URL, under a new fence, the model told — and nothing
 // is sent.
 func TestReconcileAppliesAPersonsFoundOverAnAbsentLedger(t *testing.T) {
+	t.Parallel()
 	f := newReconcileFixture(t)
 	in, _ := f.unknownPR(t, sandbox.FaultFail)
 	base := activities.ReconcileInput{Tenant: "d", TaskID: "T", OperationID: in.OperationID, ToolCallID: "call_pr",

@@ -3,18 +3,22 @@ package activities
 import (
 	"context"
 	"errors"
-	"math"
 	"time"
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
+
+	"github.com/capstanhq/capstan/internal/backoff"
 )
 
 // This file gives every retry delay of a tool call, a delivery or a
 // reconciliation its jitter (docs/design.md §7). Temporal's retry policy
 // has none: a pool of workers whose calls failed together would all try
-// again together. So capstan draws the delay of each retry itself and hands
-// it to Temporal as the error's next-retry delay.
+// again together. So capstan draws the delay of each retry itself, with
+// internal/backoff and Deps.Random, and hands it to Temporal as the error's
+// next-retry delay. A wait a service, a breaker or another claim's lease
+// named is the floor of backoff.AfterWait: every caller told to wait comes
+// back no sooner than told, and not all at the same instant.
 
 // Backoff of an activity whose retry policy the server did not send:
 // Temporal's own defaults.
@@ -46,8 +50,10 @@ func (a *Activities) backoff(ctx context.Context) time.Duration {
 	if maximum <= 0 {
 		maximum = 100 * initial // Temporal's default maximum interval
 	}
-	d := time.Duration(min(float64(initial)*math.Pow(coefficient, float64(attempt-1)), float64(maximum)))
-	return d/2 + time.Duration(a.Random()*float64(d/2))
+	// Equal jitter: the first half of the policy's interval is a floor,
+	// full jitter draws the second.
+	half := backoff.Policy{Base: initial, Cap: maximum, Multiplier: coefficient}.Span(int(attempt)) / 2
+	return backoff.Policy{Base: half, Cap: half}.Delay(1, half, a.Random())
 }
 
 // retryable is err as the activity hands it to Temporal: a failure Temporal

@@ -15,6 +15,7 @@ func halfway(d *activities.Deps) { d.Random = func() float64 { return 0.5 } }
 // A wait a service named is kept, and jitter added on top, so a pool of
 // workers limited together does not come back together.
 func TestRateLimitWaitGetsJitter(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, halfway)
 	f.sb.Slack.SetFault(func(w http.ResponseWriter, r *http.Request, _ http.Handler) bool {
 		w.Header().Set("Retry-After", "7")
@@ -32,6 +33,7 @@ func TestRateLimitWaitGetsJitter(t *testing.T) {
 // the ledger) is retried after the activity's own backoff, jittered:
 // Temporal's policy alone would retry every worker's failures in lockstep.
 func TestTransientFailureGetsAJitteredBackoff(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, halfway)
 	_, err := f.env.ExecuteActivity(f.acts.ExecuteTool, activities.ExecuteToolInput{Tenant: "d", TaskID: "T", TurnID: "T/t1",
 		OperationID: "d:T:t1:github_get_file:1", ToolCallID: "c", Tool: githubtools.NameGetFile, Arguments: "sha256:0000"})

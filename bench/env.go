@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -12,15 +11,11 @@ import (
 	"sync/atomic"
 	"time"
 
-	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/api/operatorservice/v1"
-	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/capstanhq/capstan/internal/sandbox"
 	"github.com/capstanhq/capstan/internal/testenv"
-	"github.com/capstanhq/capstan/workflows"
 )
 
 // env is what every measurement shares: one Temporal dev server, one
@@ -36,8 +31,9 @@ type env struct {
 	seq     atomic.Int64 // numbers task queues and task ids, so runs never share one
 }
 
-// startEnv starts the dev server from the pinned CLI and the sandbox, and
-// registers capstan's search attributes, as a worker does at start.
+// startEnv starts the dev server from the pinned CLI and the sandbox. The
+// first capstan worker registers capstan's search attributes, as it does
+// on any server (internal/workerapp).
 func startEnv(ctx context.Context, dir string) (_ *env, err error) {
 	e := &env{dir: dir}
 	defer func() {
@@ -62,9 +58,6 @@ func startEnv(ctx context.Context, dir string) (_ *env, err error) {
 		return nil, fmt.Errorf("start the Temporal dev server: %w", err)
 	}
 	e.client = e.server.Client()
-	if err := registerSearchAttributes(ctx, e.client); err != nil {
-		return nil, err
-	}
 	e.sandbox, err = sandbox.Start(sandbox.Options{})
 	if err != nil {
 		return nil, fmt.Errorf("start the sandbox: %w", err)
@@ -88,23 +81,6 @@ func (e *env) close() {
 // reused, so a late task of one run can never be counted in another.
 func (e *env) next(prefix string) string {
 	return fmt.Sprintf("%s-%d", prefix, e.seq.Add(1))
-}
-
-// registerSearchAttributes adds the attributes AgentTask sets, as the worker
-// does on a namespace that lacks them.
-func registerSearchAttributes(ctx context.Context, c client.Client) error {
-	attrs := map[string]enumspb.IndexedValueType{}
-	for _, key := range workflows.SearchAttributes {
-		attrs[key.GetName()] = key.GetValueType()
-	}
-	_, err := c.OperatorService().AddSearchAttributes(ctx, &operatorservice.AddSearchAttributesRequest{
-		Namespace: "default", SearchAttributes: attrs,
-	})
-	var exists *serviceerror.AlreadyExists
-	if err != nil && !errors.As(err, &exists) {
-		return fmt.Errorf("register search attributes: %w", err)
-	}
-	return nil
 }
 
 // serverCPU returns the CPU time the dev server process (a child of this

@@ -291,7 +291,7 @@ func (e *env) runLoad(ctx context.Context, workers int, ledgerDSN string, res lo
 		return err
 	}
 	defer cp.stop()
-	bp, err := e.startBare(bq, workers, rpcs[kindBare])
+	bp, err := e.startBare(ctx, bq, workers, rpcs[kindBare])
 	if err != nil {
 		return err
 	}

@@ -4,7 +4,9 @@
 // `make test` does not run it.
 //
 // It starts a Temporal dev server from the pinned CLI, the sandbox (model,
-// GitHub and Slack fakes on loopback) and workers in this process, then
+// GitHub and Slack fakes on loopback) and workers in this process — capstan
+// workers built by internal/workerapp, the package the worker binary runs,
+// configured with the environment the sandbox hands a worker — then
 // measures, side by side:
 //
 //   - tasks per second and p50/p99 task latency for N = 1, 10 and 100
@@ -202,7 +204,7 @@ func measureHistory(ctx context.Context, e *env, res *results, dir string) error
 		return err
 	}
 	defer hp.stop()
-	bp, err := e.startBare(bq, 1, nil)
+	bp, err := e.startBare(ctx, bq, 1, nil)
 	if err != nil {
 		return err
 	}

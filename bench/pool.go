@@ -3,11 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
-	"log/slog"
-	"net/http"
-	"time"
+	"io"
+	"strings"
 
-	"github.com/slack-go/slack"
 	"go.temporal.io/sdk/client"
 	tlog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
@@ -15,84 +13,77 @@ import (
 
 	"github.com/capstanhq/capstan/activities"
 	"github.com/capstanhq/capstan/internal/config"
-	"github.com/capstanhq/capstan/internal/ledger/ledgerdsn"
-	"github.com/capstanhq/capstan/internal/logids"
-	"github.com/capstanhq/capstan/internal/metrics"
-	"github.com/capstanhq/capstan/internal/model"
-	"github.com/capstanhq/capstan/internal/model/openai"
 	"github.com/capstanhq/capstan/internal/sandbox"
-	"github.com/capstanhq/capstan/internal/tools"
-	githubtools "github.com/capstanhq/capstan/internal/tools/github"
-	"github.com/capstanhq/capstan/internal/tools/slackpost"
-	"github.com/capstanhq/capstan/reconcilers"
-	"github.com/capstanhq/capstan/workflows"
+	"github.com/capstanhq/capstan/internal/workerapp"
 )
-
-// sandboxToken is what the bench's clients send; the fakes accept any.
-const sandboxToken = "capstan-bench-token-not-a-secret"
 
 // pool is a set of workers polling one task queue in this process. Each
 // worker has what a worker process has of its own: a Temporal client, HTTP
-// clients and (for capstan) a ledger connection; they share only the Go
-// runtime, and the SQLite file, as worker processes on one machine would.
+// clients, metrics and live-stream endpoints and (for capstan) a ledger
+// connection; they share only the Go runtime, and the SQLite file, as
+// worker processes on one machine would.
 type pool struct {
-	queue   string
-	workers []worker.Worker
-	closers []func()
+	queue string
+	stops []func() // in start order; stop runs them backwards
 }
 
 func (p *pool) stop() {
-	for _, w := range p.workers {
-		w.Stop()
-	}
-	for i := len(p.closers) - 1; i >= 0; i-- {
-		p.closers[i]()
+	for i := len(p.stops) - 1; i >= 0; i-- {
+		p.stops[i]()
 	}
 }
 
-// clients are the three external clients one worker builds from its
-// configuration, exactly as worker/worker.go builds them.
-type clients struct {
-	providers map[string]model.Provider
-	tools     *tools.Registry
-	slack     *slack.Client
+// workerOptions says how one bench worker is configured beyond pointing it
+// at the sandbox.
+type workerOptions struct {
+	queue     string
+	ledgerDSN string
+	breakers  bool // CAPSTAN_BREAKERS on or off
 }
 
-func (e *env) newClients(sb *sandbox.Sandbox, logger *slog.Logger) (clients, error) {
-	cfg := config.FromEnv(func(string) string { return "" })
-	if err := cfg.UseSandbox(sb.ModelURL, sb.GitHubURL, sb.SlackURL, sandboxToken); err != nil {
-		return clients{}, err
+// workerConfig is the configuration of one bench worker, read as a worker
+// process reads its environment: the sandbox's worker environment (its
+// base URLs and tokens), the pool's queue and ledger, and endpoints for
+// metrics and live streams on free loopback ports (a worker serves both by
+// default). Everything else keeps the worker's default.
+func workerConfig(sb *sandbox.Sandbox, o workerOptions) (config.Config, config.LiveStream, error) {
+	env := map[string]string{
+		"CAPSTAN_LEDGER_DSN":   o.ledgerDSN,
+		"CAPSTAN_METRICS_ADDR": "127.0.0.1:0",
+		"CAPSTAN_STREAM_ADDR":  "127.0.0.1:0",
 	}
-	httpClient := &http.Client{Timeout: time.Minute}
-	gh, err := githubtools.NewClient(cfg.GitHubAPIURL, cfg.GitHubToken, httpClient)
-	if err != nil {
-		return clients{}, err
+	for _, kv := range sb.WorkerEnv(o.queue) {
+		k, v, _ := strings.Cut(kv, "=")
+		env[k] = v
 	}
-	prov := openai.New(openai.Config{BaseURL: cfg.OpenAIBaseURL, APIKey: cfg.OpenAIAPIKey,
-		ConnectTimeout: cfg.ModelConnectTimeout, Logger: logger})
-	return clients{
-		providers: map[string]model.Provider{"openai": prov, "sandbox": prov},
-		tools:     tools.NewRegistry(githubtools.Tools(gh)...),
-		slack:     slack.New(cfg.SlackBotToken, slack.OptionHTTPClient(httpClient), slack.OptionAPIURL(cfg.SlackAPIURL)),
-	}, nil
+	if !o.breakers {
+		env["CAPSTAN_BREAKERS"] = "off"
+	}
+	lookup := func(k string) (string, bool) {
+		v, ok := env[k]
+		return v, ok
+	}
+	ls, err := config.LiveStreamFromLookupEnv(lookup)
+	return config.FromLookupEnv(lookup), ls, err
 }
 
-// dial connects one worker's own Temporal client; rpcs, when set, counts
-// its calls, and m, when set, receives the SDK's metrics.
-func (e *env) dial(identity string, rpcs *rpcCounter, m *metrics.Metrics) (client.Client, error) {
-	o := client.Options{
-		HostPort:  e.server.FrontendHostPort(),
-		Namespace: "default",
-		Identity:  identity,
-		Logger:    tlog.NewStructuredLogger(e.logger),
+// dialer connects each worker's own Temporal client to the env's dev
+// server; rpcs, when set, counts its calls.
+func (e *env) dialer(rpcs *rpcCounter) workerapp.DialFunc {
+	return func(ctx context.Context, identity string, logger tlog.Logger, m client.MetricsHandler) (client.Client, client.Options, error) {
+		o := client.Options{
+			HostPort:       e.server.FrontendHostPort(),
+			Namespace:      "default",
+			Identity:       identity,
+			Logger:         logger,
+			MetricsHandler: m,
+		}
+		if rpcs != nil {
+			o.ConnectionOptions.DialOptions = []grpc.DialOption{grpc.WithChainUnaryInterceptor(rpcs.interceptor)}
+		}
+		c, err := client.DialContext(ctx, o)
+		return c, o, err
 	}
-	if m != nil {
-		o.MetricsHandler = m.TemporalHandler()
-	}
-	if rpcs != nil {
-		o.ConnectionOptions.DialOptions = []grpc.DialOption{grpc.WithChainUnaryInterceptor(rpcs.interceptor)}
-	}
-	return client.Dial(o)
 }
 
 // capstanOptions says how a capstan pool is built.
@@ -102,112 +93,87 @@ type capstanOptions struct {
 	timer     *ledgerTimer // when set, every ledger call is timed
 	rpcs      *rpcCounter  // when set, every call to the server is counted
 	// breakers on or off (breakers.go); a worker's default is on, so every
-	// pool but the outage's "off" run has them once they are built.
+	// pool but the outage's "off" run has them.
 	breakers bool
 	// sandbox the workers talk to; nil means the env's.
 	sandbox *sandbox.Sandbox
 }
 
-// startCapstan starts a pool of capstan workers: AgentTask and the
-// activities built with activities.New, wired as worker/worker.go wires
-// them (the worker is package main; this mirrors its start function),
-// with what a worker has on by default: its logger adding the task's ids,
-// its metrics (capstan's and the SDK's, in a registry of its own; nothing
-// scrapes them here) and its breakers.
+// startCapstan starts a pool of capstan workers, each built by
+// internal/workerapp — the package the worker binary runs — from a
+// worker's configuration (workerConfig), so the pool is the worker that
+// ships: its logger adding the task's ids, its metrics, live streams and
+// breakers.
 func (e *env) startCapstan(ctx context.Context, queue string, o capstanOptions) (*pool, error) {
 	p := &pool{queue: queue}
+	sb := o.sandbox
+	if sb == nil {
+		sb = e.sandbox
+	}
+	var wrap func(activities.Ledger) activities.Ledger
+	if o.timer != nil {
+		wrap = o.timer.wrap
+	}
 	for i := range o.workers {
-		identity := fmt.Sprintf("capstan-bench@%s/%d", queue, i)
-		logger := logids.Logger(e.logger)
-		m, err := metrics.New(logger)
+		cfg, live, err := workerConfig(sb, workerOptions{queue: queue, ledgerDSN: o.ledgerDSN, breakers: o.breakers})
 		if err != nil {
 			p.stop()
 			return nil, err
 		}
-		p.closers = append(p.closers, func() { _ = m.Close(context.Background()) })
-		store, err := ledgerdsn.Open(ctx, o.ledgerDSN, ledgerdsn.Options{Logger: logger})
-		if err != nil {
-			p.stop()
-			return nil, fmt.Errorf("open the ledger: %w", err)
-		}
-		p.closers = append(p.closers, func() { _ = store.Close() })
-		var led activities.Ledger = store
-		if o.timer != nil {
-			led = o.timer.wrap(store)
-		}
-		sb := o.sandbox
-		if sb == nil {
-			sb = e.sandbox
-		}
-		cl, err := e.newClients(sb, logger)
+		w, err := workerapp.New(ctx, workerapp.Options{
+			Config:     cfg,
+			LiveStream: live,
+			Logger:     e.logger,
+			Stdout:     io.Discard,
+			Identity:   fmt.Sprintf("capstan-bench@%s/%d", queue, i),
+			Dial:       e.dialer(o.rpcs),
+			WrapLedger: wrap,
+		})
 		if err != nil {
 			p.stop()
 			return nil, err
 		}
-		deps := activities.Deps{
-			Ledger:      led,
-			Providers:   cl.providers,
-			Tools:       cl.tools,
-			Slack:       cl.slack,
-			Identity:    identity,
-			Lease:       config.DefaultLease,
-			Now:         time.Now,
-			Logger:      logger,
-			Metrics:     m,
-			Reconcilers: reconcilers.NewSet(cl.tools, slackpost.NewMessages(cl.slack)),
-		}
-		if err := configureBreakers(&deps, o.breakers, m); err != nil {
-			p.stop()
-			return nil, err
-		}
-		acts, err := activities.New(deps)
-		if err != nil {
-			p.stop()
-			return nil, err
-		}
-		c, err := e.dial(identity, o.rpcs, m)
-		if err != nil {
-			p.stop()
-			return nil, err
-		}
-		p.closers = append(p.closers, c.Close)
-		w := worker.New(c, queue, worker.Options{Identity: identity})
-		w.RegisterWorkflow(workflows.AgentTask)
-		w.RegisterActivity(acts)
 		if err := w.Start(); err != nil {
+			w.Close()
 			p.stop()
-			return nil, fmt.Errorf("start worker %s: %w", identity, err)
+			return nil, err
 		}
-		p.workers = append(p.workers, w)
+		p.stops = append(p.stops, func() { w.Stop(); w.Close() })
 	}
 	return p, nil
 }
 
 // startBare starts a pool of workers that run BareTask, the same task shape
-// without capstan (bare.go).
-func (e *env) startBare(queue string, workers int, rpcs *rpcCounter) (*pool, error) {
+// without capstan (bare.go), over the clients a capstan worker builds
+// (workerapp.NewClients).
+func (e *env) startBare(ctx context.Context, queue string, workers int, rpcs *rpcCounter) (*pool, error) {
 	p := &pool{queue: queue}
 	for i := range workers {
 		identity := fmt.Sprintf("bare-bench@%s/%d", queue, i)
-		cl, err := e.newClients(e.sandbox, e.logger)
+		cfg, _, err := workerConfig(e.sandbox, workerOptions{queue: queue})
 		if err != nil {
 			p.stop()
 			return nil, err
 		}
-		c, err := e.dial(identity, rpcs, nil)
+		cl, err := workerapp.NewClients(cfg, e.logger)
 		if err != nil {
 			p.stop()
 			return nil, err
 		}
-		p.closers = append(p.closers, c.Close)
+		c, _, err := e.dialer(rpcs)(ctx, identity, tlog.NewStructuredLogger(e.logger), nil)
+		if err != nil {
+			p.stop()
+			return nil, err
+		}
 		w := worker.New(c, queue, worker.Options{Identity: identity})
 		w.RegisterWorkflow(BareTask)
-		w.RegisterActivity(&bareActivities{providers: cl.providers, tools: cl.tools, slack: cl.slack})
+		w.RegisterActivity(&bareActivities{providers: cl.Providers, tools: cl.Tools, slack: cl.Slack})
 		if err := w.Start(); err != nil {
+			c.Close()
 			p.stop()
 			return nil, fmt.Errorf("start worker %s: %w", identity, err)
 		}
-		p.workers = append(p.workers, w)
+		p.stops = append(p.stops, func() { w.Stop(); c.Close() })
 	}
 	return p, nil
 }

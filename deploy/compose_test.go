@@ -80,6 +80,7 @@ func publishedHost(n yaml.Node) (string, error) {
 // published on every interface they hand the pool to anyone who can reach
 // the machine (README: "Exposing a pool").
 func TestComposePublishesOnLoopbackOnly(t *testing.T) {
+	t.Parallel()
 	published := 0
 	for name, svc := range readCompose(t).Services {
 		for _, p := range svc.Ports {
@@ -105,6 +106,7 @@ func TestComposePublishesOnLoopbackOnly(t *testing.T) {
 }
 
 func TestPublishedHostReadsBothSyntaxes(t *testing.T) {
+	t.Parallel()
 	for spec, want := range map[string]string{
 		`"7233:7233"`:                   "",
 		`"9090"`:                        "",

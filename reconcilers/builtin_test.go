@@ -24,6 +24,7 @@ import (
 // records, with the arguments the tool was called with (or, for a Slack
 // delivery, its channel), against the sandbox on loopback.
 func TestBuiltInLookups(t *testing.T) {
+	t.Parallel()
 	sb, err := sandbox.Start(sandbox.Options{})
 	if err != nil {
 		t.Fatal(err)

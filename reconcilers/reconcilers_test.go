@@ -106,6 +106,7 @@ func run(t *testing.T, answers ...answer) (reconcilers.Answer, *scripted, []stri
 }
 
 func TestReconcileVerdicts(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name       string
 		answers    []answer
@@ -143,6 +144,7 @@ func TestReconcileVerdicts(t *testing.T) {
 // Without a lookup, or without one that can be formed, nobody can tell;
 // without the client, the worker is misconfigured; neither asks anything.
 func TestReconcileWithoutALookup(t *testing.T) {
+	t.Parallel()
 	c := &clock{now: time.Now()}
 	s := &scripted{clock: c, answers: []answer{found}}
 	set := reconcilers.NewSet(tools.NewRegistry(plainTool{}),
@@ -175,6 +177,7 @@ func TestReconcileWithoutALookup(t *testing.T) {
 }
 
 func TestReconcileEndsWithItsContext(t *testing.T) {
+	t.Parallel()
 	c := &clock{now: time.Now()}
 	s := &scripted{clock: c, answers: []answer{notSeen}}
 	set := reconcilers.NewSet(nil, &finder{name: "make_thing", effect: s})
@@ -189,6 +192,7 @@ func TestReconcileEndsWithItsContext(t *testing.T) {
 }
 
 func TestReconcileRefusesAnUnknownOutcome(t *testing.T) {
+	t.Parallel()
 	ans, _, _, err := run(t, answer{obs: tools.Observation{Outcome: "perhaps"}})
 	if err == nil || ans.State != "" {
 		t.Errorf("%+v, %v; want an error and no verdict", ans, err)
@@ -196,6 +200,7 @@ func TestReconcileRefusesAnUnknownOutcome(t *testing.T) {
 }
 
 func TestNewSetRefusesTwoLookupsForOneKind(t *testing.T) {
+	t.Parallel()
 	defer func() {
 		if recover() == nil {
 			t.Error("no panic")

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# Starts a Temporal dev server (UI included, state kept in .capstan/), a
-# sandbox worker, and runs the sample task. Leaves server and worker up;
-# `make down` stops them. Ports: TEMPORAL_PORT (7233) and TEMPORAL_UI_PORT (8233).
+# Starts a Temporal dev server (UI included, state kept in .capstan/), the
+# sandbox program (fake model, GitHub and Slack on loopback), an ordinary
+# worker pointed at it through the environment it hands out, and runs the
+# sample task. Leaves all three up; `make down` stops them.
+# Ports: TEMPORAL_PORT (7233) and TEMPORAL_UI_PORT (8233); the sandbox takes
+# free loopback ports and says which in .capstan/sandbox.env.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -14,9 +17,24 @@ mkdir -p "$STATE"
 export TEMPORAL_ADDRESS=$ADDR
 export CAPSTAN_UI_URL=http://localhost:$UI_PORT
 export CAPSTAN_LEDGER_DSN=${CAPSTAN_LEDGER_DSN:-sqlite://$STATE/ledger.db}
+# The sandbox's own queue (or the one CAPSTAN_TASK_QUEUE names); the sandbox
+# refuses to hand out capstan, the queue of real tasks.
+QUEUE=${CAPSTAN_TASK_QUEUE:-capstan-sandbox}
 
 alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
 healthy() { "$BIN/temporal" operator cluster health --address "$ADDR" >/dev/null 2>&1; }
+# stop NAME: stops the process of .capstan/NAME.pid, gracefully first.
+stop() {
+  local pidfile=$STATE/$1.pid pid
+  [ -f "$pidfile" ] || return 0
+  pid=$(cat "$pidfile")
+  if kill -0 "$pid" 2>/dev/null; then
+    kill -TERM "$pid"
+    for _ in $(seq 1 40); do kill -0 "$pid" 2>/dev/null || break; sleep 0.25; done
+    kill -0 "$pid" 2>/dev/null && kill -KILL "$pid"
+  fi
+  rm -f "$pidfile"
+}
 
 if healthy; then
   echo "Temporal server already up at $ADDR"
@@ -40,12 +58,38 @@ else
   healthy || { echo "the Temporal dev server did not become healthy in 60 s; see .capstan/temporal.log" >&2; exit 1; }
 fi
 
-if alive "$STATE/worker.pid"; then
-  echo "sandbox worker already running (pid $(cat "$STATE/worker.pid"))"
+if alive "$STATE/sandbox.pid" && [ -s "$STATE/sandbox.env" ] && grep -qx "CAPSTAN_TASK_QUEUE=$QUEUE" "$STATE/sandbox.env"; then
+  echo "sandbox already running (pid $(cat "$STATE/sandbox.pid"))"
 else
-  echo "starting a sandbox worker (log in .capstan/worker.log)"
+  # A worker left running points at the old sandbox's ports.
+  stop worker
+  stop sandbox
+  echo "starting the sandbox (log in .capstan/sandbox.log)"
+  rm -f "$STATE/sandbox.env"
+  nohup "$BIN/sandbox" --env-file "$STATE/sandbox.env" --task-queue "$QUEUE" >"$STATE/sandbox.log" 2>&1 &
+  echo $! >"$STATE/sandbox.pid"
+  # The sandbox writes the file, whole, once all three servers listen.
+  for _ in $(seq 1 60); do
+    [ -s "$STATE/sandbox.env" ] && break
+    alive "$STATE/sandbox.pid" || { echo "the sandbox exited:" >&2; tail -5 "$STATE/sandbox.log" >&2; exit 1; }
+    sleep 0.25
+  done
+  [ -s "$STATE/sandbox.env" ] || { echo "the sandbox did not start serving in 15 s; see .capstan/sandbox.log" >&2; exit 1; }
+fi
+
+# The worker's environment and starter's: the sandbox's base URLs, tokens
+# and queue, exactly the settings that point a worker at the real services.
+set -a
+# shellcheck source=/dev/null
+. "$STATE/sandbox.env"
+set +a
+
+if alive "$STATE/worker.pid"; then
+  echo "worker already running (pid $(cat "$STATE/worker.pid"))"
+else
+  echo "starting a worker pointed at the sandbox (log in .capstan/worker.log)"
   : >"$STATE/worker.log"
-  nohup "$BIN/worker" --sandbox --log-format text >"$STATE/worker.log" 2>&1 &
+  nohup "$BIN/worker" --log-format text >"$STATE/worker.log" 2>&1 &
   echo $! >"$STATE/worker.pid"
   for _ in $(seq 1 60); do
     grep -q "polling task queue" "$STATE/worker.log" && break
@@ -56,4 +100,4 @@ fi
 
 "$BIN/starter" demo
 echo
-echo "Temporal UI: http://localhost:$UI_PORT  (server and worker stay up; 'make down' stops them)"
+echo "Temporal UI: http://localhost:$UI_PORT  (server, sandbox and worker stay up; 'make down' stops them)"

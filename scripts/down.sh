@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Stops the worker and Temporal dev server started by scripts/demo.sh.
+# Stops the worker, the sandbox and the Temporal dev server started by
+# scripts/demo.sh.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 STATE=$PWD/.capstan
-for name in worker temporal; do
+for name in worker sandbox temporal; do
   pidfile=$STATE/$name.pid
   [ -f "$pidfile" ] || continue
   pid=$(cat "$pidfile")
@@ -15,3 +16,4 @@ for name in worker temporal; do
   fi
   rm -f "$pidfile"
 done
+rm -f "$STATE/sandbox.env"

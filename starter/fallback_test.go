@@ -12,6 +12,7 @@ import (
 // --fallback is repeatable and validated like --model; --persistent goes
 // into the task's input.
 func TestRunFlagsFallbacksAndPersistent(t *testing.T) {
+	t.Parallel()
 	a := &app{cfg: config.FromEnv(func(string) string { return "" })}
 	cmd := a.runCommand()
 	if err := cmd.ParseFlags([]string{"--fallback", "sandbox:demo", "--fallback", "openai:gpt-y", "--persistent"}); err != nil {

@@ -51,6 +51,7 @@ var ansi = regexp.MustCompile(`\x1b\[[0-9;]*[A-Za-z]`)
 // resolve command one argument a line with the short operation id, and
 // no line is wider than 100 columns; --json keeps the full ids.
 func TestStatusFitsOneHundredColumns(t *testing.T) {
+	t.Parallel()
 	res := longResult()
 	var out bytes.Buffer
 	printResult(&out, res, "http://localhost:8233/namespaces/default/workflows/task-"+longTask)
@@ -84,6 +85,7 @@ func TestStatusFitsOneHundredColumns(t *testing.T) {
 // TestJournalLinesFitOneHundredColumns: run --wait prints the journal with
 // the time of day, short attempt ids and operation labels, wrapped.
 func TestJournalLinesFitOneHundredColumns(t *testing.T) {
+	t.Parallel()
 	op := "acme-tenant:" + longTask + ":github_create_pull_request:pr:create:acme-corporation/payments-service:agent/fix-the-flaky-retry-test:main"
 	line := "2026-11-30T14:03:22Z operation " + op + " is unknown; reconciling: the request timed out after 30s while " + longTask + "/t2/a1 waited"
 	got := shortLine(longTask, line)
@@ -99,6 +101,7 @@ func TestJournalLinesFitOneHundredColumns(t *testing.T) {
 }
 
 func TestWrapBreaksWordsLongerThanALine(t *testing.T) {
+	t.Parallel()
 	word := strings.Repeat("x", 250)
 	lines := wrap("a "+word+" b", 100, "  ", "  ")
 	assertFits(t, "wrap", strings.Join(lines, "\n"))
@@ -110,6 +113,7 @@ func TestWrapBreaksWordsLongerThanALine(t *testing.T) {
 // TestRetryNoticeCountsDown: the wait before the next attempt, why, and
 // which attempt of the budget it is.
 func TestRetryNoticeCountsDown(t *testing.T) {
+	t.Parallel()
 	now := time.Date(2026, 11, 30, 14, 3, 22, 0, time.UTC)
 	r := workflows.RetryWait{AttemptID: "x/t1/a1", Outcome: model.OutcomeCutIdle, Reason: "the stream was silent for 3s",
 		Budget: "idle", Spent: 1, Of: 1, Delay: 4 * time.Second, Until: now.Add(3500 * time.Millisecond)}
@@ -129,6 +133,7 @@ func TestRetryNoticeCountsDown(t *testing.T) {
 // view has; they are not shown again. An abandoned attempt is marked with
 // its reason; the committed answer is shown once and named to the result.
 func TestPlainLiveViewShowsEachTextOnce(t *testing.T) {
+	t.Parallel()
 	var out bytes.Buffer
 	now := time.Date(2026, 11, 30, 14, 3, 22, 0, time.UTC)
 	v := newLiveView(&out, longTask, func() time.Time { return now })
@@ -169,6 +174,7 @@ func TestPlainLiveViewShowsEachTextOnce(t *testing.T) {
 // reason; the live region shows the countdown and the operations table;
 // every line fits the width.
 func TestTerminalLiveViewStrikesAnAbandonedAttempt(t *testing.T) {
+	t.Parallel()
 	var out bytes.Buffer
 	now := time.Date(2026, 11, 30, 14, 3, 22, 0, time.UTC)
 	v := newLiveView(&out, longTask, func() time.Time { return now })
@@ -209,6 +215,7 @@ func TestTerminalLiveViewStrikesAnAbandonedAttempt(t *testing.T) {
 
 // TestProgressLineSaysWhatTheTaskWaitsFor: run --wait's line on stderr.
 func TestProgressLineSaysWhatTheTaskWaitsFor(t *testing.T) {
+	t.Parallel()
 	now := time.Date(2026, 11, 30, 14, 3, 22, 0, time.UTC)
 	a1 := longTask + "/t1/a1"
 	op := "acme-tenant:" + longTask + ":github_create_pull_request:pr:create:acme/payments:agent/fix:main"
@@ -237,6 +244,7 @@ func TestProgressLineSaysWhatTheTaskWaitsFor(t *testing.T) {
 // long the text, the live region never holds more lines than the screen,
 // so redrawing it in place never runs off the top.
 func TestTerminalLiveRegionFitsTheScreen(t *testing.T) {
+	t.Parallel()
 	now := time.Date(2026, 11, 30, 14, 3, 22, 0, time.UTC)
 	v := newLiveView(&bytes.Buffer{}, longTask, func() time.Time { return now })
 	v.tty, v.rows = true, 24
@@ -258,6 +266,7 @@ func TestTerminalLiveRegionFitsTheScreen(t *testing.T) {
 // the old spellings in its result; `starter status` prints them in today's
 // words, and finds what needs a person all the same.
 func TestStatusOfAnOlderTaskPrintsTodaysWords(t *testing.T) {
+	t.Parallel()
 	old := `{"task_id":"T","workflow_id":"task-T","status":"failed","failure_code":"needs_human_timeout",
 		"message":"nobody resolved it","turns":[],
 		"operations":[

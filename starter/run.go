@@ -71,17 +71,20 @@ func (a *app) runCommand() *cobra.Command {
 	return cmd
 }
 
-// demoCommand runs the sample task against a sandbox worker.
+// demoCommand runs the sample task on the sandbox's own queue, where `make
+// demo` runs an ordinary worker pointed at the sandbox program. The model
+// name selects the sandbox model's script: openai:demo plays "demo" through
+// the worker's OpenAI provider, as any OpenAI-compatible server would.
 func (a *app) demoCommand() *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "demo",
-		Short: "Run the sample task on a sandbox worker (worker --sandbox, on its own task queue) and wait for it",
+		Short: "Run the sample task on a worker pointed at the sandbox (make demo; the sandbox's own task queue) and wait for it",
 		Args:  usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			in, err := a.taskInput(runFlags{
 				prompt: "Add a HELLO.md greeting to the repository on a new branch, open a pull request, and tell the team.",
-				repo:   "capstan-sandbox/demo", base: config.DefaultBaseBranch, slack: "#capstan-demo", model: "sandbox:demo",
+				repo:   "capstan-sandbox/demo", base: config.DefaultBaseBranch, slack: "#capstan-demo", model: "openai:demo",
 				tenant: config.DefaultTenant, maxTurns: 10, humanTimeout: workflows.DefaultHumanTimeout,
 			})
 			if err != nil {

@@ -14,6 +14,7 @@ import (
 // task leaves unset come from the worker that runs it (workflows,
 // settleLimits).
 func TestRunFlagsSetTheTasksModelLimits(t *testing.T) {
+	t.Parallel()
 	a := &app{cfg: config.FromEnv(func(k string) string {
 		return map[string]string{"CAPSTAN_MODEL_MAX_DURATION": "5m"}[k]
 	})}

@@ -8,6 +8,7 @@ import (
 )
 
 func TestSummaryIsTheRepoAndTheFirstLineOfThePrompt(t *testing.T) {
+	t.Parallel()
 	long := strings.Repeat("é", summaryRunes+5)
 	cases := []struct {
 		repo, prompt, want string

@@ -12,6 +12,7 @@ import (
 )
 
 func TestCleanStripsEscapeSequencesAndControls(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ in, want string }{
 		{"plain text\nwith a\ttab", "plain text\nwith a\ttab"},
 		{"\x1b[2J\x1b[1;31mred\x1b[0m", "red"},
@@ -44,6 +45,7 @@ func hasControl(s string) bool {
 // TestResultPrintsNoEscapeSequences: status and run --wait print a result
 // whose every text field carries a sequence, and print none of them.
 func TestResultPrintsNoEscapeSequences(t *testing.T) {
+	t.Parallel()
 	evil := "\x1b]0;owned\x07\x1b[2J"
 	res := workflows.TaskResult{
 		TaskID: "t-1", Status: workflows.StatusFailed, Message: "boom" + evil, Waiting: "breaker" + evil,
@@ -77,6 +79,7 @@ func TestResultPrintsNoEscapeSequences(t *testing.T) {
 // TestLiveViewPrintsNoEscapeSequences: the live view's journal lines,
 // reasons and streamed text reach the terminal cleaned.
 func TestLiveViewPrintsNoEscapeSequences(t *testing.T) {
+	t.Parallel()
 	var out bytes.Buffer
 	v := newLiveView(&out, "t-1", time.Now)
 	v.apply(workflows.Progress{

@@ -2,16 +2,20 @@
 // workflows and their activities from the task queue (CAPSTAN_TASK_QUEUE,
 // default "capstan").
 //
-//	worker            use the endpoints and tokens of the environment
-//	worker --sandbox  start the offline sandbox (model, GitHub, Slack) in
-//	                  process and point every client at it
+//	worker [--log-format json|text] [--log-level LEVEL] [--stop-timeout DURATION]
 //
 // Configuration is read from the environment (see the README); secrets stay
-// in this process and never enter workflow history. The worker serves
-// Prometheus metrics on CAPSTAN_METRICS_ADDR (default 127.0.0.1:9464; set
-// it empty for none), and its log lines carry the task, turn, attempt and
-// operation ids of the activity that wrote them. SIGINT or SIGTERM stops
-// the worker gracefully: it finishes or hands back its running tasks.
+// in this process and never enter workflow history. The worker reaches the
+// model providers, GitHub and Slack at the base URLs of its environment
+// (OPENAI_BASE_URL, ANTHROPIC_BASE_URL, GITHUB_API_URL, SLACK_API_URL), so
+// for the offline demo it is pointed at the sandbox program
+// (internal/sandbox/cmd/sandbox), which it does not contain. It serves
+// Prometheus metrics on CAPSTAN_METRICS_ADDR (default 127.0.0.1:9464; set it
+// empty for none), and its log lines carry the task, turn, attempt and
+// operation ids of the activity that wrote them. SIGINT or SIGTERM stops the
+// worker gracefully: it finishes or hands back its running tasks.
+//
+// The wiring lives in internal/workerapp; this is its main.
 package main
 
 import (
@@ -24,31 +28,39 @@ import (
 	"os/signal"
 	"syscall"
 	"time"
+
+	"github.com/capstanhq/capstan/internal/config"
+	"github.com/capstanhq/capstan/internal/workerapp"
 )
 
 func main() {
 	os.Exit(run(os.Args[1:], os.LookupEnv, os.Stdout, os.Stderr))
 }
 
-// options are the worker's flags.
-type options struct {
-	sandbox     bool
-	logFormat   string
-	logLevel    string
-	stopTimeout time.Duration
-}
+// sandboxGone answers the flag `worker --sandbox` had, so a script that
+// still passes it learns what replaced it.
+const sandboxGone = "--sandbox is gone: the sandbox is its own program. Start it with `go run ./internal/sandbox/cmd/sandbox` " +
+	"(or `make demo`), which prints the environment that points an ordinary worker at it; see the README"
 
 func run(args []string, lookupEnv func(string) (string, bool), stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	var o options
-	fs.BoolVar(&o.sandbox, "sandbox", false, "start the offline sandbox (model, GitHub, Slack) and use it instead of real endpoints")
-	fs.StringVar(&o.logFormat, "log-format", "json", "log format: json or text")
-	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
-	fs.DurationVar(&o.stopTimeout, "stop-timeout", 30*time.Second, "on SIGINT/SIGTERM, how long running activities may take to finish")
+	var (
+		logFormat, logLevel string
+		stopTimeout         time.Duration
+	)
+	fs.StringVar(&logFormat, "log-format", "json", "log format: json or text")
+	fs.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fs.DurationVar(&stopTimeout, "stop-timeout", 30*time.Second, "on SIGINT/SIGTERM, how long running activities may take to finish")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: worker [--sandbox] [--log-format json|text] [--log-level LEVEL] [--stop-timeout DURATION]")
+		fmt.Fprintln(stderr, "usage: worker [--log-format json|text] [--log-level LEVEL] [--stop-timeout DURATION]")
 		fs.PrintDefaults()
+	}
+	for _, a := range args {
+		if a == "--sandbox" || a == "-sandbox" {
+			fmt.Fprintf(stderr, "worker: %s\n", sandboxGone)
+			return 2
+		}
 	}
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -57,21 +69,27 @@ func run(args []string, lookupEnv func(string) (string, bool), stdout, stderr io
 		fmt.Fprintf(stderr, "worker: unexpected argument %q\n", fs.Arg(0))
 		return 2
 	}
-	logger, err := newLogger(stderr, o.logFormat, o.logLevel)
+	logger, err := newLogger(stderr, logFormat, logLevel)
 	if err != nil {
 		fmt.Fprintf(stderr, "worker: %v\n", err)
 		return 2
 	}
-
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	w, err := start(ctx, o, lookupEnv, logger, stdout)
+	live, err := config.LiveStreamFromLookupEnv(lookupEnv)
 	if err != nil {
 		fmt.Fprintf(stderr, "worker: %v\n", err)
 		return 1
 	}
-	defer w.close()
-	if err := w.run(ctx); err != nil {
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	err = workerapp.Run(ctx, workerapp.Options{
+		Config:      config.FromLookupEnv(lookupEnv),
+		LiveStream:  live,
+		Logger:      logger,
+		Stdout:      stdout,
+		StopTimeout: stopTimeout,
+	})
+	if err != nil {
 		fmt.Fprintf(stderr, "worker: %v\n", err)
 		return 1
 	}

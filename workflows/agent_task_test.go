@@ -22,6 +22,7 @@ var a *activities.Activities
 // acted: in a task started before reconciliation (v2), the task ends
 // operation_unknown with the operation UNKNOWN, never FAILED.
 func TestExhaustedMutationIsUnknownNeverFailed(t *testing.T) {
+	t.Parallel()
 	var suite testsuite.WorkflowTestSuite
 	env := suite.NewTestWorkflowEnvironment()
 	env.RegisterActivity(&activities.Activities{})
@@ -57,6 +58,7 @@ func TestExhaustedMutationIsUnknownNeverFailed(t *testing.T) {
 
 // A model attempt whose worker went away is tried again as a new attempt.
 func TestLostWorkerAttemptIsRetried(t *testing.T) {
+	t.Parallel()
 	var suite testsuite.WorkflowTestSuite
 	env := suite.NewTestWorkflowEnvironment()
 	env.RegisterActivity(&activities.Activities{})
@@ -86,6 +88,7 @@ func TestLostWorkerAttemptIsRetried(t *testing.T) {
 // Calls without a business key are named by their position in the
 // committed turn, so the same committed turn always yields the same ids.
 func TestOperationIDsWithoutBusinessKeyComeFromThePosition(t *testing.T) {
+	t.Parallel()
 	var suite testsuite.WorkflowTestSuite
 	env := suite.NewTestWorkflowEnvironment()
 	env.RegisterActivity(&activities.Activities{})

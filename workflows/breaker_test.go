@@ -18,6 +18,7 @@ import (
 // details (what the Temporal UI shows) say which breaker and for how long;
 // once the wait is over they say nothing of it.
 func TestBreakerWaitIsShownWhileItLasts(t *testing.T) {
+	t.Parallel()
 	var suite testsuite.WorkflowTestSuite
 	suite.SetLogger(tlog.NewStructuredLogger(slog.New(slog.DiscardHandler)))
 	env := suite.NewTestWorkflowEnvironment()

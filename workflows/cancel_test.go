@@ -24,6 +24,7 @@ import (
 // operation sent and then cancelled is reconciled before the task ends — is
 // TestCancelReconcilesWhatWasInFlight in internal/e2e, on a real server.)
 func TestCancelMarksUnknownOnlyWhatWasInFlight(t *testing.T) {
+	t.Parallel()
 	var suite testsuite.WorkflowTestSuite
 	suite.SetLogger(tlog.NewStructuredLogger(slog.New(slog.DiscardHandler)))
 	env := suite.NewTestWorkflowEnvironment()
@@ -84,6 +85,7 @@ func cancelWhileUnsettled(t *testing.T, before bool, setup func(env *testsuite.T
 // known of each. Tasks started before changeCancelSettlesEveryUnknown
 // looked only at what was recorded unknown, and replay so.
 func TestCancelSettlesEveryEffectNotKnown(t *testing.T) {
+	t.Parallel()
 	unknown := temporal.NewNonRetryableApplicationError("timeout after the request was written", activities.ErrTypeOperationUnknown, nil)
 	deliveryReconciling := func(env *testsuite.TestWorkflowEnvironment) func(context.Context) (activities.ReconcileResult, error) {
 		callsThenAnswers(readCall)(env)

@@ -195,6 +195,7 @@ func deliveryFails(err error) func(*testsuite.TestWorkflowEnvironment) {
 // concerned, and the journal line that says why. A changed mapping fails
 // here.
 func TestFailureMapping(t *testing.T) {
+	t.Parallel()
 	appErr := func(typ string) error {
 		return temporal.NewNonRetryableApplicationError(typ+" from the activity", typ, nil)
 	}

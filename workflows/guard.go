@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/capstanhq/capstan/internal/contract"
+	"github.com/capstanhq/capstan/internal/backoff"
 	"github.com/capstanhq/capstan/internal/model"
 )
 
@@ -22,26 +22,15 @@ const (
 	persistentOverloadFor = 6 * time.Hour
 )
 
-// backoff is a full-jitter exponential delay.
-type backoff struct{ base, cap time.Duration }
-
+// The guard's backoffs: full jitter over a span doubling from the base to
+// the cap (backoff.Policy.Delay with no floor; the draw is a SideEffect).
 var (
-	transportBackoff = backoff{base: 500 * time.Millisecond, cap: 10 * time.Second}
-	overloadBackoff  = backoff{base: 2 * time.Second, cap: 30 * time.Second}
+	transportBackoff = backoff.Policy{Base: 500 * time.Millisecond, Cap: 10 * time.Second}
+	overloadBackoff  = backoff.Policy{Base: 2 * time.Second, Cap: 30 * time.Second}
 	// persistentBackoff: each wait of persistent mode is capped at
 	// maxRetryAfter.
-	persistentBackoff = backoff{base: 2 * time.Second, cap: maxRetryAfter}
+	persistentBackoff = backoff.Policy{Base: 2 * time.Second, Cap: maxRetryAfter}
 )
-
-// delay returns the n-th (1-based) delay scaled by jitter in [0,1).
-func (b backoff) delay(n int, jitter float64) time.Duration {
-	d := b.base
-	for i := 1; i < n && d < b.cap; i++ {
-		d *= 2
-	}
-	d = min(d, b.cap)
-	return time.Duration(jitter * float64(d))
-}
 
 // turnGuard decides, for one turn, whether a failed attempt is tried again.
 // Its state is plain data, so the decision replays deterministically; jitter
@@ -94,7 +83,7 @@ func (g *turnGuard) decide(r attemptOutcome, jitter func() float64) decision {
 		}
 		var delay time.Duration // a lost worker's turn is taken up again at once
 		if !lostWorker(r.Outcome) {
-			delay = transportBackoff.delay(g.transport, jitter())
+			delay = transportBackoff.Delay(g.transport, 0, jitter())
 		}
 		return decision{Retry: true, Delay: delay, Message: fmt.Sprintf("%s (transport %d/%d)", r.Message, g.transport, budgetTransport)}
 	case model.OutcomeOverloaded:
@@ -110,7 +99,7 @@ func (g *turnGuard) decide(r attemptOutcome, jitter func() float64) decision {
 		}
 		delay := r.RetryAfter
 		if delay <= 0 {
-			delay = overloadBackoff.delay(g.overload, jitter())
+			delay = overloadBackoff.Delay(g.overload, 0, jitter())
 		}
 		return decision{Retry: true, Delay: delay, Message: fmt.Sprintf("%s (overload %d/%d)", r.Message, g.overload, budgetOverload)}
 	case model.OutcomeCutIdle:
@@ -136,7 +125,7 @@ func (g *turnGuard) decide(r attemptOutcome, jitter func() float64) decision {
 		// Nothing was sent: not a failure of the provider's, so no budget
 		// is spent. Wait the time left, with jitter, so the tasks waiting
 		// on one breaker do not all come back at once.
-		return decision{Retry: true, BreakerWait: true, Delay: contract.JitterAfter(r.RetryAfter, jitter()),
+		return decision{Retry: true, BreakerWait: true, Delay: backoff.AfterWait.Delay(1, r.RetryAfter, jitter()),
 			Message: r.Message} // the breaker's own words: which one, and why it refused
 	case model.OutcomeRejected:
 		msg := "the model provider rejected the request"
@@ -166,7 +155,7 @@ func (g *turnGuard) decidePersistentOverload(r attemptOutcome, jitter func() flo
 	delay, capped := r.RetryAfter, ""
 	switch {
 	case delay <= 0:
-		delay = persistentBackoff.delay(g.overload, jitter())
+		delay = persistentBackoff.Delay(g.overload, 0, jitter())
 	case delay > maxRetryAfter:
 		delay, capped = maxRetryAfter, fmt.Sprintf("; the provider asked for %s, capped at %s", r.RetryAfter, maxRetryAfter)
 	}

@@ -9,6 +9,7 @@ import (
 )
 
 func TestTurnGuard(t *testing.T) {
+	t.Parallel()
 	t.Run("overload honours Retry-After and gives up after the budget", func(t *testing.T) {
 		var g turnGuard
 		d := g.decide(attemptOutcome{Outcome: "overloaded", RetryAfter: 3 * time.Second}, noJitter(t))
@@ -118,10 +119,10 @@ func TestTurnGuard(t *testing.T) {
 		}
 	})
 	t.Run("full jitter stays under the cap", func(t *testing.T) {
-		if d := overloadBackoff.delay(10, 0.999); d > overloadBackoff.cap || d < 29*time.Second {
-			t.Fatalf("delay = %s, want just under %s", d, overloadBackoff.cap)
+		if d := overloadBackoff.Delay(10, 0, 0.999); d > overloadBackoff.Cap || d < 29*time.Second {
+			t.Fatalf("delay = %s, want just under %s", d, overloadBackoff.Cap)
 		}
-		if d := transportBackoff.delay(1, 0); d != 0 {
+		if d := transportBackoff.Delay(1, 0, 0); d != 0 {
 			t.Fatalf("zero jitter delay = %s, want 0", d)
 		}
 	})

@@ -25,6 +25,7 @@ import (
 // first step, and every model attempt and activity timeout reads the
 // settled value: here the task sets the idle timeout, the worker the rest.
 func TestTaskTakesUnsetLimitsFromTheWorker(t *testing.T) {
+	t.Parallel()
 	var suite testsuite.WorkflowTestSuite
 	env := suite.NewTestWorkflowEnvironment()
 	env.RegisterActivity(workerWithLimits(t, model.Limits{
@@ -65,6 +66,7 @@ func TestTaskTakesUnsetLimitsFromTheWorker(t *testing.T) {
 // A task whose own limits do not fit with the worker's defaults ends
 // invalid_limits before any model attempt.
 func TestTaskLimitsThatDoNotFitTheWorkerFail(t *testing.T) {
+	t.Parallel()
 	var suite testsuite.WorkflowTestSuite
 	env := suite.NewTestWorkflowEnvironment()
 	env.RegisterActivity(workerWithLimits(t, model.Limits{Idle: 10 * time.Second, Total: time.Minute}))

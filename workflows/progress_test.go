@@ -13,6 +13,7 @@ import (
 // its countdown's end and the budget it spent, and nothing once a later
 // line says otherwise.
 func TestRetryWaitOfReadsTheGuardsJournalLine(t *testing.T) {
+	t.Parallel()
 	at := time.Date(2026, 11, 30, 14, 3, 22, 0, time.UTC)
 	note := func(format string, args ...any) string {
 		return at.Format(time.RFC3339) + " " + fmt.Sprintf(format, args...)

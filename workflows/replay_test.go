@@ -26,6 +26,7 @@ var recordedName = regexp.MustCompile(`^v[0-9]+-[a-z0-9-]+\.json$`)
 // workflow.GetVersion fails here with a nondeterminism error. Histories are
 // recorded with `make record-history` and never overwritten.
 func TestReplayRecordedHistories(t *testing.T) {
+	t.Parallel()
 	files, err := filepath.Glob(filepath.Join("testdata", "*.json"))
 	if err != nil {
 		t.Fatal(err)

@@ -66,6 +66,7 @@ func resolveAt(env *testsuite.TestWorkflowEnvironment, d time.Duration, req work
 // on; every malformed or misdirected resolution before it is refused and
 // changes nothing.
 func TestPersonResolvesFound(t *testing.T) {
+	t.Parallel()
 	env, asked := personEnv(t, nil)
 	bad := []struct {
 		req  workflows.ResolveRequest
@@ -113,6 +114,7 @@ func TestPersonResolvesFound(t *testing.T) {
 
 // A person's "absent" earns one more execution with the same id.
 func TestPersonResolvesAbsent(t *testing.T) {
+	t.Parallel()
 	executions := 0
 	env, _ := personEnv(t, func(_ context.Context, in activities.ExecuteToolInput) (activities.ExecuteToolResult, error) {
 		executions++
@@ -138,6 +140,7 @@ func TestPersonResolvesAbsent(t *testing.T) {
 
 // A person's "abort" ends the task with its own code.
 func TestPersonAborts(t *testing.T) {
+	t.Parallel()
 	env, _ := personEnv(t, nil)
 	var err error
 	resolveAt(env, time.Hour, workflows.ResolveRequest{OperationID: prOpID, Decision: "abort"}, &err)
@@ -153,6 +156,7 @@ func TestPersonAborts(t *testing.T) {
 
 // The wait for a person is bounded by the task's human timeout.
 func TestHumanTimeout(t *testing.T) {
+	t.Parallel()
 	env, _ := personEnv(t, nil)
 	env.ExecuteWorkflow(workflows.AgentTask, workflows.AgentTaskInput{TaskID: "T", Tenant: "default", Prompt: "p", Model: "openai:m", HumanTimeout: 90 * time.Minute})
 	res := taskResult(t, env.GetWorkflowError())

@@ -218,6 +218,7 @@ func (r run) wantOutcome(t *testing.T, status workflows.Status, code workflows.F
 // (docs/design.md §4.4) and checks the outcome, the number of model calls,
 // the delays between them and the journal line that says why.
 func TestTurnGuardRows(t *testing.T) {
+	t.Parallel()
 	done := answer("done", "stop")
 	t.Run("completed clears the idle count", func(t *testing.T) {
 		// Idle cut, a cut answer that completes, then another idle cut in
@@ -370,6 +371,7 @@ func TestTurnGuardRows(t *testing.T) {
 // TestCutAnswer: a final answer cut by the output token limit is continued,
 // and never delivered incomplete.
 func TestCutAnswer(t *testing.T) {
+	t.Parallel()
 	t.Run("continued twice, then whole", func(t *testing.T) {
 		r := runTask(t, workflows.AgentTaskInput{}, []reply{answer("one ", "length"), answer("two ", "length"), answer("three", "stop")}, nil)
 		r.wantOutcome(t, workflows.StatusCompleted, "", 3,
@@ -416,6 +418,7 @@ func TestCutAnswer(t *testing.T) {
 // TestFallbackModels: a spent overload budget or a total cut switches the
 // turn, once, to the next fallback model; the task keeps it.
 func TestFallbackModels(t *testing.T) {
+	t.Parallel()
 	in := workflows.AgentTaskInput{Fallbacks: []string{"anthropic:f1", "openai:f2"}}
 	t.Run("overload budget spent: the fallback answers and keeps the next turn", func(t *testing.T) {
 		replies := append(times(6, fails(model.OutcomeOverloaded, 0)), callsTool(), answer("done", "stop"))
@@ -453,6 +456,7 @@ func TestFallbackModels(t *testing.T) {
 // TestPersistentMode: overloads are retried for up to 6 h, each wait capped
 // at 5 min, with a journal line at least every 30 s.
 func TestPersistentMode(t *testing.T) {
+	t.Parallel()
 	in := workflows.AgentTaskInput{Persistent: true}
 	t.Run("gives up after 6 h, never waiting more than 5 min, journalling every 30 s", func(t *testing.T) {
 		// Overloaded for ever; the task stops asking at 6 h.

@@ -71,6 +71,7 @@ func refused(t *testing.T, s *breaker.Set, key breaker.Key, state breaker.State)
 var quick = config.BreakerSettings{ConsecutiveFailures: 5, FailureRatio: 0.5, MinCalls: 10, Window: time.Minute, OpenFor: 200 * time.Millisecond}
 
 func TestBreakerTripsAfterConsecutiveFailures(t *testing.T) {
+	t.Parallel()
 	s, rec, logs := newSet(t, quick)
 	key := breaker.GitHubWrite
 	for range 4 {
@@ -98,6 +99,7 @@ func TestBreakerTripsAfterConsecutiveFailures(t *testing.T) {
 }
 
 func TestBreakerTripsOnTheFailureRatio(t *testing.T) {
+	t.Parallel()
 	s, rec, _ := newSet(t, quick)
 	key := breaker.Model("openai")
 	// Failures never run five in a row, but half of ten calls fail.
@@ -123,6 +125,7 @@ func TestBreakerTripsOnTheFailureRatio(t *testing.T) {
 }
 
 func TestBreakerSuccessesResetTheRunAndIgnoredCallsCountNothing(t *testing.T) {
+	t.Parallel()
 	s, _, _ := newSet(t, quick)
 	key := breaker.SlackPost
 	for range 4 {
@@ -143,6 +146,7 @@ func TestBreakerSuccessesResetTheRunAndIgnoredCallsCountNothing(t *testing.T) {
 }
 
 func TestBreakerLetsOneProbeThroughAfterTheOpenPeriod(t *testing.T) {
+	t.Parallel()
 	s, rec, _ := newSet(t, quick)
 	key := breaker.GitHubWrite
 	for range 5 {
@@ -183,6 +187,7 @@ func TestBreakerLetsOneProbeThroughAfterTheOpenPeriod(t *testing.T) {
 }
 
 func TestBreakerProbeThatProvesNothingFreesTheProbe(t *testing.T) {
+	t.Parallel()
 	s, _, _ := newSet(t, quick)
 	key := breaker.GitHubRead
 	for range 5 {
@@ -200,6 +205,7 @@ func TestBreakerProbeThatProvesNothingFreesTheProbe(t *testing.T) {
 }
 
 func TestNilSetAllowsEverything(t *testing.T) {
+	t.Parallel()
 	var s *breaker.Set
 	for range 100 {
 		p, err := s.Allow(breaker.GitHubWrite)
@@ -214,6 +220,7 @@ func TestNilSetAllowsEverything(t *testing.T) {
 }
 
 func TestSettingsAreValidated(t *testing.T) {
+	t.Parallel()
 	if err := config.DefaultBreakerSettings.Validate(); err != nil {
 		t.Fatalf("default settings: %v", err)
 	}
@@ -235,6 +242,7 @@ func TestSettingsAreValidated(t *testing.T) {
 // so the calls sent to a dependency that has just gone down stop at what
 // was already in flight.
 func TestBreakerLetsOneTrialCallThroughAfterAFailure(t *testing.T) {
+	t.Parallel()
 	s, _, _ := newSet(t, quick)
 	key := breaker.Model("openai")
 	call(t, s, key, breaker.Success) // the dependency has answered once
@@ -273,6 +281,7 @@ func TestBreakerLetsOneTrialCallThroughAfterAFailure(t *testing.T) {
 }
 
 func TestBreakerTrialFreesItsSlotWhenAnsweredOrIgnored(t *testing.T) {
+	t.Parallel()
 	s, _, _ := newSet(t, quick)
 	key := breaker.GitHubWrite
 	call(t, s, key, breaker.Success)
@@ -317,6 +326,7 @@ func TestBreakerTrialFreesItsSlotWhenAnsweredOrIgnored(t *testing.T) {
 // reach the dependency before the breaker opens, however many callers ask
 // together (without the trial slot, all 64 of the first round would).
 func TestBreakerBoundsCallsToADownedDependency(t *testing.T) {
+	t.Parallel()
 	const threshold = 5
 	s, _, _ := newSet(t, config.BreakerSettings{ConsecutiveFailures: threshold, FailureRatio: 0.5, MinCalls: 100, Window: time.Minute, OpenFor: time.Hour})
 	key := breaker.Model("openai")
@@ -350,6 +360,7 @@ func TestBreakerBoundsCallsToADownedDependency(t *testing.T) {
 // however many callers ask at once; once a call is answered, calls go side
 // by side.
 func TestBreakerStartsWithOneCallAtATime(t *testing.T) {
+	t.Parallel()
 	const threshold = 5
 	settings := config.BreakerSettings{ConsecutiveFailures: threshold, FailureRatio: 0.5, MinCalls: 100, Window: time.Minute, OpenFor: time.Hour}
 

@@ -22,8 +22,9 @@ import (
 // Defaults.
 const (
 	DefaultTaskQueue = "capstan"
-	// DefaultSandboxTaskQueue is the queue of a `worker --sandbox`, whose
-	// GitHub and Slack are fakes: it never polls the queue real tasks use.
+	// DefaultSandboxTaskQueue is the queue of a worker pointed at the
+	// sandbox program, whose GitHub and Slack are fakes: the environment the
+	// sandbox hands out never names the queue real tasks use.
 	DefaultSandboxTaskQueue = "capstan-sandbox"
 	DefaultLedgerDSN        = "sqlite://.capstan/ledger.db"
 	DefaultUIURL            = "http://localhost:8233"
@@ -108,9 +109,6 @@ type Config struct {
 	// measurements; never the default.
 	BreakersOff bool
 
-	// taskQueueSet records that CAPSTAN_TASK_QUEUE was given, so a sandbox
-	// worker can refuse an explicit request for the real queue.
-	taskQueueSet bool
 	// modelSet records that CAPSTAN_MODEL was given, so a worker can refuse
 	// to serve a default model it has no key for (the built-in default
 	// alone does not oblige a worker that holds only another provider's key).
@@ -158,7 +156,6 @@ func FromLookupEnv(lookup func(string) (string, bool)) Config {
 		BaseBranch:    DefaultBaseBranch,
 		Lease:         DefaultLease,
 		MetricsAddr:   DefaultMetricsAddr,
-		taskQueueSet:  strings.TrimSpace(getenv("CAPSTAN_TASK_QUEUE")) != "",
 	}
 	c.AnthropicAPIKey = getenv("ANTHROPIC_API_KEY")
 	c.AnthropicBaseURL = withSlash(or("ANTHROPIC_BASE_URL", DefaultAnthropicBaseURL))
@@ -235,34 +232,11 @@ func (c *Config) ratio(getenv func(string) string, key string, def float64) floa
 	return f
 }
 
-// ErrSandboxOnRealQueue refuses a sandbox worker on the queue real tasks use.
-var ErrSandboxOnRealQueue = errors.New("a --sandbox worker must not poll the default task queue " + DefaultTaskQueue +
-	": its GitHub and Slack are fakes, so real tasks would \"complete\" there; unset CAPSTAN_TASK_QUEUE (the sandbox uses " +
-	DefaultSandboxTaskQueue + ") or name another queue")
-
-// UseSandbox points every client at the sandbox's servers, supplies token
-// for any credential the environment lacks (the fakes accept any), and moves
-// the worker to the sandbox's own task queue. modelURL is the model fake's
-// OpenAI base URL (".../v1"); Anthropic's client, which appends
-// v1/messages itself, gets the same server's root.
-func (c *Config) UseSandbox(modelURL, githubURL, slackURL, token string) error {
-	if c.taskQueueSet && c.TaskQueue == DefaultTaskQueue {
-		return ErrSandboxOnRealQueue
-	}
-	c.TaskQueue = c.SandboxTaskQueue()
-	c.OpenAIBaseURL, c.GitHubAPIURL, c.SlackAPIURL = modelURL, withSlash(githubURL), withSlash(slackURL)
-	c.AnthropicBaseURL = withSlash(strings.TrimSuffix(strings.TrimSuffix(modelURL, "/"), "/v1"))
-	c.OpenAIAPIKey = orDefault(c.OpenAIAPIKey, token)
-	c.AnthropicAPIKey = orDefault(c.AnthropicAPIKey, token)
-	c.GitHubToken = orDefault(c.GitHubToken, token)
-	c.SlackBotToken = orDefault(c.SlackBotToken, token)
-	return nil
-}
-
 // SandboxTaskQueue is the queue sandbox tasks run on: the configured queue
 // when CAPSTAN_TASK_QUEUE names one other than the default, else
-// DefaultSandboxTaskQueue. `worker --sandbox` polls it and `starter demo`
-// starts its task there.
+// DefaultSandboxTaskQueue. `starter demo` starts its task there; the
+// worker pointed at the sandbox polls it (scripts/demo.sh gives the sandbox
+// program the same queue to hand out).
 func (c Config) SandboxTaskQueue() string {
 	if c.TaskQueue == "" || c.TaskQueue == DefaultTaskQueue {
 		return DefaultSandboxTaskQueue
@@ -275,7 +249,7 @@ func (c Config) SandboxTaskQueue() string {
 func (c Config) ValidateWorker() error {
 	errs := append([]error(nil), c.problems...)
 	if c.OpenAIAPIKey == "" && c.AnthropicAPIKey == "" {
-		errs = append(errs, errors.New("no model provider has a key: OPENAI_API_KEY is not set (any value for a local server that needs none), nor is ANTHROPIC_API_KEY; set one, or start the worker with --sandbox"))
+		errs = append(errs, errors.New("no model provider has a key: OPENAI_API_KEY is not set (any value for a local server that needs none), nor is ANTHROPIC_API_KEY; set one (or, offline, point the worker at the sandbox program: make demo)"))
 	} else if err := c.checkModelKey(); err != nil {
 		errs = append(errs, err)
 	}
@@ -283,7 +257,7 @@ func (c Config) ValidateWorker() error {
 		errs = append(errs, fmt.Errorf("ANTHROPIC_BASE_URL=%q %v (such as %s)", c.AnthropicBaseURL, err, DefaultAnthropicBaseURL))
 	}
 	if c.GitHubToken == "" {
-		errs = append(errs, errors.New("GITHUB_TOKEN is not set: set it to a token that may push branches and open pull requests, or start the worker with --sandbox"))
+		errs = append(errs, errors.New("GITHUB_TOKEN is not set: set it to a token that may push branches and open pull requests (or, offline, point the worker at the sandbox program: make demo)"))
 	}
 	if err := checkListenAddr(c.MetricsAddr); err != nil {
 		errs = append(errs, fmt.Errorf("CAPSTAN_METRICS_ADDR=%q %v (such as %s, or :9464 for every interface; set it empty to serve no metrics)",
@@ -387,13 +361,6 @@ func checkBaseURL(s string) error {
 		return errors.New("is not an http or https URL")
 	}
 	return nil
-}
-
-func orDefault(v, def string) string {
-	if v == "" {
-		return def
-	}
-	return v
 }
 
 func withSlash(u string) string {

@@ -1,7 +1,6 @@
 package config
 
 import (
-	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -86,32 +85,14 @@ func TestBadDurationsAreOneSentenceForEachBinary(t *testing.T) {
 	}
 }
 
-func TestUseSandboxKeepsToItsOwnQueue(t *testing.T) {
-	c := FromEnv(env(nil))
-	if err := c.UseSandbox("http://127.0.0.1:1/v1", "http://127.0.0.1:2", "http://127.0.0.1:3/api", "tok"); err != nil {
-		t.Fatal(err)
-	}
-	if c.TaskQueue != DefaultSandboxTaskQueue {
-		t.Errorf("TaskQueue = %q, want %q", c.TaskQueue, DefaultSandboxTaskQueue)
-	}
-	if c.GitHubAPIURL != "http://127.0.0.1:2/" || c.SlackAPIURL != "http://127.0.0.1:3/api/" || c.OpenAIBaseURL != "http://127.0.0.1:1/v1" {
-		t.Errorf("URLs = %q %q %q", c.OpenAIBaseURL, c.GitHubAPIURL, c.SlackAPIURL)
-	}
-	if c.GitHubToken != "tok" || c.SlackBotToken != "tok" || c.OpenAIAPIKey != "tok" {
-		t.Error("sandbox tokens not filled in")
-	}
-
-	named := FromEnv(env(map[string]string{"CAPSTAN_TASK_QUEUE": "e2e-q", "GITHUB_TOKEN": "real"}))
-	if err := named.UseSandbox("m", "g", "s", "tok"); err != nil || named.TaskQueue != "e2e-q" || named.GitHubToken != "real" {
-		t.Errorf("named queue: err %v, queue %q, token %q; want e2e-q and the given token kept", err, named.TaskQueue, named.GitHubToken)
-	}
-	if q := named.SandboxTaskQueue(); q != "e2e-q" {
-		t.Errorf("SandboxTaskQueue() = %q, want e2e-q", q)
-	}
-
-	real := FromEnv(env(map[string]string{"CAPSTAN_TASK_QUEUE": DefaultTaskQueue}))
-	if err := real.UseSandbox("m", "g", "s", "tok"); !errors.Is(err, ErrSandboxOnRealQueue) {
-		t.Errorf("sandbox on the explicit default queue: %v, want ErrSandboxOnRealQueue", err)
+// TestSandboxTaskQueue: starter demo keeps to the sandbox's own queue
+// unless CAPSTAN_TASK_QUEUE names another one than the queue of real tasks.
+func TestSandboxTaskQueue(t *testing.T) {
+	for queue, want := range map[string]string{"": DefaultSandboxTaskQueue, DefaultTaskQueue: DefaultSandboxTaskQueue, "e2e-q": "e2e-q"} {
+		c := FromEnv(env(map[string]string{"CAPSTAN_TASK_QUEUE": queue}))
+		if got := c.SandboxTaskQueue(); got != want {
+			t.Errorf("CAPSTAN_TASK_QUEUE=%q: SandboxTaskQueue() = %q, want %q", queue, got, want)
+		}
 	}
 }
 
@@ -225,24 +206,5 @@ func TestValidateWorkerModelKeys(t *testing.T) {
 				t.Fatalf("ValidateWorker() = %v, want one line containing %q", err, tt.want)
 			}
 		})
-	}
-}
-
-func TestUseSandboxServesAnthropic(t *testing.T) {
-	for _, modelURL := range []string{"http://127.0.0.1:1/v1", "http://127.0.0.1:1/v1/"} {
-		c := FromEnv(env(nil))
-		if err := c.UseSandbox(modelURL, "http://127.0.0.1:2", "http://127.0.0.1:3/api", "tok"); err != nil {
-			t.Fatal(err)
-		}
-		if c.AnthropicBaseURL != "http://127.0.0.1:1/" || c.AnthropicAPIKey != "tok" {
-			t.Errorf("%s: AnthropicBaseURL %q, key %q; want the model server's root and the sandbox token", modelURL, c.AnthropicBaseURL, c.AnthropicAPIKey)
-		}
-		if err := c.ValidateWorker(); err != nil {
-			t.Errorf("ValidateWorker() in the sandbox = %v", err)
-		}
-	}
-	withKey := FromEnv(env(map[string]string{"ANTHROPIC_API_KEY": "real"}))
-	if err := withKey.UseSandbox("http://127.0.0.1:1/v1", "g", "s", "tok"); err != nil || withKey.AnthropicAPIKey != "real" {
-		t.Errorf("err %v, key %q; want the given key kept", err, withKey.AnthropicAPIKey)
 	}
 }

@@ -12,28 +12,10 @@ import (
 	"github.com/capstanhq/capstan/internal/model"
 )
 
-func TestJitterAfterNeverComesEarlyAndSpreadsTheReturn(t *testing.T) {
-	for _, tc := range []struct {
-		wait     time.Duration
-		r        float64
-		want     time.Duration
-		describe string
-	}{
-		{30 * time.Second, 0, 30 * time.Second, "no draw: exactly the wait"},
-		{10 * time.Second, 0.5, 11 * time.Second, "a fifth of the wait is the spread"},
-		{time.Second, 0.5, time.Second + 100*time.Millisecond, "the spread is at least 200 ms"},
-		{time.Hour, 0.5, time.Hour + 2500*time.Millisecond, "the spread is at most 5 s"},
-		{-time.Second, 0.5, 100 * time.Millisecond, "a wait already over is none"},
-	} {
-		if got := contract.JitterAfter(tc.wait, tc.r); got != tc.want {
-			t.Errorf("JitterAfter(%s, %g) = %s, want %s: %s", tc.wait, tc.r, got, tc.want, tc.describe)
-		}
-	}
-}
-
 // The workflow sees an activity's error wrapped in an ActivityError; the
 // helpers look through it, and only at the closed set.
 func TestErrorHelpersReadTheWrappedApplicationError(t *testing.T) {
+	t.Parallel()
 	wrap := func(err error) error { return fmt.Errorf("activity error (type: ExecuteTool): %w", err) }
 	unknown := temporal.NewNonRetryableApplicationError("may have acted", contract.ErrTypeOperationUnknown, errors.New("reset"))
 	for _, tc := range []struct {
@@ -70,6 +52,7 @@ func TestErrorHelpersReadTheWrappedApplicationError(t *testing.T) {
 }
 
 func TestDetailsAreReadOnlyFromTheirOwnErrorType(t *testing.T) {
+	t.Parallel()
 	report := contract.AttemptReport{AttemptID: "t/t1/a1", Outcome: model.OutcomeOverloaded, Phase: model.PhaseHeadersReceived, HTTPStatus: 529}
 	attempt := temporal.NewNonRetryableApplicationError("overloaded", contract.ErrTypeModelAttempt, nil, report)
 	if got, ok := contract.AttemptReportOf(fmt.Errorf("wrapped: %w", attempt)); !ok || got != report {
@@ -94,6 +77,7 @@ func TestDetailsAreReadOnlyFromTheirOwnErrorType(t *testing.T) {
 // The error types are in recorded histories and the Temporal UI: their
 // strings never change, and each is in the closed set once.
 func TestErrorTypesKeepTheirRecordedStrings(t *testing.T) {
+	t.Parallel()
 	want := []string{"ModelAttempt", "OperationConflict", "OperationInProgress", "OperationUnknown", "OperationNotSent",
 		"DeliveryFailed", "DeliveryNotSent", "WorkerConfig", "BreakerOpen", "InvalidResolution", "Transient"}
 	if fmt.Sprint(contract.ErrorTypes) != fmt.Sprint(want) {
@@ -104,6 +88,7 @@ func TestErrorTypesKeepTheirRecordedStrings(t *testing.T) {
 // AttemptReport.Outcome is in recorded histories: the attempt outcomes that
 // share a word with the effect vocabulary still spell it as recorded.
 func TestAttemptOutcomesKeepTheirRecordedStrings(t *testing.T) {
+	t.Parallel()
 	for o, s := range map[model.Outcome]string{model.OutcomeNotSent: "not_sent", model.OutcomeUnknown: "unknown",
 		model.OutcomeCancelled: "cancelled", model.OutcomeCompleted: "completed", model.OutcomeBreakerOpen: "breaker_open"} {
 		if string(o) != s {

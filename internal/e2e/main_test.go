@@ -1,6 +1,9 @@
 // Package e2e runs capstan end to end: the real worker and starter binaries
 // against a real Temporal dev server, with the sandbox's loopback HTTP
-// servers standing in for the model provider, GitHub and Slack.
+// servers standing in for the model provider, GitHub and Slack — started in
+// the test process where a test injects faults, or as the sandbox program
+// `make demo` runs — and the worker pointed at them through its base-URL
+// settings, as at the real services.
 package e2e
 
 import (
@@ -29,6 +32,7 @@ var (
 	temporal      client.Client
 	workerBin     string
 	starterBin    string
+	sandboxBin    string
 )
 
 func TestMain(m *testing.M) {
@@ -51,10 +55,12 @@ func runMain(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	if workerBin, starterBin, err = testenv.BuildBinaries(dir); err != nil {
+	bins, err := testenv.BuildBinaries(dir)
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		return 1
 	}
+	workerBin, starterBin, sandboxBin = bins.Worker, bins.Starter, bins.Sandbox
 	return m.Run()
 }
 
@@ -237,4 +243,87 @@ func runToExit(t *testing.T, bin string, timeout time.Duration, env []string, ar
 		t.Fatalf("run %s %v: %v", filepath.Base(bin), args, err)
 	}
 	return r
+}
+
+// sandboxProgram is a running sandbox binary (internal/sandbox/cmd/sandbox),
+// as `make demo` runs it.
+type sandboxProgram struct {
+	env                           []string // what it hands a worker: KEY=value
+	modelURL, githubURL, slackURL string
+}
+
+// startSandboxProgram runs the sandbox binary and waits until it says it
+// serves, reading the URLs and worker environment it printed. It is stopped
+// with SIGTERM at the end of the test.
+func startSandboxProgram(t *testing.T, args ...string) sandboxProgram {
+	t.Helper()
+	cmd := exec.Command(sandboxBin, args...)
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	var mu sync.Mutex
+	cmd.Stderr = &syncWriter{mu: &mu, w: &stderr}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start the sandbox: %v", err)
+	}
+	exited := make(chan struct{})
+	lines := make(chan string, 64)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+		_ = cmd.Wait()
+		close(exited)
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		go func() {
+			for range lines { // keep the pipe drained until it exits
+			}
+		}()
+		select {
+		case <-exited:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if strings.Contains(stderr.String(), raceReport) {
+			t.Errorf("the race detector reported a data race in the sandbox:\n%s", stderr.String())
+		}
+	})
+	var sb sandboxProgram
+	deadline := time.After(30 * time.Second)
+	for {
+		select {
+		case line, ok := <-lines:
+			switch {
+			case !ok:
+				mu.Lock()
+				defer mu.Unlock()
+				t.Fatalf("the sandbox exited before serving: %s", stderr.String())
+			case line == "sandbox: serving until SIGINT or SIGTERM":
+				if sb.githubURL == "" || len(sb.env) == 0 {
+					t.Fatalf("the sandbox printed no URLs or environment: %+v", sb)
+				}
+				return sb
+			case strings.HasPrefix(line, "sandbox: model "):
+				f := strings.Fields(line)
+				if len(f) != 7 || f[3] != "github" || f[5] != "slack" {
+					t.Fatalf("sandbox line = %q, want 'sandbox: model URL  github URL  slack URL'", line)
+				}
+				sb.modelURL, sb.githubURL, sb.slackURL = f[2], f[4], f[6]
+			case strings.HasPrefix(line, "  ") && strings.Contains(line, "="):
+				sb.env = append(sb.env, strings.TrimSpace(line))
+			}
+		case <-deadline:
+			t.Fatalf("the sandbox did not serve within 30 s")
+		}
+	}
 }

@@ -241,7 +241,7 @@ func TestWorkerMetricsAddress(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			r := runWorkerToExit(t, append(baseEnv(t, "e2e-metrics-addr"), "CAPSTAN_METRICS_ADDR="+tc.addr), "--sandbox")
+			r := runWorkerToExit(t, append(baseEnv(t, "e2e-metrics-addr"), "OPENAI_API_KEY=x", "GITHUB_TOKEN=x", "CAPSTAN_METRICS_ADDR="+tc.addr))
 			if r.code != 1 || !strings.Contains(r.stderr, tc.want) {
 				t.Fatalf("exit %d, stderr %q; want exit 1 mentioning %q", r.code, r.stderr, tc.want)
 			}
@@ -252,7 +252,7 @@ func TestWorkerMetricsAddress(t *testing.T) {
 	}
 
 	t.Run("empty turns it off", func(t *testing.T) {
-		w := startWorker(t, append(baseEnv(t, "e2e-metrics-off"), "CAPSTAN_METRICS_ADDR="), "--sandbox")
+		w := startWorker(t, append(baseEnv(t, "e2e-metrics-off"), "OPENAI_API_KEY=x", "GITHUB_TOKEN=x", "CAPSTAN_METRICS_ADDR="))
 		if line := w.stdoutLine("metrics: "); line != "" {
 			t.Errorf("the worker serves metrics with CAPSTAN_METRICS_ADDR empty: %q", line)
 		}

@@ -292,14 +292,14 @@ func assertNotStarted(t *testing.T, taskID string) {
 func TestStarterRefusesARunningTaskID(t *testing.T) {
 	env := baseEnv(t, "e2e-no-worker") // no worker: the task stays running
 	id := fmt.Sprintf("e2e-dup-%d", time.Now().UnixNano())
-	first := runStarter(t, env, "run", "--prompt", "wait for me", "--model", "sandbox:hello", "--id", id)
+	first := runStarter(t, env, "run", "--prompt", "wait for me", "--model", "openai:hello", "--id", id)
 	if first.code != 0 || !strings.Contains(first.stdout, "task-"+id) || !strings.Contains(first.stdout, "/namespaces/default/workflows/task-"+id) {
 		t.Fatalf("first run: exit %d, stdout %q, stderr %q; want the workflow id and UI link", first.code, first.stdout, first.stderr)
 	}
 	t.Cleanup(func() {
 		_ = temporal.TerminateWorkflow(context.Background(), workflows.WorkflowID(id), "", "test over")
 	})
-	second := runStarter(t, env, "run", "--prompt", "again", "--model", "sandbox:hello", "--id", id)
+	second := runStarter(t, env, "run", "--prompt", "again", "--model", "openai:hello", "--id", id)
 	if second.code != 2 || !strings.Contains(second.stderr, "already running") {
 		t.Fatalf("second run: exit %d, stderr %q; want exit 2 and 'already running'", second.code, second.stderr)
 	}

@@ -14,6 +14,7 @@ import (
 )
 
 func TestLogStaleFence(t *testing.T) {
+	t.Parallel()
 	var buf bytes.Buffer
 	log := slog.New(slog.NewJSONHandler(&buf, nil))
 	cur := ledger.Operation{ID: "op-1", State: capstan.OutcomeSucceeded, Fence: 3}

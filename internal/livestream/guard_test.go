@@ -49,6 +49,7 @@ func (r records) WithGroup(string) slog.Handler      { return r }
 // reader is cut within the write timeout (its stream ends without the end
 // event) and its connection given back, so a fourth follower is served.
 func TestSlowReaderDoesNotStallOthers(t *testing.T) {
+	t.Parallel()
 	logs := records{msgs: make(chan string, 16)}
 	h := livestream.NewHub(livestream.Options{
 		MaxBytes: 32 << 20, MaxConns: 3, WriteTimeout: time.Second, Logger: slog.New(logs),
@@ -121,6 +122,7 @@ func TestSlowReaderDoesNotStallOthers(t *testing.T) {
 
 // TestHubCapsConnections: past MaxConns a connection is refused with 503.
 func TestHubCapsConnections(t *testing.T) {
+	t.Parallel()
 	h := livestream.NewHub(livestream.Options{MaxConns: 1})
 	base, _ := serveHub(t, h)
 	ctx, cancel := context.WithCancel(t.Context())
@@ -143,6 +145,7 @@ func TestHubCapsConnections(t *testing.T) {
 // TestHubRequiresItsToken: with a token, every client must present it as
 // a bearer token; livestream.WithToken does.
 func TestHubRequiresItsToken(t *testing.T) {
+	t.Parallel()
 	h := livestream.NewHub(livestream.Options{Token: "s3cret"})
 	base, _ := serveHub(t, h)
 	h.Publish("a", "text")
@@ -166,6 +169,7 @@ func TestHubRequiresItsToken(t *testing.T) {
 // TestHubWithoutATokenServesLoopbackOnly: a hub with no token refuses a
 // client that is not on this machine.
 func TestHubWithoutATokenServesLoopbackOnly(t *testing.T) {
+	t.Parallel()
 	h := livestream.NewHub(livestream.Options{})
 	for addr, want := range map[string]int{
 		"192.0.2.7:51000":  http.StatusForbidden,
@@ -200,6 +204,7 @@ func (c *clock) Add(d time.Duration) {
 // attempt publishing, the hub forgets an attempt past Retain that nobody
 // reads, and keeps one a follower still reads, however old.
 func TestHubSweepsUnheardAttemptsOnItsTimer(t *testing.T) {
+	t.Parallel()
 	clk := &clock{now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
 	ticks := make(chan time.Time)
 	h := livestream.NewHub(livestream.Options{Retain: time.Minute, Now: clk.Now, Ticks: ticks})
@@ -244,6 +249,7 @@ func TestHubSweepsUnheardAttemptsOnItsTimer(t *testing.T) {
 // TestUnknownAttemptsLeaveNothingBehind: a follower that waits for an
 // attempt the hub never heard of, and hangs up, leaves no entry.
 func TestUnknownAttemptsLeaveNothingBehind(t *testing.T) {
+	t.Parallel()
 	h := livestream.NewHub(livestream.Options{})
 	base, _ := serveHub(t, h)
 	for i := range 100 {

@@ -47,6 +47,7 @@ func next(t *testing.T, events <-chan livestream.Event) livestream.Event {
 // subscribes after the end gets the whole text at once; one that resumes
 // from an offset gets only what follows it.
 func TestSubscriberSeesEveryByteOnceLiveAndLate(t *testing.T) {
+	t.Parallel()
 	h := livestream.NewHub(livestream.Options{})
 	base := serve(t, h)
 	if h.URL() != base {
@@ -88,6 +89,7 @@ func TestSubscriberSeesEveryByteOnceLiveAndLate(t *testing.T) {
 // TestHubBoundsAnAttemptsText: past MaxBytes the text is cut and the
 // follower told.
 func TestHubBoundsAnAttemptsText(t *testing.T) {
+	t.Parallel()
 	h := livestream.NewHub(livestream.Options{MaxBytes: 8})
 	base := serve(t, h)
 	h.Publish("a", "12345")
@@ -101,6 +103,7 @@ func TestHubBoundsAnAttemptsText(t *testing.T) {
 
 // TestHubRefusesABadRequest: the attempt is required.
 func TestHubRefusesABadRequest(t *testing.T) {
+	t.Parallel()
 	base := serve(t, livestream.NewHub(livestream.Options{}))
 	err := livestream.Subscribe(t.Context(), http.DefaultClient, base, "", 0, func(livestream.Event) {})
 	if err == nil || !strings.Contains(err.Error(), "400") {
@@ -112,6 +115,7 @@ func TestHubRefusesABadRequest(t *testing.T) {
 // an attempt that ran elsewhere is told at once; one that ran here gets
 // its text.
 func TestSubscribeKnownDoesNotWaitForAnUnknownAttempt(t *testing.T) {
+	t.Parallel()
 	h := livestream.NewHub(livestream.Options{})
 	base := serve(t, h)
 	err := livestream.SubscribeKnown(t.Context(), http.DefaultClient, base, "elsewhere", 0, func(livestream.Event) {})
@@ -132,6 +136,7 @@ func TestSubscribeKnownDoesNotWaitForAnUnknownAttempt(t *testing.T) {
 // TestBeginRestartsAnEndedAttempt: an attempt run again under the same id
 // (after a workflow reset) streams afresh, not after its old text.
 func TestBeginRestartsAnEndedAttempt(t *testing.T) {
+	t.Parallel()
 	h := livestream.NewHub(livestream.Options{URL: "http://worker-1:9465"})
 	base := serve(t, h)
 	if got := h.Begin("a"); got != "http://worker-1:9465" {

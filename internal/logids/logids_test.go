@@ -26,6 +26,7 @@ func lines(t *testing.T, buf *bytes.Buffer) []map[string]any {
 }
 
 func TestRecordsCarryTheIDsOfTheirContext(t *testing.T) {
+	t.Parallel()
 	var buf bytes.Buffer
 	log := logids.Logger(slog.New(slog.NewJSONHandler(&buf, nil)))
 
@@ -62,6 +63,7 @@ func TestRecordsCarryTheIDsOfTheirContext(t *testing.T) {
 }
 
 func TestLoggerWrapsOnceAndKeepsLevelAndAttrs(t *testing.T) {
+	t.Parallel()
 	var buf bytes.Buffer
 	base := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	log := logids.Logger(logids.Logger(base)).With("component", "ledger")

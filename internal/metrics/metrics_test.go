@@ -52,6 +52,7 @@ func want(t *testing.T, s testenv.Scrape, name string, labels map[string]string,
 }
 
 func TestEndpointServesCapstanMetricsWithTheirLabels(t *testing.T) {
+	t.Parallel()
 	m := newMetrics(t)
 	srv := serve(t, m)
 
@@ -84,6 +85,7 @@ func TestEndpointServesCapstanMetricsWithTheirLabels(t *testing.T) {
 // The breaker engineer's hook: gobreaker's OnStateChange calls
 // BreakerTransition(name, from.String(), to.String()).
 func TestBreakerStateAndTransitions(t *testing.T) {
+	t.Parallel()
 	m := newMetrics(t)
 	srv := serve(t, m)
 	key := map[string]string{"key": "github/write"}
@@ -129,6 +131,7 @@ func TestBreakerStateAndTransitions(t *testing.T) {
 // same registry, under Prometheus names: counters with _total, timers as
 // histograms in seconds with buckets that fit task latencies.
 func TestTemporalSDKMetricsShareTheEndpoint(t *testing.T) {
+	t.Parallel()
 	m := newMetrics(t)
 	srv := serve(t, m)
 	h := m.TemporalHandler().WithTags(map[string]string{"namespace": "default", "workflow_type": "AgentTask"})
@@ -156,6 +159,7 @@ func TestTemporalSDKMetricsShareTheEndpoint(t *testing.T) {
 }
 
 func TestServeOnATakenAddressFailsAtOnce(t *testing.T) {
+	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -172,6 +176,7 @@ func TestServeOnATakenAddressFailsAtOnce(t *testing.T) {
 }
 
 func TestNilMetricsRecordNothing(t *testing.T) {
+	t.Parallel()
 	var m *metrics.Metrics
 	m.ModelAttempt("openai", "gpt-4.1", model.OutcomeCompleted)
 	m.ModelTokens("openai", "gpt-4.1", model.Usage{InputTokens: 1})
@@ -191,6 +196,7 @@ func TestNilMetricsRecordNothing(t *testing.T) {
 // asks of it: breakers, attempts, operations and task latency. (Its Temporal
 // SDK metrics are checked against a real worker in internal/e2e.)
 func TestDashboardReadsCapstanMetrics(t *testing.T) {
+	t.Parallel()
 	m := newMetrics(t)
 	m.ModelAttempt("openai", "gpt-4.1", model.OutcomeCompleted)
 	m.ModelTokens("openai", "gpt-4.1", model.Usage{InputTokens: 1, OutputTokens: 1})

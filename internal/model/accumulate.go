@@ -30,8 +30,8 @@ const previewKeep = 4096
 // tool is rejected as a whole, so half-written tool calls never run.
 //
 // The zero value is ready to use. An Accumulator is not safe for concurrent
-// use: the activity's select loop owns it, feeding events and taking
-// heartbeat snapshots from the same goroutine.
+// use: Attempt.Run's loop owns it, feeding events and taking heartbeat
+// snapshots from the same goroutine.
 type Accumulator struct {
 	text     strings.Builder
 	calls    map[int]*partialCall

@@ -35,6 +35,7 @@ func validateKnown(name string, args json.RawMessage) error {
 }
 
 func TestAccumulatorFinish(t *testing.T) {
+	t.Parallel()
 	usage := Event{Kind: EventUsage, Usage: Usage{InputTokens: 12, OutputTokens: 3}}
 	tests := []struct {
 		name    string
@@ -172,6 +173,7 @@ func TestAccumulatorFinish(t *testing.T) {
 }
 
 func TestAccumulatorProgress(t *testing.T) {
+	t.Parallel()
 	var acc Accumulator
 	if acc.Events() != 0 || acc.Chars() != 0 || acc.PreviewTail(10) != "" {
 		t.Fatal("zero Accumulator is not empty")
@@ -198,6 +200,7 @@ func TestAccumulatorProgress(t *testing.T) {
 }
 
 func TestAccumulatorPreviewIsBounded(t *testing.T) {
+	t.Parallel()
 	var acc Accumulator
 	chunk := strings.Repeat("é", 333) // 666 bytes: the buffer cut lands mid-rune
 	for range 20 {

@@ -2,7 +2,8 @@
 // request capstan sends, the events a streaming provider yields, and the
 // transport phase an attempt reached. Providers (openai/, anthropic/)
 // map their SDK's stream onto these types so the turn guard in the workflow
-// never depends on a vendor's wire format.
+// never depends on a vendor's wire format. Attempt runs one attempt: the
+// request, its watchdogs, its phase and the classification of its ending.
 package model
 
 import (

@@ -11,6 +11,7 @@ import (
 )
 
 func TestPhaseRecorderMovesForwardOnly(t *testing.T) {
+	t.Parallel()
 	var r PhaseRecorder
 	if got := r.Phase(); got != PhaseNotSent {
 		t.Fatalf("zero value phase = %s, want %s", got, PhaseNotSent)
@@ -43,6 +44,7 @@ func TestPhaseRecorderMovesForwardOnly(t *testing.T) {
 }
 
 func TestPhaseRecorderConcurrent(t *testing.T) {
+	t.Parallel()
 	var r PhaseRecorder
 	var wg sync.WaitGroup
 	for i := range 64 {
@@ -59,6 +61,7 @@ func TestPhaseRecorderConcurrent(t *testing.T) {
 }
 
 func TestTraceContext(t *testing.T) {
+	t.Parallel()
 	t.Run("response headers", func(t *testing.T) {
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			w.WriteHeader(http.StatusNoContent)

@@ -7,6 +7,7 @@ import (
 )
 
 func TestRetryAfter(t *testing.T) {
+	t.Parallel()
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	tests := []struct {
 		name   string
@@ -35,6 +36,7 @@ func TestRetryAfter(t *testing.T) {
 }
 
 func TestRedact(t *testing.T) {
+	t.Parallel()
 	if got := Redact("key sk-1 twice sk-1", "sk-1"); got != "key [redacted] twice [redacted]" {
 		t.Errorf("Redact = %q", got)
 	}

@@ -9,8 +9,10 @@
 // /_sandbox/ are the sandbox's own: they are never faulted and never counted.
 //
 // [Start] runs all three fakes on loopback with real HTTP servers. It is used
-// by `worker --sandbox`, the demo, the tests and the benchmarks. The fakes
-// never need real credentials and never reach the network.
+// by the sandbox program (cmd/sandbox, which `make demo` runs), the tests
+// and the benchmarks; [Sandbox.WorkerEnv] is the environment that points an
+// ordinary worker at them. The worker binary never links this package. The
+// fakes never need real credentials and never reach the network.
 //
 // The model fake plays scripts: data files embedded from scripts/*.json (see
 // [ScriptNames]) plus the generated family turns-N. The request's model field
@@ -33,7 +35,7 @@
 // A [FaultRule] applies one kind of fault to the first Times requests to one
 // endpoint of the GitHub, Slack or model fake (Times 0: every request until
 // cleared). Add rules with AddFault, or over HTTP on a running sandbox, such
-// as a `worker --sandbox` process an end-to-end test drives:
+// as the sandbox program:
 //
 //	POST   /_sandbox/faults   {"endpoint":"pulls/create","kind":"drop","times":1}
 //	GET    /_sandbox/faults   the rules, in order, each with "fired": how often it applied

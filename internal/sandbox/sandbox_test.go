@@ -129,7 +129,7 @@ func controlRequest(t *testing.T, method, url, body string, out any) int {
 }
 
 // TestFaultControlEndpoint sets faults the way a test drives a running
-// `worker --sandbox`: over HTTP.
+// sandbox program: over HTTP.
 func TestFaultControlEndpoint(t *testing.T) {
 	sb := startSandbox(t, Options{})
 	type state struct {

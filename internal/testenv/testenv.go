@@ -60,23 +60,32 @@ func StartDevServer(ctx context.Context, logs io.Writer, extraArgs ...string) (*
 	})
 }
 
-// BuildBinaries builds ./worker and ./starter into dir and returns their
-// paths. Under `go test -race` they are built with -race as well, so the
-// stream goroutine, the watchdogs and the parallel reads are race-checked
-// where they really run; a race report makes the binary exit 66, which the
+// Binaries are the paths of the project's programs built for a test.
+type Binaries struct {
+	Worker, Starter string
+	// Sandbox serves the offline fakes; an ordinary worker is pointed at
+	// it through its base-URL settings, as in `make demo`.
+	Sandbox string
+}
+
+// BuildBinaries builds ./worker, ./starter and the sandbox program
+// (internal/sandbox/cmd/sandbox) into dir and returns their paths. Under
+// `go test -race` they are built with -race as well, so the stream
+// goroutine, the watchdogs and the parallel reads are race-checked where
+// they really run; a race report makes the binary exit 66, which the
 // end-to-end tests see as a failure.
-func BuildBinaries(dir string) (worker, starter string, err error) {
-	worker, starter = filepath.Join(dir, "worker"), filepath.Join(dir, "starter")
+func BuildBinaries(dir string) (Binaries, error) {
+	bins := Binaries{Worker: filepath.Join(dir, "worker"), Starter: filepath.Join(dir, "starter"), Sandbox: filepath.Join(dir, "sandbox")}
 	args := []string{"build"}
 	if RaceEnabled {
 		args = append(args, "-race")
 	}
-	args = append(args, "-o", dir+string(filepath.Separator), "./worker", "./starter")
+	args = append(args, "-o", dir+string(filepath.Separator), "./worker", "./starter", "./internal/sandbox/cmd/sandbox")
 	cmd := exec.Command("go", args...)
 	cmd.Dir = RepoRoot()
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		return "", "", errors.New("go " + strings.Join(args, " ") + ": " + err.Error() + "\n" + string(out))
+		return Binaries{}, errors.New("go " + strings.Join(args, " ") + ": " + err.Error() + "\n" + string(out))
 	}
-	return worker, starter, nil
+	return bins, nil
 }

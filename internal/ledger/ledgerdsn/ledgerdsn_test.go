@@ -15,6 +15,7 @@ import (
 )
 
 func TestParse(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		dsn      string
 		path     string // want this SQLite path, or
@@ -69,6 +70,7 @@ func TestParse(t *testing.T) {
 }
 
 func TestRedact(t *testing.T) {
+	t.Parallel()
 	tests := []struct{ in, want string }{
 		{"postgres://u:pw@h/db", "postgres://u:xxxxx@h/db"},
 		{"postgres://u@h/db", "postgres://u@h/db"},
@@ -90,6 +92,7 @@ func TestRedact(t *testing.T) {
 }
 
 func TestDefaultLedgerDSN(t *testing.T) {
+	t.Parallel()
 	if got := config.DefaultLedgerDSN; got != "sqlite://.capstan/ledger.db" {
 		t.Fatalf("config.DefaultLedgerDSN = %q", got)
 	}

@@ -37,6 +37,7 @@ func open(t *testing.T, path string, now func() time.Time) *sqlite.Store {
 }
 
 func TestContract(t *testing.T) {
+	t.Parallel()
 	ledgertest.Run(t, func(t *testing.T, now func() time.Time) ledger.Store {
 		return open(t, filepath.Join(t.TempDir(), "ledger.db"), now)
 	})
@@ -46,6 +47,7 @@ func TestContract(t *testing.T) {
 // spellings; rewrite puts them into the file through a connection of its
 // own, as an older release's worker would have.
 func TestContractOldRows(t *testing.T) {
+	t.Parallel()
 	ledgertest.RunOldRows(t, func(t *testing.T, now func() time.Time) (ledger.Store, func(id, state string)) {
 		path := filepath.Join(t.TempDir(), "ledger.db")
 		s := open(t, path, now)
@@ -62,6 +64,7 @@ func TestContractOldRows(t *testing.T) {
 // its own write connection, so only BEGIN IMMEDIATE and the busy timeout keep
 // them apart.
 func TestContractShared(t *testing.T) {
+	t.Parallel()
 	ledgertest.RunShared(t, func(t *testing.T, now func() time.Time) func() (ledger.Store, error) {
 		path := filepath.Join(t.TempDir(), "ledger.db")
 		return func() (ledger.Store, error) {
@@ -90,6 +93,7 @@ func BenchmarkClaim(b *testing.B) {
 }
 
 func TestOpenCreatesParentDirectories(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "a", "b", "c", "ledger.db")
 	s := open(t, path, nil)
 	if s.Path() != path {
@@ -101,6 +105,7 @@ func TestOpenCreatesParentDirectories(t *testing.T) {
 }
 
 func TestOpenErrorsNameThePath(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	regular := filepath.Join(dir, "regular")
 	if err := os.WriteFile(regular, []byte("x"), 0o644); err != nil {
@@ -151,6 +156,7 @@ func rawDB(t *testing.T, path string) *sql.DB {
 }
 
 func TestWALIsOn(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "ledger.db")
 	s := open(t, path, nil)
 	if _, err := s.PutItem(context.Background(), []byte("x")); err != nil {
@@ -169,6 +175,7 @@ func TestWALIsOn(t *testing.T) {
 }
 
 func TestPathWithURICharacters(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "odd?name#1%20.db")
 	s := open(t, path, nil)
 	if _, err := s.PutItem(context.Background(), []byte("x")); err != nil {
@@ -180,6 +187,7 @@ func TestPathWithURICharacters(t *testing.T) {
 }
 
 func TestItemsStoredOnce(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "ledger.db")
 	s := open(t, path, nil)
@@ -198,6 +206,7 @@ func TestItemsStoredOnce(t *testing.T) {
 }
 
 func TestCorruptItemIsNotReturned(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "ledger.db")
 	s := open(t, path, nil)
@@ -214,6 +223,7 @@ func TestCorruptItemIsNotReturned(t *testing.T) {
 }
 
 func TestNewerSchemaIsRefused(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "ledger.db")
 	s := open(t, path, nil)
 	s.Close()
@@ -249,6 +259,7 @@ PRAGMA user_version = 2;`
 // column is there (an upgrade by a binary that did not bump the version, or
 // a hand-made copy) opens too.
 func TestUpgradeFromVersion2AddsFacts(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "ledger.db")
 	if _, err := rawDB(t, path).Exec(schemaV2); err != nil {
@@ -295,6 +306,7 @@ func TestUpgradeFromVersion2AddsFacts(t *testing.T) {
 // A write whose context has ended is not run: it fails with the context's
 // error and writes nothing, whether or not other writes share its commit.
 func TestCancelledWriteWritesNothing(t *testing.T) {
+	t.Parallel()
 	s, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "ledger.db"), sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)

@@ -132,6 +132,7 @@ func drain(t *testing.T, s model.Stream) ([]model.Event, error) {
 }
 
 func TestStreamText(t *testing.T) {
+	t.Parallel()
 	api := newFakeAPI(t, func(w http.ResponseWriter, r *http.Request) {
 		writeSSE(w, textAnswer("Hel", "lo, ", "wörld")...)
 	})
@@ -169,6 +170,7 @@ func TestStreamText(t *testing.T) {
 }
 
 func TestStreamToolUseArgsReassemble(t *testing.T) {
+	t.Parallel()
 	// Split at awkward places: inside a key, inside an escape, inside a
 	// \u escape; the text block comes first, so the calls are blocks 1 and 2.
 	argsA := `{"path":"dir/ä \"q\".go","lines":[1,2]}`
@@ -223,6 +225,7 @@ func TestStreamToolUseArgsReassemble(t *testing.T) {
 // TestToolUseWithoutArguments: a tool whose input is empty streams no
 // fragment at all; the call's arguments are then {}.
 func TestToolUseWithoutArguments(t *testing.T) {
+	t.Parallel()
 	api := newFakeAPI(t, func(w http.ResponseWriter, r *http.Request) {
 		writeSSE(w, messageStart(5), toolStart(0, "toolu_1", "list_pulls"), blockStop(0),
 			messageDelta("tool_use", 3), messageStop())
@@ -250,6 +253,7 @@ func TestToolUseWithoutArguments(t *testing.T) {
 }
 
 func TestStopReasons(t *testing.T) {
+	t.Parallel()
 	tests := []struct{ stop, finish string }{
 		{"end_turn", "stop"},
 		{"stop_sequence", "stop"},
@@ -291,6 +295,7 @@ func TestStopReasons(t *testing.T) {
 // TestMessageStopEndsTheStream: nothing may follow message_stop, so the
 // stream ends there even if the server keeps the connection open.
 func TestMessageStopEndsTheStream(t *testing.T) {
+	t.Parallel()
 	api := newFakeAPI(t, func(w http.ResponseWriter, r *http.Request) {
 		writeSSE(w, textAnswer("done")...)
 		<-r.Context().Done() // hold the body open until the client goes
@@ -310,6 +315,7 @@ func TestMessageStopEndsTheStream(t *testing.T) {
 }
 
 func TestRequestBody(t *testing.T) {
+	t.Parallel()
 	type seen struct {
 		auth, version string
 		body          []byte
@@ -437,6 +443,7 @@ func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { retu
 // response headers arrive, without waiting for (or consuming) the first
 // event: the server sends nothing more until Stream has returned.
 func TestStreamReturnsAtHeaders(t *testing.T) {
+	t.Parallel()
 	release := make(chan struct{})
 	api := newFakeAPI(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")

@@ -7,6 +7,7 @@ import (
 )
 
 func TestClassifyStatus(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		status   int
 		typ, msg string
@@ -39,6 +40,7 @@ func TestClassifyStatus(t *testing.T) {
 }
 
 func TestClassifyEvent(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		typ, msg string
 		data     string
@@ -69,6 +71,7 @@ func TestClassifyEvent(t *testing.T) {
 }
 
 func TestStartInput(t *testing.T) {
+	t.Parallel()
 	for raw, want := range map[string]string{
 		"":                  "",
 		"null":              "",
@@ -87,6 +90,7 @@ func TestStartInput(t *testing.T) {
 }
 
 func TestRedact(t *testing.T) {
+	t.Parallel()
 	p := New(Config{APIKey: testKey})
 	if got := p.redact("key " + testKey + " twice " + testKey); got != "key [redacted] twice [redacted]" {
 		t.Fatalf("redact = %q", got)

@@ -37,6 +37,7 @@ func anthropicError(typ, msg string) string {
 }
 
 func TestHTTPStatusErrors(t *testing.T) {
+	t.Parallel()
 	retryDate := time.Now().Add(90 * time.Second).UTC().Format(http.TimeFormat)
 	tests := []struct {
 		name       string
@@ -127,6 +128,7 @@ func TestHTTPStatusErrors(t *testing.T) {
 }
 
 func TestMidStreamErrorEvents(t *testing.T) {
+	t.Parallel()
 	started := []frame{messageStart(10), textStart(0), textDelta(0, "Hal")}
 	tests := []struct {
 		name    string
@@ -185,6 +187,7 @@ func TestMidStreamErrorEvents(t *testing.T) {
 // TestMidStreamErrorKeepsTheSDKError: callers may still inspect the SDK's
 // error, without its request (which carries the credential).
 func TestMidStreamErrorKeepsTheSDKError(t *testing.T) {
+	t.Parallel()
 	api := newFakeAPI(t, func(w http.ResponseWriter, r *http.Request) {
 		writeSSE(w, messageStart(1), errorFrame("overloaded_error", "Overloaded "+testKey))
 	})
@@ -202,6 +205,7 @@ func TestMidStreamErrorKeepsTheSDKError(t *testing.T) {
 }
 
 func TestStreamEndings(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name    string
 		handle  http.HandlerFunc
@@ -268,6 +272,7 @@ func TestStreamEndings(t *testing.T) {
 }
 
 func TestClosedPortIsNotSent(t *testing.T) {
+	t.Parallel()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -293,6 +298,7 @@ func TestClosedPortIsNotSent(t *testing.T) {
 // the caller's recorder already says the request was sent, so a watchdog
 // that cuts the attempt there reports SENT_NO_HEADERS, not UNKNOWN.
 func TestRecorderBeforeHeaders(t *testing.T) {
+	t.Parallel()
 	arrived := make(chan struct{})
 	api := newFakeAPI(t, func(w http.ResponseWriter, r *http.Request) {
 		close(arrived)
@@ -330,6 +336,7 @@ func TestRecorderBeforeHeaders(t *testing.T) {
 }
 
 func TestCancelMidStream(t *testing.T) {
+	t.Parallel()
 	cut := errors.New("stream idle for 120s")
 	for _, how := range []string{"context", "close"} {
 		t.Run(how, func(t *testing.T) {
@@ -371,6 +378,7 @@ func TestCancelMidStream(t *testing.T) {
 }
 
 func TestConnectionLostBeforeHeaders(t *testing.T) {
+	t.Parallel()
 	api := newFakeAPI(t, func(w http.ResponseWriter, r *http.Request) {
 		// The request arrived in full; drop the connection without a word.
 		conn, _, err := http.NewResponseController(w).Hijack()

@@ -7,6 +7,7 @@ import (
 )
 
 func TestClassifyStatus(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		status         int
 		code, typ, msg string
@@ -44,6 +45,7 @@ func TestClassifyStatus(t *testing.T) {
 }
 
 func TestClassifyEvent(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		data    string
 		want    model.Outcome
@@ -72,6 +74,7 @@ func TestClassifyEvent(t *testing.T) {
 }
 
 func TestRedact(t *testing.T) {
+	t.Parallel()
 	p := New(Config{APIKey: testKey})
 	if got := p.redact("key " + testKey + " twice " + testKey); got != "key [redacted] twice [redacted]" {
 		t.Fatalf("redact = %q", got)

@@ -31,6 +31,7 @@ func asAttempt(t *testing.T, err error) *model.AttemptError {
 }
 
 func TestHTTPStatusErrors(t *testing.T) {
+	t.Parallel()
 	retryDate := time.Now().Add(90 * time.Second).UTC().Format(http.TimeFormat)
 	tests := []struct {
 		name       string
@@ -111,6 +112,7 @@ func TestHTTPStatusErrors(t *testing.T) {
 }
 
 func TestMidStreamErrorEvents(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name    string
 		before  []string
@@ -157,6 +159,7 @@ func TestMidStreamErrorEvents(t *testing.T) {
 }
 
 func TestStreamEndings(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name    string
 		handle  http.HandlerFunc
@@ -206,6 +209,7 @@ func TestStreamEndings(t *testing.T) {
 }
 
 func TestClosedPortIsNotSent(t *testing.T) {
+	t.Parallel()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -222,6 +226,7 @@ func TestClosedPortIsNotSent(t *testing.T) {
 }
 
 func TestCancelBeforeHeaders(t *testing.T) {
+	t.Parallel()
 	arrived := make(chan struct{})
 	api := newFakeAPI(t, func(w http.ResponseWriter, r *http.Request) {
 		close(arrived)
@@ -249,6 +254,7 @@ func TestCancelBeforeHeaders(t *testing.T) {
 }
 
 func TestCancelMidStream(t *testing.T) {
+	t.Parallel()
 	cut := errors.New("stream idle for 120s")
 	for _, how := range []string{"context", "close"} {
 		t.Run(how, func(t *testing.T) {
@@ -290,6 +296,7 @@ func TestCancelMidStream(t *testing.T) {
 }
 
 func TestConnectionLostBeforeHeaders(t *testing.T) {
+	t.Parallel()
 	api := newFakeAPI(t, func(w http.ResponseWriter, r *http.Request) {
 		// The request arrived in full; drop the connection without a word.
 		conn, _, err := http.NewResponseController(w).Hijack()

@@ -109,6 +109,7 @@ func drain(t *testing.T, s model.Stream) ([]model.Event, error) {
 }
 
 func TestStreamText(t *testing.T) {
+	t.Parallel()
 	api := newFakeAPI(t, func(w http.ResponseWriter, r *http.Request) {
 		writeSSE(w, roleChunk(), textChunk("Hel"), textChunk("lo, "), textChunk("wörld"), finishChunk("stop"),
 			usageChunk(11, 4), "[DONE]")
@@ -147,6 +148,7 @@ func TestStreamText(t *testing.T) {
 }
 
 func TestStreamToolCallArgsReassemble(t *testing.T) {
+	t.Parallel()
 	// Split at awkward places: inside a key, inside an escape, inside a
 	// multi-byte character's \u escape, between two calls' fragments.
 	argsA := `{"path":"dir/ä \"q\".go","lines":[1,2]}`
@@ -194,6 +196,7 @@ func TestStreamToolCallArgsReassemble(t *testing.T) {
 }
 
 func TestRequestBody(t *testing.T) {
+	t.Parallel()
 	type seen struct {
 		auth, org string
 		body      []byte
@@ -299,6 +302,7 @@ func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { retu
 // response headers arrive, without waiting for (or consuming) the first
 // event: the server sends nothing more until Stream has returned.
 func TestStreamReturnsAtHeaders(t *testing.T) {
+	t.Parallel()
 	release := make(chan struct{})
 	api := newFakeAPI(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")

@@ -1,4 +1,4 @@
-package main
+package workerapp
 
 import (
 	"bytes"
@@ -67,6 +67,7 @@ func streamText(t *testing.T, p model.Provider) string {
 }
 
 func TestAnthropicOnlyWorker(t *testing.T) {
+	t.Parallel()
 	srv, seen := fakeAnthropic(t)
 	cfg := config.FromEnv(func(k string) string {
 		return map[string]string{"ANTHROPIC_API_KEY": "sk-ant-worker-test", "ANTHROPIC_BASE_URL": srv.URL,
@@ -76,8 +77,8 @@ func TestAnthropicOnlyWorker(t *testing.T) {
 		t.Fatalf("ValidateWorker: %v", err)
 	}
 	var logs bytes.Buffer
-	providers := modelProviders(cfg, false, slog.New(slog.NewTextHandler(&logs, nil)))
-	if got := keys(providers); len(got) != 1 || got[0] != "anthropic" || providers["anthropic"].Name() != "anthropic" {
+	providers := modelProviders(cfg, slog.New(slog.NewTextHandler(&logs, nil)))
+	if got := sortedKeys(providers); len(got) != 1 || got[0] != "anthropic" || providers["anthropic"].Name() != "anthropic" {
 		t.Fatalf("providers = %v, want anthropic alone", got)
 	}
 	if !strings.Contains(logs.String(), "OPENAI_API_KEY is not set") {
@@ -91,26 +92,29 @@ func TestAnthropicOnlyWorker(t *testing.T) {
 	}
 }
 
-// TestSandboxWorkerServesAnthropic: on a sandbox worker, anthropic:<script>
-// goes to the sandbox model server's POST /v1/messages, with the sandbox
-// token when the environment has no key.
-func TestSandboxWorkerServesAnthropic(t *testing.T) {
-	srv, seen := fakeAnthropic(t)
-	cfg := config.FromEnv(func(string) string { return "" })
-	if err := cfg.UseSandbox(srv.URL+"/v1", "http://127.0.0.1:1", "http://127.0.0.1:2/api", sandboxToken); err != nil {
+// TestClientsWithoutSlackToken: no SLACK_BOT_TOKEN leaves Slack nil (the
+// activities then fail a Slack delivery as worker_misconfigured, and the
+// reconcilers cannot ask Slack) and says so at start.
+func TestClientsWithoutSlackToken(t *testing.T) {
+	t.Parallel()
+	cfg := config.FromEnv(func(k string) string {
+		return map[string]string{"OPENAI_API_KEY": "sk-test", "GITHUB_TOKEN": "g", "GITHUB_API_URL": "http://127.0.0.1:1/"}[k]
+	})
+	var logs bytes.Buffer
+	cl, err := NewClients(cfg, slog.New(slog.NewTextHandler(&logs, nil)))
+	if err != nil {
 		t.Fatal(err)
 	}
-	providers := modelProviders(cfg, true, slog.New(slog.DiscardHandler))
-	if got := strings.Join(keys(providers), ","); got != "anthropic,openai,sandbox" {
-		t.Fatalf("providers = %s, want anthropic, openai and sandbox", got)
+	if cl.Slack != nil {
+		t.Error("a Slack client was built without a token")
 	}
-	if providers["sandbox"] != providers["openai"] {
-		t.Error("sandbox is not the openai provider pointed at the sandbox")
+	if !strings.Contains(logs.String(), "SLACK_BOT_TOKEN is not set") {
+		t.Errorf("no warning about Slack; logs:\n%s", logs.String())
 	}
-	if text := streamText(t, providers["anthropic"]); text != "hello" {
-		t.Fatalf("text = %q", text)
+	if got := sortedKeys(cl.Providers); len(got) != 1 || got[0] != "openai" {
+		t.Errorf("providers = %v, want openai alone", got)
 	}
-	if r := <-seen; r != (seenRequest{"/v1/messages", "Bearer " + sandboxToken}) {
-		t.Fatalf("the sandbox model server saw %+v", r)
+	if len(cl.Tools.Specs()) == 0 {
+		t.Error("the tool registry is empty")
 	}
 }

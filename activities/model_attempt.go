@@ -1,0 +1,104 @@
+package activities
+
+import (
+	"context"
+	"errors"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/capstanhq/capstan/internal/breaker"
+	"github.com/capstanhq/capstan/internal/model"
+)
+
+// attempt runs one model attempt of in (model.Attempt) through the
+// provider's breaker, with the activity's share of it: the heartbeats, the
+// live stream, and what the breaker is told. It returns the complete output
+// and how far the attempt got, or the ErrTypeModelAttempt application error
+// carrying report, completed with how the attempt ended.
+func (a *Activities) attempt(ctx context.Context, in ModelTurnInput, provider model.Provider, req model.Request, report AttemptReport) (model.Output, model.Progress, error) {
+	// The provider's breaker: while it is open nothing is sent, and the
+	// guard waits out the time left without spending a retry budget. It is
+	// keyed by the provider itself, so aliases of one endpoint ("sandbox"
+	// on a --sandbox worker is openai) share one breaker.
+	key := breaker.Model(provider.Name())
+	permit, err := a.Breakers.Allow(key)
+	if err != nil {
+		var open *breaker.OpenError
+		if !errors.As(err, &open) {
+			return model.Output{}, model.Progress{}, err
+		}
+		report.Breaker = string(key)
+		return model.Output{}, model.Progress{Phase: model.PhaseNotSent}, attemptFailure(ctx, report, &model.AttemptError{Outcome: model.OutcomeBreakerOpen,
+			Phase: model.PhaseNotSent, RetryAfter: open.Wait, Message: open.Error(), Err: open})
+	}
+	defer permit.Done(breaker.Ignored) // a path that reports nothing below proves nothing
+
+	// The first beat makes the attempt known at once (its phase, and the
+	// stream hub a follower reads it from). The SDK sends a first beat
+	// synchronously, a round trip to the server, so it goes on its own
+	// goroutine: the request must not wait on the server. Later beats are
+	// the SDK's to batch.
+	go activity.RecordHeartbeat(ctx, report)
+	run := model.Attempt{
+		Provider: provider,
+		Request:  req,
+		Limits:   in.Limits,
+		Validate: a.validateToolCall,
+		// The provider has begun to answer: a breaker taking one call at
+		// a time after a failure need not wait out the stream.
+		Opened:    permit.Answered,
+		Received:  func(ev model.Event) { a.publishLive(in.AttemptID, ev) },
+		Heartbeat: func(p model.Progress) { activity.RecordHeartbeat(ctx, reportAt(report, p)) },
+	}
+	out, progress, err := run.Run(ctx)
+	if err != nil {
+		err = attemptFailure(ctx, reportAt(report, progress), err)
+		if rep, ok := AttemptReportOf(err); ok {
+			permit.Done(modelHealth(rep.Outcome))
+		}
+		return model.Output{}, progress, err
+	}
+	permit.Done(breaker.Success)
+	return out, progress, nil
+}
+
+// reportAt is r with how far its attempt got.
+func reportAt(r AttemptReport, p model.Progress) AttemptReport {
+	r.Phase = p.Phase
+	r.Events, r.Chars, r.PreviewTail = p.Events, p.Chars, p.PreviewTail
+	return r
+}
+
+// attemptFailure turns an attempt's ending into the application error the
+// workflow's turn guard reads. It is never retried by Temporal: the guard
+// decides, and says why in the journal.
+//
+// A failure while the worker shuts down is worker_lost, whatever the stream
+// reported, so a deploy never fails a task.
+func attemptFailure(ctx context.Context, r AttemptReport, err error) error {
+	var ae *model.AttemptError
+	if !errors.As(err, &ae) {
+		ae = &model.AttemptError{Outcome: model.OutcomeUnknown, Phase: r.Phase, Message: err.Error(), Err: err}
+	}
+	if errors.Is(context.Cause(ctx), worker.ErrWorkerShutdown) {
+		// The worker is stopping, not the task: another worker takes the
+		// turn again at once.
+		ae = &model.AttemptError{Outcome: model.OutcomeWorkerLost, Phase: ae.Phase, Message: "the worker shut down during the attempt", Err: err}
+	}
+	r.Outcome = ae.Outcome
+	if ae.Phase != "" {
+		r.Phase = ae.Phase
+	}
+	r.HTTPStatus = ae.HTTPStatus
+	r.RetryAfterMS = ae.RetryAfter.Milliseconds()
+	r.Message = ae.Message
+	if r.Message == "" {
+		r.Message = ae.Error()
+	}
+	return temporal.NewApplicationErrorWithOptions(ae.Error(), ErrTypeModelAttempt, temporal.ApplicationErrorOptions{
+		NonRetryable: true,
+		Details:      []any{r},
+	})
+}

@@ -1,0 +1,323 @@
+// Package workerapp builds a capstan worker from its configuration and runs
+// it: the Temporal client, the ledger, the circuit breakers, the tool
+// registry, the model providers, the reconcilers, the metrics endpoint and
+// the live stream of model attempts, wired once, here. The worker binary is
+// a thin main over [Run]; the benchmark starts its pools through [New], so
+// what it measures is the worker that ships.
+//
+// A worker talks to the model providers, GitHub and Slack only over HTTP,
+// at the base URLs of its configuration (OPENAI_BASE_URL,
+// ANTHROPIC_BASE_URL, GITHUB_API_URL, SLACK_API_URL): the offline sandbox
+// is a separate program such a worker is pointed at, never part of it.
+// Secrets go from the configuration into the clients built here and nowhere
+// else; no workflow input carries one.
+package workerapp
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	tlog "go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/capstanhq/capstan/activities"
+	"github.com/capstanhq/capstan/internal/breaker"
+	"github.com/capstanhq/capstan/internal/config"
+	"github.com/capstanhq/capstan/internal/ledger"
+	"github.com/capstanhq/capstan/internal/ledger/ledgerdsn"
+	"github.com/capstanhq/capstan/internal/livestream"
+	"github.com/capstanhq/capstan/internal/logids"
+	"github.com/capstanhq/capstan/internal/metrics"
+	"github.com/capstanhq/capstan/internal/tools/slackpost"
+	"github.com/capstanhq/capstan/reconcilers"
+	"github.com/capstanhq/capstan/workflows"
+)
+
+// dialTimeout bounds reaching the Temporal server at start.
+const dialTimeout = 10 * time.Second
+
+// Options are what a worker is built from: its configuration, and what the
+// process that embeds it decides.
+type Options struct {
+	// Config is the worker's configuration (config.FromLookupEnv). New
+	// checks it with ValidateWorker.
+	Config config.Config
+	// LiveStream says where the live stream of model attempts is served
+	// (config.LiveStreamFromLookupEnv); an empty Addr serves none.
+	LiveStream config.LiveStream
+	// Logger receives the worker's log lines; those written with an
+	// activity's context carry its ids. Nil discards them.
+	Logger *slog.Logger
+	// Stdout receives the lines a person starting the worker reads: where
+	// metrics and live streams are served, and the queue it polls. Nil
+	// discards them.
+	Stdout io.Writer
+	// Identity names the worker in Temporal and in ledger leases; empty
+	// means capstan-worker@<host>/<pid>/<random>.
+	Identity string
+	// StopTimeout is how long running activities may take to finish once
+	// the worker is asked to stop, before their contexts are cancelled.
+	StopTimeout time.Duration
+	// Dial connects the worker's Temporal client with the identity, logger
+	// and metrics handler the worker chose. Nil means config.DialTemporal:
+	// TEMPORAL_ADDRESS and the rest of Temporal's environment
+	// configuration.
+	Dial DialFunc
+	// WrapLedger, when set, wraps the ledger the activities use (the bench
+	// times every call through it). The worker still closes the store it
+	// opened.
+	WrapLedger func(activities.Ledger) activities.Ledger
+}
+
+// DialFunc connects a Temporal client; it returns the options it dialled
+// with, for their namespace.
+type DialFunc func(ctx context.Context, identity string, logger tlog.Logger, metrics client.MetricsHandler) (client.Client, client.Options, error)
+
+// Worker is a started worker: connected to everything it needs, registered
+// on its task queue, not yet polling. Run (or Start and Stop) polls; Close
+// releases what New opened.
+type Worker struct {
+	identity  string
+	taskQueue string
+	logger    *slog.Logger
+
+	client        client.Client
+	worker        worker.Worker
+	ledger        ledger.Store
+	metrics       *metrics.Metrics // nil when CAPSTAN_METRICS_ADDR is empty
+	metricsServer *metrics.Server
+	liveHub       *livestream.Hub // nil when CAPSTAN_STREAM_ADDR is empty
+	liveServer    *livestream.Server
+}
+
+// Run builds a worker from o and polls until ctx is cancelled, then stops
+// gracefully and closes it: the whole life of a worker process.
+func Run(ctx context.Context, o Options) error {
+	w, err := New(ctx, o)
+	if err != nil {
+		return err
+	}
+	defer w.Close()
+	return w.Run(ctx)
+}
+
+// New checks the configuration and connects everything, failing with one
+// sentence on the first problem: a missing key, a bad ledger DSN, a metrics
+// address it cannot listen on, an unreachable server. On failure whatever
+// it had opened is closed.
+func New(ctx context.Context, o Options) (_ *Worker, err error) {
+	cfg := o.Config
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Stdout == nil {
+		o.Stdout = io.Discard
+	}
+	if o.Dial == nil {
+		o.Dial = dialFromEnvironment
+	}
+	w := &Worker{identity: o.Identity, taskQueue: cfg.TaskQueue, logger: logids.Logger(o.Logger)}
+	if w.identity == "" {
+		w.identity = newIdentity()
+	}
+	defer func() {
+		if err != nil {
+			w.Close()
+		}
+	}()
+
+	if err := cfg.ValidateWorker(); err != nil {
+		return nil, err
+	}
+	if err := w.serveMetrics(cfg.MetricsAddr, o.Stdout); err != nil {
+		return nil, err
+	}
+	if err := w.serveLive(o.LiveStream, o.Stdout); err != nil {
+		return nil, err
+	}
+	w.ledger, err = ledgerdsn.Open(ctx, cfg.LedgerDSN, ledgerdsn.Options{Logger: w.logger})
+	if err != nil {
+		return nil, fmt.Errorf("open the ledger (CAPSTAN_LEDGER_DSN): %w", err)
+	}
+	clients, err := NewClients(cfg, w.logger)
+	if err != nil {
+		return nil, err
+	}
+	breakers, err := w.newBreakers(cfg, clients)
+	if err != nil {
+		return nil, err
+	}
+
+	var sdkMetrics client.MetricsHandler
+	if w.metrics != nil {
+		sdkMetrics = w.metrics.TemporalHandler()
+	}
+	c, copts, err := o.Dial(ctx, w.identity, tlog.NewStructuredLogger(w.logger), sdkMetrics)
+	if err != nil {
+		return nil, err
+	}
+	w.client = c
+	if err := ensureSearchAttributes(ctx, c, copts.Namespace, w.logger); err != nil {
+		return nil, err
+	}
+
+	acts, err := w.newActivities(cfg, clients, breakers, o.WrapLedger)
+	if err != nil {
+		return nil, err
+	}
+	// Once asked to stop, the worker stops polling and gives running
+	// activities StopTimeout to finish before their contexts are cancelled.
+	w.worker = worker.New(c, cfg.TaskQueue, worker.Options{Identity: w.identity, WorkerStopTimeout: o.StopTimeout})
+	w.worker.RegisterWorkflow(workflows.AgentTask)
+	w.worker.RegisterActivity(acts)
+	w.logger.Info("worker ready", "identity", w.identity, "task_queue", cfg.TaskQueue, "ledger", ledgerdsn.Redact(cfg.LedgerDSN))
+	fmt.Fprintf(o.Stdout, "worker %s polling task queue %q\n", w.identity, cfg.TaskQueue)
+	return w, nil
+}
+
+// newActivities builds the activities over the worker's ledger, clients and
+// breakers, reporting to its metrics and live stream when it has them.
+func (w *Worker) newActivities(cfg config.Config, cl Clients, breakers *breaker.Set, wrap func(activities.Ledger) activities.Ledger) (*activities.Activities, error) {
+	var led activities.Ledger = w.ledger
+	if wrap != nil {
+		led = wrap(led)
+	}
+	deps := activities.Deps{
+		Ledger:    led,
+		Providers: cl.Providers,
+		Tools:     cl.Tools,
+		Identity:  w.identity,
+		Breakers:  breakers,
+		Lease:     cfg.Lease,
+		// The limits a task leaves unset: see activities.WorkerLimits.
+		ModelLimits: cfg.ModelLimits,
+		Now:         time.Now,
+		Logger:      w.logger,
+	}
+	// Interfaces, not a *slack.Client, so that "no token" stays a nil
+	// interface the activities and reconcilers can test for.
+	var slackHistory slackpost.History
+	if cl.Slack != nil {
+		deps.Slack, slackHistory = cl.Slack, cl.Slack
+	}
+	// Each tool's own lookup finds its effects again, and the deliveries'
+	// finds posted messages.
+	deps.Reconcilers = reconcilers.NewSet(cl.Tools, slackpost.NewMessages(slackHistory))
+	if w.metrics != nil {
+		deps.Metrics = w.metrics
+	}
+	if w.liveHub != nil {
+		deps.Live = w.liveHub
+	}
+	return activities.New(deps)
+}
+
+// newBreakers returns one breaker per dependency and operation class, for
+// this worker (docs/design.md §7), logging and counting their transitions;
+// nil when CAPSTAN_BREAKERS=off.
+func (w *Worker) newBreakers(cfg config.Config, cl Clients) (*breaker.Set, error) {
+	if cfg.BreakersOff {
+		w.logger.Warn("CAPSTAN_BREAKERS=off: every call is sent, whatever the state of its dependency")
+		return nil, nil
+	}
+	opts := breaker.Options{Logger: w.logger}
+	if w.metrics != nil {
+		opts.OnStateChange = func(t breaker.Transition) {
+			w.metrics.BreakerTransition(string(t.Key), string(t.From), string(t.To))
+		}
+	}
+	set, err := breaker.NewSet(cfg.Breakers, opts)
+	if err != nil {
+		return nil, fmt.Errorf("CAPSTAN_BREAKER_*: %w", err)
+	}
+	if w.metrics != nil {
+		// Every breaker this worker can use shows its state from the start,
+		// not from its first transition.
+		known := []breaker.Key{breaker.GitHubRead, breaker.GitHubWrite, breaker.SlackPost}
+		for _, name := range sortedKeys(cl.Providers) {
+			known = append(known, breaker.Model(name))
+		}
+		for _, k := range known {
+			w.metrics.BreakerTransition(string(k), "", string(set.State(k)))
+		}
+	}
+	return set, nil
+}
+
+// Identity is the name the worker polls and leases under.
+func (w *Worker) Identity() string { return w.identity }
+
+// TaskQueue is the queue the worker polls.
+func (w *Worker) TaskQueue() string { return w.taskQueue }
+
+// Run polls until ctx is cancelled, then stops gracefully. It returns early
+// with the error that stopped the worker if it cannot go on (the namespace
+// is gone, say).
+func (w *Worker) Run(ctx context.Context) error {
+	stopped := make(chan any)
+	go func() {
+		<-ctx.Done()
+		close(stopped)
+	}()
+	if err := w.worker.Run(stopped); err != nil {
+		return fmt.Errorf("worker stopped: %w", err)
+	}
+	w.logger.Info("worker stopped")
+	return nil
+}
+
+// Start starts polling and returns; Stop stops it. For a process that runs
+// several workers side by side (the bench); a worker process uses Run.
+func (w *Worker) Start() error {
+	if err := w.worker.Start(); err != nil {
+		return fmt.Errorf("start worker %s: %w", w.identity, err)
+	}
+	return nil
+}
+
+// Stop stops polling gracefully, as Run does when its context ends.
+func (w *Worker) Stop() { w.worker.Stop() }
+
+// Close releases what New opened: the Temporal client, the metrics and
+// live stream endpoints and the ledger. Stop the worker first.
+func (w *Worker) Close() {
+	if w.client != nil {
+		w.client.Close()
+	}
+	if w.metricsServer != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = w.metricsServer.Close(ctx)
+		cancel()
+	}
+	if w.metrics != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = w.metrics.Close(ctx)
+		cancel()
+	}
+	if w.liveServer != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_ = w.liveServer.Close(ctx)
+		cancel()
+	}
+	if w.ledger != nil {
+		_ = w.ledger.Close()
+	}
+}
+
+// dialFromEnvironment is config.DialTemporal, bounded by dialTimeout.
+func dialFromEnvironment(ctx context.Context, identity string, logger tlog.Logger, m client.MetricsHandler) (client.Client, client.Options, error) {
+	return config.DialTemporal(ctx, identity, logger, m, dialTimeout)
+}
+
+func newIdentity() string {
+	b := make([]byte, 3)
+	_, _ = rand.Read(b)
+	return fmt.Sprintf("capstan-worker@%s/%d/%s", config.Hostname(), os.Getpid(), hex.EncodeToString(b))
+}
