@@ -72,7 +72,7 @@ type Deps struct {
 	// Lease is how long a claim stays live; zero means config.DefaultLease.
 	Lease time.Duration
 	// ModelLimits are the worker's defaults for the limits a task leaves
-	// unset (WorkerLimits); zero fields mean model.DefaultLimits.
+	// unset (WorkerLimits); zero fields mean config.DefaultModelLimits.
 	ModelLimits model.Limits
 	Now         func() time.Time // default time.Now
 	Logger      *slog.Logger     // default slog.Default()

@@ -7,7 +7,7 @@ import (
 
 	"go.temporal.io/sdk/activity"
 
-	"github.com/capstanhq/capstan/internal/model"
+	"github.com/capstanhq/capstan/internal/config"
 )
 
 // OperationHeartbeat is the detail of the heartbeats of ExecuteTool and
@@ -87,7 +87,7 @@ func (a *Activities) heartbeat(ctx context.Context, interval time.Duration, deta
 func (a *Activities) heartbeatInterval(ctx context.Context) time.Duration {
 	timeout := activity.GetInfo(ctx).HeartbeatTimeout
 	if timeout <= 0 {
-		timeout = model.DefaultLimits.HeartbeatTimeout
+		timeout = config.DefaultHeartbeatTimeout
 	}
 	return max(min(timeout, a.lease(ctx))/3, time.Millisecond)
 }

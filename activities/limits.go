@@ -3,6 +3,7 @@ package activities
 import (
 	"context"
 
+	"github.com/capstanhq/capstan/internal/config"
 	"github.com/capstanhq/capstan/internal/model"
 )
 
@@ -13,7 +14,7 @@ import (
 // the pool, and on replay — reads the same values.
 func (a *Activities) WorkerLimits(_ context.Context, _ WorkerLimitsInput) (WorkerLimitsResult, error) {
 	// The design's defaults under the worker's own; FirstEvent stays unset
-	// unless the worker set it (DefaultLimits sets none).
-	l := a.ModelLimits.Under(model.DefaultLimits)
+	// unless the worker set it (config.DefaultModelLimits sets none).
+	l := a.ModelLimits.Under(model.Limits(config.DefaultModelLimits))
 	return WorkerLimitsResult{Limits: l}, nil
 }

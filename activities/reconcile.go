@@ -13,6 +13,7 @@ import (
 
 	"github.com/capstanhq/capstan"
 	"github.com/capstanhq/capstan/internal/backoff"
+	"github.com/capstanhq/capstan/internal/config"
 	"github.com/capstanhq/capstan/internal/ledger"
 	"github.com/capstanhq/capstan/internal/logids"
 	"github.com/capstanhq/capstan/internal/model"
@@ -96,7 +97,7 @@ func (a *Activities) reconcile(ctx context.Context, in ReconcileInput) (Reconcil
 	}
 	window := in.Window
 	if window <= 0 {
-		window = DefaultReconcileWindow
+		window = config.DefaultReconcileWindow
 	}
 	since := in.Since
 	if since.IsZero() {

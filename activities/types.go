@@ -1,7 +1,6 @@
 package activities
 
 import (
-	"github.com/capstanhq/capstan/internal/config"
 	"github.com/capstanhq/capstan/internal/contract"
 )
 
@@ -49,7 +48,3 @@ const (
 // AttemptReportOf returns the report carried by a failed ModelTurn
 // (contract.AttemptReportOf).
 func AttemptReportOf(err error) (AttemptReport, bool) { return contract.AttemptReportOf(err) }
-
-// DefaultReconcileWindow bounds how long "not yet" may last before an
-// unseen effect counts as absent.
-const DefaultReconcileWindow = config.DefaultReconcileWindow

@@ -51,7 +51,7 @@ func (e *env) runHistory(ctx context.Context, k kind, queue string, turns int) h
 		run, err = e.client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflows.WorkflowID(id), TaskQueue: queue},
 			workflows.AgentTask, workflows.AgentTaskInput{
 				TaskID: id, Tenant: config.DefaultTenant, Prompt: "Read the README again and again.", Repo: demoRepo,
-				Base: config.DefaultBaseBranch, Model: script, MaxTurns: turns, ModelLimits: model.DefaultLimits,
+				Base: config.DefaultBaseBranch, Model: script, MaxTurns: turns, ModelLimits: model.Limits(config.DefaultModelLimits),
 			})
 	default:
 		run, err = e.client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "bare-" + id, TaskQueue: queue},

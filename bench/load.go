@@ -107,8 +107,8 @@ func (e *env) capstanStarter(queue, prefix string) startFunc {
 			WorkflowIDReusePolicy:                    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
 		}, workflows.AgentTask, workflows.AgentTaskInput{
 			TaskID: id, Tenant: config.DefaultTenant, Prompt: demoPrompt, Repo: demoRepo, Base: config.DefaultBaseBranch,
-			SlackChannel: demoSlack, Model: demoModel, MaxTurns: 10, ModelLimits: model.DefaultLimits,
-			ReconcileWindow: config.DefaultReconcileWindow, HumanTimeout: workflows.DefaultHumanTimeout,
+			SlackChannel: demoSlack, Model: demoModel, MaxTurns: 10, ModelLimits: model.Limits(config.DefaultModelLimits),
+			ReconcileWindow: config.DefaultReconcileWindow, HumanTimeout: config.DefaultHumanTimeout,
 		})
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/capstanhq/capstan/internal/config"
-	"github.com/capstanhq/capstan/workflows"
 )
 
 // --fallback is repeatable and validated like --model; --persistent goes
@@ -23,7 +22,7 @@ func TestRunFlagsFallbacksAndPersistent(t *testing.T) {
 		t.Fatalf("--fallback twice = %v, %v", fallbacks, err)
 	}
 	f := runFlags{prompt: "p", base: "main", tenant: "default", model: "openai:m", maxTurns: 3,
-		humanTimeout: workflows.DefaultHumanTimeout, fallbacks: fallbacks, persistent: true}
+		humanTimeout: config.DefaultHumanTimeout, fallbacks: fallbacks, persistent: true}
 	in, err := a.taskInput(f)
 	if err != nil {
 		t.Fatal(err)

@@ -61,10 +61,10 @@ func (a *app) runCommand() *cobra.Command {
 	fl.StringVar(&f.tenant, "tenant", config.DefaultTenant, "tenant the task's operations belong to")
 	fl.StringArrayVar(&f.fallbacks, "fallback", nil, "a further model, PROVIDER:MODEL, that a turn switches to once when the model stays overloaded or runs past its total limit; the task keeps it (repeatable, tried in order)")
 	fl.BoolVar(&f.persistent, "persistent", false, "retry an overloaded model for up to 6h (each wait at most 5m, journalled every 30s) instead of 5 attempts")
-	fl.IntVar(&f.maxTurns, "max-turns", workflows.DefaultMaxTurns, "most model turns before the task fails with max_turns")
+	fl.IntVar(&f.maxTurns, "max-turns", config.DefaultMaxTurns, "most model turns before the task fails with max_turns")
 	fl.DurationVar(&f.idleTimeout, "idle-timeout", 0, "cut a model stream silent this long and retry it once (default $CAPSTAN_MODEL_IDLE_TIMEOUT or 120s)")
 	fl.DurationVar(&f.maxDuration, "max-duration", 0, "total limit of one model attempt (default $CAPSTAN_MODEL_MAX_DURATION or 10m)")
-	fl.DurationVar(&f.humanTimeout, "human-timeout", workflows.DefaultHumanTimeout, "how long the task waits for a person to resolve an operation before it fails with needs_human_timeout")
+	fl.DurationVar(&f.humanTimeout, "human-timeout", config.DefaultHumanTimeout, "how long the task waits for a person to resolve an operation before it fails with needs_human_timeout")
 	fl.BoolVar(&f.wait, "wait", false, "wait for the task to end and print its result")
 	fl.BoolVar(&f.follow, "follow", false, "watch the task live (as starter follow does) until it ends, then print its result")
 	fl.BoolVar(&f.json, "json", false, "print machine-readable JSON")
@@ -85,7 +85,7 @@ func (a *app) demoCommand() *cobra.Command {
 			in, err := a.taskInput(runFlags{
 				prompt: "Add a HELLO.md greeting to the repository on a new branch, open a pull request, and tell the team.",
 				repo:   "capstan-sandbox/demo", base: config.DefaultBaseBranch, slack: "#capstan-demo", model: "openai:demo",
-				tenant: config.DefaultTenant, maxTurns: 10, humanTimeout: workflows.DefaultHumanTimeout,
+				tenant: config.DefaultTenant, maxTurns: 10, humanTimeout: config.DefaultHumanTimeout,
 			})
 			if err != nil {
 				return err

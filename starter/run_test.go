@@ -6,7 +6,6 @@ import (
 
 	"github.com/capstanhq/capstan/internal/config"
 	"github.com/capstanhq/capstan/internal/model"
-	"github.com/capstanhq/capstan/workflows"
 )
 
 // The per-task watchdog flags go into the task's input, and nothing else
@@ -18,7 +17,7 @@ func TestRunFlagsSetTheTasksModelLimits(t *testing.T) {
 	a := &app{cfg: config.FromEnv(func(k string) string {
 		return map[string]string{"CAPSTAN_MODEL_MAX_DURATION": "5m"}[k]
 	})}
-	f := runFlags{prompt: "p", base: "main", tenant: "default", maxTurns: 3, humanTimeout: workflows.DefaultHumanTimeout,
+	f := runFlags{prompt: "p", base: "main", tenant: "default", maxTurns: 3, humanTimeout: config.DefaultHumanTimeout,
 		idleTimeout: 45 * time.Second}
 	in, err := a.taskInput(f)
 	if err != nil {

@@ -111,7 +111,7 @@ func (t *task) maxTurns() int {
 	if t.in.MaxTurns > 0 {
 		return t.in.MaxTurns
 	}
-	return DefaultMaxTurns
+	return config.DefaultMaxTurns
 }
 
 func (t *task) note(ctx workflow.Context, format string, args ...any) {

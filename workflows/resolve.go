@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/workflow"
+
+	"github.com/capstanhq/capstan/internal/config"
 )
 
 // UpdateResolve is the update a person sends to settle an operation that
@@ -88,7 +90,7 @@ func (t *task) humanTimeout() time.Duration {
 	if t.in.HumanTimeout > 0 {
 		return t.in.HumanTimeout
 	}
-	return DefaultHumanTimeout
+	return config.DefaultHumanTimeout
 }
 
 // errAborted is returned by askPerson when the person chose abort.

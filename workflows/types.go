@@ -9,13 +9,6 @@ import (
 	"github.com/capstanhq/capstan/internal/model"
 )
 
-// DefaultMaxTurns bounds a task whose input leaves MaxTurns at zero.
-const DefaultMaxTurns = 20
-
-// DefaultHumanTimeout bounds the wait for a person when the task's input
-// leaves HumanTimeout at zero.
-const DefaultHumanTimeout = 24 * time.Hour
-
 // AgentTaskInput starts a task. It carries no secret: tokens and keys live in
 // the workers' environment.
 type AgentTaskInput struct {
@@ -40,14 +33,14 @@ type AgentTaskInput struct {
 	Persistent bool `json:"persistent,omitempty"`
 	MaxTurns   int  `json:"max_turns,omitempty"`
 	// ModelLimits are the watchdogs of every model attempt; zero fields
-	// take model.DefaultLimits. The activity enforces them and the
+	// take config.DefaultModelLimits. The activity enforces them and the
 	// workflow derives the activity's timeouts from them.
 	ModelLimits model.Limits `json:"model_limits"`
 	// ReconcileWindow bounds how long an unseen effect counts as "not yet"
 	// before it is absent; zero means config.DefaultReconcileWindow.
 	ReconcileWindow time.Duration `json:"reconcile_window,omitempty"`
 	// HumanTimeout bounds the wait for a person to resolve an operation;
-	// zero means DefaultHumanTimeout.
+	// zero means config.DefaultHumanTimeout.
 	HumanTimeout time.Duration `json:"human_timeout,omitempty"`
 	// Checkpoint is set when the task continues as new.
 	Checkpoint *Checkpoint `json:"checkpoint,omitempty"`

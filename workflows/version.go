@@ -55,7 +55,7 @@ const (
 	// changeLimitsFromWorker: a task takes the limits its input leaves
 	// unset from the worker that runs its first step (the WorkerLimits local
 	// activity, recorded in history) and keeps them in its input, instead
-	// of model.DefaultLimits.
+	// of config.DefaultModelLimits.
 	changeLimitsFromWorker = "worker-limits"
 	// changeAllThroughWorkerLimits: one marker, read as a task's run
 	// starts, saying that every change above — through

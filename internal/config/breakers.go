@@ -22,10 +22,6 @@ type BreakerSettings struct {
 	OpenFor time.Duration
 }
 
-// DefaultBreakerSettings: trip after 5 consecutive failures or at least
-// 50 % of at least 10 calls in 60 s; stay open 30 s; then one probe.
-var DefaultBreakerSettings = BreakerSettings{ConsecutiveFailures: 5, FailureRatio: 0.5, MinCalls: 10, Window: time.Minute, OpenFor: 30 * time.Second}
-
 // Validate reports the first setting a breaker cannot work with.
 func (s BreakerSettings) Validate() error {
 	switch {

@@ -15,43 +15,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/capstanhq/capstan/internal/model"
-)
-
-// Defaults.
-const (
-	DefaultTaskQueue = "capstan"
-	// DefaultSandboxTaskQueue is the queue of a worker pointed at the
-	// sandbox program, whose GitHub and Slack are fakes: the environment the
-	// sandbox hands out never names the queue real tasks use.
-	DefaultSandboxTaskQueue = "capstan-sandbox"
-	DefaultLedgerDSN        = "sqlite://.capstan/ledger.db"
-	DefaultUIURL            = "http://localhost:8233"
-	DefaultModel            = "openai:gpt-4.1"
-	DefaultTenant           = "default"
-	DefaultBaseBranch       = "main"
-	DefaultOpenAIBaseURL    = "https://api.openai.com/v1/"
-	// DefaultAnthropicBaseURL is the root of Anthropic's API: the SDK
-	// appends v1/messages.
-	DefaultAnthropicBaseURL = "https://api.anthropic.com/"
-	DefaultGitHubAPIURL     = "https://api.github.com/"
-	DefaultSlackAPIURL      = "https://slack.com/api/"
-	// DefaultLease is how long a claim on an operation stays live without
-	// a heartbeat: tool and delivery activities renew it with every beat
-	// (a third of the heartbeat timeout), so it bounds how long a dead
-	// worker's claim blocks its successor, not how long a call may take.
-	DefaultLease = 30 * time.Second
-	// DefaultConnectTimeout bounds dialling a model provider and the TLS
-	// handshake (docs/design.md §4.2).
-	DefaultConnectTimeout = 10 * time.Second
-	// DefaultReconcileWindow bounds how long a reconciler waits for an
-	// external system to show an effect before calling it absent.
-	DefaultReconcileWindow = 60 * time.Second
-	// DefaultMetricsAddr is where a worker serves Prometheus metrics:
-	// loopback only, since the endpoint has no authentication. A pool in
-	// containers sets CAPSTAN_METRICS_ADDR=:9464 for its scraper.
-	DefaultMetricsAddr = "127.0.0.1:9464"
 )
 
 // Config is capstan's environment, with every default filled in.
@@ -86,7 +49,7 @@ type Config struct {
 	// --idle-timeout and --max-duration set them per task), and keeps them
 	// in its input from then on. FirstEvent is zero when unset: it follows
 	// the idle timeout.
-	ModelLimits model.Limits
+	ModelLimits ModelLimits
 	// ReconcileWindow (CAPSTAN_RECONCILE_WINDOW) bounds how long an unseen
 	// effect counts as "not yet" before a reconciler calls it absent; it
 	// goes into each task's input.
@@ -178,11 +141,11 @@ func FromLookupEnv(lookup func(string) (string, bool)) Config {
 	}
 	c.ModelConnectTimeout = duration("CAPSTAN_MODEL_CONNECT_TIMEOUT", DefaultConnectTimeout)
 	c.ReconcileWindow = duration("CAPSTAN_RECONCILE_WINDOW", DefaultReconcileWindow)
-	c.ModelLimits = model.Limits{
-		FirstEvent:       duration("CAPSTAN_MODEL_FIRST_EVENT_TIMEOUT", 0),
-		Idle:             duration("CAPSTAN_MODEL_IDLE_TIMEOUT", model.DefaultLimits.Idle),
-		Total:            duration("CAPSTAN_MODEL_MAX_DURATION", model.DefaultLimits.Total),
-		HeartbeatTimeout: duration("CAPSTAN_HEARTBEAT_TIMEOUT", model.DefaultLimits.HeartbeatTimeout),
+	c.ModelLimits = ModelLimits{
+		FirstEvent:       duration("CAPSTAN_MODEL_FIRST_EVENT_TIMEOUT", DefaultModelLimits.FirstEvent),
+		Idle:             duration("CAPSTAN_MODEL_IDLE_TIMEOUT", DefaultModelLimits.Idle),
+		Total:            duration("CAPSTAN_MODEL_MAX_DURATION", DefaultModelLimits.Total),
+		HeartbeatTimeout: duration("CAPSTAN_HEARTBEAT_TIMEOUT", DefaultModelLimits.HeartbeatTimeout),
 	}
 	if err := c.ModelLimits.Validate(); err != nil {
 		c.problems = append(c.problems, fmt.Errorf("CAPSTAN_MODEL_*: %w", err))
@@ -289,16 +252,20 @@ func (c Config) checkModelKey() error {
 	if !c.modelSet {
 		return nil
 	}
-	ref, err := model.ParseRef(c.Model)
-	if err != nil {
-		return nil // the starter, which uses CAPSTAN_MODEL, reports it
+	// Only the provider matters here. A malformed value, or one naming a
+	// provider without a key (sandbox) or unknown to ProviderKeys, is left
+	// to the starter, which parses CAPSTAN_MODEL with model.ParseRef and
+	// reports it; this package imports no capstan package.
+	provider, name, ok := strings.Cut(c.Model, ":")
+	if !ok || name == "" {
+		return nil
 	}
-	key, ok := ProviderKeys[ref.Provider]
-	if !ok || c.HasProviderKey(ref.Provider) {
+	key, ok := ProviderKeys[provider]
+	if !ok || c.HasProviderKey(provider) {
 		return nil
 	}
 	return fmt.Errorf("CAPSTAN_MODEL=%s names the %s provider, but %s is not set: set it, or name a model of a provider this worker has a key for",
-		c.Model, ref.Provider, key)
+		c.Model, provider, key)
 }
 
 // ValidateStarter reports what keeps starter from starting a task: values

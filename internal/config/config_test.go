@@ -4,8 +4,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/capstanhq/capstan/internal/model"
 )
 
 func env(kv map[string]string) func(string) string {
@@ -32,8 +30,8 @@ func TestFromEnvFillsEveryDefault(t *testing.T) {
 	if c.Lease != DefaultLease || c.ModelConnectTimeout != DefaultConnectTimeout {
 		t.Errorf("Lease, ModelConnectTimeout = %s, %s", c.Lease, c.ModelConnectTimeout)
 	}
-	if c.ModelLimits != model.DefaultLimits { // FirstEvent unset: it follows the idle timeout
-		t.Errorf("ModelLimits = %+v, want %+v", c.ModelLimits, model.DefaultLimits)
+	if c.ModelLimits != DefaultModelLimits { // FirstEvent unset: it follows the idle timeout
+		t.Errorf("ModelLimits = %+v, want %+v", c.ModelLimits, DefaultModelLimits)
 	}
 	if err := c.ValidateStarter(); err != nil {
 		t.Errorf("ValidateStarter() = %v", err)
@@ -59,7 +57,7 @@ func TestFromEnvReadsLimitsAndURLs(t *testing.T) {
 		"OPENAI_API_KEY": "k", "GITHUB_TOKEN": "g",
 	}))
 	// FirstEvent stays unset: it follows the idle timeout a task may set.
-	want := model.Limits{Idle: 5 * time.Second, Total: time.Minute, HeartbeatTimeout: 9 * time.Second}
+	want := ModelLimits{Idle: 5 * time.Second, Total: time.Minute, HeartbeatTimeout: 9 * time.Second}
 	if c.ModelLimits != want {
 		t.Errorf("ModelLimits = %+v, want %+v", c.ModelLimits, want)
 	}
@@ -206,5 +204,32 @@ func TestValidateWorkerModelKeys(t *testing.T) {
 				t.Fatalf("ValidateWorker() = %v, want one line containing %q", err, tt.want)
 			}
 		})
+	}
+}
+
+func TestModelLimitsValidateRefusesAFirstEventWaitPastTheTotal(t *testing.T) {
+	l := ModelLimits{FirstEvent: 2 * time.Minute, Idle: 30 * time.Second, Total: time.Minute, HeartbeatTimeout: 30 * time.Second}
+	err := l.Validate()
+	if err == nil || err.Error() != "the first-event timeout (2m0s) must be shorter than the attempt's total limit (1m0s)" {
+		t.Fatalf("Validate() = %v, want the first-event timeout refused", err)
+	}
+	l.FirstEvent = 0 // follows the idle timeout
+	if err := l.Validate(); err != nil {
+		t.Fatalf("Validate() with the first-event wait unset = %v", err)
+	}
+}
+
+func TestCheckModelKeyNamesTheMissingKeyOfAnExplicitModel(t *testing.T) {
+	for model, want := range map[string]string{
+		"anthropic:claude-sonnet-4-5": "ANTHROPIC_API_KEY is not set",
+		"sandbox:demo":                "", // a sandbox needs no key
+		"anthropic:":                  "", // malformed: the starter reports it
+		"nonsense":                    "",
+	} {
+		c := FromEnv(env(map[string]string{"CAPSTAN_MODEL": model, "OPENAI_API_KEY": "k", "GITHUB_TOKEN": "g"}))
+		err := c.ValidateWorker()
+		if want == "" && err != nil || want != "" && (err == nil || !strings.Contains(err.Error(), want)) {
+			t.Errorf("CAPSTAN_MODEL=%s: ValidateWorker() = %v, want %q", model, err, want)
+		}
 	}
 }

@@ -9,34 +9,6 @@ import (
 	"time"
 )
 
-// Defaults of the live stream of model attempts (docs/design.md §9.3).
-const (
-	// DefaultStreamAddr is where a worker serves its live model streams:
-	// loopback only, since without CAPSTAN_STREAM_TOKEN the endpoint
-	// serves loopback clients only anyway. A pool across machines sets
-	// CAPSTAN_STREAM_ADDR=:9465, CAPSTAN_STREAM_TOKEN and
-	// CAPSTAN_STREAM_URL to an address its followers can reach.
-	DefaultStreamAddr = "127.0.0.1:9465"
-	// DefaultStreamMaxConns caps the connections a worker's stream
-	// endpoint holds at once (CAPSTAN_STREAM_MAX_CONNS); one more is
-	// answered 503. A follower holds one per attempt it reads.
-	DefaultStreamMaxConns = 128
-	// DefaultStreamWriteTimeout bounds every write to a follower
-	// (CAPSTAN_STREAM_WRITE_TIMEOUT): one that stops reading is cut then,
-	// and its connection given back.
-	DefaultStreamWriteTimeout = 10 * time.Second
-	// DefaultStreamRetain is how long a hub keeps an attempt that nobody
-	// reads after its last change: long enough for a follower that polls
-	// to find it.
-	DefaultStreamRetain = 10 * time.Minute
-	// DefaultStreamMaxBytes bounds the text kept of one attempt; past it
-	// the text is cut and the follower told so.
-	DefaultStreamMaxBytes = 1 << 20
-	// DefaultStreamSweepEvery is how often a hub forgets the attempts
-	// past DefaultStreamRetain that nobody reads.
-	DefaultStreamSweepEvery = time.Minute
-)
-
 // LiveStream is where and how a worker serves the text of its model
 // attempts as they stream.
 type LiveStream struct {

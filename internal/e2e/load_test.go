@@ -135,7 +135,7 @@ func TestModelOutageUnderLoad(t *testing.T) {
 				ID: workflows.WorkflowID(ids[i]), TaskQueue: queue,
 			}, workflows.AgentTask, workflows.AgentTaskInput{
 				TaskID: ids[i], Tenant: config.DefaultTenant, Prompt: "Say hello.", Repo: "capstan-sandbox/demo",
-				Model: "openai:hello", MaxTurns: workflows.DefaultMaxTurns,
+				Model: "openai:hello", MaxTurns: config.DefaultMaxTurns,
 			})
 		}()
 	}

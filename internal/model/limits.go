@@ -1,8 +1,9 @@
 package model
 
 import (
-	"fmt"
 	"time"
+
+	"github.com/capstanhq/capstan/internal/config"
 )
 
 // Limits are the watchdogs of one model attempt (docs/design.md §4.2). A task
@@ -21,18 +22,11 @@ type Limits struct {
 	HeartbeatTimeout time.Duration `json:"heartbeat_timeout,omitempty"`
 }
 
-// DefaultLimits are the design's defaults: a silent model is cut after
-// 120 s, an attempt after 10 min, and a dead worker is noticed in 30 s.
-var DefaultLimits = Limits{
-	Idle:             120 * time.Second,
-	Total:            10 * time.Minute,
-	HeartbeatTimeout: 30 * time.Second,
-}
-
-// WithDefaults returns l with every zero field taken from DefaultLimits,
-// and FirstEvent from Idle. It is a pure function: workflow code calls it.
+// WithDefaults returns l with every zero field taken from
+// config.DefaultModelLimits, and FirstEvent from Idle. It is a pure
+// function: workflow code calls it.
 func (l Limits) WithDefaults() Limits {
-	d := DefaultLimits
+	d := Limits(config.DefaultModelLimits)
 	if l.Idle <= 0 {
 		l.Idle = d.Idle
 	}
@@ -76,12 +70,5 @@ func (l Limits) Under(defaults Limits) Limits {
 // work: an attempt must be allowed to go idle, and wait for its first
 // event, for less than its total limit.
 func (l Limits) Validate() error {
-	w := l.WithDefaults()
-	switch {
-	case w.Idle >= w.Total:
-		return fmt.Errorf("the idle timeout (%s) must be shorter than the attempt's total limit (%s)", w.Idle, w.Total)
-	case w.FirstEvent >= w.Total:
-		return fmt.Errorf("the first-event timeout (%s) must be shorter than the attempt's total limit (%s)", w.FirstEvent, w.Total)
-	}
-	return nil
+	return config.ModelLimits(l.WithDefaults()).Validate()
 }

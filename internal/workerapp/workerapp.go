@@ -35,6 +35,7 @@ import (
 	"github.com/capstanhq/capstan/internal/livestream"
 	"github.com/capstanhq/capstan/internal/logids"
 	"github.com/capstanhq/capstan/internal/metrics"
+	"github.com/capstanhq/capstan/internal/model"
 	"github.com/capstanhq/capstan/internal/tools/slackpost"
 	"github.com/capstanhq/capstan/reconcilers"
 	"github.com/capstanhq/capstan/workflows"
@@ -197,7 +198,7 @@ func (w *Worker) newActivities(cfg config.Config, cl Clients, breakers *breaker.
 		Breakers:  breakers,
 		Lease:     cfg.Lease,
 		// The limits a task leaves unset: see activities.WorkerLimits.
-		ModelLimits: cfg.ModelLimits,
+		ModelLimits: model.Limits(cfg.ModelLimits),
 		Now:         time.Now,
 		Logger:      w.logger,
 	}

@@ -33,18 +33,9 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
 
+	"github.com/capstanhq/capstan/internal/config"
 	"github.com/capstanhq/capstan/internal/model"
 )
-
-// DefaultConnectTimeout bounds dialling and the TLS handshake (docs/design.md §4.2).
-const DefaultConnectTimeout = 10 * time.Second
-
-// DefaultMaxTokens is the output budget of one attempt when Config does not
-// set one. The Messages API requires a value; 8192 is within what every
-// current Claude model can produce, and a turn that needs more ends with
-// stop reason max_tokens (finish reason "length"), which the turn guard
-// handles.
-const DefaultMaxTokens = 8192
 
 // Config configures a Provider.
 type Config struct {
@@ -54,7 +45,7 @@ type Config struct {
 	// APIKey is the credential. Empty sends none, which only a local
 	// server accepts.
 	APIKey string
-	// MaxTokens is the max_tokens of every request. Default DefaultMaxTokens.
+	// MaxTokens is the max_tokens of every request. Default config.DefaultAnthropicMaxTokens.
 	MaxTokens int64
 	// HTTPClient, when set, is used as is; it must not set Timeout, which
 	// would cut long streams. When nil, the provider builds its own client
@@ -81,10 +72,10 @@ var _ model.Provider = (*Provider)(nil)
 // New returns a Provider for cfg.
 func New(cfg Config) *Provider {
 	if cfg.ConnectTimeout <= 0 {
-		cfg.ConnectTimeout = DefaultConnectTimeout
+		cfg.ConnectTimeout = config.DefaultConnectTimeout
 	}
 	if cfg.MaxTokens <= 0 {
-		cfg.MaxTokens = DefaultMaxTokens
+		cfg.MaxTokens = config.DefaultAnthropicMaxTokens
 	}
 	logger := cfg.Logger
 	if logger == nil {

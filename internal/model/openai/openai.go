@@ -26,11 +26,9 @@ import (
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/shared"
 
+	"github.com/capstanhq/capstan/internal/config"
 	"github.com/capstanhq/capstan/internal/model"
 )
-
-// DefaultConnectTimeout bounds dialling and the TLS handshake (docs/design.md §4.2).
-const DefaultConnectTimeout = 10 * time.Second
 
 // Config configures a Provider.
 type Config struct {
@@ -64,7 +62,7 @@ var _ model.Provider = (*Provider)(nil)
 // New returns a Provider for cfg.
 func New(cfg Config) *Provider {
 	if cfg.ConnectTimeout <= 0 {
-		cfg.ConnectTimeout = DefaultConnectTimeout
+		cfg.ConnectTimeout = config.DefaultConnectTimeout
 	}
 	logger := cfg.Logger
 	if logger == nil {

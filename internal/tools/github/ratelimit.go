@@ -8,11 +8,9 @@ import (
 	"time"
 
 	gogithub "github.com/google/go-github/v62/github"
-)
 
-// DefaultRateLimitWait is how long to wait after a rate limit whose answer
-// names no time: GitHub's documentation says "wait for at least one minute".
-const DefaultRateLimitWait = time.Minute
+	"github.com/capstanhq/capstan/internal/config"
+)
 
 // RateLimitWait reports whether err is GitHub refusing a request for a rate
 // limit, and how long GitHub asked the caller to wait before trying again.
@@ -28,7 +26,7 @@ const DefaultRateLimitWait = time.Minute
 // The wait is, in GitHub's order of precedence: Retry-After; else, with
 // x-ratelimit-remaining: 0, the time left until x-ratelimit-reset, counted
 // on GitHub's clock (its Date header) so a skewed local clock does not
-// matter; else DefaultRateLimitWait. It is never negative.
+// matter; else config.DefaultGitHubRateLimitWait. It is never negative.
 func RateLimitWait(err error) (time.Duration, bool) {
 	var rate *gogithub.RateLimitError
 	var abuse *gogithub.AbuseRateLimitError
@@ -39,7 +37,7 @@ func RateLimitWait(err error) (time.Duration, bool) {
 	case notSentByRateGuard(err):
 		// go-github fabricated the answer from a limit it saw earlier; its
 		// fields hold the time left, on the local clock go-github uses.
-		wait := DefaultRateLimitWait
+		wait := config.DefaultGitHubRateLimitWait
 		if errors.As(err, &rate) && !rate.Rate.Reset.IsZero() {
 			wait = time.Until(rate.Rate.Reset.Time)
 		} else if errors.As(err, &abuse) && abuse.RetryAfter != nil {
@@ -73,7 +71,7 @@ func isRateLimitAnswer(e *gogithub.ErrorResponse) bool {
 // requestedWait reads the wait a rate-limited answer asks for.
 func requestedWait(r *http.Response) time.Duration {
 	if r == nil {
-		return DefaultRateLimitWait
+		return config.DefaultGitHubRateLimitWait
 	}
 	now := time.Now()
 	if d, err := http.ParseTime(r.Header.Get("Date")); err == nil {
@@ -93,5 +91,5 @@ func requestedWait(r *http.Response) time.Duration {
 			return max(time.Unix(secs, 0).Sub(now), 0)
 		}
 	}
-	return DefaultRateLimitWait
+	return config.DefaultGitHubRateLimitWait
 }

@@ -1,0 +1,252 @@
+package config
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	"go.temporal.io/sdk/client"
+)
+
+// Every default of capstan is in this file: the typed values code reads,
+// and Settings, the table people read (the README's configuration table is
+// rendered from it, and a test fails when the two differ). No package
+// outside internal/config declares a Default… identifier (a test checks
+// the tree), so a default is changed here or nowhere.
+
+// Defaults of the settings in Settings.
+const (
+	DefaultTaskQueue = "capstan"
+	// DefaultSandboxTaskQueue is the queue of a worker pointed at the
+	// sandbox program, whose GitHub and Slack are fakes: the environment the
+	// sandbox hands out never names the queue real tasks use.
+	DefaultSandboxTaskQueue = "capstan-sandbox"
+	DefaultLedgerDSN        = "sqlite://.capstan/ledger.db"
+	DefaultUIURL            = "http://localhost:8233"
+	DefaultModel            = "openai:gpt-4.1"
+	DefaultTenant           = "default"
+	DefaultBaseBranch       = "main"
+	DefaultOpenAIBaseURL    = "https://api.openai.com/v1/"
+	// DefaultAnthropicBaseURL is the root of Anthropic's API: the SDK
+	// appends v1/messages.
+	DefaultAnthropicBaseURL = "https://api.anthropic.com/"
+	DefaultGitHubAPIURL     = "https://api.github.com/"
+	DefaultSlackAPIURL      = "https://slack.com/api/"
+	// DefaultConnectTimeout bounds dialling a model provider and the TLS
+	// handshake (docs/design.md §4.2).
+	DefaultConnectTimeout = 10 * time.Second
+	// DefaultReconcileWindow bounds how long a reconciler waits for an
+	// external system to show an effect before calling it absent.
+	DefaultReconcileWindow = 60 * time.Second
+	// DefaultMetricsAddr is where a worker serves Prometheus metrics:
+	// loopback only, since the endpoint has no authentication. A pool in
+	// containers sets CAPSTAN_METRICS_ADDR=:9464 for its scraper.
+	DefaultMetricsAddr = "127.0.0.1:9464"
+	// DefaultStreamAddr is where a worker serves its live model streams
+	// (docs/design.md §9.3): loopback only, since without
+	// CAPSTAN_STREAM_TOKEN the endpoint serves loopback clients only
+	// anyway. A pool across machines sets CAPSTAN_STREAM_ADDR=:9465,
+	// CAPSTAN_STREAM_TOKEN and CAPSTAN_STREAM_URL to an address its
+	// followers can reach.
+	DefaultStreamAddr = "127.0.0.1:9465"
+	// DefaultStreamMaxConns caps the connections a worker's stream
+	// endpoint holds at once (CAPSTAN_STREAM_MAX_CONNS); one more is
+	// answered 503. A follower holds one per attempt it reads.
+	DefaultStreamMaxConns = 128
+	// DefaultStreamWriteTimeout bounds every write to a follower
+	// (CAPSTAN_STREAM_WRITE_TIMEOUT): one that stops reading is cut then,
+	// and its connection given back.
+	DefaultStreamWriteTimeout = 10 * time.Second
+
+	// The watchdogs of a model attempt (docs/design.md §4.2), for every
+	// limit neither the task nor its worker sets: a silent model is cut
+	// after 120 s, an attempt after 10 min, and a dead worker is noticed
+	// in 30 s. The first-event wait has no default of its own: it follows
+	// the idle timeout.
+	DefaultModelIdleTimeout = 120 * time.Second
+	DefaultModelMaxDuration = 10 * time.Minute
+	DefaultHeartbeatTimeout = 30 * time.Second
+
+	// DefaultMaxTurns bounds a task whose input leaves MaxTurns at zero.
+	DefaultMaxTurns = 20
+	// DefaultHumanTimeout bounds the wait for a person when the task's input
+	// leaves HumanTimeout at zero.
+	DefaultHumanTimeout = 24 * time.Hour
+
+	// Breaker thresholds (docs/design.md §7): trip after 5 consecutive
+	// failures or at least 50 % of at least 10 calls in 60 s; stay open
+	// 30 s; then one probe.
+	DefaultBreakerFailures     = 5
+	DefaultBreakerFailureRatio = 0.5
+	DefaultBreakerMinCalls     = 10
+	DefaultBreakerWindow       = time.Minute
+	DefaultBreakerOpen         = 30 * time.Second
+)
+
+// Fixed values: defaults of the packages that use them, which no setting
+// changes.
+const (
+	// DefaultLease is how long a claim on an operation stays live without
+	// a heartbeat: tool and delivery activities renew it with every beat
+	// (a third of the heartbeat timeout), so it bounds how long a dead
+	// worker's claim blocks its successor, not how long a call may take.
+	DefaultLease = 30 * time.Second
+	// DefaultAnthropicMaxTokens is the output budget of one Anthropic
+	// attempt when its provider's configuration sets none. The Messages API
+	// requires a value; 8192 is within what every current Claude model can
+	// produce, and a turn that needs more ends with stop reason max_tokens
+	// (finish reason "length"), which the turn guard handles.
+	DefaultAnthropicMaxTokens = 8192
+	// DefaultStreamRetain is how long a worker's live-stream hub keeps an
+	// attempt that nobody reads after its last change: long enough for a
+	// follower that polls to find it.
+	DefaultStreamRetain = 10 * time.Minute
+	// DefaultStreamMaxBytes bounds the text a hub keeps of one attempt;
+	// past it the text is cut and the follower told so.
+	DefaultStreamMaxBytes = 1 << 20
+	// DefaultStreamSweepEvery is how often a hub forgets the attempts
+	// past DefaultStreamRetain that nobody reads.
+	DefaultStreamSweepEvery = time.Minute
+	// DefaultGitHubRateLimitWait is how long to wait after a GitHub rate
+	// limit whose answer names no time: GitHub's documentation says "wait
+	// for at least one minute".
+	DefaultGitHubRateLimitWait = time.Minute
+)
+
+// DefaultModelLimits are the watchdogs of a model attempt that neither the
+// task nor its worker sets; model.Limits converts from them.
+var DefaultModelLimits = ModelLimits{
+	Idle:             DefaultModelIdleTimeout,
+	Total:            DefaultModelMaxDuration,
+	HeartbeatTimeout: DefaultHeartbeatTimeout,
+}
+
+// DefaultBreakerSettings are the thresholds of a worker's breakers when no
+// CAPSTAN_BREAKER_* variable is set.
+var DefaultBreakerSettings = BreakerSettings{
+	ConsecutiveFailures: DefaultBreakerFailures,
+	FailureRatio:        DefaultBreakerFailureRatio,
+	MinCalls:            DefaultBreakerMinCalls,
+	Window:              DefaultBreakerWindow,
+	OpenFor:             DefaultBreakerOpen,
+}
+
+// A Setting is one thing people can set: an environment variable or a flag.
+type Setting struct {
+	// Name is the variable, or the command and flag ("starter run --base").
+	Name string
+	// Default is the value it takes when unset, as people read it
+	// (Markdown: code in backquotes, "—" for none).
+	Default string
+	// Reader is the binary that reads it: "worker", "starter" or "worker
+	// and starter"; empty when every binary does, or when Name says.
+	Reader string
+	// Meaning says what it does (Markdown).
+	Meaning string
+}
+
+// Settings are every setting, in the order the README lists them.
+var Settings = []Setting{
+	{Name: "TEMPORAL_ADDRESS", Default: code(client.DefaultHostPort),
+		Meaning: "Temporal frontend (the SDK's envconfig: `TEMPORAL_PROFILE`, `TEMPORAL_CONFIG_FILE`, TLS and API keys work too)"},
+	{Name: "TEMPORAL_NAMESPACE", Default: code(client.DefaultNamespace), Meaning: "namespace"},
+	{Name: "CAPSTAN_TASK_QUEUE", Default: code(DefaultTaskQueue), Meaning: "task queue of the worker pool"},
+	{Name: "CAPSTAN_LEDGER_DSN", Default: code(DefaultLedgerDSN),
+		Meaning: "ledger: `sqlite://relative/path.db`, `sqlite:///absolute/path.db` (workers on one machine), or `postgres://user:pass@host:5432/db` (a pool across machines; `postgresql://` too, with libpq settings such as `?sslmode=require`, `search_path=…`, `pool_max_conns=…`). The schema is created on first open."},
+	{Name: "CAPSTAN_MODEL", Default: code(DefaultModel),
+		Meaning: "default model of `starter run`: `openai:<model>` or `anthropic:<model>` (against the sandbox the model names a script: `openai:demo`)"},
+	{Name: "CAPSTAN_UI_URL", Default: code(DefaultUIURL), Meaning: "Temporal UI base for the links `starter` prints"},
+	{Name: "OPENAI_API_KEY", Default: none, Reader: "worker",
+		Meaning: "key for the OpenAI-compatible endpoint; the worker serves `openai:` models only when it is set (any value for a local server that needs none). A worker needs this key or `ANTHROPIC_API_KEY`, and the key of the provider an explicit `CAPSTAN_MODEL` names; the sandbox hands out one that is not a secret"},
+	{Name: "OPENAI_BASE_URL", Default: code(DefaultOpenAIBaseURL), Reader: "worker",
+		Meaning: "any OpenAI-compatible endpoint (vLLM, Ollama, DeepSeek, …)"},
+	{Name: "ANTHROPIC_API_KEY", Default: none, Reader: "worker",
+		Meaning: "Anthropic key; the worker serves `anthropic:<model>` (Messages streaming) only when it is set. A task naming a provider its worker has no key for fails `worker_misconfigured`"},
+	{Name: "ANTHROPIC_BASE_URL", Default: code(DefaultAnthropicBaseURL), Reader: "worker",
+		Meaning: "root of an Anthropic-compatible API, without `/v1` (the client appends `v1/messages`)"},
+	{Name: "GITHUB_TOKEN", Default: none, Reader: "worker",
+		Meaning: "token that may push branches, open pull requests and comment on them (required; the sandbox hands out one that is not a secret); reconcilers read with it too"},
+	{Name: "GITHUB_API_URL", Default: code(DefaultGitHubAPIURL), Reader: "worker",
+		Meaning: "REST API base, used exactly as given (GitHub Enterprise: `https://HOST/api/v3/`)"},
+	{Name: "SLACK_BOT_TOKEN", Default: none, Reader: "worker",
+		Meaning: "bot token with `chat:write`, and `channels:history` (`groups:history` for a private channel) so a post whose answer was lost can be looked up; without it, tasks with `--slack` fail at delivery"},
+	{Name: "SLACK_API_URL", Default: code(DefaultSlackAPIURL), Reader: "worker", Meaning: "Slack Web API base"},
+	{Name: "CAPSTAN_MODEL_IDLE_TIMEOUT", Default: code(DefaultModelIdleTimeout), Reader: "worker",
+		Meaning: "how long a model stream may stay silent before the attempt is cut and retried once (`run --idle-timeout` overrides it for one task). These four limits are read by the worker that runs a task's first step, for every limit the task did not set, and then kept with the task (its journal says which came from where); a bad value stops the worker at startup"},
+	{Name: "CAPSTAN_MODEL_FIRST_EVENT_TIMEOUT", Default: "the idle timeout", Reader: "worker",
+		Meaning: "how long an attempt may wait for its first stream event"},
+	{Name: "CAPSTAN_MODEL_MAX_DURATION", Default: code(DefaultModelMaxDuration), Reader: "worker",
+		Meaning: "total limit of one model attempt (`run --max-duration` overrides it for one task)"},
+	{Name: "CAPSTAN_HEARTBEAT_TIMEOUT", Default: code(DefaultHeartbeatTimeout), Reader: "worker",
+		Meaning: "the heartbeat timeout of every activity of a task — model attempts, tool calls, deliveries and reconciliation. A worker silent this long is lost, and its work is taken up by another. It is also the lease of a claim in the ledger, renewed with every heartbeat, so a dead worker's claim ends with it and its successor reconciles at once"},
+	{Name: "CAPSTAN_RECONCILE_WINDOW", Default: code(DefaultReconcileWindow), Reader: "starter",
+		Meaning: "how long a reconciler keeps looking for an effect it does not see yet (GitHub's and Slack's lists may lag behind their writes) before it calls it absent"},
+	{Name: "CAPSTAN_MODEL_CONNECT_TIMEOUT", Default: code(DefaultConnectTimeout), Reader: "worker",
+		Meaning: "dialling a model provider, TLS included"},
+	{Name: "CAPSTAN_BREAKER_FAILURES", Default: code(DefaultBreakerFailures), Reader: "worker",
+		Meaning: "a dependency's breaker opens after this many failures in a row…"},
+	{Name: "CAPSTAN_BREAKER_FAILURE_RATIO", Default: code(DefaultBreakerFailureRatio), Reader: "worker",
+		Meaning: "…or when at least this share of its calls failed…"},
+	{Name: "CAPSTAN_BREAKER_MIN_CALLS", Default: code(DefaultBreakerMinCalls), Reader: "worker",
+		Meaning: "…among at least this many calls…"},
+	{Name: "CAPSTAN_BREAKER_WINDOW", Default: code(DefaultBreakerWindow), Reader: "worker",
+		Meaning: "…within this rolling window"},
+	{Name: "CAPSTAN_BREAKER_OPEN", Default: code(DefaultBreakerOpen), Reader: "worker",
+		Meaning: "how long an open breaker sends nothing before one probe call"},
+	{Name: "CAPSTAN_BREAKERS", Default: code("on"), Reader: "worker",
+		Meaning: "`off` sends every call whatever its dependency's state (for measurements)"},
+	{Name: "CAPSTAN_METRICS_ADDR", Default: code(DefaultMetricsAddr), Reader: "worker",
+		Meaning: "`host:port` of its Prometheus endpoint (`GET /metrics`); `:9464` listens on every interface (containers), port `0` picks a free one (the worker prints `metrics: URL`); set it empty to serve none. An address it cannot listen on stops the worker at startup"},
+	{Name: "CAPSTAN_STREAM_ADDR", Default: code(DefaultStreamAddr), Reader: "worker",
+		Meaning: "`host:port` where it serves the text of its model attempts as they stream, for `starter follow` (server-sent events); `:9465` listens on every interface, port `0` picks a free one (the worker prints `live stream: URL`); set it empty to serve none (followers then see retries and results, not text)"},
+	{Name: "CAPSTAN_STREAM_URL", Default: "`http://` + the address listened on (this host's name for `:9465`)", Reader: "worker",
+		Meaning: "the URL followers use to reach that endpoint, for a pool across machines or behind a proxy (`http://worker-1.internal:9465`)"},
+	{Name: "CAPSTAN_STREAM_TOKEN", Default: none, Reader: "worker and starter",
+		Meaning: "the bearer token the live stream requires of every follower, which `starter follow` and `run --follow` send (`Authorization: Bearer …`). Unset, the worker serves its live stream to loopback clients only (others get 403), whatever `CAPSTAN_STREAM_ADDR` listens on. Over a network, put TLS in front (a proxy, advertised by an `https://` `CAPSTAN_STREAM_URL`): the token travels in every request"},
+	{Name: "CAPSTAN_STREAM_MAX_CONNS", Default: code(DefaultStreamMaxConns), Reader: "worker",
+		Meaning: "connections its live stream holds at once (a follower holds one per attempt it reads); one more is answered 503"},
+	{Name: "CAPSTAN_STREAM_WRITE_TIMEOUT", Default: code(DefaultStreamWriteTimeout), Reader: "worker",
+		Meaning: "the deadline of every write to a follower; one that stops reading is cut then and its connection given back. The hub forgets an attempt nobody reads " +
+			showDuration(DefaultStreamRetain) + " after its last change, checked every " + showDuration(DefaultStreamSweepEvery)},
+	{Name: "starter run --base", Default: code(DefaultBaseBranch), Meaning: "base branch of the task's changes"},
+	{Name: "starter run --tenant", Default: code(DefaultTenant), Meaning: "tenant the task's operations belong to"},
+	{Name: "starter run --max-turns", Default: code(DefaultMaxTurns),
+		Meaning: "most model turns before the task fails with `max_turns`"},
+	{Name: "starter run --human-timeout", Default: code(DefaultHumanTimeout),
+		Meaning: "how long the task waits for a person to resolve an operation (at least `1m`) before it fails with `needs_human_timeout`"},
+}
+
+// none is the Default of a setting that has none.
+const none = "—"
+
+// code is v as people read it, in backquotes: a duration in the unit
+// docs/design.md states it in (seconds below ten minutes, else whole
+// minutes or hours).
+func code(v any) string {
+	var s string
+	switch v := v.(type) {
+	case time.Duration:
+		s = showDuration(v)
+	case string:
+		s = v
+	case int:
+		s = strconv.Itoa(v)
+	case float64:
+		s = strconv.FormatFloat(v, 'g', -1, 64)
+	default:
+		panic(fmt.Sprintf("config: no way to show a default of type %T", v))
+	}
+	return "`" + s + "`"
+}
+
+func showDuration(d time.Duration) string {
+	switch {
+	case d >= time.Hour && d%time.Hour == 0:
+		return strconv.FormatInt(int64(d/time.Hour), 10) + "h"
+	case d >= 10*time.Minute && d%time.Minute == 0:
+		return strconv.FormatInt(int64(d/time.Minute), 10) + "m"
+	case d%time.Second == 0:
+		return strconv.FormatInt(int64(d/time.Second), 10) + "s"
+	}
+	return d.String()
+}
