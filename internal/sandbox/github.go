@@ -150,34 +150,6 @@ type ghURLs struct{ web, api string }
 
 type ghPrefixKey struct{}
 
-// GitHubLogin is the login of the sandbox's own account: the author of what
-// is written with any token other than a SandboxUserToken.
-const GitHubLogin = "capstan-sandbox-bot"
-
-// sandboxUserPrefix starts a token that names its user (SandboxUserToken).
-const sandboxUserPrefix = "sandbox-user:"
-
-// SandboxUserToken is a token the GitHub and Slack fakes take as login's: a
-// test writes as another user with it. login must not be empty.
-func SandboxUserToken(login string) string { return sandboxUserPrefix + login }
-
-// ghLogin is the login of the user the request's token belongs to, and
-// whether it carried a token at all.
-func ghLogin(r *http.Request) (string, bool) {
-	auth := r.Header.Get("Authorization")
-	token := auth
-	for _, scheme := range []string{"Bearer ", "token ", "Basic "} {
-		if t, ok := strings.CutPrefix(auth, scheme); ok {
-			token = t
-			break
-		}
-	}
-	if login, ok := strings.CutPrefix(token, sandboxUserPrefix); ok && login != "" {
-		return login, true
-	}
-	return GitHubLogin, token != ""
-}
-
 // NewGitHub returns an empty fake.
 func NewGitHub() *GitHub {
 	g := &GitHub{repos: map[string]*ghRepo{}, now: time.Now, mux: http.NewServeMux()}
@@ -382,19 +354,6 @@ func (g *GitHub) getRepo(w http.ResponseWriter, r *http.Request) {
 		"created_at": rp.created, "updated_at": rp.created})
 }
 
-// getAuthenticatedUser answers GET /user: the user of the request's token,
-// or 401 without one, as GitHub does.
-func (g *GitHub) getAuthenticatedUser(w http.ResponseWriter, r *http.Request) {
-	login, authed := ghLogin(r)
-	if !authed {
-		ghError(w, http.StatusUnauthorized, "Requires authentication")
-		return
-	}
-	u := ghBases(r)
-	writeJSONBody(w, http.StatusOK, map[string]any{"login": login, "id": ghUserID(login), "type": "User",
-		"html_url": u.web + login, "url": u.api + "users/" + login})
-}
-
 func (g *GitHub) getRef(w http.ResponseWriter, r *http.Request) {
 	g.dataMu.Lock()
 	defer g.dataMu.Unlock()
@@ -475,13 +434,6 @@ func ghNodeID(kind, s string) string {
 
 func ghUser(login string) map[string]any {
 	return map[string]any{"login": login, "id": ghUserID(login), "type": "User"}
-}
-
-// ghUserID is a stable numeric id for login (GitHub logins are
-// case-insensitive).
-func ghUserID(login string) int64 {
-	h := sha1.Sum([]byte(strings.ToLower(login)))
-	return int64(h[0])<<16 | int64(h[1])<<8 | int64(h[2]) + 1
 }
 
 // ghValidBranch applies the parts of git check-ref-format that matter here.
