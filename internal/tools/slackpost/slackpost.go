@@ -141,14 +141,22 @@ func (e messageEffect) Key() string {
 // (conversations.history takes only ids). When Slack rate-limits a request
 // Find waits the Retry-After it asked for, saying so through
 // tools.NoticeWait, and asks again; a failure to ask anything else — who
-// capstan is, the channel's id, a page — is an error: not asked.
+// capstan is, the channel's id, a page — is an error: not asked. A name no
+// channel visible to capstan has is NotSeen: capstan cannot have posted
+// there, and a post sent again is refused, not doubled.
 func (e messageEffect) Find(ctx context.Context) (tools.Observation, error) {
 	self, err := e.m.whoAmI(ctx)
 	if err != nil {
 		return tools.Observation{}, err
 	}
 	id, err := e.m.channelID(ctx, e.channel)
-	if err != nil {
+	switch {
+	case errors.Is(err, errNoSuchChannel):
+		// capstan cannot have posted where it sees no channel; and a post
+		// sent again to that name is refused (channel_not_found), never
+		// doubled.
+		return tools.Observation{Outcome: tools.NotSeen, Detail: fmt.Sprintf("no channel named %s is visible to capstan", e.channel)}, nil
+	case err != nil:
 		return tools.Observation{}, err
 	}
 	oldest := e.since.Add(-tools.ClockMargin)
@@ -266,12 +274,16 @@ func (m *Messages) channelID(ctx context.Context, channel string) (string, error
 			return id, nil
 		}
 		if next == "" {
-			return "", fmt.Errorf("find the id of channel %s: no channel of that name is visible to capstan", channel)
+			return "", fmt.Errorf("find the id of channel %s: %w", channel, errNoSuchChannel)
 		}
 		params.Cursor = next
 	}
 	return "", fmt.Errorf("find the id of channel %s: more than %d pages of channels", channel, maxListPages)
 }
+
+// errNoSuchChannel: conversations.list, read to its end, names no channel
+// of that name.
+var errNoSuchChannel = errors.New("no channel of that name is visible to capstan")
 
 // isChannelID reports whether s looks like a Slack conversation id
 // (C…, G… or D…, upper-case letters and digits), not a name: names are
