@@ -3,8 +3,8 @@
 #               the sandbox program and a worker pointed at it, and run the
 #               sample task
 #   make down   stop what `make demo` started
-#   make test   go vet and the race-enabled test suite, end to end against a
-#               real Temporal dev server
+#   make test   go vet, staticcheck, the gofmt check and the race-enabled
+#               test suite, end to end against a real Temporal dev server
 #   make bench  capstan against a bare Temporal workflow, the ledger, history
 #               growth and a downed dependency; writes bench/results/
 
@@ -12,17 +12,23 @@ SHELL := /bin/bash
 BIN := $(CURDIR)/.bin
 TEMPORAL_VERSION := v1.5.1
 TEMPORAL := $(BIN)/temporal
+STATICCHECK_VERSION := v0.8.2
+STATICCHECK := $(BIN)/staticcheck
 
 # Tests find the pinned CLI here (testsuite.DevServerOptions.ExistingPath).
 export CAPSTAN_TEMPORAL_BIN := $(TEMPORAL)
 
-.PHONY: demo down test build vet temporal clean record-history compose-config bench
+.PHONY: demo down test build vet lint fmt-check temporal clean record-history compose-config bench
 
 $(TEMPORAL):
 	@echo "installing the Temporal CLI $(TEMPORAL_VERSION) into $(BIN) (a few minutes the first time)"
 	GOBIN=$(BIN) go install github.com/temporalio/cli/cmd/temporal@$(TEMPORAL_VERSION)
 
 temporal: $(TEMPORAL)
+
+$(STATICCHECK):
+	@echo "installing staticcheck $(STATICCHECK_VERSION) into $(BIN)"
+	GOBIN=$(BIN) go install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 
 # The worker, the starter and the sandbox program (offline fakes of the
 # model provider, GitHub and Slack, which the worker does not contain).
@@ -32,7 +38,15 @@ build:
 vet:
 	go vet ./...
 
-test: $(TEMPORAL) vet
+# Formatting is checked, not fixed: a file gofmt would change fails the build.
+fmt-check:
+	@files=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './.git/*')); \
+	if [ -n "$$files" ]; then echo "gofmt would change:"; echo "$$files"; exit 1; fi
+
+lint: $(STATICCHECK) fmt-check
+	$(STATICCHECK) ./...
+
+test: $(TEMPORAL) vet lint
 	go test -race -count=1 -timeout 25m ./...
 
 # The benchmark (bench/, a program, not a test): about ten minutes on two

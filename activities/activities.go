@@ -38,6 +38,7 @@ type Ledger interface {
 	Complete(ctx context.Context, c ledger.Completion) error
 	Release(ctx context.Context, id string, fence int64) error
 	TakeForReconcile(ctx context.Context, id, owner string, lease time.Duration) (ledger.Operation, error)
+	Get(ctx context.Context, id string) (ledger.Operation, error)
 	PutItem(ctx context.Context, data []byte) (string, error)
 	GetItem(ctx context.Context, ref string) ([]byte, error)
 	CommitTurn(ctx context.Context, turnID string, output []byte, items ...[]byte) ([]byte, error)

@@ -152,6 +152,48 @@ func TestExecuteToolConflictOnReusedOperationID(t *testing.T) {
 	}
 }
 
+// A branch created again under its business key with another "from" is a
+// refusal the model reads, naming the branch and the commit it was created
+// at; nothing is sent, and the first operation stands.
+func TestExecuteToolRecreatedBranchIsRefusedToTheModel(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	in := activities.ExecuteToolInput{Tenant: "default", TaskID: "T1", TurnID: "T1/t1", OperationID: "op-1",
+		ToolCallID: "call_1", Tool: githubtools.NameCreateBranch, Arguments: f.args(t, `{"repo":"acme/app","branch":"agent/x","from":"main"}`)}
+	var first, again activities.ExecuteToolResult
+	v, err := f.env.ExecuteActivity(f.acts.ExecuteTool, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = v.Get(&first)
+	in.TurnID, in.ToolCallID = "T1/t2", "call_2"
+	in.Arguments = f.args(t, `{"repo":"acme/app","branch":"agent/x","from":"develop"}`)
+	v, err = f.env.ExecuteActivity(f.acts.ExecuteTool, in)
+	if err != nil {
+		t.Fatalf("creating the branch again: %v, want a refusal the model reads", err)
+	}
+	_ = v.Get(&again)
+	if again.State != capstan.OutcomeFailed || again.Replayed {
+		t.Errorf("again = %+v, want FAILED (refused)", again)
+	}
+	data, err := f.ledger.GetItem(context.Background(), again.Item)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var msg model.Message
+	if err := json.Unmarshal(data, &msg); err != nil || msg.ToolCallID != "call_2" ||
+		!strings.Contains(msg.Content, `"error"`) || !strings.Contains(msg.Content, "exists: "+first.ExternalID) {
+		t.Errorf("tool message = %s, %v; want an error saying the branch exists as %s", data, err, first.ExternalID)
+	}
+	op, err := f.ledger.Get(context.Background(), in.OperationID)
+	if err != nil || op.State != capstan.OutcomeSucceeded || op.ExternalID != first.ExternalID || op.AttemptCount != 1 {
+		t.Errorf("ledger row = %+v, %v; want the first call's, SUCCEEDED", op, err)
+	}
+	if n := f.sb.GitHub.Stats().BranchesCreated; n != 1 {
+		t.Errorf("branches created = %d, want 1", n)
+	}
+}
+
 func TestExecuteToolTimeoutAfterSendIsUnknown(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)

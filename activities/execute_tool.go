@@ -29,8 +29,9 @@ const verifyTimeout = 15 * time.Second
 //  1. claim the operation in the ledger; if it already SUCCEEDED, return the
 //     stored result without calling anything (Replayed);
 //  2. when the tool is a tools.Preparer, read the facts its reconciler will
-//     need and record them as the RUNNING mark's; if they cannot be read,
-//     release the claim (nothing was sent) and let Temporal retry;
+//     need and record them as the RUNNING mark's, and hand them to the
+//     call (tools.Call.Facts); if they cannot be read, release the claim
+//     (nothing was sent) and let Temporal retry;
 //  3. mark it RUNNING and call the tool, heartbeating on a ticker meanwhile;
 //  4. record SUCCEEDED with the external id, FAILED for a definite refusal,
 //     ABSENT when provably nothing was sent (a rate limit among others: the
@@ -76,15 +77,14 @@ func (a *Activities) executeTool(ctx context.Context, in ExecuteToolInput) (Exec
 	}
 
 	call := tools.Call{OperationID: in.OperationID, Arguments: args}
-	var prepare func(context.Context) ([]byte, error)
-	if p, ok := tool.(tools.Preparer); ok {
-		prepare = func(ctx context.Context) ([]byte, error) { return p.Prepare(ctx, call) }
-	}
 	rec, permit, done, err := a.begin(ctx, ledger.Operation{
 		ID: in.OperationID, Tenant: in.Tenant, TaskID: in.TaskID, TurnID: in.TurnID,
 		ToolCallID: in.ToolCallID, Kind: in.Tool, BusinessKey: id.BusinessKey,
 		RequestHash: RequestHash(in.Tool, id.Effect),
-	}, toolBreaker(tool), prepare)
+	}, toolBreaker(tool), preparing(tool, call))
+	if errors.Is(err, ledger.ErrConflict) && id.BusinessKey != "" {
+		return a.keyTaken(ctx, in, res, id.BusinessKey, err)
+	}
 	if err != nil {
 		return res, err
 	}
@@ -146,10 +146,23 @@ type toolOutcome struct {
 	recovered bool            // the call's answer was lost; a read-back found its effect in place
 }
 
+// preparing is begin's prepare for a tool that is a tools.Preparer, nil for
+// any other.
+func preparing(tool tools.Tool, call tools.Call) func(context.Context) ([]byte, error) {
+	p, ok := tool.(tools.Preparer)
+	if !ok {
+		return nil
+	}
+	return func(ctx context.Context) ([]byte, error) { return p.Prepare(ctx, call) }
+}
+
 // perform calls the tool under heartbeats and decides what the call did,
 // and tells the breaker's permit what the call showed of the service. rec
-// is the operation as begin left it: RUNNING, this attempt counted.
+// is the operation as begin left it: RUNNING, this attempt counted, with
+// the facts recorded before sending, which the call is given (what was
+// recorded is what is sent).
 func (a *Activities) perform(ctx context.Context, tool tools.Tool, call tools.Call, rec ledger.Operation, permit *breaker.Permit) toolOutcome {
+	call.Facts = rec.Facts
 	var step atomic.Value
 	step.Store(stepCalling)
 	stop := a.heartbeat(ctx, a.heartbeatInterval(ctx),
@@ -270,6 +283,40 @@ func (a *Activities) refused(ctx context.Context, in ExecuteToolInput, res Execu
 	}
 	res.State, res.Item, res.Preview = capstan.OutcomeFailed, item, msg.preview
 	return res, nil
+}
+
+// keyTaken answers a call whose business key an earlier call of this task
+// took with other arguments — the model creating a branch it already
+// created, now from another commit: the ledger holds one operation per key
+// and refuses a second request under it (ledger.ErrConflict). The request is
+// reasonable and the effect's existence answers it, so the model is told,
+// as a refusal it reads, what the earlier call did, and the task goes on.
+// Nothing is sent and the earlier operation is left as it stands.
+//
+// An operation id the ledger holds for another business key is no such
+// request but a workflow naming two effects alike: that stays the conflict
+// (conflict, the ErrTypeOperationConflict error), which fails the task.
+func (a *Activities) keyTaken(ctx context.Context, in ExecuteToolInput, res ExecuteToolResult, key string, conflict error) (ExecuteToolResult, error) {
+	op, err := a.Ledger.Get(ctx, in.OperationID)
+	if err != nil {
+		return res, fmt.Errorf("read operation %s, whose key %s another request holds: %w", in.OperationID, key, err)
+	}
+	if op.BusinessKey != key {
+		return res, conflict
+	}
+	earlier := fmt.Sprintf("an earlier call of this task with other arguments already did %s (operation %s)", key, op.ID)
+	var why string
+	switch op.State {
+	case capstan.OutcomeSucceeded:
+		why = fmt.Sprintf("%s, and what it made exists: %s. One business key names one effect: work with what exists, or use another name",
+			earlier, op.ExternalID)
+	case capstan.OutcomeFailed:
+		why = fmt.Sprintf("%s, and it was refused (%s). This task cannot send a different request under the same key: use another name",
+			earlier, op.Error)
+	default:
+		why = fmt.Sprintf("%s; its outcome is %s. This task cannot send a different request under the same key", earlier, op.State)
+	}
+	return a.refused(ctx, in, res, fmt.Errorf("%s refused, nothing was sent: %s", in.Tool, why))
 }
 
 // resultPreview is ExecuteToolResult.Preview of a successful call: it goes

@@ -130,7 +130,9 @@ func TestOperationsHeartbeatWhileTheCallRuns(t *testing.T) {
 			held := make(chan []activities.OperationHeartbeat, 1)
 			var first atomic.Bool
 			tc.hold(f, func(w http.ResponseWriter, r *http.Request, _ http.Handler) bool {
-				if first.Swap(true) {
+				// The call is the first write; a read before it (a tool's
+				// Prepare) is served.
+				if r.Method == http.MethodGet || first.Swap(true) {
 					return false
 				}
 				var seen []activities.OperationHeartbeat

@@ -43,7 +43,8 @@ type recoveredNote struct {
 	Recovered  bool            `json:"recovered"`
 	Note       string          `json:"note"`
 	ExternalID string          `json:"external_id,omitempty"`
-	Result     json.RawMessage `json:"result,omitempty"` // what the tool answered, when the ledger has it
+	Result     json.RawMessage `json:"result,omitempty"`      // what the tool answered, when the ledger has it
+	ResolvedBy string          `json:"resolved_by,omitempty"` // the person who found it, when one did
 }
 
 const (
@@ -124,6 +125,13 @@ func (a *Activities) reconcile(ctx context.Context, in ReconcileInput) (Reconcil
 		return res, fmt.Errorf("take operation %s for reconciliation: %w", in.OperationID, err)
 	}
 	if in.Resolution != nil {
+		in, refusal, err := a.readBackResolution(ctx, in, op)
+		switch {
+		case err != nil:
+			return res, a.handBack(ctx, op, err)
+		case refusal != "":
+			return a.refuseResolution(ctx, op, refusal, true)
+		}
 		return a.recordResolution(ctx, in, op)
 	}
 	q, err := a.question(ctx, in, op, deadline, window)
@@ -152,7 +160,7 @@ func validResolution(r *Resolution) error {
 // reconcilers fails as misconfigured.
 func (a *Activities) question(ctx context.Context, in ReconcileInput, op ledger.Operation, deadline time.Time, window time.Duration) (reconcilers.Question, error) {
 	q := reconcilers.Question{Kind: op.Kind, Deadline: deadline, Window: window,
-		Sent: tools.Sent{Call: tools.Call{OperationID: op.ID}, Since: op.CreatedAt, Facts: op.Facts}}
+		Sent: tools.Sent{Call: tools.Call{OperationID: op.ID, Facts: op.Facts}, Since: op.CreatedAt}}
 	if a.Reconcilers == nil {
 		return q, temporal.NewNonRetryableApplicationError(
 			"this worker has no reconcilers configured", ErrTypeWorkerConfig, nil)
@@ -218,10 +226,14 @@ var verdictOf = map[capstan.Outcome]capstan.Verdict{
 // recordResolution records a person's verdict.
 func (a *Activities) recordResolution(ctx context.Context, in ReconcileInput, op ledger.Operation) (ReconcileResult, error) {
 	res := ReconcileResult{OperationID: op.ID, Verdict: in.Resolution.Verdict}
+	who := "a person"
+	if in.Resolution.ResolvedBy != "" {
+		who = in.Resolution.ResolvedBy
+	}
 	if res.Verdict == capstan.VerdictFound {
-		res.ExternalID, res.Reason = in.Resolution.ExternalID, "a person confirmed that the operation took effect: "+in.Resolution.ExternalID
+		res.ExternalID, res.Reason = in.Resolution.ExternalID, who+" confirmed that the operation took effect: "+in.Resolution.ExternalID
 	} else {
-		res.Reason = "a person confirmed that the operation did not take effect"
+		res.Reason = who + " confirmed that the operation did not take effect"
 	}
 	return a.recordVerdict(ctx, in, op, res, noteFoundByPerson, "")
 }
@@ -240,6 +252,13 @@ func overridesLedger(r *Resolution, op ledger.Operation) bool {
 // it unknown or settled anew.
 func (a *Activities) recordResolutionOverLedger(ctx context.Context, in ReconcileInput, op ledger.Operation) (ReconcileResult, error) {
 	res := ReconcileResult{OperationID: op.ID}
+	in, refusal, err := a.readBackResolution(ctx, in, op)
+	switch {
+	case err != nil:
+		return res, err
+	case refusal != "":
+		return a.refuseResolution(ctx, op, refusal, false)
+	}
 	c, err := a.Ledger.Claim(context.WithoutCancel(ctx), ledger.ClaimRequest{Op: op, Owner: a.owner(ctx), Lease: a.lease(ctx)})
 	switch {
 	case err != nil:
@@ -262,7 +281,11 @@ func (a *Activities) recordVerdict(ctx context.Context, in ReconcileInput, op le
 	case capstan.VerdictFound:
 		res.State = capstan.OutcomeSucceeded
 		var err error
-		if content, err = json.Marshal(recoveredNote{Recovered: true, Note: note, ExternalID: res.ExternalID}); err != nil {
+		n := recoveredNote{Recovered: true, Note: note, ExternalID: res.ExternalID}
+		if in.Resolution != nil {
+			n.ResolvedBy = in.Resolution.ResolvedBy
+		}
+		if content, err = json.Marshal(n); err != nil {
 			return res, fmt.Errorf("encode the recovered result of operation %s: %w", op.ID, err)
 		}
 		c.ExternalID, c.Result = res.ExternalID, content

@@ -356,7 +356,8 @@ func TestReconcileFailingListIsIndeterminateThenAPersonResolves(t *testing.T) {
 		t.Fatalf("pull requests created = %d, want 1", n)
 	}
 
-	// A person looked and found it. Nothing is asked of GitHub.
+	// A person looked and found it. GitHub is asked once, to read the
+	// pull request back (issue 14 item 9), and nothing is sent.
 	url := f.prURL(t, 1)
 	requests := f.sb.GitHub.Stats().Requests
 	rin.Resolution = &activities.Resolution{Verdict: capstan.VerdictFound, ExternalID: url}
@@ -364,8 +365,8 @@ func TestReconcileFailingListIsIndeterminateThenAPersonResolves(t *testing.T) {
 	if res.Verdict != capstan.VerdictFound || res.State != capstan.OutcomeSucceeded || res.ExternalID != url || res.Asked != 0 {
 		t.Fatalf("Reconcile with a person's resolution = %+v, want found %s", res, url)
 	}
-	if n := f.sb.GitHub.Stats().Requests; n != requests {
-		t.Errorf("recording a person's verdict sent %d requests to GitHub, want none", n-requests)
+	if st := f.sb.GitHub.Stats(); st.Requests != requests+1 || st.PullRequestsCreated != 1 {
+		t.Errorf("recording a person's verdict sent %d requests to GitHub and left %d pull requests created, want 1 (the read back) and 1", st.Requests-requests, st.PullRequestsCreated)
 	}
 	if op := f.op(t, in.OperationID); op.State != capstan.OutcomeSucceeded || op.ExternalID != url || op.Fence != oldFence+2 {
 		t.Fatalf("ledger row %+v, want SUCCEEDED with the person's URL under fence %d", op, oldFence+2)

@@ -26,7 +26,7 @@ type methodTime struct {
 
 // ledgerMethods names the methods of activities.Ledger, by index.
 var ledgerMethods = [...]string{"Claim", "MarkRunning", "Renew", "Complete", "Release", "TakeForReconcile",
-	"PutItem", "GetItem", "CommitTurn", "GetTurn"}
+	"Get", "PutItem", "GetItem", "CommitTurn", "GetTurn"}
 
 const (
 	mClaim = iota
@@ -35,6 +35,7 @@ const (
 	mComplete
 	mRelease
 	mTakeForReconcile
+	mGet
 	mPutItem
 	mGetItem
 	mCommitTurn
@@ -117,6 +118,11 @@ func (d *timedLedger) Release(ctx context.Context, id string, fence int64) error
 func (d *timedLedger) TakeForReconcile(ctx context.Context, id, owner string, lease time.Duration) (ledger.Operation, error) {
 	defer d.t.since(mTakeForReconcile, time.Now())
 	return d.l.TakeForReconcile(ctx, id, owner, lease)
+}
+
+func (d *timedLedger) Get(ctx context.Context, id string) (ledger.Operation, error) {
+	defer d.t.since(mGet, time.Now())
+	return d.l.Get(ctx, id)
 }
 
 func (d *timedLedger) PutItem(ctx context.Context, data []byte) (string, error) {

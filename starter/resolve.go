@@ -4,26 +4,33 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
+	"os"
+	"os/user"
 
 	"github.com/spf13/cobra"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
+	"github.com/capstanhq/capstan/internal/config"
 	"github.com/capstanhq/capstan/workflows"
 )
 
 // resolveCommand hands a person's verdict on an operation nobody else could
 // tell to the task waiting for it (the workflow's resolve update).
 func (a *app) resolveCommand() *cobra.Command {
-	var found string
+	var found, as string
 	var absent, abort bool
 	cmd := &cobra.Command{
-		Use:   "resolve TASK_ID OPERATION_ID (--found URL | --absent | --abort)",
+		Use:   "resolve TASK_ID OPERATION_ID (--found URL | --absent | --abort) [--as NAME]",
 		Short: "Settle an operation that waits for a person: it happened (--found URL), it did not (--absent), or stop the task (--abort)",
 		Args:  usageArgs(cobra.ExactArgs(2)),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			req := workflows.ResolveRequest{OperationID: args[1]}
+			// The task expands a short operation id (workflows.MatchOperation)
+			// and records who resolved it.
+			req := workflows.ResolveRequest{OperationID: args[1], ResolvedBy: as}
+			if req.ResolvedBy == "" {
+				return usagef("--as needs a name")
+			}
 			switch {
 			case cmd.Flags().Changed("found") && !absent && !abort:
 				req.Decision, req.URL = workflows.DecisionFound, found
@@ -42,11 +49,11 @@ func (a *app) resolveCommand() *cobra.Command {
 	cmd.Flags().StringVar(&found, "found", "", "the operation took effect; URL is what you found (the pull request, the comment, the message)")
 	cmd.Flags().BoolVar(&absent, "absent", false, "the operation did not take effect; capstan executes it again with the same operation id")
 	cmd.Flags().BoolVar(&abort, "abort", false, "stop the task here; the operation stays for you to settle")
+	cmd.Flags().StringVar(&as, "as", defaultResolver(), "who resolves it, recorded in the task's result and journal; a second resolver is told this name")
 	return cmd
 }
 
 func (a *app) resolve(ctx context.Context, c client.Client, taskID string, req workflows.ResolveRequest) error {
-	req.OperationID = fullOperationID(ctx, c, taskID, req.OperationID)
 	handle, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
 		WorkflowID:   workflows.WorkflowID(taskID),
 		UpdateName:   workflows.UpdateResolve,
@@ -65,7 +72,7 @@ func (a *app) resolve(ctx context.Context, c client.Client, taskID string, req w
 	if err := handle.Get(ctx, &res); err != nil {
 		return usagef("task %s refused the resolution: %v", taskID, unwrapUpdateError(err))
 	}
-	fmt.Fprintf(a.stdout, "task %s: operation %s resolved as %s\n", taskID, res.OperationID, res.Decision)
+	fmt.Fprintf(a.stdout, "task %s: operation %s resolved as %s by %s\n", taskID, res.OperationID, res.Decision, req.ResolvedBy)
 	return nil
 }
 
@@ -80,34 +87,14 @@ func unwrapUpdateError(err error) error {
 	}
 }
 
-// fullOperationID expands the short form of an operation id that status
-// prints to fit 100 columns — an ending of the id at a ":" boundary, such
-// as the id without its "<tenant>:<task id>:" — to the task's one
-// operation or delivery with that ending. Any other id, or one the task
-// cannot be asked about, is returned as given, for the task's validator
-// to judge.
-func fullOperationID(ctx context.Context, c client.Client, taskID, id string) string {
-	if strings.Contains(id, ":"+taskID+":") {
-		return id
+// defaultResolver names the person at this terminal: user@host.
+func defaultResolver() string {
+	name := os.Getenv("USER")
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		name = u.Username
 	}
-	v, err := c.QueryWorkflow(ctx, workflows.WorkflowID(taskID), "", workflows.QueryStatus)
-	var res workflows.TaskResult
-	if err != nil || v.Get(&res) != nil {
-		return id
+	if name == "" {
+		name = "unknown"
 	}
-	var match []string
-	for _, op := range res.Operations {
-		if strings.HasSuffix(op.OperationID, ":"+id) {
-			match = append(match, op.OperationID)
-		}
-	}
-	for _, d := range res.Deliveries {
-		if strings.HasSuffix(d.OperationID, ":"+id) {
-			match = append(match, d.OperationID)
-		}
-	}
-	if len(match) != 1 {
-		return id
-	}
-	return match[0]
+	return name + "@" + config.Hostname()
 }

@@ -312,39 +312,26 @@ func operationsTable(taskID string, ops []workflows.OperationRecord) []string {
 
 // shortOperationID is the shortest ending of an operation id, at ":"
 // boundaries, that fits a resolve hint's line and names no other
-// operation or delivery of the task; `starter resolve` expands it again
-// (fullOperationID). Without "<tenant>:<task id>:" at the least.
+// operation or delivery of the task; the task expands it again by the same
+// rule (workflows.MatchOperation). Without "<tenant>:<task id>:" at the
+// least.
 func shortOperationID(res workflows.TaskResult, opID string) string {
 	short := opID
 	if i := strings.Index(opID, ":"+res.TaskID+":"); i >= 0 {
 		short = opID[i+len(res.TaskID)+2:]
 	}
-	var ids []string
-	for _, op := range res.Operations {
-		ids = append(ids, op.OperationID)
-	}
-	for _, d := range res.Deliveries {
-		ids = append(ids, d.OperationID)
-	}
+	ids := workflows.OperationIDs(res)
 	for width(short) > Columns-8 {
 		_, tail, ok := strings.Cut(short, ":")
-		if !ok || matching(ids, tail) != 1 {
+		if !ok {
+			break
+		}
+		if got, err := workflows.MatchOperation(ids, tail); err != nil || got != opID {
 			break
 		}
 		short = tail
 	}
 	return short
-}
-
-// matching counts the ids that end in ":" and suffix.
-func matching(ids []string, suffix string) int {
-	n := 0
-	for _, id := range ids {
-		if strings.HasSuffix(id, ":"+suffix) {
-			n++
-		}
-	}
-	return n
 }
 
 // resolveHint is the command a person runs, one argument a line so that

@@ -50,7 +50,8 @@ type task struct {
 	declared    []declared
 	waiting     map[string]bool
 	resolutions map[string]ResolveRequest
-	askedPerson bool // the task set CapstanNeedsHuman at least once
+	answered    resolveBook // who resolved what, and the worker's answer to a found (resolve.go)
+	askedPerson bool        // the task set CapstanNeedsHuman at least once
 	// allThroughWorkerLimits: this run read changeAllThroughWorkerLimits
 	// as it started, so every change through changeLimitsFromWorker holds
 	// at its newest version (inEffect).

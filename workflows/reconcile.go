@@ -62,6 +62,9 @@ func (t *task) recover(ctx workflow.Context, e effect, why string) (string, erro
 		if err != nil {
 			return "", err
 		}
+		if resolution != nil && resolution.Verdict == capstan.VerdictFound {
+			t.answerFound(ctx, e.opID, r)
+		}
 		resolution = nil
 		switch r.Verdict {
 		case capstan.VerdictFound:
@@ -97,9 +100,9 @@ func (t *task) recover(ctx workflow.Context, e effect, why string) (string, erro
 		if err != nil {
 			return "", err
 		}
-		resolution = &contract.Resolution{Verdict: capstan.VerdictAbsent}
+		resolution = &contract.Resolution{Verdict: capstan.VerdictAbsent, ResolvedBy: req.ResolvedBy}
 		if req.Decision == DecisionFound {
-			resolution = &contract.Resolution{Verdict: capstan.VerdictFound, ExternalID: req.URL}
+			resolution = &contract.Resolution{Verdict: capstan.VerdictFound, ExternalID: req.URL, ResolvedBy: req.ResolvedBy}
 		} else {
 			executions = min(executions, e.reexecutions-1) // a person's absent earns one more execution
 		}

@@ -164,3 +164,48 @@ func TestHumanTimeout(t *testing.T) {
 		t.Errorf("result = %s %q, want needs_human_timeout after 1h30m0s", res.FailureCode, res.Message)
 	}
 }
+
+// Two people resolve at the same instant and a third comes later: the
+// first resolution stands, the others are told who resolved it, and the
+// result records the name. (The test environment runs each update's
+// validator and handler in turn, so here the validator refuses bob; the
+// handler's own check, for updates whose validators all ran before any
+// handler, is exercised on a real server by the e2e
+// TestSecondResolverIsToldWhoResolved.)
+func TestSecondResolverIsRefused(t *testing.T) {
+	env, asked := personEnv(t, nil)
+	errs := map[string]error{"alice": errors.New("never answered"), "bob": errors.New("never answered"), "carol": errors.New("never answered")}
+	send := func(who, decision, url string) {
+		req := workflows.ResolveRequest{OperationID: prOpID, Decision: decision, URL: url, ResolvedBy: who}
+		env.UpdateWorkflow(workflows.UpdateResolve, who, &testsuite.TestUpdateCallback{
+			OnAccept:   func() {},
+			OnReject:   func(err error) { errs[who] = err },
+			OnComplete: func(_ any, err error) { errs[who] = err },
+		}, req)
+	}
+	env.RegisterDelayedCallback(func() {
+		send("alice", "found", "https://github.com/acme/app/pull/7")
+		send("bob", "absent", "")
+	}, time.Hour)
+	env.RegisterDelayedCallback(func() { send("carol", "absent", "") }, time.Hour+10*time.Minute)
+
+	env.ExecuteWorkflow(workflows.AgentTask, workflows.AgentTaskInput{TaskID: "T", Tenant: "default", Prompt: "p", Model: "openai:m"})
+	if errs["alice"] != nil {
+		t.Fatalf("alice's resolution: %v", errs["alice"])
+	}
+	for _, who := range []string{"bob", "carol"} {
+		if errs[who] == nil || !strings.Contains(errs[who].Error(), "already resolved by alice (found https://github.com/acme/app/pull/7)") {
+			t.Errorf("%s's resolution: %v, want refused as already resolved by alice", who, errs[who])
+		}
+	}
+	var res workflows.TaskResult
+	if err := env.GetWorkflowResult(&res); err != nil {
+		t.Fatal(err)
+	}
+	if op := res.Operations[0]; res.Status != workflows.StatusCompleted || op.State != capstan.OutcomeSucceeded || op.ResolvedBy != "alice" {
+		t.Fatalf("result = %+v, want completed, the operation found and resolved by alice", res)
+	}
+	if n := len(*asked); n != 2 || (*asked)[1].Resolution.ResolvedBy != "alice" {
+		t.Errorf("reconcile calls = %+v, want one asking and one recording alice's found", *asked)
+	}
+}

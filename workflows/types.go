@@ -111,6 +111,9 @@ type OperationRecord struct {
 	// Reason says why the operation is unknown or needs_human, or how it
 	// was recovered.
 	Reason string `json:"reason,omitempty"`
+	// ResolvedBy names the person whose resolve update settled the
+	// operation (`starter resolve --as`); empty when nobody did.
+	ResolvedBy string `json:"resolved_by,omitempty"`
 }
 
 // DeliveryRecord is one delivery of the final answer.
@@ -128,4 +131,7 @@ type DeliveryRecord struct {
 	// Recovered: the outcome was unknown and a reconciler (or a person)
 	// found the message had been posted.
 	Recovered bool `json:"recovered,omitempty"`
+	// ResolvedBy names the person whose resolve update settled the
+	// delivery; empty when nobody did.
+	ResolvedBy string `json:"resolved_by,omitempty"`
 }

@@ -21,7 +21,8 @@ import "go.temporal.io/sdk/workflow"
 //	v6  changeLimitsFromWorker
 //	v7  changeAllThroughWorkerLimits
 //	v8  changeCancelSettlesEveryUnknown
-const HistoryVersion = "v8"
+//	v9  changeResolveOnce
+const HistoryVersion = "v9"
 
 // Changes to workflow logic, each read with workflow.GetVersion where the
 // logic forks. A change id — the string, which histories record — is never
@@ -78,6 +79,16 @@ const (
 	// operations alone, which have no effect to find. Read only as a
 	// cancelled task ends with such an effect (settleCancelled).
 	changeCancelSettlesEveryUnknown = "cancel-settles-every-unknown"
+
+	// changeResolveOnce: the resolve update's handler sets an operation's
+	// resolution only if nobody has (compare-and-set: a second resolver,
+	// even one accepted in the same workflow task, is refused with who
+	// resolved it), and the update of a found completes only when the
+	// worker has read its URL back through the tool's lookup (Reconcile):
+	// a URL that does not name the operation's effect, or one that could
+	// not be read back, is the update's error and the operation waits for
+	// a person again. Read by every resolve update's handler.
+	changeResolveOnce = "resolve-once-found-read-back"
 )
 
 // inEffect reports whether change, one of those through

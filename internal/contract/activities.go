@@ -184,6 +184,9 @@ type ReconcileInput struct {
 type Resolution struct {
 	Verdict    capstan.Verdict // found or absent
 	ExternalID string          // found: the URL the person saw
+	// ResolvedBy names the person; empty in the resolutions of tasks
+	// started before it, which the JSON leaves out.
+	ResolvedBy string `json:",omitempty"`
 }
 
 // ReconcileResult is a final verdict, recorded in the ledger under a new

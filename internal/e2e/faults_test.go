@@ -330,7 +330,7 @@ func runFaultRow(t *testing.T, i int, row faultRow, rep *faultReport) {
 		}
 	}
 	res := waitResult(t, taskID)
-	desc, err := temporal.DescribeWorkflowExecution(context.Background(), workflows.WorkflowID(taskID), "")
+	desc, err := describe(context.Background(), workflows.WorkflowID(taskID))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -438,10 +438,10 @@ func checkSettlement(t *testing.T, row faultRow, res workflows.TaskResult, journ
 		if _, why, ok := strings.Cut(l, "operation "+opID+" is unknown; reconciling: "); ok {
 			t.Logf("%s was unknown because: %s", row.endpoint, why)
 			// The killed worker's attempt never recorded an outcome: its
-			// successor found the operation RUNNING under a lease that
+			// successor found the operation running under a lease that
 			// had run out.
-			if row.stop == syscall.SIGKILL && !strings.Contains(why, " is RUNNING") {
-				t.Errorf("after SIGKILL the operation was unknown because %q, want it found RUNNING (nothing recorded)", why)
+			if row.stop == syscall.SIGKILL && !strings.Contains(why, " is running") {
+				t.Errorf("after SIGKILL the operation was unknown because %q, want it found running (nothing recorded)", why)
 			}
 		}
 	}

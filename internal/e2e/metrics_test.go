@@ -191,7 +191,7 @@ func TestWorkerServesMetricsAndLogsIDs(t *testing.T) {
 	}
 
 	// The task's static summary: its repository and its prompt's first line.
-	desc, err := temporal.DescribeWorkflowExecution(context.Background(), res.WorkflowID, "")
+	desc, err := describe(context.Background(), res.WorkflowID)
 	if err != nil {
 		t.Fatal(err)
 	}

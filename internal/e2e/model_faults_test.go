@@ -141,8 +141,10 @@ func mfaultRows() []mfaultRow {
 	)
 	ok := workflows.StatusCompleted
 	failed := workflows.StatusFailed
-	status := func(code int, retryAfter, retryAfterMS time.Duration) func(*sandbox.FaultRule) {
-		return func(r *sandbox.FaultRule) { r.Status, r.RetryAfter, r.RetryAfterMS = code, retryAfter, retryAfterMS }
+	status := func(code int, retryAfter, retryAfterMsHeader time.Duration) func(*sandbox.FaultRule) {
+		return func(r *sandbox.FaultRule) {
+			r.Status, r.RetryAfter, r.RetryAfterMsHeader = code, retryAfter, retryAfterMsHeader
+		}
 	}
 	overloadedOnce := func(code int, gap time.Duration) mfaultWant {
 		return mfaultWant{requests: 2, status: ok, outcomes: []model.Outcome{overloaded, completed},
@@ -353,7 +355,7 @@ func runModelFaultCell(t *testing.T, k int, row mfaultRow, wire mfaultWire, rep 
 			t.Errorf("starter run --wait exited %d, want %d\nstderr: %s", r.code, want, r.stderr)
 		}
 	}
-	desc, err := temporal.DescribeWorkflowExecution(context.Background(), workflows.WorkflowID(taskID), "")
+	desc, err := describe(context.Background(), workflows.WorkflowID(taskID))
 	if err != nil {
 		t.Fatal(err)
 	}

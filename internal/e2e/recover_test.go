@@ -158,7 +158,7 @@ func waitResult(t *testing.T, taskID string) workflows.TaskResult {
 	var res workflows.TaskResult
 	err := run.Get(ctx, &res)
 	if err != nil {
-		desc, derr := temporal.DescribeWorkflowExecution(ctx, workflows.WorkflowID(taskID), "")
+		desc, derr := describe(ctx, workflows.WorkflowID(taskID))
 		if derr == nil && desc.GetWorkflowExecutionInfo().GetStatus() != enums.WORKFLOW_EXECUTION_STATUS_COMPLETED {
 			t.Fatalf("task %s ended %s: %v", taskID, desc.GetWorkflowExecutionInfo().GetStatus(), err)
 		}

@@ -253,7 +253,7 @@ func ledgerRows(t *testing.T, env []string, taskID string) []ledgerRow {
 
 func currentRunID(t *testing.T, workflowID string) string {
 	t.Helper()
-	desc, err := temporal.DescribeWorkflowExecution(context.Background(), workflowID, "")
+	desc, err := describe(context.Background(), workflowID)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -65,7 +65,7 @@ func TestPersonFoundIsAppliedAfterReexecutionsAreSpent(t *testing.T) {
 	defer poll.Stop()
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		desc, err := temporal.DescribeWorkflowExecution(ctx, workflows.WorkflowID(taskID), "")
+		desc, err := describe(ctx, workflows.WorkflowID(taskID))
 		cancel()
 		if err != nil {
 			t.Fatal(err)

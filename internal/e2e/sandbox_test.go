@@ -37,7 +37,7 @@ func TestStarterDemoOnSandboxWorker(t *testing.T) {
 	if res.Status != workflows.StatusCompleted || len(res.Operations) != 3 || len(res.Deliveries) != 1 {
 		t.Fatalf("demo result = %+v", res)
 	}
-	desc, err := temporal.DescribeWorkflowExecution(context.Background(), res.WorkflowID, "")
+	desc, err := describe(context.Background(), res.WorkflowID)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -280,7 +280,7 @@ func TestStarterRefusesBadInput(t *testing.T) {
 
 func assertNotStarted(t *testing.T, taskID string) {
 	t.Helper()
-	_, err := temporal.DescribeWorkflowExecution(context.Background(), workflows.WorkflowID(taskID), "")
+	_, err := describe(context.Background(), workflows.WorkflowID(taskID))
 	var nf *serviceerror.NotFound
 	if !errors.As(err, &nf) {
 		t.Errorf("task %s: describe = %v, want not found (nothing started)", taskID, err)
@@ -303,7 +303,7 @@ func TestStarterRefusesARunningTaskID(t *testing.T) {
 	if second.code != 2 || !strings.Contains(second.stderr, "already running") {
 		t.Fatalf("second run: exit %d, stderr %q; want exit 2 and 'already running'", second.code, second.stderr)
 	}
-	desc, err := temporal.DescribeWorkflowExecution(context.Background(), workflows.WorkflowID(id), "")
+	desc, err := describe(context.Background(), workflows.WorkflowID(id))
 	if err != nil || desc.GetWorkflowExecutionInfo().GetStatus() != enums.WORKFLOW_EXECUTION_STATUS_RUNNING {
 		t.Fatalf("first task after the refused start: %v, %v; want still running", desc.GetWorkflowExecutionInfo().GetStatus(), err)
 	}

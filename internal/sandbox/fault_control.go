@@ -39,7 +39,7 @@ func (j faultRuleJSON) rule() (FaultRule, error) {
 		text string
 		into *time.Duration
 	}{{"delay", j.Delay, &rule.Delay}, {"lag", j.Lag, &rule.Lag}, {"retry_after", j.RetryAfter, &rule.RetryAfter},
-		{"retry_after_ms", j.RetryAfterMS, &rule.RetryAfterMS}, {"refuse_for", j.RefuseFor, &rule.RefuseFor}} {
+		{"retry_after_ms", j.RetryAfterMS, &rule.RetryAfterMsHeader}, {"refuse_for", j.RefuseFor, &rule.RefuseFor}} {
 		if d.text == "" {
 			continue
 		}
@@ -61,7 +61,7 @@ func faultStateToJSON(st FaultState) faultStateJSON {
 	}
 	return faultStateJSON{Fired: st.Fired, faultRuleJSON: faultRuleJSON{Endpoint: st.Endpoint, Kind: st.Kind,
 		Times: st.Times, Status: st.Status, Delay: text(st.Delay), Lag: text(st.Lag), RetryAfter: text(st.RetryAfter),
-		RetryAfterMS: text(st.RetryAfterMS), RefuseFor: text(st.RefuseFor), AfterEvents: st.AfterEvents, PromptBytesOver: st.PromptBytesOver}}
+		RetryAfterMS: text(st.RetryAfterMsHeader), RefuseFor: text(st.RefuseFor), AfterEvents: st.AfterEvents, PromptBytesOver: st.PromptBytesOver}}
 }
 
 // serveControl is /_sandbox/faults: GET lists the rules, POST adds the one

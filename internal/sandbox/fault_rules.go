@@ -80,9 +80,9 @@ type FaultRule struct {
 	// FaultStatus sends it as Retry-After only when it is set. Zero for the
 	// other kinds.
 	RetryAfter time.Duration
-	// RetryAfterMS (the model's FaultStatus only) sends retry-after-ms, in
+	// RetryAfterMsHeader (the model's FaultStatus only) sends retry-after-ms, in
 	// whole milliseconds rounded up, when it is set.
-	RetryAfterMS time.Duration
+	RetryAfterMsHeader time.Duration
 	// AfterEvents (the model's FaultStall, FaultOverloadedEvent and
 	// FaultRateLimitEvent) is how many server-sent events go out before the
 	// fault strikes; the answer's closing events are never sent, so a
@@ -199,7 +199,7 @@ func validateFault(d faultDialect, rule *FaultRule) error {
 		return fmt.Errorf("unknown kind; this fake injects %s", joinKinds(d.kinds))
 	case rule.Times < 0:
 		return errors.New("times must not be negative")
-	case rule.Delay < 0 || rule.Lag < 0 || rule.RetryAfter < 0 || rule.RetryAfterMS < 0:
+	case rule.Delay < 0 || rule.Lag < 0 || rule.RetryAfter < 0 || rule.RetryAfterMsHeader < 0:
 		return errors.New("durations must not be negative")
 	case rule.AfterEvents < 0 || rule.PromptBytesOver < 0:
 		return errors.New("after_events and prompt_bytes_over must not be negative")
@@ -207,7 +207,7 @@ func validateFault(d faultDialect, rule *FaultRule) error {
 		return errors.New("after_events is only for kinds stall, overloaded_event and rate_limit_event")
 	case rule.PromptBytesOver != 0 && !kindIs(FaultContextOverflow):
 		return errors.New("prompt_bytes_over is only for kind context_overflow")
-	case rule.RetryAfterMS != 0 && !kindIs(FaultStatus):
+	case rule.RetryAfterMsHeader != 0 && !kindIs(FaultStatus):
 		return errors.New("retry_after_ms is only for kind status")
 	case rule.RefuseFor < 0:
 		return errors.New("durations must not be negative")

@@ -169,15 +169,22 @@ func NewGitHub() *GitHub {
 		{"pulls/update", "PATCH " + r + "/pulls/{number}", g.updatePull},
 		{"issues/create", "POST " + r + "/issues", g.createIssue},
 		{"issues/list-comments-for-repo", "GET " + r + "/issues/comments", g.listComments},
-		{"issues/list-comments", "GET " + r + "/issues/{number}/comments", g.listComments},
+		// GET .../issues/{number}/comments and GET .../issues/comments/{id}
+		// overlap as patterns; one route serves both (issueSubresource).
+		{"issues/list-comments", "", g.listComments},
+		{"issues/get-comment", "", g.getComment},
 		{"issues/create-comment", "POST " + r + "/issues/{number}/comments", g.createComment},
 		{"users/get-authenticated", "GET /user", g.getAuthenticatedUser},
 	}
 	endpoints := make([]string, 0, len(routes))
 	for _, rt := range routes {
-		g.mux.Handle(rt.pattern, g.endpoint(rt.endpoint, rt.handle))
+		if rt.pattern != "" {
+			g.mux.Handle(rt.pattern, g.endpoint(rt.endpoint, rt.handle))
+		}
 		endpoints = append(endpoints, rt.endpoint)
 	}
+	g.mux.Handle("GET "+r+"/issues/{number}/{rest}", g.issueSubresource(
+		g.endpoint("issues/list-comments", g.listComments), g.endpoint("issues/get-comment", g.getComment)))
 	g.mux.Handle("/", g.endpoint("", func(w http.ResponseWriter, _ *http.Request) { ghError(w, http.StatusNotFound, "Not Found") }))
 	g.initFaultRules(faultDialect{
 		endpoints: endpoints,

@@ -290,6 +290,39 @@ func (g *GitHub) listComments(w http.ResponseWriter, r *http.Request) {
 	writeJSONBody(w, http.StatusOK, out)
 }
 
+// issueSubresource serves GET .../issues/{number}/comments (list) and GET
+// .../issues/comments/{id} (get), which overlap as mux patterns.
+func (g *GitHub) issueSubresource(list, get http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.PathValue("number") == "comments":
+			get.ServeHTTP(w, r)
+		case r.PathValue("rest") == "comments":
+			list.ServeHTTP(w, r)
+		default:
+			ghError(w, http.StatusNotFound, "Not Found")
+		}
+	})
+}
+
+// getComment serves one comment by its id, as GitHub does: at once, never
+// lagging.
+func (g *GitHub) getComment(w http.ResponseWriter, r *http.Request) {
+	id, err := strconv.ParseInt(r.PathValue("rest"), 10, 64)
+	g.dataMu.Lock()
+	defer g.dataMu.Unlock()
+	rp := g.repoLocked(r)
+	if err == nil && rp != nil {
+		for _, c := range rp.comments {
+			if c.id == id {
+				writeJSONBody(w, http.StatusOK, rp.commentJSON(ghBases(r), c))
+				return
+			}
+		}
+	}
+	ghError(w, http.StatusNotFound, "Not Found")
+}
+
 // issueLocked returns the issue or pull request named by the "number" path
 // value, or nil. The caller holds dataMu.
 func (rp *ghRepo) issueLocked(r *http.Request) *ghIssue {

@@ -17,7 +17,7 @@ import (
 const (
 	// FaultStatus answers Status (400 to 599: 429, 500, 503, 529, ...)
 	// with the format's error body for it, and Retry-After (RetryAfter) and
-	// retry-after-ms (RetryAfterMS) only when they are set.
+	// retry-after-ms (RetryAfterMsHeader) only when they are set.
 	FaultStatus FaultKind = "status"
 	// FaultResetConnection reads the request, then resets the TCP
 	// connection (RST) without a byte of answer. The client has written its
@@ -123,8 +123,8 @@ func (m *Model) serveFault(w http.ResponseWriter, r *http.Request, wire wireForm
 		if rule.RetryAfter > 0 {
 			w.Header().Set("Retry-After", strconv.FormatInt(retryAfterSeconds(rule.RetryAfter), 10))
 		}
-		if rule.RetryAfterMS > 0 {
-			ms := (rule.RetryAfterMS + time.Millisecond - 1) / time.Millisecond
+		if rule.RetryAfterMsHeader > 0 {
+			ms := (rule.RetryAfterMsHeader + time.Millisecond - 1) / time.Millisecond
 			w.Header().Set("retry-after-ms", strconv.FormatInt(int64(ms), 10))
 		}
 		kind := errKindForStatus(rule.Status)

@@ -105,8 +105,8 @@ func TestModelFaultStatus(t *testing.T) {
 			openAIType, anthType string
 		}{
 			{FaultRule{Status: 429, RetryAfter: 2 * time.Second}, "2", "", "requests", "rate_limit_error"},
-			{FaultRule{Status: 529, RetryAfterMS: 1500 * time.Millisecond}, "", "1500", "server_error", "overloaded_error"},
-			{FaultRule{Status: 503, RetryAfter: 1500 * time.Millisecond, RetryAfterMS: 1500 * time.Millisecond}, "2", "1500", "server_error", "overloaded_error"},
+			{FaultRule{Status: 529, RetryAfterMsHeader: 1500 * time.Millisecond}, "", "1500", "server_error", "overloaded_error"},
+			{FaultRule{Status: 503, RetryAfter: 1500 * time.Millisecond, RetryAfterMsHeader: 1500 * time.Millisecond}, "2", "1500", "server_error", "overloaded_error"},
 			{FaultRule{Status: 500}, "", "", "server_error", "api_error"},
 		} {
 			t.Run(wire.name+"/"+http.StatusText(tt.rule.Status), func(t *testing.T) {
@@ -409,7 +409,7 @@ func TestModelFaultRulesKeepToTheirEndpoint(t *testing.T) {
 		{Endpoint: "messages", Kind: FaultDrop},
 		{Endpoint: "messages", Kind: FaultStatus},
 		{Endpoint: "messages", Kind: FaultStatus, Status: 302},
-		{Endpoint: "messages", Kind: FaultStall, RetryAfterMS: time.Second},
+		{Endpoint: "messages", Kind: FaultStall, RetryAfterMsHeader: time.Second},
 		{Endpoint: "messages", Kind: FaultEmpty, AfterEvents: 2},
 		{Endpoint: "messages", Kind: FaultStatus, Status: 429, PromptBytesOver: 10},
 		{Endpoint: "messages", Kind: FaultStall, AfterEvents: -1},

@@ -2,7 +2,6 @@ package tools
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"time"
 
@@ -45,15 +44,13 @@ type Observation struct {
 }
 
 // Sent is a call whose answer may have been lost, with what its lookup may
-// need besides the arguments.
+// need besides the arguments and the facts recorded before it was sent
+// (Call.Facts).
 type Sent struct {
 	Call
 	// Since is when the operation was first claimed: its effect cannot be
 	// older.
 	Since time.Time
-	// Facts are what the tool's Prepare recorded just before the request
-	// was sent (ledger.Operation.Facts); nil when none were recorded.
-	Facts json.RawMessage
 }
 
 // Effect is what a call leaves in an external system, as its tool knows it.
@@ -91,3 +88,17 @@ var ErrNotConfigured = errors.New("the client is not configured on this worker")
 // system holds: the claim time comes from the worker's clock, the effect's
 // time from the system's.
 const ClockMargin = 2 * time.Minute
+
+// ReadBack is implemented by an Effect whose tool can read back the URL a
+// person says names it (`starter resolve --found URL`), so that no URL is
+// accepted that is not an effect of the operation's kind, in its
+// repository (or channel), as it exists now.
+type ReadBack interface {
+	// ReadBack parses url with the tool's own rules and asks the external
+	// system for what it names. Found, with ExternalID in the form Execute
+	// records, is the effect; any other Outcome refuses the URL, Detail
+	// saying why in one sentence (not this kind of effect, another
+	// repository, nothing there). An error means the question could not be
+	// asked, and says nothing about the URL.
+	ReadBack(ctx context.Context, url string) (Observation, error)
+}

@@ -51,6 +51,13 @@ type Identity struct {
 type Call struct {
 	OperationID string
 	Arguments   json.RawMessage
+	// Facts are what the tool's Prepare recorded for this attempt just
+	// before the request was sent (ledger.Operation.Facts): Execute acts on
+	// them — a branch is created at the commit recorded, not at one read
+	// again — so the effect is the one a lookup given the same facts looks
+	// for. Nil when none were recorded (the tool is no Preparer, recorded
+	// nothing, or the operation was sent before it recorded facts).
+	Facts json.RawMessage
 }
 
 // Result is what a successful call produced.
@@ -90,8 +97,9 @@ type Tool interface {
 // pull request's head branch was at, say — because the effect itself does
 // not keep them. ExecuteTool calls Prepare once per attempt, after the claim
 // and before the operation is marked RUNNING, and the ledger keeps the facts
-// with the operation (ledger.Operation.Facts); they reach the lookup as
-// Sent.Facts if the answer to the request is lost.
+// with the operation (ledger.Operation.Facts); they reach Execute as
+// Call.Facts, and the lookup as Sent.Facts if the answer to the request is
+// lost.
 type Preparer interface {
 	// Prepare reads, and never changes, what call's lookup will need,
 	// and returns it as a JSON document; nil when there is nothing worth

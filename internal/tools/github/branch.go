@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 
 	gogithub "github.com/google/go-github/v62/github"
 
@@ -12,12 +13,71 @@ import (
 )
 
 // github_create_branch: a conditional tool. Its business key is the branch
-// ("branch:create:<owner>/<repo>:<branch>"), and its effect is found again
-// by getting the branch's ref (branchEffect).
+// ("branch:create:<owner>/<repo>:<branch>"); before it sends anything it
+// records the commit its "from" branch is at and creates the branch there;
+// its effect is found again by getting the branch's ref (branchEffect).
 
 type createBranchArgs struct {
 	repo         ghref.Repo
 	branch, from string
+	// at is the commit a "from" branch was at just before the request was
+	// sent (BranchFacts); "" when from is a commit or nothing was recorded.
+	at string
+}
+
+// branchTool is github_create_branch. It is a tools.Preparer: before the
+// branch is created it records the commit the "from" branch is at
+// (BranchFacts), creates the branch at that very commit, and its lookup
+// (branchEffect) compares with it — not with where "from" is by the time
+// it looks, which on a busy repository has moved on.
+type branchTool struct {
+	findable[createBranchArgs]
+}
+
+// BranchFacts are what github_create_branch records before it sends its
+// request.
+type BranchFacts struct {
+	// FromSHA is the commit the "from" branch pointed at just before the
+	// request was sent: the commit the branch is created at.
+	FromSHA string `json:"from_sha"`
+}
+
+// Prepare reads the "from" branch's ref and returns BranchFacts. A "from"
+// that is a commit needs nothing recorded; a "from" branch GitHub does not
+// show (404) gives no facts and no error: Execute then resolves it itself,
+// refusing a branch that does not exist, as before facts were recorded. Any
+// other failure to read is an error carrying its verdict, and the wait a
+// rate limit asked for.
+func (t branchTool) Prepare(ctx context.Context, call tools.Call) (json.RawMessage, error) {
+	a, err := t.args(call.Arguments)
+	if err != nil {
+		return nil, err
+	}
+	if t.c == nil || shaRE.MatchString(a.from) {
+		return nil, nil // no client: Execute refuses the call, sending nothing
+	}
+	ref, _, err := t.c.Git.GetRef(ctx, a.repo.Owner, a.repo.Name, "heads/"+a.from)
+	switch {
+	case HTTPStatus(err) == http.StatusNotFound:
+		return nil, nil
+	case err != nil:
+		return nil, marked(fmt.Errorf("github_create_branch: read branch %s of %s: %w", a.from, a.repo, err))
+	}
+	return output(BranchFacts{FromSHA: ref.GetObject().GetSHA()}), nil
+}
+
+// withBranchFacts reads the facts github_create_branch recorded into its
+// arguments.
+func withBranchFacts(a createBranchArgs, facts json.RawMessage) (createBranchArgs, error) {
+	var f BranchFacts
+	if err := json.Unmarshal(facts, &f); err != nil {
+		return a, fmt.Errorf("%s: the facts recorded before sending do not decode: %w", NameCreateBranch, err)
+	}
+	if f.FromSHA != "" && !shaRE.MatchString(f.FromSHA) {
+		return a, fmt.Errorf("%s: the facts recorded before sending name no commit: from_sha %q", NameCreateBranch, f.FromSHA)
+	}
+	a.at = f.FromSHA
+	return a, nil
 }
 
 var createBranchSchema = objectSchema([]string{"repo", "branch", "from"}, map[string]any{
@@ -27,7 +87,7 @@ var createBranchSchema = objectSchema([]string{"repo", "branch", "from"}, map[st
 })
 
 func createBranchTool(c *gogithub.Client) tools.Tool {
-	return findable[createBranchArgs]{&ghTool[createBranchArgs]{
+	return branchTool{findable[createBranchArgs]{&ghTool[createBranchArgs]{
 		c:           c,
 		name:        NameCreateBranch,
 		description: "Create a new branch in a GitHub repository, pointing at the head of another branch or at a commit. Fails if the branch already exists.",
@@ -56,15 +116,24 @@ func createBranchTool(c *gogithub.Client) tools.Tool {
 				}{a.repo.Key(), a.branch, a.from}),
 			}
 		},
-		find: func(a createBranchArgs, _ tools.Sent) (tools.Effect, error) {
-			return branchEffect{c: c, repo: a.repo, branch: a.branch, from: a.from}, nil
+		recorded: withBranchFacts,
+		find: func(a createBranchArgs, s tools.Sent) (tools.Effect, error) {
+			if len(s.Facts) > 0 {
+				var err error
+				if a, err = withBranchFacts(a, s.Facts); err != nil {
+					return nil, err
+				}
+			}
+			return branchEffect{c: c, repo: a.repo, branch: a.branch, from: a.from, at: a.at}, nil
 		},
 		summary: func(name string, a createBranchArgs) string {
 			return fmt.Sprintf("%s %s %s from %s", name, a.repo, a.branch, a.from)
 		},
 		run: func(ctx context.Context, _ string, a createBranchArgs) (tools.Result, error) {
 			sha := a.from
-			if !shaRE.MatchString(sha) {
+			if a.at != "" {
+				sha = a.at // where from was when it was recorded, which the lookup goes by
+			} else if !shaRE.MatchString(sha) {
 				ref, _, err := c.Git.GetRef(ctx, a.repo.Owner, a.repo.Name, "heads/"+a.from)
 				if err != nil {
 					return tools.Result{}, fmt.Errorf("github_create_branch: resolve branch %q of %s: %w: %w", a.from, a.repo, errWriteNotSent, err)
@@ -84,30 +153,42 @@ func createBranchTool(c *gogithub.Client) tools.Tool {
 			}{ref.GetRef(), sha, a.from}
 			return tools.Result{Output: output(out), ExternalID: ref.GetRef() + "@" + sha}, nil
 		},
-	}}
+	}}}
 }
 
 // branchEffect is the branch a github_create_branch call creates. A branch
 // carries no mark of who made it, so the lookup goes by where it points:
-// at the commit "from" names.
+// at the commit "from" names — for a "from" branch, the commit it was at
+// when the request was sent, as recorded (at).
 type branchEffect struct {
 	c            *gogithub.Client
 	repo         ghref.Repo
 	branch, from string // from: a branch name, or a full commit SHA
+	// at is the commit the from branch was at when the request was sent
+	// (BranchFacts); "" when from is a commit, or for an operation sent
+	// before the commit was recorded: then the lookup compares with where
+	// the from branch is now.
+	at string
 }
 
 func (e branchEffect) Key() string {
-	if shaRE.MatchString(e.from) {
+	switch {
+	case shaRE.MatchString(e.from):
 		return fmt.Sprintf("branch %s of %s, at commit %s", e.branch, e.repo, e.from)
+	case e.at != "":
+		return fmt.Sprintf("branch %s of %s, at commit %s, where branch %s was when it was sent", e.branch, e.repo, e.at, e.from)
 	}
 	return fmt.Sprintf("branch %s of %s, at the commit branch %s is at", e.branch, e.repo, e.from)
 }
 
 // Find gets the branch's ref. Missing (404) is NotSeen. Present at the
 // commit from names is Found ("refs/heads/<branch>@<sha>", as Execute
-// records it). Present at another commit is Ambiguous: someone else created
-// the branch, or it — or the from branch — moved since; nothing here can
-// tell which.
+// records it): for a from branch, the commit it was at when the request was
+// sent, so a from branch that moved on since (main on a busy repository)
+// does not hide the operation's branch. Present at another commit is
+// Ambiguous: someone else created the branch, or it moved since; nothing
+// here can tell which. For an operation sent before that commit was
+// recorded, the from branch's commit now is all there is to compare with.
 func (e branchEffect) Find(ctx context.Context) (tools.Observation, error) {
 	ref, err := e.getRef(ctx, e.branch)
 	switch {
@@ -119,7 +200,9 @@ func (e branchEffect) Find(ctx context.Context) (tools.Observation, error) {
 	at := ref.GetObject().GetSHA()
 
 	want, fromWhat := e.from, "commit "+e.from
-	if !shaRE.MatchString(e.from) {
+	if e.at != "" {
+		want, fromWhat = e.at, fmt.Sprintf("commit %s, where branch %s was when the request was sent", e.at, e.from)
+	} else if !shaRE.MatchString(e.from) {
 		fromRef, err := e.getRef(ctx, e.from)
 		switch {
 		case notFound(err):

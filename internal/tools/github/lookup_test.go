@@ -343,13 +343,25 @@ func TestBranchLookup(t *testing.T) {
 	obs, err = find(sha)
 	expect(t, "branch at the commit", obs, err, tools.Found, "refs/heads/feat@"+sha)
 
-	// main moves on: the branch may still be ours, or someone else's.
+	// main moves on: without the commit main was at when the request was
+	// sent, the branch may still be ours, or someone else's.
 	f.push(t, "main", "moved.txt")
 	obs, err = find("main")
 	expect(t, "branch behind a moved main", obs, err, tools.Ambiguous, "")
 	if !strings.Contains(obs.Detail, "someone else") || !strings.Contains(obs.Detail, sha) {
 		t.Errorf("detail %q should say where the branch is and that someone else may have made it", obs.Detail)
 	}
+	// With that commit recorded (BranchFacts), the branch at it is found
+	// however far main has moved; a branch elsewhere is still ambiguous.
+	findRecorded := func(at string) (tools.Observation, error) {
+		s := sent("op-b", `{"repo":"acme/app","branch":"feat","from":"main"}`)
+		s.Facts = json.RawMessage(`{"from_sha":"` + at + `"}`)
+		return f.find(t, githubtools.NameCreateBranch, s)
+	}
+	obs, err = findRecorded(sha)
+	expect(t, "branch at the commit main was at when sent", obs, err, tools.Found, "refs/heads/feat@"+sha)
+	obs, err = findRecorded(f.headOf(t, "main"))
+	expect(t, "branch not at the commit recorded", obs, err, tools.Ambiguous, "")
 	obs, err = find(strings.Repeat("a", 40))
 	expect(t, "branch at another commit", obs, err, tools.Ambiguous, "")
 	obs, err = find("gone")
@@ -547,8 +559,8 @@ func TestFinders(t *testing.T) {
 	}{
 		{githubtools.NameComment, sent("", `{"repo":"acme/app","number":1,"body":"x"}`)},
 		{githubtools.NameCreatePullRequest, sent("", prArgs("feat"))},
-		{githubtools.NameCreatePullRequest, tools.Sent{Call: tools.Call{OperationID: "op", Arguments: json.RawMessage(prArgs("feat"))},
-			Facts: json.RawMessage(`{"head_sha":1}`)}},
+		{githubtools.NameCreatePullRequest, tools.Sent{Call: tools.Call{OperationID: "op", Arguments: json.RawMessage(prArgs("feat")),
+			Facts: json.RawMessage(`{"head_sha":1}`)}}},
 	} {
 		tool, _ := online.Get(tc.name)
 		if e, err := tool.(tools.Finder).Effect(tc.s); err == nil {

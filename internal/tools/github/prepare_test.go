@@ -3,6 +3,8 @@ package github_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,22 +13,31 @@ import (
 	githubtools "github.com/capstanhq/capstan/internal/tools/github"
 )
 
-// github_create_pull_request records, before it sends anything, the commit
-// its head branch is at; it is the only GitHub tool that records facts.
-func TestPullRequestPrepareRecordsTheHeadSHA(t *testing.T) {
-	f := newFixture(t)
-	ctx := context.Background()
-	var preparer tools.Preparer
+// preparers are the GitHub tools that record facts before they send
+// anything, by name; every other tool records none.
+func preparers(t *testing.T, f *fixture) map[string]tools.Preparer {
+	t.Helper()
+	want := map[string]bool{"github_create_pull_request": true, "github_create_branch": true}
+	out := map[string]tools.Preparer{}
 	for _, name := range f.tools.Names() {
 		tool, _ := f.tools.Get(name)
 		p, ok := tool.(tools.Preparer)
-		if ok != (name == "github_create_pull_request") {
+		if ok != want[name] {
 			t.Errorf("%s is a tools.Preparer: %v", name, ok)
 		}
 		if ok {
-			preparer = p
+			out[name] = p
 		}
 	}
+	return out
+}
+
+// github_create_pull_request records, before it sends anything, the commit
+// its head branch is at.
+func TestPullRequestPrepareRecordsTheHeadSHA(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	preparer := preparers(t, f)["github_create_pull_request"]
 	if preparer == nil {
 		t.Fatal("github_create_pull_request is not a tools.Preparer")
 	}
@@ -77,5 +88,65 @@ func TestPullRequestPrepareRecordsTheHeadSHA(t *testing.T) {
 	}
 	if tools.Classify(err) != tools.VerdictNotSent {
 		t.Errorf("Prepare rate limited: verdict %q, want %q", tools.Classify(err), tools.VerdictNotSent)
+	}
+}
+
+// github_create_branch records, before it sends anything, the commit its
+// "from" branch is at, and creates the branch at that commit even when the
+// "from" branch has moved on by the time the request is sent.
+func TestBranchPrepareRecordsTheFromSHA(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	preparer := preparers(t, f)["github_create_branch"]
+	if preparer == nil {
+		t.Fatal("github_create_branch is not a tools.Preparer")
+	}
+	args := json.RawMessage(`{"repo":"acme/app","branch":"agent/fix","from":"main"}`)
+
+	// A commit needs nothing recorded; a missing "from" branch gives no
+	// facts and no error (Execute refuses it).
+	if facts, err := preparer.Prepare(ctx, tools.Call{OperationID: "op-sha", Arguments: json.RawMessage(
+		`{"repo":"acme/app","branch":"agent/x","from":"` + strings.Repeat("a", 40) + `"}`)}); err != nil || facts != nil {
+		t.Errorf("Prepare from a commit: %s, %v; want no facts and no error", facts, err)
+	}
+	if facts, err := preparer.Prepare(ctx, tools.Call{OperationID: "op-gone", Arguments: json.RawMessage(
+		`{"repo":"acme/app","branch":"agent/x","from":"gone"}`)}); err != nil || facts != nil {
+		t.Errorf("Prepare from a missing branch: %s, %v; want no facts and no error", facts, err)
+	}
+
+	// Make main's commit known, then record it.
+	_, out := f.mustRun(t, "github_put_file", "op-f0",
+		`{"repo":"acme/app","branch":"main","path":"a.md","content":"a\n","message":"A"}`)
+	recorded, _ := out["commit_sha"].(string)
+	before := f.gh.Stats()
+	facts, err := preparer.Prepare(ctx, tools.Call{OperationID: "op-b", Arguments: args})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got githubtools.BranchFacts
+	if err := json.Unmarshal(facts, &got); err != nil || got.FromSHA != recorded {
+		t.Fatalf("facts %s (%v), want from_sha %s (main's commit)", facts, err, recorded)
+	}
+	if after := f.gh.Stats(); after.Requests != before.Requests+1 || after.BranchesCreated != 0 || after.FilesWritten != before.FilesWritten {
+		t.Errorf("Prepare: stats %+v → %+v, want one read and no change", before, after)
+	}
+
+	// main moves on before the request is sent: the branch is created at
+	// the commit recorded.
+	f.mustRun(t, "github_put_file", "op-f1", `{"repo":"acme/app","branch":"main","path":"b.md","content":"b\n","message":"B"}`)
+	tool, _ := f.tools.Get("github_create_branch")
+	res, err := tool.Execute(ctx, tools.Call{OperationID: "op-b", Arguments: args, Facts: facts})
+	if err != nil || res.ExternalID != "refs/heads/agent/fix@"+recorded {
+		t.Fatalf("Execute with facts: %+v, %v; want the branch at %s", res, err, recorded)
+	}
+
+	// Facts that do not decode refuse the call, sending nothing.
+	if _, err := tool.Execute(ctx, tools.Call{OperationID: "op-c", Arguments: json.RawMessage(
+		`{"repo":"acme/app","branch":"agent/c","from":"main"}`), Facts: json.RawMessage(`{"from_sha":1}`)}); !errors.Is(err, tools.ErrRefused) {
+		t.Errorf("Execute with bad facts: %v, want %v", err, tools.ErrRefused)
+	}
+	if n := f.gh.Stats().BranchesCreated; n != 1 {
+		t.Errorf("branches created = %d, want 1", n)
 	}
 }

@@ -10,14 +10,16 @@
 // the very schema the tool advertises, then against the rules of GitHub and
 // git a schema cannot state (package ghref). A tool performs at most one
 // mutating request per Execute and names what it changed in
-// Result.ExternalID, in the form its lookup reports; github_create_pull_request
-// also records, before it sends anything, the commit its head branch is at
-// (a tools.Preparer, PullRequestFacts):
+// Result.ExternalID, in the form its lookup reports. Two record, before they
+// send anything, a commit their lookup goes by (they are tools.Preparers):
+// github_create_pull_request the commit its head branch is at
+// (PullRequestFacts), github_create_branch the commit its "from" branch is
+// at, which it then creates the branch at (BranchFacts):
 //
 //	tool                        class        business key                            found again by
 //	github_get_file             read_only    —                                       —
 //	github_list_pull_requests   read_only    —                                       —
-//	github_create_branch        conditional  branch:create:<owner>/<repo>:<branch>   the branch's ref, at the commit "from" names
+//	github_create_branch        conditional  branch:create:<owner>/<repo>:<branch>   the branch's ref, at the commit "from" was at when sent
 //	github_put_file             idempotent   — (one operation per declared call)     the file's blob SHA (also its Verify)
 //	github_create_pull_request  conditional  pr:create:<owner>/<repo>:<head>:<base>  the Marker in a body, else the head commit recorded
 //	github_comment              unsafe       —                                       the Marker in a comment since the claim
@@ -87,6 +89,10 @@ type ghTool[A any] struct {
 	identify          func(a A) tools.Identity
 	summary           func(name string, a A) string // name is the tool's name without "github_"
 	run               func(ctx context.Context, opID string, a A) (tools.Result, error)
+	// recorded, for a tool that records facts before sending (a
+	// tools.Preparer), reads them (tools.Call.Facts, never empty here) into
+	// the arguments run acts on. Nil: the tool records none.
+	recorded func(a A, facts json.RawMessage) (A, error)
 	// find, for a tool whose effect can be found again (findable), names
 	// the effect a sent call would leave. It does no I/O.
 	find func(a A, s tools.Sent) (tools.Effect, error)
@@ -128,6 +134,11 @@ func (t *ghTool[A]) Execute(ctx context.Context, call tools.Call) (tools.Result,
 	}
 	if t.c == nil {
 		return tools.Result{}, fmt.Errorf("%s: %w: no GitHub client configured", t.name, tools.ErrRefused)
+	}
+	if t.recorded != nil && len(call.Facts) > 0 {
+		if a, err = t.recorded(a, call.Facts); err != nil {
+			return tools.Result{}, fmt.Errorf("%s: %w: %w", t.name, tools.ErrRefused, err)
+		}
 	}
 	res, err := t.run(ctx, call.OperationID, a)
 	if err != nil {
