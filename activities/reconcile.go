@@ -31,6 +31,9 @@ var reconcileBackoff = backoff.Policy{Base: time.Second, Cap: 10 * time.Second}
 type ReconcileProgress struct {
 	Asked int    `json:"asked"`
 	Last  string `json:"last,omitempty"` // the last observation, or why the last question failed
+	// Waiting says why the question being asked is waiting, as its lookup
+	// told (a rate limit's Retry-After); empty when it is not.
+	Waiting string `json:"waiting,omitempty"`
 }
 
 // recoveredNote is the tool message, and the ledger's result, of an
@@ -183,6 +186,16 @@ func (a *Activities) askUntilSure(ctx context.Context, in ReconcileInput, op led
 	progress := &reconcileProgress{}
 	stop := a.startReconcileHeartbeat(ctx, progress)
 	defer stop()
+	// A lookup that waits of its own accord (Slack's Retry-After) says so
+	// in the heartbeat and the log while it waits.
+	actx := ctx
+	ctx = tools.WithWaitNotice(ctx, func(why string) {
+		progress.waiting(why)
+		a.Logger.InfoContext(actx, "reconciler waiting", "operation_id", op.ID, "kind", op.Kind, "why", why)
+		if activity.IsActivity(actx) {
+			activity.RecordHeartbeat(actx, progress.get())
+		}
+	})
 
 	ans, err := a.Reconcilers.Reconcile(ctx, q, reconcilers.Pace{Now: a.Now, Backoff: a.reconcileBackoff,
 		Asked: func(asked int, last string) {
@@ -373,6 +386,13 @@ type reconcileProgress struct {
 func (r *reconcileProgress) set(asked int, last string) {
 	r.mu.Lock()
 	r.p = ReconcileProgress{Asked: asked, Last: last}
+	r.mu.Unlock()
+}
+
+// waiting records why the current question waits, until the next set.
+func (r *reconcileProgress) waiting(why string) {
+	r.mu.Lock()
+	r.p.Waiting = why
 	r.mu.Unlock()
 }
 

@@ -445,8 +445,9 @@ func TestReconcileFindsASlackDelivery(t *testing.T) {
 	}
 	res := f.reconcile(t, activities.ReconcileInput{Tenant: "d", TaskID: "T", OperationID: din.OperationID,
 		Since: time.Now(), Window: 5 * time.Second, Channel: "#ops"})
-	if res.Verdict != capstan.VerdictFound || res.ExternalID != "#ops/"+msgs[0].TS || res.Item != "" {
-		t.Fatalf("Reconcile = %+v, want found #ops/%s without a tool message", res, msgs[0].TS)
+	// Found under the channel's id, as Slack names it in its answer to a post.
+	if want := f.sb.Slack.ChannelID("#ops") + "/" + msgs[0].TS; res.Verdict != capstan.VerdictFound || res.ExternalID != want || res.Item != "" {
+		t.Fatalf("Reconcile = %+v, want found %s without a tool message", res, want)
 	}
 	v, err := f.env.ExecuteActivity(f.acts.Deliver, din)
 	if err != nil {

@@ -68,7 +68,7 @@ func TestBuiltInLookups(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, ts, err := sc.PostMessageContext(ctx, "C1", slack.MsgOptionText("a", false), slack.MsgOptionMetadata(slackpost.Metadata("op-slack", "T")))
+	channel, ts, err := sc.PostMessageContext(ctx, "#deliveries", slack.MsgOptionText("a", false), slack.MsgOptionMetadata(slackpost.Metadata("op-slack", "T")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +83,7 @@ func TestBuiltInLookups(t *testing.T) {
 		{githubtools.NameCreateBranch, "op-br", json.RawMessage(`{"repo":"acme/app","branch":"plain","from":"main"}`), "refs/heads/plain@" + sha},
 		{githubtools.NamePutFile, "op-f", json.RawMessage(`{"repo":"acme/app","branch":"feat","path":"feat.txt","content":"feat\n","message":"m"}`), file.GetContent().GetSHA()},
 		{githubtools.NameComment, "op-cm", ghref.CommentArguments("acme/app", issue.GetNumber(), "hi"), cm.GetHTMLURL()},
-		{slackpost.Kind, "op-slack", slackpost.Arguments("C1"), "C1/" + ts},
+		{slackpost.Kind, "op-slack", slackpost.Arguments("#deliveries"), channel + "/" + ts},
 	} {
 		ans, err := set.Reconcile(ctx, reconcilers.Question{Kind: tc.kind,
 			Sent:     tools.Sent{Call: tools.Call{OperationID: tc.opID, Arguments: tc.args}, Since: since},

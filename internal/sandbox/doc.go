@@ -49,7 +49,8 @@
 // git/get-ref, repos/create-or-update-file-contents, repos/get-content,
 // pulls/create, pulls/list, issues/create-comment, issues/list-comments, and
 // the rest listed on [GitHub]) and by Slack's method names
-// (chat.postMessage, conversations.history, auth.test). The kinds:
+// (chat.postMessage, conversations.history, conversations.list, auth.test),
+// and GitHub's GET /user as users/get-authenticated. The kinds:
 //
 //   - fail: answer 5xx ("status", default 500) before acting; nothing changes.
 //   - drop: act, then close the connection without an answer. net/http
@@ -77,6 +78,18 @@
 // The effect counters count what the fake really did, once: a refusal
 // counts nothing, not even the request; a drop or a delay counts the effect
 // it let happen although the client never heard of it.
+//
+// # Authors and Slack's limits
+//
+// The GitHub and Slack fakes record who wrote what: the token's user.
+// SandboxUserToken(login) writes as login (Slack: a person, user id
+// "U"+LOGIN, no bot id); any other token as the sandbox's own account
+// (GitHubLogin; Slack's bot U0SANDBOX/B0SANDBOX), which GET /user and
+// auth.test report. Slack's conversations.history, as in Slack, takes only a
+// channel id; POST /_sandbox/limits on the Slack host ({"every": ns,
+// "page_max": n}, or [Slack.LimitHistory]) makes it answer one request per
+// interval (429 ratelimited with the Retry-After left) and at most page_max
+// messages a page, as Slack does for apps outside its Marketplace.
 //
 // # Model faults
 //

@@ -19,9 +19,16 @@ import (
 // for: Repositories.Get; Git.GetRef and Git.CreateRef (branches only);
 // Repositories.GetContents, CreateFile and UpdateFile; PullRequests.List,
 // Create, Get and Edit (title, body, close and reopen); Issues.Create; and
-// Issues.CreateComment and ListComments (per issue or repository-wide).
-// Unknown routes answer 404 {"message":"Not Found"}. Authentication is
-// counted, never required.
+// Issues.CreateComment and ListComments (per issue or repository-wide); and
+// Users.Get("") (GET /user, the authenticated user). Unknown routes answer
+// 404 {"message":"Not Found"}. Authentication is counted, never required,
+// except by GET /user (401 without a token).
+//
+// Every pull request, issue and comment records its author, the user of the
+// token that wrote it, as "user" in its JSON: a token made by
+// SandboxUserToken(login) is that login's, any other token — and a request
+// without one — is GitHubLogin's, the sandbox's own account. So a test can
+// write as someone other than capstan.
 //
 // Any "owner/name" repository exists on first touch, with a branch "main"
 // holding README.md ("# <name>\n"). The API may be mounted under any path
@@ -86,11 +93,13 @@ type SandboxPR struct {
 	Body    string `json:"body"`
 	State   string `json:"state"`
 	HeadSHA string `json:"head_sha"`
+	Author  string `json:"author"` // the login of the user who opened it
 }
 
 // SandboxComment is an issue or pull request comment as stored by the fake.
 type SandboxComment struct {
 	ID        int64     `json:"id"`
+	Author    string    `json:"author"` // the login of the user who wrote it
 	Body      string    `json:"body"`
 	CreatedAt time.Time `json:"created_at"`
 }
@@ -123,12 +132,14 @@ type ghIssue struct {
 	draft                        bool
 	head, base, headSHA, baseSHA string
 	written                      time.Time // when it was created, not rounded: lagging reads compare it
+	author                       string    // login of the user who opened it
 }
 
 type ghComment struct {
 	id               int64
 	number           int
 	body             string
+	author           string // login of the user who wrote it
 	created, updated time.Time
 	written          time.Time // when it was created, not rounded: lagging reads compare it
 }
@@ -163,6 +174,7 @@ func NewGitHub() *GitHub {
 		{"issues/list-comments", "", g.listComments},
 		{"issues/get-comment", "", g.getComment},
 		{"issues/create-comment", "POST " + r + "/issues/{number}/comments", g.createComment},
+		{"users/get-authenticated", "GET /user", g.getAuthenticatedUser},
 	}
 	endpoints := make([]string, 0, len(routes))
 	for _, rt := range routes {
@@ -211,6 +223,9 @@ func (g *GitHub) endpoint(name string, handle http.HandlerFunc) http.Handler {
 func (g *GitHub) serve(w http.ResponseWriter, r *http.Request) {
 	p := r.URL.Path
 	i := strings.Index(p, "/repos/")
+	if i < 0 && strings.HasSuffix(p, "/user") {
+		i = len(p) - len("/user") // GET /user, under the same mount prefix
+	}
 	if i < 0 {
 		ghError(w, http.StatusNotFound, "Not Found")
 		return
@@ -240,7 +255,7 @@ func (g *GitHub) PullRequests(repo string) []SandboxPR {
 		for _, is := range rp.sortedIssues() {
 			if is.isPull {
 				out = append(out, SandboxPR{Number: is.number, Head: is.head, Base: is.base,
-					Title: is.title, Body: is.body, State: is.state, HeadSHA: is.headSHA})
+					Title: is.title, Body: is.body, State: is.state, HeadSHA: is.headSHA, Author: is.author})
 			}
 		}
 	}
@@ -255,7 +270,7 @@ func (g *GitHub) Comments(repo string, number int) []SandboxComment {
 	if rp := g.repos[strings.ToLower(repo)]; rp != nil {
 		for _, c := range rp.comments {
 			if c.number == number {
-				out = append(out, SandboxComment{ID: c.id, Body: c.body, CreatedAt: c.created})
+				out = append(out, SandboxComment{ID: c.id, Author: c.author, Body: c.body, CreatedAt: c.created})
 			}
 		}
 	}
@@ -425,7 +440,7 @@ func ghNodeID(kind, s string) string {
 }
 
 func ghUser(login string) map[string]any {
-	return map[string]any{"login": login, "id": 1, "type": "User"}
+	return map[string]any{"login": login, "id": ghUserID(login), "type": "User"}
 }
 
 // ghValidBranch applies the parts of git check-ref-format that matter here.

@@ -137,7 +137,8 @@ func (g *GitHub) createPull(w http.ResponseWriter, r *http.Request) {
 	now := ghStamp(written)
 	g.seq++
 	rp.lastNumber++
-	is := &ghIssue{number: rp.lastNumber, id: g.seq, title: in.Title, body: in.Body, state: "open",
+	author, _ := ghLogin(r)
+	is := &ghIssue{number: rp.lastNumber, id: g.seq, title: in.Title, body: in.Body, state: "open", author: author,
 		created: now, updated: now, written: written, isPull: true, draft: in.Draft,
 		head: head, base: in.Base, headSHA: headSHA, baseSHA: baseSHA}
 	rp.issues[is.number] = is
@@ -211,12 +212,13 @@ func (g *GitHub) createIssue(w http.ResponseWriter, r *http.Request) {
 	rp, now := g.repoLocked(r), g.stamp()
 	g.seq++
 	rp.lastNumber++
-	is := &ghIssue{number: rp.lastNumber, id: g.seq, title: in.Title, body: in.Body, state: "open", created: now, updated: now}
+	author, _ := ghLogin(r)
+	is := &ghIssue{number: rp.lastNumber, id: g.seq, title: in.Title, body: in.Body, state: "open", author: author, created: now, updated: now}
 	rp.issues[is.number] = is
 	u, link := ghBases(r), rp.full()+"/issues/"+strconv.Itoa(is.number)
 	writeJSONBody(w, http.StatusCreated, map[string]any{"id": is.id, "node_id": ghNodeID("I", link), "number": is.number,
 		"url": u.api + "repos/" + link, "html_url": u.web + link, "title": is.title, "body": is.body,
-		"state": is.state, "user": ghUser(rp.owner), "comments": 0, "created_at": now, "updated_at": now, "closed_at": nil})
+		"state": is.state, "user": ghUser(is.author), "comments": 0, "created_at": now, "updated_at": now, "closed_at": nil})
 }
 
 func (g *GitHub) createComment(w http.ResponseWriter, r *http.Request) {
@@ -240,7 +242,8 @@ func (g *GitHub) createComment(w http.ResponseWriter, r *http.Request) {
 	written := g.now()
 	now := ghStamp(written)
 	g.seq++
-	c := &ghComment{id: g.seq, number: is.number, body: in.Body, created: now, updated: now, written: written}
+	author, _ := ghLogin(r)
+	c := &ghComment{id: g.seq, number: is.number, body: in.Body, author: author, created: now, updated: now, written: written}
 	rp.comments = append(rp.comments, c)
 	is.updated = now
 	g.stats.CommentsCreated++
@@ -363,7 +366,7 @@ func (rp *ghRepo) pullJSON(u ghURLs, is *ghIssue, comments int) map[string]any {
 		"url": api + "/pulls/" + strconv.Itoa(is.number), "html_url": u.web + link,
 		"diff_url": u.web + link + ".diff", "patch_url": u.web + link + ".patch",
 		"issue_url": api + "/issues/" + strconv.Itoa(is.number),
-		"state":     is.state, "locked": false, "title": is.title, "body": is.body, "user": ghUser(rp.owner),
+		"state":     is.state, "locked": false, "title": is.title, "body": is.body, "user": ghUser(is.author),
 		"created_at": is.created, "updated_at": is.updated, "closed_at": closed, "merged_at": nil, "merged": false,
 		"draft": is.draft, "comments": comments, "author_association": "OWNER",
 		"head": side(is.head, is.headSHA), "base": side(is.base, is.baseSHA)}
@@ -378,7 +381,7 @@ func (rp *ghRepo) commentJSON(u ghURLs, c *ghComment) map[string]any {
 	return map[string]any{"id": c.id, "node_id": ghNodeID("IC", strconv.FormatInt(c.id, 10)),
 		"url":       api + "/issues/comments/" + strconv.FormatInt(c.id, 10),
 		"html_url":  fmt.Sprintf("%s%s/%s/%d#issuecomment-%d", u.web, rp.full(), kind, c.number, c.id),
-		"issue_url": api + "/issues/" + strconv.Itoa(c.number), "body": c.body, "user": ghUser(rp.owner),
+		"issue_url": api + "/issues/" + strconv.Itoa(c.number), "body": c.body, "user": ghUser(c.author),
 		"created_at": c.created, "updated_at": c.updated, "author_association": "OWNER"}
 }
 

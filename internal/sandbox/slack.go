@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -25,15 +26,27 @@ const (
 )
 
 // Slack is a fake Slack Web API serving the methods capstan uses, under
-// /api/<method> as slack-go calls them: auth.test, chat.postMessage and
-// conversations.history. Every method needs a token (form field "token" or
-// an Authorization: Bearer header) but any non-empty token is accepted. Any
-// channel name is accepted and echoed back as given. GET /_sandbox/stats
-// returns [SlackStats]; /_sandbox/faults and AddFault take [FaultRule]s
-// naming those methods. Kinds: fail, drop, delay, rate_limit (429 with
-// Retry-After and error "ratelimited"), and lag on conversations.history,
-// which then leaves out messages posted less than the lag ago. It is safe
-// for concurrent use.
+// /api/<method> as slack-go calls them: auth.test, chat.postMessage,
+// conversations.list and conversations.history. It starts with one
+// channel, SlackGeneral. Every method needs a token
+// (form field "token" or an Authorization: Bearer header) but any non-empty
+// token is accepted: a SandboxUserToken(name) is the human user name's (user
+// id "U"+NAME, no bot id), any other token the sandbox's bot's (user
+// U0SANDBOX, bot B0SANDBOX). auth.test answers who the token is, and every
+// message records who posted it.
+//
+// Channels are as in Slack: chat.postMessage takes a channel's name (with or
+// without "#"; a new name makes a channel on first touch) or its id, and
+// answers the id; conversations.list pages the channels with cursors;
+// conversations.history takes only an id and answers channel_not_found to a
+// name. LimitHistory (or POST /_sandbox/limits) makes conversations.history
+// as strict as Slack is with apps outside its Marketplace: one request per
+// interval (429 ratelimited with Retry-After for the rest) and a smaller
+// largest page. GET /_sandbox/stats returns [SlackStats]; /_sandbox/faults
+// and AddFault take [FaultRule]s naming those methods. Kinds: fail, drop,
+// delay, rate_limit (429 with Retry-After and error "ratelimited"), and lag
+// on conversations.history, which then leaves out messages posted less than
+// the lag ago. It is safe for concurrent use.
 type Slack struct {
 	faultPoint
 	faultRules
@@ -43,8 +56,12 @@ type Slack struct {
 	mu       sync.Mutex
 	now      func() time.Time // message timestamps follow it
 	stats    SlackStats
-	channels map[string][]slackStored
-	lastTS   int64 // microseconds since the epoch of the newest message
+	channels map[string][]slackStored // by channel id
+	ids      map[string]string        // channel name (without "#") -> id
+	names    []string                 // channel names, in creation order
+	lastTS   int64                    // microseconds since the epoch of the newest message
+	limit    HistoryLimit
+	lastRead time.Time // when conversations.history last answered under limit
 }
 
 // SlackStats counts what the Slack fake has done.
@@ -61,6 +78,10 @@ type SlackStats struct {
 type SlackMessage struct {
 	Text string `json:"text"`
 	TS   string `json:"ts"`
+	// User and BotID are who posted it: the token's user, and its bot's id
+	// for a bot token (empty for a user token).
+	User  string `json:"user"`
+	BotID string `json:"bot_id,omitempty"`
 	// Metadata is the zero value when the message was posted without any.
 	Metadata SlackMessageMetadata `json:"metadata"`
 }
@@ -76,6 +97,8 @@ type SlackMessageMetadata struct {
 // reader decodes a private copy.
 type slackStored struct {
 	text      string
+	userID    string // who posted it
+	botID     string // the poster's bot, empty for a user token
 	ts        int64
 	eventType string
 	payload   json.RawMessage
@@ -86,11 +109,12 @@ type slackMethod func(r *http.Request, a slackArgs) any
 
 // NewSlack returns a Slack fake with no messages and no fault.
 func NewSlack() *Slack {
-	s := &Slack{channels: map[string][]slackStored{}, now: time.Now}
+	s := &Slack{channels: map[string][]slackStored{}, ids: map[string]string{}, now: time.Now}
 	s.methods = map[string]slackMethod{
 		"auth.test":             s.authTest,
 		"chat.postMessage":      s.postMessage,
 		"conversations.history": s.history,
+		"conversations.list":    s.list,
 	}
 	s.initFaultRules(faultDialect{
 		endpoints: slices.Sorted(maps.Keys(s.methods)),
@@ -99,7 +123,8 @@ func NewSlack() *Slack {
 		check:     checkSlackRefusal,
 		refuse:    refuseSlack,
 	})
-	s.control = map[string]http.HandlerFunc{"stats": statsHandler(s.Stats), "faults": s.serveControl}
+	s.control = map[string]http.HandlerFunc{"stats": statsHandler(s.Stats), "faults": s.serveControl, "limits": s.serveLimits}
+	s.channelLocked(SlackGeneral, true) // every workspace has one; its id is SlackGeneralID
 	return s
 }
 
@@ -110,15 +135,16 @@ func (s *Slack) Stats() SlackStats {
 	return s.stats
 }
 
-// Messages returns the messages posted to channel (named as the poster named
-// it), oldest first.
+// Messages returns the messages posted to channel (its name, with or without
+// "#", or its id), oldest first.
 func (s *Slack) Messages(channel string) []SlackMessage {
 	s.mu.Lock()
-	stored := slices.Clone(s.channels[channel])
+	id, _ := s.channelLocked(channel, false)
+	stored := slices.Clone(s.channels[id])
 	s.mu.Unlock()
 	out := make([]SlackMessage, 0, len(stored))
 	for _, m := range stored {
-		msg := SlackMessage{Text: m.text, TS: formatTS(m.ts)}
+		msg := SlackMessage{Text: m.text, TS: formatTS(m.ts), User: m.userID, BotID: m.botID}
 		msg.Metadata.EventType = m.eventType
 		if len(m.payload) > 0 {
 			_ = json.Unmarshal(m.payload, &msg.Metadata.EventPayload)
@@ -167,6 +193,13 @@ func (s *Slack) call(name string, w http.ResponseWriter, r *http.Request) {
 		writeJSONBody(w, http.StatusOK, slackError("not_authed"))
 		return
 	}
+	if name == "conversations.history" {
+		if wait := s.historyWait(); wait > 0 {
+			w.Header().Set("Retry-After", strconv.FormatInt(retryAfterSeconds(wait), 10))
+			writeJSONBody(w, http.StatusTooManyRequests, slackError("ratelimited"))
+			return
+		}
+	}
 	writeJSONBody(w, http.StatusOK, method(r, args))
 }
 
@@ -192,16 +225,20 @@ func refuseSlack(w http.ResponseWriter, rule FaultRule) {
 	http.Error(w, http.StatusText(rule.Status), rule.Status)
 }
 
-func (s *Slack) authTest(*http.Request, slackArgs) any {
-	return map[string]any{
+func (s *Slack) authTest(_ *http.Request, a slackArgs) any {
+	user, userID, botID := slackWho(a.token)
+	out := map[string]any{
 		"ok":      true,
 		"url":     "https://" + slackTeam + ".slack.com/",
 		"team":    slackTeam,
-		"user":    slackUser,
+		"user":    user,
 		"team_id": slackTeamID,
-		"user_id": slackUserID,
-		"bot_id":  slackBotID,
+		"user_id": userID,
 	}
+	if botID != "" {
+		out["bot_id"] = botID
+	}
+	return out
 }
 
 func (s *Slack) postMessage(_ *http.Request, a slackArgs) any {
@@ -213,7 +250,8 @@ func (s *Slack) postMessage(_ *http.Request, a slackArgs) any {
 	if text == "" && a.get("blocks") == "" && a.get("attachments") == "" {
 		return slackError("no_text")
 	}
-	msg := slackStored{text: text}
+	_, userID, botID := slackWho(a.token)
+	msg := slackStored{text: text, userID: userID, botID: botID}
 	if raw := a.get("metadata"); raw != "" {
 		var md struct {
 			EventType    string          `json:"event_type"`
@@ -229,18 +267,23 @@ func (s *Slack) postMessage(_ *http.Request, a slackArgs) any {
 	}
 
 	s.mu.Lock()
+	id, ok := s.channelLocked(channel, true)
+	if !ok {
+		s.mu.Unlock()
+		return slackError("channel_not_found")
+	}
 	// Timestamps follow the wall clock, so a reconciler's "oldest = claim
 	// time minus a margin" finds the message, and strictly increase, so
 	// each one names one message.
 	msg.ts = max(s.now().UnixMicro(), s.lastTS+1)
 	s.lastTS = msg.ts
-	s.channels[channel] = append(s.channels[channel], msg)
+	s.channels[id] = append(s.channels[id], msg)
 	s.stats.MessagesPosted++
 	s.mu.Unlock()
 
 	return map[string]any{
 		"ok":      true,
-		"channel": channel,
+		"channel": id,
 		"ts":      formatTS(msg.ts),
 		"message": msg.toJSON(true),
 	}
@@ -262,30 +305,20 @@ func (s *Slack) history(r *http.Request, a slackArgs) any {
 	if !okOld || !okNew {
 		return slackError("invalid_ts_oldest")
 	}
-	limit := 100
-	if v := a.get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 {
-			return slackError("invalid_limit")
-		}
-		if n > 0 {
-			limit = min(n, historyPageMax)
-		}
-	}
-	offset := 0
-	if c := a.get("cursor"); c != "" {
-		n, err := strconv.Atoi(strings.TrimPrefix(c, "offset:"))
-		if err != nil || n < 0 || !strings.HasPrefix(c, "offset:") {
-			return slackError("invalid_cursor")
-		}
-		offset = n
-	}
-	inclusive, withMeta := a.flag("inclusive"), a.flag("include_all_metadata")
-
 	s.mu.Lock()
-	stored := slices.Clone(s.channels[channel])
+	pageMax := cmp.Or(s.limit.PageMax, historyPageMax)
+	stored, known := s.channels[channel] // by id only, as in Slack
+	stored = slices.Clone(stored)
 	now := s.now()
 	s.mu.Unlock()
+	if !known {
+		return slackError("channel_not_found")
+	}
+	limit, offset, errCode := slackPage(a, min(100, pageMax), pageMax)
+	if errCode != "" {
+		return slackError(errCode)
+	}
+	inclusive, withMeta := a.flag("inclusive"), a.flag("include_all_metadata")
 	visible := int64(1 << 62) // the newest ts this read can see
 	if cutoff, lagging := lagCutoff(r, now); lagging {
 		visible = cutoff.UnixMicro()
@@ -324,11 +357,13 @@ func (s *Slack) history(r *http.Request, a slackArgs) any {
 // toJSON renders m as a Slack message object.
 func (m slackStored) toJSON(withMeta bool) map[string]any {
 	out := map[string]any{
-		"type":   "message",
-		"user":   slackUserID,
-		"bot_id": slackBotID,
-		"text":   m.text,
-		"ts":     formatTS(m.ts),
+		"type": "message",
+		"user": m.userID,
+		"text": m.text,
+		"ts":   formatTS(m.ts),
+	}
+	if m.botID != "" {
+		out["bot_id"] = m.botID
 	}
 	if withMeta && m.eventType != "" {
 		md := map[string]any{"event_type": m.eventType}

@@ -33,7 +33,7 @@ var slackCalls = []struct {
 		return err
 	}},
 	{"conversations.history", func(ctx context.Context, c *slack.Client) error {
-		_, err := c.GetConversationHistoryContext(ctx, &slack.GetConversationHistoryParameters{ChannelID: "#capstan", IncludeAllMetadata: true})
+		_, err := c.GetConversationHistoryContext(ctx, &slack.GetConversationHistoryParameters{ChannelID: SlackGeneralID, IncludeAllMetadata: true})
 		return err
 	}},
 }
@@ -107,7 +107,7 @@ func TestSlackDropPostsOnce(t *testing.T) {
 		t.Fatalf("err = %v, want a transport error and no response", err)
 	}
 	// The message is there, with the metadata a reconciler looks for.
-	hist, err := c.GetConversationHistory(&slack.GetConversationHistoryParameters{ChannelID: "#capstan", IncludeAllMetadata: true})
+	hist, err := c.GetConversationHistory(&slack.GetConversationHistoryParameters{ChannelID: fake.ChannelID("#capstan"), IncludeAllMetadata: true})
 	if err != nil || len(hist.Messages) != 1 || hist.Messages[0].Metadata.EventPayload["operation_id"] != "op-1" {
 		t.Fatalf("history after a dropped post = %+v, %v", hist, err)
 	}
@@ -157,7 +157,7 @@ func TestSlackLaggingHistory(t *testing.T) {
 	mustAddFault(t, fake, FaultRule{Endpoint: "conversations.history", Kind: FaultLag, Lag: 2 * time.Second})
 	history := func() []string {
 		t.Helper()
-		h, err := c.GetConversationHistory(&slack.GetConversationHistoryParameters{ChannelID: "#capstan", IncludeAllMetadata: true, Inclusive: true})
+		h, err := c.GetConversationHistory(&slack.GetConversationHistoryParameters{ChannelID: fake.ChannelID("#capstan"), IncludeAllMetadata: true, Inclusive: true})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -3,11 +3,14 @@ package sandbox
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/slack-go/slack"
 
@@ -42,8 +45,8 @@ func TestSlackPostAndHistoryWithMetadata(t *testing.T) {
 	if err != nil {
 		t.Fatalf("post 1: %v", err)
 	}
-	if channel != "#capstan" {
-		t.Errorf("channel = %q, want the name given", channel)
+	if channel != fake.ChannelID("#capstan") || !strings.HasPrefix(channel, "C") {
+		t.Errorf("channel = %q, want the id of #capstan, %q", channel, fake.ChannelID("#capstan"))
 	}
 	_, ts2, err := client.PostMessage("#capstan",
 		slack.MsgOptionText("the final answer", false),
@@ -58,8 +61,12 @@ func TestSlackPostAndHistoryWithMetadata(t *testing.T) {
 		t.Errorf("timestamps %q then %q, want increasing", ts1, ts2)
 	}
 
+	// Like Slack, conversations.history takes the id, never the name.
+	if _, err := client.GetConversationHistory(&slack.GetConversationHistoryParameters{ChannelID: "#capstan"}); err == nil || err.Error() != "channel_not_found" {
+		t.Errorf("history of a name: %v, want channel_not_found", err)
+	}
 	hist, err := client.GetConversationHistory(&slack.GetConversationHistoryParameters{
-		ChannelID:          "#capstan",
+		ChannelID:          channel,
 		IncludeAllMetadata: true,
 	})
 	if err != nil {
@@ -72,9 +79,12 @@ func TestSlackPostAndHistoryWithMetadata(t *testing.T) {
 	if md.EventType != "capstan_delivery" || md.EventPayload["operation_id"] != opID {
 		t.Errorf("metadata = %+v, want the operation id", md)
 	}
+	if m := hist.Messages[0]; m.User != auth.UserID || m.BotID != auth.BotID || m.BotID == "" {
+		t.Errorf("message by user %q bot %q, want auth.test's %q and %q", m.User, m.BotID, auth.UserID, auth.BotID)
+	}
 
 	// Without include_all_metadata, Slack leaves metadata out.
-	plain, err := client.GetConversationHistory(&slack.GetConversationHistoryParameters{ChannelID: "#capstan"})
+	plain, err := client.GetConversationHistory(&slack.GetConversationHistoryParameters{ChannelID: channel})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,14 +93,14 @@ func TestSlackPostAndHistoryWithMetadata(t *testing.T) {
 	}
 
 	// oldest is exclusive unless inclusive is set; limit pages.
-	after, err := client.GetConversationHistory(&slack.GetConversationHistoryParameters{ChannelID: "#capstan", Oldest: ts1})
+	after, err := client.GetConversationHistory(&slack.GetConversationHistoryParameters{ChannelID: channel, Oldest: ts1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(after.Messages) != 1 || after.Messages[0].Timestamp != ts2 {
 		t.Errorf("oldest=%s: %d messages, want only %s", ts1, len(after.Messages), ts2)
 	}
-	page, err := client.GetConversationHistory(&slack.GetConversationHistoryParameters{ChannelID: "#capstan", Limit: 1})
+	page, err := client.GetConversationHistory(&slack.GetConversationHistoryParameters{ChannelID: channel, Limit: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +108,7 @@ func TestSlackPostAndHistoryWithMetadata(t *testing.T) {
 		t.Fatalf("limit 1: %+v", page)
 	}
 	rest, err := client.GetConversationHistory(&slack.GetConversationHistoryParameters{
-		ChannelID: "#capstan", Limit: 1, Cursor: page.ResponseMetaData.NextCursor,
+		ChannelID: channel, Limit: 1, Cursor: page.ResponseMetaData.NextCursor,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -114,8 +124,8 @@ func TestSlackPostAndHistoryWithMetadata(t *testing.T) {
 	if len(fake.Messages("C0123")) != 0 {
 		t.Errorf("another channel has messages")
 	}
-	if st := fake.Stats(); st.MessagesPosted != 2 || st.Requests != 8 {
-		t.Errorf("stats = %+v, want 2 posted, 8 requests", st)
+	if st := fake.Stats(); st.MessagesPosted != 2 || st.Requests != 9 {
+		t.Errorf("stats = %+v, want 2 posted, 9 requests", st)
 	}
 }
 
@@ -166,7 +176,7 @@ func TestSlackUnknownMethodAndBadInput(t *testing.T) {
 func TestSlackJSONBody(t *testing.T) {
 	fake, apiURL := newSlackServer(t)
 	req, _ := http.NewRequest(http.MethodPost, apiURL+"chat.postMessage", strings.NewReader(
-		`{"channel":"C0123","text":"hi","metadata":{"event_type":"capstan_delivery","event_payload":{"operation_id":"op-1"}}}`))
+		`{"channel":"capstan","text":"hi","metadata":{"event_type":"capstan_delivery","event_payload":{"operation_id":"op-1"}}}`))
 	req.Header.Set("Content-Type", "application/json; charset=utf-8")
 	req.Header.Set("Authorization", "Bearer xoxb-sandbox")
 	resp, err := http.DefaultClient.Do(req)
@@ -174,7 +184,7 @@ func TestSlackJSONBody(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	msgs := fake.Messages("C0123")
+	msgs := fake.Messages("#capstan")
 	if len(msgs) != 1 || msgs[0].Metadata.EventPayload["operation_id"] != "op-1" {
 		t.Errorf("messages = %+v", msgs)
 	}
@@ -211,5 +221,108 @@ func TestSlackFaultAnswersFirst(t *testing.T) {
 	}
 	if st := fake.Stats(); st.MessagesPosted != 1 {
 		t.Errorf("stats = %+v, want the post recorded", st)
+	}
+}
+
+// Who a token is: auth.test answers it, and a message records it.
+// SandboxUserToken writes as a person, with no bot id.
+func TestSlackAuthors(t *testing.T) {
+	fake, apiURL := newSlackServer(t)
+	alice := slack.New(SandboxUserToken("alice"), slack.OptionAPIURL(apiURL))
+	auth, err := alice.AuthTest()
+	if err != nil || auth.UserID != "UALICE" || auth.BotID != "" || auth.User != "alice" {
+		t.Fatalf("auth.test as alice = %+v, %v", auth, err)
+	}
+	if _, _, err := alice.PostMessage("#general", slack.MsgOptionText("hi", false)); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := slack.New("xoxb-bot", slack.OptionAPIURL(apiURL)).PostMessage("#general", slack.MsgOptionText("beep", false)); err != nil {
+		t.Fatal(err)
+	}
+	msgs := fake.Messages("general")
+	if len(msgs) != 2 || msgs[0].User != "UALICE" || msgs[0].BotID != "" || msgs[1].User != slackUserID || msgs[1].BotID != slackBotID {
+		t.Errorf("messages = %+v, want alice's then the bot's", msgs)
+	}
+	// An id nobody made is not a channel.
+	if _, _, err := alice.PostMessage("C99999999", slack.MsgOptionText("hi", false)); err == nil || err.Error() != "channel_not_found" {
+		t.Errorf("post to an unknown id: %v, want channel_not_found", err)
+	}
+}
+
+// conversations.list pages every channel with cursors.
+func TestSlackConversationsList(t *testing.T) {
+	fake, apiURL := newSlackServer(t)
+	client := slack.New("xoxb-bot", slack.OptionAPIURL(apiURL))
+	want := map[string]string{SlackGeneral: SlackGeneralID}
+	for i := range 5 {
+		name := fmt.Sprintf("room-%d", i)
+		channel, _, err := client.PostMessage("#"+name, slack.MsgOptionText("hi", false))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[name] = channel
+	}
+	got := map[string]string{}
+	params := &slack.GetConversationsParameters{Limit: 2}
+	for pages := 1; ; pages++ {
+		chans, next, err := client.GetConversations(params)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(chans) > 2 {
+			t.Fatalf("page of %d channels, want at most 2", len(chans))
+		}
+		for _, c := range chans {
+			got[c.Name] = c.ID
+		}
+		if next == "" {
+			if pages != 3 {
+				t.Errorf("%d pages, want 3", pages)
+			}
+			break
+		}
+		params.Cursor = next
+	}
+	if !maps.Equal(got, want) || fake.ChannelID("room-3") != want["room-3"] {
+		t.Errorf("listed %v, want %v", got, want)
+	}
+}
+
+// LimitHistory: one conversations.history request per interval (429 with
+// the Retry-After left for the rest) and a smaller largest page.
+func TestSlackHistoryLimit(t *testing.T) {
+	fake, apiURL := newSlackServer(t)
+	clock := NewManualClock(time.Unix(1_800_000_000, 0))
+	fake.SetNow(clock.Now)
+	client := slack.New("xoxb-bot", slack.OptionAPIURL(apiURL))
+	var channel string
+	for i := range 20 {
+		c, _, err := client.PostMessage("#busy", slack.MsgOptionText(fmt.Sprint(i), false))
+		if err != nil {
+			t.Fatal(err)
+		}
+		channel = c
+	}
+	fake.LimitHistory(HistoryLimit{Every: time.Minute, PageMax: 15})
+	page, err := client.GetConversationHistory(&slack.GetConversationHistoryParameters{ChannelID: channel, Limit: 200})
+	if err != nil || len(page.Messages) != 15 || !page.HasMore {
+		t.Fatalf("first page: %d messages, has_more %v, %v; want 15 and more", len(page.Messages), page.HasMore, err)
+	}
+	clock.Advance(20 * time.Second)
+	_, err = client.GetConversationHistory(&slack.GetConversationHistoryParameters{ChannelID: channel, Cursor: page.ResponseMetaData.NextCursor})
+	var limited *slack.RateLimitedError
+	if !errors.As(err, &limited) || limited.RetryAfter != 40*time.Second {
+		t.Fatalf("second request 20 s later: %v, want rate limited for 40 s", err)
+	}
+	clock.Advance(40 * time.Second)
+	rest, err := client.GetConversationHistory(&slack.GetConversationHistoryParameters{ChannelID: channel, Cursor: page.ResponseMetaData.NextCursor})
+	if err != nil || len(rest.Messages) != 5 || rest.HasMore {
+		t.Fatalf("after the interval: %+v, %v; want the last 5", rest, err)
+	}
+	fake.LimitHistory(HistoryLimit{})
+	for range 2 {
+		if _, err := client.GetConversationHistory(&slack.GetConversationHistoryParameters{ChannelID: channel}); err != nil {
+			t.Fatalf("limit lifted: %v", err)
+		}
 	}
 }

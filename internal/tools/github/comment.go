@@ -31,7 +31,7 @@ var commentSchema = objectSchema([]string{"repo", "number", "body"}, map[string]
 	"body":   stringProp("Comment text (Markdown)."),
 })
 
-func commentTool(c *gogithub.Client) tools.Tool {
+func commentTool(c *gogithub.Client, self Self) tools.Tool {
 	return findable[commentArgs]{&ghTool[commentArgs]{
 		c:           c,
 		name:        NameComment,
@@ -84,15 +84,17 @@ func commentTool(c *gogithub.Client) tools.Tool {
 			if err := requireOperationID(NameComment, s.OperationID); err != nil {
 				return nil, err
 			}
-			return commentEffect{c: c, issue: ghref.Issue{Repo: a.repo, Number: a.number}, opID: s.OperationID, since: s.Since}, nil
+			return commentEffect{c: c, self: self, issue: ghref.Issue{Repo: a.repo, Number: a.number}, opID: s.OperationID, since: s.Since}, nil
 		},
 	}}
 }
 
 // commentEffect is the comment a github_comment call posts: found by the
-// operation's marker among the issue's comments since the claim.
+// operation's marker among the issue's comments since the claim that
+// capstan's own account wrote.
 type commentEffect struct {
 	c     *gogithub.Client
+	self  Self // the account whose comments count
 	issue ghref.Issue
 	opID  string
 	since time.Time // when the operation was claimed
@@ -103,15 +105,23 @@ func (e commentEffect) Key() string {
 }
 
 // Find lists the comments of the issue updated since the claim, minus
-// tools.ClockMargin, and picks those whose body carries the operation's
-// marker: one is Found (its URL), several are Ambiguous, none is NotSeen.
+// tools.ClockMargin, and picks those written by capstan's account (Self)
+// whose body carries the operation's marker: one is Found (its URL),
+// several are Ambiguous, none is NotSeen. A comment by anyone else carrying
+// the marker is a copy, never the operation's: it is named in the detail
+// and otherwise ignored. Not knowing capstan's login means the question
+// was not asked.
 func (e commentEffect) Find(ctx context.Context) (tools.Observation, error) {
+	self, err := e.self.Login(ctx)
+	if err != nil {
+		return tools.Observation{}, err
+	}
 	marker := Marker(e.opID)
 	since := e.since.Add(-tools.ClockMargin).UTC().Truncate(time.Second)
 	opts := &gogithub.IssueListCommentsOptions{Since: &since, ListOptions: gogithub.ListOptions{PerPage: perPage}}
 	what := fmt.Sprintf("comments on %s since %s", e.issue, since.Format(time.RFC3339))
 	listed := 0
-	var matches []*gogithub.IssueComment
+	var matches, forged []*gogithub.IssueComment
 	for page := 1; ; page++ {
 		cs, resp, err := e.c.Issues.ListComments(ctx, e.issue.Repo.Owner, e.issue.Repo.Name, e.issue.Number, opts)
 		if err != nil {
@@ -119,8 +129,12 @@ func (e commentEffect) Find(ctx context.Context) (tools.Observation, error) {
 		}
 		listed += len(cs)
 		for _, c := range cs {
-			if strings.Contains(c.GetBody(), marker) {
+			switch {
+			case !strings.Contains(c.GetBody(), marker):
+			case sameLogin(c.GetUser().GetLogin(), self):
 				matches = append(matches, c)
+			default:
+				forged = append(forged, c)
 			}
 		}
 		if resp.NextPage == 0 {
@@ -131,18 +145,33 @@ func (e commentEffect) Find(ctx context.Context) (tools.Observation, error) {
 		}
 		opts.Page = resp.NextPage
 	}
+	note := forgedNote(self, commentAuthors(forged))
 	switch len(matches) {
 	case 0:
-		return tools.Observation{Outcome: tools.NotSeen, Detail: fmt.Sprintf("none of the %d %s carries the operation's marker", listed, what)}, nil
+		return tools.Observation{Outcome: tools.NotSeen, Detail: fmt.Sprintf("none of the %d %s by %s carries the operation's marker%s", listed, what, self, note)}, nil
 	case 1:
 		return tools.Observation{Outcome: tools.Found, ExternalID: matches[0].GetHTMLURL(),
-			Detail: fmt.Sprintf("comment %d of the %d %s carries the operation's marker", matches[0].GetID(), listed, what)}, nil
+			Detail: fmt.Sprintf("comment %d by %s of the %d %s carries the operation's marker%s", matches[0].GetID(), self, listed, what, note)}, nil
 	default:
-		ids := make([]string, len(matches))
-		for i, c := range matches {
-			ids[i] = fmt.Sprint(c.GetID())
-		}
 		return tools.Observation{Outcome: tools.Ambiguous,
-			Detail: fmt.Sprintf("%d %s carry the operation's marker: %s", len(matches), what, strings.Join(ids, ", "))}, nil
+			Detail: fmt.Sprintf("%d %s by %s carry the operation's marker: %s%s", len(matches), what, self,
+				strings.Join(commentAuthors(matches), ", "), note)}, nil
 	}
+}
+
+// commentAuthors names comments as "<id> by <login>".
+func commentAuthors(cs []*gogithub.IssueComment) []string {
+	out := make([]string, len(cs))
+	for i, c := range cs {
+		out[i] = fmt.Sprintf("%d by %s", c.GetID(), c.GetUser().GetLogin())
+	}
+	return out
+}
+
+// forgedNote mentions what carries the marker but was not written by self.
+func forgedNote(self string, forged []string) string {
+	if len(forged) == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (ignored, as not written by %s: %s)", self, strings.Join(forged, ", "))
 }

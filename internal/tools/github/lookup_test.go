@@ -38,10 +38,18 @@ func newLookupFixture(t *testing.T) *lookupFixture {
 }
 
 // newClient returns a fresh client: go-github remembers rate limits per
-// client, so a lookup that provokes one must not share it.
+// client, so a lookup that provokes one must not share it. It writes as
+// the sandbox's own account (sandbox.GitHubLogin).
 func newClient(t *testing.T, url string) *github.Client {
 	t.Helper()
-	c, err := githubtools.NewClient(url, "test-token", &http.Client{Timeout: 10 * time.Second})
+	return newClientAs(t, url, "test-token")
+}
+
+// newClientAs is newClient with the token given: a sandbox.SandboxUserToken
+// writes as another user.
+func newClientAs(t *testing.T, url, token string) *github.Client {
+	t.Helper()
+	c, err := githubtools.NewClient(url, token, &http.Client{Timeout: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -288,6 +296,24 @@ func TestPullRequestLookupWithRecordedHead(t *testing.T) {
 	obs, err = find("theirs", "op-3", f.headOf(t, "theirs"), claimed)
 	expect(t, "another operation's marker, at the recorded head", obs, err, tools.NotSeen, "")
 
+	// Someone else's pull request is never ours: not with our marker copied
+	// into it, not at the recorded head without a marker.
+	mallory := newClientAs(t, f.url, sandbox.SandboxUserToken("mallory"))
+	for i, body := range []string{withMarker("copied", "op-5"), "no marker"} {
+		branch := "mallory-" + strconv.Itoa(i)
+		f.branchAhead(t, branch)
+		pr, _, err := mallory.PullRequests.Create(context.Background(), "acme", "app", &github.NewPullRequest{
+			Title: github.String("t"), Head: github.String(branch), Base: github.String("main"), Body: github.String(body)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		obs, err = find(branch, "op-5", f.headOf(t, branch), claimed)
+		expect(t, "mallory's pull request: "+body, obs, err, tools.NotSeen, "")
+		if forged := "#" + strconv.Itoa(pr.GetNumber()); strings.Contains(body, "capstan-op") != strings.Contains(obs.Detail, forged) {
+			t.Errorf("detail %q: a pull request with a copied marker, and only one, is named as ignored", obs.Detail)
+		}
+	}
+
 	// The marker wins over a pull request at the recorded head without it.
 	f.branchAhead(t, "both")
 	both := f.headOf(t, "both")
@@ -413,6 +439,20 @@ func TestCommentLookup(t *testing.T) {
 
 	obs, err := find(claimed)
 	expect(t, "no comment", obs, err, tools.NotSeen, "")
+
+	// Someone else copies our marker into a comment: it is not ours, and
+	// the detail says it was ignored.
+	mallory := newClientAs(t, f.url, sandbox.SandboxUserToken("mallory"))
+	forged, _, err := mallory.Issues.CreateComment(ctx, "acme", "app", issue.GetNumber(),
+		&github.IssueComment{Body: github.String(withMarker("not capstan's", "op-c"))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	obs, err = find(claimed)
+	expect(t, "our marker in mallory's comment", obs, err, tools.NotSeen, "")
+	if !strings.Contains(obs.Detail, strconv.FormatInt(forged.GetID(), 10)+" by mallory") {
+		t.Errorf("detail %q should name the forged comment as ignored", obs.Detail)
+	}
 	comment("a person's comment")
 	comment(withMarker("another operation's", "op-other"))
 	obs, err = find(claimed)
@@ -421,6 +461,11 @@ func TestCommentLookup(t *testing.T) {
 	ours := comment(withMarker("ours", "op-c"))
 	obs, err = find(claimed)
 	expect(t, "our comment", obs, err, tools.Found, ours.GetHTMLURL())
+
+	// Not knowing who capstan is, the lookup cannot tell: not asked.
+	addFault(t, f.sb, sandbox.FaultRule{Endpoint: "users/get-authenticated", Kind: sandbox.FaultFail, Times: 1})
+	obs, err = find(claimed)
+	expectCouldNotAsk(t, "GET /user failed", obs, err)
 
 	// Only comments since the claim (minus the margin) are searched.
 	obs, err = find(claimed.Add(time.Hour))
@@ -441,6 +486,33 @@ func TestCommentLookup(t *testing.T) {
 		addFault(t, f.sb, rule)
 		obs, err := find(claimed)
 		expectCouldNotAsk(t, "issues/list-comments "+string(rule.Kind), obs, err)
+	}
+}
+
+// AuthenticatedUser asks GitHub who the token's user is once, and keeps
+// the answer; a failed question is asked again.
+func TestAuthenticatedUser(t *testing.T) {
+	f := newLookupFixture(t)
+	ctx := context.Background()
+	addFault(t, f.sb, sandbox.FaultRule{Endpoint: "users/get-authenticated", Kind: sandbox.FaultFail, Times: 1})
+	self := githubtools.AuthenticatedUser(newClient(t, f.url))
+	if login, err := self.Login(ctx); err == nil {
+		t.Fatalf("Login under a 500 = %q, want an error", login)
+	}
+	for i := range 2 {
+		login, err := self.Login(ctx)
+		if err != nil || login != sandbox.GitHubLogin {
+			t.Fatalf("Login #%d = %q, %v; want %q", i+2, login, err, sandbox.GitHubLogin)
+		}
+		// A failure now would show if Login asked again.
+		addFault(t, f.sb, sandbox.FaultRule{Endpoint: "users/get-authenticated", Kind: sandbox.FaultFail, Times: 1})
+	}
+	f.sb.ClearFaults()
+	if login, err := githubtools.AuthenticatedUser(newClientAs(t, f.url, sandbox.SandboxUserToken("mallory"))).Login(ctx); err != nil || login != "mallory" {
+		t.Errorf("another token's Login = %q, %v; want mallory", login, err)
+	}
+	if login, err := githubtools.FixedLogin("capstan-app[bot]").Login(ctx); err != nil || login != "capstan-app[bot]" {
+		t.Errorf("FixedLogin = %q, %v", login, err)
 	}
 }
 

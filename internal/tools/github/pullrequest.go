@@ -72,7 +72,7 @@ func (t pullRequestTool) Prepare(ctx context.Context, call tools.Call) (json.Raw
 	return output(PullRequestFacts{HeadSHA: ref.GetObject().GetSHA()}), nil
 }
 
-func createPullRequestTool(c *gogithub.Client) tools.Tool {
+func createPullRequestTool(c *gogithub.Client, self Self) tools.Tool {
 	return pullRequestTool{findable[createPullArgs]{&ghTool[createPullArgs]{
 		c:           c,
 		name:        NameCreatePullRequest,
@@ -139,7 +139,7 @@ func createPullRequestTool(c *gogithub.Client) tools.Tool {
 					return nil, fmt.Errorf("%s: the facts recorded before sending do not decode: %w", NameCreatePullRequest, err)
 				}
 			}
-			return pullRequestEffect{c: c, repo: a.repo, head: a.head, base: a.base, opID: s.OperationID,
+			return pullRequestEffect{c: c, self: self, repo: a.repo, head: a.head, base: a.base, opID: s.OperationID,
 				headSHA: facts.HeadSHA, since: s.Since}, nil
 		},
 	}}}
@@ -151,6 +151,7 @@ func createPullRequestTool(c *gogithub.Client) tools.Tool {
 // before sending.
 type pullRequestEffect struct {
 	c          *gogithub.Client
+	self       Self // the account whose pull requests count
 	repo       ghref.Repo
 	head, base string // branch names; the head is in repo
 	opID       string
@@ -169,7 +170,11 @@ func (e pullRequestEffect) Key() string {
 }
 
 // Find lists the pull requests of the head and base in every state and
-// recognises the operation's by two marks, the marker first:
+// recognises the operation's among those opened by capstan's account
+// (Self) by two marks, the marker first. A pull request anyone else opened
+// is never the operation's, whatever its body says: it is NotSeen, and one
+// carrying the marker is named in the detail as a copy. Not knowing
+// capstan's login means the question was not asked.
 //
 //   - The marker in the body. Only this operation writes it, so a pull
 //     request that carries it is the operation's whatever its head commit:
@@ -196,12 +201,16 @@ func (e pullRequestEffect) Key() string {
 // indistinguishable from those; should the retry that follows meet it still
 // open, GitHub refuses a second pull request for the same head and base.
 func (e pullRequestEffect) Find(ctx context.Context) (tools.Observation, error) {
+	self, err := e.self.Login(ctx)
+	if err != nil {
+		return tools.Observation{}, err
+	}
 	marker := Marker(e.opID)
 	opts := &gogithub.PullRequestListOptions{State: "all", Head: e.repo.Owner + ":" + e.head, Base: e.base,
 		ListOptions: gogithub.ListOptions{PerPage: perPage}}
 	what := fmt.Sprintf("pull requests of %s from %s into %s", e.repo, opts.Head, e.base)
 	listed := 0
-	var marked, atHead []*gogithub.PullRequest
+	var marked, atHead, forged []*gogithub.PullRequest
 	for page := 1; ; page++ {
 		prs, resp, err := e.c.PullRequests.List(ctx, e.repo.Owner, e.repo.Name, opts)
 		if err != nil {
@@ -210,6 +219,10 @@ func (e pullRequestEffect) Find(ctx context.Context) (tools.Observation, error) 
 		listed += len(prs)
 		for _, pr := range prs {
 			switch {
+			case !sameLogin(pr.GetUser().GetLogin(), self):
+				if strings.Contains(pr.GetBody(), marker) {
+					forged = append(forged, pr)
+				}
 			case strings.Contains(pr.GetBody(), marker):
 				marked = append(marked, pr)
 			case e.headSHA != "" && pr.GetHead().GetSHA() == e.headSHA && !openedBefore(pr, e.since) &&
@@ -225,22 +238,26 @@ func (e pullRequestEffect) Find(ctx context.Context) (tools.Observation, error) 
 		}
 		opts.Page = resp.NextPage
 	}
+	note := ""
+	if len(forged) > 0 {
+		note = fmt.Sprintf(" (ignored, as not opened by %s: %s)", self, numbers(forged))
+	}
 	switch {
 	case len(marked) == 1:
 		pr := marked[0]
 		return tools.Observation{Outcome: tools.Found, ExternalID: pr.GetHTMLURL(),
-			Detail: fmt.Sprintf("pull request #%d (%s) of the %d %s carries the operation's marker%s",
-				pr.GetNumber(), pr.GetState(), listed, what, headNote(pr, e.headSHA))}, nil
+			Detail: fmt.Sprintf("pull request #%d (%s) by %s of the %d %s carries the operation's marker%s%s",
+				pr.GetNumber(), pr.GetState(), self, listed, what, headNote(pr, e.headSHA), note)}, nil
 	case len(marked) > 1:
 		return tools.Observation{Outcome: tools.Ambiguous,
-			Detail: fmt.Sprintf("%d %s carry the operation's marker: %s", len(marked), what, numbers(marked))}, nil
+			Detail: fmt.Sprintf("%d %s by %s carry the operation's marker: %s%s", len(marked), what, self, numbers(marked), note)}, nil
 	case len(atHead) > 0:
 		return tools.Observation{Outcome: tools.Ambiguous, Detail: fmt.Sprintf(
-			"none of the %d %s carries the operation's marker, but %s %s at %s, the commit the head branch was at when the operation was sent, and opened since: the operation's with its marker removed, or someone else's",
-			listed, what, numbers(atHead), isOrAre(len(atHead)), e.headSHA)}, nil
+			"none of the %d %s carries the operation's marker, but %s by %s %s at %s, the commit the head branch was at when the operation was sent, and opened since: the operation's with its marker removed, or another of capstan's%s",
+			listed, what, numbers(atHead), self, isOrAre(len(atHead)), e.headSHA, note)}, nil
 	default:
 		return tools.Observation{Outcome: tools.NotSeen,
-			Detail: fmt.Sprintf("none of the %d %s carries the operation's marker%s", listed, what, e.notAtHeadNote())}, nil
+			Detail: fmt.Sprintf("none of the %d %s opened by %s carries the operation's marker%s%s", listed, what, self, e.notAtHeadNote(), note)}, nil
 	}
 }
 

@@ -24,6 +24,10 @@
 //	github_create_pull_request  conditional  pr:create:<owner>/<repo>:<head>:<base>  the Marker in a body, else the head commit recorded
 //	github_comment              unsafe       —                                       the Marker in a comment since the claim
 //
+// A marker counts only in a pull request or comment written by capstan's own
+// account (Self: the token's user, asked once; an App's bot login later):
+// anyone can copy a marker into their own text.
+//
 // Owner and repository names are case-insensitive on GitHub, so business keys
 // and effects use their lower-case form: "Acme/App" and "acme/app" are one
 // effect. Branch names and paths are case-sensitive and kept as given.
@@ -54,17 +58,24 @@ const (
 	NameComment           = "github_comment"
 )
 
-// Tools returns the six built-in GitHub tools using c. A nil c gives tools
+// Tools returns the six built-in GitHub tools using c, writing as the
+// user of c's token (AuthenticatedUser, asked once). A nil c gives tools
 // whose Name, Schema, Class, Identify and Summary work (workflow code needs
 // only those) and whose Execute fails without sending anything.
 func Tools(c *gogithub.Client) []tools.Tool {
+	return ToolsAs(c, AuthenticatedUser(c))
+}
+
+// ToolsAs is Tools with the account capstan writes as given: the lookups
+// believe a marker only in a pull request or comment self wrote.
+func ToolsAs(c *gogithub.Client, self Self) []tools.Tool {
 	return []tools.Tool{
 		getFileTool(c),
 		listPullRequestsTool(c),
 		createBranchTool(c),
 		newPutFileTool(c),
-		createPullRequestTool(c),
-		commentTool(c),
+		createPullRequestTool(c, self),
+		commentTool(c, self),
 	}
 }
 

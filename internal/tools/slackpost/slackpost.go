@@ -2,15 +2,23 @@
 // delivered as, seen as an effect: the mark the delivery leaves on the
 // message (metadata naming the operation, Metadata) and the lookup that
 // finds the message again when Slack's answer to the post was lost
-// (Messages, a tools.Finder). Posting it is activities.Deliver's.
+// (Messages, a tools.Finder). The mark counts only on a message capstan
+// posted (auth.test's identity): anyone can copy metadata. The lookup
+// works within Slack's limits on conversations.history — a channel id,
+// not a name; about one request a minute and 15 messages a page for apps
+// outside its Marketplace — by resolving names once, reading only from the
+// send on, and waiting out a 429's Retry-After. Posting it is
+// activities.Deliver's.
 package slackpost
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/slack-go/slack"
@@ -47,18 +55,36 @@ func Arguments(channel string) json.RawMessage {
 	return b
 }
 
-// History reads a channel's history; *slack.Client satisfies it.
+// History is what the lookup asks Slack; *slack.Client satisfies it.
 type History interface {
+	// AuthTestContext tells who capstan is on Slack (auth.test).
+	AuthTestContext(ctx context.Context) (*slack.AuthTestResponse, error)
+	// GetConversationsContext lists channels (conversations.list), to
+	// resolve a channel name to its id.
+	GetConversationsContext(ctx context.Context, params *slack.GetConversationsParameters) ([]slack.Channel, string, error)
+	// GetConversationHistoryContext reads a channel's messages
+	// (conversations.history), which takes a channel id, never a name.
 	GetConversationHistoryContext(ctx context.Context, params *slack.GetConversationHistoryParameters) (*slack.GetConversationHistoryResponse, error)
 }
 
 // Messages finds delivered messages again: the tools.Finder of the
-// operations of Kind.
-type Messages struct{ c History }
+// operations of Kind. It keeps, for the life of the value (one per worker),
+// who capstan is on Slack and the ids of the channels it looked up. It is
+// safe for concurrent use.
+type Messages struct {
+	c History
+
+	mu       sync.Mutex        // held while asking, so concurrent lookups ask once
+	self     *slackSelf        // nil until auth.test answered
+	channels map[string]string // channel name (without "#") -> id
+}
+
+// slackSelf is who capstan is on Slack, as auth.test answered.
+type slackSelf struct{ userID, botID string }
 
 // NewMessages returns the lookup of delivered messages over c. A nil c
 // makes every lookup fail with tools.ErrNotConfigured.
-func NewMessages(c History) *Messages { return &Messages{c: c} }
+func NewMessages(c History) *Messages { return &Messages{c: c, channels: map[string]string{}} }
 
 // Name is Kind.
 func (m *Messages) Name() string { return Kind }
@@ -78,49 +104,85 @@ func (m *Messages) Effect(s tools.Sent) (tools.Effect, error) {
 	case s.OperationID == "":
 		return nil, errors.New(Kind + ": no operation id, so the message cannot be recognised")
 	}
-	return messageEffect{c: m.c, channel: a.Channel, opID: s.OperationID, since: s.Since}, nil
+	return messageEffect{m: m, channel: a.Channel, opID: s.OperationID, since: s.Since}, nil
 }
 
-// historyPage is the page size asked of conversations.history, and
-// maxPages the most pages read: a longer history cannot be searched, and
-// the question counts as not asked.
+// Slack limits conversations.history, for apps outside its Marketplace, to
+// about one request a minute and historyPage messages a page; the lookup
+// reads at most maxPages pages — a longer history since the send cannot be
+// searched, and the question counts as not asked. conversations.list is
+// read listPage channels at a time, at most maxListPages pages.
 const (
-	historyPage = 200
-	maxPages    = 50
+	historyPage  = 15
+	maxPages     = 100
+	listPage     = 200
+	maxListPages = 100
 )
 
 // messageEffect is the message a delivery posted.
 type messageEffect struct {
-	c       History
-	channel string
+	m       *Messages
+	channel string // as the delivery named it: an id, or a name with or without "#"
 	opID    string
 	since   time.Time // when the operation was claimed
 }
 
 func (e messageEffect) Key() string {
-	return fmt.Sprintf("a message in %s whose %s metadata names operation %s", e.channel, EventType, e.opID)
+	return fmt.Sprintf("a message in %s posted by capstan whose %s metadata names operation %s", e.channel, EventType, e.opID)
 }
 
 // Find reads the channel's history from the claim, minus tools.ClockMargin,
-// with all metadata, and picks the messages whose metadata has EventType and
-// the operation id: one is Found ("<channel>/<ts>", as Deliver records it),
-// several are Ambiguous, none is NotSeen.
+// with all metadata, following cursors, and picks the messages capstan
+// posted (auth.test's bot id, or user id for a user token) whose metadata
+// has EventType and the operation id: one is Found ("<channel id>/<ts>", as
+// Deliver records it from Slack's answer), several are Ambiguous, none is
+// NotSeen. A message by anyone else carrying the metadata is a copy, named
+// in the detail as ignored. A channel name is resolved to its id first
+// (conversations.history takes only ids). When Slack rate-limits a request
+// Find waits the Retry-After it asked for, saying so through
+// tools.NoticeWait, and asks again; a failure to ask anything else — who
+// capstan is, the channel's id, a page — is an error: not asked. A name no
+// channel visible to capstan has is NotSeen: capstan cannot have posted
+// there, and a post sent again is refused, not doubled.
 func (e messageEffect) Find(ctx context.Context) (tools.Observation, error) {
+	self, err := e.m.whoAmI(ctx)
+	if err != nil {
+		return tools.Observation{}, err
+	}
+	id, err := e.m.channelID(ctx, e.channel)
+	switch {
+	case errors.Is(err, errNoSuchChannel):
+		// capstan cannot have posted where it sees no channel; and a post
+		// sent again to that name is refused (channel_not_found), never
+		// doubled.
+		return tools.Observation{Outcome: tools.NotSeen, Detail: fmt.Sprintf("no channel named %s is visible to capstan", e.channel)}, nil
+	case err != nil:
+		return tools.Observation{}, err
+	}
 	oldest := e.since.Add(-tools.ClockMargin)
-	params := &slack.GetConversationHistoryParameters{ChannelID: e.channel, Limit: historyPage,
+	params := &slack.GetConversationHistoryParameters{ChannelID: id, Limit: historyPage,
 		Oldest: fmt.Sprintf("%d.%06d", oldest.Unix(), oldest.Nanosecond()/1e3), IncludeAllMetadata: true}
 	what := fmt.Sprintf("messages in %s since %s", e.channel, oldest.UTC().Format(time.RFC3339))
 	listed := 0
-	var matches []string
+	var w waited
+	var matches, forged []string
 	for page := 1; ; page++ {
-		resp, err := e.c.GetConversationHistoryContext(ctx, params)
+		var resp *slack.GetConversationHistoryResponse
+		err := w.retryLimited(ctx, "conversations.history of "+e.channel, func() (err error) {
+			resp, err = e.m.c.GetConversationHistoryContext(ctx, params)
+			return err
+		})
 		if err != nil {
 			return tools.Observation{}, fmt.Errorf("read %s: %w", what, err)
 		}
 		listed += len(resp.Messages)
 		for _, m := range resp.Messages {
-			if m.Metadata.EventType == EventType && m.Metadata.EventPayload["operation_id"] == e.opID {
+			switch {
+			case m.Metadata.EventType != EventType || m.Metadata.EventPayload["operation_id"] != e.opID:
+			case self.posted(m):
 				matches = append(matches, m.Timestamp)
+			default:
+				forged = append(forged, fmt.Sprintf("%s by %s", m.Timestamp, cmp.Or(m.BotID, m.User)))
 			}
 		}
 		next := resp.ResponseMetaData.NextCursor
@@ -132,14 +194,151 @@ func (e messageEffect) Find(ctx context.Context) (tools.Observation, error) {
 		}
 		params.Cursor = next
 	}
+	note := w.note()
+	if len(forged) > 0 {
+		note += fmt.Sprintf(" (ignored, as not posted by capstan: %s)", strings.Join(forged, ", "))
+	}
 	switch len(matches) {
 	case 0:
-		return tools.Observation{Outcome: tools.NotSeen, Detail: fmt.Sprintf("none of the %d %s carries the operation's id", listed, what)}, nil
+		return tools.Observation{Outcome: tools.NotSeen, Detail: fmt.Sprintf("none of the %d %s posted by capstan carries the operation's id%s", listed, what, note)}, nil
 	case 1:
-		return tools.Observation{Outcome: tools.Found, ExternalID: e.channel + "/" + matches[0],
-			Detail: fmt.Sprintf("message %s of the %d %s carries the operation's id", matches[0], listed, what)}, nil
+		return tools.Observation{Outcome: tools.Found, ExternalID: id + "/" + matches[0],
+			Detail: fmt.Sprintf("message %s of the %d %s carries the operation's id%s", matches[0], listed, what, note)}, nil
 	default:
 		return tools.Observation{Outcome: tools.Ambiguous,
-			Detail: fmt.Sprintf("%d %s carry the operation's id: %s", len(matches), what, strings.Join(matches, ", "))}, nil
+			Detail: fmt.Sprintf("%d %s posted by capstan carry the operation's id: %s%s", len(matches), what, strings.Join(matches, ", "), note)}, nil
 	}
+}
+
+// posted reports whether capstan posted m: a bot token's messages carry its
+// bot id, a user token's its user id.
+func (s *slackSelf) posted(m slack.Message) bool {
+	if s.botID != "" {
+		return m.BotID == s.botID
+	}
+	return m.BotID == "" && m.User == s.userID
+}
+
+// whoAmI asks auth.test once; a failed question is asked again next time.
+func (m *Messages) whoAmI(ctx context.Context) (*slackSelf, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.self != nil {
+		return m.self, nil
+	}
+	var resp *slack.AuthTestResponse
+	var w waited
+	err := w.retryLimited(ctx, "auth.test", func() (err error) {
+		resp, err = m.c.AuthTestContext(ctx)
+		return err
+	})
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("ask Slack who capstan is (auth.test): %w", err)
+	case resp.UserID == "" && resp.BotID == "":
+		return nil, errors.New("Slack's auth.test answered neither a user id nor a bot id")
+	}
+	m.self = &slackSelf{userID: resp.UserID, botID: resp.BotID}
+	return m.self, nil
+}
+
+// channelID returns channel's id: an id is taken as given; a name, with or
+// without "#", is looked up in conversations.list (paged) once and kept.
+func (m *Messages) channelID(ctx context.Context, channel string) (string, error) {
+	name, named := strings.CutPrefix(channel, "#")
+	if !named && isChannelID(channel) {
+		return channel, nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if id, ok := m.channels[name]; ok {
+		return id, nil
+	}
+	params := &slack.GetConversationsParameters{ExcludeArchived: true, Limit: listPage,
+		Types: []string{"public_channel", "private_channel"}}
+	var w waited
+	for page := 1; page <= maxListPages; page++ {
+		var chans []slack.Channel
+		var next string
+		err := w.retryLimited(ctx, "conversations.list", func() (err error) {
+			chans, next, err = m.c.GetConversationsContext(ctx, params)
+			return err
+		})
+		if err != nil {
+			return "", fmt.Errorf("find the id of channel %s (conversations.list): %w", channel, err)
+		}
+		for _, c := range chans {
+			m.channels[c.Name] = c.ID
+		}
+		if id, ok := m.channels[name]; ok {
+			return id, nil
+		}
+		if next == "" {
+			return "", fmt.Errorf("find the id of channel %s: %w", channel, errNoSuchChannel)
+		}
+		params.Cursor = next
+	}
+	return "", fmt.Errorf("find the id of channel %s: more than %d pages of channels", channel, maxListPages)
+}
+
+// errNoSuchChannel: conversations.list, read to its end, names no channel
+// of that name.
+var errNoSuchChannel = errors.New("no channel of that name is visible to capstan")
+
+// isChannelID reports whether s looks like a Slack conversation id
+// (C…, G… or D…, upper-case letters and digits), not a name: names are
+// lower-case.
+func isChannelID(s string) bool {
+	if len(s) < 2 || !strings.ContainsRune("CGD", rune(s[0])) {
+		return false
+	}
+	for _, r := range s {
+		if (r < 'A' || r > 'Z') && (r < '0' || r > '9') {
+			return false
+		}
+	}
+	return true
+}
+
+// maxRateLimitWaits bounds the Retry-After waits of one request: Slack
+// answering 429 that often means something other than a rate limit.
+const maxRateLimitWaits = 10
+
+// waited counts the rate-limit waits of one question.
+type waited struct {
+	n     int
+	total time.Duration
+}
+
+// retryLimited runs ask; while Slack answers it 429 (*slack.RateLimitedError)
+// it tells tools.NoticeWait, waits the Retry-After Slack asked for, and asks
+// again, up to maxRateLimitWaits times. Other errors are returned as they
+// are.
+func (w *waited) retryLimited(ctx context.Context, what string, ask func() error) error {
+	for tries := 0; ; tries++ {
+		err := ask()
+		var limited *slack.RateLimitedError
+		if !errors.As(err, &limited) || tries == maxRateLimitWaits {
+			return err
+		}
+		wait := max(limited.RetryAfter, time.Second)
+		tools.NoticeWait(ctx, fmt.Sprintf("Slack rate-limited %s; waiting %s, as its Retry-After asked", what, wait))
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("%w (while waiting out Slack's rate limit)", ctx.Err())
+		case <-t.C:
+		}
+		w.n++
+		w.total += wait
+	}
+}
+
+// note says how long the question waited on rate limits, if it did.
+func (w *waited) note() string {
+	if w.n == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; Slack rate-limited the question %d time(s), and it waited %s in all", w.n, w.total)
 }

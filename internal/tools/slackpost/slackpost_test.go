@@ -4,7 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http/httptest"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -35,14 +38,15 @@ func TestMessagesLookup(t *testing.T) {
 		}
 		return effect.Find(ctx)
 	}
-	post := func(opt slack.MsgOption) string {
+	postAs := func(c *slack.Client, channel string, opt slack.MsgOption) string {
 		t.Helper()
-		_, ts, err := sc.PostMessageContext(ctx, "#ops", slack.MsgOptionText("the answer", false), opt)
+		_, ts, err := c.PostMessageContext(ctx, channel, slack.MsgOptionText("the answer", false), opt)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return ts
 	}
+	post := func(opt slack.MsgOption) string { t.Helper(); return postAs(sc, "#ops", opt) }
 	expect := func(what string, obs tools.Observation, err error, want tools.Outcome, externalID string) {
 		t.Helper()
 		if err != nil || obs.Outcome != want || obs.ExternalID != externalID || obs.Detail == "" {
@@ -51,17 +55,34 @@ func TestMessagesLookup(t *testing.T) {
 	}
 
 	obs, err := find("#ops", "op-s", claimed)
-	expect("no message", obs, err, tools.NotSeen, "")
+	expect("no such channel", obs, err, tools.NotSeen, "")
 	post(slack.MsgOptionAsUser(false))
+	obs, err = find("#ops", "op-s", claimed)
+	expect("no message", obs, err, tools.NotSeen, "")
 	post(slack.MsgOptionMetadata(slackpost.Metadata("op-other", "T")))
 	post(slack.MsgOptionMetadata(slack.SlackMetadata{EventType: "someone_elses_event",
 		EventPayload: map[string]any{"operation_id": "op-s"}}))
 	obs, err = find("#ops", "op-s", claimed)
 	expect("messages that are not ours", obs, err, tools.NotSeen, "")
 
-	ts := post(slack.MsgOptionMetadata(slackpost.Metadata("op-s", "T")))
+	// Someone else copies our metadata: not ours, and named as ignored.
+	alice := slack.New(sandbox.SandboxUserToken("alice"), slack.OptionAPIURL(srv.URL+"/api/"))
+	forged := postAs(alice, "#ops", slack.MsgOptionMetadata(slackpost.Metadata("op-s", "T")))
 	obs, err = find("#ops", "op-s", claimed)
-	expect("our message", obs, err, tools.Found, "#ops/"+ts)
+	expect("our metadata on alice's message", obs, err, tools.NotSeen, "")
+	if !strings.Contains(obs.Detail, forged+" by UALICE") {
+		t.Errorf("detail %q should name alice's message as ignored", obs.Detail)
+	}
+
+	// Found under the channel's id, as Deliver records Slack's answer,
+	// whether the delivery named the channel or its id.
+	ts := post(slack.MsgOptionMetadata(slackpost.Metadata("op-s", "T")))
+	id := sb.ChannelID("#ops")
+	for _, channel := range []string{"#ops", "ops", id} {
+		obs, err = find(channel, "op-s", claimed)
+		expect("our message in "+channel, obs, err, tools.Found, id+"/"+ts)
+	}
+	postAs(sc, "#elsewhere", slack.MsgOptionAsUser(false))
 	obs, err = find("#elsewhere", "op-s", claimed)
 	expect("another channel", obs, err, tools.NotSeen, "")
 	obs, err = find("#ops", "op-s", claimed.Add(time.Hour))
@@ -79,14 +100,76 @@ func TestMessagesLookup(t *testing.T) {
 
 	for _, rule := range []sandbox.FaultRule{
 		{Endpoint: "conversations.history", Kind: sandbox.FaultFail, Times: 1},
-		{Endpoint: "conversations.history", Kind: sandbox.FaultRateLimit, RetryAfter: time.Second, Times: 1},
+		{Endpoint: "auth.test", Kind: sandbox.FaultFail, Times: 1},
+		{Endpoint: "conversations.list", Kind: sandbox.FaultFail, Times: 1},
 	} {
 		if err := sb.AddFault(rule); err != nil {
 			t.Fatal(err)
 		}
 		if obs, err := find("#ops", "op-s", claimed); err == nil || obs != (tools.Observation{}) {
-			t.Fatalf("conversations.history %s: %+v, %v; want an error and no observation", rule.Kind, obs, err)
+			t.Fatalf("%s %s: %+v, %v; want an error and no observation", rule.Endpoint, rule.Kind, obs, err)
 		}
+	}
+}
+
+// Within Slack's limits for apps outside its Marketplace: the lookup reads
+// only from the claim on, 15 messages a page, follows cursors, and waits out
+// a 429's Retry-After — saying so — instead of failing. Who capstan is and
+// a channel's id are asked once per Messages.
+func TestMessagesLookupWithinSlackLimits(t *testing.T) {
+	sb := sandbox.NewSlack()
+	srv := httptest.NewServer(sb)
+	t.Cleanup(srv.Close)
+	sc := slack.New("xoxb-test", slack.OptionAPIURL(srv.URL+"/api/"))
+	ctx := context.Background()
+
+	// 250 channels: the name is found on conversations.list's second page.
+	for i := range 250 {
+		if _, _, err := sc.PostMessageContext(ctx, fmt.Sprintf("#room-%03d", i), slack.MsgOptionText("hi", false)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	claimed := time.Now()
+	_, ts, err := sc.PostMessageContext(ctx, "#room-249", slack.MsgOptionText("done", false),
+		slack.MsgOptionMetadata(slackpost.Metadata("op-limits", "T")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Twenty more bury it: it is on the second page of 15.
+	for i := range 20 {
+		if _, _, err := sc.PostMessageContext(ctx, "#room-249", slack.MsgOptionText(fmt.Sprint(i), false)); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	sb.LimitHistory(sandbox.HistoryLimit{Every: time.Second, PageMax: 15})
+	var notices []string
+	var mu sync.Mutex
+	wctx := tools.WithWaitNotice(ctx, func(why string) { mu.Lock(); notices = append(notices, why); mu.Unlock() })
+	m := slackpost.NewMessages(sc)
+	effect, err := m.Effect(tools.Sent{Call: tools.Call{OperationID: "op-limits", Arguments: slackpost.Arguments("#room-249")}, Since: claimed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	obs, err := effect.Find(wctx)
+	id := sb.ChannelID("#room-249")
+	if err != nil || obs.Outcome != tools.Found || obs.ExternalID != id+"/"+ts {
+		t.Fatalf("Find = %+v, %v; want found at %s/%s", obs, err, id, ts)
+	}
+	if len(notices) == 0 || !strings.Contains(notices[0], "Retry-After") || !strings.Contains(obs.Detail, "rate-limited") {
+		t.Errorf("notices %q, detail %q; want the wait for the second page told and noted", notices, obs.Detail)
+	}
+
+	// Asked again on the same Messages: auth.test and conversations.list
+	// failing now would show if they were asked again.
+	for _, ep := range []string{"auth.test", "conversations.list"} {
+		if err := sb.AddFault(sandbox.FaultRule{Endpoint: ep, Kind: sandbox.FaultFail}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sb.LimitHistory(sandbox.HistoryLimit{})
+	if obs, err := effect.Find(ctx); err != nil || obs.Outcome != tools.Found {
+		t.Errorf("second Find = %+v, %v; want found without asking who or where again", obs, err)
 	}
 }
 
