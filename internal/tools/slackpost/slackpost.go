@@ -236,7 +236,7 @@ func (m *Messages) whoAmI(ctx context.Context) (*slackSelf, error) {
 	case err != nil:
 		return nil, fmt.Errorf("ask Slack who capstan is (auth.test): %w", err)
 	case resp.UserID == "" && resp.BotID == "":
-		return nil, errors.New("Slack's auth.test answered neither a user id nor a bot id")
+		return nil, errors.New("auth.test answered neither a user id nor a bot id")
 	}
 	m.self = &slackSelf{userID: resp.UserID, botID: resp.BotID}
 	return m.self, nil
