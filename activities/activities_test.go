@@ -17,6 +17,7 @@ import (
 
 	"github.com/capstanhq/capstan"
 	"github.com/capstanhq/capstan/activities"
+	"github.com/capstanhq/capstan/internal/contract"
 	"github.com/capstanhq/capstan/internal/ledger"
 	"github.com/capstanhq/capstan/internal/ledger/sqlite"
 	"github.com/capstanhq/capstan/internal/model"
@@ -93,10 +94,10 @@ func TestExecuteToolActsOnceAndReplaysTheStoredResult(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	args := json.RawMessage(`{"repo":"acme/app","branch":"agent/x","from":"main"}`)
-	in := activities.ExecuteToolInput{Tenant: "default", TaskID: "T1", TurnID: "T1/t1", ToolCallID: "call_1",
+	in := contract.ExecuteToolInput{Tenant: "default", TaskID: "T1", TurnID: "T1/t1", ToolCallID: "call_1",
 		OperationID: "default:T1:github_create_branch:branch:create:acme/app:agent/x", Tool: githubtools.NameCreateBranch, Arguments: f.args(t, string(args))}
 
-	var first, second activities.ExecuteToolResult
+	var first, second contract.ExecuteToolResult
 	v, err := f.env.ExecuteActivity(f.acts.ExecuteTool, in)
 	if err != nil {
 		t.Fatal(err)
@@ -136,7 +137,7 @@ func TestExecuteToolActsOnceAndReplaysTheStoredResult(t *testing.T) {
 func TestExecuteToolConflictOnReusedOperationID(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	in := activities.ExecuteToolInput{Tenant: "default", TaskID: "T1", TurnID: "T1/t1", OperationID: "op-1",
+	in := contract.ExecuteToolInput{Tenant: "default", TaskID: "T1", TurnID: "T1/t1", OperationID: "op-1",
 		Tool: githubtools.NameCreateBranch, Arguments: f.args(t, `{"repo":"acme/app","branch":"a","from":"main"}`)}
 	if _, err := f.env.ExecuteActivity(f.acts.ExecuteTool, in); err != nil {
 		t.Fatal(err)
@@ -144,8 +145,8 @@ func TestExecuteToolConflictOnReusedOperationID(t *testing.T) {
 	in.Arguments = f.args(t, `{"repo":"acme/app","branch":"b","from":"main"}`)
 	_, err := f.env.ExecuteActivity(f.acts.ExecuteTool, in)
 	var appErr *temporal.ApplicationError
-	if !errors.As(err, &appErr) || appErr.Type() != activities.ErrTypeOperationConflict {
-		t.Fatalf("err = %v, want %s", err, activities.ErrTypeOperationConflict)
+	if !errors.As(err, &appErr) || appErr.Type() != contract.ErrTypeOperationConflict {
+		t.Fatalf("err = %v, want %s", err, contract.ErrTypeOperationConflict)
 	}
 	if n := f.sb.GitHub.Stats().BranchesCreated; n != 1 {
 		t.Errorf("branches created = %d, want 1", n)
@@ -158,9 +159,9 @@ func TestExecuteToolConflictOnReusedOperationID(t *testing.T) {
 func TestExecuteToolRecreatedBranchIsRefusedToTheModel(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	in := activities.ExecuteToolInput{Tenant: "default", TaskID: "T1", TurnID: "T1/t1", OperationID: "op-1",
+	in := contract.ExecuteToolInput{Tenant: "default", TaskID: "T1", TurnID: "T1/t1", OperationID: "op-1",
 		ToolCallID: "call_1", Tool: githubtools.NameCreateBranch, Arguments: f.args(t, `{"repo":"acme/app","branch":"agent/x","from":"main"}`)}
-	var first, again activities.ExecuteToolResult
+	var first, again contract.ExecuteToolResult
 	v, err := f.env.ExecuteActivity(f.acts.ExecuteTool, in)
 	if err != nil {
 		t.Fatal(err)
@@ -206,22 +207,22 @@ func TestExecuteToolTimeoutAfterSendIsUnknown(t *testing.T) {
 		panic(http.ErrAbortHandler) // drop the connection
 	})
 	ctx := context.Background()
-	branch := activities.ExecuteToolInput{Tenant: "d", TaskID: "T", TurnID: "T/t1", OperationID: "op-branch",
+	branch := contract.ExecuteToolInput{Tenant: "d", TaskID: "T", TurnID: "T/t1", OperationID: "op-branch",
 		Tool: githubtools.NameCreateBranch, Arguments: f.args(t, `{"repo":"acme/app","branch":"feat","from":"main"}`)}
 	if _, err := f.env.ExecuteActivity(f.acts.ExecuteTool, branch); err != nil {
 		t.Fatal(err)
 	}
-	file := activities.ExecuteToolInput{Tenant: "d", TaskID: "T", TurnID: "T/t1", OperationID: "op-file",
+	file := contract.ExecuteToolInput{Tenant: "d", TaskID: "T", TurnID: "T/t1", OperationID: "op-file",
 		Tool: githubtools.NamePutFile, Arguments: f.args(t, `{"repo":"acme/app","branch":"feat","path":"a.md","content":"a\n","message":"a"}`)}
 	if _, err := f.env.ExecuteActivity(f.acts.ExecuteTool, file); err != nil {
 		t.Fatal(err)
 	}
-	pr := activities.ExecuteToolInput{Tenant: "d", TaskID: "T", TurnID: "T/t2", OperationID: "op-pr",
+	pr := contract.ExecuteToolInput{Tenant: "d", TaskID: "T", TurnID: "T/t2", OperationID: "op-pr",
 		Tool: githubtools.NameCreatePullRequest, Arguments: f.args(t, `{"repo":"acme/app","head":"feat","base":"main","title":"t","body":"b"}`)}
 	_, err := f.env.ExecuteActivity(f.acts.ExecuteTool, pr)
 	var appErr *temporal.ApplicationError
-	if !errors.As(err, &appErr) || appErr.Type() != activities.ErrTypeOperationUnknown || !appErr.NonRetryable() {
-		t.Fatalf("err = %v, want a non-retryable %s", err, activities.ErrTypeOperationUnknown)
+	if !errors.As(err, &appErr) || appErr.Type() != contract.ErrTypeOperationUnknown || !appErr.NonRetryable() {
+		t.Fatalf("err = %v, want a non-retryable %s", err, contract.ErrTypeOperationUnknown)
 	}
 	op, _ := f.ledger.Get(ctx, "op-pr")
 	if op.State != capstan.OutcomeUnknown {
@@ -230,8 +231,8 @@ func TestExecuteToolTimeoutAfterSendIsUnknown(t *testing.T) {
 	// A retry does not send again: it must reconcile first.
 	f.sb.GitHub.SetFault(nil)
 	_, err = f.env.ExecuteActivity(f.acts.ExecuteTool, pr)
-	if !errors.As(err, &appErr) || appErr.Type() != activities.ErrTypeOperationUnknown {
-		t.Fatalf("retry err = %v, want %s", err, activities.ErrTypeOperationUnknown)
+	if !errors.As(err, &appErr) || appErr.Type() != contract.ErrTypeOperationUnknown {
+		t.Fatalf("retry err = %v, want %s", err, contract.ErrTypeOperationUnknown)
 	}
 	if n := f.sb.GitHub.Stats().PullRequestsCreated; n != 1 {
 		t.Errorf("pull requests created = %d, want exactly 1", n)
@@ -248,13 +249,13 @@ func (d *discard) WriteHeader(int)             {}
 func TestModelTurnCommitsOnlyACompletedAttempt(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	in := activities.ModelTurnInput{TaskID: "T", TurnID: "T/t1", AttemptID: "T/t1/a1", Model: "sandbox:demo",
+	in := contract.ModelTurnInput{TaskID: "T", TurnID: "T/t1", AttemptID: "T/t1/a1", Model: "sandbox:demo",
 		Seed: []model.Message{{Role: model.RoleSystem, Content: "You are a test.\nTask id: T"}, {Role: model.RoleUser, Content: "go"}}}
 	v, err := f.env.ExecuteActivity(f.acts.ModelTurn, in)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out activities.ModelTurnResult
+	var out contract.ModelTurnResult
 	if err := v.Get(&out); err != nil {
 		t.Fatal(err)
 	}
@@ -285,7 +286,7 @@ func TestModelTurnCommitsOnlyACompletedAttempt(t *testing.T) {
 		t.Fatalf("manifest = %s, want 3 items", data)
 	}
 	// The next turn sends the transcript back, and the model sees it.
-	in2 := activities.ModelTurnInput{TaskID: "T", TurnID: "T/t2", AttemptID: "T/t2/a1", Model: "sandbox:demo", Transcript: out.Transcript}
+	in2 := contract.ModelTurnInput{TaskID: "T", TurnID: "T/t2", AttemptID: "T/t2/a1", Model: "sandbox:demo", Transcript: out.Transcript}
 	if _, err := f.env.ExecuteActivity(f.acts.ModelTurn, in2); err != nil {
 		t.Fatal(err)
 	}
@@ -305,12 +306,12 @@ func TestModelTurnCommitsOnlyACompletedAttempt(t *testing.T) {
 		<-r.Context().Done() // then silence
 		return true
 	})
-	in3 := activities.ModelTurnInput{TaskID: "T", TurnID: "T/t3", AttemptID: "T/t3/a1", Model: "sandbox:demo", Transcript: out.Transcript,
+	in3 := contract.ModelTurnInput{TaskID: "T", TurnID: "T/t3", AttemptID: "T/t3/a1", Model: "sandbox:demo", Transcript: out.Transcript,
 		Limits: model.Limits{Idle: 300 * time.Millisecond, HeartbeatTimeout: 150 * time.Millisecond}}
 	_, err = f.env.ExecuteActivity(f.acts.ModelTurn, in3)
-	report, ok := activities.AttemptReportOf(err)
+	report, ok := contract.AttemptReportOf(err)
 	if !ok {
-		t.Fatalf("err = %v, want %s with an AttemptReport", err, activities.ErrTypeModelAttempt)
+		t.Fatalf("err = %v, want %s with an contract.AttemptReport", err, contract.ErrTypeModelAttempt)
 	}
 	if report.Outcome != model.OutcomeCutIdle || report.Phase != model.PhaseStreamPartial || report.Events == 0 || report.AttemptID != "T/t3/a1" {
 		t.Errorf("report = %+v, want cut_idle at STREAM_PARTIAL after some events", report)
@@ -326,13 +327,13 @@ func TestModelTurnCutsAServerThatNeverAnswers(t *testing.T) {
 		<-r.Context().Done()
 		return true
 	})
-	in := activities.ModelTurnInput{TaskID: "T", TurnID: "T/t1", AttemptID: "T/t1/a1", Model: "sandbox:hello",
+	in := contract.ModelTurnInput{TaskID: "T", TurnID: "T/t1", AttemptID: "T/t1/a1", Model: "sandbox:hello",
 		Seed:   []model.Message{{Role: model.RoleUser, Content: "hi"}},
 		Limits: model.Limits{Idle: 200 * time.Millisecond, HeartbeatTimeout: 150 * time.Millisecond}}
 	_, err := f.env.ExecuteActivity(f.acts.ModelTurn, in)
-	report, ok := activities.AttemptReportOf(err)
+	report, ok := contract.AttemptReportOf(err)
 	if !ok {
-		t.Fatalf("err = %v, want %s with an AttemptReport", err, activities.ErrTypeModelAttempt)
+		t.Fatalf("err = %v, want %s with an contract.AttemptReport", err, contract.ErrTypeModelAttempt)
 	}
 	// The request was written and no header came back: the transport
 	// recorder says so, rather than UNKNOWN.
@@ -359,9 +360,9 @@ func TestModelTurnRefusedConnectionIsNotSent(t *testing.T) {
 	var suite testsuite.WorkflowTestSuite
 	env := suite.NewTestActivityEnvironment()
 	env.RegisterActivity(acts)
-	_, err = env.ExecuteActivity(acts.ModelTurn, activities.ModelTurnInput{TaskID: "T", TurnID: "T/t1", AttemptID: "T/t1/a1",
+	_, err = env.ExecuteActivity(acts.ModelTurn, contract.ModelTurnInput{TaskID: "T", TurnID: "T/t1", AttemptID: "T/t1/a1",
 		Model: "sandbox:hello", Seed: []model.Message{{Role: model.RoleUser, Content: "hi"}}})
-	report, ok := activities.AttemptReportOf(err)
+	report, ok := contract.AttemptReportOf(err)
 	if !ok || report.Outcome != model.OutcomeNotSent || report.Phase != model.PhaseNotSent {
 		t.Errorf("report = %+v (%v), want not_sent at NOT_SENT", report, err)
 	}
@@ -370,13 +371,13 @@ func TestModelTurnRefusedConnectionIsNotSent(t *testing.T) {
 func TestDeliverPostsWithOperationIDInMetadata(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	in := activities.DeliverInput{Tenant: "default", TaskID: "T", OperationID: "default:T:deliver:slack:#c", Channel: "#c", Text: "done"}
+	in := contract.DeliverInput{Tenant: "default", TaskID: "T", OperationID: "default:T:deliver:slack:#c", Channel: "#c", Text: "done"}
 	for i := 0; i < 2; i++ {
 		v, err := f.env.ExecuteActivity(f.acts.Deliver, in)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var res activities.DeliverResult
+		var res contract.DeliverResult
 		_ = v.Get(&res)
 		if res.Replayed != (i == 1) || res.ExternalID == "" {
 			t.Errorf("delivery %d = %+v", i, res)
@@ -400,10 +401,10 @@ func TestExecuteToolWaitsOutAnotherHoldersLease(t *testing.T) {
 		RequestHash: activities.RequestHash(githubtools.NameCreatePullRequest, id.Effect)}, Owner: "other-worker", Lease: time.Minute}); err != nil {
 		t.Fatal(err)
 	}
-	_, err := f.env.ExecuteActivity(f.acts.ExecuteTool, activities.ExecuteToolInput{OperationID: "op-held", Tool: githubtools.NameCreatePullRequest, Arguments: f.args(t, string(args))})
+	_, err := f.env.ExecuteActivity(f.acts.ExecuteTool, contract.ExecuteToolInput{OperationID: "op-held", Tool: githubtools.NameCreatePullRequest, Arguments: f.args(t, string(args))})
 	var appErr *temporal.ApplicationError
-	if !errors.As(err, &appErr) || appErr.Type() != activities.ErrTypeOperationInProgress || appErr.NonRetryable() {
-		t.Fatalf("err = %v, want a retryable %s", err, activities.ErrTypeOperationInProgress)
+	if !errors.As(err, &appErr) || appErr.Type() != contract.ErrTypeOperationInProgress || appErr.NonRetryable() {
+		t.Fatalf("err = %v, want a retryable %s", err, contract.ErrTypeOperationInProgress)
 	}
 	if d := appErr.NextRetryDelay(); d < 50*time.Second || d > 62*time.Second {
 		t.Errorf("next retry delay = %s, want about the minute left on the other lease", d)
@@ -420,8 +421,8 @@ func TestDeliverTellsDefiniteRefusalsFromUnknownOutcomes(t *testing.T) {
 		wantType   string
 		wantState  capstan.Outcome
 	}{
-		{"channel_not_found", activities.ErrTypeDeliveryFailed, capstan.OutcomeFailed},
-		{"internal_error", activities.ErrTypeOperationUnknown, capstan.OutcomeUnknown},
+		{"channel_not_found", contract.ErrTypeDeliveryFailed, capstan.OutcomeFailed},
+		{"internal_error", contract.ErrTypeOperationUnknown, capstan.OutcomeUnknown},
 	} {
 		t.Run(tc.slackError, func(t *testing.T) {
 			f := newFixture(t)
@@ -430,7 +431,7 @@ func TestDeliverTellsDefiniteRefusalsFromUnknownOutcomes(t *testing.T) {
 				_, _ = w.Write([]byte(`{"ok":false,"error":"` + tc.slackError + `"}`))
 				return true
 			})
-			_, err := f.env.ExecuteActivity(f.acts.Deliver, activities.DeliverInput{OperationID: "op-d", Channel: "#c", Text: "x"})
+			_, err := f.env.ExecuteActivity(f.acts.Deliver, contract.DeliverInput{OperationID: "op-d", Channel: "#c", Text: "x"})
 			var appErr *temporal.ApplicationError
 			if !errors.As(err, &appErr) || appErr.Type() != tc.wantType {
 				t.Fatalf("err = %v, want %s", err, tc.wantType)
@@ -471,15 +472,15 @@ func TestNewRefusesMissingDependencies(t *testing.T) {
 func TestModelTurnNeverResamplesACommittedTurn(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	in := activities.ModelTurnInput{TaskID: "T", TurnID: "T/t1", AttemptID: "T/t1/a1", Model: "sandbox:demo",
+	in := contract.ModelTurnInput{TaskID: "T", TurnID: "T/t1", AttemptID: "T/t1/a1", Model: "sandbox:demo",
 		Seed: []model.Message{{Role: model.RoleSystem, Content: "You are a test.\nTask id: T"}, {Role: model.RoleUser, Content: "go"}}}
-	run := func(attempt string) activities.ModelTurnResult {
+	run := func(attempt string) contract.ModelTurnResult {
 		in.AttemptID = attempt
 		v, err := f.env.ExecuteActivity(f.acts.ModelTurn, in)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var out activities.ModelTurnResult
+		var out contract.ModelTurnResult
 		if err := v.Get(&out); err != nil {
 			t.Fatal(err)
 		}

@@ -17,7 +17,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/capstanhq/capstan"
-	"github.com/capstanhq/capstan/activities"
+	"github.com/capstanhq/capstan/internal/contract"
 	"github.com/capstanhq/capstan/internal/ledger"
 	"github.com/capstanhq/capstan/internal/model"
 	githubtools "github.com/capstanhq/capstan/internal/tools/github"
@@ -83,8 +83,8 @@ func (f *fixture) toolMessage(t *testing.T, ref string) model.Message {
 	return msg
 }
 
-func putFileInput(f *fixture, t *testing.T, opID, content string) activities.ExecuteToolInput {
-	return activities.ExecuteToolInput{Tenant: "d", TaskID: "T", TurnID: "T/t1", OperationID: opID, ToolCallID: "call_" + opID,
+func putFileInput(f *fixture, t *testing.T, opID, content string) contract.ExecuteToolInput {
+	return contract.ExecuteToolInput{Tenant: "d", TaskID: "T", TurnID: "T/t1", OperationID: opID, ToolCallID: "call_" + opID,
 		Tool: githubtools.NamePutFile, Arguments: f.args(t, `{"repo":"acme/app","branch":"main","path":"a.md","content":"`+content+`","message":"m"}`)}
 }
 
@@ -135,12 +135,12 @@ func TestExecuteToolRateLimitedMutationIsAbsentAndRetriedAfterTheWait(t *testing
 				_, _ = w.Write([]byte(tc.body))
 				return true
 			})
-			in := activities.ExecuteToolInput{Tenant: "d", TaskID: "T", TurnID: "T/t1", OperationID: "op-pr", ToolCallID: "call_1",
+			in := contract.ExecuteToolInput{Tenant: "d", TaskID: "T", TurnID: "T/t1", OperationID: "op-pr", ToolCallID: "call_1",
 				Tool: githubtools.NameCreatePullRequest, Arguments: f.args(t, `{"repo":"acme/app","head":"feat","base":"main","title":"t","body":"b"}`)}
 			_, err := f.env.ExecuteActivity(f.acts.ExecuteTool, in)
 			appErr := appError(t, err)
-			if appErr.Type() != activities.ErrTypeOperationNotSent || appErr.NonRetryable() {
-				t.Fatalf("err = %v, want a retryable %s", err, activities.ErrTypeOperationNotSent)
+			if appErr.Type() != contract.ErrTypeOperationNotSent || appErr.NonRetryable() {
+				t.Fatalf("err = %v, want a retryable %s", err, contract.ErrTypeOperationNotSent)
 			}
 			if d := appErr.NextRetryDelay(); d != tc.wantDelay {
 				t.Errorf("next retry delay = %s, want %s", d, tc.wantDelay)
@@ -159,8 +159,8 @@ func TestExecuteToolRateLimitedMutationIsAbsentAndRetriedAfterTheWait(t *testing
 			// what is left of the limit.
 			_, err = f.env.ExecuteActivity(f.acts.ExecuteTool, in)
 			appErr = appError(t, err)
-			if appErr.Type() != activities.ErrTypeOperationNotSent || appErr.NextRetryDelay() <= 0 || appErr.NextRetryDelay() > tc.wantDelay {
-				t.Errorf("retry: err = %v with delay %s, want %s with at most %s", err, appErr.NextRetryDelay(), activities.ErrTypeOperationNotSent, tc.wantDelay)
+			if appErr.Type() != contract.ErrTypeOperationNotSent || appErr.NextRetryDelay() <= 0 || appErr.NextRetryDelay() > tc.wantDelay {
+				t.Errorf("retry: err = %v with delay %s, want %s with at most %s", err, appErr.NextRetryDelay(), contract.ErrTypeOperationNotSent, tc.wantDelay)
 			}
 			if op := f.op(t, "op-pr"); op.State != capstan.OutcomeAbsent || op.AttemptCount != 1 {
 				t.Errorf("ledger after the retry = %s after %d attempts, want ABSENT after still 1", op.State, op.AttemptCount)
@@ -189,7 +189,7 @@ func TestExecuteToolPutFileWhoseAnswerWasLostIsReadBack(t *testing.T) {
 	if err != nil {
 		t.Fatalf("err = %v, want SUCCEEDED by reading back", err)
 	}
-	var res activities.ExecuteToolResult
+	var res contract.ExecuteToolResult
 	if err := v.Get(&res); err != nil {
 		t.Fatal(err)
 	}
@@ -254,7 +254,7 @@ func TestExecuteToolPutFileThatDidNotLandIsAbsent(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var res activities.ExecuteToolResult
+			var res contract.ExecuteToolResult
 			_ = v.Get(&res)
 			if op := f.op(t, "op-put"); res.State != capstan.OutcomeSucceeded || op.State != capstan.OutcomeSucceeded || op.AttemptCount != 2 {
 				t.Errorf("retry = %+v, ledger %s after %d attempts; want SUCCEEDED after 2", res, op.State, op.AttemptCount)
@@ -283,8 +283,8 @@ func TestExecuteToolPutFileWhoseReadBackFailsIsUnknown(t *testing.T) {
 		return false
 	})
 	_, err := f.env.ExecuteActivity(f.acts.ExecuteTool, putFileInput(f, t, "op-put", "hello"))
-	if appErr := appError(t, err); appErr.Type() != activities.ErrTypeOperationUnknown || !appErr.NonRetryable() {
-		t.Fatalf("err = %v, want a non-retryable %s", err, activities.ErrTypeOperationUnknown)
+	if appErr := appError(t, err); appErr.Type() != contract.ErrTypeOperationUnknown || !appErr.NonRetryable() {
+		t.Fatalf("err = %v, want a non-retryable %s", err, contract.ErrTypeOperationUnknown)
 	}
 	if op := f.op(t, "op-put"); op.State != capstan.OutcomeUnknown || !strings.Contains(op.Error, "could not tell") {
 		t.Errorf("ledger = %s (%q), want UNKNOWN saying the read-back could not tell", op.State, op.Error)
@@ -346,7 +346,7 @@ func TestExecuteToolPutFileConflictIsSettledByReadingBack(t *testing.T) {
 		if err != nil {
 			t.Fatalf("attempt 2: err = %v, want SUCCEEDED: the 409 was our own first write", err)
 		}
-		var res activities.ExecuteToolResult
+		var res contract.ExecuteToolResult
 		_ = v.Get(&res)
 		want := gitBlobSHA("v2")
 		if op := f.op(t, "op-put"); res.State != capstan.OutcomeSucceeded || op.State != capstan.OutcomeSucceeded || op.ExternalID != want {
@@ -377,7 +377,7 @@ func TestExecuteToolPutFileConflictIsSettledByReadingBack(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var res activities.ExecuteToolResult
+		var res contract.ExecuteToolResult
 		_ = v.Get(&res)
 		if op := f.op(t, "op-put"); res.State != capstan.OutcomeFailed || op.State != capstan.OutcomeFailed || gets.Load() != 1 {
 			t.Errorf("result %s, ledger %s after %d reads; want FAILED after the one read before the write", res.State, op.State, gets.Load())
@@ -398,10 +398,10 @@ func TestDeliverRateLimitedIsRetriedAfterTheWait(t *testing.T) {
 		w.WriteHeader(http.StatusTooManyRequests)
 		return true
 	})
-	_, err := f.env.ExecuteActivity(f.acts.Deliver, activities.DeliverInput{OperationID: "op-d", Channel: "#c", Text: "x"})
+	_, err := f.env.ExecuteActivity(f.acts.Deliver, contract.DeliverInput{OperationID: "op-d", Channel: "#c", Text: "x"})
 	appErr := appError(t, err)
-	if appErr.Type() != activities.ErrTypeDeliveryNotSent || appErr.NonRetryable() || appErr.NextRetryDelay() != 7*time.Second {
-		t.Fatalf("err = %v (delay %s), want a retryable %s after 7s", err, appErr.NextRetryDelay(), activities.ErrTypeDeliveryNotSent)
+	if appErr.Type() != contract.ErrTypeDeliveryNotSent || appErr.NonRetryable() || appErr.NextRetryDelay() != 7*time.Second {
+		t.Fatalf("err = %v (delay %s), want a retryable %s after 7s", err, appErr.NextRetryDelay(), contract.ErrTypeDeliveryNotSent)
 	}
 	if op := f.op(t, "op-d"); op.State != capstan.OutcomeAbsent {
 		t.Errorf("ledger = %s, want ABSENT", op.State)

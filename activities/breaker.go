@@ -13,6 +13,7 @@ import (
 
 	"github.com/capstanhq/capstan/internal/backoff"
 	"github.com/capstanhq/capstan/internal/breaker"
+	"github.com/capstanhq/capstan/internal/contract"
 	"github.com/capstanhq/capstan/internal/model"
 	"github.com/capstanhq/capstan/internal/tools"
 )
@@ -108,8 +109,8 @@ func (a *Activities) breakerOpen(what string, open *breaker.OpenError) error {
 	wait := backoff.AfterWait.Delay(1, open.Wait, a.Random())
 	return temporal.NewApplicationErrorWithOptions(
 		fmt.Sprintf("%s: %v; trying again in %s", what, open, wait.Round(time.Millisecond)),
-		ErrTypeBreakerOpen, temporal.ApplicationErrorOptions{
+		contract.ErrTypeBreakerOpen, temporal.ApplicationErrorOptions{
 			NextRetryDelay: wait,
-			Details:        []any{BreakerWait{Breaker: string(open.Key), State: string(open.State), Wait: wait}},
+			Details:        []any{contract.BreakerWait{Breaker: string(open.Key), State: string(open.State), Wait: wait}},
 		})
 }

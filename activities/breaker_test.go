@@ -38,9 +38,9 @@ func withBreakers(t *testing.T, openFor time.Duration) (*breaker.Set, func(*acti
 	return set, func(d *activities.Deps) { d.Breakers = set }
 }
 
-func branchInput(f *fixture, t *testing.T, branch, from string) activities.ExecuteToolInput {
+func branchInput(f *fixture, t *testing.T, branch, from string) contract.ExecuteToolInput {
 	opID := "d:T:github_create_branch:branch:create:acme/app:" + branch
-	return activities.ExecuteToolInput{Tenant: "d", TaskID: "T", TurnID: "T/t1", OperationID: opID, ToolCallID: "call_" + branch,
+	return contract.ExecuteToolInput{Tenant: "d", TaskID: "T", TurnID: "T/t1", OperationID: opID, ToolCallID: "call_" + branch,
 		Tool: githubtools.NameCreateBranch, Arguments: f.args(t, fmt.Sprintf(`{"repo":"acme/app","branch":%q,"from":%q}`, branch, from))}
 }
 
@@ -50,8 +50,8 @@ func breakerOpenError(t *testing.T, err error, key breaker.Key, within time.Dura
 	t.Helper()
 	appErr := appError(t, err)
 	w, ok := contract.BreakerWaitOf(err)
-	if appErr.Type() != activities.ErrTypeBreakerOpen || appErr.NonRetryable() || !ok {
-		t.Fatalf("err = %v, want a retryable %s with its wait", err, activities.ErrTypeBreakerOpen)
+	if appErr.Type() != contract.ErrTypeBreakerOpen || appErr.NonRetryable() || !ok {
+		t.Fatalf("err = %v, want a retryable %s with its wait", err, contract.ErrTypeBreakerOpen)
 	}
 	if w.Breaker != string(key) || w.State != string(breaker.StateOpen) || w.Wait != appErr.NextRetryDelay() ||
 		w.Wait <= 0 || w.Wait > within {
@@ -74,8 +74,8 @@ func TestExecuteToolSendsNothingWhileTheBreakerIsOpen(t *testing.T) {
 	}
 	for _, b := range []string{"b1", "b2"} {
 		_, err := f.env.ExecuteActivity(f.acts.ExecuteTool, branchInput(f, t, b, "main"))
-		if appErr := appError(t, err); appErr.Type() != activities.ErrTypeOperationUnknown {
-			t.Fatalf("create %s under a 503: %v, want %s", b, err, activities.ErrTypeOperationUnknown)
+		if appErr := appError(t, err); appErr.Type() != contract.ErrTypeOperationUnknown {
+			t.Fatalf("create %s under a 503: %v, want %s", b, err, contract.ErrTypeOperationUnknown)
 		}
 	}
 	if st := set.State(breaker.GitHubWrite); st != breaker.StateOpen {
@@ -89,8 +89,8 @@ func TestExecuteToolSendsNothingWhileTheBreakerIsOpen(t *testing.T) {
 	if op := f.op(t, in.OperationID); op.State != capstan.OutcomeAbsent || op.AttemptCount != 0 {
 		t.Errorf("ledger row = %s after %d attempts, want ABSENT (claim released) and never marked running", op.State, op.AttemptCount)
 	}
-	_, err = f.env.ExecuteActivity(f.acts.Deliver, activities.DeliverInput{Tenant: "d", TaskID: "T", OperationID: "d:T:deliver:github:acme/app#1",
-		Comment: &activities.CommentTarget{Repo: "acme/app", Number: 1}, Text: "done"})
+	_, err = f.env.ExecuteActivity(f.acts.Deliver, contract.DeliverInput{Tenant: "d", TaskID: "T", OperationID: "d:T:deliver:github:acme/app#1",
+		Comment: &contract.CommentTarget{Repo: "acme/app", Number: 1}, Text: "done"})
 	breakerOpenError(t, err, breaker.GitHubWrite, time.Minute)
 	if got := f.sb.GitHub.Stats().Requests; got != sent {
 		t.Errorf("GitHub handled %d requests while github/write was open, want none", got-sent)
@@ -100,7 +100,7 @@ func TestExecuteToolSendsNothingWhileTheBreakerIsOpen(t *testing.T) {
 	}
 
 	// A read goes through github/read, which is closed.
-	_, err = f.env.ExecuteActivity(f.acts.ExecuteTool, activities.ExecuteToolInput{Tenant: "d", TaskID: "T", TurnID: "T/t1",
+	_, err = f.env.ExecuteActivity(f.acts.ExecuteTool, contract.ExecuteToolInput{Tenant: "d", TaskID: "T", TurnID: "T/t1",
 		OperationID: "d:T:t1:github_get_file:1", ToolCallID: "call_read", Tool: githubtools.NameGetFile,
 		Arguments: f.args(t, `{"repo":"acme/app","path":"README.md"}`)})
 	if err != nil {
@@ -134,7 +134,7 @@ func TestExecuteToolProbesOnceAfterTheOpenPeriod(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the probe after the open period: %v", err)
 	}
-	var res activities.ExecuteToolResult
+	var res contract.ExecuteToolResult
 	if err := v.Get(&res); err != nil || res.State != capstan.OutcomeSucceeded || res.Replayed {
 		t.Fatalf("probe result = %+v, %v; want SUCCEEDED, sent", res, err)
 	}
@@ -156,7 +156,7 @@ func TestExecuteToolRefusalsDoNotTripTheBreaker(t *testing.T) {
 		if err != nil {
 			t.Fatalf("create %s from a missing branch: %v, want a refusal the model is told of", b, err)
 		}
-		var res activities.ExecuteToolResult
+		var res contract.ExecuteToolResult
 		if err := v.Get(&res); err != nil || res.State != capstan.OutcomeFailed {
 			t.Fatalf("create %s from a missing branch = %+v, %v; want FAILED", b, res, err)
 		}
@@ -176,13 +176,13 @@ func TestDeliverSendsNothingWhileSlackBreakerIsOpen(t *testing.T) {
 		t.Fatal(err)
 	}
 	deliver := func(n int) error {
-		_, err := f.env.ExecuteActivity(f.acts.Deliver, activities.DeliverInput{Tenant: "d", TaskID: "T",
+		_, err := f.env.ExecuteActivity(f.acts.Deliver, contract.DeliverInput{Tenant: "d", TaskID: "T",
 			OperationID: fmt.Sprintf("d:T%d:deliver:slack:#c", n), Channel: "#c", Text: "done"})
 		return err
 	}
 	for n := range 2 {
-		if appErr := appError(t, deliver(n)); appErr.Type() != activities.ErrTypeOperationUnknown {
-			t.Fatalf("delivery %d under a 502: %v, want %s", n, appErr, activities.ErrTypeOperationUnknown)
+		if appErr := appError(t, deliver(n)); appErr.Type() != contract.ErrTypeOperationUnknown {
+			t.Fatalf("delivery %d under a 502: %v, want %s", n, appErr, contract.ErrTypeOperationUnknown)
 		}
 	}
 	if st := set.State(breaker.SlackPost); st != breaker.StateOpen {
@@ -215,13 +215,13 @@ func TestModelTurnSendsNothingWhileTheProviderBreakerIsOpen(t *testing.T) {
 		return true
 	})
 	attempt := func(n int) error {
-		in := activities.ModelTurnInput{TaskID: "T", TurnID: fmt.Sprintf("T/t%d", n), AttemptID: fmt.Sprintf("T/t%d/a1", n), Model: "sandbox:demo",
+		in := contract.ModelTurnInput{TaskID: "T", TurnID: fmt.Sprintf("T/t%d", n), AttemptID: fmt.Sprintf("T/t%d/a1", n), Model: "sandbox:demo",
 			Seed: []model.Message{{Role: model.RoleUser, Content: "go"}}}
 		_, err := f.env.ExecuteActivity(f.acts.ModelTurn, in)
 		return err
 	}
 	for n := 1; n <= 3; n++ {
-		if r, _ := activities.AttemptReportOf(attempt(n)); r.Outcome != model.OutcomeRejected {
+		if r, _ := contract.AttemptReportOf(attempt(n)); r.Outcome != model.OutcomeRejected {
 			t.Fatalf("attempt %d under a 400 = %+v, want rejected", n, r)
 		}
 	}
@@ -230,18 +230,18 @@ func TestModelTurnSendsNothingWhileTheProviderBreakerIsOpen(t *testing.T) {
 	}
 	status.Store(http.StatusServiceUnavailable)
 	for n := 4; n <= 5; n++ {
-		if r, _ := activities.AttemptReportOf(attempt(n)); r.Outcome != model.OutcomeOverloaded {
+		if r, _ := contract.AttemptReportOf(attempt(n)); r.Outcome != model.OutcomeOverloaded {
 			t.Fatalf("attempt %d under a 503 = %+v, want overloaded", n, r)
 		}
 	}
 	err := attempt(6)
-	r, ok := activities.AttemptReportOf(err)
+	r, ok := contract.AttemptReportOf(err)
 	if !ok || r.Outcome != model.OutcomeBreakerOpen || r.Phase != model.PhaseNotSent || r.Breaker != "model/openai" ||
 		r.RetryAfterMS <= 0 || r.RetryAfterMS > time.Minute.Milliseconds() || r.AttemptID != "T/t6/a1" {
 		t.Fatalf("attempt under an open breaker: %+v (%v), want breaker_open, NOT_SENT, model/openai (the sandbox alias's provider), the time left", r, err)
 	}
-	if appError(t, err).Type() != activities.ErrTypeModelAttempt || !appError(t, err).NonRetryable() {
-		t.Errorf("err = %v, want a non-retryable %s: the turn guard decides", err, activities.ErrTypeModelAttempt)
+	if appError(t, err).Type() != contract.ErrTypeModelAttempt || !appError(t, err).NonRetryable() {
+		t.Errorf("err = %v, want a non-retryable %s: the turn guard decides", err, contract.ErrTypeModelAttempt)
 	}
 	if n := requests.Load(); n != 5 {
 		t.Errorf("the provider received %d requests, want the 5 before the breaker opened", n)

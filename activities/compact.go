@@ -6,6 +6,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/capstanhq/capstan/internal/contract"
 	"github.com/capstanhq/capstan/internal/logids"
 	"github.com/capstanhq/capstan/internal/model"
 )
@@ -109,31 +110,31 @@ func truncationMarker(n int) model.Message {
 // visible marker, when the summary call that should have replaced them
 // failed. It calls no model; its items are content-addressed, so a retry
 // writes the same manifest.
-func (a *Activities) TruncateTranscript(ctx context.Context, in TruncateInput) (TruncateResult, error) {
+func (a *Activities) TruncateTranscript(ctx context.Context, in contract.TruncateInput) (contract.TruncateResult, error) {
 	var pending pendingItems
-	refs, msgs, err := a.loadTranscript(ctx, ModelTurnInput{TaskID: in.TaskID, TurnID: in.TurnID, Transcript: in.Transcript, Append: in.Append, Seed: in.Seed}, &pending)
+	refs, msgs, err := a.loadTranscript(ctx, contract.ModelTurnInput{TaskID: in.TaskID, TurnID: in.TurnID, Transcript: in.Transcript, Append: in.Append, Seed: in.Seed}, &pending)
 	if err != nil {
-		return TruncateResult{}, err
+		return contract.TruncateResult{}, err
 	}
 	from, to := compactionSpan(msgs)
 	if from == to {
-		return TruncateResult{}, nil
+		return contract.TruncateResult{}, nil
 	}
 	item, err := pending.message(truncationMarker(to - from))
 	if err != nil {
-		return TruncateResult{}, err
+		return contract.TruncateResult{}, err
 	}
 	transcript, err := pending.manifest(replaceSpan(refs, from, to, item))
 	if err != nil {
-		return TruncateResult{}, err
+		return contract.TruncateResult{}, err
 	}
 	// The seed messages, the marker, then the manifest that refers to
 	// them: each item is stored before anything that names it.
 	for _, data := range pending.data {
 		if _, err := a.Ledger.PutItem(ctx, data); err != nil {
-			return TruncateResult{}, fmt.Errorf("store transcript item: %w", err)
+			return contract.TruncateResult{}, fmt.Errorf("store transcript item: %w", err)
 		}
 	}
 	a.Logger.InfoContext(logids.With(ctx, logids.IDs{TaskID: in.TaskID, TurnID: in.TurnID}), "transcript truncated behind a marker", "removed", to-from)
-	return TruncateResult{Transcript: transcript, Removed: to - from}, nil
+	return contract.TruncateResult{Transcript: transcript, Removed: to - from}, nil
 }

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/capstanhq/capstan/activities"
+	"github.com/capstanhq/capstan/internal/contract"
 	"github.com/capstanhq/capstan/internal/model"
 	githubtools "github.com/capstanhq/capstan/internal/tools/github"
 )
@@ -77,9 +77,9 @@ func TestModelTurnCompactsTheOldestItems(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	msgs := overflowing()
-	in := activities.ModelTurnInput{TaskID: "T", TurnID: "T/t3/k1", AttemptID: "T/t3/k1/a1", Model: "sandbox:hello",
+	in := contract.ModelTurnInput{TaskID: "T", TurnID: "T/t3/k1", AttemptID: "T/t3/k1/a1", Model: "sandbox:hello",
 		Transcript: f.transcript(t, msgs...), Compact: true}
-	var out activities.ModelTurnResult
+	var out contract.ModelTurnResult
 	v, err := f.env.ExecuteActivity(f.acts.ModelTurn, in)
 	if err != nil {
 		t.Fatal(err)
@@ -113,7 +113,7 @@ func TestModelTurnCompactsTheOldestItems(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var again activities.ModelTurnResult
+	var again contract.ModelTurnResult
 	if err := v.Get(&again); err != nil {
 		t.Fatal(err)
 	}
@@ -127,13 +127,13 @@ func TestModelTurnCompactsTheOldestItems(t *testing.T) {
 func TestModelTurnHasNothingToCompact(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	in := activities.ModelTurnInput{TaskID: "T", TurnID: "T/t1/k1", AttemptID: "T/t1/k1/a1", Model: "sandbox:hello", Compact: true,
+	in := contract.ModelTurnInput{TaskID: "T", TurnID: "T/t1/k1", AttemptID: "T/t1/k1/a1", Model: "sandbox:hello", Compact: true,
 		Seed: []model.Message{{Role: model.RoleSystem, Content: "s"}, {Role: model.RoleUser, Content: strings.Repeat("huge prompt ", 100)}}}
 	v, err := f.env.ExecuteActivity(f.acts.ModelTurn, in)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out activities.ModelTurnResult
+	var out contract.ModelTurnResult
 	if err := v.Get(&out); err != nil {
 		t.Fatal(err)
 	}
@@ -148,13 +148,13 @@ func TestTruncateTranscriptLeavesAMarker(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	msgs := overflowing()
-	in := activities.TruncateInput{TaskID: "T", TurnID: "T/t3/k1", Transcript: f.transcript(t, msgs[:4]...),
+	in := contract.TruncateInput{TaskID: "T", TurnID: "T/t3/k1", Transcript: f.transcript(t, msgs[:4]...),
 		Append: []string{f.args(t, `{"role":"assistant","content":"a continuation"}`)}}
 	v, err := f.env.ExecuteActivity(f.acts.TruncateTranscript, in)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out activities.TruncateResult
+	var out contract.TruncateResult
 	if err := v.Get(&out); err != nil {
 		t.Fatal(err)
 	}

@@ -37,8 +37,8 @@ var definiteSlackRefusals = map[string]bool{
 // re-sent blindly; a rate-limited one is ABSENT and retried after the wait
 // Slack asked for. A post goes through the slack/post breaker, a comment
 // through github/write: while it is open nothing is sent and the activity
-// fails with ErrTypeBreakerOpen.
-func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResult, error) {
+// fails with contract.ErrTypeBreakerOpen.
+func (a *Activities) Deliver(ctx context.Context, in contract.DeliverInput) (contract.DeliverResult, error) {
 	ctx = logids.With(ctx, logids.IDs{TaskID: in.TaskID, OperationID: in.OperationID})
 	res, err := a.deliver(ctx, in)
 	err = a.retryable(ctx, err)
@@ -46,14 +46,14 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverResul
 	return res, err
 }
 
-func (a *Activities) deliver(ctx context.Context, in DeliverInput) (DeliverResult, error) {
-	res := DeliverResult{OperationID: in.OperationID}
+func (a *Activities) deliver(ctx context.Context, in contract.DeliverInput) (contract.DeliverResult, error) {
+	res := contract.DeliverResult{OperationID: in.OperationID}
 	if in.Comment != nil {
 		return a.deliverComment(ctx, in)
 	}
 	if a.Slack == nil {
 		return res, temporal.NewNonRetryableApplicationError(
-			"this worker has no Slack client configured (set SLACK_BOT_TOKEN)", ErrTypeWorkerConfig, nil)
+			"this worker has no Slack client configured (set SLACK_BOT_TOKEN)", contract.ErrTypeWorkerConfig, nil)
 	}
 	rec, permit, done, err := a.begin(ctx, ledger.Operation{
 		ID: in.OperationID, Tenant: in.Tenant, TaskID: in.TaskID, Kind: slackpost.Kind,
@@ -95,7 +95,7 @@ func (a *Activities) deliver(ctx context.Context, in DeliverInput) (DeliverResul
 			return res, fmt.Errorf("record refused delivery %s: %w", in.OperationID, err)
 		}
 		return res, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("Slack refused the message to %s: %s", in.Channel, refused.Err), ErrTypeDeliveryFailed, postErr)
+			fmt.Sprintf("Slack refused the message to %s: %s", in.Channel, refused.Err), contract.ErrTypeDeliveryFailed, postErr)
 	case errors.As(postErr, &limited), errors.As(postErr, &status) && status.Code == 429,
 		tools.Classify(postErr) == tools.VerdictNotSent:
 		// Rate limited or never sent: nothing was posted, so trying again
@@ -110,7 +110,7 @@ func (a *Activities) deliver(ctx context.Context, in DeliverInput) (DeliverResul
 			// same data as a GitHub rate limit's.
 			cause = &tools.RetryAfterError{Wait: limited.RetryAfter, Err: postErr}
 		}
-		return res, a.notSent(ctx, ErrTypeDeliveryNotSent, fmt.Sprintf("Slack did not take the message to %s: %v", in.Channel, postErr), cause)
+		return res, a.notSent(ctx, contract.ErrTypeDeliveryNotSent, fmt.Sprintf("Slack did not take the message to %s: %v", in.Channel, postErr), cause)
 	default:
 		if err := a.Ledger.Complete(rctx, ledger.Completion{ID: in.OperationID, Fence: fence,
 			State: capstan.OutcomeUnknown, Error: postErr.Error()}); err != nil {
@@ -123,7 +123,7 @@ func (a *Activities) deliver(ctx context.Context, in DeliverInput) (DeliverResul
 // postToSlack sends the post of delivery in, claimed under fence,
 // heartbeating and renewing the claim's lease while it is in flight, and
 // tells the breaker what Slack's answer showed.
-func (a *Activities) postToSlack(ctx context.Context, in DeliverInput, fence int64, permit *breaker.Permit) (channel, ts string, err error) {
+func (a *Activities) postToSlack(ctx context.Context, in contract.DeliverInput, fence int64, permit *breaker.Permit) (channel, ts string, err error) {
 	stop := a.heartbeat(ctx, a.heartbeatInterval(ctx),
 		func() any { return OperationHeartbeat{OperationID: in.OperationID, Step: stepCalling} },
 		a.renewLease(ctx, in.OperationID, fence))
@@ -141,20 +141,20 @@ func (a *Activities) postToSlack(ctx context.Context, in DeliverInput, fence int
 // as ExecuteTool runs it: claimed, marked with the operation id, and
 // recorded UNKNOWN when GitHub's answer is lost, for the comment tool's lookup
 // to find by its marker. A comment GitHub refused is a failed delivery.
-func (a *Activities) deliverComment(ctx context.Context, in DeliverInput) (DeliverResult, error) {
-	res := DeliverResult{OperationID: in.OperationID}
+func (a *Activities) deliverComment(ctx context.Context, in contract.DeliverInput) (contract.DeliverResult, error) {
+	res := contract.DeliverResult{OperationID: in.OperationID}
 	ref, err := a.Ledger.PutItem(ctx, contract.CommentArguments(*in.Comment, in.Text))
 	if err != nil {
 		return res, fmt.Errorf("store the comment of delivery %s: %w", in.OperationID, err)
 	}
-	out, err := a.executeTool(ctx, ExecuteToolInput{Tenant: in.Tenant, TaskID: in.TaskID, OperationID: in.OperationID,
+	out, err := a.executeTool(ctx, contract.ExecuteToolInput{Tenant: in.Tenant, TaskID: in.TaskID, OperationID: in.OperationID,
 		Tool: githubtools.NameComment, Arguments: ref})
 	if err != nil {
 		return res, err
 	}
 	if out.State != capstan.OutcomeSucceeded {
 		return res, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("GitHub refused the comment on %s#%d: %s", in.Comment.Repo, in.Comment.Number, out.Preview), ErrTypeDeliveryFailed, nil)
+			fmt.Sprintf("GitHub refused the comment on %s#%d: %s", in.Comment.Repo, in.Comment.Number, out.Preview), contract.ErrTypeDeliveryFailed, nil)
 	}
 	res.ExternalID, res.Replayed = out.ExternalID, out.Replayed
 	return res, nil

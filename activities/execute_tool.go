@@ -13,6 +13,7 @@ import (
 
 	"github.com/capstanhq/capstan"
 	"github.com/capstanhq/capstan/internal/breaker"
+	"github.com/capstanhq/capstan/internal/contract"
 	"github.com/capstanhq/capstan/internal/ledger"
 	"github.com/capstanhq/capstan/internal/logids"
 	"github.com/capstanhq/capstan/internal/model"
@@ -45,13 +46,13 @@ const verifyTimeout = 15 * time.Second
 // Every ledger write after the call uses a context the activity's
 // cancellation cannot break, and none of their errors is ignored.
 //
-// An UNKNOWN operation is returned as an ErrTypeOperationUnknown error that
+// An UNKNOWN operation is returned as a contract.ErrTypeOperationUnknown error that
 // Temporal does not retry: only a reconciler may decide what happened.
 //
 // The call goes through its service's breaker (toolBreaker): while it is
 // open nothing is sent, the claim is released, and the activity fails with
-// ErrTypeBreakerOpen. Every retryable failure carries a jittered delay.
-func (a *Activities) ExecuteTool(ctx context.Context, in ExecuteToolInput) (ExecuteToolResult, error) {
+// contract.ErrTypeBreakerOpen. Every retryable failure carries a jittered delay.
+func (a *Activities) ExecuteTool(ctx context.Context, in contract.ExecuteToolInput) (contract.ExecuteToolResult, error) {
 	ctx = logids.With(ctx, logids.IDs{TaskID: in.TaskID, TurnID: in.TurnID, OperationID: in.OperationID})
 	res, err := a.executeTool(ctx, in)
 	err = a.retryable(ctx, err)
@@ -59,11 +60,11 @@ func (a *Activities) ExecuteTool(ctx context.Context, in ExecuteToolInput) (Exec
 	return res, err
 }
 
-func (a *Activities) executeTool(ctx context.Context, in ExecuteToolInput) (ExecuteToolResult, error) {
-	res := ExecuteToolResult{OperationID: in.OperationID}
+func (a *Activities) executeTool(ctx context.Context, in contract.ExecuteToolInput) (contract.ExecuteToolResult, error) {
+	res := contract.ExecuteToolResult{OperationID: in.OperationID}
 	tool, err := a.Tools.Get(in.Tool)
 	if err != nil {
-		return res, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeWorkerConfig, nil)
+		return res, temporal.NewNonRetryableApplicationError(err.Error(), contract.ErrTypeWorkerConfig, nil)
 	}
 	args, err := a.Ledger.GetItem(ctx, in.Arguments)
 	if err != nil {
@@ -129,7 +130,7 @@ func (a *Activities) executeTool(ctx context.Context, in ExecuteToolInput) (Exec
 		return res, nil
 	case capstan.OutcomeAbsent:
 		if o.verdict == tools.VerdictNotSent {
-			return res, a.notSent(ctx, ErrTypeOperationNotSent, fmt.Sprintf("%s was not sent: %v", in.Tool, o.err), o.err)
+			return res, a.notSent(ctx, contract.ErrTypeOperationNotSent, fmt.Sprintf("%s was not sent: %v", in.Tool, o.err), o.err)
 		}
 		return res, fmt.Errorf("%s: %w", in.Tool, o.err) // safe to repeat: let Temporal retry
 	default:
@@ -235,7 +236,7 @@ type toolMessage struct {
 // ref is the message's transcript reference.
 func (m toolMessage) ref() string { return ledger.ItemRef(m.data) }
 
-func newToolMessage(in ExecuteToolInput, content string) toolMessage {
+func newToolMessage(in contract.ExecuteToolInput, content string) toolMessage {
 	// A message of strings alone always encodes.
 	data, _ := json.Marshal(model.Message{Role: model.RoleTool, ToolCallID: in.ToolCallID, Content: content})
 	return toolMessage{data: data, preview: preview(content)}
@@ -243,7 +244,7 @@ func newToolMessage(in ExecuteToolInput, content string) toolMessage {
 
 // succeededMessage is the tool message of a successful, replayed or
 // recovered call.
-func succeededMessage(in ExecuteToolInput, output []byte, replayed, recovered bool) toolMessage {
+func succeededMessage(in contract.ExecuteToolInput, output []byte, replayed, recovered bool) toolMessage {
 	content := string(output)
 	switch {
 	case replayed:
@@ -256,14 +257,14 @@ func succeededMessage(in ExecuteToolInput, output []byte, replayed, recovered bo
 
 // refusedMessage is the tool message telling the model its call was
 // refused; the task goes on.
-func refusedMessage(in ExecuteToolInput, cause error) toolMessage {
+func refusedMessage(in contract.ExecuteToolInput, cause error) toolMessage {
 	body, _ := json.Marshal(map[string]string{"error": cause.Error()})
 	return newToolMessage(in, string(body))
 }
 
 // succeeded commits the tool message of a call that had already succeeded
 // (Replayed): the ledger holds no write of this attempt to store it with.
-func (a *Activities) succeeded(ctx context.Context, in ExecuteToolInput, res ExecuteToolResult, externalID string, output []byte) (ExecuteToolResult, error) {
+func (a *Activities) succeeded(ctx context.Context, in contract.ExecuteToolInput, res contract.ExecuteToolResult, externalID string, output []byte) (contract.ExecuteToolResult, error) {
 	msg := succeededMessage(in, output, res.Replayed, false)
 	item, err := a.Ledger.PutItem(ctx, msg.data)
 	if err != nil {
@@ -275,7 +276,7 @@ func (a *Activities) succeeded(ctx context.Context, in ExecuteToolInput, res Exe
 
 // refused commits the tool message of a call refused before anything was
 // claimed.
-func (a *Activities) refused(ctx context.Context, in ExecuteToolInput, res ExecuteToolResult, cause error) (ExecuteToolResult, error) {
+func (a *Activities) refused(ctx context.Context, in contract.ExecuteToolInput, res contract.ExecuteToolResult, cause error) (contract.ExecuteToolResult, error) {
 	msg := refusedMessage(in, cause)
 	item, err := a.Ledger.PutItem(ctx, msg.data)
 	if err != nil {
@@ -295,8 +296,8 @@ func (a *Activities) refused(ctx context.Context, in ExecuteToolInput, res Execu
 //
 // An operation id the ledger holds for another business key is no such
 // request but a workflow naming two effects alike: that stays the conflict
-// (conflict, the ErrTypeOperationConflict error), which fails the task.
-func (a *Activities) keyTaken(ctx context.Context, in ExecuteToolInput, res ExecuteToolResult, key string, conflict error) (ExecuteToolResult, error) {
+// (conflict, the contract.ErrTypeOperationConflict error), which fails the task.
+func (a *Activities) keyTaken(ctx context.Context, in contract.ExecuteToolInput, res contract.ExecuteToolResult, key string, conflict error) (contract.ExecuteToolResult, error) {
 	op, err := a.Ledger.Get(ctx, in.OperationID)
 	if err != nil {
 		return res, fmt.Errorf("read operation %s, whose key %s another request holds: %w", in.OperationID, key, err)
@@ -319,7 +320,7 @@ func (a *Activities) keyTaken(ctx context.Context, in ExecuteToolInput, res Exec
 	return a.refused(ctx, in, res, fmt.Errorf("%s refused, nothing was sent: %s", in.Tool, why))
 }
 
-// resultPreview is ExecuteToolResult.Preview of a successful call: it goes
+// resultPreview is contract.ExecuteToolResult.Preview of a successful call: it goes
 // into the workflow's history, which the Temporal server stores
 // unencrypted, so it never holds content read from a repository. A read
 // says how much it read of what (its summary, made of the arguments,

@@ -17,6 +17,7 @@ import (
 
 	"github.com/capstanhq/capstan"
 	"github.com/capstanhq/capstan/activities"
+	"github.com/capstanhq/capstan/internal/contract"
 	githubtools "github.com/capstanhq/capstan/internal/tools/github"
 )
 
@@ -39,17 +40,17 @@ func (o callOptions) of(ctx workflow.Context) workflow.Context {
 }
 
 // executeToolWorkflow runs ExecuteTool once.
-func executeToolWorkflow(ctx workflow.Context, o callOptions, in activities.ExecuteToolInput) (activities.ExecuteToolResult, error) {
+func executeToolWorkflow(ctx workflow.Context, o callOptions, in contract.ExecuteToolInput) (contract.ExecuteToolResult, error) {
 	var a *activities.Activities
-	var res activities.ExecuteToolResult
+	var res contract.ExecuteToolResult
 	err := workflow.ExecuteActivity(o.of(ctx), a.ExecuteTool, in).Get(ctx, &res)
 	return res, err
 }
 
 // deliverWorkflow runs Deliver once.
-func deliverWorkflow(ctx workflow.Context, o callOptions, in activities.DeliverInput) (activities.DeliverResult, error) {
+func deliverWorkflow(ctx workflow.Context, o callOptions, in contract.DeliverInput) (contract.DeliverResult, error) {
 	var a *activities.Activities
-	var res activities.DeliverResult
+	var res contract.DeliverResult
 	err := workflow.ExecuteActivity(o.of(ctx), a.Deliver, in).Get(ctx, &res)
 	return res, err
 }
@@ -86,10 +87,10 @@ func TestOperationsHeartbeatWhileTheCallRuns(t *testing.T) {
 				f.sb.GitHub.SetFault(fault)
 			},
 			run: func(f *fixture, env *testsuite.TestWorkflowEnvironment) error {
-				env.ExecuteWorkflow(executeToolWorkflow, opts, activities.ExecuteToolInput{Tenant: "d", TaskID: "T", TurnID: "T/t1",
+				env.ExecuteWorkflow(executeToolWorkflow, opts, contract.ExecuteToolInput{Tenant: "d", TaskID: "T", TurnID: "T/t1",
 					OperationID: "op-branch", ToolCallID: "call_1", Tool: githubtools.NameCreateBranch,
 					Arguments: f.args(t, `{"repo":"acme/app","branch":"feat","from":"main"}`)})
-				var res activities.ExecuteToolResult
+				var res contract.ExecuteToolResult
 				if err := env.GetWorkflowResult(&res); err != nil {
 					return err
 				}
@@ -106,8 +107,8 @@ func TestOperationsHeartbeatWhileTheCallRuns(t *testing.T) {
 				f.sb.Slack.SetFault(fault)
 			},
 			run: func(f *fixture, env *testsuite.TestWorkflowEnvironment) error {
-				env.ExecuteWorkflow(deliverWorkflow, opts, activities.DeliverInput{Tenant: "d", TaskID: "T", OperationID: "op-deliver", Channel: "#c", Text: "done"})
-				var res activities.DeliverResult
+				env.ExecuteWorkflow(deliverWorkflow, opts, contract.DeliverInput{Tenant: "d", TaskID: "T", OperationID: "op-deliver", Channel: "#c", Text: "done"})
+				var res contract.DeliverResult
 				return env.GetWorkflowResult(&res)
 			},
 			count: func(f *fixture) int64 { return f.sb.Slack.Stats().MessagesPosted },
@@ -226,7 +227,7 @@ func TestQuickOperationsSendNoHeartbeat(t *testing.T) {
 		{
 			name: "ExecuteTool", opID: "op-branch",
 			run: func(f *fixture, env *testsuite.TestWorkflowEnvironment) {
-				env.ExecuteWorkflow(executeToolWorkflow, opts, activities.ExecuteToolInput{Tenant: "d", TaskID: "T", TurnID: "T/t1",
+				env.ExecuteWorkflow(executeToolWorkflow, opts, contract.ExecuteToolInput{Tenant: "d", TaskID: "T", TurnID: "T/t1",
 					OperationID: "op-branch", ToolCallID: "call_1", Tool: githubtools.NameCreateBranch,
 					Arguments: f.args(t, `{"repo":"acme/app","branch":"feat","from":"main"}`)})
 			},
@@ -234,7 +235,7 @@ func TestQuickOperationsSendNoHeartbeat(t *testing.T) {
 		{
 			name: "Deliver", opID: "op-deliver",
 			run: func(f *fixture, env *testsuite.TestWorkflowEnvironment) {
-				env.ExecuteWorkflow(deliverWorkflow, opts, activities.DeliverInput{Tenant: "d", TaskID: "T", OperationID: "op-deliver", Channel: "#c", Text: "done"})
+				env.ExecuteWorkflow(deliverWorkflow, opts, contract.DeliverInput{Tenant: "d", TaskID: "T", OperationID: "op-deliver", Channel: "#c", Text: "done"})
 			},
 		},
 	} {

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/capstanhq/capstan/internal/config"
+	"github.com/capstanhq/capstan/internal/contract"
 	"github.com/capstanhq/capstan/internal/model"
 )
 
@@ -12,9 +13,9 @@ import (
 // taken from the worker that runs that first step, and recorded in the
 // task's history with the answer, so every later step — on any worker of
 // the pool, and on replay — reads the same values.
-func (a *Activities) WorkerLimits(_ context.Context, _ WorkerLimitsInput) (WorkerLimitsResult, error) {
+func (a *Activities) WorkerLimits(_ context.Context, _ contract.WorkerLimitsInput) (contract.WorkerLimitsResult, error) {
 	// The design's defaults under the worker's own; FirstEvent stays unset
 	// unless the worker set it (config.DefaultModelLimits sets none).
 	l := a.ModelLimits.Under(model.Limits(config.DefaultModelLimits))
-	return WorkerLimitsResult{Limits: l}, nil
+	return contract.WorkerLimitsResult{Limits: l}, nil
 }

@@ -1,6 +1,7 @@
 package activities
 
 import (
+	"github.com/capstanhq/capstan/internal/contract"
 	"github.com/capstanhq/capstan/internal/model"
 )
 
@@ -41,7 +42,7 @@ func (a *Activities) endLive(attemptID string, err error) {
 	outcome := model.OutcomeCompleted
 	if err != nil {
 		outcome = model.OutcomeUnknown
-		if r, ok := AttemptReportOf(err); ok {
+		if r, ok := contract.AttemptReportOf(err); ok {
 			outcome = r.Outcome
 		}
 	}

@@ -9,15 +9,16 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/capstanhq/capstan/internal/breaker"
+	"github.com/capstanhq/capstan/internal/contract"
 	"github.com/capstanhq/capstan/internal/model"
 )
 
 // attempt runs one model attempt of in (model.Attempt) through the
 // provider's breaker, with the activity's share of it: the heartbeats, the
 // live stream, and what the breaker is told. It returns the complete output
-// and how far the attempt got, or the ErrTypeModelAttempt application error
+// and how far the attempt got, or the contract.ErrTypeModelAttempt application error
 // carrying report, completed with how the attempt ended.
-func (a *Activities) attempt(ctx context.Context, in ModelTurnInput, provider model.Provider, req model.Request, report AttemptReport) (model.Output, model.Progress, error) {
+func (a *Activities) attempt(ctx context.Context, in contract.ModelTurnInput, provider model.Provider, req model.Request, report contract.AttemptReport) (model.Output, model.Progress, error) {
 	// The provider's breaker: while it is open nothing is sent, and the
 	// guard waits out the time left without spending a retry budget. It is
 	// keyed by the provider itself, so aliases of one endpoint ("sandbox"
@@ -55,7 +56,7 @@ func (a *Activities) attempt(ctx context.Context, in ModelTurnInput, provider mo
 	out, progress, err := run.Run(ctx)
 	if err != nil {
 		err = attemptFailure(ctx, reportAt(report, progress), err)
-		if rep, ok := AttemptReportOf(err); ok {
+		if rep, ok := contract.AttemptReportOf(err); ok {
 			permit.Done(modelHealth(rep.Outcome))
 		}
 		return model.Output{}, progress, err
@@ -65,7 +66,7 @@ func (a *Activities) attempt(ctx context.Context, in ModelTurnInput, provider mo
 }
 
 // reportAt is r with how far its attempt got.
-func reportAt(r AttemptReport, p model.Progress) AttemptReport {
+func reportAt(r contract.AttemptReport, p model.Progress) contract.AttemptReport {
 	r.Phase = p.Phase
 	r.Events, r.Chars, r.PreviewTail = p.Events, p.Chars, p.PreviewTail
 	return r
@@ -77,7 +78,7 @@ func reportAt(r AttemptReport, p model.Progress) AttemptReport {
 //
 // A failure while the worker shuts down is worker_lost, whatever the stream
 // reported, so a deploy never fails a task.
-func attemptFailure(ctx context.Context, r AttemptReport, err error) error {
+func attemptFailure(ctx context.Context, r contract.AttemptReport, err error) error {
 	var ae *model.AttemptError
 	if !errors.As(err, &ae) {
 		ae = &model.AttemptError{Outcome: model.OutcomeUnknown, Phase: r.Phase, Message: err.Error(), Err: err}
@@ -97,7 +98,7 @@ func attemptFailure(ctx context.Context, r AttemptReport, err error) error {
 	if r.Message == "" {
 		r.Message = ae.Error()
 	}
-	return temporal.NewApplicationErrorWithOptions(ae.Error(), ErrTypeModelAttempt, temporal.ApplicationErrorOptions{
+	return temporal.NewApplicationErrorWithOptions(ae.Error(), contract.ErrTypeModelAttempt, temporal.ApplicationErrorOptions{
 		NonRetryable: true,
 		Details:      []any{r},
 	})

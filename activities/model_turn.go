@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/capstanhq/capstan/internal/config"
+	"github.com/capstanhq/capstan/internal/contract"
 	"github.com/capstanhq/capstan/internal/ledger"
 	"github.com/capstanhq/capstan/internal/logids"
 	"github.com/capstanhq/capstan/internal/model"
@@ -19,8 +20,8 @@ import (
 // model's answer, heartbeats on a ticker whatever the stream does, and cuts
 // the stream when it is idle or over its total limit. It returns only a
 // complete, valid output, which it commits to the transcript; any other
-// ending is an ErrTypeModelAttempt application error carrying an
-// AttemptReport, and nothing of that attempt is committed. The attempt goes
+// ending is a contract.ErrTypeModelAttempt application error carrying an
+// contract.AttemptReport, and nothing of that attempt is committed. The attempt goes
 // through the provider's breaker (model/<provider>): while it is open
 // nothing is sent and the attempt ends breaker_open, with the time left as
 // its RetryAfterMS.
@@ -28,14 +29,14 @@ import (
 // With in.Compact set, the attempt asks for a summary of the transcript's
 // oldest items instead of the turn's answer (compact.go), and commits the
 // transcript with those items replaced by it.
-func (a *Activities) ModelTurn(ctx context.Context, in ModelTurnInput) (result ModelTurnResult, err error) {
+func (a *Activities) ModelTurn(ctx context.Context, in contract.ModelTurnInput) (result contract.ModelTurnResult, err error) {
 	ctx = logids.With(ctx, logids.IDs{TaskID: in.TaskID, TurnID: in.TurnID, AttemptID: in.AttemptID})
 	defer func() { a.observeModelTurn(ctx, in, result, err) }()
 	defer func() { a.endLive(in.AttemptID, err) }()
-	report := AttemptReport{AttemptID: in.AttemptID, Phase: model.PhaseNotSent, StreamURL: a.beginLive(in.AttemptID)}
+	report := contract.AttemptReport{AttemptID: in.AttemptID, Phase: model.PhaseNotSent, StreamURL: a.beginLive(in.AttemptID)}
 	provider, ref, err := a.modelProvider(in.Model)
 	if err != nil {
-		return ModelTurnResult{}, err
+		return contract.ModelTurnResult{}, err
 	}
 	// A turn commits once (docs/design.md §4.3): a settled turn is never
 	// sampled again, so its tool calls keep their operation ids.
@@ -46,19 +47,19 @@ func (a *Activities) ModelTurn(ctx context.Context, in ModelTurnInput) (result M
 	var commit pendingItems
 	refs, msgs, err := a.loadTranscript(ctx, in, &commit)
 	if err != nil {
-		return ModelTurnResult{}, err // ledger trouble: let Temporal retry
+		return contract.ModelTurnResult{}, err // ledger trouble: let Temporal retry
 	}
 	req := model.Request{Model: ref.Model, Messages: msgs, Tools: a.Tools.Specs()}
 	from, to := 0, 0 // of a compaction: the items the summary replaces
 	if in.Compact {
 		if from, to = compactionSpan(msgs); from == to {
-			return ModelTurnResult{AttemptID: in.AttemptID, Phase: model.PhaseNotSent}, nil
+			return contract.ModelTurnResult{AttemptID: in.AttemptID, Phase: model.PhaseNotSent}, nil
 		}
 		req.Messages, req.Tools = summaryRequest(msgs[from:to]), nil
 	}
 	out, progress, err := a.attempt(ctx, in, provider, req, report)
 	if err != nil {
-		return ModelTurnResult{}, err
+		return contract.ModelTurnResult{}, err
 	}
 	if in.Compact {
 		return a.commitSummary(ctx, in, &commit, refs, from, to, out, progress)
@@ -72,7 +73,7 @@ func (a *Activities) ModelTurn(ctx context.Context, in ModelTurnInput) (result M
 func (a *Activities) modelProvider(s string) (model.Provider, model.Ref, error) {
 	ref, err := model.ParseRef(s)
 	if err != nil {
-		return nil, ref, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeWorkerConfig, nil)
+		return nil, ref, temporal.NewNonRetryableApplicationError(err.Error(), contract.ErrTypeWorkerConfig, nil)
 	}
 	provider, ok := a.Providers[ref.Provider]
 	if !ok {
@@ -80,7 +81,7 @@ func (a *Activities) modelProvider(s string) (model.Provider, model.Ref, error) 
 		if key, ok := config.ProviderKeys[ref.Provider]; ok {
 			msg += fmt.Sprintf(" (set %s on the workers)", key)
 		}
-		return nil, ref, temporal.NewNonRetryableApplicationError(msg, ErrTypeWorkerConfig, nil)
+		return nil, ref, temporal.NewNonRetryableApplicationError(msg, contract.ErrTypeWorkerConfig, nil)
 	}
 	return provider, ref, nil
 }
@@ -88,20 +89,20 @@ func (a *Activities) modelProvider(s string) (model.Provider, model.Ref, error) 
 // commitAnswer commits a turn's answer: the assistant item joins the
 // transcript only now, with the arguments of its tool calls, in the turn's
 // one commit with the items pending (the seed messages loadTranscript held).
-func (a *Activities) commitAnswer(ctx context.Context, in ModelTurnInput, pending *pendingItems, refs []string, out model.Output, p model.Progress) (ModelTurnResult, error) {
+func (a *Activities) commitAnswer(ctx context.Context, in contract.ModelTurnInput, pending *pendingItems, refs []string, out model.Output, p model.Progress) (contract.ModelTurnResult, error) {
 	item, err := pending.message(model.Message{Role: model.RoleAssistant, Content: out.Text, ToolCalls: out.ToolCalls})
 	if err != nil {
-		return ModelTurnResult{}, err
+		return contract.ModelTurnResult{}, err
 	}
 	transcript, err := pending.manifest(append(refs, item))
 	if err != nil {
-		return ModelTurnResult{}, err
+		return contract.ModelTurnResult{}, err
 	}
 	calls, err := a.toolCallRefs(out.ToolCalls, pending)
 	if err != nil {
-		return ModelTurnResult{}, err
+		return contract.ModelTurnResult{}, err
 	}
-	return a.commitTurn(ctx, in.TurnID, ModelTurnResult{
+	return a.commitTurn(ctx, in.TurnID, contract.ModelTurnResult{
 		AttemptID:    in.AttemptID,
 		Transcript:   transcript,
 		Text:         out.Text,
@@ -116,32 +117,32 @@ func (a *Activities) commitAnswer(ctx context.Context, in ModelTurnInput, pendin
 // commitSummary commits a compaction: the transcript with items [from, to)
 // replaced by the summary the model wrote, stored with the items pending
 // (the seed messages loadTranscript held) in the turn's one commit.
-func (a *Activities) commitSummary(ctx context.Context, in ModelTurnInput, pending *pendingItems, refs []string, from, to int, out model.Output, p model.Progress) (ModelTurnResult, error) {
+func (a *Activities) commitSummary(ctx context.Context, in contract.ModelTurnInput, pending *pendingItems, refs []string, from, to int, out model.Output, p model.Progress) (contract.ModelTurnResult, error) {
 	item, err := pending.message(summaryItem(to-from, out.Text))
 	if err != nil {
-		return ModelTurnResult{}, err
+		return contract.ModelTurnResult{}, err
 	}
 	transcript, err := pending.manifest(replaceSpan(refs, from, to, item))
 	if err != nil {
-		return ModelTurnResult{}, err
+		return contract.ModelTurnResult{}, err
 	}
-	return a.commitTurn(ctx, in.TurnID, ModelTurnResult{AttemptID: in.AttemptID, Transcript: transcript, Text: out.Text,
+	return a.commitTurn(ctx, in.TurnID, contract.ModelTurnResult{AttemptID: in.AttemptID, Transcript: transcript, Text: out.Text,
 		FinishReason: out.FinishReason, Usage: out.Usage, Phase: p.Phase, Events: p.Events, Compacted: to - from}, pending.data)
 }
 
 // committedTurn returns the recorded output of a turn that already
 // committed, marked Replayed.
-func (a *Activities) committedTurn(ctx context.Context, turnID string) (ModelTurnResult, bool, error) {
+func (a *Activities) committedTurn(ctx context.Context, turnID string) (contract.ModelTurnResult, bool, error) {
 	data, err := a.Ledger.GetTurn(ctx, turnID)
 	if errors.Is(err, ledger.ErrNotFound) {
-		return ModelTurnResult{}, false, nil
+		return contract.ModelTurnResult{}, false, nil
 	}
 	if err != nil {
-		return ModelTurnResult{}, false, fmt.Errorf("look up turn %s: %w", turnID, err)
+		return contract.ModelTurnResult{}, false, fmt.Errorf("look up turn %s: %w", turnID, err)
 	}
-	var out ModelTurnResult
+	var out contract.ModelTurnResult
 	if err := json.Unmarshal(data, &out); err != nil {
-		return ModelTurnResult{}, false, fmt.Errorf("decode committed turn %s: %w", turnID, err)
+		return contract.ModelTurnResult{}, false, fmt.Errorf("decode committed turn %s: %w", turnID, err)
 	}
 	out.Replayed = true
 	return out, true, nil
@@ -152,21 +153,21 @@ func (a *Activities) committedTurn(ctx context.Context, turnID string) (ModelTur
 // same turn committed first (a zombie that finished late), its output is
 // the turn's and is returned instead, so the workflow never sees two
 // versions of one turn.
-func (a *Activities) commitTurn(ctx context.Context, turnID string, out ModelTurnResult, items [][]byte) (ModelTurnResult, error) {
+func (a *Activities) commitTurn(ctx context.Context, turnID string, out contract.ModelTurnResult, items [][]byte) (contract.ModelTurnResult, error) {
 	data, err := json.Marshal(out)
 	if err != nil {
-		return ModelTurnResult{}, fmt.Errorf("encode turn %s: %w", turnID, err)
+		return contract.ModelTurnResult{}, fmt.Errorf("encode turn %s: %w", turnID, err)
 	}
 	stored, err := a.Ledger.CommitTurn(context.WithoutCancel(ctx), turnID, data, items...)
 	if err != nil {
-		return ModelTurnResult{}, fmt.Errorf("commit turn %s: %w", turnID, err)
+		return contract.ModelTurnResult{}, fmt.Errorf("commit turn %s: %w", turnID, err)
 	}
 	if bytes.Equal(stored, data) {
 		return out, nil
 	}
-	var first ModelTurnResult
+	var first contract.ModelTurnResult
 	if err := json.Unmarshal(stored, &first); err != nil {
-		return ModelTurnResult{}, fmt.Errorf("decode committed turn %s: %w", turnID, err)
+		return contract.ModelTurnResult{}, fmt.Errorf("decode committed turn %s: %w", turnID, err)
 	}
 	first.Replayed = true
 	return first, nil
@@ -175,8 +176,8 @@ func (a *Activities) commitTurn(ctx context.Context, turnID string, out ModelTur
 // toolCallRefs names each committed call for the workflow: its identity
 // (validated by Finish already) and a reference to its arguments, which
 // are held in pending to be stored with the turn's commit.
-func (a *Activities) toolCallRefs(calls []model.ToolCall, pending *pendingItems) ([]ToolCallRef, error) {
-	refs := make([]ToolCallRef, 0, len(calls))
+func (a *Activities) toolCallRefs(calls []model.ToolCall, pending *pendingItems) ([]contract.ToolCallRef, error) {
+	refs := make([]contract.ToolCallRef, 0, len(calls))
 	for _, c := range calls {
 		t, err := a.Tools.Get(c.Name)
 		if err != nil {
@@ -187,7 +188,7 @@ func (a *Activities) toolCallRefs(calls []model.ToolCall, pending *pendingItems)
 			return nil, err
 		}
 		args := pending.add(c.Arguments)
-		refs = append(refs, ToolCallRef{ID: c.ID, Name: c.Name, Class: string(t.Class()),
+		refs = append(refs, contract.ToolCallRef{ID: c.ID, Name: c.Name, Class: string(t.Class()),
 			BusinessKey: id.BusinessKey, Arguments: args, Summary: t.Summary(c.Arguments)})
 	}
 	return refs, nil

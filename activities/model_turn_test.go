@@ -13,13 +13,14 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/capstanhq/capstan/activities"
+	"github.com/capstanhq/capstan/internal/contract"
 	"github.com/capstanhq/capstan/internal/model"
 )
 
 // modelTurnWorkflow runs ModelTurn once.
-func modelTurnWorkflow(ctx workflow.Context, o callOptions, in activities.ModelTurnInput) (activities.ModelTurnResult, error) {
+func modelTurnWorkflow(ctx workflow.Context, o callOptions, in contract.ModelTurnInput) (contract.ModelTurnResult, error) {
 	var a *activities.Activities
-	var res activities.ModelTurnResult
+	var res contract.ModelTurnResult
 	err := workflow.ExecuteActivity(o.of(ctx), a.ModelTurn, in).Get(ctx, &res)
 	return res, err
 }
@@ -35,7 +36,7 @@ func TestModelTurnHeartbeatsItsProgress(t *testing.T) {
 	env.RegisterWorkflow(modelTurnWorkflow)
 	type beat struct {
 		keys   []string
-		report activities.AttemptReport
+		report contract.AttemptReport
 	}
 	beats := make(chan beat, 1024)
 	env.SetOnActivityHeartbeatListener(func(_ *activity.Info, details converter.EncodedValues) {
@@ -72,11 +73,11 @@ func TestModelTurnHeartbeatsItsProgress(t *testing.T) {
 		_, _ = w.Write([]byte("data: {\"id\":\"x\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n"))
 		return true
 	})
-	in := activities.ModelTurnInput{TaskID: "T", TurnID: "T/t1", AttemptID: "T/t1/a1", Model: "sandbox:hello",
+	in := contract.ModelTurnInput{TaskID: "T", TurnID: "T/t1", AttemptID: "T/t1/a1", Model: "sandbox:hello",
 		Seed:   []model.Message{{Role: model.RoleUser, Content: "hi"}},
 		Limits: model.Limits{Idle: time.Minute, HeartbeatTimeout: 300 * time.Millisecond}}
 	type result struct {
-		out activities.ModelTurnResult
+		out contract.ModelTurnResult
 		err error
 	}
 	done := make(chan result, 1)
@@ -89,10 +90,10 @@ func TestModelTurnHeartbeatsItsProgress(t *testing.T) {
 
 	wantKeys := []string{"attempt_id", "chars", "events", "outcome", "phase"} // empty ones are omitted
 	first := <-beats
-	if want := (activities.AttemptReport{AttemptID: "T/t1/a1", Phase: model.PhaseNotSent}); first.report != want || !reflect.DeepEqual(first.keys, wantKeys) {
+	if want := (contract.AttemptReport{AttemptID: "T/t1/a1", Phase: model.PhaseNotSent}); first.report != want || !reflect.DeepEqual(first.keys, wantKeys) {
 		t.Errorf("first beat = %+v with fields %v, want %+v with fields %v", first.report, first.keys, want, wantKeys)
 	}
-	want := activities.AttemptReport{AttemptID: "T/t1/a1", Phase: model.PhaseStreamPartial, Events: 1, Chars: 8, PreviewTail: "thinking"}
+	want := contract.AttemptReport{AttemptID: "T/t1/a1", Phase: model.PhaseStreamPartial, Events: 1, Chars: 8, PreviewTail: "thinking"}
 	giveUp := time.After(30 * time.Second)
 	for { // the ticker's beats, until one shows the first part
 		var b beat

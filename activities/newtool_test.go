@@ -13,6 +13,7 @@ import (
 
 	"github.com/capstanhq/capstan"
 	"github.com/capstanhq/capstan/activities"
+	"github.com/capstanhq/capstan/internal/contract"
 	"github.com/capstanhq/capstan/internal/tools"
 	"github.com/capstanhq/capstan/reconcilers"
 )
@@ -176,26 +177,26 @@ func TestANewToolIsReconciledThroughTheGenericPath(t *testing.T) {
 		d.Tools = registry
 		d.Reconcilers = reconcilers.NewSet(registry) // as the worker builds it
 	})
-	call := func(n int) activities.ExecuteToolInput {
-		return activities.ExecuteToolInput{Tenant: "d", TaskID: "T", TurnID: "T/t1", ToolCallID: fmt.Sprintf("call_%d", n),
+	call := func(n int) contract.ExecuteToolInput {
+		return contract.ExecuteToolInput{Tenant: "d", TaskID: "T", TurnID: "T/t1", ToolCallID: fmt.Sprintf("call_%d", n),
 			OperationID: fmt.Sprintf("d:T:t1:%s:%d", notesPost, n), Tool: notesPost, Arguments: f.args(t, `{"text":"remember the milk"}`)}
 	}
-	unknown := func(in activities.ExecuteToolInput) {
+	unknown := func(in contract.ExecuteToolInput) {
 		t.Helper()
 		_, err := f.env.ExecuteActivity(f.acts.ExecuteTool, in)
-		expectAppError(t, "ExecuteTool with the answer dropped", err, activities.ErrTypeOperationUnknown)
+		expectAppError(t, "ExecuteTool with the answer dropped", err, contract.ErrTypeOperationUnknown)
 		if op, err := f.ledger.Get(context.Background(), in.OperationID); err != nil || op.State != capstan.OutcomeUnknown || op.Kind != notesPost {
 			t.Fatalf("after the dropped answer: %+v, %v; want an UNKNOWN notes_post operation", op, err)
 		}
 	}
-	reconcile := func(in activities.ExecuteToolInput, window time.Duration) activities.ReconcileResult {
+	reconcile := func(in contract.ExecuteToolInput, window time.Duration) contract.ReconcileResult {
 		t.Helper()
-		v, err := f.env.ExecuteActivity(f.acts.Reconcile, activities.ReconcileInput{Tenant: "d", TaskID: "T",
+		v, err := f.env.ExecuteActivity(f.acts.Reconcile, contract.ReconcileInput{Tenant: "d", TaskID: "T",
 			OperationID: in.OperationID, ToolCallID: in.ToolCallID, Arguments: in.Arguments, Since: time.Now(), Window: window})
 		if err != nil {
 			t.Fatal(err)
 		}
-		var res activities.ReconcileResult
+		var res contract.ReconcileResult
 		if err := v.Get(&res); err != nil {
 			t.Fatal(err)
 		}

@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/capstanhq/capstan"
+	"github.com/capstanhq/capstan/internal/contract"
 	"github.com/capstanhq/capstan/internal/model"
 	"github.com/capstanhq/capstan/internal/tools"
 	githubtools "github.com/capstanhq/capstan/internal/tools/github"
@@ -63,7 +64,7 @@ var guardEnds = map[model.Outcome]bool{
 // observeModelTurn counts a ModelTurn's attempt, its tokens and, when the
 // attempt failed in a way that is tried again, a retry; and logs how a
 // failed attempt ended. A replayed turn called no model and counts nothing.
-func (a *Activities) observeModelTurn(ctx context.Context, in ModelTurnInput, res ModelTurnResult, err error) {
+func (a *Activities) observeModelTurn(ctx context.Context, in contract.ModelTurnInput, res contract.ModelTurnResult, err error) {
 	ref, perr := model.ParseRef(in.Model)
 	if perr != nil {
 		return // a WorkerConfig error: no attempt was made
@@ -75,7 +76,7 @@ func (a *Activities) observeModelTurn(ctx context.Context, in ModelTurnInput, re
 		}
 		return
 	}
-	r, ok := AttemptReportOf(err)
+	r, ok := contract.AttemptReportOf(err)
 	if !ok {
 		a.countRetry(ctx, "ModelTurn", err)
 		return
@@ -90,7 +91,7 @@ func (a *Activities) observeModelTurn(ctx context.Context, in ModelTurnInput, re
 
 // observeDeliver counts how a delivery attempt ended and, when it is tried
 // again, a retry.
-func (a *Activities) observeDeliver(ctx context.Context, in DeliverInput, res DeliverResult, err error) {
+func (a *Activities) observeDeliver(ctx context.Context, in contract.DeliverInput, res contract.DeliverResult, err error) {
 	target := "slack"
 	if in.Comment != nil {
 		target = githubtools.NameComment
@@ -107,7 +108,7 @@ func (a *Activities) observeDeliver(ctx context.Context, in DeliverInput, res De
 // been posted; a reconciler decides) or failed (the target refused it; the
 // workflow dead-letters it). Other failures (ledger trouble, a worker
 // without a Slack client) are not a delivery's ending.
-func deliveryState(res DeliverResult, err error) (capstan.Outcome, bool) {
+func deliveryState(res contract.DeliverResult, err error) (capstan.Outcome, bool) {
 	if err == nil {
 		return capstan.OutcomeSucceeded, !res.Replayed
 	}
@@ -116,11 +117,11 @@ func deliveryState(res DeliverResult, err error) (capstan.Outcome, bool) {
 		return "", false
 	}
 	switch appErr.Type() {
-	case ErrTypeDeliveryNotSent, ErrTypeOperationNotSent:
+	case contract.ErrTypeDeliveryNotSent, contract.ErrTypeOperationNotSent:
 		return capstan.OutcomeNotSent, true
-	case ErrTypeOperationUnknown:
+	case contract.ErrTypeOperationUnknown:
 		return capstan.OutcomeUnknown, true
-	case ErrTypeDeliveryFailed:
+	case contract.ErrTypeDeliveryFailed:
 		return capstan.OutcomeFailed, true
 	}
 	return "", false
@@ -158,7 +159,7 @@ func retryReason(ctx context.Context, err error) (reason string, ok bool) {
 		return "", false
 	}
 	switch appErr.Type() {
-	case ErrTypeOperationNotSent, ErrTypeDeliveryNotSent:
+	case contract.ErrTypeOperationNotSent, contract.ErrTypeDeliveryNotSent:
 		if _, limited := tools.RetryAfter(err); limited {
 			return "rate_limited", true
 		}

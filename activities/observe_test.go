@@ -16,6 +16,7 @@ import (
 
 	"github.com/capstanhq/capstan"
 	"github.com/capstanhq/capstan/activities"
+	"github.com/capstanhq/capstan/internal/contract"
 	"github.com/capstanhq/capstan/internal/ledger"
 	"github.com/capstanhq/capstan/internal/metrics"
 	"github.com/capstanhq/capstan/internal/sandbox"
@@ -129,14 +130,14 @@ func TestOperationStatesAreCountedAsTheLedgerRecordsThem(t *testing.T) {
 	f := newObservedFixture(t)
 	pr := githubtools.NameCreatePullRequest
 
-	branch := activities.ExecuteToolInput{Tenant: "d", TaskID: "T", TurnID: "T/t1", ToolCallID: "call_b", OperationID: "op-branch",
+	branch := contract.ExecuteToolInput{Tenant: "d", TaskID: "T", TurnID: "T/t1", ToolCallID: "call_b", OperationID: "op-branch",
 		Tool: githubtools.NameCreateBranch, Arguments: f.args(t, `{"repo":"acme/app","branch":"feat","from":"main"}`)}
 	for range 2 { // the second is a replay: nothing sent, nothing counted
 		if _, err := f.env.ExecuteActivity(f.acts.ExecuteTool, branch); err != nil {
 			t.Fatal(err)
 		}
 	}
-	file := activities.ExecuteToolInput{Tenant: "d", TaskID: "T", TurnID: "T/t1", ToolCallID: "call_f", OperationID: "op-file",
+	file := contract.ExecuteToolInput{Tenant: "d", TaskID: "T", TurnID: "T/t1", ToolCallID: "call_f", OperationID: "op-file",
 		Tool: githubtools.NamePutFile, Arguments: f.args(t, `{"repo":"acme/app","branch":"feat","path":"fix.md","content":"fixed\n","message":"fix"}`)}
 	if _, err := f.env.ExecuteActivity(f.acts.ExecuteTool, file); err != nil {
 		t.Fatal(err)
@@ -148,15 +149,15 @@ func TestOperationStatesAreCountedAsTheLedgerRecordsThem(t *testing.T) {
 	if err := f.sb.GitHub.AddFault(sandbox.FaultRule{Endpoint: "pulls/create", Kind: sandbox.FaultDrop, Times: 1}); err != nil {
 		t.Fatal(err)
 	}
-	prIn := activities.ExecuteToolInput{Tenant: "d", TaskID: "T", TurnID: "T/t2", ToolCallID: "call_pr",
+	prIn := contract.ExecuteToolInput{Tenant: "d", TaskID: "T", TurnID: "T/t2", ToolCallID: "call_pr",
 		OperationID: "d:T:github_create_pull_request:pr:create:acme/app:feat:main", Tool: pr, Arguments: f.args(t, prArgs)}
 	_, err := f.env.ExecuteActivity(f.acts.ExecuteTool, prIn)
-	expectAppError(t, "ExecuteTool with the answer lost", err, activities.ErrTypeOperationUnknown)
+	expectAppError(t, "ExecuteTool with the answer lost", err, contract.ErrTypeOperationUnknown)
 	f.want(t, "capstan_operations_total", map[string]string{"kind": pr, "state": "unknown"}, 1)
 	f.want(t, "capstan_retries_total", nil, 0) // only a reconciler decides: not a retry
 
 	// A worker without reconcilers takes it and hands it back, still UNKNOWN.
-	rin := activities.ReconcileInput{Tenant: "d", TaskID: "T", OperationID: prIn.OperationID, ToolCallID: "call_pr",
+	rin := contract.ReconcileInput{Tenant: "d", TaskID: "T", OperationID: prIn.OperationID, ToolCallID: "call_pr",
 		Since: time.Now(), Window: 5 * time.Second, Arguments: prIn.Arguments}
 	bare, err := activities.New(activities.Deps{Ledger: f.ledger, Tools: f.acts.Tools, Identity: "bare-worker", Metrics: f.metrics})
 	if err != nil {
@@ -166,7 +167,7 @@ func TestOperationStatesAreCountedAsTheLedgerRecordsThem(t *testing.T) {
 	bareEnv := suite.NewTestActivityEnvironment()
 	bareEnv.RegisterActivity(bare)
 	_, err = bareEnv.ExecuteActivity(bare.Reconcile, rin)
-	expectAppError(t, "Reconcile without reconcilers", err, activities.ErrTypeWorkerConfig)
+	expectAppError(t, "Reconcile without reconcilers", err, contract.ErrTypeWorkerConfig)
 	if op, _ := f.ledger.Get(context.Background(), prIn.OperationID); op.State != capstan.OutcomeUnknown {
 		t.Fatalf("after the hand-back: %s, want UNKNOWN", op.State)
 	}
@@ -177,7 +178,7 @@ func TestOperationStatesAreCountedAsTheLedgerRecordsThem(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var res activities.ReconcileResult
+	var res contract.ReconcileResult
 	if err := v.Get(&res); err != nil || res.Verdict != capstan.VerdictFound {
 		t.Fatalf("Reconcile = %+v, %v; want found", res, err)
 	}
@@ -214,9 +215,9 @@ func TestDeliveriesAndRetriesAreCountedWithTheirReasons(t *testing.T) {
 	if err := f.sb.Slack.AddFault(sandbox.FaultRule{Endpoint: "chat.postMessage", Kind: sandbox.FaultRateLimit, Times: 1, RetryAfter: time.Second}); err != nil {
 		t.Fatal(err)
 	}
-	in := activities.DeliverInput{Tenant: "d", TaskID: "T", OperationID: "op-d", Channel: "#c", Text: "done"}
+	in := contract.DeliverInput{Tenant: "d", TaskID: "T", OperationID: "op-d", Channel: "#c", Text: "done"}
 	_, err := f.env.ExecuteActivity(f.acts.Deliver, in)
-	expectAppError(t, "rate-limited Deliver", err, activities.ErrTypeDeliveryNotSent)
+	expectAppError(t, "rate-limited Deliver", err, contract.ErrTypeDeliveryNotSent)
 	for range 2 { // the second finds it acked in the ledger
 		if _, err := f.env.ExecuteActivity(f.acts.Deliver, in); err != nil {
 			t.Fatal(err)
@@ -234,8 +235,8 @@ func TestDeliveriesAndRetriesAreCountedWithTheirReasons(t *testing.T) {
 		_, _ = w.Write([]byte(`{"ok":false,"error":"channel_not_found"}`))
 		return true
 	})
-	_, err = f.env.ExecuteActivity(f.acts.Deliver, activities.DeliverInput{Tenant: "d", TaskID: "T", OperationID: "op-gone", Channel: "#gone", Text: "done"})
-	expectAppError(t, "refused Deliver", err, activities.ErrTypeDeliveryFailed)
+	_, err = f.env.ExecuteActivity(f.acts.Deliver, contract.DeliverInput{Tenant: "d", TaskID: "T", OperationID: "op-gone", Channel: "#gone", Text: "done"})
+	expectAppError(t, "refused Deliver", err, contract.ErrTypeDeliveryFailed)
 	f.want(t, "capstan_deliveries_total", map[string]string{"target": "slack", "state": "failed"}, 1)
 	f.want(t, "capstan_operations_total", map[string]string{"kind": slackpost.Kind, "state": "failed"}, 1)
 	f.want(t, "capstan_retries_total", nil, 1)
@@ -248,8 +249,8 @@ func TestDeliveriesAndRetriesAreCountedWithTheirReasons(t *testing.T) {
 		RequestHash: activities.RequestHash(githubtools.NameCreateBranch, id.Effect)}, Owner: "other-worker", Lease: time.Minute}); err != nil {
 		t.Fatal(err)
 	}
-	_, err = f.env.ExecuteActivity(f.acts.ExecuteTool, activities.ExecuteToolInput{TaskID: "T", OperationID: "op-held", Tool: githubtools.NameCreateBranch, Arguments: f.args(t, args)})
-	expectAppError(t, "ExecuteTool on a held claim", err, activities.ErrTypeOperationInProgress)
+	_, err = f.env.ExecuteActivity(f.acts.ExecuteTool, contract.ExecuteToolInput{TaskID: "T", OperationID: "op-held", Tool: githubtools.NameCreateBranch, Arguments: f.args(t, args)})
+	expectAppError(t, "ExecuteTool on a held claim", err, contract.ErrTypeOperationInProgress)
 	f.want(t, "capstan_retries_total", map[string]string{"activity": "ExecuteTool", "reason": "operation_in_progress"}, 1)
 	f.want(t, "capstan_operations_total", map[string]string{"kind": githubtools.NameCreateBranch}, 0)
 }

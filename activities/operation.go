@@ -14,6 +14,7 @@ import (
 	"github.com/capstanhq/capstan"
 	"github.com/capstanhq/capstan/internal/backoff"
 	"github.com/capstanhq/capstan/internal/breaker"
+	"github.com/capstanhq/capstan/internal/contract"
 	"github.com/capstanhq/capstan/internal/ledger"
 	"github.com/capstanhq/capstan/internal/tools"
 )
@@ -28,7 +29,7 @@ import (
 // as SUCCEEDED, begin returns that record and done: nothing may be sent
 // again. When the breaker is open, begin releases the claim — nothing left
 // the worker, so the operation is ABSENT and the next attempt claims it
-// afresh — and returns an ErrTypeBreakerOpen error. Otherwise the caller
+// afresh — and returns a contract.ErrTypeBreakerOpen error. Otherwise the caller
 // holds the claim under rec.Fence, the operation is RUNNING (rec is the row
 // as it now stands, this attempt counted), and the caller must report the
 // call's ending to permit: from here on, a failure after the request may
@@ -40,7 +41,7 @@ import (
 // with the operation as its facts (tools.Preparer), so they are in the
 // ledger before anything is sent. When it fails nothing has been sent: the
 // breaker is told what the failure showed, the claim is released (ABSENT)
-// and the error is the retryable ErrTypeOperationNotSent, after the wait a
+// and the error is the retryable contract.ErrTypeOperationNotSent, after the wait a
 // rate limit asked for.
 func (a *Activities) begin(ctx context.Context, op ledger.Operation, key breaker.Key, prepare func(context.Context) ([]byte, error)) (rec ledger.Operation, permit *breaker.Permit, done bool, err error) {
 	if prepare == nil {
@@ -117,7 +118,7 @@ func (a *Activities) notClaimed(op ledger.Operation, claim ledger.ClaimResult, e
 	switch {
 	case errors.Is(err, ledger.ErrConflict):
 		return ledger.Operation{}, false, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("operation %s was already used for a different %s request", op.ID, op.Kind), ErrTypeOperationConflict, err)
+			fmt.Sprintf("operation %s was already used for a different %s request", op.ID, op.Kind), contract.ErrTypeOperationConflict, err)
 	case err != nil:
 		return ledger.Operation{}, false, fmt.Errorf("claim operation %s: %w", op.ID, err)
 	}
@@ -144,7 +145,7 @@ func (a *Activities) notPrepared(ctx context.Context, op ledger.Operation, fence
 		return fmt.Errorf("%s was not sent: reading what it needs recorded first failed: %w; and releasing operation %s failed: %w",
 			op.Kind, cause, op.ID, err)
 	}
-	return a.notSent(ctx, ErrTypeOperationNotSent,
+	return a.notSent(ctx, contract.ErrTypeOperationNotSent,
 		fmt.Sprintf("%s was not sent: reading what it needs recorded first failed: %v", op.Kind, cause), cause)
 }
 
@@ -155,7 +156,7 @@ func unknownOperation(id string, state capstan.Outcome, cause error) error {
 	if cause != nil {
 		msg += " (" + cause.Error() + ")"
 	}
-	return temporal.NewNonRetryableApplicationError(msg, ErrTypeOperationUnknown, nil, string(state))
+	return temporal.NewNonRetryableApplicationError(msg, contract.ErrTypeOperationUnknown, nil, string(state))
 }
 
 // recordTimeout bounds one ledger write that records what an external call
@@ -202,7 +203,7 @@ func (a *Activities) inProgress(id string, op ledger.Operation) error {
 	wait := op.LeaseExpiresAt.Sub(a.Now()) + time.Second
 	return temporal.NewApplicationErrorWithOptions(
 		fmt.Sprintf("operation %s is held by %s until %s", id, op.LeaseOwner, op.LeaseExpiresAt.UTC().Format(time.RFC3339)),
-		ErrTypeOperationInProgress, temporal.ApplicationErrorOptions{NextRetryDelay: backoff.AfterWait.Delay(1, max(wait, time.Second), a.Random())})
+		contract.ErrTypeOperationInProgress, temporal.ApplicationErrorOptions{NextRetryDelay: backoff.AfterWait.Delay(1, max(wait, time.Second), a.Random())})
 }
 
 // owner names the lease holder: this worker and this activity attempt.

@@ -10,7 +10,7 @@ import (
 	"github.com/google/go-github/v62/github"
 
 	"github.com/capstanhq/capstan"
-	"github.com/capstanhq/capstan/activities"
+	"github.com/capstanhq/capstan/internal/contract"
 	"github.com/capstanhq/capstan/internal/ledger"
 	"github.com/capstanhq/capstan/internal/sandbox"
 	githubtools "github.com/capstanhq/capstan/internal/tools/github"
@@ -49,7 +49,7 @@ func TestExecuteToolRecordsThePullRequestHeadBeforeSending(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var out activities.ExecuteToolResult
+		var out contract.ExecuteToolResult
 		if err := v.Get(&out); err != nil || out.State != capstan.OutcomeSucceeded {
 			t.Fatalf("ExecuteTool = %+v, %v; want SUCCEEDED", out, err)
 		}
@@ -87,7 +87,7 @@ func TestExecuteToolWhosePrepareFailsIsNotSent(t *testing.T) {
 				t.Fatal(err)
 			}
 			_, err := f.env.ExecuteActivity(f.acts.ExecuteTool, in)
-			appErr := expectAppError(t, "ExecuteTool", err, activities.ErrTypeOperationNotSent)
+			appErr := expectAppError(t, "ExecuteTool", err, contract.ErrTypeOperationNotSent)
 			if appErr.NonRetryable() || !strings.Contains(appErr.Error(), "reading what it needs recorded first failed") {
 				t.Fatalf("%v, want a retryable error saying the read before sending failed", err)
 			}
@@ -109,7 +109,7 @@ func TestExecuteToolWhosePrepareFailsIsNotSent(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var out activities.ExecuteToolResult
+			var out contract.ExecuteToolResult
 			if err := v.Get(&out); err != nil || out.State != capstan.OutcomeSucceeded {
 				t.Fatalf("the retry: %+v, %v; want SUCCEEDED", out, err)
 			}
@@ -138,7 +138,7 @@ func TestReconcileMatchesTheRecordedHead(t *testing.T) {
 			Message: github.String("more"), Content: []byte("more\n"), Branch: github.String("feat")}); err != nil {
 			t.Fatal(err)
 		}
-		res := f.reconcile(t, activities.ReconcileInput{Tenant: "d", TaskID: "T", OperationID: in.OperationID, ToolCallID: "call_pr",
+		res := f.reconcile(t, contract.ReconcileInput{Tenant: "d", TaskID: "T", OperationID: in.OperationID, ToolCallID: "call_pr",
 			Since: time.Now(), Window: 5 * time.Second, Arguments: in.Arguments})
 		if url := f.prURL(t, 1); res.Verdict != capstan.VerdictFound || res.ExternalID != url ||
 			!strings.Contains(res.Reason, recorded) || !strings.Contains(res.Reason, f.headOf(t, "feat")) {
@@ -152,7 +152,7 @@ func TestReconcileMatchesTheRecordedHead(t *testing.T) {
 			&github.PullRequest{Body: github.String("Fixes it.")}); err != nil {
 			t.Fatal(err)
 		}
-		res := f.reconcile(t, activities.ReconcileInput{Tenant: "d", TaskID: "T", OperationID: in.OperationID, ToolCallID: "call_pr",
+		res := f.reconcile(t, contract.ReconcileInput{Tenant: "d", TaskID: "T", OperationID: in.OperationID, ToolCallID: "call_pr",
 			Since: time.Now(), Window: 300 * time.Millisecond, Arguments: in.Arguments})
 		if res.Verdict != capstan.VerdictIndeterminate || res.State != capstan.OutcomeNeedsHuman ||
 			!strings.Contains(res.Reason, "#1") || !strings.Contains(res.Reason, f.headOf(t, "feat")) {

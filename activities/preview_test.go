@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/capstanhq/capstan"
-	"github.com/capstanhq/capstan/activities"
+	"github.com/capstanhq/capstan/internal/contract"
 )
 
 // TestToolPreviewsNameWhatCapstanWroteNotWhatItRead: the preview that goes
@@ -15,19 +15,19 @@ import (
 func TestToolPreviewsNameWhatCapstanWroteNotWhatItRead(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	run := func(in activities.ExecuteToolInput) activities.ExecuteToolResult {
+	run := func(in contract.ExecuteToolInput) contract.ExecuteToolResult {
 		t.Helper()
 		v, err := f.env.ExecuteActivity(f.acts.ExecuteTool, in)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var res activities.ExecuteToolResult
+		var res contract.ExecuteToolResult
 		if err := v.Get(&res); err != nil {
 			t.Fatal(err)
 		}
 		return res
 	}
-	read := run(activities.ExecuteToolInput{Tenant: "default", TaskID: "T1", TurnID: "T1/t1", ToolCallID: "call_1",
+	read := run(contract.ExecuteToolInput{Tenant: "default", TaskID: "T1", TurnID: "T1/t1", ToolCallID: "call_1",
 		OperationID: "default:T1:T1/t1:github_get_file:1", Tool: "github_get_file",
 		Arguments: f.args(t, `{"repo":"acme/app","path":"README.md","ref":"main"}`)})
 	if want := regexp.MustCompile(`^read [0-9,]+ bytes: get_file acme/app README\.md@main$`); read.State != capstan.OutcomeSucceeded || !want.MatchString(read.Preview) {
@@ -36,7 +36,7 @@ func TestToolPreviewsNameWhatCapstanWroteNotWhatItRead(t *testing.T) {
 	if strings.Contains(read.Preview, "# app") {
 		t.Errorf("the read's preview %q holds the file's content", read.Preview)
 	}
-	branch := run(activities.ExecuteToolInput{Tenant: "default", TaskID: "T1", TurnID: "T1/t1", ToolCallID: "call_2",
+	branch := run(contract.ExecuteToolInput{Tenant: "default", TaskID: "T1", TurnID: "T1/t1", ToolCallID: "call_2",
 		OperationID: "default:T1:github_create_branch:branch:create:acme/app:agent/p", Tool: "github_create_branch",
 		Arguments: f.args(t, `{"repo":"acme/app","branch":"agent/p","from":"main"}`)})
 	if !strings.Contains(branch.Preview, "refs/heads/agent/p") {

@@ -14,6 +14,7 @@ import (
 	"github.com/capstanhq/capstan"
 	"github.com/capstanhq/capstan/internal/backoff"
 	"github.com/capstanhq/capstan/internal/config"
+	"github.com/capstanhq/capstan/internal/contract"
 	"github.com/capstanhq/capstan/internal/ledger"
 	"github.com/capstanhq/capstan/internal/logids"
 	"github.com/capstanhq/capstan/internal/model"
@@ -77,12 +78,12 @@ const (
 //
 // A found tool operation commits a tool message for in.ToolCallID telling
 // the model the call was recovered; its ref is the result's Item. A live
-// lease held by another attempt is an ErrTypeOperationInProgress error that
+// lease held by another attempt is a contract.ErrTypeOperationInProgress error that
 // Temporal retries when the lease ends. If the activity is cancelled before
 // a verdict, the operation is handed back (lease cleared, still unknown) so
 // the next attempt can take it at once. Retryable failures carry a
 // jittered delay.
-func (a *Activities) Reconcile(ctx context.Context, in ReconcileInput) (ReconcileResult, error) {
+func (a *Activities) Reconcile(ctx context.Context, in contract.ReconcileInput) (contract.ReconcileResult, error) {
 	ctx = logids.With(ctx, logids.IDs{TaskID: in.TaskID, OperationID: in.OperationID})
 	res, err := a.reconcile(ctx, in)
 	err = a.retryable(ctx, err)
@@ -90,11 +91,11 @@ func (a *Activities) Reconcile(ctx context.Context, in ReconcileInput) (Reconcil
 	return res, err
 }
 
-func (a *Activities) reconcile(ctx context.Context, in ReconcileInput) (ReconcileResult, error) {
-	res := ReconcileResult{OperationID: in.OperationID}
+func (a *Activities) reconcile(ctx context.Context, in contract.ReconcileInput) (contract.ReconcileResult, error) {
+	res := contract.ReconcileResult{OperationID: in.OperationID}
 	if err := validResolution(in.Resolution); err != nil {
 		return res, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("cannot record the resolution of operation %s: %v", in.OperationID, err), ErrTypeInvalidResolution, nil)
+			fmt.Sprintf("cannot record the resolution of operation %s: %v", in.OperationID, err), contract.ErrTypeInvalidResolution, nil)
 	}
 	window := in.Window
 	if window <= 0 {
@@ -120,7 +121,7 @@ func (a *Activities) reconcile(ctx context.Context, in ReconcileInput) (Reconcil
 	case errors.Is(err, ledger.ErrNotFound):
 		return res, temporal.NewNonRetryableApplicationError(fmt.Sprintf(
 			"operation %s is not in this worker's ledger; is CAPSTAN_LEDGER_DSN the ledger the task's workers share?", in.OperationID),
-			ErrTypeWorkerConfig, err)
+			contract.ErrTypeWorkerConfig, err)
 	case err != nil:
 		return res, fmt.Errorf("take operation %s for reconciliation: %w", in.OperationID, err)
 	}
@@ -142,7 +143,7 @@ func (a *Activities) reconcile(ctx context.Context, in ReconcileInput) (Reconcil
 }
 
 // validResolution checks what a person said before anything is taken.
-func validResolution(r *Resolution) error {
+func validResolution(r *contract.Resolution) error {
 	switch {
 	case r == nil:
 		return nil
@@ -158,12 +159,12 @@ func validResolution(r *Resolution) error {
 // question is what the reconcilers look for: the operation as the ledger
 // holds it, with the arguments it was sent with. A worker without
 // reconcilers fails as misconfigured.
-func (a *Activities) question(ctx context.Context, in ReconcileInput, op ledger.Operation, deadline time.Time, window time.Duration) (reconcilers.Question, error) {
+func (a *Activities) question(ctx context.Context, in contract.ReconcileInput, op ledger.Operation, deadline time.Time, window time.Duration) (reconcilers.Question, error) {
 	q := reconcilers.Question{Kind: op.Kind, Deadline: deadline, Window: window,
 		Sent: tools.Sent{Call: tools.Call{OperationID: op.ID, Facts: op.Facts}, Since: op.CreatedAt}}
 	if a.Reconcilers == nil {
 		return q, temporal.NewNonRetryableApplicationError(
-			"this worker has no reconcilers configured", ErrTypeWorkerConfig, nil)
+			"this worker has no reconcilers configured", contract.ErrTypeWorkerConfig, nil)
 	}
 	switch {
 	case in.Arguments != "":
@@ -182,7 +183,7 @@ func (a *Activities) question(ctx context.Context, in ReconcileInput, op ledger.
 // askUntilSure runs the reconcilers' window and verdict rules over the
 // operation (see Reconcile), heartbeating meanwhile, and records the
 // verdict.
-func (a *Activities) askUntilSure(ctx context.Context, in ReconcileInput, op ledger.Operation, q reconcilers.Question) (ReconcileResult, error) {
+func (a *Activities) askUntilSure(ctx context.Context, in contract.ReconcileInput, op ledger.Operation, q reconcilers.Question) (contract.ReconcileResult, error) {
 	progress := &reconcileProgress{}
 	stop := a.startReconcileHeartbeat(ctx, progress)
 	defer stop()
@@ -204,11 +205,11 @@ func (a *Activities) askUntilSure(ctx context.Context, in ReconcileInput, op led
 				activity.RecordHeartbeat(ctx, progress.get()) // the SDK throttles; the ticker covers a hanging question
 			}
 		}})
-	res := ReconcileResult{OperationID: op.ID, Asked: ans.Asked}
+	res := contract.ReconcileResult{OperationID: op.ID, Asked: ans.Asked}
 	switch {
 	case errors.Is(err, tools.ErrNotConfigured):
 		return res, a.handBack(ctx, op, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("this worker cannot reconcile operation %s: %v", op.ID, err), ErrTypeWorkerConfig, err))
+			fmt.Sprintf("this worker cannot reconcile operation %s: %v", op.ID, err), contract.ErrTypeWorkerConfig, err))
 	case err != nil:
 		return res, a.handBack(ctx, op, fmt.Errorf("reconciliation of operation %s: %w", op.ID, err))
 	}
@@ -224,8 +225,8 @@ var verdictOf = map[capstan.Outcome]capstan.Verdict{
 }
 
 // recordResolution records a person's verdict.
-func (a *Activities) recordResolution(ctx context.Context, in ReconcileInput, op ledger.Operation) (ReconcileResult, error) {
-	res := ReconcileResult{OperationID: op.ID, Verdict: in.Resolution.Verdict}
+func (a *Activities) recordResolution(ctx context.Context, in contract.ReconcileInput, op ledger.Operation) (contract.ReconcileResult, error) {
+	res := contract.ReconcileResult{OperationID: op.ID, Verdict: in.Resolution.Verdict}
 	who := "a person"
 	if in.Resolution.ResolvedBy != "" {
 		who = in.Resolution.ResolvedBy
@@ -241,7 +242,7 @@ func (a *Activities) recordResolution(ctx context.Context, in ReconcileInput, op
 // overridesLedger: a person found the effect of an operation the ledger
 // records as settled without it (ABSENT, FAILED, DECLARED). Their answer
 // is applied whatever the counters say; an absent needs no override.
-func overridesLedger(r *Resolution, op ledger.Operation) bool {
+func overridesLedger(r *contract.Resolution, op ledger.Operation) bool {
 	return r != nil && r.Verdict == capstan.VerdictFound && op.State != capstan.OutcomeSucceeded
 }
 
@@ -250,8 +251,8 @@ func overridesLedger(r *Resolution, op ledger.Operation) bool {
 // which sends nothing, and writes the verdict under it. Should another
 // attempt hold the operation meanwhile, the activity is retried and finds
 // it unknown or settled anew.
-func (a *Activities) recordResolutionOverLedger(ctx context.Context, in ReconcileInput, op ledger.Operation) (ReconcileResult, error) {
-	res := ReconcileResult{OperationID: op.ID}
+func (a *Activities) recordResolutionOverLedger(ctx context.Context, in contract.ReconcileInput, op ledger.Operation) (contract.ReconcileResult, error) {
+	res := contract.ReconcileResult{OperationID: op.ID}
 	in, refusal, err := a.readBackResolution(ctx, in, op)
 	switch {
 	case err != nil:
@@ -274,7 +275,7 @@ func (a *Activities) recordResolutionOverLedger(ctx context.Context, in Reconcil
 // recordVerdict writes res's verdict under the reconciler's fence and, for a
 // found tool operation, commits the tool message that tells the model.
 // lookedFor is what the reconciler looked for; empty when a person decided.
-func (a *Activities) recordVerdict(ctx context.Context, in ReconcileInput, op ledger.Operation, res ReconcileResult, note, lookedFor string) (ReconcileResult, error) {
+func (a *Activities) recordVerdict(ctx context.Context, in contract.ReconcileInput, op ledger.Operation, res contract.ReconcileResult, note, lookedFor string) (contract.ReconcileResult, error) {
 	c := ledger.Completion{ID: op.ID, Fence: op.Fence}
 	var content []byte
 	switch res.Verdict {
@@ -318,8 +319,8 @@ func (a *Activities) recordVerdict(ctx context.Context, in ReconcileInput, op le
 // settled reports what the ledger already knows, asking nothing. A found
 // tool operation gets its tool message: the very one committed when the
 // verdict was recorded, if a reconciler or a person recorded it.
-func (a *Activities) settled(ctx context.Context, in ReconcileInput, op ledger.Operation) (ReconcileResult, error) {
-	res := ReconcileResult{OperationID: op.ID, State: op.State, ExternalID: op.ExternalID,
+func (a *Activities) settled(ctx context.Context, in contract.ReconcileInput, op ledger.Operation) (contract.ReconcileResult, error) {
+	res := contract.ReconcileResult{OperationID: op.ID, State: op.State, ExternalID: op.ExternalID,
 		Reason: "the ledger already records the operation as " + string(op.State)}
 	if op.Error != "" {
 		res.Reason += ": " + op.Error

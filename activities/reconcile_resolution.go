@@ -8,6 +8,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/capstanhq/capstan"
+	"github.com/capstanhq/capstan/internal/contract"
 	"github.com/capstanhq/capstan/internal/ledger"
 	"github.com/capstanhq/capstan/internal/tools"
 	"github.com/capstanhq/capstan/reconcilers"
@@ -23,7 +24,7 @@ import (
 // accepted and the person may try again. An absent, and a found for a kind
 // whose lookup cannot read a URL back, pass as given. An error is a
 // failure to read the operation's arguments, retried.
-func (a *Activities) readBackResolution(ctx context.Context, in ReconcileInput, op ledger.Operation) (ReconcileInput, string, error) {
+func (a *Activities) readBackResolution(ctx context.Context, in contract.ReconcileInput, op ledger.Operation) (contract.ReconcileInput, string, error) {
 	r := in.Resolution
 	if r == nil || r.Verdict != capstan.VerdictFound {
 		return in, "", nil
@@ -59,10 +60,10 @@ func (a *Activities) readBackResolution(ctx context.Context, in ReconcileInput, 
 // refuseResolution answers a person's found that was not accepted: the
 // operation still needs a person, for the reason given. An operation taken
 // for reconciliation is handed back as it was.
-func (a *Activities) refuseResolution(ctx context.Context, op ledger.Operation, refusal string, taken bool) (ReconcileResult, error) {
-	res := ReconcileResult{OperationID: op.ID, Verdict: capstan.VerdictIndeterminate, State: capstan.OutcomeNeedsHuman, Reason: refusal}
+func (a *Activities) refuseResolution(ctx context.Context, op ledger.Operation, refusal string, taken bool) (contract.ReconcileResult, error) {
+	res := contract.ReconcileResult{OperationID: op.ID, Verdict: capstan.VerdictIndeterminate, State: capstan.OutcomeNeedsHuman, Reason: refusal}
 	if taken {
-		cause := temporal.NewNonRetryableApplicationError(refusal, ErrTypeInvalidResolution, nil)
+		cause := temporal.NewNonRetryableApplicationError(refusal, contract.ErrTypeInvalidResolution, nil)
 		if err := a.handBack(ctx, op, cause); err != cause {
 			return res, err
 		}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/capstanhq/capstan"
 	"github.com/capstanhq/capstan/activities"
+	"github.com/capstanhq/capstan/internal/contract"
 	"github.com/capstanhq/capstan/internal/ledger"
 	"github.com/capstanhq/capstan/internal/model"
 	"github.com/capstanhq/capstan/internal/sandbox"
@@ -90,7 +91,7 @@ const prArgs = `{"repo":"acme/app","head":"feat","base":"main","title":"Fix","bo
 // prepareBranch creates branch feat with one commit, through the tools.
 func (f *reconcileFixture) prepareBranch(t *testing.T) {
 	t.Helper()
-	for _, in := range []activities.ExecuteToolInput{
+	for _, in := range []contract.ExecuteToolInput{
 		{OperationID: "op-branch", Tool: githubtools.NameCreateBranch, Arguments: f.args(t, `{"repo":"acme/app","branch":"feat","from":"main"}`)},
 		{OperationID: "op-file", Tool: githubtools.NamePutFile, Arguments: f.args(t, `{"repo":"acme/app","branch":"feat","path":"fix.md","content":"fixed\n","message":"fix"}`)},
 	} {
@@ -101,8 +102,8 @@ func (f *reconcileFixture) prepareBranch(t *testing.T) {
 	}
 }
 
-func (f *reconcileFixture) prInput(t *testing.T) activities.ExecuteToolInput {
-	return activities.ExecuteToolInput{Tenant: "d", TaskID: "T", TurnID: "T/t2", ToolCallID: "call_pr",
+func (f *reconcileFixture) prInput(t *testing.T) contract.ExecuteToolInput {
+	return contract.ExecuteToolInput{Tenant: "d", TaskID: "T", TurnID: "T/t2", ToolCallID: "call_pr",
 		OperationID: "d:T:github_create_pull_request:pr:create:acme/app:feat:main", Tool: githubtools.NameCreatePullRequest,
 		Arguments: f.args(t, prArgs)}
 }
@@ -110,7 +111,7 @@ func (f *reconcileFixture) prInput(t *testing.T) activities.ExecuteToolInput {
 // unknownPR runs the pull request tool under a fault on pulls/create and
 // expects the operation to end UNKNOWN. It returns the input and the fence
 // the attempt held.
-func (f *reconcileFixture) unknownPR(t *testing.T, kind sandbox.FaultKind) (activities.ExecuteToolInput, int64) {
+func (f *reconcileFixture) unknownPR(t *testing.T, kind sandbox.FaultKind) (contract.ExecuteToolInput, int64) {
 	t.Helper()
 	f.prepareBranch(t)
 	if err := f.sb.GitHub.AddFault(sandbox.FaultRule{Endpoint: "pulls/create", Kind: kind, Times: 1}); err != nil {
@@ -118,7 +119,7 @@ func (f *reconcileFixture) unknownPR(t *testing.T, kind sandbox.FaultKind) (acti
 	}
 	in := f.prInput(t)
 	_, err := f.env.ExecuteActivity(f.acts.ExecuteTool, in)
-	expectAppError(t, "ExecuteTool under "+string(kind), err, activities.ErrTypeOperationUnknown)
+	expectAppError(t, "ExecuteTool under "+string(kind), err, contract.ErrTypeOperationUnknown)
 	op := f.op(t, in.OperationID)
 	if op.State != capstan.OutcomeUnknown {
 		t.Fatalf("after %s on pulls/create: state %s, want UNKNOWN", kind, op.State)
@@ -126,13 +127,13 @@ func (f *reconcileFixture) unknownPR(t *testing.T, kind sandbox.FaultKind) (acti
 	return in, op.Fence
 }
 
-func (f *reconcileFixture) reconcile(t *testing.T, in activities.ReconcileInput) activities.ReconcileResult {
+func (f *reconcileFixture) reconcile(t *testing.T, in contract.ReconcileInput) contract.ReconcileResult {
 	t.Helper()
 	v, err := f.env.ExecuteActivity(f.acts.Reconcile, in)
 	if err != nil {
 		t.Fatalf("Reconcile(%s): %v", in.OperationID, err)
 	}
-	var res activities.ReconcileResult
+	var res contract.ReconcileResult
 	if err := v.Get(&res); err != nil {
 		t.Fatal(err)
 	}
@@ -197,7 +198,7 @@ func TestReconcileFindsAPullRequestRecordedUnknown(t *testing.T) {
 	}
 	url := f.prURL(t, 1)
 
-	rin := activities.ReconcileInput{Tenant: "d", TaskID: "T", OperationID: in.OperationID, ToolCallID: "call_pr",
+	rin := contract.ReconcileInput{Tenant: "d", TaskID: "T", OperationID: in.OperationID, ToolCallID: "call_pr",
 		Since: time.Now(), Window: 5 * time.Second, Arguments: in.Arguments}
 	res := f.reconcile(t, rin)
 	if res.Verdict != capstan.VerdictFound || res.State != capstan.OutcomeSucceeded || res.ExternalID != url || res.Asked != 1 || res.Reason == "" {
@@ -249,7 +250,7 @@ func TestReconcileFindsAPullRequestRecordedUnknown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var replay activities.ExecuteToolResult
+	var replay contract.ExecuteToolResult
 	if err := v.Get(&replay); err != nil || !replay.Replayed || replay.ExternalID != url {
 		t.Fatalf("ExecuteTool after reconciliation = %+v, %v; want the recorded success replayed", replay, err)
 	}
@@ -269,7 +270,7 @@ func TestReconcileAbsentAfterTheWindow(t *testing.T) {
 	}
 	const window = 300 * time.Millisecond
 	start := time.Now()
-	res := f.reconcile(t, activities.ReconcileInput{Tenant: "d", TaskID: "T", OperationID: in.OperationID, ToolCallID: "call_pr",
+	res := f.reconcile(t, contract.ReconcileInput{Tenant: "d", TaskID: "T", OperationID: in.OperationID, ToolCallID: "call_pr",
 		Since: start, Window: window, Arguments: in.Arguments})
 	elapsed := time.Since(start)
 	if res.Verdict != capstan.VerdictAbsent || res.State != capstan.OutcomeAbsent || res.Item != "" || res.ExternalID != "" {
@@ -285,7 +286,7 @@ func TestReconcileAbsentAfterTheWindow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out activities.ExecuteToolResult
+	var out contract.ExecuteToolResult
 	if err := v.Get(&out); err != nil || out.State != capstan.OutcomeSucceeded || out.Replayed {
 		t.Fatalf("ExecuteTool after absent = %+v, %v; want it sent and SUCCEEDED", out, err)
 	}
@@ -304,7 +305,7 @@ func TestReconcileLaggingListIsFoundOnALaterQuestion(t *testing.T) {
 	if err := f.sb.GitHub.AddFault(sandbox.FaultRule{Endpoint: "pulls/list", Kind: sandbox.FaultLag, Lag: lag}); err != nil {
 		t.Fatal(err)
 	}
-	res := f.reconcile(t, activities.ReconcileInput{Tenant: "d", TaskID: "T", OperationID: in.OperationID, ToolCallID: "call_pr",
+	res := f.reconcile(t, contract.ReconcileInput{Tenant: "d", TaskID: "T", OperationID: in.OperationID, ToolCallID: "call_pr",
 		Since: time.Now(), Window: 30 * time.Second, Arguments: in.Arguments})
 	if res.Verdict != capstan.VerdictFound || res.ExternalID != f.prURL(t, 1) || res.Asked < 2 {
 		t.Fatalf("Reconcile = %+v, want found on a later question", res)
@@ -333,7 +334,7 @@ func TestReconcileFailingListIsIndeterminateThenAPersonResolves(t *testing.T) {
 	if err := f.sb.GitHub.AddFault(sandbox.FaultRule{Endpoint: "pulls/list", Kind: sandbox.FaultFail, Status: 503}); err != nil {
 		t.Fatal(err)
 	}
-	rin := activities.ReconcileInput{Tenant: "d", TaskID: "T", OperationID: in.OperationID, ToolCallID: "call_pr",
+	rin := contract.ReconcileInput{Tenant: "d", TaskID: "T", OperationID: in.OperationID, ToolCallID: "call_pr",
 		Since: time.Now(), Window: 300 * time.Millisecond, Arguments: in.Arguments}
 	res := f.reconcile(t, rin)
 	if res.Verdict != capstan.VerdictIndeterminate || res.State != capstan.OutcomeNeedsHuman || res.Asked < 2 ||
@@ -351,7 +352,7 @@ func TestReconcileFailingListIsIndeterminateThenAPersonResolves(t *testing.T) {
 		t.Fatalf("zombie Complete: %v, want ErrFenced", err)
 	}
 	_, err = f.env.ExecuteActivity(f.acts.ExecuteTool, in)
-	expectAppError(t, "ExecuteTool on NEEDS_HUMAN", err, activities.ErrTypeOperationUnknown)
+	expectAppError(t, "ExecuteTool on NEEDS_HUMAN", err, contract.ErrTypeOperationUnknown)
 	if n := f.sb.GitHub.Stats().PullRequestsCreated; n != 1 {
 		t.Fatalf("pull requests created = %d, want 1", n)
 	}
@@ -360,7 +361,7 @@ func TestReconcileFailingListIsIndeterminateThenAPersonResolves(t *testing.T) {
 	// pull request back (issue 14 item 9), and nothing is sent.
 	url := f.prURL(t, 1)
 	requests := f.sb.GitHub.Stats().Requests
-	rin.Resolution = &activities.Resolution{Verdict: capstan.VerdictFound, ExternalID: url}
+	rin.Resolution = &contract.Resolution{Verdict: capstan.VerdictFound, ExternalID: url}
 	res = f.reconcile(t, rin)
 	if res.Verdict != capstan.VerdictFound || res.State != capstan.OutcomeSucceeded || res.ExternalID != url || res.Asked != 0 {
 		t.Fatalf("Reconcile with a person's resolution = %+v, want found %s", res, url)
@@ -385,14 +386,14 @@ func TestReconcileRecordsAPersonsAbsent(t *testing.T) {
 	if err := f.sb.GitHub.AddFault(sandbox.FaultRule{Endpoint: "pulls/list", Kind: sandbox.FaultFail}); err != nil {
 		t.Fatal(err)
 	}
-	rin := activities.ReconcileInput{Tenant: "d", TaskID: "T", OperationID: in.OperationID, ToolCallID: "call_pr",
+	rin := contract.ReconcileInput{Tenant: "d", TaskID: "T", OperationID: in.OperationID, ToolCallID: "call_pr",
 		Since: time.Now(), Window: 100 * time.Millisecond, Arguments: in.Arguments}
 	if res := f.reconcile(t, rin); res.State != capstan.OutcomeNeedsHuman {
 		t.Fatalf("Reconcile = %+v, want NEEDS_HUMAN", res)
 	}
 	f.sb.GitHub.ClearFaults()
 
-	for _, bad := range []*activities.Resolution{
+	for _, bad := range []*contract.Resolution{
 		{Verdict: capstan.VerdictFound},
 		{Verdict: capstan.VerdictIndeterminate},
 		{Verdict: "abort"},
@@ -401,7 +402,7 @@ func TestReconcileRecordsAPersonsAbsent(t *testing.T) {
 		bin := rin
 		bin.Resolution = bad
 		_, err := f.env.ExecuteActivity(f.acts.Reconcile, bin)
-		appErr := expectAppError(t, "resolution "+string(bad.Verdict), err, activities.ErrTypeInvalidResolution)
+		appErr := expectAppError(t, "resolution "+string(bad.Verdict), err, contract.ErrTypeInvalidResolution)
 		if !appErr.NonRetryable() {
 			t.Errorf("resolution %+v: error is retryable", bad)
 		}
@@ -410,7 +411,7 @@ func TestReconcileRecordsAPersonsAbsent(t *testing.T) {
 		}
 	}
 
-	rin.Resolution = &activities.Resolution{Verdict: capstan.VerdictAbsent}
+	rin.Resolution = &contract.Resolution{Verdict: capstan.VerdictAbsent}
 	res := f.reconcile(t, rin)
 	if res.Verdict != capstan.VerdictAbsent || res.State != capstan.OutcomeAbsent || res.Item != "" {
 		t.Fatalf("Reconcile with absent = %+v", res)
@@ -419,7 +420,7 @@ func TestReconcileRecordsAPersonsAbsent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out activities.ExecuteToolResult
+	var out contract.ExecuteToolResult
 	if err := v.Get(&out); err != nil || out.State != capstan.OutcomeSucceeded {
 		t.Fatalf("ExecuteTool after a person's absent = %+v, %v", out, err)
 	}
@@ -436,14 +437,14 @@ func TestReconcileFindsASlackDelivery(t *testing.T) {
 	if err := f.sb.Slack.AddFault(sandbox.FaultRule{Endpoint: "chat.postMessage", Kind: sandbox.FaultDrop, Times: 1}); err != nil {
 		t.Fatal(err)
 	}
-	din := activities.DeliverInput{Tenant: "d", TaskID: "T", OperationID: "d:T:deliver:slack:#ops", Channel: "#ops", Text: "Done."}
+	din := contract.DeliverInput{Tenant: "d", TaskID: "T", OperationID: "d:T:deliver:slack:#ops", Channel: "#ops", Text: "Done."}
 	_, err := f.env.ExecuteActivity(f.acts.Deliver, din)
-	expectAppError(t, "Deliver under a drop", err, activities.ErrTypeOperationUnknown)
+	expectAppError(t, "Deliver under a drop", err, contract.ErrTypeOperationUnknown)
 	msgs := f.sb.Slack.Messages("#ops")
 	if len(msgs) != 1 {
 		t.Fatalf("messages = %+v, want 1", msgs)
 	}
-	res := f.reconcile(t, activities.ReconcileInput{Tenant: "d", TaskID: "T", OperationID: din.OperationID,
+	res := f.reconcile(t, contract.ReconcileInput{Tenant: "d", TaskID: "T", OperationID: din.OperationID,
 		Since: time.Now(), Window: 5 * time.Second, Channel: "#ops"})
 	// Found under the channel's id, as Slack names it in its answer to a post.
 	if want := f.sb.Slack.ChannelID("#ops") + "/" + msgs[0].TS; res.Verdict != capstan.VerdictFound || res.ExternalID != want || res.Item != "" {
@@ -453,7 +454,7 @@ func TestReconcileFindsASlackDelivery(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out activities.DeliverResult
+	var out contract.DeliverResult
 	if err := v.Get(&out); err != nil || !out.Replayed || out.ExternalID != res.ExternalID {
 		t.Fatalf("Deliver after reconciliation = %+v, %v; want the recorded delivery replayed", out, err)
 	}
@@ -478,9 +479,9 @@ func TestReconcileWaitsForALiveLease(t *testing.T) {
 	}
 	before := f.op(t, "op-busy")
 	requests := f.sb.GitHub.Stats().Requests
-	_, err = f.env.ExecuteActivity(f.acts.Reconcile, activities.ReconcileInput{OperationID: "op-busy", Since: time.Now(),
+	_, err = f.env.ExecuteActivity(f.acts.Reconcile, contract.ReconcileInput{OperationID: "op-busy", Since: time.Now(),
 		Arguments: f.args(t, `{"repo":"acme/app","number":1,"body":"hi"}`)})
-	appErr := expectAppError(t, "Reconcile under a live lease", err, activities.ErrTypeOperationInProgress)
+	appErr := expectAppError(t, "Reconcile under a live lease", err, contract.ErrTypeOperationInProgress)
 	if appErr.NonRetryable() || !strings.Contains(appErr.Error(), "other-worker#1") {
 		t.Errorf("error %v, want a retryable one naming the holder", appErr)
 	}
@@ -498,10 +499,10 @@ func TestReconcileWithoutReconcilersHandsTheOperationBack(t *testing.T) {
 	t.Parallel()
 	f := newReconcileFixture(t)
 	in, oldFence := f.unknownPR(t, sandbox.FaultDrop)
-	rin := activities.ReconcileInput{Tenant: "d", TaskID: "T", OperationID: in.OperationID, ToolCallID: "call_pr",
+	rin := contract.ReconcileInput{Tenant: "d", TaskID: "T", OperationID: in.OperationID, ToolCallID: "call_pr",
 		Since: time.Now(), Window: 5 * time.Second, Arguments: in.Arguments}
 	_, err := f.fixture.env.ExecuteActivity(f.fixture.acts.Reconcile, rin) // the plain fixture has no reconcilers
-	appErr := expectAppError(t, "Reconcile without reconcilers", err, activities.ErrTypeWorkerConfig)
+	appErr := expectAppError(t, "Reconcile without reconcilers", err, contract.ErrTypeWorkerConfig)
 	if !appErr.NonRetryable() {
 		t.Errorf("error %v is retryable", appErr)
 	}

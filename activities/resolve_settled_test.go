@@ -9,7 +9,7 @@ import (
 	"github.com/google/go-github/v62/github"
 
 	"github.com/capstanhq/capstan"
-	"github.com/capstanhq/capstan/activities"
+	"github.com/capstanhq/capstan/internal/contract"
 	"github.com/capstanhq/capstan/internal/sandbox"
 )
 
@@ -22,7 +22,7 @@ func TestReconcileAppliesAPersonsFoundOverAnAbsentLedger(t *testing.T) {
 	t.Parallel()
 	f := newReconcileFixture(t)
 	in, _ := f.unknownPR(t, sandbox.FaultFail)
-	base := activities.ReconcileInput{Tenant: "d", TaskID: "T", OperationID: in.OperationID, ToolCallID: "call_pr",
+	base := contract.ReconcileInput{Tenant: "d", TaskID: "T", OperationID: in.OperationID, ToolCallID: "call_pr",
 		Since: time.Now(), Window: 50 * time.Millisecond, Arguments: in.Arguments}
 	if res := f.reconcile(t, base); res.Verdict != capstan.VerdictAbsent {
 		t.Fatalf("Reconcile = %+v, want absent", res)
@@ -37,7 +37,7 @@ func TestReconcileAppliesAPersonsFoundOverAnAbsentLedger(t *testing.T) {
 	}
 	url := pr.GetHTMLURL()
 	person := base
-	person.Resolution = &activities.Resolution{Verdict: capstan.VerdictFound, ExternalID: url, ResolvedBy: "alice"}
+	person.Resolution = &contract.Resolution{Verdict: capstan.VerdictFound, ExternalID: url, ResolvedBy: "alice"}
 
 	// A URL that is not the operation's effect, or one that cannot be
 	// read back, is refused and changes nothing.
@@ -53,7 +53,7 @@ func TestReconcileAppliesAPersonsFoundOverAnAbsentLedger(t *testing.T) {
 			}
 		}
 		wrong := base
-		wrong.Resolution = &activities.Resolution{Verdict: capstan.VerdictFound, ExternalID: tc.url, ResolvedBy: "bob"}
+		wrong.Resolution = &contract.Resolution{Verdict: capstan.VerdictFound, ExternalID: tc.url, ResolvedBy: "bob"}
 		res := f.reconcile(t, wrong)
 		if res.Verdict != capstan.VerdictIndeterminate || !strings.Contains(res.Reason, tc.want) {
 			t.Errorf("Reconcile with found %s = %+v, want indeterminate saying %q", tc.url, res, tc.want)

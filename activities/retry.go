@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/capstanhq/capstan/internal/backoff"
+	"github.com/capstanhq/capstan/internal/contract"
 )
 
 // This file gives every retry delay of a tool call, a delivery or a
@@ -68,6 +69,6 @@ func (a *Activities) retryable(ctx context.Context, err error) error {
 		errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return err
 	}
-	return temporal.NewApplicationErrorWithOptions(err.Error(), ErrTypeTransient,
+	return temporal.NewApplicationErrorWithOptions(err.Error(), contract.ErrTypeTransient,
 		temporal.ApplicationErrorOptions{NextRetryDelay: a.backoff(ctx)})
 }

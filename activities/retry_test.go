@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/capstanhq/capstan/activities"
+	"github.com/capstanhq/capstan/internal/contract"
 	githubtools "github.com/capstanhq/capstan/internal/tools/github"
 )
 
@@ -22,10 +23,10 @@ func TestRateLimitWaitGetsJitter(t *testing.T) {
 		w.WriteHeader(http.StatusTooManyRequests)
 		return true
 	})
-	_, err := f.env.ExecuteActivity(f.acts.Deliver, activities.DeliverInput{OperationID: "op-d", Channel: "#c", Text: "x"})
+	_, err := f.env.ExecuteActivity(f.acts.Deliver, contract.DeliverInput{OperationID: "op-d", Channel: "#c", Text: "x"})
 	appErr := appError(t, err)
-	if want := 7*time.Second + 700*time.Millisecond; appErr.Type() != activities.ErrTypeDeliveryNotSent || appErr.NextRetryDelay() != want {
-		t.Fatalf("err = %v (delay %s), want %s after %s: Slack's 7 s plus half a fifth of it", err, appErr.NextRetryDelay(), activities.ErrTypeDeliveryNotSent, want)
+	if want := 7*time.Second + 700*time.Millisecond; appErr.Type() != contract.ErrTypeDeliveryNotSent || appErr.NextRetryDelay() != want {
+		t.Fatalf("err = %v (delay %s), want %s after %s: Slack's 7 s plus half a fifth of it", err, appErr.NextRetryDelay(), contract.ErrTypeDeliveryNotSent, want)
 	}
 }
 
@@ -35,12 +36,12 @@ func TestRateLimitWaitGetsJitter(t *testing.T) {
 func TestTransientFailureGetsAJitteredBackoff(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, halfway)
-	_, err := f.env.ExecuteActivity(f.acts.ExecuteTool, activities.ExecuteToolInput{Tenant: "d", TaskID: "T", TurnID: "T/t1",
+	_, err := f.env.ExecuteActivity(f.acts.ExecuteTool, contract.ExecuteToolInput{Tenant: "d", TaskID: "T", TurnID: "T/t1",
 		OperationID: "d:T:t1:github_get_file:1", ToolCallID: "c", Tool: githubtools.NameGetFile, Arguments: "sha256:0000"})
 	appErr := appError(t, err)
 	// First attempt, Temporal's default initial interval of 1 s: equal
 	// jitter puts the retry between 0.5 s and 1 s, here halfway.
-	if want := 750 * time.Millisecond; appErr.Type() != activities.ErrTypeTransient || appErr.NonRetryable() || appErr.NextRetryDelay() != want {
-		t.Fatalf("err = %v (type %s, delay %s), want a retryable %s after %s", err, appErr.Type(), appErr.NextRetryDelay(), activities.ErrTypeTransient, want)
+	if want := 750 * time.Millisecond; appErr.Type() != contract.ErrTypeTransient || appErr.NonRetryable() || appErr.NextRetryDelay() != want {
+		t.Fatalf("err = %v (type %s, delay %s), want a retryable %s after %s", err, appErr.Type(), appErr.NextRetryDelay(), contract.ErrTypeTransient, want)
 	}
 }

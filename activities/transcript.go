@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/capstanhq/capstan/internal/contract"
 	"github.com/capstanhq/capstan/internal/ledger"
 	"github.com/capstanhq/capstan/internal/model"
 )
@@ -81,7 +82,7 @@ func (p *pendingItems) manifest(refs []string) (string, error) {
 // into the refs and messages of the transcript the next attempt sees. The
 // seed messages are not stored here but held in pending, to be stored with
 // the turn's commit: until then nothing refers to them.
-func (a *Activities) loadTranscript(ctx context.Context, in ModelTurnInput, pending *pendingItems) ([]string, []model.Message, error) {
+func (a *Activities) loadTranscript(ctx context.Context, in contract.ModelTurnInput, pending *pendingItems) ([]string, []model.Message, error) {
 	var refs []string
 	if in.Transcript != "" {
 		data, err := a.Ledger.GetItem(ctx, in.Transcript)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/capstanhq/capstan"
 	"github.com/capstanhq/capstan/activities"
+	"github.com/capstanhq/capstan/internal/contract"
 	"github.com/capstanhq/capstan/internal/model"
 	"github.com/capstanhq/capstan/workflows"
 )
@@ -28,13 +29,13 @@ func TestExhaustedMutationIsUnknownNeverFailed(t *testing.T) {
 	env.RegisterActivity(&activities.Activities{})
 	env.OnGetVersion("all-changes-v7", workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
 	env.OnGetVersion("reconcile-unknown-operations", workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
-	env.OnActivity(a.ModelTurn, mock.Anything, mock.Anything).Return(activities.ModelTurnResult{
+	env.OnActivity(a.ModelTurn, mock.Anything, mock.Anything).Return(contract.ModelTurnResult{
 		Transcript: "sha256:00",
-		ToolCalls: []activities.ToolCallRef{{ID: "call_1", Name: "github_create_pull_request", Class: "conditional",
+		ToolCalls: []contract.ToolCallRef{{ID: "call_1", Name: "github_create_pull_request", Class: "conditional",
 			BusinessKey: "pr:create:acme/app:feat:main", Arguments: "sha256:01", Summary: "create_pull_request acme/app feat → main"}},
 	}, nil)
-	env.OnActivity(a.ExecuteTool, mock.Anything, mock.Anything).Return(activities.ExecuteToolResult{},
-		temporal.NewApplicationError("held by another worker", activities.ErrTypeOperationInProgress))
+	env.OnActivity(a.ExecuteTool, mock.Anything, mock.Anything).Return(contract.ExecuteToolResult{},
+		temporal.NewApplicationError("held by another worker", contract.ErrTypeOperationInProgress))
 
 	env.ExecuteWorkflow(workflows.AgentTask, workflows.AgentTaskInput{TaskID: "T1", Tenant: "default", Prompt: "p", Model: "openai:m"})
 	if !env.IsWorkflowCompleted() {
@@ -64,13 +65,13 @@ func TestLostWorkerAttemptIsRetried(t *testing.T) {
 	env.RegisterActivity(&activities.Activities{})
 	calls := 0
 	env.OnActivity(a.ModelTurn, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in activities.ModelTurnInput) (activities.ModelTurnResult, error) {
+		func(_ context.Context, in contract.ModelTurnInput) (contract.ModelTurnResult, error) {
 			calls++
 			if calls == 1 {
-				return activities.ModelTurnResult{}, temporal.NewNonRetryableApplicationError("worker stopping", activities.ErrTypeModelAttempt, nil,
-					activities.AttemptReport{AttemptID: in.AttemptID, Outcome: model.OutcomeCancelled, Phase: model.PhaseStreamPartial})
+				return contract.ModelTurnResult{}, temporal.NewNonRetryableApplicationError("worker stopping", contract.ErrTypeModelAttempt, nil,
+					contract.AttemptReport{AttemptID: in.AttemptID, Outcome: model.OutcomeCancelled, Phase: model.PhaseStreamPartial})
 			}
-			return activities.ModelTurnResult{AttemptID: in.AttemptID, Transcript: "sha256:01", Text: "done", Phase: model.PhaseStreamCompleted}, nil
+			return contract.ModelTurnResult{AttemptID: in.AttemptID, Transcript: "sha256:01", Text: "done", Phase: model.PhaseStreamCompleted}, nil
 		})
 	env.ExecuteWorkflow(workflows.AgentTask, workflows.AgentTaskInput{TaskID: "T2", Tenant: "default", Prompt: "p", Model: "openai:m"})
 	var res workflows.TaskResult
@@ -92,19 +93,19 @@ func TestOperationIDsWithoutBusinessKeyComeFromThePosition(t *testing.T) {
 	var suite testsuite.WorkflowTestSuite
 	env := suite.NewTestWorkflowEnvironment()
 	env.RegisterActivity(&activities.Activities{})
-	put := func(id string) activities.ToolCallRef {
-		return activities.ToolCallRef{ID: id, Name: "github_put_file", Class: "idempotent", Arguments: "sha256:" + id, Summary: "put_file"}
+	put := func(id string) contract.ToolCallRef {
+		return contract.ToolCallRef{ID: id, Name: "github_put_file", Class: "idempotent", Arguments: "sha256:" + id, Summary: "put_file"}
 	}
 	env.OnActivity(a.ModelTurn, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in activities.ModelTurnInput) (activities.ModelTurnResult, error) {
+		func(_ context.Context, in contract.ModelTurnInput) (contract.ModelTurnResult, error) {
 			if in.Transcript == "" {
-				return activities.ModelTurnResult{Transcript: "sha256:10", ToolCalls: []activities.ToolCallRef{put("call_a"), put("call_b")}}, nil
+				return contract.ModelTurnResult{Transcript: "sha256:10", ToolCalls: []contract.ToolCallRef{put("call_a"), put("call_b")}}, nil
 			}
-			return activities.ModelTurnResult{Transcript: "sha256:11", Text: "done"}, nil
+			return contract.ModelTurnResult{Transcript: "sha256:11", Text: "done"}, nil
 		})
 	// The result spells its state as a worker before the one vocabulary
 	// did; the workflow reads it as succeeded.
-	env.OnActivity(a.ExecuteTool, mock.Anything, mock.Anything).Return(activities.ExecuteToolResult{State: "SUCCEEDED", Item: "sha256:20"}, nil)
+	env.OnActivity(a.ExecuteTool, mock.Anything, mock.Anything).Return(contract.ExecuteToolResult{State: "SUCCEEDED", Item: "sha256:20"}, nil)
 	env.ExecuteWorkflow(workflows.AgentTask, workflows.AgentTaskInput{TaskID: "T3", Tenant: "default", Prompt: "p", Model: "openai:m"})
 	var res workflows.TaskResult
 	if err := env.GetWorkflowResult(&res); err != nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/capstanhq/capstan"
 	"github.com/capstanhq/capstan/activities"
+	"github.com/capstanhq/capstan/internal/contract"
 	"github.com/capstanhq/capstan/workflows"
 	"go.temporal.io/sdk/workflow"
 )
@@ -31,16 +32,16 @@ func TestCancelMarksUnknownOnlyWhatWasInFlight(t *testing.T) {
 	env.RegisterActivity(&activities.Activities{})
 	callsThenAnswers(prCall)(env)
 	env.OnActivity(a.ExecuteTool, mock.Anything, mock.Anything).Return(
-		func(ctx context.Context, _ activities.ExecuteToolInput) (activities.ExecuteToolResult, error) {
+		func(ctx context.Context, _ contract.ExecuteToolInput) (contract.ExecuteToolResult, error) {
 			env.CancelWorkflow() // the task is cancelled while this call waits to send
 			<-ctx.Done()
-			return activities.ExecuteToolResult{}, ctx.Err()
+			return contract.ExecuteToolResult{}, ctx.Err()
 		})
 	reconciled := 0
 	env.OnActivity(a.Reconcile, mock.Anything, mock.Anything).Return(
-		func(context.Context, activities.ReconcileInput) (activities.ReconcileResult, error) {
+		func(context.Context, contract.ReconcileInput) (contract.ReconcileResult, error) {
 			reconciled++
-			return activities.ReconcileResult{}, nil
+			return contract.ReconcileResult{}, nil
 		})
 	env.ExecuteWorkflow(workflows.AgentTask, workflows.AgentTaskInput{TaskID: "T", Tenant: "default", Prompt: "p", Model: "openai:m"})
 	res := taskResult(t, env.GetWorkflowError())
@@ -56,7 +57,7 @@ func TestCancelMarksUnknownOnlyWhatWasInFlight(t *testing.T) {
 // outcome is not known yet, and returns its result and every Reconcile it
 // asked for. first answers the first Reconcile, the case's way; any later
 // one, asked as the cancelled task ends, finds the effect.
-func cancelWhileUnsettled(t *testing.T, before bool, setup func(env *testsuite.TestWorkflowEnvironment) (first func(context.Context) (activities.ReconcileResult, error))) (workflows.TaskResult, []activities.ReconcileInput) {
+func cancelWhileUnsettled(t *testing.T, before bool, setup func(env *testsuite.TestWorkflowEnvironment) (first func(context.Context) (contract.ReconcileResult, error))) (workflows.TaskResult, []contract.ReconcileInput) {
 	t.Helper()
 	var suite testsuite.WorkflowTestSuite
 	suite.SetLogger(tlog.NewStructuredLogger(slog.New(slog.DiscardHandler)))
@@ -66,9 +67,9 @@ func cancelWhileUnsettled(t *testing.T, before bool, setup func(env *testsuite.T
 		env.OnGetVersion("cancel-settles-every-unknown", workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
 	}
 	first := setup(env)
-	var asked []activities.ReconcileInput
+	var asked []contract.ReconcileInput
 	env.OnActivity(a.Reconcile, mock.Anything, mock.Anything).Return(
-		func(ctx context.Context, in activities.ReconcileInput) (activities.ReconcileResult, error) {
+		func(ctx context.Context, in contract.ReconcileInput) (contract.ReconcileResult, error) {
 			if asked = append(asked, in); len(asked) == 1 {
 				return first(ctx)
 			}
@@ -86,27 +87,27 @@ func cancelWhileUnsettled(t *testing.T, before bool, setup func(env *testsuite.T
 // looked only at what was recorded unknown, and replay so.
 func TestCancelSettlesEveryEffectNotKnown(t *testing.T) {
 	t.Parallel()
-	unknown := temporal.NewNonRetryableApplicationError("timeout after the request was written", activities.ErrTypeOperationUnknown, nil)
-	deliveryReconciling := func(env *testsuite.TestWorkflowEnvironment) func(context.Context) (activities.ReconcileResult, error) {
+	unknown := temporal.NewNonRetryableApplicationError("timeout after the request was written", contract.ErrTypeOperationUnknown, nil)
+	deliveryReconciling := func(env *testsuite.TestWorkflowEnvironment) func(context.Context) (contract.ReconcileResult, error) {
 		callsThenAnswers(readCall)(env)
-		env.OnActivity(a.ExecuteTool, mock.Anything, mock.Anything).Return(activities.ExecuteToolResult{State: capstan.OutcomeSucceeded, Item: "sha256:20"}, nil)
-		env.OnActivity(a.Deliver, mock.Anything, mock.Anything).Return(activities.DeliverResult{}, unknown)
-		return func(ctx context.Context) (activities.ReconcileResult, error) {
+		env.OnActivity(a.ExecuteTool, mock.Anything, mock.Anything).Return(contract.ExecuteToolResult{State: capstan.OutcomeSucceeded, Item: "sha256:20"}, nil)
+		env.OnActivity(a.Deliver, mock.Anything, mock.Anything).Return(contract.DeliverResult{}, unknown)
+		return func(ctx context.Context) (contract.ReconcileResult, error) {
 			env.CancelWorkflow() // while the reconciler asks Slack
 			<-ctx.Done()
-			return activities.ReconcileResult{}, ctx.Err()
+			return contract.ReconcileResult{}, ctx.Err()
 		}
 	}
-	operationWaitsForAPerson := func(env *testsuite.TestWorkflowEnvironment) func(context.Context) (activities.ReconcileResult, error) {
+	operationWaitsForAPerson := func(env *testsuite.TestWorkflowEnvironment) func(context.Context) (contract.ReconcileResult, error) {
 		toolFails(prCall, unknown)(env)
-		return func(context.Context) (activities.ReconcileResult, error) {
+		return func(context.Context) (contract.ReconcileResult, error) {
 			env.RegisterDelayedCallback(env.CancelWorkflow, time.Hour) // while it waits for a person
 			return reconciled(capstan.VerdictIndeterminate), nil
 		}
 	}
 	for _, tc := range []struct {
 		name  string
-		setup func(*testsuite.TestWorkflowEnvironment) func(context.Context) (activities.ReconcileResult, error)
+		setup func(*testsuite.TestWorkflowEnvironment) func(context.Context) (contract.ReconcileResult, error)
 		// stateOf is the effect's state in the result; was is the state a
 		// task started before the change left it in.
 		stateOf func(workflows.TaskResult) capstan.Outcome

@@ -17,48 +17,49 @@ import (
 
 	"github.com/capstanhq/capstan"
 	"github.com/capstanhq/capstan/activities"
+	"github.com/capstanhq/capstan/internal/contract"
 	"github.com/capstanhq/capstan/internal/model"
 	"github.com/capstanhq/capstan/workflows"
 )
 
 // Tool calls as a model turn commits them.
 var (
-	prCall = activities.ToolCallRef{ID: "call_pr", Name: "github_create_pull_request", Class: "conditional",
+	prCall = contract.ToolCallRef{ID: "call_pr", Name: "github_create_pull_request", Class: "conditional",
 		BusinessKey: "pr:create:acme/app:feat:main", Arguments: "sha256:01", Summary: "create_pull_request acme/app feat → main"}
-	readCall = activities.ToolCallRef{ID: "call_read", Name: "github_get_file", Class: "read_only",
+	readCall = contract.ToolCallRef{ID: "call_read", Name: "github_get_file", Class: "read_only",
 		Arguments: "sha256:02", Summary: "get_file acme/app README.md"}
 )
 
 // attemptErr is a ModelTurn failure as the activity reports it.
 func attemptErr(outcome model.Outcome, msg string) error {
-	return temporal.NewNonRetryableApplicationError(msg, activities.ErrTypeModelAttempt, nil,
-		activities.AttemptReport{Outcome: outcome, Phase: model.PhaseHeadersReceived, HTTPStatus: 400, Message: msg})
+	return temporal.NewNonRetryableApplicationError(msg, contract.ErrTypeModelAttempt, nil,
+		contract.AttemptReport{Outcome: outcome, Phase: model.PhaseHeadersReceived, HTTPStatus: 400, Message: msg})
 }
 
 // modelFails makes every model attempt fail with err.
 func modelFails(err error) func(*testsuite.TestWorkflowEnvironment) {
 	return func(env *testsuite.TestWorkflowEnvironment) {
-		env.OnActivity(a.ModelTurn, mock.Anything, mock.Anything).Return(activities.ModelTurnResult{}, err)
+		env.OnActivity(a.ModelTurn, mock.Anything, mock.Anything).Return(contract.ModelTurnResult{}, err)
 	}
 }
 
 // callsThenAnswers: the first turn declares call, the next answers "done".
-func callsThenAnswers(call activities.ToolCallRef) func(*testsuite.TestWorkflowEnvironment) {
+func callsThenAnswers(call contract.ToolCallRef) func(*testsuite.TestWorkflowEnvironment) {
 	return func(env *testsuite.TestWorkflowEnvironment) {
 		env.OnActivity(a.ModelTurn, mock.Anything, mock.Anything).Return(
-			func(_ context.Context, in activities.ModelTurnInput) (activities.ModelTurnResult, error) {
+			func(_ context.Context, in contract.ModelTurnInput) (contract.ModelTurnResult, error) {
 				if in.Transcript == "" {
-					return activities.ModelTurnResult{AttemptID: in.AttemptID, Transcript: "sha256:10", ToolCalls: []activities.ToolCallRef{call}}, nil
+					return contract.ModelTurnResult{AttemptID: in.AttemptID, Transcript: "sha256:10", ToolCalls: []contract.ToolCallRef{call}}, nil
 				}
-				return activities.ModelTurnResult{AttemptID: in.AttemptID, Transcript: "sha256:11", Text: "done"}, nil
+				return contract.ModelTurnResult{AttemptID: in.AttemptID, Transcript: "sha256:11", Text: "done"}, nil
 			})
 	}
 }
 
-func toolFails(call activities.ToolCallRef, err error) func(*testsuite.TestWorkflowEnvironment) {
+func toolFails(call contract.ToolCallRef, err error) func(*testsuite.TestWorkflowEnvironment) {
 	return func(env *testsuite.TestWorkflowEnvironment) {
 		callsThenAnswers(call)(env)
-		env.OnActivity(a.ExecuteTool, mock.Anything, mock.Anything).Return(activities.ExecuteToolResult{}, err)
+		env.OnActivity(a.ExecuteTool, mock.Anything, mock.Anything).Return(contract.ExecuteToolResult{}, err)
 	}
 }
 
@@ -72,8 +73,8 @@ func reconciles(err error, verdict capstan.Verdict) func(*testsuite.TestWorkflow
 	}
 }
 
-func reconciled(v capstan.Verdict) activities.ReconcileResult {
-	r := activities.ReconcileResult{Verdict: v}
+func reconciled(v capstan.Verdict) contract.ReconcileResult {
+	r := contract.ReconcileResult{Verdict: v}
 	switch v {
 	case capstan.VerdictFound:
 		r.State, r.ExternalID, r.Item, r.Reason = capstan.OutcomeSucceeded, "https://github.com/acme/app/pull/7", "sha256:30", "the pull request was there"
@@ -92,12 +93,12 @@ func reconcilesAbsentThenSucceeds() func(*testsuite.TestWorkflowEnvironment) {
 		callsThenAnswers(prCall)(env)
 		executions := 0
 		env.OnActivity(a.ExecuteTool, mock.Anything, mock.Anything).Return(
-			func(context.Context, activities.ExecuteToolInput) (activities.ExecuteToolResult, error) {
+			func(context.Context, contract.ExecuteToolInput) (contract.ExecuteToolResult, error) {
 				executions++
 				if executions == 1 {
-					return activities.ExecuteToolResult{}, temporal.NewNonRetryableApplicationError("timeout after send", activities.ErrTypeOperationUnknown, nil)
+					return contract.ExecuteToolResult{}, temporal.NewNonRetryableApplicationError("timeout after send", contract.ErrTypeOperationUnknown, nil)
 				}
-				return activities.ExecuteToolResult{State: capstan.OutcomeSucceeded, ExternalID: "https://github.com/acme/app/pull/8", Item: "sha256:20"}, nil
+				return contract.ExecuteToolResult{State: capstan.OutcomeSucceeded, ExternalID: "https://github.com/acme/app/pull/8", Item: "sha256:20"}, nil
 			})
 		env.OnActivity(a.Reconcile, mock.Anything, mock.Anything).Return(reconciled(capstan.VerdictAbsent), nil)
 	}
@@ -108,7 +109,7 @@ func reconcilesAbsentThenSucceeds() func(*testsuite.TestWorkflowEnvironment) {
 func deliveryReconciles(err error, verdict capstan.Verdict) func(*testsuite.TestWorkflowEnvironment) {
 	return func(env *testsuite.TestWorkflowEnvironment) {
 		deliveryFails(err)(env)
-		r := activities.ReconcileResult{Verdict: verdict, Reason: "no message with the operation id"}
+		r := contract.ReconcileResult{Verdict: verdict, Reason: "no message with the operation id"}
 		if verdict == capstan.VerdictFound {
 			r.State, r.ExternalID, r.Reason = capstan.OutcomeSucceeded, "C1/1700000000.000100", "the message was there"
 		}
@@ -119,15 +120,15 @@ func deliveryReconciles(err error, verdict capstan.Verdict) func(*testsuite.Test
 func reconcilerFails(err error) func(*testsuite.TestWorkflowEnvironment) {
 	return func(env *testsuite.TestWorkflowEnvironment) {
 		toolFails(prCall, err)(env)
-		env.OnActivity(a.Reconcile, mock.Anything, mock.Anything).Return(activities.ReconcileResult{},
+		env.OnActivity(a.Reconcile, mock.Anything, mock.Anything).Return(contract.ReconcileResult{},
 			temporal.NewNonRetryableApplicationError("GitHub kept answering 502", "ReconcilerBroken", nil))
 	}
 }
 
 // breakerOpen is a BreakerOpen error as ExecuteTool and Deliver return it.
 func breakerOpen(key string, wait time.Duration) error {
-	return temporal.NewApplicationErrorWithOptions("breaker "+key+" is open: nothing was sent", activities.ErrTypeBreakerOpen,
-		temporal.ApplicationErrorOptions{NextRetryDelay: wait, Details: []any{activities.BreakerWait{Breaker: key, State: "open", Wait: wait}}})
+	return temporal.NewApplicationErrorWithOptions("breaker "+key+" is open: nothing was sent", contract.ErrTypeBreakerOpen,
+		temporal.ApplicationErrorOptions{NextRetryDelay: wait, Details: []any{contract.BreakerWait{Breaker: key, State: "open", Wait: wait}}})
 }
 
 // modelBreakerOpenThen: the first n attempts find model/openai open, 24 s
@@ -136,13 +137,13 @@ func modelBreakerOpenThen(n int) func(*testsuite.TestWorkflowEnvironment) {
 	return func(env *testsuite.TestWorkflowEnvironment) {
 		calls := 0
 		env.OnActivity(a.ModelTurn, mock.Anything, mock.Anything).Return(
-			func(_ context.Context, in activities.ModelTurnInput) (activities.ModelTurnResult, error) {
+			func(_ context.Context, in contract.ModelTurnInput) (contract.ModelTurnResult, error) {
 				if calls++; calls <= n {
-					return activities.ModelTurnResult{}, temporal.NewNonRetryableApplicationError("breaker open", activities.ErrTypeModelAttempt, nil,
-						activities.AttemptReport{AttemptID: in.AttemptID, Outcome: model.OutcomeBreakerOpen, Phase: model.PhaseNotSent,
+					return contract.ModelTurnResult{}, temporal.NewNonRetryableApplicationError("breaker open", contract.ErrTypeModelAttempt, nil,
+						contract.AttemptReport{AttemptID: in.AttemptID, Outcome: model.OutcomeBreakerOpen, Phase: model.PhaseNotSent,
 							RetryAfterMS: 24000, Breaker: "model/openai", Message: "breaker model/openai is open"})
 				}
-				return activities.ModelTurnResult{AttemptID: in.AttemptID, Transcript: "sha256:11", Text: "done"}, nil
+				return contract.ModelTurnResult{AttemptID: in.AttemptID, Transcript: "sha256:11", Text: "done"}, nil
 			})
 	}
 }
@@ -154,11 +155,11 @@ func toolBreakerOpenThen(n int) func(*testsuite.TestWorkflowEnvironment) {
 		callsThenAnswers(prCall)(env)
 		calls := 0
 		env.OnActivity(a.ExecuteTool, mock.Anything, mock.Anything).Return(
-			func(context.Context, activities.ExecuteToolInput) (activities.ExecuteToolResult, error) {
+			func(context.Context, contract.ExecuteToolInput) (contract.ExecuteToolResult, error) {
 				if calls++; calls <= n {
-					return activities.ExecuteToolResult{}, breakerOpen("github/write", 30*time.Second)
+					return contract.ExecuteToolResult{}, breakerOpen("github/write", 30*time.Second)
 				}
-				return activities.ExecuteToolResult{State: capstan.OutcomeSucceeded, ExternalID: "https://github.com/acme/app/pull/9", Item: "sha256:20"}, nil
+				return contract.ExecuteToolResult{State: capstan.OutcomeSucceeded, ExternalID: "https://github.com/acme/app/pull/9", Item: "sha256:20"}, nil
 			})
 	}
 }
@@ -169,14 +170,14 @@ func deliveryBreakerOpenThen(n int) func(*testsuite.TestWorkflowEnvironment) {
 	return func(env *testsuite.TestWorkflowEnvironment) {
 		callsThenAnswers(readCall)(env)
 		env.OnActivity(a.ExecuteTool, mock.Anything, mock.Anything).Return(
-			activities.ExecuteToolResult{State: capstan.OutcomeSucceeded, Item: "sha256:20"}, nil)
+			contract.ExecuteToolResult{State: capstan.OutcomeSucceeded, Item: "sha256:20"}, nil)
 		calls := 0
 		env.OnActivity(a.Deliver, mock.Anything, mock.Anything).Return(
-			func(context.Context, activities.DeliverInput) (activities.DeliverResult, error) {
+			func(context.Context, contract.DeliverInput) (contract.DeliverResult, error) {
 				if calls++; calls <= n {
-					return activities.DeliverResult{}, breakerOpen("slack/post", 30*time.Second)
+					return contract.DeliverResult{}, breakerOpen("slack/post", 30*time.Second)
 				}
-				return activities.DeliverResult{ExternalID: "C1/1700000000.000100"}, nil
+				return contract.DeliverResult{ExternalID: "C1/1700000000.000100"}, nil
 			})
 	}
 }
@@ -185,8 +186,8 @@ func deliveryFails(err error) func(*testsuite.TestWorkflowEnvironment) {
 	return func(env *testsuite.TestWorkflowEnvironment) {
 		callsThenAnswers(readCall)(env)
 		env.OnActivity(a.ExecuteTool, mock.Anything, mock.Anything).Return(
-			activities.ExecuteToolResult{State: capstan.OutcomeSucceeded, Item: "sha256:20"}, nil)
-		env.OnActivity(a.Deliver, mock.Anything, mock.Anything).Return(activities.DeliverResult{}, err)
+			contract.ExecuteToolResult{State: capstan.OutcomeSucceeded, Item: "sha256:20"}, nil)
+		env.OnActivity(a.Deliver, mock.Anything, mock.Anything).Return(contract.DeliverResult{}, err)
 	}
 }
 
@@ -231,63 +232,63 @@ func TestFailureMapping(t *testing.T) {
 			status: workflows.StatusFailed, code: workflows.FailProviderUnavailable, journal: "a6 abandoned (overloaded); giving up"},
 		{name: "never sent past the transport budget", setup: modelFails(attemptErr(model.OutcomeNotSent, "connection refused")),
 			status: workflows.StatusFailed, code: workflows.FailProviderUnavailable, journal: "a5 abandoned (not_sent); giving up"},
-		{name: "model worker misconfigured", setup: modelFails(appErr(activities.ErrTypeWorkerConfig)),
+		{name: "model worker misconfigured", setup: modelFails(appErr(contract.ErrTypeWorkerConfig)),
 			status: workflows.StatusFailed, code: workflows.FailWorkerMisconfigured, journal: "task failed: WorkerConfig from the activity"},
 		{name: "model heartbeat timeout", setup: modelFails(heartbeatTimeout),
 			status: workflows.StatusFailed, code: workflows.FailWorkerLost, journal: "a5 abandoned (worker_lost); giving up"},
 		{name: "model start-to-close timeout", setup: modelFails(startToCloseTimeout),
 			status: workflows.StatusFailed, code: workflows.FailWorkerLost, journal: "StartToClose timeout"},
 		{name: "no answer within max turns", setup: func(env *testsuite.TestWorkflowEnvironment) {
-			env.OnActivity(a.ModelTurn, mock.Anything, mock.Anything).Return(activities.ModelTurnResult{Transcript: "sha256:10", ToolCalls: []activities.ToolCallRef{readCall}}, nil)
-			env.OnActivity(a.ExecuteTool, mock.Anything, mock.Anything).Return(activities.ExecuteToolResult{State: capstan.OutcomeSucceeded, Item: "sha256:20"}, nil)
+			env.OnActivity(a.ModelTurn, mock.Anything, mock.Anything).Return(contract.ModelTurnResult{Transcript: "sha256:10", ToolCalls: []contract.ToolCallRef{readCall}}, nil)
+			env.OnActivity(a.ExecuteTool, mock.Anything, mock.Anything).Return(contract.ExecuteToolResult{State: capstan.OutcomeSucceeded, Item: "sha256:20"}, nil)
 		}, maxTurns: 2, status: workflows.StatusFailed, code: workflows.FailMaxTurns, journal: "had not given a final answer after 2 turns"},
 
 		// Operations.
-		{name: "operation conflict", setup: toolFails(prCall, appErr(activities.ErrTypeOperationConflict)),
+		{name: "operation conflict", setup: toolFails(prCall, appErr(contract.ErrTypeOperationConflict)),
 			status: workflows.StatusFailed, code: workflows.FailOperationConflict, opState: capstan.OutcomeFailed, journal: "task failed: OperationConflict"},
-		{name: "v2: operation unknown", v2: true, setup: toolFails(prCall, appErr(activities.ErrTypeOperationUnknown)),
+		{name: "v2: operation unknown", v2: true, setup: toolFails(prCall, appErr(contract.ErrTypeOperationUnknown)),
 			status: workflows.StatusFailed, code: workflows.FailOperationUnknown, opState: capstan.OutcomeUnknown, journal: "task failed: OperationUnknown"},
-		{name: "tool worker misconfigured", setup: toolFails(prCall, appErr(activities.ErrTypeWorkerConfig)),
+		{name: "tool worker misconfigured", setup: toolFails(prCall, appErr(contract.ErrTypeWorkerConfig)),
 			status: workflows.StatusFailed, code: workflows.FailWorkerMisconfigured, opState: capstan.OutcomeAbsent, journal: "task failed: WorkerConfig"},
 		{name: "read that keeps failing", setup: toolFails(readCall, errors.New("502 from GitHub")),
 			status: workflows.StatusFailed, code: workflows.FailOperationFailed, opState: capstan.OutcomeFailed, journal: "github_get_file did not complete"},
 		{name: "v2: mutation whose worker is lost", v2: true, setup: toolFails(prCall, heartbeatTimeout),
 			status: workflows.StatusFailed, code: workflows.FailOperationUnknown, opState: capstan.OutcomeUnknown, journal: "could not be confirmed and may have taken effect"},
-		{name: "v2: mutation held elsewhere to the end", v2: true, setup: toolFails(prCall, temporal.NewApplicationError("held", activities.ErrTypeOperationInProgress)),
+		{name: "v2: mutation held elsewhere to the end", v2: true, setup: toolFails(prCall, temporal.NewApplicationError("held", contract.ErrTypeOperationInProgress)),
 			status: workflows.StatusFailed, code: workflows.FailOperationUnknown, opState: capstan.OutcomeUnknown, journal: "could not be confirmed"},
 
 		// Unknown operations, reconciled.
-		{name: "unknown, then found", setup: reconciles(appErr(activities.ErrTypeOperationUnknown), capstan.VerdictFound),
+		{name: "unknown, then found", setup: reconciles(appErr(contract.ErrTypeOperationUnknown), capstan.VerdictFound),
 			status: workflows.StatusCompleted, opState: capstan.OutcomeSucceeded, journal: "recovered: the pull request was there"},
 		{name: "lost worker, then found", setup: reconciles(heartbeatTimeout, capstan.VerdictFound),
 			status: workflows.StatusCompleted, opState: capstan.OutcomeSucceeded, journal: "is unknown; reconciling"},
 		{name: "unknown, absent, executed again", setup: reconcilesAbsentThenSucceeds(),
 			status: workflows.StatusCompleted, opState: capstan.OutcomeSucceeded, journal: "executing it again with the same id (1/2)"},
-		{name: "absent every time, nobody answers", setup: reconciles(appErr(activities.ErrTypeOperationUnknown), capstan.VerdictAbsent),
+		{name: "absent every time, nobody answers", setup: reconciles(appErr(contract.ErrTypeOperationUnknown), capstan.VerdictAbsent),
 			status: workflows.StatusFailed, code: workflows.FailNeedsHumanTimeout, opState: capstan.OutcomeNeedsHuman, journal: "executed 2 more times and is still not confirmed"},
-		{name: "indeterminate, nobody answers", setup: reconciles(appErr(activities.ErrTypeOperationUnknown), capstan.VerdictIndeterminate),
+		{name: "indeterminate, nobody answers", setup: reconciles(appErr(contract.ErrTypeOperationUnknown), capstan.VerdictIndeterminate),
 			status: workflows.StatusFailed, code: workflows.FailNeedsHumanTimeout, opState: capstan.OutcomeNeedsHuman, journal: "needs a person: two pull requests match"},
-		{name: "reconciler fails, nobody answers", setup: reconcilerFails(appErr(activities.ErrTypeOperationUnknown)),
+		{name: "reconciler fails, nobody answers", setup: reconcilerFails(appErr(contract.ErrTypeOperationUnknown)),
 			status: workflows.StatusFailed, code: workflows.FailNeedsHumanTimeout, opState: capstan.OutcomeNeedsHuman, journal: "the reconciler could not finish"},
 
 		// Deliveries.
-		{name: "delivery refused", setup: deliveryFails(appErr(activities.ErrTypeDeliveryFailed)),
+		{name: "delivery refused", setup: deliveryFails(appErr(contract.ErrTypeDeliveryFailed)),
 			status: workflows.StatusFailed, code: workflows.FailDeliveryFailed, delivery: capstan.OutcomeFailed, journal: "could not be delivered to Slack"},
-		{name: "v2: delivery unknown", v2: true, setup: deliveryFails(appErr(activities.ErrTypeOperationUnknown)),
+		{name: "v2: delivery unknown", v2: true, setup: deliveryFails(appErr(contract.ErrTypeOperationUnknown)),
 			status: workflows.StatusFailed, code: workflows.FailOperationUnknown, delivery: capstan.OutcomeUnknown, journal: "may have been posted"},
-		{name: "delivery conflict", setup: deliveryFails(appErr(activities.ErrTypeOperationConflict)),
+		{name: "delivery conflict", setup: deliveryFails(appErr(contract.ErrTypeOperationConflict)),
 			status: workflows.StatusFailed, code: workflows.FailOperationConflict, delivery: capstan.OutcomeFailed, journal: "task failed: OperationConflict"},
-		{name: "delivery worker misconfigured", setup: deliveryFails(appErr(activities.ErrTypeWorkerConfig)),
+		{name: "delivery worker misconfigured", setup: deliveryFails(appErr(contract.ErrTypeWorkerConfig)),
 			status: workflows.StatusFailed, code: workflows.FailWorkerMisconfigured, delivery: capstan.OutcomeFailed, journal: "task failed: WorkerConfig"},
-		{name: "delivery unknown, then found", setup: deliveryReconciles(appErr(activities.ErrTypeOperationUnknown), capstan.VerdictFound),
+		{name: "delivery unknown, then found", setup: deliveryReconciles(appErr(contract.ErrTypeOperationUnknown), capstan.VerdictFound),
 			status: workflows.StatusCompleted, delivery: capstan.OutcomeSucceeded, journal: "recovered: the message was there"},
 		{name: "delivery's worker lost, then found", setup: deliveryReconciles(heartbeatTimeout, capstan.VerdictFound),
 			status: workflows.StatusCompleted, delivery: capstan.OutcomeSucceeded, journal: "stopped answering (Heartbeat timeout)"},
-		{name: "delivery absent every time", setup: deliveryReconciles(appErr(activities.ErrTypeOperationUnknown), capstan.VerdictAbsent),
+		{name: "delivery absent every time", setup: deliveryReconciles(appErr(contract.ErrTypeOperationUnknown), capstan.VerdictAbsent),
 			status: workflows.StatusFailed, code: workflows.FailDeliveryFailed, delivery: capstan.OutcomeFailed, journal: "after 3 tries"},
-		{name: "delivery indeterminate, nobody answers", setup: deliveryReconciles(appErr(activities.ErrTypeOperationUnknown), capstan.VerdictIndeterminate),
+		{name: "delivery indeterminate, nobody answers", setup: deliveryReconciles(appErr(contract.ErrTypeOperationUnknown), capstan.VerdictIndeterminate),
 			status: workflows.StatusFailed, code: workflows.FailNeedsHumanTimeout, delivery: capstan.OutcomeNeedsHuman, journal: "needs a person"},
-		{name: "delivery not sent three times", setup: deliveryFails(temporal.NewApplicationError("ratelimited", activities.ErrTypeDeliveryNotSent)),
+		{name: "delivery not sent three times", setup: deliveryFails(temporal.NewApplicationError("ratelimited", contract.ErrTypeDeliveryNotSent)),
 			status: workflows.StatusFailed, code: workflows.FailDeliveryFailed, delivery: capstan.OutcomeFailed, journal: "could not be delivered to Slack"},
 
 		// Open breakers: waited out, however long, spending no budget.
@@ -306,7 +307,7 @@ func TestFailureMapping(t *testing.T) {
 
 		// Cancellation while a model attempt runs.
 		{name: "cancelled", cancel: true, setup: func(env *testsuite.TestWorkflowEnvironment) {
-			env.OnActivity(a.ModelTurn, mock.Anything, mock.Anything).After(time.Hour).Return(activities.ModelTurnResult{}, nil)
+			env.OnActivity(a.ModelTurn, mock.Anything, mock.Anything).After(time.Hour).Return(contract.ModelTurnResult{}, nil)
 		}, status: workflows.StatusCancelled, journal: "task cancelled: the task was cancelled"},
 	}
 	for _, tt := range tests {

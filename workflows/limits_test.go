@@ -15,6 +15,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/capstanhq/capstan/activities"
+	"github.com/capstanhq/capstan/internal/contract"
 	"github.com/capstanhq/capstan/internal/ledger/sqlite"
 	"github.com/capstanhq/capstan/internal/model"
 	"github.com/capstanhq/capstan/internal/tools"
@@ -34,9 +35,9 @@ func TestTaskTakesUnsetLimitsFromTheWorker(t *testing.T) {
 	var seen model.Limits
 	var heartbeat time.Duration
 	env.OnActivity(a.ModelTurn, mock.Anything, mock.Anything).Return(
-		func(ctx context.Context, in activities.ModelTurnInput) (activities.ModelTurnResult, error) {
+		func(ctx context.Context, in contract.ModelTurnInput) (contract.ModelTurnResult, error) {
 			seen = in.Limits
-			return activities.ModelTurnResult{Transcript: "sha256:00", Text: "done"}, nil
+			return contract.ModelTurnResult{Transcript: "sha256:00", Text: "done"}, nil
 		})
 	env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) {
 		heartbeat = info.HeartbeatTimeout
@@ -72,9 +73,9 @@ func TestTaskLimitsThatDoNotFitTheWorkerFail(t *testing.T) {
 	env.RegisterActivity(workerWithLimits(t, model.Limits{Idle: 10 * time.Second, Total: time.Minute}))
 	attempts := 0
 	env.OnActivity(a.ModelTurn, mock.Anything, mock.Anything).Return(
-		func(context.Context, activities.ModelTurnInput) (activities.ModelTurnResult, error) {
+		func(context.Context, contract.ModelTurnInput) (contract.ModelTurnResult, error) {
 			attempts++
-			return activities.ModelTurnResult{Transcript: "sha256:00", Text: "done"}, nil
+			return contract.ModelTurnResult{Transcript: "sha256:00", Text: "done"}, nil
 		})
 	env.ExecuteWorkflow(workflows.AgentTask, workflows.AgentTaskInput{TaskID: "T1", Tenant: "default", Prompt: "p", Model: "openai:m",
 		ModelLimits: model.Limits{Idle: 2 * time.Minute}})

@@ -15,6 +15,7 @@ import (
 
 	"github.com/capstanhq/capstan"
 	"github.com/capstanhq/capstan/activities"
+	"github.com/capstanhq/capstan/internal/contract"
 	"github.com/capstanhq/capstan/workflows"
 )
 
@@ -24,7 +25,7 @@ const prOpID = "default:T:github_create_pull_request:pr:create:acme/app:feat:mai
 // is unknown and the reconciler answers indeterminate until a person's
 // resolution arrives, which it then records.
 // A nil execute makes every execution unknown.
-func personEnv(t *testing.T, execute func(context.Context, activities.ExecuteToolInput) (activities.ExecuteToolResult, error)) (*testsuite.TestWorkflowEnvironment, *[]activities.ReconcileInput) {
+func personEnv(t *testing.T, execute func(context.Context, contract.ExecuteToolInput) (contract.ExecuteToolResult, error)) (*testsuite.TestWorkflowEnvironment, *[]contract.ReconcileInput) {
 	t.Helper()
 	var suite testsuite.WorkflowTestSuite
 	suite.SetLogger(tlog.NewStructuredLogger(slog.New(slog.DiscardHandler)))
@@ -32,14 +33,14 @@ func personEnv(t *testing.T, execute func(context.Context, activities.ExecuteToo
 	env.RegisterActivity(&activities.Activities{})
 	callsThenAnswers(prCall)(env)
 	if execute == nil {
-		execute = func(context.Context, activities.ExecuteToolInput) (activities.ExecuteToolResult, error) {
-			return activities.ExecuteToolResult{}, temporal.NewNonRetryableApplicationError("timeout after send", activities.ErrTypeOperationUnknown, nil)
+		execute = func(context.Context, contract.ExecuteToolInput) (contract.ExecuteToolResult, error) {
+			return contract.ExecuteToolResult{}, temporal.NewNonRetryableApplicationError("timeout after send", contract.ErrTypeOperationUnknown, nil)
 		}
 	}
 	env.OnActivity(a.ExecuteTool, mock.Anything, mock.Anything).Return(execute)
-	var asked []activities.ReconcileInput
+	var asked []contract.ReconcileInput
 	env.OnActivity(a.Reconcile, mock.Anything, mock.Anything).After(30 * time.Minute).Return(
-		func(_ context.Context, in activities.ReconcileInput) (activities.ReconcileResult, error) {
+		func(_ context.Context, in contract.ReconcileInput) (contract.ReconcileResult, error) {
 			asked = append(asked, in)
 			if in.Resolution == nil {
 				return reconciled(capstan.VerdictIndeterminate), nil
@@ -116,15 +117,15 @@ func TestPersonResolvesFound(t *testing.T) {
 func TestPersonResolvesAbsent(t *testing.T) {
 	t.Parallel()
 	executions := 0
-	env, _ := personEnv(t, func(_ context.Context, in activities.ExecuteToolInput) (activities.ExecuteToolResult, error) {
+	env, _ := personEnv(t, func(_ context.Context, in contract.ExecuteToolInput) (contract.ExecuteToolResult, error) {
 		executions++
 		if in.OperationID != prOpID {
 			t.Errorf("execution with id %s, want %s", in.OperationID, prOpID)
 		}
 		if executions == 1 {
-			return activities.ExecuteToolResult{}, temporal.NewNonRetryableApplicationError("timeout after send", activities.ErrTypeOperationUnknown, nil)
+			return contract.ExecuteToolResult{}, temporal.NewNonRetryableApplicationError("timeout after send", contract.ErrTypeOperationUnknown, nil)
 		}
-		return activities.ExecuteToolResult{State: capstan.OutcomeSucceeded, ExternalID: "https://github.com/acme/app/pull/9", Item: "sha256:20"}, nil
+		return contract.ExecuteToolResult{State: capstan.OutcomeSucceeded, ExternalID: "https://github.com/acme/app/pull/9", Item: "sha256:20"}, nil
 	})
 	var err error
 	resolveAt(env, time.Hour, workflows.ResolveRequest{OperationID: prOpID, Decision: "absent"}, &err)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/capstanhq/capstan"
 	"github.com/capstanhq/capstan/activities"
+	"github.com/capstanhq/capstan/internal/contract"
 	"github.com/capstanhq/capstan/internal/model"
 	"github.com/capstanhq/capstan/workflows"
 )
@@ -28,11 +29,11 @@ import (
 // skipped, and each call records the virtual time it was made at.
 
 // reply is one scripted ModelTurn: given the call's input, its result.
-type reply func(in activities.ModelTurnInput) (activities.ModelTurnResult, error)
+type reply func(in contract.ModelTurnInput) (contract.ModelTurnResult, error)
 
 // modelCall is one ModelTurn the workflow made.
 type modelCall struct {
-	in activities.ModelTurnInput
+	in contract.ModelTurnInput
 	at time.Time
 }
 
@@ -44,19 +45,19 @@ type script struct {
 	replies []reply
 	calls   []modelCall
 	// truncations are the TruncateTranscript calls.
-	truncations []activities.TruncateInput
+	truncations []contract.TruncateInput
 	// endless, when set, answers every call past the script's end.
 	endless reply
 }
 
-func (s *script) modelTurn(_ context.Context, in activities.ModelTurnInput) (activities.ModelTurnResult, error) {
+func (s *script) modelTurn(_ context.Context, in contract.ModelTurnInput) (contract.ModelTurnResult, error) {
 	s.calls = append(s.calls, modelCall{in: in, at: s.env.Now()})
 	if len(s.replies) == 0 && s.endless != nil {
 		return s.endless(in)
 	}
 	if len(s.replies) == 0 {
 		s.t.Errorf("ModelTurn %s called after the script ended", in.AttemptID)
-		return activities.ModelTurnResult{}, report(model.OutcomeRejected, 0, "the script ended")(in)
+		return contract.ModelTurnResult{}, report(model.OutcomeRejected, 0, "the script ended")(in)
 	}
 	r := s.replies[0]
 	s.replies = s.replies[1:]
@@ -74,54 +75,54 @@ func times(n int, r reply) []reply {
 
 // answer completes the call with text, finishing with reason.
 func answer(text, reason string) reply {
-	return func(in activities.ModelTurnInput) (activities.ModelTurnResult, error) {
-		return activities.ModelTurnResult{AttemptID: in.AttemptID, Transcript: "sha256:after-" + in.AttemptID, Text: text,
+	return func(in contract.ModelTurnInput) (contract.ModelTurnResult, error) {
+		return contract.ModelTurnResult{AttemptID: in.AttemptID, Transcript: "sha256:after-" + in.AttemptID, Text: text,
 			FinishReason: reason, Phase: model.PhaseStreamCompleted}, nil
 	}
 }
 
 // callsTool completes the call with one read.
 func callsTool() reply {
-	return func(in activities.ModelTurnInput) (activities.ModelTurnResult, error) {
-		return activities.ModelTurnResult{AttemptID: in.AttemptID, Transcript: "sha256:after-" + in.AttemptID,
-			ToolCalls: []activities.ToolCallRef{readCall}, FinishReason: "tool_calls", Phase: model.PhaseStreamCompleted}, nil
+	return func(in contract.ModelTurnInput) (contract.ModelTurnResult, error) {
+		return contract.ModelTurnResult{AttemptID: in.AttemptID, Transcript: "sha256:after-" + in.AttemptID,
+			ToolCalls: []contract.ToolCallRef{readCall}, FinishReason: "tool_calls", Phase: model.PhaseStreamCompleted}, nil
 	}
 }
 
 // report ends the call as the activity reports a failed attempt.
-func report(outcome model.Outcome, retryAfter time.Duration, msg string) func(activities.ModelTurnInput) error {
-	return func(in activities.ModelTurnInput) error {
-		return temporal.NewNonRetryableApplicationError(msg, activities.ErrTypeModelAttempt, nil, activities.AttemptReport{
+func report(outcome model.Outcome, retryAfter time.Duration, msg string) func(contract.ModelTurnInput) error {
+	return func(in contract.ModelTurnInput) error {
+		return temporal.NewNonRetryableApplicationError(msg, contract.ErrTypeModelAttempt, nil, contract.AttemptReport{
 			AttemptID: in.AttemptID, Outcome: outcome, Phase: model.PhaseHeadersReceived, RetryAfterMS: retryAfter.Milliseconds(), Message: msg})
 	}
 }
 
 // fails ends the call with outcome.
 func fails(outcome model.Outcome, retryAfter time.Duration) reply {
-	return func(in activities.ModelTurnInput) (activities.ModelTurnResult, error) {
-		return activities.ModelTurnResult{}, report(outcome, retryAfter, string(outcome)+" from the provider")(in)
+	return func(in contract.ModelTurnInput) (contract.ModelTurnResult, error) {
+		return contract.ModelTurnResult{}, report(outcome, retryAfter, string(outcome)+" from the provider")(in)
 	}
 }
 
 // breakerOpenReply: the provider's breaker is open, 24 s left.
-func breakerOpenReply(in activities.ModelTurnInput) (activities.ModelTurnResult, error) {
-	return activities.ModelTurnResult{}, temporal.NewNonRetryableApplicationError("breaker open", activities.ErrTypeModelAttempt, nil,
-		activities.AttemptReport{AttemptID: in.AttemptID, Outcome: model.OutcomeBreakerOpen, Phase: model.PhaseNotSent,
+func breakerOpenReply(in contract.ModelTurnInput) (contract.ModelTurnResult, error) {
+	return contract.ModelTurnResult{}, temporal.NewNonRetryableApplicationError("breaker open", contract.ErrTypeModelAttempt, nil,
+		contract.AttemptReport{AttemptID: in.AttemptID, Outcome: model.OutcomeBreakerOpen, Phase: model.PhaseNotSent,
 			RetryAfterMS: 24000, Breaker: "model/openai", Message: "breaker model/openai is open"})
 }
 
 // workerLost: the attempt's worker stopped heartbeating.
-func workerLost(activities.ModelTurnInput) (activities.ModelTurnResult, error) {
-	return activities.ModelTurnResult{}, temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_HEARTBEAT, nil)
+func workerLost(contract.ModelTurnInput) (contract.ModelTurnResult, error) {
+	return contract.ModelTurnResult{}, temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_HEARTBEAT, nil)
 }
 
 // compacted is a summary call that replaced n items.
 func compacted(n int) reply {
-	return func(in activities.ModelTurnInput) (activities.ModelTurnResult, error) {
+	return func(in contract.ModelTurnInput) (contract.ModelTurnResult, error) {
 		if !in.Compact {
-			return activities.ModelTurnResult{}, fmt.Errorf("call %s is not a compaction", in.AttemptID)
+			return contract.ModelTurnResult{}, fmt.Errorf("call %s is not a compaction", in.AttemptID)
 		}
-		return activities.ModelTurnResult{AttemptID: in.AttemptID, Transcript: "sha256:compacted-" + in.AttemptID,
+		return contract.ModelTurnResult{AttemptID: in.AttemptID, Transcript: "sha256:compacted-" + in.AttemptID,
 			Text: "summary", Phase: model.PhaseStreamCompleted, Compacted: n}, nil
 	}
 }
@@ -146,11 +147,11 @@ func runTask(t *testing.T, in workflows.AgentTaskInput, replies []reply, before 
 	env.RegisterActivity(&activities.Activities{})
 	s := &script{t: t, env: env, replies: replies}
 	env.OnActivity(a.ModelTurn, mock.Anything, mock.Anything).Return(s.modelTurn)
-	env.OnActivity(a.ExecuteTool, mock.Anything, mock.Anything).Return(activities.ExecuteToolResult{State: capstan.OutcomeSucceeded, Item: "sha256:20"}, nil)
+	env.OnActivity(a.ExecuteTool, mock.Anything, mock.Anything).Return(contract.ExecuteToolResult{State: capstan.OutcomeSucceeded, Item: "sha256:20"}, nil)
 	env.OnActivity(a.TruncateTranscript, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, tin activities.TruncateInput) (activities.TruncateResult, error) {
+		func(_ context.Context, tin contract.TruncateInput) (contract.TruncateResult, error) {
 			s.truncations = append(s.truncations, tin)
-			return activities.TruncateResult{Transcript: "sha256:truncated", Removed: 4}, nil
+			return contract.TruncateResult{Transcript: "sha256:truncated", Removed: 4}, nil
 		})
 	if before != nil {
 		before(env, s)
@@ -492,9 +493,9 @@ func TestPersistentMode(t *testing.T) {
 		}
 	})
 	t.Run("a breaker wait is journalled every 30 s too", func(t *testing.T) {
-		longOpen := func(in activities.ModelTurnInput) (activities.ModelTurnResult, error) {
-			return activities.ModelTurnResult{}, temporal.NewNonRetryableApplicationError("breaker open", activities.ErrTypeModelAttempt, nil,
-				activities.AttemptReport{AttemptID: in.AttemptID, Outcome: model.OutcomeBreakerOpen, Phase: model.PhaseNotSent,
+		longOpen := func(in contract.ModelTurnInput) (contract.ModelTurnResult, error) {
+			return contract.ModelTurnResult{}, temporal.NewNonRetryableApplicationError("breaker open", contract.ErrTypeModelAttempt, nil,
+				contract.AttemptReport{AttemptID: in.AttemptID, Outcome: model.OutcomeBreakerOpen, Phase: model.PhaseNotSent,
 					RetryAfterMS: 34000, Breaker: "model/openai", Message: "breaker model/openai is open"})
 		}
 		r := runTask(t, in, []reply{longOpen, answer("done", "stop")}, nil)

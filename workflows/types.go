@@ -4,8 +4,8 @@ import (
 	"time"
 
 	"github.com/capstanhq/capstan"
-	"github.com/capstanhq/capstan/internal/contract"
 
+	"github.com/capstanhq/capstan/internal/contract"
 	"github.com/capstanhq/capstan/internal/model"
 )
 

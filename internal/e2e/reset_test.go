@@ -18,7 +18,7 @@ import (
 	"go.temporal.io/sdk/converter"
 
 	"github.com/capstanhq/capstan"
-	"github.com/capstanhq/capstan/activities"
+	"github.com/capstanhq/capstan/internal/contract"
 	"github.com/capstanhq/capstan/internal/ledger/sqlite"
 	"github.com/capstanhq/capstan/internal/sandbox"
 	"github.com/capstanhq/capstan/internal/testenv"
@@ -348,7 +348,7 @@ func eventAfterComment(t *testing.T, workflowID, runID string) int64 {
 	commentScheduled, commentDone := int64(0), false
 	for _, ev := range fetchRunHistory(t, temporal, workflowID, runID).GetEvents() {
 		if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil && a.GetActivityType().GetName() == "ExecuteTool" {
-			var in activities.ExecuteToolInput
+			var in contract.ExecuteToolInput
 			if err := converter.GetDefaultDataConverter().FromPayloads(a.GetInput(), &in); err != nil {
 				t.Fatalf("decode the input of event %d: %v", ev.GetEventId(), err)
 			}
