@@ -83,10 +83,10 @@ func compileCondition(env *cel.Env, text string) (*condition, error) {
 	return c, nil
 }
 
-// eval is the condition's value for c and t, or the error that kept it
-// from having one.
-func (k *condition) eval(c Call, t Task) (bool, error) {
-	out, _, err := k.program.Eval(&activation{c: &c, t: &t})
+// eval is the condition's value for the call and task of act, or the
+// error that kept it from having one.
+func (k *condition) eval(act *activation) (bool, error) {
+	out, _, err := k.program.Eval(act)
 	if err != nil {
 		return false, err
 	}

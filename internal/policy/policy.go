@@ -182,14 +182,26 @@ func (p *Policy) Decide(c Call, t Task) Decision {
 	c.Branch = strings.TrimPrefix(c.Branch, "refs/heads/")
 	c.From = strings.TrimPrefix(c.From, "refs/heads/")
 	c.Into = strings.TrimPrefix(c.Into, "refs/heads/")
-	if p != nil {
-		for _, r := range p.rules {
-			if d, ok := r.decide(c, t); ok {
-				return d
-			}
+	if p != nil && len(p.rules) > 0 {
+		if d, ok := p.decideFile(c, t); ok {
+			return d
 		}
 	}
 	return decideDefaults(c, t)
+}
+
+// decideFile is the decision of the first file rule that matches, and
+// whether one did. It takes its own copies of c and t, which its CEL
+// activation points to, so a decision by the defaults alone does not move
+// them to the heap.
+func (p *Policy) decideFile(c Call, t Task) (Decision, bool) {
+	act := &activation{c: &c, t: &t}
+	for _, r := range p.rules {
+		if d, ok := r.decide(act); ok {
+			return d, true
+		}
+	}
+	return Decision{}, false
 }
 
 // AlwaysRefused reports whether every call of the tool named tool (of class
@@ -210,8 +222,9 @@ func (p *Policy) AlwaysRefused(tool string, class capstan.Class, server string, 
 		return Decision{}, false
 	}
 	c := Call{Tool: tool, Class: class, Server: server}
+	act := &activation{c: &c, t: &t}
 	for _, r := range p.rules {
-		if !r.matchesTool(c) {
+		if !r.matchesTool(&c) {
 			continue
 		}
 		if r.dependsOnArguments() {
@@ -220,7 +233,7 @@ func (p *Policy) AlwaysRefused(tool string, class capstan.Class, server string, 
 			}
 			return Decision{}, false // might let some call through
 		}
-		d, ok := r.decide(c, t)
+		d, ok := r.decide(act)
 		if !ok {
 			continue // its condition is false for this task
 		}

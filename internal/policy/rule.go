@@ -17,13 +17,15 @@ type rule struct {
 	when     *condition // nil without a condition
 }
 
-// decide is the rule's decision for c and t, and whether it matched.
-func (r *rule) decide(c Call, t Task) (Decision, bool) {
+// decide is the rule's decision for the call and task of act, and whether
+// it matched.
+func (r *rule) decide(act *activation) (Decision, bool) {
+	c := act.c
 	if !r.matchesTool(c) || !r.matchesArguments(c) {
 		return Decision{}, false
 	}
 	if r.when != nil {
-		ok, err := r.when.eval(c, t)
+		ok, err := r.when.eval(act)
 		if err != nil {
 			// Fail closed: a condition that cannot be evaluated refuses.
 			return deny(r.name, "the condition of rule "+r.name+" could not be evaluated for this call ("+oneLine(err.Error())+
@@ -51,13 +53,13 @@ func (r *rule) explain(does string) string {
 }
 
 // matchesTool is whether the rule's tool, class and server fields match c.
-func (r *rule) matchesTool(c Call) bool {
+func (r *rule) matchesTool(c *Call) bool {
 	return r.field("tool", c.Tool) && r.field("class", string(c.Class)) && r.field("server", c.Server)
 }
 
 // matchesArguments is whether the rule's repository, branch and path
 // fields match c.
-func (r *rule) matchesArguments(c Call) bool {
+func (r *rule) matchesArguments(c *Call) bool {
 	return r.field("repository", strings.ToLower(c.Repository)) && r.field("branch", c.Branch) && r.field("path", c.Path)
 }
 
@@ -72,14 +74,18 @@ func (r *rule) field(key, value string) bool {
 		return false
 	}
 	for _, g := range globs {
-		if isLiteral(g) && g == value || globMatch(g, value) {
+		if isLiteral(g) {
+			if g == value {
+				return true
+			}
+		} else if globMatch(g, value) {
 			return true
 		}
 	}
 	return false
 }
 
-// dependsOnArguments is whether whether the rule matches a call of a tool
+// dependsOnArguments is whether the rule matches a call of a tool
 // can depend on the call's arguments: it has a repository, branch or path
 // field, or its condition reads one of them.
 func (r *rule) dependsOnArguments() bool {
