@@ -22,6 +22,9 @@ type BuiltinTool struct {
 //	github_create_pull_request  Branch (head), Into (base)
 //	github_comment              nothing more (an issue or pull request number)
 //
+// A pull request's Branch is its head, so default/base-branch refuses one
+// proposed from the base branch itself, never one into it.
+//
 // The Slack delivery of a task's answer is not a tool the model calls and
 // is not decided here.
 var BuiltinTools = map[string]BuiltinTool{

@@ -335,3 +335,34 @@ func TestGlob(t *testing.T) {
 		}
 	}
 }
+
+// A Policy is safe for concurrent use: decisions made at once from several
+// goroutines (under -race) are each the decision made alone.
+func TestDecideConcurrently(t *testing.T) {
+	t.Parallel()
+	p := mustParse(t, rulesFile)
+	prod := task
+	prod.Labels = map[string]string{"env": "prod"}
+	pr := Call{Tool: "github_create_pull_request", Class: capstan.ClassConditional, Repository: "acme/payments", Branch: "capstan/x", Writes: true}
+	done := make(chan string)
+	for g := range 4 {
+		go func() {
+			var bad string
+			for i := range 200 {
+				tk, want := task, "every-pull-request"
+				if (g+i)%2 == 0 {
+					tk, want = prod, "prod-pull-requests"
+				}
+				if d := p.Decide(pr, tk); d.Rule != want && bad == "" {
+					bad = fmt.Sprintf("goroutine %d, decision %d: %s, want %s", g, i, d, want)
+				}
+			}
+			done <- bad
+		}()
+	}
+	for range 4 {
+		if bad := <-done; bad != "" {
+			t.Error(bad)
+		}
+	}
+}
