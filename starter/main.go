@@ -5,6 +5,7 @@
 //	            [--idle-timeout D] [--max-duration D] [--human-timeout D] [--wait | --follow] [--json]
 //	starter status TASK_ID [--json]
 //	starter follow TASK_ID
+//	starter policy (check FILE | explain --tool NAME [--repo R --branch B --path P ...])
 //	starter list [--needs-human]
 //	starter resolve TASK_ID OPERATION_ID (--found URL | --absent | --abort)
 //	starter cancel TASK_ID
@@ -66,6 +67,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	root.AddCommand(a.policyCommand())
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)

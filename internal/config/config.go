@@ -32,6 +32,13 @@ type Config struct {
 	BaseBranch    string
 	Lease         time.Duration
 
+	// BranchPrefix (CAPSTAN_BRANCH_PREFIX) starts every branch a task
+	// creates.
+	BranchPrefix string
+	// PolicyFile (CAPSTAN_POLICY) is the path of the policy file; "" for
+	// the default rules alone.
+	PolicyFile string
+
 	// AnthropicAPIKey (ANTHROPIC_API_KEY) is optional: a worker without it
 	// serves no anthropic:<model> task.
 	AnthropicAPIKey string
@@ -121,6 +128,8 @@ func FromLookupEnv(lookup func(string) (string, bool)) Config {
 		MetricsAddr:   DefaultMetricsAddr,
 	}
 	c.AnthropicAPIKey = getenv("ANTHROPIC_API_KEY")
+	c.BranchPrefix = or("CAPSTAN_BRANCH_PREFIX", DefaultBranchPrefix)
+	c.PolicyFile = strings.TrimSpace(getenv("CAPSTAN_POLICY"))
 	c.AnthropicBaseURL = withSlash(or("ANTHROPIC_BASE_URL", DefaultAnthropicBaseURL))
 	c.modelSet = strings.TrimSpace(getenv("CAPSTAN_MODEL")) != ""
 	c.StreamToken = streamToken(lookup)

@@ -26,7 +26,10 @@ const (
 	DefaultModel            = "openai:gpt-4.1"
 	DefaultTenant           = "default"
 	DefaultBaseBranch       = "main"
-	DefaultOpenAIBaseURL    = "https://api.openai.com/v1/"
+	// DefaultBranchPrefix starts every branch a task creates (the policy's
+	// default/branch-prefix rule, docs/design.md §5.8).
+	DefaultBranchPrefix  = "capstan/"
+	DefaultOpenAIBaseURL = "https://api.openai.com/v1/"
 	// DefaultAnthropicBaseURL is the root of Anthropic's API: the SDK
 	// appends v1/messages.
 	DefaultAnthropicBaseURL = "https://api.anthropic.com/"
@@ -208,6 +211,10 @@ var Settings = []Setting{
 	{Name: "CAPSTAN_STREAM_WRITE_TIMEOUT", Default: code(DefaultStreamWriteTimeout), Reader: "worker",
 		Meaning: "the deadline of every write to a follower; one that stops reading is cut then and its connection given back. The hub forgets an attempt nobody reads " +
 			showDuration(DefaultStreamRetain) + " after its last change, checked every " + showDuration(DefaultStreamSweepEvery)},
+	{Name: "CAPSTAN_BRANCH_PREFIX", Default: code(DefaultBranchPrefix), Reader: "starter",
+		Meaning: "what every branch a task creates must start with (the policy's `default/branch-prefix` rule, docs/design.md §5.8); read by `starter policy explain` so far, and by the worker once the policy is wired into tool calls"},
+	{Name: "CAPSTAN_POLICY", Default: none, Reader: "starter",
+		Meaning: "path of a YAML policy file whose rules decide tool calls before the default rules (docs/design.md §5.8); unset, the defaults alone. `starter policy check FILE` validates one, `starter policy explain` shows which rule decides a call. The worker does not read it yet: the policy is not wired into tool calls so far"},
 	{Name: "starter run --base", Default: code(DefaultBaseBranch), Meaning: "base branch of the task's changes"},
 	{Name: "starter run --tenant", Default: code(DefaultTenant), Meaning: "tenant the task's operations belong to"},
 	{Name: "starter run --max-turns", Default: code(DefaultMaxTurns),

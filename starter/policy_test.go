@@ -1,0 +1,115 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// starter runs the starter with args and env, and returns its exit status,
+// stdout and stderr.
+func starter(t *testing.T, env map[string]string, args ...string) (int, string, string) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), args, func(k string) string { return env[k] }, &stdout, &stderr)
+	return code, stdout.String(), stderr.String()
+}
+
+// writeFile writes text to a file in a fresh directory and returns its path.
+func writeFile(t *testing.T, text string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "policy.yaml")
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+const starterPolicy = `rules:
+  - name: prod-pull-requests
+    tool: github_create_pull_request
+    when: labels[?"env"].orValue("") == "prod"
+    effect: require_approval
+  - name: no-vendor
+    path: vendor/**
+    effect: deny
+    reason: vendored code is updated by the dependency bot
+`
+
+// `starter policy check` prints a good file's rules, one a line, and exit
+// status 0; a bad file is one sentence on stderr naming the rule and the
+// line, and exit status 2.
+func TestPolicyCheck(t *testing.T) {
+	t.Parallel()
+	good := writeFile(t, starterPolicy)
+	code, out, errOut := starter(t, nil, "policy", "check", good)
+	want := `prod-pull-requests (line 2): require_approval tool=github_create_pull_request when labels[?"env"].orValue("") == "prod"
+no-vendor (line 6): deny path=vendor/**
+` + good + `: 2 rules, then the defaults: default/repository, default/base-branch, default/branch-prefix, default/workflow-files, default/read, default/allow
+`
+	if code != 0 || out != want || errOut != "" {
+		t.Errorf("check of a good file: exit %d\nstdout:\n%s\nwant:\n%s\nstderr: %s", code, out, want, errOut)
+	}
+
+	bad := writeFile(t, strings.Replace(starterPolicy, "effect: deny", "effect: refuse", 1))
+	code, out, errOut = starter(t, nil, "policy", "check", bad)
+	wantErr := "starter: policy file " + bad + `, line 8, rule "no-vendor": effect "refuse" is none of allow, deny, require_approval` + "\n"
+	if code != 2 || out != "" || errOut != wantErr {
+		t.Errorf("check of a bad file: exit %d, stdout %q, stderr %q; want exit 2 and %q", code, out, errOut, wantErr)
+	}
+
+	code, _, errOut = starter(t, nil, "policy", "check", filepath.Join(t.TempDir(), "missing.yaml"))
+	if code != 2 || !strings.Contains(errOut, "cannot be read: no such file or directory") {
+		t.Errorf("check of a missing file: exit %d, stderr %q", code, errOut)
+	}
+}
+
+// `starter policy explain` prints the decision, the rule and the reason of
+// one call: the file's rules first, then the defaults; CAPSTAN_POLICY and
+// CAPSTAN_BRANCH_PREFIX stand in for --file and --branch-prefix.
+func TestPolicyExplain(t *testing.T) {
+	t.Parallel()
+	file := writeFile(t, starterPolicy)
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		args []string
+		code int
+		out  string
+	}{
+		{"another repository", nil,
+			[]string{"--tool", "github_create_branch", "--repo", "acme/other", "--branch", "capstan/x", "--from", "main", "--task-repo", "acme/payments"},
+			0, "decision: deny\nrule:     default/repository\nreason:   acme/other is outside this task's repositories: acme/payments\n"},
+		{"a branch without the configured prefix", map[string]string{"CAPSTAN_BRANCH_PREFIX": "bot/"},
+			[]string{"--tool", "github_create_branch", "--repo", "acme/payments", "--branch", "capstan/x", "--task-repo", "acme/payments"},
+			0, "decision: deny\nrule:     default/branch-prefix\nreason:   branch capstan/x does not start with bot/, which every branch this task creates must: name it bot/capstan/x\n"},
+		{"the base branch", nil,
+			[]string{"--tool", "github_put_file", "--repo", "acme/payments", "--branch", "release", "--path", "a.go", "--task-repo", "acme/payments", "--base", "release"},
+			0, "decision: deny\nrule:     default/base-branch\nreason:   release is this task's base branch, which it never writes to: write to a branch starting with capstan/ and open a pull request into release\n"},
+		{"a file rule by label", nil,
+			[]string{"--file", file, "--tool", "github_create_pull_request", "--repo", "acme/payments", "--branch", "capstan/x", "--into", "main",
+				"--task-repo", "acme/payments", "--label", "env=prod"},
+			0, "decision: require_approval\nrule:     prod-pull-requests\nreason:   rule prod-pull-requests (line 2) requires a person's approval of github_create_pull_request\n"},
+		{"the file from CAPSTAN_POLICY", map[string]string{"CAPSTAN_POLICY": file},
+			[]string{"--tool", "github_put_file", "--repo", "acme/payments", "--branch", "capstan/x", "--path", "vendor/lib/a.go", "--task-repo", "acme/payments"},
+			0, "decision: deny\nrule:     no-vendor\nreason:   vendored code is updated by the dependency bot\n"},
+		{"an MCP tool with its class", nil, []string{"--tool", "search", "--server", "docs", "--class", "read_only"},
+			0, "decision: allow\nrule:     default/read\nreason:   search only reads, which this policy allows\n"},
+		{"an MCP tool without its class", nil, []string{"--tool", "search", "--server", "docs"}, 2, ""},
+		{"no tool", nil, []string{"--repo", "acme/payments"}, 2, ""},
+		{"a bad label", nil, []string{"--tool", "github_comment", "--label", "env"}, 2, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out, errOut := starter(t, tc.env, append([]string{"policy", "explain"}, tc.args...)...)
+			if code != tc.code || out != tc.out {
+				t.Errorf("exit %d, stdout:\n%s\nstderr: %s\nwant exit %d, stdout:\n%s", code, out, errOut, tc.code, tc.out)
+			}
+			if tc.code == 2 && (!strings.HasPrefix(errOut, "starter: ") || strings.Count(errOut, "\n") != 1) {
+				t.Errorf("stderr %q is not one line", errOut)
+			}
+		})
+	}
+}
