@@ -68,7 +68,9 @@ const (
 //   - Otherwise the lookup of whatever made the operation (the tool, or
 //     the delivery) is asked, by the reconcilers' window and verdict rules
 //     (reconcilers.Set.Reconcile): again, with jittered backoff, while the
-//     consistency window (from in.Since) lasts and the effect is not seen
+//     consistency window lasts — from the ledger's last record of the
+//     attempt that sent it (windowStart), kept on the ledger's clock as
+//     this worker reckons it (ledgerClock) — and the effect is not seen
 //     or the question cannot be asked. Found is SUCCEEDED. Not seen by a
 //     question asked at the end of the window is ABSENT. Several
 //     candidates, no lookup for the operation's kind, or a question that
@@ -101,15 +103,17 @@ func (a *Activities) reconcile(ctx context.Context, in contract.ReconcileInput) 
 	if window <= 0 {
 		window = config.DefaultReconcileWindow
 	}
-	since := in.Since
-	if since.IsZero() {
-		since = a.Now()
+	// The lease must outlast the questions still to come, at most the whole
+	// window, and the verdict.
+	lease := a.lease(ctx) + window
+	// The row as the attempt that sent the operation left it: the window
+	// runs from its last record (windowStart).
+	sent, err := a.Ledger.Get(ctx, in.OperationID)
+	if err != nil && !errors.Is(err, ledger.ErrNotFound) {
+		return res, fmt.Errorf("read operation %s before reconciling it: %w", in.OperationID, err)
 	}
-	deadline := since.Add(window)
-	// The lease must outlast the questions still to come, and the verdict.
-	lease := a.lease(ctx) + max(0, deadline.Sub(a.Now()))
-
 	op, err := a.Ledger.TakeForReconcile(context.WithoutCancel(ctx), in.OperationID, a.owner(ctx), lease)
+	clock := ledgerClock(a.Now, op.UpdatedAt, a.Now())
 	var held *ledger.LeaseHeldError
 	switch {
 	case errors.Is(err, ledger.ErrSettled) && overridesLedger(in.Resolution, op):
@@ -135,11 +139,40 @@ func (a *Activities) reconcile(ctx context.Context, in contract.ReconcileInput) 
 		}
 		return a.recordResolution(ctx, in, op)
 	}
-	q, err := a.question(ctx, in, op, deadline, window)
+	q, err := a.question(ctx, in, op, windowStart(sent, op).Add(window), window)
 	if err != nil {
 		return res, a.handBack(ctx, op, err)
 	}
-	return a.askUntilSure(ctx, in, op, q)
+	return a.askUntilSure(ctx, in, op, q, clock)
+}
+
+// windowStart is where the consistency window of a reconciliation starts,
+// on the ledger's clock (docs/design.md §5.5): the last time the ledger
+// recorded the operation before this reconciliation took it (sent, as Get
+// read it) — the attempt's running mark, a renewal of its lease, or the
+// unknown outcome it recorded — which is no earlier than the send. It is
+// never a worker's or the workflow's clock, which may disagree with the
+// ledger's by minutes and would cut the window short. Without that record
+// the window starts at the take.
+func windowStart(sent, taken ledger.Operation) time.Time {
+	if sent.ID == taken.ID && !sent.UpdatedAt.IsZero() && sent.UpdatedAt.Before(taken.UpdatedAt) {
+		return sent.UpdatedAt
+	}
+	return taken.UpdatedAt
+}
+
+// ledgerClock is the ledger's clock as this worker reckons it: its own
+// clock (now) moved by how far the ledger's was ahead of it when the ledger
+// stamped the take (at) and this worker had its answer (seen). The answer
+// comes after the stamp, so the reckoning is never ahead of the ledger's
+// clock: a window kept on it ends no earlier than on the ledger's, however
+// far this worker's clock is off.
+func ledgerClock(now func() time.Time, at, seen time.Time) func() time.Time {
+	if at.IsZero() {
+		return now
+	}
+	off := at.Sub(seen)
+	return func() time.Time { return now().Add(off) }
 }
 
 // validResolution checks what a person said before anything is taken.
@@ -183,7 +216,7 @@ func (a *Activities) question(ctx context.Context, in contract.ReconcileInput, o
 // askUntilSure runs the reconcilers' window and verdict rules over the
 // operation (see Reconcile), heartbeating meanwhile, and records the
 // verdict.
-func (a *Activities) askUntilSure(ctx context.Context, in contract.ReconcileInput, op ledger.Operation, q reconcilers.Question) (contract.ReconcileResult, error) {
+func (a *Activities) askUntilSure(ctx context.Context, in contract.ReconcileInput, op ledger.Operation, q reconcilers.Question, clock func() time.Time) (contract.ReconcileResult, error) {
 	progress := &reconcileProgress{}
 	stop := a.startReconcileHeartbeat(ctx, progress)
 	defer stop()
@@ -198,7 +231,7 @@ func (a *Activities) askUntilSure(ctx context.Context, in contract.ReconcileInpu
 		}
 	})
 
-	ans, err := a.Reconcilers.Reconcile(ctx, q, reconcilers.Pace{Now: a.Now, Backoff: a.reconcileBackoff,
+	ans, err := a.Reconcilers.Reconcile(ctx, q, reconcilers.Pace{Now: clock, Backoff: a.reconcileBackoff,
 		Asked: func(asked int, last string) {
 			progress.set(asked, last)
 			if activity.IsActivity(ctx) {

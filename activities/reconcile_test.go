@@ -268,10 +268,13 @@ func TestReconcileAbsentAfterTheWindow(t *testing.T) {
 	if n := f.sb.GitHub.Stats().PullRequestsCreated; n != 0 {
 		t.Fatalf("pull requests created = %d, want 0", n)
 	}
-	const window = 300 * time.Millisecond
-	start := time.Now()
+	const window = time.Second
+	// The window runs from the ledger's record of the attempt (its
+	// unknown), on the ledger's clock, which for this SQLite file is
+	// time.Now.
+	start := f.op(t, in.OperationID).UpdatedAt
 	res := f.reconcile(t, contract.ReconcileInput{Tenant: "d", TaskID: "T", OperationID: in.OperationID, ToolCallID: "call_pr",
-		Since: start, Window: window, Arguments: in.Arguments})
+		Since: time.Now(), Window: window, Arguments: in.Arguments})
 	elapsed := time.Since(start)
 	if res.Verdict != capstan.VerdictAbsent || res.State != capstan.OutcomeAbsent || res.Item != "" || res.ExternalID != "" {
 		t.Fatalf("Reconcile = %+v, want absent", res)

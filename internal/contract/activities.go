@@ -159,9 +159,12 @@ type ReconcileInput struct {
 	// ToolCallID is set for a tool operation: a found operation commits a
 	// tool message for it, telling the model the operation was recovered.
 	ToolCallID string
-	// Since is when the workflow began reconciling this operation; the
-	// consistency window runs from it, so a retried activity does not
-	// restart the window.
+	// Since is when the workflow began reconciling this operation, by the
+	// workflow's clock. Reconcile no longer reads it: the consistency
+	// window runs from the ledger's record of the send, on the ledger's
+	// clock (docs/design.md §5.5), since a worker's clock may disagree
+	// with the workflow's by minutes. The workflow still sets it, as its
+	// recorded histories do.
 	Since time.Time
 	// Window is the consistency window; zero means
 	// config.DefaultReconcileWindow.

@@ -15,6 +15,10 @@
 //     the same reference and stores one row.
 //   - A turn commits once: the first CommitTurn of a turn id wins, so a
 //     settled turn is never sampled again (docs/design.md §4.3).
+//   - Every lease is judged, and every row stamped, by one clock, the
+//     ledger's: the database's for PostgreSQL, the machine's for SQLite
+//     (one file on one machine). Never the clock of the worker that asks,
+//     which may be minutes off another worker's (docs/design.md §5.3).
 package ledger
 
 import (

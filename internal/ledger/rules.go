@@ -15,7 +15,9 @@ import (
 // They look at one operation as read inside the store's transaction and never
 // at the database, so each Store implementation only reads, locks and writes
 // rows: the semantics are written once, and the contract suite in ledgertest
-// holds every implementation to them.
+// holds every implementation to them. Their now is the ledger's clock as the
+// store read it in that transaction (PostgreSQL: the database's), never a
+// worker's.
 
 // ValidateClaim refuses a claim without an operation id, an owner or a
 // positive lease.

@@ -48,8 +48,9 @@ type Observation struct {
 // (Call.Facts).
 type Sent struct {
 	Call
-	// Since is when the operation was first claimed: its effect cannot be
-	// older.
+	// Since is when the operation was first claimed, by the ledger's
+	// clock: its effect cannot be older. A lookup that lists what a system
+	// holds since then starts ClockMargin earlier.
 	Since time.Time
 }
 
@@ -85,8 +86,11 @@ type Finder interface {
 var ErrNotConfigured = errors.New("the client is not configured on this worker")
 
 // ClockMargin widens "since the claim" in the lookups that list what a
-// system holds: the claim time comes from the worker's clock, the effect's
-// time from the system's.
+// system holds (docs/design.md §5.5): the claim time is the ledger's clock
+// (PostgreSQL's, or the SQLite machine's), the effect's time the remote
+// system's (GitHub's, Slack's), and the margin covers how far those two may
+// disagree, so an effect stamped a little before the claim by a clock that
+// runs behind is still listed.
 const ClockMargin = 2 * time.Minute
 
 // ReadBack is implemented by an Effect whose tool can read back the URL a

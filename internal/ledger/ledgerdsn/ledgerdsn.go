@@ -44,8 +44,11 @@ import (
 // Options configures the store Open opens, whichever it is. The zero value is
 // ready to use.
 type Options struct {
-	// Now returns the current time for stamping rows and deciding leases.
-	// Defaults to time.Now.
+	// Now is this worker's clock, which a SQLite ledger stamps rows and
+	// decides leases by (the file is on this machine, whose clock every
+	// worker sharing it reads). Defaults to time.Now. A PostgreSQL ledger
+	// ignores it: the workers of a pool run on machines whose clocks may
+	// disagree, so it reads the database's clock (issue 14, item 7).
 	Now func() time.Time
 	// Logger receives the store's claim decisions and rejected stale-fence
 	// writes. Defaults to slog.Default().
@@ -82,7 +85,7 @@ func openSQLite(ctx context.Context, path string, opts Options) (ledger.Store, e
 }
 
 func openPostgres(ctx context.Context, dsn string, opts Options) (ledger.Store, error) {
-	s, err := postgres.Open(ctx, dsn, postgres.Options{Now: opts.Now, Logger: opts.Logger})
+	s, err := postgres.Open(ctx, dsn, postgres.Options{Logger: opts.Logger})
 	if err != nil {
 		return nil, err
 	}

@@ -13,7 +13,8 @@
 //	}
 //
 // RunShared adds the cases that need several stores over one database, as
-// several worker processes have, and BenchmarkClaim measures claims per
+// several worker processes have, RunClocks those of workers whose clocks
+// disagree with the ledger's, and BenchmarkClaim measures claims per
 // second.
 //
 // The suite states the ledger's rules as tests: claims are compare-and-set,
@@ -158,6 +159,9 @@ type h struct {
 	// rewrite sets an operation's state column as given; set only in
 	// RunOldRows.
 	rewrite func(id, state string)
+	// openAt opens another store on s's database for a worker whose clock
+	// is skew off the ledger's; set only in RunClocks.
+	openAt func(skew time.Duration) ledger.Store
 }
 
 // newOp returns an operation with every identity field set.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -19,8 +18,8 @@ func (s *Store) PutItem(ctx context.Context, data []byte) (string, error) {
 	}
 	ref := ledger.ItemRef(data)
 	_, err := s.pool.Exec(ctx,
-		"INSERT INTO items (ref, data, size, created_at) VALUES ($1, $2, $3, $4) ON CONFLICT (ref) DO NOTHING",
-		ref, data, len(data), s.clock())
+		"INSERT INTO items (ref, data, size, created_at) VALUES ($1, $2, $3, "+dbNow(4)+") ON CONFLICT (ref) DO NOTHING",
+		ref, data, len(data), s.nowArg())
 	if err != nil {
 		return "", fmt.Errorf("ledger/postgres: put item %s (%d bytes): %w", ref, len(data), err)
 	}
@@ -28,13 +27,14 @@ func (s *Store) PutItem(ctx context.Context, data []byte) (string, error) {
 }
 
 // queueItems queues on b the inserts of items, as PutItem would make them,
-// each stamped now.
-func queueItems(b *pgx.Batch, items [][]byte, now time.Time) {
+// each stamped now: a time the database's clock gave, or nil for the
+// database's clock as the insert runs (see dbNow).
+func queueItems(b *pgx.Batch, items [][]byte, now any) {
 	for _, data := range items {
 		if data == nil {
 			data = []byte{}
 		}
-		b.Queue("INSERT INTO items (ref, data, size, created_at) VALUES ($1, $2, $3, $4) ON CONFLICT (ref) DO NOTHING",
+		b.Queue("INSERT INTO items (ref, data, size, created_at) VALUES ($1, $2, $3, "+dbNow(4)+") ON CONFLICT (ref) DO NOTHING",
 			ledger.ItemRef(data), data, len(data), now)
 	}
 }

@@ -53,6 +53,33 @@ func getOp(ctx context.Context, q interface {
 	return op, err
 }
 
+// lockOp reads one operation and locks its row until tx ends, then reads
+// the database's clock (dbNow; nowArg is s.nowArg()): both in one round
+// trip, the clock read after the lock is held, so a decision on the row is
+// made at the time the row was read as it stands, however long the lock
+// took. A missing row is ledger.ErrNotFound (unwrapped).
+func lockOp(ctx context.Context, tx pgx.Tx, id string, nowArg any) (ledger.Operation, time.Time, error) {
+	b := &pgx.Batch{}
+	b.Queue("SELECT "+opColumns+" FROM operations WHERE operation_id = $1 FOR UPDATE", id)
+	b.Queue("SELECT "+dbNow(1), nowArg)
+	br := tx.SendBatch(ctx, b)
+	op, opErr := scanOp(br.QueryRow())
+	var now time.Time
+	nowErr := br.QueryRow().Scan(&now)
+	closeErr := br.Close()
+	switch {
+	case errors.Is(opErr, pgx.ErrNoRows):
+		return ledger.Operation{}, time.Time{}, ledger.ErrNotFound
+	case opErr != nil:
+		return ledger.Operation{}, time.Time{}, opErr
+	case nowErr != nil:
+		return ledger.Operation{}, time.Time{}, fmt.Errorf("read the database's clock: %w", nowErr)
+	case closeErr != nil:
+		return ledger.Operation{}, time.Time{}, closeErr
+	}
+	return op, now.UTC(), nil
+}
+
 // Claim implements ledger.Store. A new id is one INSERT … ON CONFLICT DO
 // NOTHING, so of concurrent first claims exactly one inserts; a known id is
 // decided by ledger.DecideClaim with its row locked.
@@ -74,23 +101,28 @@ func (s *Store) Claim(ctx context.Context, req ledger.ClaimRequest) (ledger.Clai
 }
 
 // claimNew inserts req's operation if the id is new. It returns a zero
-// result, and no error, when the id already exists.
+// result, and no error, when the id already exists. The row is stamped, and
+// its lease ends, by the database's clock, read once in the INSERT.
 func (s *Store) claimNew(ctx context.Context, req ledger.ClaimRequest) (ledger.ClaimResult, error) {
-	op := ledger.NewClaim(req, s.clock())
-	op.LeaseExpiresAt = op.LeaseExpiresAt.Truncate(time.Microsecond)
-	tag, err := s.pool.Exec(ctx, "INSERT INTO operations ("+opColumns+`)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)
-		ON CONFLICT (operation_id) DO NOTHING`,
+	op := ledger.NewClaim(req, time.Time{}) // the times are the database's, below
+	var created, expires time.Time
+	err := s.pool.QueryRow(ctx, "INSERT INTO operations ("+opColumns+`)
+		SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, t.now + $11::bigint * interval '1 microsecond',
+			$12, $13, $14, $15, $16, t.now, t.now, $17
+		FROM (SELECT `+dbNow(18)+` AS now) t
+		ON CONFLICT (operation_id) DO NOTHING
+		RETURNING created_at, lease_expires_at`,
 		op.ID, op.Tenant, op.TaskID, op.TurnID, op.ToolCallID, op.Kind,
 		op.BusinessKey, op.RequestHash, string(op.State), op.LeaseOwner,
-		nullTime(op.LeaseExpiresAt), op.Fence, op.AttemptCount, op.ExternalID,
-		op.Result, op.Error, op.CreatedAt, op.UpdatedAt, op.Facts)
-	if err != nil {
+		req.Lease.Microseconds(), op.Fence, op.AttemptCount, op.ExternalID,
+		op.Result, op.Error, op.Facts, s.nowArg()).Scan(&created, &expires)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows): // the id exists
+		return ledger.ClaimResult{}, nil
+	case err != nil:
 		return ledger.ClaimResult{}, fmt.Errorf("insert: %w", err)
 	}
-	if tag.RowsAffected() == 0 {
-		return ledger.ClaimResult{}, nil
-	}
+	op.CreatedAt, op.UpdatedAt, op.LeaseExpiresAt = created.UTC(), created.UTC(), expires.UTC()
 	return ledger.ClaimResult{Status: ledger.Claimed, Op: op}, nil
 }
 
@@ -99,13 +131,12 @@ func (s *Store) claimNew(ctx context.Context, req ledger.ClaimRequest) (ledger.C
 func (s *Store) claimExisting(ctx context.Context, req ledger.ClaimRequest) (ledger.ClaimResult, error) {
 	var res ledger.ClaimResult
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		cur, err := getOp(ctx, tx, req.Op.ID, true)
+		cur, now, err := lockOp(ctx, tx, req.Op.ID, s.nowArg())
 		if err != nil {
 			// Operations are never deleted, so the row the INSERT
 			// collided with is there; ErrNotFound here is a fault.
 			return fmt.Errorf("read: %w", err)
 		}
-		now := s.clock()
 		status, err := ledger.DecideClaim(cur, req, now)
 		if err != nil {
 			return err
@@ -132,8 +163,9 @@ func (s *Store) claimExisting(ctx context.Context, req ledger.ClaimRequest) (led
 }
 
 // writeUnderFence is every write after a claim: in one transaction it reads
-// and locks the operation, lets check (one of ledger's Check rules) refuse
-// it, and then runs update. The UPDATE repeats "AND fence = $n" so the row
+// and locks the operation and reads the database's clock (lockOp), lets
+// check (one of ledger's Check rules) refuse it at that time, and then runs
+// update, which stamps the row with it. The UPDATE repeats "AND fence = $n" so the row
 // it changes is the one that was checked. A stale-fence refusal is logged
 // (ledger.LogStaleFence).
 func (s *Store) writeUnderFence(ctx context.Context, verb, id string, fence int64,
@@ -141,11 +173,10 @@ func (s *Store) writeUnderFence(ctx context.Context, verb, id string, fence int6
 	update func(tx pgx.Tx, now time.Time) error,
 ) error {
 	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		cur, err := getOp(ctx, tx, id, true)
+		cur, now, err := lockOp(ctx, tx, id, s.nowArg())
 		if err != nil {
 			return err
 		}
-		now := s.clock()
 		if err := check(cur, now); err != nil {
 			ledger.LogStaleFence(ctx, s.log, verb, cur, fence, err)
 			return err
@@ -272,12 +303,11 @@ func (s *Store) TakeForReconcile(ctx context.Context, id, owner string, lease ti
 	}
 	var op ledger.Operation
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		cur, err := getOp(ctx, tx, id, true)
+		cur, now, err := lockOp(ctx, tx, id, s.nowArg())
 		if err != nil {
 			return err
 		}
 		op = cur
-		now := s.clock()
 		if err := ledger.CheckTakeForReconcile(cur, now); err != nil {
 			return err
 		}

@@ -12,9 +12,17 @@
 //   - Open creates or upgrades the schema under a transaction-scoped advisory
 //     lock, so workers opening the same database at once are safe, and it
 //     refuses a database whose schema is newer than this binary's.
-//   - Timestamps come from Options.Now and are stored as timestamptz, which
-//     keeps microseconds: the store truncates every time it writes to whole
-//     microseconds, so what a call returns equals what a later read returns.
+//   - Every lease decision and every timestamp is on one clock, the
+//     database's (issue 14, item 7): the workers of a pool run on several
+//     machines whose clocks may disagree by minutes, and a worker that
+//     decided by its own clock would take another's lease early or keep its
+//     own late. A write reads clock_timestamp() in its transaction after it
+//     has locked the row (in the same round trip as the row), hands it to
+//     package ledger's rules, and stamps the row with it; a new claim and
+//     the items and turns are stamped by the database in the INSERT itself.
+//     No worker's clock is read. Times are timestamptz, which keeps
+//     microseconds, so what a call returns equals what a later read
+//     returns.
 //   - Operation ids sort bytewise (COLLATE "C"), as in SQLite, whatever the
 //     database's collation.
 //   - GetItem verifies that the bytes it returns hash to the reference asked
@@ -45,11 +53,9 @@ import (
 // instead of hanging.
 const defaultConnectTimeout = 10 * time.Second
 
-// Options configures a Store. The zero value is ready to use.
+// Options configures a Store. The zero value is ready to use. It has no
+// clock: the store reads the database's.
 type Options struct {
-	// Now returns the current time; it stamps rows and decides whether a
-	// lease is live. Defaults to time.Now.
-	Now func() time.Time
 	// Logger receives claim decisions (debug) and rejected stale-fence
 	// writes (warn). Defaults to slog.Default().
 	Logger *slog.Logger
@@ -60,9 +66,11 @@ type Options struct {
 type Store struct {
 	pool   *pgxpool.Pool
 	server string // host:port/database, for messages
-	now    func() time.Time
 	log    *slog.Logger
-	closed sync.Once
+	// testNow, set only by the package's tests (SetDatabaseClock), stands
+	// in for the database's clock; nil in every worker.
+	testNow func() time.Time
+	closed  sync.Once
 }
 
 var _ ledger.Store = (*Store)(nil)
@@ -79,10 +87,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	if cfg.ConnConfig.ConnectTimeout == 0 {
 		cfg.ConnConfig.ConnectTimeout = defaultConnectTimeout
 	}
-	s := &Store{server: serverName(cfg.ConnConfig), now: opts.Now, log: opts.Logger}
-	if s.now == nil {
-		s.now = time.Now
-	}
+	s := &Store{server: serverName(cfg.ConnConfig), log: opts.Logger}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -233,14 +238,18 @@ func migrate(ctx context.Context, pool *pgxpool.Pool) error {
 	})
 }
 
-// clock is the store's current time as it is stored: UTC, whole
-// microseconds.
-func (s *Store) clock() time.Time { return s.now().UTC().Truncate(time.Microsecond) }
+// dbNow is the SQL for the database's current time, its argument number n
+// bound to s.nowArg(): clock_timestamp(), the time when the statement reads
+// it — not now(), which stays at the transaction's start and so falls
+// behind while a transaction waits for a row lock.
+func dbNow(n int) string { return fmt.Sprintf("coalesce($%d::timestamptz, clock_timestamp())", n) }
 
-// nullTime is t as a query argument: NULL for the zero time.
-func nullTime(t time.Time) any {
-	if t.IsZero() {
+// nowArg is the argument of dbNow: NULL, so that the database reads its own
+// clock, except under a test's stand-in clock, whose time it is (UTC, whole
+// microseconds, as timestamptz keeps it).
+func (s *Store) nowArg() any {
+	if s.testNow == nil {
 		return nil
 	}
-	return t
+	return s.testNow().UTC().Truncate(time.Microsecond)
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/capstanhq/capstan"
 	"github.com/capstanhq/capstan/internal/ledger"
+	"github.com/capstanhq/capstan/internal/ledger/ledgerdsn"
 	"github.com/capstanhq/capstan/internal/ledger/ledgertest"
 	"github.com/capstanhq/capstan/internal/ledger/postgres"
 	"github.com/capstanhq/capstan/internal/ledger/postgres/pgtest"
@@ -24,13 +25,18 @@ func testLogger(t testing.TB) *slog.Logger {
 	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
+// open opens a store on dsn whose database clock is now (SetDatabaseClock),
+// or the database's own when now is nil.
 func open(t testing.TB, dsn string, now func() time.Time) *postgres.Store {
 	t.Helper()
-	s, err := postgres.Open(context.Background(), dsn, postgres.Options{Now: now, Logger: testLogger(t)})
+	s, err := postgres.Open(context.Background(), dsn, postgres.Options{Logger: testLogger(t)})
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
 	t.Cleanup(func() { s.Close() })
+	if now != nil {
+		postgres.SetDatabaseClock(s, now)
+	}
 	return s
 }
 
@@ -79,14 +85,98 @@ func TestContractShared(t *testing.T) {
 	ledgertest.RunShared(t, func(t *testing.T, now func() time.Time) func() (ledger.Store, error) {
 		dsn := pgtest.NewLedger(t)
 		return func() (ledger.Store, error) {
-			s, err := postgres.Open(context.Background(), dsn, postgres.Options{Now: now, Logger: testLogger(t)})
+			s, err := postgres.Open(context.Background(), dsn, postgres.Options{Logger: testLogger(t)})
 			if err != nil {
 				return nil, err
 			}
 			t.Cleanup(func() { s.Close() })
+			postgres.SetDatabaseClock(s, now)
 			return s, nil
 		}
 	})
+}
+
+// Workers whose clocks are off the database's: each store is opened the
+// way a worker opens its ledger (ledgerdsn, which takes the worker's clock)
+// with a worker clock Skew ahead or behind, and the database's clock is the
+// suite's (SetDatabaseClock). Leases and rows must follow the database.
+func TestContractClocks(t *testing.T) {
+	t.Parallel()
+	pgtest.AdminDSN(t)
+	ledgertest.RunClocks(t, func(t *testing.T, ledgerNow func() time.Time) func(func() time.Time) (ledger.Store, error) {
+		dsn := pgtest.NewLedger(t)
+		return func(workerNow func() time.Time) (ledger.Store, error) {
+			s, err := ledgerdsn.Open(context.Background(), dsn, ledgerdsn.Options{Now: workerNow, Logger: testLogger(t)})
+			if err != nil {
+				return nil, err
+			}
+			t.Cleanup(func() { s.Close() })
+			postgres.SetDatabaseClock(s.(*postgres.Store), ledgerNow)
+			return s, nil
+		}
+	})
+}
+
+// The same on the database's real clock, with no stand-in: three workers
+// open one ledger as workerapp does, one with the right time, one whose
+// clock is two minutes ahead and one two minutes behind. The one ahead
+// does not take the first's live lease; the one behind does not keep an
+// ended one live; rows carry the database's time.
+func TestWorkerClockDoesNotDecideLeases(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dsn := pgtest.NewLedger(t)
+	openAt := func(skew time.Duration) ledger.Store {
+		s, err := ledgerdsn.Open(ctx, dsn, ledgerdsn.Options{Now: func() time.Time { return time.Now().Add(skew) }, Logger: testLogger(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
+	right, ahead, behind := openAt(0), openAt(ledgertest.Skew), openAt(-ledgertest.Skew)
+	raw := rawDB(t, dsn)
+	dbNow := func() time.Time {
+		var now time.Time
+		if err := raw.QueryRow(ctx, "SELECT clock_timestamp()").Scan(&now); err != nil {
+			t.Fatal(err)
+		}
+		return now
+	}
+	claimRunning := func(s ledger.Store, id, owner string, lease time.Duration) ledger.Operation {
+		res, err := s.Claim(ctx, ledger.ClaimRequest{Op: ledger.Operation{ID: id, TaskID: "task-1", RequestHash: "h"},
+			Owner: owner, Lease: lease, Running: true})
+		if err != nil || res.Status != ledger.Claimed {
+			t.Fatalf("Claim(%s) by %s: %q, %v", id, owner, res.Status, err)
+		}
+		return res.Op
+	}
+
+	from := dbNow()
+	live := claimRunning(ahead, "op-live", "worker-ahead#1", time.Minute)
+	to := dbNow()
+	if live.CreatedAt.Before(from) || live.CreatedAt.After(to) || !live.LeaseExpiresAt.Equal(live.CreatedAt.Add(time.Minute)) {
+		t.Fatalf("a claim by the worker %v ahead: created %v, lease until %v; want created between %v and %v by the database's clock, the lease a minute later",
+			ledgertest.Skew, live.CreatedAt, live.LeaseExpiresAt, from, to)
+	}
+	live = claimRunning(right, "op-live-2", "worker-right#1", time.Minute)
+	if res, err := ahead.Claim(ctx, ledger.ClaimRequest{Op: ledger.Operation{ID: live.ID, TaskID: "task-1", RequestHash: "h"},
+		Owner: "worker-ahead#2", Lease: time.Minute}); err != nil || res.Status != ledger.InProgress {
+		t.Fatalf("Claim of a running operation under a live one-minute lease by the worker %v ahead: %q, %v; want %q",
+			ledgertest.Skew, res.Status, err, ledger.InProgress)
+	}
+	if _, err := ahead.TakeForReconcile(ctx, live.ID, "reconciler-ahead#1", time.Minute); !errors.Is(err, ledger.ErrLeaseHeld) {
+		t.Fatalf("TakeForReconcile under a live one-minute lease by the worker %v ahead: %v, want ErrLeaseHeld", ledgertest.Skew, err)
+	}
+
+	ended := claimRunning(right, "op-ended", "worker-right#1", time.Millisecond)
+	for !dbNow().After(ended.LeaseExpiresAt) { // one round trip each: the database's clock passes the lease's end
+	}
+	if res, err := behind.Claim(ctx, ledger.ClaimRequest{Op: ledger.Operation{ID: ended.ID, TaskID: "task-1", RequestHash: "h"},
+		Owner: "worker-behind#1", Lease: time.Minute}); err != nil || res.Status != ledger.MustReconcile {
+		t.Fatalf("Claim of a running operation whose lease ended by the database's clock, by the worker %v behind: %q, %v; want %q",
+			ledgertest.Skew, res.Status, err, ledger.MustReconcile)
+	}
 }
 
 // BenchmarkClaim reports claims/s with 1 and 8 concurrent claimers:
@@ -207,7 +297,8 @@ func TestSchemaIsMigratedOnce(t *testing.T) {
 	}
 }
 
-// PostgreSQL keeps microseconds: a clock with nanoseconds is truncated
+// PostgreSQL keeps microseconds: a clock with nanoseconds (here the
+// stand-in for the database's) is truncated
 // before anything is written, so Claim returns what Get reads back and the
 // lease ends where the stored row says.
 func TestTimestampsAreWholeMicroseconds(t *testing.T) {

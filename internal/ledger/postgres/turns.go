@@ -20,13 +20,13 @@ func (s *Store) CommitTurn(ctx context.Context, turnID string, output []byte, it
 	if output == nil {
 		output = []byte{}
 	}
-	now := s.clock()
+	now := s.nowArg() // the database's clock as each insert runs
 	b := &pgx.Batch{}
 	queueItems(b, items, now)
 	// ON CONFLICT DO UPDATE with a no-op assignment returns the existing
 	// row, locked, so the first commit's output comes back to everyone.
 	var stored []byte
-	b.Queue(`INSERT INTO turns (turn_id, output, created_at) VALUES ($1, $2, $3)
+	b.Queue(`INSERT INTO turns (turn_id, output, created_at) VALUES ($1, $2, `+dbNow(3)+`)
 		ON CONFLICT (turn_id) DO UPDATE SET turn_id = turns.turn_id RETURNING output`,
 		turnID, output, now).QueryRow(func(row pgx.Row) error { return row.Scan(&stored) })
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {

@@ -19,7 +19,11 @@
 //     because a running mark that rolled back would let a second claim send
 //     the same effect again. Ledger writes are few, so the cost is small.
 //   - All timestamps, including lease expiry checks, come from Options.Now and
-//     are stored as UTC Unix nanoseconds.
+//     are stored as UTC Unix nanoseconds. That clock is the ledger's: the
+//     file lives on one machine, every worker process sharing it runs there
+//     and reads the one clock of that machine, so no two of them can
+//     disagree about a lease (issue 14, item 7). PostgreSQL, shared across
+//     machines, reads its database's clock instead.
 //   - GetItem verifies that the bytes it returns hash to the reference asked
 //     for.
 package sqlite
@@ -52,7 +56,9 @@ const busyTimeoutMillis = 5000
 // Options configures a Store. The zero value is ready to use.
 type Options struct {
 	// Now returns the current time; it stamps rows and decides whether a
-	// lease is live. Defaults to time.Now.
+	// lease is live. Defaults to time.Now, the clock of the machine the
+	// file is on, which every worker sharing the file reads; tests inject
+	// another.
 	Now func() time.Time
 	// Logger receives claim decisions (debug) and rejected stale-fence
 	// writes (warn). Defaults to slog.Default().

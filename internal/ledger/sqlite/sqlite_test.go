@@ -78,6 +78,26 @@ func TestContractShared(t *testing.T) {
 	})
 }
 
+// Workers whose clocks are off: a SQLite file lives on one machine, and
+// every worker process on that machine reads the same clock, which is the
+// ledger's. So each store is opened, as a worker on the machine would open
+// it, with the machine's clock, ledgerNow; a worker clock apart from it
+// cannot happen.
+func TestContractClocks(t *testing.T) {
+	t.Parallel()
+	ledgertest.RunClocks(t, func(t *testing.T, ledgerNow func() time.Time) func(func() time.Time) (ledger.Store, error) {
+		path := filepath.Join(t.TempDir(), "ledger.db")
+		return func(func() time.Time) (ledger.Store, error) {
+			s, err := sqlite.Open(context.Background(), path, sqlite.Options{Now: ledgerNow, Logger: testLogger(t)})
+			if err != nil {
+				return nil, err
+			}
+			t.Cleanup(func() { s.Close() })
+			return s, nil
+		}
+	})
+}
+
 // BenchmarkClaim reports claims/s with 1 and 8 concurrent claimers:
 //
 //	go test -run '^$' -bench Claim ./internal/ledger/sqlite/
