@@ -291,7 +291,8 @@ func (r *readCounter) GetItem(ctx context.Context, ref string) ([]byte, error) {
 // turn reading a 1.5 KB README) and reports what its ledger holds: the
 // stored items' bytes, the manifests' share of them, and the SQLite file;
 // and what loading the last turn's transcript costs: the manifests it
-// reads, and the time to read them and every item. Run it with
+// reads, and the time to read them and every item, beside the time to load
+// the same transcript from one whole-list manifest. Run it with
 // -benchtime=1x; it takes minutes.
 func BenchmarkTranscript1000Turns(b *testing.B) {
 	for range b.N {
@@ -313,19 +314,39 @@ func BenchmarkTranscript1000Turns(b *testing.B) {
 		}
 		b.ReportMetric(float64(counter.reads.Load()-before), "manifest-reads")
 		b.ReportMetric(float64(len(refs)), "items")
-		start := time.Now()
+		// The same transcript as one whole list, as before links, loaded
+		// in turn with the chain so both see the same machine.
+		whole, err := json.Marshal(map[string][]string{"items": refs})
+		if err != nil {
+			b.Fatal(err)
+		}
+		chain, list := k.transcript, f.args(b, string(whole))
+		var took [2]time.Duration
 		const loads = 10
 		for range loads {
-			refs, err := f.acts.ManifestRefs(ctx, k.transcript)
-			if err != nil {
-				b.Fatal(err)
-			}
-			for _, ref := range refs {
-				if _, err := f.ledger.GetItem(ctx, ref); err != nil {
-					b.Fatal(err)
-				}
+			for i, ref := range []string{chain, list} {
+				start := time.Now()
+				loadAll(b, f, ref)
+				took[i] += time.Since(start)
 			}
 		}
-		b.ReportMetric(float64(time.Since(start).Microseconds())/loads, "load-µs")
+		b.ReportMetric(float64(took[0].Microseconds())/loads, "load-µs")
+		b.ReportMetric(float64(took[1].Microseconds())/loads, "load-whole-list-µs")
+	}
+}
+
+// loadAll reads the transcript a manifest names, as loadTranscript does:
+// its manifests, then every item.
+func loadAll(tb testing.TB, f *fixture, manifest string) {
+	tb.Helper()
+	ctx := context.Background()
+	refs, err := f.acts.ManifestRefs(ctx, manifest)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, ref := range refs {
+		if _, err := f.ledger.GetItem(ctx, ref); err != nil {
+			tb.Fatal(err)
+		}
 	}
 }
