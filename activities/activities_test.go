@@ -35,18 +35,20 @@ type fixture struct {
 	ledger *sqlite.Store
 	sb     *sandbox.Sandbox
 	env    *testsuite.TestActivityEnvironment
+	path   string // the ledger's SQLite file
 }
 
 // newFixture builds the fixture; each option may change the dependencies
 // before the activities are built.
-func newFixture(t *testing.T, options ...func(*activities.Deps)) *fixture {
+func newFixture(t testing.TB, options ...func(*activities.Deps)) *fixture {
 	t.Helper()
 	sb, err := sandbox.Start(sandbox.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = sb.Close() })
-	store, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "ledger.db"), sqlite.Options{})
+	path := filepath.Join(t.TempDir(), "ledger.db")
+	store, err := sqlite.Open(context.Background(), path, sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,12 +78,12 @@ func newFixture(t *testing.T, options ...func(*activities.Deps)) *fixture {
 	var suite testsuite.WorkflowTestSuite
 	env := suite.NewTestActivityEnvironment()
 	env.RegisterActivity(acts)
-	return &fixture{acts: acts, ledger: store, sb: sb, env: env}
+	return &fixture{acts: acts, ledger: store, sb: sb, env: env, path: path}
 }
 
 // args stores tool arguments in the ledger, as ModelTurn does, and returns
 // their reference.
-func (f *fixture) args(t *testing.T, s string) string {
+func (f *fixture) args(t testing.TB, s string) string {
 	t.Helper()
 	ref, err := f.ledger.PutItem(context.Background(), []byte(s))
 	if err != nil {

@@ -109,10 +109,11 @@ func truncationMarker(n int) model.Message {
 // TruncateTranscript removes the oldest items of a transcript behind a
 // visible marker, when the summary call that should have replaced them
 // failed. It calls no model; its items are content-addressed, so a retry
-// writes the same manifest.
+// writes the same manifest, which names the whole cut transcript: a fresh
+// chain.
 func (a *Activities) TruncateTranscript(ctx context.Context, in contract.TruncateInput) (contract.TruncateResult, error) {
 	var pending pendingItems
-	refs, msgs, err := a.loadTranscript(ctx, contract.ModelTurnInput{TaskID: in.TaskID, TurnID: in.TurnID, Transcript: in.Transcript, Append: in.Append, Seed: in.Seed}, &pending)
+	tr, msgs, err := a.loadTranscript(ctx, contract.ModelTurnInput{TaskID: in.TaskID, TurnID: in.TurnID, Transcript: in.Transcript, Append: in.Append, Seed: in.Seed}, &pending)
 	if err != nil {
 		return contract.TruncateResult{}, err
 	}
@@ -124,7 +125,7 @@ func (a *Activities) TruncateTranscript(ctx context.Context, in contract.Truncat
 	if err != nil {
 		return contract.TruncateResult{}, err
 	}
-	transcript, err := pending.manifest(replaceSpan(refs, from, to, item))
+	transcript, err := pending.snapshot(replaceSpan(tr.refs, from, to, item))
 	if err != nil {
 		return contract.TruncateResult{}, err
 	}

@@ -31,18 +31,14 @@ func (f *fixture) transcript(t *testing.T, msgs ...model.Message) string {
 }
 
 // messages loads the committed transcript a manifest names.
-func (f *fixture) messages(t *testing.T, manifest string) []model.Message {
+func (f *fixture) messages(t testing.TB, manifest string) []model.Message {
 	t.Helper()
-	data, err := f.ledger.GetItem(context.Background(), manifest)
+	refs, err := f.acts.ManifestRefs(context.Background(), manifest)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var m struct{ Items []string }
-	if err := json.Unmarshal(data, &m); err != nil {
-		t.Fatal(err)
-	}
-	out := make([]model.Message, len(m.Items))
-	for i, ref := range m.Items {
+	out := make([]model.Message, len(refs))
+	for i, ref := range refs {
 		data, err := f.ledger.GetItem(context.Background(), ref)
 		if err != nil {
 			t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	"go.temporal.io/sdk/temporal"
 
@@ -45,7 +46,7 @@ func (a *Activities) ModelTurn(ctx context.Context, in contract.ModelTurnInput) 
 	}
 	// What the turn commits is written in one transaction, with the turn.
 	var commit pendingItems
-	refs, msgs, err := a.loadTranscript(ctx, in, &commit)
+	tr, msgs, err := a.loadTranscript(ctx, in, &commit)
 	if err != nil {
 		return contract.ModelTurnResult{}, err // ledger trouble: let Temporal retry
 	}
@@ -62,9 +63,9 @@ func (a *Activities) ModelTurn(ctx context.Context, in contract.ModelTurnInput) 
 		return contract.ModelTurnResult{}, err
 	}
 	if in.Compact {
-		return a.commitSummary(ctx, in, &commit, refs, from, to, out, progress)
+		return a.commitSummary(ctx, in, &commit, tr.refs, from, to, out, progress)
 	}
-	return a.commitAnswer(ctx, in, &commit, refs, out, progress)
+	return a.commitAnswer(ctx, in, &commit, tr, out, progress)
 }
 
 // modelProvider returns the provider of a "provider:model" string and the
@@ -89,12 +90,14 @@ func (a *Activities) modelProvider(s string) (model.Provider, model.Ref, error) 
 // commitAnswer commits a turn's answer: the assistant item joins the
 // transcript only now, with the arguments of its tool calls, in the turn's
 // one commit with the items pending (the seed messages loadTranscript held).
-func (a *Activities) commitAnswer(ctx context.Context, in contract.ModelTurnInput, pending *pendingItems, refs []string, out model.Output, p model.Progress) (contract.ModelTurnResult, error) {
+// Its manifest extends the one the turn loaded with the items the turn
+// added: the seed, the appended tool messages, and the assistant item.
+func (a *Activities) commitAnswer(ctx context.Context, in contract.ModelTurnInput, pending *pendingItems, tr transcript, out model.Output, p model.Progress) (contract.ModelTurnResult, error) {
 	item, err := pending.message(model.Message{Role: model.RoleAssistant, Content: out.Text, ToolCalls: out.ToolCalls})
 	if err != nil {
 		return contract.ModelTurnResult{}, err
 	}
-	transcript, err := pending.manifest(append(refs, item))
+	transcript, err := pending.extend(tr, slices.Concat(tr.refs[tr.committed:], []string{item}))
 	if err != nil {
 		return contract.ModelTurnResult{}, err
 	}
@@ -116,13 +119,14 @@ func (a *Activities) commitAnswer(ctx context.Context, in contract.ModelTurnInpu
 
 // commitSummary commits a compaction: the transcript with items [from, to)
 // replaced by the summary the model wrote, stored with the items pending
-// (the seed messages loadTranscript held) in the turn's one commit.
+// (the seed messages loadTranscript held) in the turn's one commit. Its
+// manifest names the whole new transcript: a fresh chain.
 func (a *Activities) commitSummary(ctx context.Context, in contract.ModelTurnInput, pending *pendingItems, refs []string, from, to int, out model.Output, p model.Progress) (contract.ModelTurnResult, error) {
 	item, err := pending.message(summaryItem(to-from, out.Text))
 	if err != nil {
 		return contract.ModelTurnResult{}, err
 	}
-	transcript, err := pending.manifest(replaceSpan(refs, from, to, item))
+	transcript, err := pending.snapshot(replaceSpan(refs, from, to, item))
 	if err != nil {
 		return contract.ModelTurnResult{}, err
 	}
