@@ -203,16 +203,25 @@ func (a *Activities) record(ctx context.Context, c ledger.Completion) error {
 		if !errors.Is(err, ledger.ErrUnavailable) {
 			return err
 		}
+		if deadline.IsZero() { // not an activity: nobody to heartbeat for, no deadline to wait within
+			return unrecorded(c, err)
+		}
 		wait := min(a.ledgerWait(ctx, err).Wait, a.heartbeatInterval(ctx), backoff.Policy{Base: 100 * time.Millisecond, Cap: 5 * time.Second}.Span(n))
-		if deadline.IsZero() || a.Now().Add(wait).After(deadline) {
-			return unknownOperation(c.ID, capstan.OutcomeUnknown,
-				fmt.Errorf("what the call did (%s) could not be recorded, the ledger being unavailable: %w", c.State, err))
+		if a.Now().Add(wait).After(deadline) {
+			return unrecorded(c, err)
 		}
 		a.Logger.WarnContext(ctx, "ledger unavailable: waiting to record what a call did",
 			"operation_id", c.ID, "state", string(c.State), "wait", wait, "error", err)
 		activity.RecordHeartbeat(ctx, OperationHeartbeat{OperationID: c.ID, Step: stepRecording})
 		<-time.After(wait) // not the activity's cancellation: the write must be made
 	}
+}
+
+// unrecorded is the OperationUnknown error of a call whose outcome c the
+// unavailable ledger (err) would not take.
+func unrecorded(c ledger.Completion, err error) error {
+	return unknownOperation(c.ID, capstan.OutcomeUnknown,
+		fmt.Errorf("what the call did (%s) could not be recorded, the ledger being unavailable: %w", c.State, err))
 }
 
 // recordFailed is the error of a failed record: the OperationUnknown error

@@ -3,6 +3,8 @@ package activities_test
 import (
 	"context"
 	"errors"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -32,7 +34,7 @@ func outageFixture(t *testing.T) (*fixture, *postgres.Store, *pgtest.Link) {
 	}
 	t.Cleanup(func() { _ = store.Close() })
 	set, err := breaker.NewSet(config.BreakerSettings{ConsecutiveFailures: 2, FailureRatio: 0.5, MinCalls: 10,
-		Window: time.Minute, OpenFor: 30 * time.Second}, breaker.Options{})
+		Window: time.Minute, OpenFor: time.Second}, breaker.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,5 +119,39 @@ func TestModelTurnWithTheLedgerDownWaits(t *testing.T) {
 	}
 	if n := f.sb.Model.Stats().Requests; n != 0 {
 		t.Errorf("model requests with the ledger down = %d, want 0", n)
+	}
+}
+
+// TestOutcomeIsRecordedThroughALedgerOutage: the ledger goes down while a
+// tool call is in flight (as GitHub creates the branch) and comes back two
+// seconds later. The activity records what the call did once the ledger is
+// back, within its own time: the call succeeds, sent once, and the ledger
+// holds it succeeded — no reconciliation needed.
+func TestOutcomeIsRecordedThroughALedgerOutage(t *testing.T) {
+	t.Parallel()
+	f, store, link := outageFixture(t)
+	args, err := store.PutItem(context.Background(), []byte(`{"repo":"acme/app","branch":"agent/y","from":"main"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.sb.GitHub.SetFault(func(_ http.ResponseWriter, r *http.Request, _ http.Handler) bool {
+		if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/git/refs") {
+			link.Down()
+			time.AfterFunc(2*time.Second, link.Up)
+		}
+		return false // the branch is created, the ledger down
+	})
+	in := contract.ExecuteToolInput{Tenant: "default", TaskID: "T2", TurnID: "T2/t1", ToolCallID: "call_1",
+		OperationID: "default:T2:github_create_branch:branch:create:acme/app:agent/y", Tool: githubtools.NameCreateBranch, Arguments: args}
+	v, err := f.env.ExecuteActivity(f.acts.ExecuteTool, in)
+	if err != nil {
+		t.Fatalf("ExecuteTool through a 2 s ledger outage: %v", err)
+	}
+	var res contract.ExecuteToolResult
+	_ = v.Get(&res)
+	op, err := store.Get(context.Background(), in.OperationID)
+	if res.State != capstan.OutcomeSucceeded || err != nil || op.State != capstan.OutcomeSucceeded || f.sb.GitHub.Stats().BranchesCreated != 1 {
+		t.Errorf("result %+v, ledger %s (%v), branches %d; want succeeded, recorded succeeded, one branch",
+			res, op.State, err, f.sb.GitHub.Stats().BranchesCreated)
 	}
 }
