@@ -155,3 +155,15 @@ func TestOutcomeIsRecordedThroughALedgerOutage(t *testing.T) {
 			res, op.State, err, f.sb.GitHub.Stats().BranchesCreated)
 	}
 }
+
+// TestTruncateWithTheLedgerDownWaits: a truncation that cannot read the
+// transcript ends with the BreakerOpen error of breaker "ledger", retried
+// after the breaker's wait.
+func TestTruncateWithTheLedgerDownWaits(t *testing.T) {
+	t.Parallel()
+	f, _, link := outageFixture(t)
+	link.Down()
+	_, err := f.env.ExecuteActivity(f.acts.TruncateTranscript, contract.TruncateInput{TaskID: "T", TurnID: "T/t3/k1",
+		Transcript: ledger.ItemRef([]byte(`{"items":[]}`))})
+	ledgerWaitOf(t, "TruncateTranscript", err)
+}
