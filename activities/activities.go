@@ -70,6 +70,11 @@ type Deps struct {
 	// (docs/design.md §7): while a dependency's breaker is open nothing is
 	// sent to it. Nil: no breakers, every call is sent.
 	Breakers *breaker.Set
+	// LedgerOutageLimit is how long a task may wait, in one outage, for a
+	// ledger it cannot reach before it fails ledger_unavailable
+	// (CAPSTAN_LEDGER_OUTAGE_LIMIT); the activities tell the workflow with
+	// every wait. Zero means config.DefaultLedgerOutageLimit.
+	LedgerOutageLimit time.Duration
 	// Lease is how long a claim stays live; zero means config.DefaultLease.
 	Lease time.Duration
 	// ModelLimits are the worker's defaults for the limits a task leaves
@@ -129,7 +134,8 @@ func New(d Deps) (*Activities, error) {
 	if d.Metrics == nil {
 		d.Metrics = noMetrics{}
 	}
-	d.Ledger = &countingLedger{Ledger: d.Ledger, metrics: d.Metrics, logger: d.Logger}
+	// Every ledger call goes through the ledger's breaker, and is counted.
+	d.Ledger = &countingLedger{Ledger: &guardedLedger{Ledger: d.Ledger, breakers: d.Breakers}, metrics: d.Metrics, logger: d.Logger}
 	if d.Random == nil {
 		d.Random = rand.Float64
 	}

@@ -2,11 +2,13 @@ package activities
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/capstanhq/capstan/internal/contract"
+	"github.com/capstanhq/capstan/internal/ledger"
 	"github.com/capstanhq/capstan/internal/logids"
 	"github.com/capstanhq/capstan/internal/model"
 )
@@ -110,8 +112,18 @@ func truncationMarker(n int) model.Message {
 // visible marker, when the summary call that should have replaced them
 // failed. It calls no model; its items are content-addressed, so a retry
 // writes the same manifest, which names the whole cut transcript: a fresh
-// chain.
+// chain. While the ledger cannot be reached it ends with the BreakerOpen
+// error of breaker "ledger", which Temporal retries after the breaker's
+// wait, within the activity's attempts.
 func (a *Activities) TruncateTranscript(ctx context.Context, in contract.TruncateInput) (contract.TruncateResult, error) {
+	res, err := a.truncateTranscript(ctx, in)
+	if errors.Is(err, ledger.ErrUnavailable) {
+		return res, a.ledgerDown(ctx, err)
+	}
+	return res, err
+}
+
+func (a *Activities) truncateTranscript(ctx context.Context, in contract.TruncateInput) (contract.TruncateResult, error) {
 	var pending pendingItems
 	tr, msgs, err := a.loadTranscript(ctx, contract.ModelTurnInput{TaskID: in.TaskID, TurnID: in.TurnID, Transcript: in.Transcript, Append: in.Append, Seed: in.Seed}, &pending)
 	if err != nil {

@@ -71,14 +71,12 @@ func (a *Activities) deliver(ctx context.Context, in contract.DeliverInput) (con
 	channel, ts, postErr := a.postToSlack(ctx, in, fence, permit)
 
 	// Every write from here on records what the post did: the activity's
-	// cancellation must not break it.
-	rctx, cancel := recordContext(ctx)
-	defer cancel()
+	// cancellation must not break it, nor a short ledger outage (record).
 	if postErr == nil {
 		res.ExternalID = channel + "/" + ts
-		if err := a.Ledger.Complete(rctx, ledger.Completion{ID: in.OperationID, Fence: fence,
+		if err := a.record(ctx, ledger.Completion{ID: in.OperationID, Fence: fence,
 			State: capstan.OutcomeSucceeded, ExternalID: res.ExternalID}); err != nil {
-			return res, fmt.Errorf("record delivery %s: %w", in.OperationID, err)
+			return res, recordFailed(err, "record delivery %s", in.OperationID)
 		}
 		return res, nil
 	}
@@ -90,9 +88,9 @@ func (a *Activities) deliver(ctx context.Context, in contract.DeliverInput) (con
 	case errors.As(postErr, &refused) && definiteSlackRefusals[refused.Err]:
 		// Slack answered ok=false with an error that means it posted
 		// nothing. Others (internal_error, fatal_error, …) may have posted.
-		if err := a.Ledger.Complete(rctx, ledger.Completion{ID: in.OperationID, Fence: fence,
+		if err := a.record(ctx, ledger.Completion{ID: in.OperationID, Fence: fence,
 			State: capstan.OutcomeFailed, Error: postErr.Error()}); err != nil {
-			return res, fmt.Errorf("record refused delivery %s: %w", in.OperationID, err)
+			return res, recordFailed(err, "record refused delivery %s", in.OperationID)
 		}
 		return res, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("Slack refused the message to %s: %s", in.Channel, refused.Err), contract.ErrTypeDeliveryFailed, postErr)
@@ -100,9 +98,9 @@ func (a *Activities) deliver(ctx context.Context, in contract.DeliverInput) (con
 		tools.Classify(postErr) == tools.VerdictNotSent:
 		// Rate limited or never sent: nothing was posted, so trying again
 		// with the same operation id is safe.
-		if err := a.Ledger.Complete(rctx, ledger.Completion{ID: in.OperationID, Fence: fence,
+		if err := a.record(ctx, ledger.Completion{ID: in.OperationID, Fence: fence,
 			State: capstan.OutcomeAbsent, Error: postErr.Error()}); err != nil {
-			return res, fmt.Errorf("record unsent delivery %s: %w", in.OperationID, err)
+			return res, recordFailed(err, "record unsent delivery %s", in.OperationID)
 		}
 		cause := postErr
 		if limited != nil {
@@ -112,9 +110,9 @@ func (a *Activities) deliver(ctx context.Context, in contract.DeliverInput) (con
 		}
 		return res, a.notSent(ctx, contract.ErrTypeDeliveryNotSent, fmt.Sprintf("Slack did not take the message to %s: %v", in.Channel, postErr), cause)
 	default:
-		if err := a.Ledger.Complete(rctx, ledger.Completion{ID: in.OperationID, Fence: fence,
+		if err := a.record(ctx, ledger.Completion{ID: in.OperationID, Fence: fence,
 			State: capstan.OutcomeUnknown, Error: postErr.Error()}); err != nil {
-			return res, fmt.Errorf("record delivery %s as unknown: %w", in.OperationID, err)
+			return res, recordFailed(err, "record delivery %s as unknown", in.OperationID)
 		}
 		return res, unknownOperation(in.OperationID, capstan.OutcomeUnknown, postErr)
 	}

@@ -112,13 +112,14 @@ func (a *Activities) executeTool(ctx context.Context, in contract.ExecuteToolInp
 	if msg.data != nil {
 		completion.Items = [][]byte{msg.data}
 	}
-	// Recorded even if the activity is being cancelled: it happened.
-	rctx, cancel := recordContext(ctx)
-	defer cancel()
-	if err := a.Ledger.Complete(rctx, completion); err != nil {
+	// Recorded even if the activity is being cancelled, and through a
+	// ledger outage while the activity has time: it happened.
+	if err := a.record(ctx, completion); err != nil {
 		// The effect may have happened but we could not record it: the next
-		// attempt finds the operation RUNNING and must reconcile.
-		return res, fmt.Errorf("record operation %s as %s: %w", in.OperationID, o.state, err)
+		// attempt finds the operation RUNNING and must reconcile (and when
+		// the ledger stayed down, err says it is unknown: a reconciler
+		// decides).
+		return res, recordFailed(err, "record operation %s as %s", in.OperationID, o.state)
 	}
 	switch o.state {
 	case capstan.OutcomeSucceeded:

@@ -22,6 +22,7 @@ const (
 	stepPreparing = "preparing" // reading the facts to record before the call (tools.Preparer)
 	stepCalling   = "calling"   // the external call is in flight
 	stepVerifying = "verifying" // reading back what an ambiguous call did
+	stepRecording = "recording" // waiting for the ledger to record what the call did
 )
 
 // heartbeat records a heartbeat every interval, on its own goroutine,

@@ -35,6 +35,19 @@ func (a *Activities) ModelTurn(ctx context.Context, in contract.ModelTurnInput) 
 	defer func() { a.observeModelTurn(ctx, in, result, err) }()
 	defer func() { a.endLive(in.AttemptID, err) }()
 	report := contract.AttemptReport{AttemptID: in.AttemptID, Phase: model.PhaseNotSent, StreamURL: a.beginLive(in.AttemptID)}
+	result, err = a.modelTurn(ctx, in, report)
+	var appErr *temporal.ApplicationError
+	if err != nil && !errors.As(err, &appErr) && errors.Is(err, ledger.ErrUnavailable) {
+		// The turn could not be read or committed: the attempt waits for
+		// the ledger like any open breaker, rather than spend the turn's
+		// budget as if the model were unreachable.
+		return contract.ModelTurnResult{}, a.ledgerAttemptFailure(ctx, report, err)
+	}
+	return result, err
+}
+
+// modelTurn is ModelTurn's attempt, report its report so far.
+func (a *Activities) modelTurn(ctx context.Context, in contract.ModelTurnInput, report contract.AttemptReport) (contract.ModelTurnResult, error) {
 	provider, ref, err := a.modelProvider(in.Model)
 	if err != nil {
 		return contract.ModelTurnResult{}, err

@@ -10,6 +10,7 @@ import (
 
 	"github.com/capstanhq/capstan/internal/backoff"
 	"github.com/capstanhq/capstan/internal/contract"
+	"github.com/capstanhq/capstan/internal/ledger"
 )
 
 // This file gives every retry delay of a tool call, a delivery or a
@@ -65,8 +66,14 @@ func (a *Activities) retryable(ctx context.Context, err error) error {
 	var appErr *temporal.ApplicationError
 	var canceled *temporal.CanceledError
 	switch {
-	case err == nil, errors.As(err, &appErr), errors.As(err, &canceled),
-		errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+	case err == nil, errors.As(err, &appErr), errors.As(err, &canceled), errors.Is(err, context.Canceled):
+		return err
+	case errors.Is(err, ledger.ErrUnavailable):
+		// Whatever asked the ledger, nothing was sent after it: the paths
+		// that sent something record it with record, which never
+		// returns this error.
+		return a.ledgerDown(ctx, err)
+	case errors.Is(err, context.DeadlineExceeded):
 		return err
 	}
 	return temporal.NewApplicationErrorWithOptions(err.Error(), contract.ErrTypeTransient,

@@ -63,6 +63,10 @@ type task struct {
 	// modelIndex is the model the task is on: 0 the primary, i the i-th
 	// of in.Fallbacks. A switch keeps it for the rest of the task.
 	modelIndex int
+	// ledgerDownSince is when the task began waiting for its ledger in
+	// the current outage (changeLedgerOutageWaits); zero when the ledger
+	// last answered (ledgerBack).
+	ledgerDownSince time.Time
 }
 
 // AgentTask runs one agent task: turns until the model answers without tool

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/workflow"
+
+	"github.com/capstanhq/capstan/internal/config"
 )
 
 // This file holds how a task waits for a dependency's circuit breaker
@@ -27,7 +29,18 @@ func (t *task) waitsOnBreakers(ctx workflow.Context) bool {
 // them) and the task's status, until it is over. Other tasks sleep it in
 // one timer: an open period is 30 s plus at most 5 s of jitter, and the
 // v5 histories recorded it so.
-func (t *task) waitForBreaker(ctx workflow.Context, key string, d time.Duration, what string) error {
+//
+// A wait for the ledger (ledgerBreaker) counts, since
+// changeLedgerOutageWaits, against limit — the worker's
+// CAPSTAN_LEDGER_OUTAGE_LIMIT, the default when it sent none — from the
+// first wait of the outage: one that would end past it fails the task
+// ledger_unavailable instead.
+func (t *task) waitForBreaker(ctx workflow.Context, key string, d, limit time.Duration, what string) error {
+	if key == ledgerBreaker {
+		if err := t.ledgerOutage(ctx, d, limit, what); err != nil {
+			return err
+		}
+	}
 	until := workflow.Now(ctx).Add(d)
 	t.note(ctx, "waiting %s for breaker %s: %s was not sent (no retry budget spent)", roundWait(d), key, what)
 	t.result.Waiting = fmt.Sprintf("waiting %s for breaker %s (until %s)", roundWait(d), key, until.UTC().Format("15:04:05 MST"))
@@ -42,6 +55,52 @@ func (t *task) waitForBreaker(ctx workflow.Context, key string, d time.Duration,
 	t.result.Waiting = ""
 	workflow.SetCurrentDetails(ctx, "")
 	return err
+}
+
+// ledgerBreaker is the key of the ledger's breaker (breaker.Ledger).
+const ledgerBreaker = "ledger"
+
+// ledgerOutage starts the count of an outage of the ledger at its first
+// wait and fails the task once waiting d more would pass limit. Tasks
+// started before changeLedgerOutageWaits wait without a limit.
+func (t *task) ledgerOutage(ctx workflow.Context, d, limit time.Duration, what string) error {
+	if workflow.GetVersion(ctx, changeLedgerOutageWaits, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return nil
+	}
+	if limit <= 0 {
+		limit = config.DefaultLedgerOutageLimit
+	}
+	now := workflow.Now(ctx)
+	if t.ledgerDownSince.IsZero() {
+		t.ledgerDownSince = now
+	}
+	if waited := now.Sub(t.ledgerDownSince); waited+d > limit {
+		t.note(ctx, "the ledger has been unavailable for %s; %s was not sent; giving up (the limit is %s)", roundWait(waited), what, limit)
+		return fail(FailLedgerUnavailable, "the ledger could not be reached for %s, longer than the %s a task waits for it (CAPSTAN_LEDGER_OUTAGE_LIMIT); %s was not sent",
+			roundWait(waited+d), limit, what)
+	}
+	return nil
+}
+
+// ledgerBack ends the count of a ledger outage: an activity that needs the
+// ledger completed.
+func (t *task) ledgerBack() { t.ledgerDownSince = time.Time{} }
+
+// reconcileWaits reports whether a reconciliation the ledger's breaker
+// kept from running is waited out (changeLedgerOutageWaits), rather than
+// retried by Temporal within the activity's attempts and then read as
+// indeterminate.
+func (t *task) reconcileWaits(ctx workflow.Context) bool {
+	return workflow.GetVersion(ctx, changeLedgerOutageWaits, workflow.DefaultVersion, 1) != workflow.DefaultVersion
+}
+
+// stoppedWaiting says why a wait for breaker key ended without a call:
+// the task was cancelled, or the ledger stayed down too long.
+func stoppedWaiting(ctx workflow.Context, key string) string {
+	if ctx.Err() != nil {
+		return "cancelled while waiting for breaker " + key
+	}
+	return "breaker " + key + " stayed open too long"
 }
 
 // roundWait shows a wait to the second, or to the hundredth under one.

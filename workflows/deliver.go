@@ -104,12 +104,13 @@ func (t *task) post(ctx workflow.Context, rec *DeliveryRecord, d target, text st
 		if !open || ctx.Err() != nil || !t.waitsOnBreakers(ctx) {
 			break
 		}
-		if err := t.waitForBreaker(ctx, w.Breaker, w.Wait, "delivery "+rec.OperationID); err != nil {
-			rec.State = capstan.OutcomeAbsent // cancelled while it waited: nothing was sent
+		if err := t.waitForBreaker(ctx, w.Breaker, w.Wait, w.OutageLimit, "delivery "+rec.OperationID); err != nil {
+			rec.State = capstan.OutcomeAbsent // cancelled, or the ledger stayed down, while it waited: nothing was sent
 			return "", err
 		}
 	}
 	if err == nil {
+		t.ledgerBack()
 		rec.State, rec.ExternalID = capstan.OutcomeSucceeded, res.ExternalID
 		t.note(ctx, "delivery %s acked (%s)", rec.OperationID, res.ExternalID)
 		return "", nil

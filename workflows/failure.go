@@ -51,6 +51,10 @@ const (
 	FailNeedsHumanTimeout FailureCode = "needs_human_timeout"
 	// FailOperationAborted: a person resolved an operation with abort.
 	FailOperationAborted FailureCode = "operation_aborted"
+	// FailLedgerUnavailable: the task could not read or write its ledger
+	// for longer than the worker's CAPSTAN_LEDGER_OUTAGE_LIMIT in one
+	// outage. Nothing was sent while it waited.
+	FailLedgerUnavailable FailureCode = "ledger_unavailable"
 	// FailInternalError: the workflow stopped on an error it has no code
 	// for; the message carries the error. A bug, never a routine ending.
 	FailInternalError FailureCode = "internal_error"

@@ -184,6 +184,9 @@ type attemptOutcome struct {
 	RetryAfter time.Duration
 	Message    string
 	Breaker    string // of a breaker_open attempt: the breaker that refused it
+	// OutageLimit, of an attempt the ledger's breaker kept, is how long
+	// the worker lets a task wait for its ledger (contract.BreakerWait).
+	OutageLimit time.Duration
 	// At is when the workflow decides (workflow.Now); persistent mode
 	// measures its time budget with it.
 	At time.Time

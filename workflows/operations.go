@@ -125,13 +125,14 @@ func (t *task) settle(ctx workflow.Context, op declared, f workflow.Future) (ite
 			break
 		}
 		rec.State = capstan.OutcomeAbsent
-		if err := t.waitForBreaker(ctx, w.Breaker, w.Wait, fmt.Sprintf("operation %s (%s)", op.opID, op.call.Name)); err != nil {
-			rec.State, rec.Reason = capstan.OutcomeAbsent, "cancelled while waiting for breaker "+w.Breaker
+		if err := t.waitForBreaker(ctx, w.Breaker, w.Wait, w.OutageLimit, fmt.Sprintf("operation %s (%s)", op.opID, op.call.Name)); err != nil {
+			rec.State, rec.Reason = capstan.OutcomeAbsent, "not sent: "+stoppedWaiting(ctx, w.Breaker)
 			return "", "", err
 		}
 		err = t.startOperation(ctx, op.tid, op).Get(ctx, &res)
 	}
 	if err == nil {
+		t.ledgerBack()
 		rec.State, rec.ExternalID, rec.Replayed = res.State, res.ExternalID, res.Replayed
 		if res.Replayed {
 			t.note(ctx, "operation %s %s (replayed from the ledger; nothing sent)", op.opID, res.State)

@@ -21,8 +21,12 @@ import (
 //	ExecuteTool read_only  github/read                2 min                   task's     3 attempts, 1 s doubling to 30 s      the workflow waits, then a new activity
 //	ExecuteTool mutation   github/write               2 min                   task's     5 attempts, 1 s doubling to 30 s      the workflow waits, then a new activity
 //	Deliver                slack/post, github/write   1 min                   task's     3 attempts, 2 s doubling               the workflow waits, then a new activity
-//	Reconcile              github, slack (reads)      window + 2 min          task's     5 attempts, 1 s doubling to 30 s      (not guarded: it asks within its window)
+//	Reconcile              github, slack (reads)      window + 2 min          task's     5 attempts, 1 s doubling to 30 s      (not guarded: it asks within its window; the ledger's breaker is waited out since changeLedgerOutageWaits)
 //	TruncateTranscript     the ledger                 1 min                   task's     5 attempts, 1 s doubling to 30 s      (no breaker: no external call)
+//
+// Every activity also goes through the worker's ledger breaker ("ledger"):
+// an activity the unreachable ledger stopped before it sent anything ends
+// BreakerOpen of "ledger", which the workflow waits out like the others.
 //
 // "task's" heartbeat is the task's heartbeat timeout (CAPSTAN_HEARTBEAT_TIMEOUT,
 // default 30 s): every activity heartbeats on a ticker, so a dead worker is

@@ -136,12 +136,26 @@ func (t *task) reconcile(ctx workflow.Context, e effect, since time.Time, resolu
 	if resolution != nil {
 		summary = "record a person's verdict on " + e.summary
 	}
-	actx := workflow.WithActivityOptions(ctx, reconcileOptions(t.in.ReconcileWindow, t.in.ModelLimits.WithDefaults().HeartbeatTimeout, summary))
+	waits := t.reconcileWaits(ctx)
+	opts := reconcileOptions(t.in.ReconcileWindow, t.in.ModelLimits.WithDefaults().HeartbeatTimeout, summary)
+	if waits {
+		opts.RetryPolicy.NonRetryableErrorTypes = append(opts.RetryPolicy.NonRetryableErrorTypes, contract.ErrTypeBreakerOpen)
+	}
+	actx := workflow.WithActivityOptions(ctx, opts)
 	in := e.input
 	in.Tenant, in.TaskID, in.Since, in.Window, in.Resolution = t.in.Tenant, t.in.TaskID, since, t.in.ReconcileWindow, resolution
 	var r contract.ReconcileResult
 	err := workflow.ExecuteActivity(actx, contract.ActivityReconcile, in).Get(ctx, &r)
+	// A reconciliation the ledger kept from running asked nothing: it is
+	// waited out and run again, never read as indeterminate.
+	for w, open := contract.BreakerWaitOf(err); waits && open && ctx.Err() == nil; w, open = contract.BreakerWaitOf(err) {
+		if err := t.waitForBreaker(ctx, w.Breaker, w.Wait, w.OutageLimit, "the reconciliation of operation "+e.opID); err != nil {
+			return r, err
+		}
+		err = workflow.ExecuteActivity(actx, contract.ActivityReconcile, in).Get(ctx, &r)
+	}
 	if err == nil {
+		t.ledgerBack()
 		return r, nil
 	}
 	if ctx.Err() != nil {

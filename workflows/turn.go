@@ -132,6 +132,7 @@ func (t *task) callModel(ctx workflow.Context, ts *turnState, in *contract.Model
 		var out contract.ModelTurnResult
 		err := workflow.ExecuteActivity(actx, contract.ActivityModelTurn, *in).Get(ctx, &out)
 		if err == nil {
+			t.ledgerBack()
 			ts.guard.completed()
 			ts.rec.Attempts = append(ts.rec.Attempts, t.attemptRecord(in, AttemptRecord{Outcome: model.OutcomeCompleted, Phase: out.Phase, HTTPStatus: 200}))
 			t.note(ctx, "%s completed: %d tool call(s), %d characters", in.AttemptID, len(out.ToolCalls), len(out.Text))
@@ -173,7 +174,7 @@ func (t *task) callModel(ctx workflow.Context, ts *turnState, in *contract.Model
 			return out, fail(d.Code, "%s", d.Message)
 		}
 		if d.BreakerWait {
-			if err := t.waitForBreaker(ctx, oc.Breaker, d.Delay, "model attempt "+in.AttemptID); err != nil {
+			if err := t.waitForBreaker(ctx, oc.Breaker, d.Delay, oc.OutageLimit, "model attempt "+in.AttemptID); err != nil {
 				return out, err
 			}
 			continue
@@ -261,7 +262,8 @@ func attemptOutcomeOf(err error) (attemptOutcome, string) {
 	var timeoutErr *temporal.TimeoutError
 	if r, ok := contract.AttemptReportOf(err); ok {
 		return attemptOutcome{Outcome: r.Outcome, Phase: r.Phase, HTTPStatus: r.HTTPStatus,
-			RetryAfter: time.Duration(r.RetryAfterMS) * time.Millisecond, Message: r.Message, Breaker: r.Breaker}, ""
+			RetryAfter: time.Duration(r.RetryAfterMS) * time.Millisecond, Message: r.Message, Breaker: r.Breaker,
+			OutageLimit: time.Duration(r.OutageLimitMS) * time.Millisecond}, ""
 	}
 	switch {
 	case contract.IsWorkerConfig(err):

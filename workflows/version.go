@@ -89,6 +89,16 @@ const (
 	// not be read back, is the update's error and the operation waits for
 	// a person again. Read by every resolve update's handler.
 	changeResolveOnce = "resolve-once-found-read-back"
+
+	// changeLedgerOutageWaits: a task waits out an unreachable ledger —
+	// the BreakerOpen of breaker "ledger" from a tool call, a delivery, a
+	// model attempt or a reconciliation — for up to the worker's
+	// CAPSTAN_LEDGER_OUTAGE_LIMIT in one outage, then fails
+	// ledger_unavailable; and a reconciliation the ledger kept from
+	// running is waited out and started again (Temporal no longer retries
+	// its BreakerOpen), never read as indeterminate. Read when the task
+	// first waits for the ledger, and as each reconciliation starts.
+	changeLedgerOutageWaits = "ledger-outage-waits"
 )
 
 // inEffect reports whether change, one of those through

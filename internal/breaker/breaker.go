@@ -1,6 +1,6 @@
 // Package breaker holds capstan's circuit breakers (docs/design.md §7): one
 // per dependency and operation class, keyed "model/<provider>",
-// "github/read", "github/write" and "slack/post", so that a pool of workers
+// "github/read", "github/write", "slack/post" and "ledger", so that a pool of workers
 // stops calling a dependency that is down within a few failures, sends
 // nothing while the breaker is open, probes it with one call when the open
 // period ends, and resumes on its own when the probe succeeds.
@@ -41,6 +41,10 @@ const (
 	GitHubRead  Key = "github/read"
 	GitHubWrite Key = "github/write"
 	SlackPost   Key = "slack/post"
+	// Ledger guards the worker's ledger (CAPSTAN_LEDGER_DSN): while it is
+	// open, nothing that needs the ledger is attempted, and the tasks
+	// waiting on it wait it out (docs/design.md §7).
+	Ledger Key = "ledger"
 )
 
 // Model is the key of a model provider's breaker, "model/<provider>".

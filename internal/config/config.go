@@ -70,6 +70,10 @@ type Config struct {
 	// CAPSTAN_BREAKER_FAILURE_RATIO, CAPSTAN_BREAKER_MIN_CALLS,
 	// CAPSTAN_BREAKER_WINDOW, CAPSTAN_BREAKER_OPEN.
 	Breakers BreakerSettings
+	// LedgerOutageLimit (CAPSTAN_LEDGER_OUTAGE_LIMIT) bounds how long a
+	// task waits, in one outage, for a ledger it cannot reach before it
+	// fails ledger_unavailable.
+	LedgerOutageLimit time.Duration
 	// StreamToken (CAPSTAN_STREAM_TOKEN) is what `starter follow` presents
 	// to a worker's live stream as a bearer token; the worker reads it
 	// with LiveStreamFromLookupEnv.
@@ -150,6 +154,7 @@ func FromLookupEnv(lookup func(string) (string, bool)) Config {
 	}
 	c.ModelConnectTimeout = duration("CAPSTAN_MODEL_CONNECT_TIMEOUT", DefaultConnectTimeout)
 	c.ReconcileWindow = duration("CAPSTAN_RECONCILE_WINDOW", DefaultReconcileWindow)
+	c.LedgerOutageLimit = duration("CAPSTAN_LEDGER_OUTAGE_LIMIT", DefaultLedgerOutageLimit)
 	c.ModelLimits = ModelLimits{
 		FirstEvent:       duration("CAPSTAN_MODEL_FIRST_EVENT_TIMEOUT", DefaultModelLimits.FirstEvent),
 		Idle:             duration("CAPSTAN_MODEL_IDLE_TIMEOUT", DefaultModelLimits.Idle),

@@ -84,6 +84,11 @@ const (
 	DefaultBreakerMinCalls     = 10
 	DefaultBreakerWindow       = time.Minute
 	DefaultBreakerOpen         = 30 * time.Second
+
+	// DefaultLedgerOutageLimit bounds how long a task waits, in one outage,
+	// for a ledger it cannot read or write (CAPSTAN_LEDGER_OUTAGE_LIMIT)
+	// before it fails ledger_unavailable.
+	DefaultLedgerOutageLimit = 30 * time.Minute
 )
 
 // Fixed values: defaults of the packages that use them, which no setting
@@ -196,6 +201,8 @@ var Settings = []Setting{
 		Meaning: "…within this rolling window"},
 	{Name: "CAPSTAN_BREAKER_OPEN", Default: code(DefaultBreakerOpen), Reader: "worker",
 		Meaning: "how long an open breaker sends nothing before one probe call"},
+	{Name: "CAPSTAN_LEDGER_OUTAGE_LIMIT", Default: code(DefaultLedgerOutageLimit), Reader: "worker",
+		Meaning: "how long a task waits for a ledger it cannot reach (its breaker `ledger` open, its server down) before it fails with `ledger_unavailable`; nothing is sent while it waits, and the wait spends no retry budget"},
 	{Name: "CAPSTAN_BREAKERS", Default: code("on"), Reader: "worker",
 		Meaning: "`off` sends every call whatever its dependency's state (for measurements)"},
 	{Name: "CAPSTAN_METRICS_ADDR", Default: code(DefaultMetricsAddr), Reader: "worker",

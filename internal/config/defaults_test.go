@@ -176,6 +176,7 @@ func TestSettingsShowTheDefaultsCodeUses(t *testing.T) {
 		"CAPSTAN_BREAKER_MIN_CALLS":     strconv.Itoa(c.Breakers.MinCalls),
 		"CAPSTAN_BREAKER_WINDOW":        "60s",
 		"CAPSTAN_BREAKER_OPEN":          "30s",
+		"CAPSTAN_LEDGER_OUTAGE_LIMIT":   "30m",
 		"CAPSTAN_METRICS_ADDR":          c.MetricsAddr,
 		"CAPSTAN_STREAM_ADDR":           ls.Addr,
 		"CAPSTAN_STREAM_MAX_CONNS":      strconv.Itoa(ls.MaxConns),
@@ -191,6 +192,7 @@ func TestSettingsShowTheDefaultsCodeUses(t *testing.T) {
 		"CAPSTAN_MODEL_CONNECT_TIMEOUT": c.ModelConnectTimeout,
 		"CAPSTAN_BREAKER_WINDOW":        c.Breakers.Window,
 		"CAPSTAN_BREAKER_OPEN":          c.Breakers.OpenFor,
+		"CAPSTAN_LEDGER_OUTAGE_LIMIT":   c.LedgerOutageLimit,
 		"starter run --human-timeout":   DefaultHumanTimeout,
 		"CAPSTAN_STREAM_WRITE_TIMEOUT":  ls.WriteTimeout,
 	}

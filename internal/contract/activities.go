@@ -81,12 +81,16 @@ type AttemptReport struct {
 	Phase        model.Phase   `json:"phase"`
 	HTTPStatus   int           `json:"http_status,omitempty"`
 	RetryAfterMS int64         `json:"retry_after_ms,omitempty"`
-	// Breaker names the provider's breaker of a breaker_open attempt.
-	Breaker     string `json:"breaker,omitempty"`
-	Message     string `json:"message,omitempty"`
-	Events      int    `json:"events"`
-	Chars       int    `json:"chars"`
-	PreviewTail string `json:"preview_tail,omitempty"`
+	// Breaker names the breaker of a breaker_open attempt: the provider's,
+	// or "ledger" when the ledger could not be read or written.
+	Breaker string `json:"breaker,omitempty"`
+	// OutageLimitMS, of an attempt the ledger's breaker kept, is
+	// BreakerWait.OutageLimit in milliseconds.
+	OutageLimitMS int64  `json:"outage_limit_ms,omitempty"`
+	Message       string `json:"message,omitempty"`
+	Events        int    `json:"events"`
+	Chars         int    `json:"chars"`
+	PreviewTail   string `json:"preview_tail,omitempty"`
 	// StreamURL is where followers read this attempt's text live (the
 	// worker's livestream hub); empty when the worker serves none.
 	StreamURL string `json:"stream_url,omitempty"`

@@ -9,4 +9,9 @@ type BreakerWait struct {
 	Breaker string        `json:"breaker"`
 	State   string        `json:"state"` // open, or half-open while its probe is in flight
 	Wait    time.Duration `json:"wait"`
+	// OutageLimit, for the ledger's breaker, is how long the worker lets a
+	// task wait for its ledger in one outage (CAPSTAN_LEDGER_OUTAGE_LIMIT)
+	// before it fails ledger_unavailable; zero from a worker that predates
+	// it, which the workflow reads as the default.
+	OutageLimit time.Duration `json:"outage_limit,omitempty"`
 }

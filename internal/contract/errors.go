@@ -44,7 +44,9 @@ const (
 	// provider, a token); retrying on the same worker cannot help.
 	ErrTypeWorkerConfig = "WorkerConfig"
 	// ErrTypeBreakerOpen: the dependency's circuit breaker was open, so
-	// nothing was sent (a tool operation's claim was released). Retryable;
+	// nothing was sent (a tool operation's claim was released) — or, for
+	// breaker "ledger", the ledger could not be reached before anything
+	// was sent. Retryable;
 	// its next-retry delay is the time left in the open period plus
 	// jitter, and its details a BreakerWait naming the breaker. The
 	// workflow waits that long itself rather than spend the activity's
@@ -54,9 +56,10 @@ const (
 	// cannot record (found without a URL, or a verdict other than found
 	// or absent). Never retried.
 	ErrTypeInvalidResolution = "InvalidResolution"
-	// ErrTypeTransient: a failure that may pass on its own (the ledger could
-	// not be reached, a read or an idempotent write to repeat). Temporal
-	// retries it after the jittered delay the error carries.
+	// ErrTypeTransient: a failure that may pass on its own (a read or an
+	// idempotent write to repeat). Temporal retries it after the jittered
+	// delay the error carries. A ledger that could not be reached is not
+	// one: that is ErrTypeBreakerOpen of breaker "ledger".
 	ErrTypeTransient = "Transient"
 )
 

@@ -284,7 +284,7 @@ func TestBreakerMetricsFollowTheBreaker(t *testing.T) {
 	}
 
 	s := testenv.ScrapeMetrics(t, url)
-	for _, key := range []string{"github/read", "github/write", "slack/post", "model/openai"} {
+	for _, key := range []string{"github/read", "github/write", "slack/post", "ledger", "model/openai"} {
 		if state(s, key, "closed") != 1 || state(s, key, "open") != 0 || state(s, key, "half-open") != 0 {
 			t.Errorf("before any call, breaker %s is not shown closed:\n%s", key, s.Samples("capstan_breaker_state"))
 		}

@@ -179,7 +179,32 @@ var (
 	// ErrSettled: the ledger already knows how the operation ended; there
 	// is nothing to reconcile.
 	ErrSettled = errors.New("ledger: outcome already recorded")
+	// ErrUnavailable: the ledger could not be reached or could not answer
+	// — its server is down or restarting, the connection was lost, the
+	// call ran out of time, SQLite's file stayed locked or failed to read
+	// or write. The request may not have been written (or, for a write
+	// whose answer was lost, may have been); asked again once the ledger
+	// is back, it gets a definite answer. A store wraps such an error with
+	// Unavailable, so errors.Is finds both ErrUnavailable and the cause.
+	// Every other error is the ledger's own answer (ErrNotFound,
+	// ErrConflict, ErrFenced, …) and stays as it is.
+	ErrUnavailable = errors.New("ledger: unavailable")
 )
+
+// Unavailable marks err as ErrUnavailable, keeping it: errors.Is(result,
+// ErrUnavailable) and errors.Is(result, target) for whatever err matched.
+// A nil err, or one already marked, is returned as it is.
+func Unavailable(err error) error {
+	if err == nil || errors.Is(err, ErrUnavailable) {
+		return err
+	}
+	return &unavailableError{err: err}
+}
+
+type unavailableError struct{ err error }
+
+func (e *unavailableError) Error() string   { return "ledger unavailable: " + e.err.Error() }
+func (e *unavailableError) Unwrap() []error { return []error{ErrUnavailable, e.err} }
 
 // LeaseHeldError is TakeForReconcile's refusal of an operation under a live
 // lease. It matches ErrLeaseHeld with errors.Is.

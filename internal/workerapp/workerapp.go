@@ -197,6 +197,8 @@ func (w *Worker) newActivities(cfg config.Config, cl Clients, breakers *breaker.
 		Identity:  w.identity,
 		Breakers:  breakers,
 		Lease:     cfg.Lease,
+		// How long a task waits for this worker's ledger in one outage.
+		LedgerOutageLimit: cfg.LedgerOutageLimit,
 		// The limits a task leaves unset: see activities.WorkerLimits.
 		ModelLimits: model.Limits(cfg.ModelLimits),
 		Now:         time.Now,
@@ -241,7 +243,7 @@ func (w *Worker) newBreakers(cfg config.Config, cl Clients) (*breaker.Set, error
 	if w.metrics != nil {
 		// Every breaker this worker can use shows its state from the start,
 		// not from its first transition.
-		known := []breaker.Key{breaker.GitHubRead, breaker.GitHubWrite, breaker.SlackPost}
+		known := []breaker.Key{breaker.GitHubRead, breaker.GitHubWrite, breaker.SlackPost, breaker.Ledger}
 		for _, name := range sortedKeys(cl.Providers) {
 			known = append(known, breaker.Model(name))
 		}

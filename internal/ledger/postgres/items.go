@@ -21,7 +21,7 @@ func (s *Store) PutItem(ctx context.Context, data []byte) (string, error) {
 		"INSERT INTO items (ref, data, size, created_at) VALUES ($1, $2, $3, "+dbNow(4)+") ON CONFLICT (ref) DO NOTHING",
 		ref, data, len(data), s.nowArg())
 	if err != nil {
-		return "", fmt.Errorf("ledger/postgres: put item %s (%d bytes): %w", ref, len(data), err)
+		return "", unavailable(fmt.Errorf("ledger/postgres: put item %s (%d bytes): %w", ref, len(data), err))
 	}
 	return ref, nil
 }
@@ -44,7 +44,7 @@ func queueItems(b *pgx.Batch, items [][]byte, now any) {
 // reported as corrupt rather than returned.
 func (s *Store) GetItem(ctx context.Context, ref string) ([]byte, error) {
 	if err := ledger.CheckItemRef(ref); err != nil {
-		return nil, fmt.Errorf("ledger/postgres: get item: %w", err)
+		return nil, unavailable(fmt.Errorf("ledger/postgres: get item: %w", err))
 	}
 	var data []byte
 	err := s.pool.QueryRow(ctx, "SELECT data FROM items WHERE ref = $1", ref).Scan(&data)
@@ -52,10 +52,10 @@ func (s *Store) GetItem(ctx context.Context, ref string) ([]byte, error) {
 		return nil, fmt.Errorf("ledger/postgres: get item %s: %w", ref, ledger.ErrNotFound)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("ledger/postgres: get item %s: %w", ref, err)
+		return nil, unavailable(fmt.Errorf("ledger/postgres: get item %s: %w", ref, err))
 	}
 	if err := ledger.CheckItem(ref, data); err != nil {
-		return nil, fmt.Errorf("ledger/postgres: get item %s: %w", ref, err)
+		return nil, unavailable(fmt.Errorf("ledger/postgres: get item %s: %w", ref, err))
 	}
 	if data == nil {
 		data = []byte{}

@@ -86,14 +86,14 @@ func lockOp(ctx context.Context, tx pgx.Tx, id string, nowArg any) (ledger.Opera
 func (s *Store) Claim(ctx context.Context, req ledger.ClaimRequest) (ledger.ClaimResult, error) {
 	id := req.Op.ID
 	if err := ledger.ValidateClaim(req); err != nil {
-		return ledger.ClaimResult{}, fmt.Errorf("ledger/postgres: claim %q: %w", id, err)
+		return ledger.ClaimResult{}, unavailable(fmt.Errorf("ledger/postgres: claim %q: %w", id, err))
 	}
 	res, err := s.claimNew(ctx, req)
 	if err == nil && res.Status == "" {
 		res, err = s.claimExisting(ctx, req)
 	}
 	if err != nil {
-		return ledger.ClaimResult{}, fmt.Errorf("ledger/postgres: claim %q: %w", id, err)
+		return ledger.ClaimResult{}, unavailable(fmt.Errorf("ledger/postgres: claim %q: %w", id, err))
 	}
 	s.log.DebugContext(ctx, "ledger claim", "operation_id", id, "owner", req.Owner,
 		"status", string(res.Status), "state", string(res.Op.State), "fence", res.Op.Fence)
@@ -198,7 +198,7 @@ func (s *Store) MarkRunning(ctx context.Context, id string, fence int64, facts [
 			return err
 		})
 	if err != nil {
-		return fmt.Errorf("ledger/postgres: mark running %q (fence %d): %w", id, fence, err)
+		return unavailable(fmt.Errorf("ledger/postgres: mark running %q (fence %d): %w", id, fence, err))
 	}
 	return nil
 }
@@ -214,7 +214,7 @@ func (s *Store) Renew(ctx context.Context, id string, fence int64, lease time.Du
 			return err
 		})
 	if err != nil {
-		return fmt.Errorf("ledger/postgres: renew %q (fence %d): %w", id, fence, err)
+		return unavailable(fmt.Errorf("ledger/postgres: renew %q (fence %d): %w", id, fence, err))
 	}
 	return nil
 }
@@ -239,7 +239,7 @@ func (s *Store) Complete(ctx context.Context, c ledger.Completion) error {
 			})
 	}
 	if err != nil {
-		return fmt.Errorf("ledger/postgres: complete %q (fence %d) as %s: %w", c.ID, c.Fence, c.State, err)
+		return unavailable(fmt.Errorf("ledger/postgres: complete %q (fence %d) as %s: %w", c.ID, c.Fence, c.State, err))
 	}
 	return nil
 }
@@ -257,7 +257,7 @@ func (s *Store) Release(ctx context.Context, id string, fence int64) error {
 			return err
 		})
 	if err != nil {
-		return fmt.Errorf("ledger/postgres: release %q (fence %d): %w", id, fence, err)
+		return unavailable(fmt.Errorf("ledger/postgres: release %q (fence %d): %w", id, fence, err))
 	}
 	return nil
 }
@@ -266,7 +266,7 @@ func (s *Store) Release(ctx context.Context, id string, fence int64) error {
 func (s *Store) Get(ctx context.Context, id string) (ledger.Operation, error) {
 	op, err := getOp(ctx, s.pool, id, false)
 	if err != nil {
-		return ledger.Operation{}, fmt.Errorf("ledger/postgres: get %q: %w", id, err)
+		return ledger.Operation{}, unavailable(fmt.Errorf("ledger/postgres: get %q: %w", id, err))
 	}
 	return op, nil
 }
@@ -277,11 +277,11 @@ func (s *Store) ListByTask(ctx context.Context, taskID string) ([]ledger.Operati
 	rows, err := s.pool.Query(ctx, "SELECT "+opColumns+
 		" FROM operations WHERE task_id = $1 ORDER BY created_at, operation_id", taskID)
 	if err != nil {
-		return nil, fmt.Errorf("ledger/postgres: list task %q: %w", taskID, err)
+		return nil, unavailable(fmt.Errorf("ledger/postgres: list task %q: %w", taskID, err))
 	}
 	ops, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ledger.Operation, error) { return scanOp(r) })
 	if err != nil {
-		return nil, fmt.Errorf("ledger/postgres: list task %q: %w", taskID, err)
+		return nil, unavailable(fmt.Errorf("ledger/postgres: list task %q: %w", taskID, err))
 	}
 	if ops == nil {
 		ops = []ledger.Operation{}
@@ -318,9 +318,9 @@ func (s *Store) TakeForReconcile(ctx context.Context, id, owner string, lease ti
 	})
 	switch {
 	case errors.Is(err, ledger.ErrSettled):
-		return op, fmt.Errorf("ledger/postgres: take %q for reconcile: %w", id, err) // the caller reports what the ledger knows
+		return op, unavailable(fmt.Errorf("ledger/postgres: take %q for reconcile: %w", id, err)) // the caller reports what the ledger knows
 	case err != nil:
-		return ledger.Operation{}, fmt.Errorf("ledger/postgres: take %q for reconcile: %w", id, err)
+		return ledger.Operation{}, unavailable(fmt.Errorf("ledger/postgres: take %q for reconcile: %w", id, err))
 	}
 	return op, nil
 }

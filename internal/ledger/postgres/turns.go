@@ -30,7 +30,7 @@ func (s *Store) CommitTurn(ctx context.Context, turnID string, output []byte, it
 		ON CONFLICT (turn_id) DO UPDATE SET turn_id = turns.turn_id RETURNING output`,
 		turnID, output, now).QueryRow(func(row pgx.Row) error { return row.Scan(&stored) })
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
-		return nil, fmt.Errorf("ledger/postgres: commit turn %s: %w", turnID, err)
+		return nil, unavailable(fmt.Errorf("ledger/postgres: commit turn %s: %w", turnID, err))
 	}
 	return nonNil(stored), nil
 }
@@ -43,7 +43,7 @@ func (s *Store) GetTurn(ctx context.Context, turnID string) ([]byte, error) {
 		return nil, fmt.Errorf("ledger/postgres: get turn %s: %w", turnID, ledger.ErrNotFound)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("ledger/postgres: get turn %s: %w", turnID, err)
+		return nil, unavailable(fmt.Errorf("ledger/postgres: get turn %s: %w", turnID, err))
 	}
 	return nonNil(out), nil
 }

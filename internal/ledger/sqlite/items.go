@@ -19,7 +19,7 @@ func (s *Store) PutItem(ctx context.Context, data []byte) (string, error) {
 	ref := ledger.ItemRef(data)
 	err := s.inTx(ctx, func(tx *sql.Tx) error { return putItems(ctx, tx, [][]byte{data}, s.now().UTC()) })
 	if err != nil {
-		return "", fmt.Errorf("ledger/sqlite: put item %s (%d bytes): %w", ref, len(data), err)
+		return "", unavailable(fmt.Errorf("ledger/sqlite: put item %s (%d bytes): %w", ref, len(data), err))
 	}
 	return ref, nil
 }
@@ -45,7 +45,7 @@ func putItems(ctx context.Context, tx *sql.Tx, items [][]byte, now time.Time) er
 // reported as corrupt rather than returned.
 func (s *Store) GetItem(ctx context.Context, ref string) ([]byte, error) {
 	if err := ledger.CheckItemRef(ref); err != nil {
-		return nil, fmt.Errorf("ledger/sqlite: get item: %w", err)
+		return nil, unavailable(fmt.Errorf("ledger/sqlite: get item: %w", err))
 	}
 	var data []byte
 	err := s.r.QueryRowContext(ctx, "SELECT data FROM items WHERE ref = ?", ref).Scan(&data)
@@ -53,10 +53,10 @@ func (s *Store) GetItem(ctx context.Context, ref string) ([]byte, error) {
 		return nil, fmt.Errorf("ledger/sqlite: get item %s: %w", ref, ledger.ErrNotFound)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("ledger/sqlite: get item %s: %w", ref, err)
+		return nil, unavailable(fmt.Errorf("ledger/sqlite: get item %s: %w", ref, err))
 	}
 	if err := ledger.CheckItem(ref, data); err != nil {
-		return nil, fmt.Errorf("ledger/sqlite: get item %s: %w", ref, err)
+		return nil, unavailable(fmt.Errorf("ledger/sqlite: get item %s: %w", ref, err))
 	}
 	if data == nil {
 		data = []byte{}

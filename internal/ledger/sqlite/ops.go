@@ -56,7 +56,7 @@ func getOp(ctx context.Context, q interface {
 func (s *Store) Claim(ctx context.Context, req ledger.ClaimRequest) (ledger.ClaimResult, error) {
 	id := req.Op.ID
 	if err := ledger.ValidateClaim(req); err != nil {
-		return ledger.ClaimResult{}, fmt.Errorf("ledger/sqlite: claim %q: %w", id, err)
+		return ledger.ClaimResult{}, unavailable(fmt.Errorf("ledger/sqlite: claim %q: %w", id, err))
 	}
 	var res ledger.ClaimResult
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
@@ -101,7 +101,7 @@ func (s *Store) Claim(ctx context.Context, req ledger.ClaimRequest) (ledger.Clai
 		return nil
 	})
 	if err != nil {
-		return ledger.ClaimResult{}, fmt.Errorf("ledger/sqlite: claim %q: %w", id, err)
+		return ledger.ClaimResult{}, unavailable(fmt.Errorf("ledger/sqlite: claim %q: %w", id, err))
 	}
 	s.log.DebugContext(ctx, "ledger claim", "operation_id", id, "owner", req.Owner,
 		"status", string(res.Status), "state", string(res.Op.State), "fence", res.Op.Fence)
@@ -144,7 +144,7 @@ func (s *Store) MarkRunning(ctx context.Context, id string, fence int64, facts [
 			return err
 		})
 	if err != nil {
-		return fmt.Errorf("ledger/sqlite: mark running %q (fence %d): %w", id, fence, err)
+		return unavailable(fmt.Errorf("ledger/sqlite: mark running %q (fence %d): %w", id, fence, err))
 	}
 	return nil
 }
@@ -160,7 +160,7 @@ func (s *Store) Renew(ctx context.Context, id string, fence int64, lease time.Du
 			return err
 		})
 	if err != nil {
-		return fmt.Errorf("ledger/sqlite: renew %q (fence %d): %w", id, fence, err)
+		return unavailable(fmt.Errorf("ledger/sqlite: renew %q (fence %d): %w", id, fence, err))
 	}
 	return nil
 }
@@ -186,7 +186,7 @@ func (s *Store) Complete(ctx context.Context, c ledger.Completion) error {
 			})
 	}
 	if err != nil {
-		return fmt.Errorf("ledger/sqlite: complete %q (fence %d) as %s: %w", c.ID, c.Fence, c.State, err)
+		return unavailable(fmt.Errorf("ledger/sqlite: complete %q (fence %d) as %s: %w", c.ID, c.Fence, c.State, err))
 	}
 	return nil
 }
@@ -204,7 +204,7 @@ func (s *Store) Release(ctx context.Context, id string, fence int64) error {
 			return err
 		})
 	if err != nil {
-		return fmt.Errorf("ledger/sqlite: release %q (fence %d): %w", id, fence, err)
+		return unavailable(fmt.Errorf("ledger/sqlite: release %q (fence %d): %w", id, fence, err))
 	}
 	return nil
 }
@@ -213,7 +213,7 @@ func (s *Store) Release(ctx context.Context, id string, fence int64) error {
 func (s *Store) Get(ctx context.Context, id string) (ledger.Operation, error) {
 	op, err := getOp(ctx, s.r, id)
 	if err != nil {
-		return ledger.Operation{}, fmt.Errorf("ledger/sqlite: get %q: %w", id, err)
+		return ledger.Operation{}, unavailable(fmt.Errorf("ledger/sqlite: get %q: %w", id, err))
 	}
 	return op, nil
 }
@@ -224,19 +224,19 @@ func (s *Store) ListByTask(ctx context.Context, taskID string) ([]ledger.Operati
 	rows, err := s.r.QueryContext(ctx, "SELECT "+opColumns+
 		" FROM operations WHERE task_id = ? ORDER BY created_at, operation_id", taskID)
 	if err != nil {
-		return nil, fmt.Errorf("ledger/sqlite: list task %q: %w", taskID, err)
+		return nil, unavailable(fmt.Errorf("ledger/sqlite: list task %q: %w", taskID, err))
 	}
 	defer rows.Close()
 	ops := []ledger.Operation{}
 	for rows.Next() {
 		op, err := scanOp(rows)
 		if err != nil {
-			return nil, fmt.Errorf("ledger/sqlite: list task %q: %w", taskID, err)
+			return nil, unavailable(fmt.Errorf("ledger/sqlite: list task %q: %w", taskID, err))
 		}
 		ops = append(ops, op)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("ledger/sqlite: list task %q: %w", taskID, err)
+		return nil, unavailable(fmt.Errorf("ledger/sqlite: list task %q: %w", taskID, err))
 	}
 	return ops, nil
 }
@@ -293,9 +293,9 @@ func (s *Store) TakeForReconcile(ctx context.Context, id, owner string, lease ti
 	switch {
 	case errors.Is(err, ledger.ErrSettled):
 		// The caller reports what the ledger already knows.
-		return op, fmt.Errorf("ledger/sqlite: take %q for reconcile: %w", id, err)
+		return op, unavailable(fmt.Errorf("ledger/sqlite: take %q for reconcile: %w", id, err))
 	case err != nil:
-		return ledger.Operation{}, fmt.Errorf("ledger/sqlite: take %q for reconcile: %w", id, err)
+		return ledger.Operation{}, unavailable(fmt.Errorf("ledger/sqlite: take %q for reconcile: %w", id, err))
 	}
 	s.log.DebugContext(ctx, "ledger take for reconcile", "operation_id", id, "owner", owner,
 		"state", string(op.State), "fence", op.Fence)

@@ -35,7 +35,7 @@ func (s *Store) CommitTurn(ctx context.Context, turnID string, output []byte, it
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("ledger/sqlite: commit turn %s: %w", turnID, err)
+		return nil, unavailable(fmt.Errorf("ledger/sqlite: commit turn %s: %w", turnID, err))
 	}
 	return nonNil(stored), nil
 }
@@ -48,7 +48,7 @@ func (s *Store) GetTurn(ctx context.Context, turnID string) ([]byte, error) {
 		return nil, fmt.Errorf("ledger/sqlite: get turn %s: %w", turnID, ledger.ErrNotFound)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("ledger/sqlite: get turn %s: %w", turnID, err)
+		return nil, unavailable(fmt.Errorf("ledger/sqlite: get turn %s: %w", turnID, err))
 	}
 	return nonNil(out), nil
 }
