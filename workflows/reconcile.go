@@ -138,7 +138,7 @@ func (t *task) reconcile(ctx workflow.Context, e effect, since time.Time, resolu
 	}
 	actx := workflow.WithActivityOptions(ctx, reconcileOptions(t.in.ReconcileWindow, t.in.ModelLimits.WithDefaults().HeartbeatTimeout, summary))
 	in := e.input
-	in.Tenant, in.TaskID, in.Since, in.Window, in.Resolution = t.in.Tenant, t.in.TaskID, since, t.in.ReconcileWindow, resolution
+	in.Tenant, in.TaskID, in.Scope, in.Since, in.Window, in.Resolution = t.in.Tenant, t.in.TaskID, t.scope, since, t.in.ReconcileWindow, resolution
 	var r contract.ReconcileResult
 	err := workflow.ExecuteActivity(actx, contract.ActivityReconcile, in).Get(ctx, &r)
 	if err == nil {

@@ -89,6 +89,17 @@ const (
 	// not be read back, is the update's error and the operation waits for
 	// a person again. Read by every resolve update's handler.
 	changeResolveOnce = "resolve-once-found-read-back"
+
+	// changeLedgerKeysPerChain: every ledger key a task makes — turn,
+	// attempt, operation and delivery ids — carries the chain scope
+	// (ChainScope: its namespace and first run id), and the activities
+	// that write the ledger are given it (contract's Scope fields), so a
+	// task started again with a used id, or with the same id in another
+	// namespace on the same ledger, never sees another chain's rows, and
+	// retention (starter gc) knows whose rows they are. Read once, as the
+	// chain's first run starts; a continued run takes the scope from its
+	// checkpoint.
+	changeLedgerKeysPerChain = "ledger-keys-per-chain"
 )
 
 // inEffect reports whether change, one of those through

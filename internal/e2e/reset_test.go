@@ -64,8 +64,11 @@ func TestResetRepeatsNoEffect(t *testing.T) {
 	if len(orig.Deliveries) != 1 || orig.Deliveries[0].State != capstan.OutcomeSucceeded {
 		t.Fatalf("original deliveries = %+v, want one succeeded", orig.Deliveries)
 	}
-	// The comment has no business key: its id is its position in turn 4.
-	if want := "default:" + taskID + ":t4:github_comment:1"; orig.Operations[3].OperationID != want {
+	// The comment has no business key: its id is its position in turn 4,
+	// after the chain's scope (its namespace and first run id), which the
+	// reset runs below keep: checkResetRun wants every id unchanged.
+	origRun := currentRunID(t, orig.WorkflowID)
+	if want := "default:" + taskID + ":" + workflows.ChainScope("default", origRun) + ":t4:github_comment:1"; orig.Operations[3].OperationID != want {
 		t.Errorf("comment operation id = %q, want %q", orig.Operations[3].OperationID, want)
 	}
 
@@ -78,8 +81,6 @@ func TestResetRepeatsNoEffect(t *testing.T) {
 	if len(rowsBefore) != 5 {
 		t.Fatalf("ledger rows of %s = %d, want 5 (4 tool calls and the delivery)", taskID, len(rowsBefore))
 	}
-
-	origRun := currentRunID(t, orig.WorkflowID)
 
 	// (1) Back to the first workflow task: the whole task runs again.
 	run1 := resetTask(t, cli, orig.WorkflowID, origRun, "--type", "FirstWorkflowTask")
