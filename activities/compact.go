@@ -111,6 +111,7 @@ func truncationMarker(n int) model.Message {
 // failed. It calls no model; its items are content-addressed, so a retry
 // writes the same manifest.
 func (a *Activities) TruncateTranscript(ctx context.Context, in contract.TruncateInput) (contract.TruncateResult, error) {
+	ctx = scoped(ctx, in.Scope, in.TaskID)
 	var pending pendingItems
 	refs, msgs, err := a.loadTranscript(ctx, contract.ModelTurnInput{TaskID: in.TaskID, TurnID: in.TurnID, Transcript: in.Transcript, Append: in.Append, Seed: in.Seed}, &pending)
 	if err != nil {

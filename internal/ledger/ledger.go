@@ -158,6 +158,10 @@ type Store interface {
 	// GetTurn returns a turn's committed output, or ErrNotFound.
 	GetTurn(ctx context.Context, turnID string) ([]byte, error)
 
+	// Retention deletes the rows of chains Temporal no longer has
+	// (starter gc).
+	Retention
+
 	Close() error
 }
 
