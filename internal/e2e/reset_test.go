@@ -121,6 +121,19 @@ func TestResetRepeatsNoEffect(t *testing.T) {
 	if got := ledgerRows(t, env, taskID); !reflect.DeepEqual(got, rowsBefore) {
 		t.Errorf("reset to event %d changed the ledger:\nbefore %+v\nafter  %+v", afterComment, rowsBefore, got)
 	}
+
+	// (3) The ledger last saw the original run commit a turn (the reset
+	// runs replayed theirs). With that run gone, the chain is still
+	// Temporal's through its current run: gc keeps every row.
+	deleteRun(t, temporal, "default", orig.WorkflowID, origRun)
+	gc := runStarter(t, env, "gc", "--older-than", "0s")
+	t.Logf("starter gc --older-than 0s, the original run deleted:\n%s", gc.stdout)
+	if gc.code != 0 || !strings.HasPrefix(gc.stdout, "deleted 0 task(s): 0 operation(s), 0 turn(s), 0 item(s), 0 bytes\nkept 1 of 1 ") {
+		t.Errorf("gc with the chain's reset run alive exited %d:\n%s%s\nwant nothing deleted and the task kept", gc.code, gc.stdout, gc.stderr)
+	}
+	if got := ledgerRows(t, env, taskID); !reflect.DeepEqual(got, rowsBefore) {
+		t.Errorf("gc changed the ledger of a task Temporal still has:\nbefore %+v\nafter  %+v", rowsBefore, got)
+	}
 }
 
 func toolsOf(res workflows.TaskResult) []string {

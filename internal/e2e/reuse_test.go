@@ -42,17 +42,24 @@ func runHello(t *testing.T, env []string, id, prompt string) workflows.TaskResul
 // retention does, and waits until the server no longer knows it.
 func deleteExecution(t *testing.T, c client.Client, namespace, workflowID string) {
 	t.Helper()
+	deleteRun(t, c, namespace, workflowID, "")
+}
+
+// deleteRun deletes one run of a workflow (its current run when runID is
+// empty) and waits until the server no longer knows it.
+func deleteRun(t *testing.T, c client.Client, namespace, workflowID, runID string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if _, err := c.WorkflowService().DeleteWorkflowExecution(ctx, &workflowservice.DeleteWorkflowExecutionRequest{
-		Namespace: namespace, WorkflowExecution: &commonpb.WorkflowExecution{WorkflowId: workflowID},
+		Namespace: namespace, WorkflowExecution: &commonpb.WorkflowExecution{WorkflowId: workflowID, RunId: runID},
 	}); err != nil {
 		t.Fatalf("delete workflow %s: %v", workflowID, err)
 	}
 	poll := time.NewTicker(200 * time.Millisecond)
 	defer poll.Stop()
 	for {
-		_, err := c.DescribeWorkflow(ctx, workflowID, "")
+		_, err := c.DescribeWorkflow(ctx, workflowID, runID)
 		var nf *serviceerror.NotFound
 		if errors.As(err, &nf) {
 			return
