@@ -42,4 +42,8 @@ func TestLabelsLeaveOutTheChainScope(t *testing.T) {
 	if got := shortAttempt("T", "T/"+sc+"/t1/a2"); got != "t1/a2" {
 		t.Errorf("shortAttempt = %q, want t1/a2", got)
 	}
+	res := workflows.TaskResult{TaskID: "T", Operations: []workflows.OperationRecord{op}}
+	if got := shortOperationID(res, op.OperationID); got != "t2:github_get_file:1" {
+		t.Errorf("shortOperationID = %q, want t2:github_get_file:1", got)
+	}
 }
