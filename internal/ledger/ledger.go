@@ -15,6 +15,8 @@
 //     the same reference and stores one row.
 //   - A turn commits once: the first CommitTurn of a turn id wins, so a
 //     settled turn is never sampled again (docs/design.md §4.3).
+//   - Retention (RemoveChain) deletes an item only when no other chain,
+//     and no task without a scope, refers to it (scope.go).
 package ledger
 
 import (
