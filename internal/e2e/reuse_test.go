@@ -38,6 +38,17 @@ func runHello(t *testing.T, env []string, id, prompt string) workflows.TaskResul
 	return res
 }
 
+// chainScope is the scope the task's ledger keys carry
+// (workflows.ChainScope): namespace "default" and its workflow's first run.
+func chainScope(t *testing.T, workflowID string) string {
+	t.Helper()
+	desc, err := describe(context.Background(), workflowID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return workflows.ChainScope("default", desc.GetWorkflowExecutionInfo().GetFirstRunId())
+}
+
 // deleteExecution deletes the task's workflow from the dev server, as
 // retention does, and waits until the server no longer knows it.
 func deleteExecution(t *testing.T, c client.Client, namespace, workflowID string) {
