@@ -70,7 +70,8 @@ func deleteRun(t *testing.T, c client.Client, namespace, workflowID, runID strin
 	poll := time.NewTicker(200 * time.Millisecond)
 	defer poll.Stop()
 	for {
-		_, err := c.DescribeWorkflow(ctx, workflowID, runID)
+		_, err := c.WorkflowService().DescribeWorkflowExecution(ctx, &workflowservice.DescribeWorkflowExecutionRequest{
+			Namespace: namespace, Execution: &commonpb.WorkflowExecution{WorkflowId: workflowID, RunId: runID}})
 		var nf *serviceerror.NotFound
 		if errors.As(err, &nf) {
 			return
@@ -284,5 +285,21 @@ func TestTwoNamespacesShareOneLedger(t *testing.T) {
 	}
 	if a.Deliveries[0].OperationID == b.Deliveries[0].OperationID {
 		t.Errorf("both namespaces named their delivery %s", a.Deliveries[0].OperationID)
+	}
+
+	// gc asks each chain's own namespace: both tasks are still there, then
+	// the one in the second namespace is deleted and only its rows go (its
+	// items are all shared by content with the first task's).
+	gc := runStarter(t, envA, "gc", "--older-than", "0s")
+	t.Logf("starter gc --older-than 0s, both tasks retained:\n%s", gc.stdout)
+	if gc.code != 0 || !strings.HasPrefix(gc.stdout, "deleted 0 task(s): 0 operation(s), 0 turn(s), 0 item(s), 0 bytes\nkept 2 of 2 ") {
+		t.Fatalf("gc exited %d:\n%s%s\nwant nothing deleted, both tasks kept", gc.code, gc.stdout, gc.stderr)
+	}
+	deleteExecution(t, temporal, other, b.WorkflowID)
+	gc = runStarter(t, envA, "gc", "--older-than", "0s")
+	t.Logf("starter gc --older-than 0s, the task in %s deleted:\n%s", other, gc.stdout)
+	if gc.code != 0 || !strings.HasPrefix(gc.stdout, "deleted 1 task(s): 1 operation(s), 1 turn(s), 0 item(s), ") ||
+		!strings.Contains(gc.stdout, "kept 1 of 2 ") {
+		t.Fatalf("gc exited %d:\n%s%s\nwant the deleted task's operation and turn gone, the other task kept", gc.code, gc.stdout, gc.stderr)
 	}
 }
