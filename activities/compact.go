@@ -116,6 +116,7 @@ func truncationMarker(n int) model.Message {
 // error of breaker "ledger", which Temporal retries after the breaker's
 // wait, within the activity's attempts.
 func (a *Activities) TruncateTranscript(ctx context.Context, in contract.TruncateInput) (contract.TruncateResult, error) {
+	ctx = scoped(ctx, in.Scope, in.TaskID)
 	res, err := a.truncateTranscript(ctx, in)
 	if errors.Is(err, ledger.ErrUnavailable) {
 		return res, a.ledgerDown(ctx, err)

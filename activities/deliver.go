@@ -39,7 +39,7 @@ var definiteSlackRefusals = map[string]bool{
 // through github/write: while it is open nothing is sent and the activity
 // fails with contract.ErrTypeBreakerOpen.
 func (a *Activities) Deliver(ctx context.Context, in contract.DeliverInput) (contract.DeliverResult, error) {
-	ctx = logids.With(ctx, logids.IDs{TaskID: in.TaskID, OperationID: in.OperationID})
+	ctx = scoped(logids.With(ctx, logids.IDs{TaskID: in.TaskID, OperationID: in.OperationID}), in.Scope, in.TaskID)
 	res, err := a.deliver(ctx, in)
 	err = a.retryable(ctx, err)
 	a.observeDeliver(ctx, in, res, err)

@@ -53,7 +53,7 @@ const verifyTimeout = 15 * time.Second
 // open nothing is sent, the claim is released, and the activity fails with
 // contract.ErrTypeBreakerOpen. Every retryable failure carries a jittered delay.
 func (a *Activities) ExecuteTool(ctx context.Context, in contract.ExecuteToolInput) (contract.ExecuteToolResult, error) {
-	ctx = logids.With(ctx, logids.IDs{TaskID: in.TaskID, TurnID: in.TurnID, OperationID: in.OperationID})
+	ctx = scoped(logids.With(ctx, logids.IDs{TaskID: in.TaskID, TurnID: in.TurnID, OperationID: in.OperationID}), in.Scope, in.TaskID)
 	res, err := a.executeTool(ctx, in)
 	err = a.retryable(ctx, err)
 	a.countRetry(ctx, "ExecuteTool", err)

@@ -31,7 +31,7 @@ import (
 // oldest items instead of the turn's answer (compact.go), and commits the
 // transcript with those items replaced by it.
 func (a *Activities) ModelTurn(ctx context.Context, in contract.ModelTurnInput) (result contract.ModelTurnResult, err error) {
-	ctx = logids.With(ctx, logids.IDs{TaskID: in.TaskID, TurnID: in.TurnID, AttemptID: in.AttemptID})
+	ctx = scoped(logids.With(ctx, logids.IDs{TaskID: in.TaskID, TurnID: in.TurnID, AttemptID: in.AttemptID}), in.Scope, in.TaskID)
 	defer func() { a.observeModelTurn(ctx, in, result, err) }()
 	defer func() { a.endLive(in.AttemptID, err) }()
 	report := contract.AttemptReport{AttemptID: in.AttemptID, Phase: model.PhaseNotSent, StreamURL: a.beginLive(in.AttemptID)}

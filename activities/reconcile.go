@@ -86,7 +86,7 @@ const (
 // the next attempt can take it at once. Retryable failures carry a
 // jittered delay.
 func (a *Activities) Reconcile(ctx context.Context, in contract.ReconcileInput) (contract.ReconcileResult, error) {
-	ctx = logids.With(ctx, logids.IDs{TaskID: in.TaskID, OperationID: in.OperationID})
+	ctx = scoped(logids.With(ctx, logids.IDs{TaskID: in.TaskID, OperationID: in.OperationID}), in.Scope, in.TaskID)
 	res, err := a.reconcile(ctx, in)
 	err = a.retryable(ctx, err)
 	a.countRetry(ctx, "Reconcile", err)

@@ -15,7 +15,7 @@ const Columns = 100
 
 // shortAttempt is an attempt id without its task id: "t1/a2".
 func shortAttempt(taskID, attemptID string) string {
-	return strings.TrimPrefix(attemptID, taskID+"/")
+	return workflows.WithoutScope(strings.TrimPrefix(attemptID, taskID+"/"))
 }
 
 // opLabel names an operation in a few words: its tool and business key
@@ -26,7 +26,7 @@ func opLabel(taskID string, op workflows.OperationRecord) string {
 	if i := strings.Index(rest, ":"+taskID+":"); i >= 0 {
 		rest = rest[i+len(taskID)+2:]
 	}
-	return idLabel(taskID, rest)
+	return idLabel(taskID, workflows.WithoutScope(rest))
 }
 
 // idLabel is opLabel of an operation id without its tenant and task:
@@ -55,6 +55,9 @@ func keyLabel(key string) string {
 
 var (
 	lowerWord = regexp.MustCompile(`^[a-z]+$`)
+	// chainIDs is a chain scope (workflows.ChainScope) opening a turn or
+	// attempt id whose task id shortLine dropped: "~3fa9c0d1e2b4/t1/a2".
+	chainIDs = regexp.MustCompile(`(^|[\s(\[])~[0-9a-f]{12}/`)
 	// turnCall is the id of a call without a business key: its turn
 	// ("t2"), its tool and its place in the turn (or a uuid).
 	turnCall = regexp.MustCompile(`^(t[0-9]+):([^:]+):([^:]+)$`)
@@ -75,9 +78,9 @@ func shortLine(taskID, line string) string {
 	ops := regexp.MustCompile(`[A-Za-z0-9._-]+:` + q + `:([^\s,;]+)`)
 	line = ops.ReplaceAllStringFunc(line, func(id string) string {
 		rest := id[strings.Index(id, ":"+taskID+":")+len(taskID)+2:]
-		return "[" + idLabel(taskID, rest) + "]"
+		return "[" + idLabel(taskID, workflows.WithoutScope(rest)) + "]"
 	})
-	return strings.ReplaceAll(line, taskID+"/", "")
+	return chainIDs.ReplaceAllString(strings.ReplaceAll(line, taskID+"/", ""), "$1")
 }
 
 // width of s in terminal columns, counting a rune as one column.

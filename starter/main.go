@@ -10,6 +10,7 @@
 //	starter resolve TASK_ID OPERATION_ID (--found URL | --absent | --abort)
 //	starter cancel TASK_ID
 //	starter demo
+//	starter gc --older-than DURATION [--dry-run]
 //
 // Exit status: 0 completed (or started, without --wait), 1 failed or
 // cancelled or an environment problem, 2 bad usage. Bad input is refused
@@ -72,7 +73,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{msg: err.Error()} })
-	root.AddCommand(a.runCommand(), a.statusCommand(), a.listCommand(), a.cancelCommand(), a.resolveCommand(), a.demoCommand(), a.followCommand())
+	root.AddCommand(a.runCommand(), a.statusCommand(), a.listCommand(), a.cancelCommand(), a.resolveCommand(), a.demoCommand(), a.followCommand(), a.gcCommand())
 
 	err := root.ExecuteContext(ctx)
 	var ue *usageError

@@ -313,14 +313,21 @@ func operationsTable(taskID string, ops []workflows.OperationRecord) []string {
 // shortOperationID is the shortest ending of an operation id, at ":"
 // boundaries, that fits a resolve hint's line and names no other
 // operation or delivery of the task; the task expands it again by the same
-// rule (workflows.MatchOperation). Without "<tenant>:<task id>:" at the
-// least.
+// rule (workflows.MatchOperation). Without "<tenant>:<task id>:" and the
+// chain scope at the least.
 func shortOperationID(res workflows.TaskResult, opID string) string {
 	short := opID
 	if i := strings.Index(opID, ":"+res.TaskID+":"); i >= 0 {
 		short = opID[i+len(res.TaskID)+2:]
 	}
 	ids := workflows.OperationIDs(res)
+	// Without the chain scope too (workflows.ChainScope), which every
+	// operation of the task shares.
+	if s := workflows.WithoutScope(short); s != short {
+		if got, err := workflows.MatchOperation(ids, s); err == nil && got == opID {
+			short = s
+		}
+	}
 	for width(short) > Columns-8 {
 		_, tail, ok := strings.Cut(short, ":")
 		if !ok {

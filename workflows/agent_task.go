@@ -67,6 +67,9 @@ type task struct {
 	// the current outage (changeLedgerOutageWaits); zero when the ledger
 	// last answered (ledgerBack).
 	ledgerDownSince time.Time
+	// scope is the chain's ledger scope (changeLedgerKeysPerChain), in
+	// every ledger key the task makes; empty for a chain started before.
+	scope string
 }
 
 // AgentTask runs one agent task: turns until the model answers without tool
@@ -76,8 +79,12 @@ func AgentTask(ctx workflow.Context, in AgentTaskInput) (TaskResult, error) {
 	t.allThroughWorkerLimits = workflow.GetVersion(ctx, changeAllThroughWorkerLimits, workflow.DefaultVersion, 1) != workflow.DefaultVersion
 	if cp := in.Checkpoint; cp != nil {
 		t.result, t.transcript, t.append, t.nextTurn, t.journal = cp.Result, cp.Transcript, cp.Append, cp.NextTurn, cp.Journal
-		t.modelIndex = cp.ModelIndex
+		t.modelIndex, t.scope = cp.ModelIndex, cp.Scope
 	} else {
+		if workflow.GetVersion(ctx, changeLedgerKeysPerChain, workflow.DefaultVersion, 1) != workflow.DefaultVersion {
+			info := workflow.GetInfo(ctx)
+			t.scope = ChainScope(info.Namespace, info.FirstRunID)
+		}
 		t.result = TaskResult{
 			TaskID: in.TaskID, WorkflowID: workflow.GetInfo(ctx).WorkflowExecution.ID, Model: in.Model,
 			Turns: []TurnRecord{}, Operations: []OperationRecord{}, Deliveries: []DeliveryRecord{},
@@ -133,7 +140,7 @@ func (t *task) run(ctx workflow.Context) error {
 		if turn > first && workflow.GetInfo(ctx).GetContinueAsNewSuggested() {
 			t.note(ctx, "continuing as new before turn %d", turn)
 			next := t.in
-			next.Checkpoint = &Checkpoint{NextTurn: turn, Transcript: t.transcript, Append: t.append, Result: t.result, Journal: t.journal, ModelIndex: t.modelIndex}
+			next.Checkpoint = &Checkpoint{NextTurn: turn, Transcript: t.transcript, Append: t.append, Result: t.result, Journal: t.journal, ModelIndex: t.modelIndex, Scope: t.scope}
 			return workflow.NewContinueAsNewError(ctx, AgentTask, next)
 		}
 		out, err := t.runTurn(ctx, turn)

@@ -52,7 +52,7 @@ func TestExhaustedMutationIsUnknownNeverFailed(t *testing.T) {
 	if len(res.Operations) != 1 || res.Operations[0].State != capstan.OutcomeUnknown {
 		t.Errorf("operations = %+v, want one UNKNOWN", res.Operations)
 	}
-	if want := "default:T1:github_create_pull_request:pr:create:acme/app:feat:main"; res.Operations[0].OperationID != want {
+	if want := "default:T1:~3c4e2731fc30:github_create_pull_request:pr:create:acme/app:feat:main"; res.Operations[0].OperationID != want {
 		t.Errorf("operation id = %s, want %s", res.Operations[0].OperationID, want)
 	}
 }
@@ -81,8 +81,8 @@ func TestLostWorkerAttemptIsRetried(t *testing.T) {
 	if res.Status != workflows.StatusCompleted || len(res.Turns) != 1 || len(res.Turns[0].Attempts) != 2 {
 		t.Fatalf("result = %+v, want completed after two attempts", res)
 	}
-	if got := res.Turns[0].Attempts[1].AttemptID; got != "T2/t1/a2" {
-		t.Errorf("second attempt id = %s, want T2/t1/a2", got)
+	if got := res.Turns[0].Attempts[1].AttemptID; got != "T2/~3c4e2731fc30/t1/a2" {
+		t.Errorf("second attempt id = %s, want T2/~3c4e2731fc30/t1/a2", got)
 	}
 }
 
@@ -111,7 +111,7 @@ func TestOperationIDsWithoutBusinessKeyComeFromThePosition(t *testing.T) {
 	if err := env.GetWorkflowResult(&res); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"default:T3:t1:github_put_file:1", "default:T3:t1:github_put_file:2"}
+	want := []string{"default:T3:~3c4e2731fc30:t1:github_put_file:1", "default:T3:~3c4e2731fc30:t1:github_put_file:2"}
 	if len(res.Operations) != 2 || res.Operations[0].OperationID != want[0] || res.Operations[1].OperationID != want[1] {
 		t.Fatalf("operations = %+v, want ids %v", res.Operations, want)
 	}

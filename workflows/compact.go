@@ -60,7 +60,7 @@ func (t *task) compact(ctx workflow.Context, ts *turnState, in *contract.ModelTu
 	var cut contract.TruncateResult
 	topts := kindTruncate.options(fmt.Sprintf("turn %d · truncation %d", ts.turn, ts.compactions), summaryIn.Limits, false)
 	err = workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, topts), contract.ActivityTruncateTranscript, contract.TruncateInput{
-		TaskID: in.TaskID, TurnID: summaryIn.TurnID, Transcript: in.Transcript, Append: in.Append, Seed: in.Seed,
+		TaskID: in.TaskID, Scope: in.Scope, TurnID: summaryIn.TurnID, Transcript: in.Transcript, Append: in.Append, Seed: in.Seed,
 	}).Get(ctx, &cut)
 	if err != nil {
 		return err

@@ -62,7 +62,7 @@ func (t *task) deliver(ctx workflow.Context, text string) error {
 	targets := t.targets()
 	for _, d := range targets {
 		t.result.Deliveries = append(t.result.Deliveries, DeliveryRecord{
-			OperationID: deliveryOperationID(t.in.Tenant, t.in.TaskID, d), Target: d.name(), State: capstan.OutcomeDeclared})
+			OperationID: deliveryOperationID(t.in.Tenant, t.in.TaskID, t.scope, d), Target: d.name(), State: capstan.OutcomeDeclared})
 	}
 	for i, d := range targets {
 		if err := t.deliverTo(ctx, &t.result.Deliveries[first+i], d, text); err != nil {
@@ -96,7 +96,7 @@ func (t *task) post(ctx workflow.Context, rec *DeliveryRecord, d target, text st
 	for {
 		actx := workflow.WithActivityOptions(ctx, deliverOptions("deliver to "+strings.ToLower(d.label()), t.in.ModelLimits, t.waitsOnBreakers(ctx)))
 		err = workflow.ExecuteActivity(actx, contract.ActivityDeliver, contract.DeliverInput{
-			Tenant: t.in.Tenant, TaskID: t.in.TaskID, OperationID: rec.OperationID, Channel: d.slack, Comment: d.comment, Text: text,
+			Tenant: t.in.Tenant, TaskID: t.in.TaskID, Scope: t.scope, OperationID: rec.OperationID, Channel: d.slack, Comment: d.comment, Text: text,
 		}).Get(ctx, &res)
 		// A delivery an open breaker kept from being sent is waited for
 		// and sent again; it spends none of its tries.

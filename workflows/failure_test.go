@@ -293,12 +293,12 @@ func TestFailureMapping(t *testing.T) {
 
 		// Open breakers: waited out, however long, spending no budget.
 		{name: "model breaker open, waited out", setup: modelBreakerOpenThen(12),
-			status: workflows.StatusCompleted, journal: "for breaker model/openai: model attempt T/t1/a12 was not sent (no retry budget spent)"},
+			status: workflows.StatusCompleted, journal: "for breaker model/openai: model attempt T/~3c4e2731fc30/t1/a12 was not sent (no retry budget spent)"},
 		{name: "tool breaker open past the activity's attempts, waited out", setup: toolBreakerOpenThen(8),
 			status: workflows.StatusCompleted, opState: capstan.OutcomeSucceeded,
-			journal: "waiting 30s for breaker github/write: operation default:T:github_create_pull_request:pr:create:acme/app:feat:main (github_create_pull_request) was not sent"},
+			journal: "waiting 30s for breaker github/write: operation default:T:~3c4e2731fc30:github_create_pull_request:pr:create:acme/app:feat:main (github_create_pull_request) was not sent"},
 		{name: "delivery breaker open past its tries, waited out", setup: deliveryBreakerOpenThen(5),
-			status: workflows.StatusCompleted, delivery: capstan.OutcomeSucceeded, journal: "waiting 30s for breaker slack/post: delivery default:T:deliver:slack:#eng was not sent"},
+			status: workflows.StatusCompleted, delivery: capstan.OutcomeSucceeded, journal: "waiting 30s for breaker slack/post: delivery default:T:~3c4e2731fc30:deliver:slack:#eng was not sent"},
 		{name: "before breaker waits: model breaker_open has no row", v3early: true, setup: modelBreakerOpenThen(1),
 			status: workflows.StatusFailed, code: workflows.FailProviderUnavailable, journal: "a1 abandoned (breaker_open); giving up"},
 		{name: "before breaker waits: a read kept open is failed", v3early: true, setup: func(env *testsuite.TestWorkflowEnvironment) {

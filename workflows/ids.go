@@ -1,14 +1,56 @@
 package workflows
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
+	"regexp"
 	"strings"
 )
 
 // WorkflowID is the workflow id of a task.
 func WorkflowID(taskID string) string { return "task-" + taskID }
 
-func turnID(taskID string, turn int) string { return fmt.Sprintf("%s/t%d", taskID, turn) }
+// ChainScope is the token that scopes a task's ledger keys to its namespace
+// and execution chain (docs/design.md §5.2): "~" and the first 12 hex digits
+// of sha256(namespace + "/" + first run id). The first run id is the same
+// for every run of a chain — continue-as-new and workflow reset keep it —
+// and new for a task started again with the same id, so a reused id, or
+// the same id in another namespace on the same ledger, never meets the
+// rows of another chain. Empty for tasks started before
+// changeLedgerKeysPerChain, whose keys carry no scope.
+func ChainScope(namespace, firstRunID string) string {
+	sum := sha256.Sum256([]byte(namespace + "/" + firstRunID))
+	return "~" + hex.EncodeToString(sum[:6])
+}
+
+// scopeToken matches a chain scope as it opens a key's remainder, followed
+// by the ":" of an operation id or the "/" of a turn or attempt id.
+var scopeToken = regexp.MustCompile(`^~[0-9a-f]{12}[:/]`)
+
+// WithoutScope is rest, an id's remainder after its task id and separator
+// ("~3fa9c0d1e2b4:t4:github_comment:1", "~3fa9c0d1e2b4/t1/a2"), without
+// the chain scope that opens it, for human output; rest as it is when no
+// scope opens it.
+func WithoutScope(rest string) string {
+	if loc := scopeToken.FindStringIndex(rest); loc != nil {
+		return rest[loc[1]:]
+	}
+	return rest
+}
+
+// keyTask is the task part of a key: the task id, and the chain scope
+// after sep when the task has one.
+func keyTask(taskID, scope, sep string) string {
+	if scope == "" {
+		return taskID
+	}
+	return taskID + sep + scope
+}
+
+func turnID(taskID, scope string, turn int) string {
+	return fmt.Sprintf("%s/t%d", keyTask(taskID, scope, "/"), turn)
+}
 
 func attemptID(turnID string, attempt int) string { return fmt.Sprintf("%s/a%d", turnID, attempt) }
 
@@ -17,19 +59,24 @@ func attemptID(turnID string, attempt int) string { return fmt.Sprintf("%s/a%d",
 // re-declared call maps to the recorded operation; without one, it is
 // unique per declared call: n is the call's position in its committed turn
 // (a uuid from workflow.SideEffect in tasks started before that change).
-func operationID(tenant, taskID, tool, businessKey, turn, n string) string {
+//
+// A task's chain scope (ChainScope), when it has one, follows the task id
+// as a segment of its own: "<tenant>:<task id>:<scope>:…".
+func operationID(tenant, taskID, scope, tool, businessKey, turn, n string) string {
+	task := keyTask(taskID, scope, ":")
 	if businessKey != "" {
-		return strings.Join([]string{tenant, taskID, tool, businessKey}, ":")
+		return strings.Join([]string{tenant, task, tool, businessKey}, ":")
 	}
-	return strings.Join([]string{tenant, taskID, turn, tool, n}, ":")
+	return strings.Join([]string{tenant, task, turn, tool, n}, ":")
 }
 
 // deliveryOperationID names the delivery of a task's answer to one target:
 // one per target and task, so a retry, a reset or a reconciler always finds
 // the same operation.
-func deliveryOperationID(tenant, taskID string, d target) string {
+func deliveryOperationID(tenant, taskID, scope string, d target) string {
+	task := keyTask(taskID, scope, ":")
 	if d.comment != nil {
-		return strings.Join([]string{tenant, taskID, "deliver", "github", fmt.Sprintf("%s#%d", d.comment.Repo, d.comment.Number)}, ":")
+		return strings.Join([]string{tenant, task, "deliver", "github", fmt.Sprintf("%s#%d", d.comment.Repo, d.comment.Number)}, ":")
 	}
-	return strings.Join([]string{tenant, taskID, "deliver", "slack", d.slack}, ":")
+	return strings.Join([]string{tenant, task, "deliver", "slack", d.slack}, ":")
 }

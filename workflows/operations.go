@@ -23,7 +23,7 @@ type declared struct {
 // their tool messages, in the model's order. Runs of consecutive read-only
 // calls execute in parallel; every mutation runs alone, in model order.
 func (t *task) runOperations(ctx workflow.Context, turn int, calls []contract.ToolCallRef) ([]string, error) {
-	tid := turnID(t.in.TaskID, turn)
+	tid := turnID(t.in.TaskID, t.scope, turn)
 	ops := make([]declared, len(calls))
 	for i, c := range calls {
 		d, err := t.declare(ctx, tid, turn, i+1, c)
@@ -77,7 +77,7 @@ func (t *task) declare(ctx workflow.Context, tid string, turn, position int, c c
 			n = strconv.Itoa(position)
 		}
 	}
-	d.opID = operationID(t.in.Tenant, t.in.TaskID, c.Name, key, fmt.Sprintf("t%d", turn), n)
+	d.opID = operationID(t.in.Tenant, t.in.TaskID, t.scope, c.Name, key, fmt.Sprintf("t%d", turn), n)
 	t.result.Operations = append(t.result.Operations, OperationRecord{
 		OperationID: d.opID, TurnID: tid, ToolCallID: c.ID, Tool: c.Name, State: capstan.OutcomeDeclared,
 	})
@@ -91,7 +91,7 @@ func (t *task) startOperation(ctx workflow.Context, tid string, op declared) wor
 	t.result.Operations[op.index].State = capstan.OutcomeRunning
 	actx := workflow.WithActivityOptions(ctx, toolOptions(capstan.Class(op.call.Class), op.call.Summary, t.in.ModelLimits, t.waitsOnBreakers(ctx)))
 	return workflow.ExecuteActivity(actx, contract.ActivityExecuteTool, contract.ExecuteToolInput{
-		Tenant: t.in.Tenant, TaskID: t.in.TaskID, TurnID: tid, OperationID: op.opID,
+		Tenant: t.in.Tenant, TaskID: t.in.TaskID, Scope: t.scope, TurnID: tid, OperationID: op.opID,
 		ToolCallID: op.call.ID, Tool: op.call.Name, Arguments: op.call.Arguments,
 	})
 }

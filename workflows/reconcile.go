@@ -143,7 +143,7 @@ func (t *task) reconcile(ctx workflow.Context, e effect, since time.Time, resolu
 	}
 	actx := workflow.WithActivityOptions(ctx, opts)
 	in := e.input
-	in.Tenant, in.TaskID, in.Since, in.Window, in.Resolution = t.in.Tenant, t.in.TaskID, since, t.in.ReconcileWindow, resolution
+	in.Tenant, in.TaskID, in.Scope, in.Since, in.Window, in.Resolution = t.in.Tenant, t.in.TaskID, t.scope, since, t.in.ReconcileWindow, resolution
 	var r contract.ReconcileResult
 	err := workflow.ExecuteActivity(actx, contract.ActivityReconcile, in).Get(ctx, &r)
 	// A reconciliation the ledger kept from running asked nothing: it is

@@ -19,7 +19,7 @@ import (
 	"github.com/capstanhq/capstan/workflows"
 )
 
-const prOpID = "default:T:github_create_pull_request:pr:create:acme/app:feat:main"
+const prOpID = "default:T:~3c4e2731fc30:github_create_pull_request:pr:create:acme/app:feat:main"
 
 // personEnv is a task whose pull request nobody can settle: its execution
 // is unknown and the reconciler answers indeterminate until a person's

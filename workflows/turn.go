@@ -54,11 +54,11 @@ type turnState struct {
 // changeFullTurnGuard, the continuations of an answer the token limit
 // cut.
 func (t *task) runTurn(ctx workflow.Context, turn int) (contract.ModelTurnResult, error) {
-	tid := turnID(t.in.TaskID, turn)
+	tid := turnID(t.in.TaskID, t.scope, turn)
 	t.result.Turns = append(t.result.Turns, TurnRecord{TurnID: tid, Attempts: []AttemptRecord{}})
 	ts := &turnState{turn: turn, tid: tid, rec: &t.result.Turns[len(t.result.Turns)-1]}
 	ts.guard.persistent = t.fullTurnGuard && t.in.Persistent
-	in := contract.ModelTurnInput{TaskID: t.in.TaskID, TurnID: tid, Model: t.model(),
+	in := contract.ModelTurnInput{TaskID: t.in.TaskID, Scope: t.scope, TurnID: tid, Model: t.model(),
 		Limits: t.in.ModelLimits.WithDefaults(), Transcript: t.transcript, Append: t.append}
 	if t.transcript == "" {
 		in.Seed = t.seed()

@@ -227,14 +227,14 @@ func TestTurnGuardRows(t *testing.T) {
 		// the count.
 		r := runTask(t, workflows.AgentTaskInput{}, []reply{fails(model.OutcomeCutIdle, 0), answer("half ", "length"),
 			fails(model.OutcomeCutIdle, 0), answer("whole", "stop")}, nil)
-		r.wantOutcome(t, workflows.StatusCompleted, "", 4, "T/t1/c1/a1 abandoned (cut_idle); retrying in 1s")
+		r.wantOutcome(t, workflows.StatusCompleted, "", 4, "T/~3c4e2731fc30/t1/c1/a1 abandoned (cut_idle); retrying in 1s")
 		if r.res.FinalText != "half whole" {
 			t.Errorf("final text = %q", r.res.FinalText)
 		}
 	})
 	t.Run("not_sent is retried with full jitter under the transport budget", func(t *testing.T) {
 		r := runTask(t, workflows.AgentTaskInput{}, append(times(4, fails(model.OutcomeNotSent, 0)), done), nil)
-		r.wantOutcome(t, workflows.StatusCompleted, "", 5, "T/t1/a4 abandoned (not_sent); retrying in")
+		r.wantOutcome(t, workflows.StatusCompleted, "", 5, "T/~3c4e2731fc30/t1/a4 abandoned (not_sent); retrying in")
 		for i, g := range r.gaps() {
 			if cap := min(500*time.Millisecond<<i, 10*time.Second); g > cap {
 				t.Errorf("delay %d = %s, over the %s cap", i+1, g, cap)
@@ -243,11 +243,11 @@ func TestTurnGuardRows(t *testing.T) {
 	})
 	t.Run("not_sent past the transport budget fails", func(t *testing.T) {
 		r := runTask(t, workflows.AgentTaskInput{}, times(5, fails(model.OutcomeNotSent, 0)), nil)
-		r.wantOutcome(t, workflows.StatusFailed, workflows.FailProviderUnavailable, 5, "T/t1/a5 abandoned (not_sent); giving up")
+		r.wantOutcome(t, workflows.StatusFailed, workflows.FailProviderUnavailable, 5, "T/~3c4e2731fc30/t1/a5 abandoned (not_sent); giving up")
 	})
 	t.Run("overloaded with Retry-After waits exactly that long", func(t *testing.T) {
 		r := runTask(t, workflows.AgentTaskInput{}, []reply{fails(model.OutcomeOverloaded, 7*time.Second), done}, nil)
-		r.wantOutcome(t, workflows.StatusCompleted, "", 2, "T/t1/a1 abandoned (overloaded); retrying in 7s")
+		r.wantOutcome(t, workflows.StatusCompleted, "", 2, "T/~3c4e2731fc30/t1/a1 abandoned (overloaded); retrying in 7s")
 		if g := r.gaps()[0]; g != 7*time.Second {
 			t.Errorf("the second attempt came %s after the first, want 7s", g)
 		}
@@ -263,7 +263,7 @@ func TestTurnGuardRows(t *testing.T) {
 	})
 	t.Run("overloaded past its budget fails", func(t *testing.T) {
 		r := runTask(t, workflows.AgentTaskInput{}, times(6, fails(model.OutcomeOverloaded, 0)), nil)
-		r.wantOutcome(t, workflows.StatusFailed, workflows.FailProviderUnavailable, 6, "T/t1/a6 abandoned (overloaded); giving up: the model provider stayed overloaded through 6 attempts")
+		r.wantOutcome(t, workflows.StatusFailed, workflows.FailProviderUnavailable, 6, "T/~3c4e2731fc30/t1/a6 abandoned (overloaded); giving up: the model provider stayed overloaded through 6 attempts")
 	})
 	t.Run("overloaded asking for more than 5 min fails and says how long", func(t *testing.T) {
 		r := runTask(t, workflows.AgentTaskInput{}, []reply{fails(model.OutcomeOverloaded, 10*time.Minute)}, nil)
@@ -271,27 +271,27 @@ func TestTurnGuardRows(t *testing.T) {
 	})
 	t.Run("rejected fails at once", func(t *testing.T) {
 		r := runTask(t, workflows.AgentTaskInput{}, []reply{fails(model.OutcomeRejected, 0)}, nil)
-		r.wantOutcome(t, workflows.StatusFailed, workflows.FailProviderRejected, 1, "T/t1/a1 abandoned (rejected); giving up")
+		r.wantOutcome(t, workflows.StatusFailed, workflows.FailProviderRejected, 1, "T/~3c4e2731fc30/t1/a1 abandoned (rejected); giving up")
 	})
 	t.Run("cut_idle is retried once after 1 s", func(t *testing.T) {
 		r := runTask(t, workflows.AgentTaskInput{}, []reply{fails(model.OutcomeCutIdle, 0), done}, nil)
-		r.wantOutcome(t, workflows.StatusCompleted, "", 2, "T/t1/a1 abandoned (cut_idle); retrying in 1s")
+		r.wantOutcome(t, workflows.StatusCompleted, "", 2, "T/~3c4e2731fc30/t1/a1 abandoned (cut_idle); retrying in 1s")
 		if g := r.gaps()[0]; g != time.Second {
 			t.Errorf("delay = %s, want 1s", g)
 		}
 	})
 	t.Run("cut_idle twice fails", func(t *testing.T) {
 		r := runTask(t, workflows.AgentTaskInput{}, times(2, fails(model.OutcomeCutIdle, 0)), nil)
-		r.wantOutcome(t, workflows.StatusFailed, workflows.FailModelIdleTimeout, 2, "T/t1/a2 abandoned (cut_idle); giving up")
+		r.wantOutcome(t, workflows.StatusFailed, workflows.FailModelIdleTimeout, 2, "T/~3c4e2731fc30/t1/a2 abandoned (cut_idle); giving up")
 	})
 	t.Run("cut_total fails without a fallback", func(t *testing.T) {
 		r := runTask(t, workflows.AgentTaskInput{}, []reply{fails(model.OutcomeCutTotal, 0)}, nil)
-		r.wantOutcome(t, workflows.StatusFailed, workflows.FailModelMaxDuration, 1, "T/t1/a1 abandoned (cut_total); giving up")
+		r.wantOutcome(t, workflows.StatusFailed, workflows.FailModelMaxDuration, 1, "T/~3c4e2731fc30/t1/a1 abandoned (cut_total); giving up")
 	})
 	t.Run("cut_total switches to the fallback", func(t *testing.T) {
 		r := runTask(t, workflows.AgentTaskInput{Fallbacks: []string{"anthropic:f"}}, []reply{fails(model.OutcomeCutTotal, 0), done}, nil)
 		r.wantOutcome(t, workflows.StatusCompleted, "", 2,
-			"T/t1/a1 abandoned (cut_total): cut_total from the provider; switching turn 1 from openai:m to fallback model anthropic:f")
+			"T/~3c4e2731fc30/t1/a1 abandoned (cut_total): cut_total from the provider; switching turn 1 from openai:m to fallback model anthropic:f")
 		if r.calls[1].in.Model != "anthropic:f" || r.res.Turns[0].Attempts[1].Model != "anthropic:f" {
 			t.Errorf("second attempt on %s (recorded %s), want anthropic:f", r.calls[1].in.Model, r.res.Turns[0].Attempts[1].Model)
 		}
@@ -307,19 +307,19 @@ func TestTurnGuardRows(t *testing.T) {
 	})
 	t.Run("invalid a third time fails", func(t *testing.T) {
 		r := runTask(t, workflows.AgentTaskInput{}, times(3, fails(model.OutcomeInvalid, 0)), nil)
-		r.wantOutcome(t, workflows.StatusFailed, workflows.FailModelInvalidOutput, 3, "T/t1/a3 abandoned (invalid); giving up")
+		r.wantOutcome(t, workflows.StatusFailed, workflows.FailModelInvalidOutput, 3, "T/~3c4e2731fc30/t1/a3 abandoned (invalid); giving up")
 	})
 	t.Run("overflow compacts the transcript and retries at once", func(t *testing.T) {
 		r := runTask(t, workflows.AgentTaskInput{}, []reply{callsTool(), fails(model.OutcomeOverflow, 0), compacted(5), done}, nil)
 		r.wantOutcome(t, workflows.StatusCompleted, "", 4,
-			"T/t2/a1 abandoned (overflow): overflow from the provider; compacting the transcript (round 1/3)",
-			"T/t2/k1/a1 completed: 5 earlier transcript items summarized")
+			"T/~3c4e2731fc30/t2/a1 abandoned (overflow): overflow from the provider; compacting the transcript (round 1/3)",
+			"T/~3c4e2731fc30/t2/k1/a1 completed: 5 earlier transcript items summarized")
 		k, retry := r.calls[2].in, r.calls[3].in
-		if !k.Compact || k.TurnID != "T/t2/k1" || k.Transcript != "sha256:after-T/t1/a1" || len(k.Append) != 1 {
-			t.Errorf("compaction input = %+v, want T/t2/k1 over the overflowing transcript and its appended tool result", k)
+		if !k.Compact || k.TurnID != "T/~3c4e2731fc30/t2/k1" || k.Transcript != "sha256:after-T/~3c4e2731fc30/t1/a1" || len(k.Append) != 1 {
+			t.Errorf("compaction input = %+v, want T/~3c4e2731fc30/t2/k1 over the overflowing transcript and its appended tool result", k)
 		}
-		if retry.AttemptID != "T/t2/a2" || retry.Transcript != "sha256:compacted-T/t2/k1/a1" || retry.Append != nil || retry.Seed != nil {
-			t.Errorf("retry input = %+v, want T/t2/a2 on the compacted transcript alone", retry)
+		if retry.AttemptID != "T/~3c4e2731fc30/t2/a2" || retry.Transcript != "sha256:compacted-T/~3c4e2731fc30/t2/k1/a1" || retry.Append != nil || retry.Seed != nil {
+			t.Errorf("retry input = %+v, want T/~3c4e2731fc30/t2/a2 on the compacted transcript alone", retry)
 		}
 		if g := r.gaps()[2]; g != 0 {
 			t.Errorf("retry after compaction came %s later, want at once", g)
@@ -332,12 +332,12 @@ func TestTurnGuardRows(t *testing.T) {
 		}
 		r := runTask(t, workflows.AgentTaskInput{}, append(replies, fails(model.OutcomeOverflow, 0)), nil)
 		r.wantOutcome(t, workflows.StatusFailed, workflows.FailContextOverflow, 7,
-			"compacting the transcript (round 3/3)", "T/t1/a4 abandoned (overflow); giving up: the transcript still does not fit the model's context after 3 compactions")
+			"compacting the transcript (round 3/3)", "T/~3c4e2731fc30/t1/a4 abandoned (overflow); giving up: the transcript still does not fit the model's context after 3 compactions")
 	})
 	t.Run("overflow with a failed summary truncates behind a marker", func(t *testing.T) {
 		r := runTask(t, workflows.AgentTaskInput{}, []reply{fails(model.OutcomeOverflow, 0), fails(model.OutcomeCutIdle, 0), done}, nil)
 		r.wantOutcome(t, workflows.StatusCompleted, "", 3,
-			"T/t1/k1/a1 abandoned (cut_idle): cut_idle from the provider; truncating the transcript instead, behind a visible marker",
+			"T/~3c4e2731fc30/t1/k1/a1 abandoned (cut_idle): cut_idle from the provider; truncating the transcript instead, behind a visible marker",
 			"turn 1: 4 earlier transcript items removed, replaced by a marker saying so")
 		if len(r.s.truncations) != 1 || r.s.truncations[0].Seed == nil {
 			t.Errorf("truncations = %+v, want one, of the first turn's seeded transcript", r.s.truncations)
@@ -348,11 +348,11 @@ func TestTurnGuardRows(t *testing.T) {
 	})
 	t.Run("overflow with nothing left to compact fails", func(t *testing.T) {
 		r := runTask(t, workflows.AgentTaskInput{}, []reply{fails(model.OutcomeOverflow, 0), compacted(0)}, nil)
-		r.wantOutcome(t, workflows.StatusFailed, workflows.FailContextOverflow, 2, "T/t1/k1/a1: nothing left to compact; giving up")
+		r.wantOutcome(t, workflows.StatusFailed, workflows.FailContextOverflow, 2, "T/~3c4e2731fc30/t1/k1/a1: nothing left to compact; giving up")
 	})
 	t.Run("worker_lost is retried at once", func(t *testing.T) {
 		r := runTask(t, workflows.AgentTaskInput{}, []reply{workerLost, done}, nil)
-		r.wantOutcome(t, workflows.StatusCompleted, "", 2, "T/t1/a1 abandoned (worker_lost); retrying in 0s")
+		r.wantOutcome(t, workflows.StatusCompleted, "", 2, "T/~3c4e2731fc30/t1/a1 abandoned (worker_lost); retrying in 0s")
 		if g := r.gaps()[0]; g != 0 {
 			t.Errorf("delay = %s, want 0", g)
 		}
@@ -360,7 +360,7 @@ func TestTurnGuardRows(t *testing.T) {
 	t.Run("breaker_open is waited out without spending budget", func(t *testing.T) {
 		replies := append(times(7, breakerOpenReply), times(5, fails(model.OutcomeOverloaded, 0))...)
 		r := runTask(t, workflows.AgentTaskInput{}, append(replies, done), nil)
-		r.wantOutcome(t, workflows.StatusCompleted, "", 13, "for breaker model/openai: model attempt T/t1/a7 was not sent", "(overload 5/5)")
+		r.wantOutcome(t, workflows.StatusCompleted, "", 13, "for breaker model/openai: model attempt T/~3c4e2731fc30/t1/a7 was not sent", "(overload 5/5)")
 		for i, g := range r.gaps()[:7] {
 			if g < 24*time.Second || g > 24*time.Second+4800*time.Millisecond {
 				t.Errorf("breaker wait %d = %s, want 24 s plus at most a fifth in jitter", i+1, g)
@@ -376,13 +376,13 @@ func TestCutAnswer(t *testing.T) {
 	t.Run("continued twice, then whole", func(t *testing.T) {
 		r := runTask(t, workflows.AgentTaskInput{}, []reply{answer("one ", "length"), answer("two ", "length"), answer("three", "stop")}, nil)
 		r.wantOutcome(t, workflows.StatusCompleted, "", 3,
-			"turn 1: T/t1/a1's answer was cut by the output token limit after 4 characters; asking the model to continue it (continuation 1/2)",
+			"turn 1: T/~3c4e2731fc30/t1/a1's answer was cut by the output token limit after 4 characters; asking the model to continue it (continuation 1/2)",
 			"turn 1: the answer is complete after 2 continuation(s) (13 characters)")
 		if r.res.FinalText != "one two three" {
 			t.Errorf("final text = %q, want the parts in order", r.res.FinalText)
 		}
 		for k, c := range r.calls[1:] {
-			want := fmt.Sprintf("T/t1/c%d", k+1)
+			want := fmt.Sprintf("T/~3c4e2731fc30/t1/c%d", k+1)
 			if c.in.TurnID != want || c.in.AttemptID != want+"/a1" || c.in.Transcript != "sha256:after-"+r.calls[k].in.AttemptID ||
 				len(c.in.Seed) != 1 || c.in.Seed[0].Role != model.RoleUser || c.in.Append != nil {
 				t.Errorf("continuation %d input = %+v, want %s over the cut answer, asking to continue", k+1, c.in, want)
@@ -400,7 +400,7 @@ func TestCutAnswer(t *testing.T) {
 	t.Run("a continuation that calls a tool ends the turn with it", func(t *testing.T) {
 		r := runTask(t, workflows.AgentTaskInput{}, []reply{answer("thinking ", "length"), callsTool(), answer("done", "stop")}, nil)
 		r.wantOutcome(t, workflows.StatusCompleted, "", 3)
-		if len(r.res.Operations) != 1 || r.res.Operations[0].TurnID != "T/t1" {
+		if len(r.res.Operations) != 1 || r.res.Operations[0].TurnID != "T/~3c4e2731fc30/t1" {
 			t.Errorf("operations = %+v, want the read, declared by turn 1", r.res.Operations)
 		}
 	})
@@ -425,9 +425,9 @@ func TestFallbackModels(t *testing.T) {
 		replies := append(times(6, fails(model.OutcomeOverloaded, 0)), callsTool(), answer("done", "stop"))
 		r := runTask(t, in, replies, nil)
 		r.wantOutcome(t, workflows.StatusCompleted, "", 8,
-			"T/t1/a6 abandoned (overloaded): the model provider stayed overloaded through 6 attempts: overloaded from the provider; switching turn 1 from openai:m to fallback model anthropic:f1, which the task keeps")
-		if got := r.calls[6].in; got.Model != "anthropic:f1" || got.AttemptID != "T/t1/a7" {
-			t.Errorf("attempt after the switch = %s on %s, want T/t1/a7 on anthropic:f1", got.AttemptID, got.Model)
+			"T/~3c4e2731fc30/t1/a6 abandoned (overloaded): the model provider stayed overloaded through 6 attempts: overloaded from the provider; switching turn 1 from openai:m to fallback model anthropic:f1, which the task keeps")
+		if got := r.calls[6].in; got.Model != "anthropic:f1" || got.AttemptID != "T/~3c4e2731fc30/t1/a7" {
+			t.Errorf("attempt after the switch = %s on %s, want T/~3c4e2731fc30/t1/a7 on anthropic:f1", got.AttemptID, got.Model)
 		}
 		if got := r.calls[7].in.Model; got != "anthropic:f1" {
 			t.Errorf("turn 2 on %s, want the fallback the task switched to", got)
@@ -435,7 +435,7 @@ func TestFallbackModels(t *testing.T) {
 	})
 	t.Run("once per turn: the fallback overloaded too fails the turn", func(t *testing.T) {
 		r := runTask(t, in, times(12, fails(model.OutcomeOverloaded, 0)), nil)
-		r.wantOutcome(t, workflows.StatusFailed, workflows.FailProviderUnavailable, 12, "T/t1/a12 abandoned (overloaded); giving up")
+		r.wantOutcome(t, workflows.StatusFailed, workflows.FailProviderUnavailable, 12, "T/~3c4e2731fc30/t1/a12 abandoned (overloaded); giving up")
 		if strings.Contains(r.joined(), "openai:f2") {
 			t.Errorf("the turn switched twice:\n%s", r.joined())
 		}

@@ -57,6 +57,9 @@ type Checkpoint struct {
 	// ModelIndex is the model the task is on: 0 the primary, i the i-th
 	// fallback.
 	ModelIndex int `json:"model_index,omitempty"`
+	// Scope is the chain's ledger scope (ChainScope); empty for a chain
+	// started before changeLedgerKeysPerChain, which keeps unscoped keys.
+	Scope string `json:"scope,omitempty"`
 }
 
 // TaskResult is the outcome of a task, and its status while it runs (the

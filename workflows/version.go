@@ -99,6 +99,16 @@ const (
 	// its BreakerOpen), never read as indeterminate. Read when the task
 	// first waits for the ledger, and as each reconciliation starts.
 	changeLedgerOutageWaits = "ledger-outage-waits"
+	// changeLedgerKeysPerChain: every ledger key a task makes — turn,
+	// attempt, operation and delivery ids — carries the chain scope
+	// (ChainScope: its namespace and first run id), and the activities
+	// that write the ledger are given it (contract's Scope fields), so a
+	// task started again with a used id, or with the same id in another
+	// namespace on the same ledger, never sees another chain's rows, and
+	// retention (starter gc) knows whose rows they are. Read once, as the
+	// chain's first run starts; a continued run takes the scope from its
+	// checkpoint.
+	changeLedgerKeysPerChain = "ledger-keys-per-chain"
 )
 
 // inEffect reports whether change, one of those through

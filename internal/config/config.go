@@ -82,6 +82,9 @@ type Config struct {
 	// every call is sent, whatever the dependency's state. For
 	// measurements; never the default.
 	BreakersOff bool
+	// LedgerGC is the worker's periodic ledger retention
+	// (CAPSTAN_LEDGER_GC_EVERY, CAPSTAN_LEDGER_GC_OLDER_THAN).
+	LedgerGC LedgerGC
 
 	// modelSet records that CAPSTAN_MODEL was given, so a worker can refuse
 	// to serve a default model it has no key for (the built-in default
@@ -170,6 +173,10 @@ func FromLookupEnv(lookup func(string) (string, bool)) Config {
 		MinCalls:            c.positiveInt(getenv, "CAPSTAN_BREAKER_MIN_CALLS", DefaultBreakerSettings.MinCalls),
 		Window:              duration("CAPSTAN_BREAKER_WINDOW", DefaultBreakerSettings.Window),
 		OpenFor:             duration("CAPSTAN_BREAKER_OPEN", DefaultBreakerSettings.OpenFor),
+	}
+	c.LedgerGC = LedgerGC{
+		Every:     c.nonNegativeDuration(getenv, "CAPSTAN_LEDGER_GC_EVERY", DefaultLedgerGCEvery),
+		OlderThan: c.nonNegativeDuration(getenv, "CAPSTAN_LEDGER_GC_OLDER_THAN", DefaultLedgerGCOlderThan),
 	}
 	switch v := strings.ToLower(strings.TrimSpace(getenv("CAPSTAN_BREAKERS"))); v {
 	case "", "on":

@@ -60,6 +60,13 @@ const (
 	// (CAPSTAN_STREAM_WRITE_TIMEOUT): one that stops reading is cut then,
 	// and its connection given back.
 	DefaultStreamWriteTimeout = 10 * time.Second
+	// DefaultLedgerGCEvery: a worker runs no ledger retention unless
+	// asked (CAPSTAN_LEDGER_GC_EVERY); `starter gc` runs it once.
+	DefaultLedgerGCEvery time.Duration = 0
+	// DefaultLedgerGCOlderThan is the age, since its last ledger write,
+	// below which a worker's retention pass does not consider a task
+	// (CAPSTAN_LEDGER_GC_OLDER_THAN).
+	DefaultLedgerGCOlderThan = 720 * time.Hour
 
 	// The watchdogs of a model attempt (docs/design.md §4.2), for every
 	// limit neither the task nor its worker sets: a silent model is cut
@@ -222,6 +229,10 @@ var Settings = []Setting{
 		Meaning: "what every branch a task creates must start with (the policy's `default/branch-prefix` rule, docs/design.md §5.8); read by `starter policy explain` so far, and by the worker once the policy is wired into tool calls"},
 	{Name: "CAPSTAN_POLICY", Default: none, Reader: "starter",
 		Meaning: "path of a YAML policy file whose rules decide tool calls before the default rules (docs/design.md §5.8); unset, the defaults alone. `starter policy check FILE` validates one, `starter policy explain` shows which rule decides a call. The worker does not read it yet: the policy is not wired into tool calls so far"},
+	{Name: "CAPSTAN_LEDGER_GC_EVERY", Default: "`0` (off)", Reader: "worker",
+		Meaning: "how often the worker runs the ledger's retention, as `starter gc` does once: it deletes the ledger rows of tasks that are closed and that Temporal no longer has (past their namespace's retention, or deleted), never a running or still-retained task's, nor those of tasks started before ledger keys were scoped. Safe on every worker of a pool at once"},
+	{Name: "CAPSTAN_LEDGER_GC_OLDER_THAN", Default: code(DefaultLedgerGCOlderThan), Reader: "worker",
+		Meaning: "the retention's `--older-than`: a task whose last ledger write is more recent is not considered"},
 	{Name: "starter run --base", Default: code(DefaultBaseBranch), Meaning: "base branch of the task's changes"},
 	{Name: "starter run --tenant", Default: code(DefaultTenant), Meaning: "tenant the task's operations belong to"},
 	{Name: "starter run --max-turns", Default: code(DefaultMaxTurns),

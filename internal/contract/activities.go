@@ -26,7 +26,12 @@ const (
 // items committed since (tool results), and Seed the opening messages of a
 // task's first turn. History therefore grows by a constant per turn.
 type ModelTurnInput struct {
-	TaskID    string
+	TaskID string
+	// Scope is the task's chain scope (workflows.ChainScope): the
+	// activity records it with every ledger row it writes, so retention
+	// knows whose rows they are. Empty for tasks started before
+	// ledger keys were scoped.
+	Scope     string `json:",omitempty"`
 	TurnID    string
 	AttemptID string
 	Model     string // "provider:model"
@@ -99,8 +104,13 @@ type AttemptReport struct {
 // ExecuteToolInput asks for one operation. OperationID was fixed by the
 // workflow; every retry of the same intent carries the same one.
 type ExecuteToolInput struct {
-	Tenant      string
-	TaskID      string
+	Tenant string
+	TaskID string
+	// Scope is the task's chain scope (workflows.ChainScope): the
+	// activity records it with every ledger row it writes, so retention
+	// knows whose rows they are. Empty for tasks started before
+	// ledger keys were scoped.
+	Scope       string `json:",omitempty"`
 	TurnID      string
 	OperationID string
 	ToolCallID  string
@@ -122,8 +132,13 @@ type ExecuteToolResult struct {
 
 // DeliverInput asks to post the final answer to one target.
 type DeliverInput struct {
-	Tenant      string
-	TaskID      string
+	Tenant string
+	TaskID string
+	// Scope is the task's chain scope (workflows.ChainScope): the
+	// activity records it with every ledger row it writes, so retention
+	// knows whose rows they are. Empty for tasks started before
+	// ledger keys were scoped.
+	Scope       string `json:",omitempty"`
 	OperationID string
 	Channel     string // Slack channel name or id; empty for a comment
 	// Comment, when set, delivers the text as a comment on a GitHub issue
@@ -157,8 +172,13 @@ type DeliverResult struct {
 
 // ReconcileInput asks what became of an operation whose outcome is unknown.
 type ReconcileInput struct {
-	Tenant      string
-	TaskID      string
+	Tenant string
+	TaskID string
+	// Scope is the task's chain scope (workflows.ChainScope): the
+	// activity records it with every ledger row it writes, so retention
+	// knows whose rows they are. Empty for tasks started before
+	// ledger keys were scoped.
+	Scope       string `json:",omitempty"`
 	OperationID string
 	// ToolCallID is set for a tool operation: a found operation commits a
 	// tool message for it, telling the model the operation was recovered.
@@ -211,7 +231,12 @@ type ReconcileResult struct {
 // TruncateInput asks to cut a transcript that overflowed the model's
 // context: the transcript as the overflowing attempt saw it.
 type TruncateInput struct {
-	TaskID     string
+	TaskID string
+	// Scope is the task's chain scope (workflows.ChainScope): the
+	// activity records it with every ledger row it writes, so retention
+	// knows whose rows they are. Empty for tasks started before
+	// ledger keys were scoped.
+	Scope      string `json:",omitempty"`
 	TurnID     string // the compaction's turn id, for the logs
 	Transcript string
 	Append     []string

@@ -46,8 +46,15 @@ func TestContinueAsNewCarriesTheCheckpoint(t *testing.T) {
 		t.Fatalf("result: status %s, %d turns, %d operations; want completed, %d turns, %d operations",
 			res.Status, len(res.Turns), len(res.Operations), turns, turns-1)
 	}
+	// Every turn, in every run, is keyed by the chain's scope: the
+	// namespace and the first run's id, which continue-as-new keeps.
+	desc, err := srv.Client().DescribeWorkflow(context.Background(), workflows.WorkflowID(id), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	scope := workflows.ChainScope("default", desc.RawResponse.GetWorkflowExecutionInfo().GetFirstRunId())
 	for i, turn := range res.Turns {
-		if want := fmt.Sprintf("%s/t%d", id, i+1); turn.TurnID != want {
+		if want := fmt.Sprintf("%s/%s/t%d", id, scope, i+1); turn.TurnID != want {
 			t.Errorf("turn %d id = %s, want %s", i, turn.TurnID, want)
 		}
 	}

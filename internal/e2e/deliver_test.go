@@ -36,7 +36,7 @@ func TestDeliveriesToSlackAndAComment(t *testing.T) {
 		t.Errorf("slack delivery = %+v, want acked at once", slackD)
 	}
 	if commentD.Target != "github:capstan-sandbox/demo#1" || commentD.State != capstan.OutcomeSucceeded || !commentD.Recovered ||
-		!strings.Contains(commentD.ExternalID, "/pull/1#issuecomment-") || commentD.OperationID != "default:"+id+":deliver:github:capstan-sandbox/demo#1" {
+		!strings.Contains(commentD.ExternalID, "/pull/1#issuecomment-") || commentD.OperationID != "default:"+id+":"+chainScope(t, res.WorkflowID)+":deliver:github:capstan-sandbox/demo#1" {
 		t.Errorf("comment delivery = %+v, want acked as recovered at the pull request's comment", commentD)
 	}
 	if n := len(sb.GitHub.Comments("capstan-sandbox/demo", 1)); n != 1 {

@@ -13,6 +13,7 @@ import (
 	"github.com/capstanhq/capstan"
 	"github.com/capstanhq/capstan/internal/sandbox"
 	githubtools "github.com/capstanhq/capstan/internal/tools/github"
+	"github.com/capstanhq/capstan/workflows"
 )
 
 // TestForgedCommentMarkerIsIgnored: before the task runs, someone else
@@ -34,7 +35,19 @@ func TestForgedCommentMarkerIsIgnored(t *testing.T) {
 	}
 	id := fmt.Sprintf("e2e-forged-%d", time.Now().UnixNano())
 	target := fmt.Sprintf("capstan-sandbox/demo#%d", issue.GetNumber())
-	opID := "default:" + id + ":deliver:github:" + target
+
+	env := append(endpointEnv(t, "e2e-forged", sb), "CAPSTAN_RECONCILE_WINDOW=2s", "CAPSTAN_HEARTBEAT_TIMEOUT=3s")
+	startWorker(t, env)
+	r := runStarter(t, env, "run", "--prompt", "open a pull request and report", "--repo", "capstan-sandbox/demo",
+		"--model", "openai:demo", "--comment", target, "--id", id)
+	if r.code != 0 {
+		t.Fatalf("exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+	}
+	// The delivery's id carries the task's chain scope, known once the task
+	// has started; mallory forges its marker while the task still works
+	// through its turns, well before it comments (the checks below fail if
+	// not: capstan's comment must come second, on its second try).
+	opID := "default:" + id + ":" + chainScope(t, workflows.WorkflowID(id)) + ":deliver:github:" + target
 	if _, _, err := mallory.Issues.CreateComment(ctx, "capstan-sandbox", "demo", issue.GetNumber(), &gogithub.IssueComment{
 		Body: gogithub.String("nothing to see here\n\n" + githubtools.Marker(opID))}); err != nil {
 		t.Fatal(err)
@@ -42,15 +55,10 @@ func TestForgedCommentMarkerIsIgnored(t *testing.T) {
 	if err := sb.GitHub.AddFault(sandbox.FaultRule{Endpoint: "issues/create-comment", Kind: sandbox.FaultFail, Status: 500, Times: 1}); err != nil {
 		t.Fatal(err)
 	}
-
-	env := append(endpointEnv(t, "e2e-forged", sb), "CAPSTAN_RECONCILE_WINDOW=2s", "CAPSTAN_HEARTBEAT_TIMEOUT=3s")
-	startWorker(t, env)
-	r := runStarter(t, env, "run", "--prompt", "open a pull request and report", "--repo", "capstan-sandbox/demo",
-		"--model", "openai:demo", "--comment", target, "--id", id, "--wait", "--json")
-	if r.code != 0 {
-		t.Fatalf("exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+	res := waitResult(t, id)
+	if all := sb.GitHub.Comments("capstan-sandbox/demo", issue.GetNumber()); len(all) == 0 || all[0].Author == sandbox.GitHubLogin {
+		t.Fatalf("capstan commented before mallory forged the marker: %+v; the test proves nothing", all)
 	}
-	res := decodeResult(t, r)
 
 	var ours []sandbox.SandboxComment
 	for _, c := range sb.GitHub.Comments("capstan-sandbox/demo", issue.GetNumber()) {
@@ -65,9 +73,9 @@ func TestForgedCommentMarkerIsIgnored(t *testing.T) {
 		t.Fatalf("deliveries = %+v, want the comment", res.Deliveries)
 	}
 	d := res.Deliveries[0]
-	if d.OperationID != opID || d.State != capstan.OutcomeSucceeded ||
+	if d.OperationID != opID || d.State != capstan.OutcomeSucceeded || d.Tries != 2 ||
 		!strings.HasSuffix(d.ExternalID, fmt.Sprintf("#issuecomment-%d", ours[0].ID)) {
-		t.Errorf("delivery = %+v, want %s succeeded at capstan's comment %d, not mallory's", d, opID, ours[0].ID)
+		t.Errorf("delivery = %+v, want %s succeeded on its second try (the first met the 500) at capstan's comment %d, not mallory's", d, opID, ours[0].ID)
 	}
 	if st := sb.GitHub.Stats(); st.CommentsCreated != 2 {
 		t.Errorf("comments created = %d, want 2 (mallory's and capstan's)", st.CommentsCreated)

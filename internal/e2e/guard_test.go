@@ -45,10 +45,10 @@ func TestTurnGuardRetriesOverloadAndFailsOnRejection(t *testing.T) {
 		t.Fatalf("turns = %+v, want one turn of two attempts", res.Turns)
 	}
 	first, second := res.Turns[0].Attempts[0], res.Turns[0].Attempts[1]
-	if first.Outcome != "overloaded" || first.HTTPStatus != 503 || first.AttemptID != res.TaskID+"/t1/a1" {
+	if first.Outcome != "overloaded" || first.HTTPStatus != 503 || first.AttemptID != res.TaskID+"/"+chainScope(t, res.WorkflowID)+"/t1/a1" {
 		t.Errorf("first attempt = %+v, want overloaded 503 as a1", first)
 	}
-	if second.Outcome != "completed" || second.AttemptID != res.TaskID+"/t1/a2" {
+	if second.Outcome != "completed" || second.AttemptID != res.TaskID+"/"+chainScope(t, res.WorkflowID)+"/t1/a2" {
 		t.Errorf("second attempt = %+v, want completed as a2", second)
 	}
 	recordHistory(t, "overload-retry", res.WorkflowID)
@@ -111,11 +111,11 @@ func TestTurnGuardRetriesAnIdleCut(t *testing.T) {
 		t.Fatalf("result = %+v, want completed with one turn of two attempts", res)
 	}
 	first, second := res.Turns[0].Attempts[0], res.Turns[0].Attempts[1]
-	if first.Outcome != "cut_idle" || first.Phase != "STREAM_PARTIAL" || first.AttemptID != res.TaskID+"/t1/a1" ||
+	if first.Outcome != "cut_idle" || first.Phase != "STREAM_PARTIAL" || first.AttemptID != res.TaskID+"/"+chainScope(t, res.WorkflowID)+"/t1/a1" ||
 		!strings.Contains(first.Message, idleTimeout.String()) {
 		t.Errorf("first attempt = %+v, want cut_idle in STREAM_PARTIAL as a1, saying it was silent for %s", first, idleTimeout)
 	}
-	if second.Outcome != "completed" || second.AttemptID != res.TaskID+"/t1/a2" {
+	if second.Outcome != "completed" || second.AttemptID != res.TaskID+"/"+chainScope(t, res.WorkflowID)+"/t1/a2" {
 		t.Errorf("second attempt = %+v, want completed as a2", second)
 	}
 	if strings.Contains(res.FinalText, "Let me think") || !strings.HasPrefix(res.FinalText, "Hello!") {

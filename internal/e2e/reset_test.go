@@ -64,8 +64,11 @@ func TestResetRepeatsNoEffect(t *testing.T) {
 	if len(orig.Deliveries) != 1 || orig.Deliveries[0].State != capstan.OutcomeSucceeded {
 		t.Fatalf("original deliveries = %+v, want one succeeded", orig.Deliveries)
 	}
-	// The comment has no business key: its id is its position in turn 4.
-	if want := "default:" + taskID + ":t4:github_comment:1"; orig.Operations[3].OperationID != want {
+	// The comment has no business key: its id is its position in turn 4,
+	// after the chain's scope (its namespace and first run id), which the
+	// reset runs below keep: checkResetRun wants every id unchanged.
+	origRun := currentRunID(t, orig.WorkflowID)
+	if want := "default:" + taskID + ":" + workflows.ChainScope("default", origRun) + ":t4:github_comment:1"; orig.Operations[3].OperationID != want {
 		t.Errorf("comment operation id = %q, want %q", orig.Operations[3].OperationID, want)
 	}
 
@@ -78,8 +81,6 @@ func TestResetRepeatsNoEffect(t *testing.T) {
 	if len(rowsBefore) != 5 {
 		t.Fatalf("ledger rows of %s = %d, want 5 (4 tool calls and the delivery)", taskID, len(rowsBefore))
 	}
-
-	origRun := currentRunID(t, orig.WorkflowID)
 
 	// (1) Back to the first workflow task: the whole task runs again.
 	run1 := resetTask(t, cli, orig.WorkflowID, origRun, "--type", "FirstWorkflowTask")
@@ -119,6 +120,19 @@ func TestResetRepeatsNoEffect(t *testing.T) {
 	checkReplayedActivities(t, fmt.Sprintf("reset to event %d", afterComment), ran2)
 	if got := ledgerRows(t, env, taskID); !reflect.DeepEqual(got, rowsBefore) {
 		t.Errorf("reset to event %d changed the ledger:\nbefore %+v\nafter  %+v", afterComment, rowsBefore, got)
+	}
+
+	// (3) The ledger last saw the original run commit a turn (the reset
+	// runs replayed theirs). With that run gone, the chain is still
+	// Temporal's through its current run: gc keeps every row.
+	deleteRun(t, temporal, "default", orig.WorkflowID, origRun)
+	gc := runStarter(t, env, "gc", "--older-than", "0s")
+	t.Logf("starter gc --older-than 0s, the original run deleted:\n%s", gc.stdout)
+	if gc.code != 0 || !strings.HasPrefix(gc.stdout, "deleted 0 task(s): 0 operation(s), 0 turn(s), 0 item(s), 0 bytes\nkept 1 of 1 ") {
+		t.Errorf("gc with the chain's reset run alive exited %d:\n%s%s\nwant nothing deleted and the task kept", gc.code, gc.stdout, gc.stderr)
+	}
+	if got := ledgerRows(t, env, taskID); !reflect.DeepEqual(got, rowsBefore) {
+		t.Errorf("gc changed the ledger of a task Temporal still has:\nbefore %+v\nafter  %+v", rowsBefore, got)
 	}
 }
 

@@ -102,7 +102,7 @@ func TestDemoTaskAgainstCompatibleEndpoints(t *testing.T) {
 		}
 	}
 	prOp := res.Operations[2].OperationID
-	if want := "default:" + taskID + ":github_create_pull_request:pr:create:capstan-sandbox/demo:capstan/hello-" + taskID + ":main"; prOp != want {
+	if want := "default:" + taskID + ":" + chainScope(t, res.WorkflowID) + ":github_create_pull_request:pr:create:capstan-sandbox/demo:capstan/hello-" + taskID + ":main"; prOp != want {
 		t.Errorf("pull request operation id = %q, want %q", prOp, want)
 	}
 	if len(res.Deliveries) != 1 || res.Deliveries[0].State != capstan.OutcomeSucceeded || res.Deliveries[0].Target != "slack:#capstan-e2e" {

@@ -106,7 +106,7 @@ func TestCutAnswerIsContinued(t *testing.T) {
 	if res.FinalText != "The first half, and the second half." {
 		t.Errorf("final text = %q, want the cut half and its continuation", res.FinalText)
 	}
-	if len(res.Turns) != 1 || len(res.Turns[0].Attempts) != 2 || res.Turns[0].Attempts[1].AttemptID != res.TaskID+"/t1/c1/a1" {
+	if len(res.Turns) != 1 || len(res.Turns[0].Attempts) != 2 || res.Turns[0].Attempts[1].AttemptID != res.TaskID+"/"+chainScope(t, res.WorkflowID)+"/t1/c1/a1" {
 		t.Errorf("turns = %+v, want one turn: the cut answer and continuation c1", res.Turns)
 	}
 	if !strings.Contains(strings.Join(queryJournal(t, res.TaskID), "\n"), "asking the model to continue it (continuation 1/2)") {

@@ -19,6 +19,8 @@
 //     ledger's: the database's for PostgreSQL, the machine's for SQLite
 //     (one file on one machine). Never the clock of the worker that asks,
 //     which may be minutes off another worker's (docs/design.md §5.3).
+//   - Retention (RemoveChain) deletes an item only when no other chain,
+//     and no task without a scope, refers to it (scope.go).
 package ledger
 
 import (
@@ -161,6 +163,10 @@ type Store interface {
 	CommitTurn(ctx context.Context, turnID string, output []byte, items ...[]byte) ([]byte, error)
 	// GetTurn returns a turn's committed output, or ErrNotFound.
 	GetTurn(ctx context.Context, turnID string) ([]byte, error)
+
+	// Retention deletes the rows of chains Temporal no longer has
+	// (starter gc).
+	Retention
 
 	Close() error
 }

@@ -96,6 +96,7 @@ type Worker struct {
 	metricsServer *metrics.Server
 	liveHub       *livestream.Hub // nil when CAPSTAN_STREAM_ADDR is empty
 	liveServer    *livestream.Server
+	gc            config.LedgerGC // the periodic ledger retention Run runs (gc.go)
 }
 
 // Run builds a worker from o and polls until ctx is cancelled, then stops
@@ -124,7 +125,7 @@ func New(ctx context.Context, o Options) (_ *Worker, err error) {
 	if o.Dial == nil {
 		o.Dial = dialFromEnvironment
 	}
-	w := &Worker{identity: o.Identity, taskQueue: cfg.TaskQueue, logger: logids.Logger(o.Logger)}
+	w := &Worker{identity: o.Identity, taskQueue: cfg.TaskQueue, logger: logids.Logger(o.Logger), gc: cfg.LedgerGC}
 	if w.identity == "" {
 		w.identity = newIdentity()
 	}
@@ -269,6 +270,13 @@ func (w *Worker) Run(ctx context.Context) error {
 		<-ctx.Done()
 		close(stopped)
 	}()
+	gcCtx, stopGC := context.WithCancel(ctx)
+	gcDone := make(chan struct{})
+	go func() {
+		defer close(gcDone)
+		w.runLedgerGC(gcCtx)
+	}()
+	defer func() { stopGC(); <-gcDone }() // a pass ends before the ledger closes
 	if err := w.worker.Run(stopped); err != nil {
 		return fmt.Errorf("worker stopped: %w", err)
 	}

@@ -146,6 +146,7 @@ var cases = []testCase{
 	{"CompleteStoresItems", testCompleteStoresItems},
 	{"CommitTurnStoresItems", testCommitTurnStoresItems},
 	{"ConcurrentWritesFailAlone", testConcurrentWritesFailAlone},
+	{"RetentionRemovesOneChain", testRetentionRemovesOneChain},
 }
 
 // h is the harness one subtest works with.

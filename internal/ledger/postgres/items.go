@@ -17,25 +17,41 @@ func (s *Store) PutItem(ctx context.Context, data []byte) (string, error) {
 		data = []byte{}
 	}
 	ref := ledger.ItemRef(data)
-	_, err := s.pool.Exec(ctx,
-		"INSERT INTO items (ref, data, size, created_at) VALUES ($1, $2, $3, "+dbNow(4)+") ON CONFLICT (ref) DO NOTHING",
-		ref, data, len(data), s.nowArg())
-	if err != nil {
+	b := &pgx.Batch{}
+	queueItems(ctx, b, [][]byte{data}, s.nowArg())
+	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
 		return "", unavailable(fmt.Errorf("ledger/postgres: put item %s (%d bytes): %w", ref, len(data), err))
 	}
 	return ref, nil
 }
 
+// itemLock is the first key of the advisory lock that keeps retention from
+// deleting an item a writer is making someone's again ("capi" in ASCII);
+// the second, as for migrationLock, is a hash of the ledger's schema.
+// Item writers hold it shared for their transaction, RemoveChain
+// exclusively.
+const itemLock int32 = 0x63617069
+
 // queueItems queues on b the inserts of items, as PutItem would make them,
-// each stamped now: a time the database's clock gave, or nil for the
-// database's clock as the insert runs (see dbNow).
-func queueItems(b *pgx.Batch, items [][]byte, now any) {
+// each stamped now (a time the database's clock gave, or nil for the
+// database's clock as the insert runs: see dbNow), and of their ownership
+// by the chain of ctx's scope ("" for none), behind the item lock held
+// shared. b must run as one transaction (a batch or inside one), which
+// holds the lock.
+func queueItems(ctx context.Context, b *pgx.Batch, items [][]byte, now any) {
+	if len(items) == 0 {
+		return
+	}
+	scope := ledger.ScopeOf(ctx).Token
+	b.Queue("SELECT pg_advisory_xact_lock_shared($1, hashtext(coalesce(current_schema(), '')))", itemLock)
 	for _, data := range items {
 		if data == nil {
 			data = []byte{}
 		}
+		ref := ledger.ItemRef(data)
 		b.Queue("INSERT INTO items (ref, data, size, created_at) VALUES ($1, $2, $3, "+dbNow(4)+") ON CONFLICT (ref) DO NOTHING",
-			ledger.ItemRef(data), data, len(data), now)
+			ref, data, len(data), now)
+		b.Queue("INSERT INTO item_refs (ref, scope) VALUES ($1, $2) ON CONFLICT DO NOTHING", ref, scope)
 	}
 }
 

@@ -234,7 +234,7 @@ func (s *Store) Complete(ctx context.Context, c ledger.Completion) error {
 					result = $3, error = $4, lease_expires_at = NULL, updated_at = $5
 					WHERE operation_id = $6 AND fence = $7`,
 					string(c.State), c.ExternalID, c.Result, c.Error, now, c.ID, c.Fence)
-				queueItems(b, c.Items, now)
+				queueItems(ctx, b, c.Items, now)
 				return tx.SendBatch(ctx, b).Close()
 			})
 	}

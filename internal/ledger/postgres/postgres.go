@@ -198,6 +198,28 @@ var migrations = []string{
 	);`,
 	// What an attempt recorded before sending (ledger.Operation.Facts).
 	`ALTER TABLE operations ADD COLUMN facts bytea;`,
+	// The chains of retention (ledger.Scope, starter gc): the turns'
+	// scope, one row per chain, and who refers to each item. Items stored
+	// before belong to tasks without a scope ('') and are never deleted.
+	`ALTER TABLE turns ADD COLUMN scope text COLLATE "C" NOT NULL DEFAULT '';
+	CREATE INDEX turns_scope ON turns (scope);
+	CREATE TABLE tasks (
+		scope       text COLLATE "C" NOT NULL PRIMARY KEY,
+		namespace   text        NOT NULL,
+		workflow_id text        NOT NULL,
+		task_id     text        NOT NULL,
+		run_id      text        NOT NULL,
+		created_at  timestamptz NOT NULL,
+		updated_at  timestamptz NOT NULL
+	);
+	CREATE INDEX tasks_updated_at ON tasks (updated_at);
+	CREATE TABLE item_refs (
+		ref   text COLLATE "C" NOT NULL,
+		scope text COLLATE "C" NOT NULL,
+		PRIMARY KEY (ref, scope)
+	);
+	CREATE INDEX item_refs_scope ON item_refs (scope);
+	INSERT INTO item_refs (ref, scope) SELECT ref, '' FROM items;`,
 }
 
 // migrationLock is the first key of the advisory lock that serializes the

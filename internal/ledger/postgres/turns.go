@@ -22,13 +22,15 @@ func (s *Store) CommitTurn(ctx context.Context, turnID string, output []byte, it
 	}
 	now := s.nowArg() // the database's clock as each insert runs
 	b := &pgx.Batch{}
-	queueItems(b, items, now)
+	queueItems(ctx, b, items, now)
+	sc := ledger.ScopeOf(ctx)
 	// ON CONFLICT DO UPDATE with a no-op assignment returns the existing
 	// row, locked, so the first commit's output comes back to everyone.
 	var stored []byte
-	b.Queue(`INSERT INTO turns (turn_id, output, created_at) VALUES ($1, $2, `+dbNow(3)+`)
+	b.Queue(`INSERT INTO turns (turn_id, output, created_at, scope) VALUES ($1, $2, `+dbNow(3)+`, $4)
 		ON CONFLICT (turn_id) DO UPDATE SET turn_id = turns.turn_id RETURNING output`,
-		turnID, output, now).QueryRow(func(row pgx.Row) error { return row.Scan(&stored) })
+		turnID, output, now, sc.Token).QueryRow(func(row pgx.Row) error { return row.Scan(&stored) })
+	queueChain(b, sc, now)
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
 		return nil, unavailable(fmt.Errorf("ledger/postgres: commit turn %s: %w", turnID, err))
 	}

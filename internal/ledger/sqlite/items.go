@@ -24,8 +24,10 @@ func (s *Store) PutItem(ctx context.Context, data []byte) (string, error) {
 	return ref, nil
 }
 
-// putItems inserts items in tx, as PutItem would, each stamped now.
+// putItems inserts items in tx, as PutItem would, each stamped now, and
+// records that the chain of ctx's scope refers to them (” for none).
 func putItems(ctx context.Context, tx *sql.Tx, items [][]byte, now time.Time) error {
+	scope := ledger.ScopeOf(ctx).Token
 	for _, data := range items {
 		if data == nil {
 			data = []byte{}
@@ -35,6 +37,9 @@ func putItems(ctx context.Context, tx *sql.Tx, items [][]byte, now time.Time) er
 			"INSERT OR IGNORE INTO items (ref, data, size, created_at) VALUES (?, ?, ?, ?)",
 			ref, data, len(data), toNanos(now)); err != nil {
 			return fmt.Errorf("put item %s (%d bytes): %w", ref, len(data), err)
+		}
+		if _, err := tx.ExecContext(ctx, "INSERT OR IGNORE INTO item_refs (ref, scope) VALUES (?, ?)", ref, scope); err != nil {
+			return fmt.Errorf("record the owner of item %s: %w", ref, err)
 		}
 	}
 	return nil

@@ -48,8 +48,9 @@ import (
 
 // schemaVersion is stored in PRAGMA user_version. Open refuses a database
 // written by a newer schema. Version 2 added the turns table, version 3 the
-// operations' facts column.
-const schemaVersion = 3
+// operations' facts column, version 4 the chains of retention: the turns'
+// scope column, the tasks table and item ownership (item_refs).
+const schemaVersion = 4
 
 const busyTimeoutMillis = 5000
 
@@ -276,8 +277,25 @@ CREATE TABLE IF NOT EXISTS items (
 CREATE TABLE IF NOT EXISTS turns (           -- since schema version 2
 	turn_id    TEXT    NOT NULL PRIMARY KEY,
 	output     BLOB    NOT NULL,
-	created_at INTEGER NOT NULL              -- UTC Unix nanoseconds
+	created_at INTEGER NOT NULL,             -- UTC Unix nanoseconds
+	scope      TEXT    NOT NULL DEFAULT ''   -- since schema version 4; see addScopeColumn
 );
+CREATE TABLE IF NOT EXISTS tasks (           -- since schema version 4: one row per chain
+	scope       TEXT    NOT NULL PRIMARY KEY, -- ledger.Scope.Token
+	namespace   TEXT    NOT NULL,
+	workflow_id TEXT    NOT NULL,
+	task_id     TEXT    NOT NULL,
+	run_id      TEXT    NOT NULL,            -- the last run that committed a turn
+	created_at  INTEGER NOT NULL,            -- UTC Unix nanoseconds
+	updated_at  INTEGER NOT NULL             -- UTC Unix nanoseconds
+);
+CREATE INDEX IF NOT EXISTS tasks_updated_at ON tasks (updated_at);
+CREATE TABLE IF NOT EXISTS item_refs (       -- since schema version 4: who refers to an item
+	ref   TEXT NOT NULL,
+	scope TEXT NOT NULL,                     -- '' for tasks without a scope, and every item older than version 4
+	PRIMARY KEY (ref, scope)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS item_refs_scope ON item_refs (scope);
 `
 
 // migrate creates the schema if missing and upgrades an older one. It is
@@ -300,6 +318,16 @@ func migrate(ctx context.Context, db *sql.DB) error {
 	}
 	if err := addFactsColumn(ctx, tx); err != nil {
 		return err
+	}
+	if err := addScopeColumn(ctx, tx); err != nil {
+		return err
+	}
+	if v > 0 && v < 4 {
+		// Items stored before ownership was recorded belong to tasks
+		// without a scope: pinned, never deleted by retention.
+		if _, err := tx.ExecContext(ctx, "INSERT OR IGNORE INTO item_refs (ref, scope) SELECT ref, '' FROM items"); err != nil {
+			return fmt.Errorf("pin the items of older tasks: %w", err)
+		}
 	}
 	if v < schemaVersion {
 		if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", schemaVersion)); err != nil {
@@ -324,6 +352,25 @@ func addFactsColumn(ctx context.Context, tx *sql.Tx) error {
 	}
 	if _, err := tx.ExecContext(ctx, "ALTER TABLE operations ADD COLUMN facts BLOB"); err != nil {
 		return fmt.Errorf("add the facts column: %w", err)
+	}
+	return nil
+}
+
+// addScopeColumn brings a turns table created before schema version 4 up to
+// it, as addFactsColumn does the operations table.
+func addScopeColumn(ctx context.Context, tx *sql.Tx) error {
+	var n int
+	if err := tx.QueryRowContext(ctx,
+		"SELECT count(*) FROM pragma_table_info('turns') WHERE name = 'scope'").Scan(&n); err != nil {
+		return fmt.Errorf("look for the turns' scope column: %w", err)
+	}
+	if n == 0 {
+		if _, err := tx.ExecContext(ctx, "ALTER TABLE turns ADD COLUMN scope TEXT NOT NULL DEFAULT ''"); err != nil {
+			return fmt.Errorf("add the turns' scope column: %w", err)
+		}
+	}
+	if _, err := tx.ExecContext(ctx, "CREATE INDEX IF NOT EXISTS turns_scope ON turns (scope)"); err != nil {
+		return fmt.Errorf("index the turns' scope: %w", err)
 	}
 	return nil
 }

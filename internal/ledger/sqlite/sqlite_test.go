@@ -313,13 +313,50 @@ func TestUpgradeFromVersion2AddsFacts(t *testing.T) {
 		if err := rawDB(t, path).QueryRow("PRAGMA user_version").Scan(&v); err != nil {
 			t.Fatal(err)
 		}
-		if v != 3 {
-			t.Fatalf("round %d: user_version %d after the upgrade, want 3", round, v)
+		if v != 4 {
+			t.Fatalf("round %d: user_version %d after the upgrade, want 4", round, v)
 		}
 		// Round 1 opens a database that says 2 but has the column.
 		if _, err := rawDB(t, path).Exec("PRAGMA user_version = 2"); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// A ledger written at schema version 3 is upgraded to 4: its turns get an
+// empty scope, and the items it held are pinned (owned by tasks without a
+// scope), so retention never deletes them even when a chain that shares
+// one by content is removed.
+func TestUpgradeToVersion4PinsOlderItems(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "ledger.db")
+	if _, err := rawDB(t, path).Exec(schemaV2 + `
+ALTER TABLE operations ADD COLUMN facts BLOB;
+CREATE TABLE items (ref TEXT NOT NULL PRIMARY KEY, data BLOB NOT NULL, size INTEGER NOT NULL, created_at INTEGER NOT NULL);
+CREATE TABLE turns (turn_id TEXT NOT NULL PRIMARY KEY, output BLOB NOT NULL, created_at INTEGER NOT NULL);
+INSERT INTO items VALUES ('` + ledger.ItemRef([]byte("old")) + `', CAST('old' AS BLOB), 3, 1);
+INSERT INTO turns VALUES ('task-old/t1', CAST('out' AS BLOB), 1);
+PRAGMA user_version = 3;`); err != nil {
+		t.Fatal(err)
+	}
+	s := open(t, path, nil)
+	sc := ledger.Scope{Token: "~cccccccccccc", Namespace: "ns", WorkflowID: "task-T", RunID: "r", TaskID: "T"}
+	if _, err := s.CommitTurn(ledger.WithScope(ctx, sc), "T/~cccccccccccc/t1", []byte("new"), []byte("old")); err != nil {
+		t.Fatal(err)
+	}
+	chains, err := s.Chains(ctx, time.Now().Add(time.Hour))
+	if err != nil || len(chains) != 1 {
+		t.Fatalf("Chains = %+v, %v; want the one chain", chains, err)
+	}
+	if r, err := s.RemoveChain(ctx, chains[0], false); err != nil || r.Turns != 1 || r.Items != 0 {
+		t.Fatalf("RemoveChain = %+v, %v; want its turn removed and the older item kept", r, err)
+	}
+	if _, err := s.GetItem(ctx, ledger.ItemRef([]byte("old"))); err != nil {
+		t.Fatalf("the item stored before version 4: %v", err)
+	}
+	if u, err := s.CountUnscoped(ctx); err != nil || u.Turns != 1 || u.Operations != 1 {
+		t.Fatalf("CountUnscoped = %+v, %v; want the older turn and operation", u, err)
 	}
 }
 

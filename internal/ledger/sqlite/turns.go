@@ -25,8 +25,12 @@ func (s *Store) CommitTurn(ctx context.Context, turnID string, output []byte, it
 		if err := putItems(ctx, tx, items, now); err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, "INSERT OR IGNORE INTO turns (turn_id, output, created_at) VALUES (?, ?, ?)",
-			turnID, output, toNanos(now)); err != nil {
+		sc := ledger.ScopeOf(ctx)
+		if _, err := tx.ExecContext(ctx, "INSERT OR IGNORE INTO turns (turn_id, output, created_at, scope) VALUES (?, ?, ?, ?)",
+			turnID, output, toNanos(now), sc.Token); err != nil {
+			return err
+		}
+		if err := upsertChain(ctx, tx, sc, now); err != nil {
 			return err
 		}
 		if err := tx.QueryRowContext(ctx, "SELECT output FROM turns WHERE turn_id = ?", turnID).Scan(&stored); err != nil {

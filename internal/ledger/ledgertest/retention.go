@@ -1,0 +1,156 @@
+package ledgertest
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/capstanhq/capstan"
+	"github.com/capstanhq/capstan/internal/ledger"
+)
+
+// chainRows are the ids and refs chainWrites wrote.
+type chainRows struct {
+	turn, op, own, msg, turnItem string
+	bytes                        int64 // of own, msg, turnItem, the turn's output and the op's result
+}
+
+// chainWrites makes the writes a task of chain scope makes — items it
+// shares by content with others, one of its own, a turn with an item, an
+// operation completed with its tool message — under ctx (scoped or not).
+func (h *h) chainWrites(ctx context.Context, scope, tag string) chainRows {
+	h.Helper()
+	task := "T"
+	if scope != "" {
+		task = "T/" + scope
+	}
+	var r chainRows
+	put := func(data string) string {
+		ref, err := h.s.PutItem(ctx, []byte(data))
+		if err != nil {
+			h.Fatalf("PutItem: %v", err)
+		}
+		return ref
+	}
+	put("an item every task writes")
+	if scope != "" {
+		put("an item the chains share")
+	}
+	own, msg, turnItem, output, result := "own item of "+tag, "tool message of "+tag, "turn item of "+tag, "output of "+tag, "result of "+tag
+	r.own = put(own)
+	r.turn = task + "/t1"
+	if _, err := h.s.CommitTurn(ctx, r.turn, []byte(output), []byte(turnItem)); err != nil {
+		h.Fatalf("CommitTurn %s: %v", r.turn, err)
+	}
+	r.turnItem = ledger.ItemRef([]byte(turnItem))
+	r.op = "ten:T:tool:key"
+	if scope != "" {
+		r.op = "ten:T:" + scope + ":tool:key"
+	}
+	c := h.claim("w1", ledger.Operation{ID: r.op, Tenant: "ten", TaskID: "T", Kind: "tool", RequestHash: "h"})
+	if err := h.s.Complete(ctx, ledger.Completion{ID: r.op, Fence: c.Fence, State: capstan.OutcomeSucceeded,
+		Result: []byte(result), Items: [][]byte{[]byte(msg)}}); err != nil {
+		h.Fatalf("Complete %s: %v", r.op, err)
+	}
+	r.msg = ledger.ItemRef([]byte(msg))
+	r.bytes = int64(len(own) + len(msg) + len(turnItem) + len(output) + len(result))
+	return r
+}
+
+func scopeOf(token, run string) ledger.Scope {
+	return ledger.Scope{Token: token, Namespace: "ns", WorkflowID: "task-T", RunID: run, TaskID: "T"}
+}
+
+// Retention removes exactly one chain's rows: its turns, its operations
+// (found by the scope in their ids), its row in the tasks table, and the
+// items no one else refers to; another chain of the same task id, the rows
+// of a task without a scope, and items shared with either stay. A dry run
+// counts the same and deletes nothing.
+func testRetentionRemovesOneChain(h *h) {
+	const a, b = "~aaaaaaaaaaaa", "~bbbbbbbbbbbb"
+	ctxA1 := ledger.WithScope(h.ctx, scopeOf(a, "run-1"))
+	ctxA2 := ledger.WithScope(h.ctx, scopeOf(a, "run-2"))
+	rowsA := h.chainWrites(ctxA1, a, "A")
+	h.clock.Advance(time.Minute)
+	if _, err := h.s.CommitTurn(ctxA2, "T/"+a+"/t1", []byte("a reset run's commit")); err != nil {
+		h.Fatal(err)
+	}
+	rowsB := h.chainWrites(ledger.WithScope(h.ctx, scopeOf(b, "run-b")), b, "B")
+	old := h.chainWrites(h.ctx, "", "an unscoped task")
+	// An unscoped task refers to A's own item as well: it must stay.
+	if _, err := h.s.PutItem(h.ctx, []byte("own item of A")); err != nil {
+		h.Fatal(err)
+	}
+
+	if cs, err := h.s.Chains(h.ctx, Epoch); err != nil || len(cs) != 0 {
+		h.Fatalf("Chains(before the first write) = %+v, %v; want none", cs, err)
+	}
+	cs, err := h.s.Chains(h.ctx, h.clock.Now().Add(time.Second))
+	if err != nil || len(cs) != 2 {
+		h.Fatalf("Chains = %+v, %v; want chains A and B", cs, err)
+	}
+	ca := cs[0]
+	if ca.Scope != a || ca.RunID != "run-2" || ca.Namespace != "ns" || ca.WorkflowID != "task-T" || ca.TaskID != "T" ||
+		!ca.UpdatedAt.Equal(Epoch.Add(time.Minute)) || !ca.CreatedAt.Equal(Epoch) {
+		h.Fatalf("chain A = %+v; want scope %s, the last run run-2, created at the epoch, updated a minute later", ca, a)
+	}
+	// A's turn output was committed first, so the second commit kept it.
+	want := ledger.Removed{Tasks: 1, Operations: 1, Turns: 1, Items: 2, Bytes: rowsA.bytes - int64(len("own item of A"))}
+	dry, err := h.s.RemoveChain(h.ctx, ca, true)
+	if err != nil || dry != want {
+		h.Fatalf("RemoveChain(A, dry run) = %+v, %v; want %+v", dry, err, want)
+	}
+	if _, err := h.s.GetTurn(h.ctx, rowsA.turn); err != nil {
+		h.Fatalf("a dry run deleted turn %s: %v", rowsA.turn, err)
+	}
+	got, err := h.s.RemoveChain(h.ctx, ca, false)
+	if err != nil || got != want {
+		h.Fatalf("RemoveChain(A) = %+v, %v; want %+v", got, err, want)
+	}
+	if _, err := h.s.GetTurn(h.ctx, rowsA.turn); !errors.Is(err, ledger.ErrNotFound) {
+		h.Fatalf("A's turn after its removal: %v, want ErrNotFound", err)
+	}
+	if _, err := h.s.Get(h.ctx, rowsA.op); !errors.Is(err, ledger.ErrNotFound) {
+		h.Fatalf("A's operation after its removal: %v, want ErrNotFound", err)
+	}
+	for _, ref := range []string{rowsA.msg, rowsA.turnItem} {
+		if _, err := h.s.GetItem(h.ctx, ref); !errors.Is(err, ledger.ErrNotFound) {
+			h.Fatalf("A's item %s after its removal: %v, want ErrNotFound", ref, err)
+		}
+	}
+	shared := ledger.ItemRef([]byte("an item the chains share"))
+	for _, ref := range []string{rowsA.own, ledger.ItemRef([]byte("an item every task writes")), shared, rowsB.own, old.own} {
+		if _, err := h.s.GetItem(h.ctx, ref); err != nil {
+			h.Fatalf("item %s, which others refer to, after A's removal: %v", ref, err)
+		}
+	}
+	for _, turn := range []string{rowsB.turn, old.turn} {
+		if _, err := h.s.GetTurn(h.ctx, turn); err != nil {
+			h.Fatalf("turn %s after A's removal: %v", turn, err)
+		}
+	}
+	for _, op := range []string{rowsB.op, old.op} {
+		if _, err := h.s.Get(h.ctx, op); err != nil {
+			h.Fatalf("operation %s after A's removal: %v", op, err)
+		}
+	}
+	if again, err := h.s.RemoveChain(h.ctx, ca, false); err != nil || again != (ledger.Removed{}) {
+		h.Fatalf("RemoveChain(A) again = %+v, %v; want nothing removed", again, err)
+	}
+	if u, err := h.s.CountUnscoped(h.ctx); err != nil || u != (ledger.Unscoped{Operations: 1, Turns: 1}) {
+		h.Fatalf("CountUnscoped = %+v, %v; want the unscoped task's 1 operation and 1 turn", u, err)
+	}
+	// B was the last chain to refer to the shared item: it goes with B.
+	wantB := ledger.Removed{Tasks: 1, Operations: 1, Turns: 1, Items: 4, Bytes: rowsB.bytes + int64(len("an item the chains share"))}
+	if got, err := h.s.RemoveChain(h.ctx, cs[1], false); err != nil || got != wantB {
+		h.Fatalf("RemoveChain(B) = %+v, %v; want %+v", got, err, wantB)
+	}
+	if _, err := h.s.GetItem(h.ctx, shared); !errors.Is(err, ledger.ErrNotFound) {
+		h.Fatalf("the item only the chains shared, after both were removed: %v, want ErrNotFound", err)
+	}
+	for _, ref := range []string{old.own, ledger.ItemRef([]byte("an item every task writes"))} {
+		if _, err := h.s.GetItem(h.ctx, ref); err != nil {
+			h.Fatalf("item %s of the unscoped task after every chain's removal: %v", ref, err)
+		}
+	}
+}
