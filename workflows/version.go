@@ -22,7 +22,8 @@ import "go.temporal.io/sdk/workflow"
 //	v7  changeAllThroughWorkerLimits
 //	v8  changeCancelSettlesEveryUnknown
 //	v9  changeResolveOnce
-const HistoryVersion = "v9"
+//	v10 changeLedgerOutageWaits, changeLedgerKeysPerChain
+const HistoryVersion = "v10"
 
 // Changes to workflow logic, each read with workflow.GetVersion where the
 // logic forks. A change id — the string, which histories record — is never
