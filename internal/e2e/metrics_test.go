@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"regexp"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -156,6 +157,8 @@ func TestWorkerServesMetricsAndLogsIDs(t *testing.T) {
 		ops[op.OperationID] = true
 	}
 	var settled, starting, failed int
+	// A turn id is the task's, its chain scope, then the turn (workflows.turnID).
+	turnIDRe := regexp.MustCompile("^" + regexp.QuoteMeta(res.TaskID) + "/~[0-9a-f]{12}/t[0-9]+$")
 	for _, l := range w.jsonLogLines(t) {
 		str := func(k string) string { v, _ := l[k].(string); return v }
 		if str("operation_id") != "" && str("task_id") == "" {
@@ -170,7 +173,7 @@ func TestWorkerServesMetricsAndLogsIDs(t *testing.T) {
 			if str("task_id") != res.TaskID || !ops[str("operation_id")] {
 				t.Errorf("operation settled line = %v, want task %s and one of its operations", l, res.TaskID)
 			}
-			if str("kind") != "slack_post" && !strings.HasPrefix(str("turn_id"), res.TaskID+"/t") {
+			if str("kind") != "slack_post" && !turnIDRe.MatchString(str("turn_id")) {
 				t.Errorf("a tool operation's line has turn_id %q: %v", str("turn_id"), l)
 			}
 		case "openai: attempt starting":
