@@ -42,6 +42,12 @@ type AgentTaskInput struct {
 	// HumanTimeout bounds the wait for a person to resolve an operation;
 	// zero means config.DefaultHumanTimeout.
 	HumanTimeout time.Duration `json:"human_timeout,omitempty"`
+	// Policy is the task's policy context, fixed by the starter
+	// (docs/design.md §5.8): every tool call is decided against it before
+	// anything is sent. Nil for a task started without one: the workflow
+	// then derives the defaults' context from Repo, Comments, Base and
+	// Tenant (taskPolicy).
+	Policy *contract.TaskPolicy `json:"policy,omitempty"`
 	// Checkpoint is set when the task continues as new.
 	Checkpoint *Checkpoint `json:"checkpoint,omitempty"`
 }
