@@ -66,6 +66,9 @@ type Checkpoint struct {
 	// Scope is the chain's ledger scope (ChainScope); empty for a chain
 	// started before changeLedgerKeysPerChain, which keeps unscoped keys.
 	Scope string `json:"scope,omitempty"`
+	// Policy: the chain decides its tool calls against its policy
+	// context (changePolicyAtToolBoundary), read as its first run began.
+	Policy bool `json:"policy,omitempty"`
 }
 
 // TaskResult is the outcome of a task, and its status while it runs (the
@@ -123,6 +126,10 @@ type OperationRecord struct {
 	// ResolvedBy names the person whose resolve update settled the
 	// operation (`starter resolve --as`); empty when nobody did.
 	ResolvedBy string `json:"resolved_by,omitempty"`
+	// PolicyRule names the rule of the task's policy that refused the
+	// operation before anything was sent (its state failed, Reason the
+	// rule's reason); empty for an operation the policy let through.
+	PolicyRule string `json:"policy_rule,omitempty"`
 }
 
 // DeliveryRecord is one delivery of the final answer.
