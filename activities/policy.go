@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/capstanhq/capstan/internal/contract"
+	"github.com/capstanhq/capstan/internal/model"
 	"github.com/capstanhq/capstan/internal/policy"
 	"github.com/capstanhq/capstan/internal/tools"
 )
@@ -68,6 +69,32 @@ func (a *Activities) admit(ctx context.Context, in contract.ExecuteToolInput, to
 	}
 	res, err = a.refused(ctx, in, res, policyRefusal(in.Tool, res.Decision))
 	return res, true, err
+}
+
+// offered are the tools offered to the model: every registered one but
+// those the task's policy refuses whatever their arguments
+// (policy.AlwaysRefused), which only a policy file's rules can do. A
+// policy that does not compile offers every tool; ExecuteTool then fails
+// the task worker_misconfigured on its first call.
+func (a *Activities) offered(tp *contract.TaskPolicy) []model.ToolSpec {
+	specs := a.Tools.Specs()
+	if tp == nil || tp.Source == "" {
+		return specs
+	}
+	p, err := a.compiled(tp)
+	if err != nil {
+		return specs
+	}
+	out := make([]model.ToolSpec, 0, len(specs))
+	for _, s := range specs {
+		if tool, err := a.Tools.Get(s.Name); err == nil {
+			if _, refused := p.AlwaysRefused(s.Name, tool.Class(), "", policyTask(tp)); refused {
+				continue
+			}
+		}
+		out = append(out, s)
+	}
+	return out
 }
 
 // policyTask is what the policy knows of the task.

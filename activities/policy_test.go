@@ -145,3 +145,38 @@ func TestExecuteToolWithoutPolicyContextIsNotDecided(t *testing.T) {
 		t.Errorf("result = %+v, want SUCCEEDED with no decision", res)
 	}
 }
+
+// A tool the task's policy refuses whatever its arguments (a file rule
+// denying the class unsafe, here github_comment) is not offered to the
+// model; every other tool is, and with no file every tool is.
+func TestModelTurnDoesNotOfferToolsThePolicyAlwaysRefuses(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	seed := []model.Message{{Role: model.RoleSystem, Content: "You are a test.\nTask id: T"}, {Role: model.RoleUser, Content: "go"}}
+	offered := func(id string, tp *contract.TaskPolicy) []string {
+		t.Helper()
+		in := contract.ModelTurnInput{TaskID: "T" + id, TurnID: "T" + id + "/t1", AttemptID: "T" + id + "/t1/a1", Model: "sandbox:demo", Seed: seed, Policy: tp}
+		if _, err := f.env.ExecuteActivity(f.acts.ModelTurn, in); err != nil {
+			t.Fatal(err)
+		}
+		var sent struct{ Tools []struct{ Function struct{ Name string } } }
+		if err := json.Unmarshal(f.sb.Model.LastRequest(), &sent); err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, tool := range sent.Tools {
+			names = append(names, tool.Function.Name)
+		}
+		return names
+	}
+	tp := &contract.TaskPolicy{Repositories: []string{"capstan-sandbox/demo"}, Base: "main",
+		Source: "rules:\n  - name: no-unsafe\n    class: unsafe\n    effect: deny\n    reason: this task posts no comments\n"}
+	got := strings.Join(offered("1", tp), ",")
+	if strings.Contains(got, githubtools.NameComment) || !strings.Contains(got, githubtools.NameCreateBranch) {
+		t.Errorf("offered %s; want every tool but %s", got, githubtools.NameComment)
+	}
+	tp.Source = ""
+	if got := strings.Join(offered("2", tp), ","); !strings.Contains(got, githubtools.NameComment) {
+		t.Errorf("with the defaults alone, offered %s; want %s too", got, githubtools.NameComment)
+	}
+}

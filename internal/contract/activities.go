@@ -46,6 +46,10 @@ type ModelTurnInput struct {
 	// result's Transcript has them replaced by the summary, and Compacted
 	// says how many; zero when there was nothing to compact.
 	Compact bool `json:",omitempty"`
+	// Policy is the task's policy context (changePolicyAtToolBoundary):
+	// the tools it refuses whatever their arguments are not offered to the
+	// model. Nil offers every tool.
+	Policy *TaskPolicy `json:",omitempty"`
 }
 
 // ModelTurnResult is the committed output of a completed attempt.
