@@ -159,7 +159,9 @@ func TestModelTurnDoesNotOfferToolsThePolicyAlwaysRefuses(t *testing.T) {
 		if _, err := f.env.ExecuteActivity(f.acts.ModelTurn, in); err != nil {
 			t.Fatal(err)
 		}
-		var sent struct{ Tools []struct{ Function struct{ Name string } } }
+		var sent struct {
+			Tools []struct{ Function struct{ Name string } }
+		}
 		if err := json.Unmarshal(f.sb.Model.LastRequest(), &sent); err != nil {
 			t.Fatal(err)
 		}
