@@ -246,6 +246,11 @@ var Settings = []Setting{
 		Meaning: "most model turns before the task fails with `max_turns`"},
 	{Name: "starter run --human-timeout", Default: code(DefaultHumanTimeout),
 		Meaning: "how long the task waits for a person to resolve an operation (at least `1m`) before it fails with `needs_human_timeout`"},
+	{Name: "starter run --allow-repo", Default: none,
+		Meaning: "a further repository, `OWNER/NAME`, the task's policy lets it read and write besides `--repo` and the repositories of `--comment` (repeatable)"},
+	{Name: "starter run --label", Default: none, Meaning: "a label of the task, `KEY=VALUE`, which policy rules read (repeatable)"},
+	{Name: "starter run --max-refusals", Default: "`CAPSTAN_POLICY_REFUSALS`",
+		Meaning: "how many tool calls the task's policy refuses before the task fails with `policy_violation`"},
 }
 
 // none is the Default of a setting that has none.
