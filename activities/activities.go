@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"sync"
 	"time"
 
 	"github.com/slack-go/slack"
@@ -99,6 +100,9 @@ type Deps struct {
 // the workflow names activities through a nil *Activities.
 type Activities struct {
 	deps
+	// policies are the tasks' compiled policies by the hash of their text
+	// (policy.go).
+	policies sync.Map
 }
 
 type deps = Deps

@@ -27,6 +27,10 @@ const verifyTimeout = 15 * time.Second
 
 // ExecuteTool performs one operation at most once (docs/design.md §5.4):
 //
+//  0. when the task has a policy context (in.Policy), decide the call
+//     against the task's policy (policy.go); a refusal is a tool error the
+//     model reads, with no ledger row, nothing claimed and nothing sent,
+//     and the decision comes back in the result either way;
 //  1. claim the operation in the ledger; if it already SUCCEEDED, return the
 //     stored result without calling anything (Replayed);
 //  2. when the tool is a tools.Preparer, read the facts its reconciler will
@@ -70,11 +74,9 @@ func (a *Activities) executeTool(ctx context.Context, in contract.ExecuteToolInp
 	if err != nil {
 		return res, fmt.Errorf("load arguments of operation %s: %w", in.OperationID, err)
 	}
-	id, err := tool.Identify(args)
-	if err != nil {
-		// The model turn validated these arguments; reaching here means the
-		// tool changed under a running task. Tell the model, act on nothing.
-		return a.refused(ctx, in, res, err)
+	id, res, stop, err := a.screen(ctx, in, tool, args, res)
+	if stop {
+		return res, err
 	}
 
 	call := tools.Call{OperationID: in.OperationID, Arguments: args}
@@ -137,6 +139,21 @@ func (a *Activities) executeTool(ctx context.Context, in contract.ExecuteToolInp
 	default:
 		return res, unknownOperation(in.OperationID, capstan.OutcomeUnknown, o.err)
 	}
+}
+
+// screen validates the call's arguments and names their effect, and has
+// the task's policy decide the call (admit), before anything is claimed or
+// sent. stop says the call goes no further: res (or err) is the answer.
+func (a *Activities) screen(ctx context.Context, in contract.ExecuteToolInput, tool tools.Tool, args json.RawMessage, res contract.ExecuteToolResult) (tools.Identity, contract.ExecuteToolResult, bool, error) {
+	id, err := tool.Identify(args)
+	if err != nil {
+		// The model turn validated these arguments; reaching here means the
+		// tool changed under a running task. Tell the model, act on nothing.
+		res, err = a.refused(ctx, in, res, err)
+		return id, res, true, err
+	}
+	res, stop, err := a.admit(ctx, in, tool, args, res)
+	return id, res, stop || err != nil, err
 }
 
 // toolOutcome is what one attempt learned about its call.

@@ -40,6 +40,9 @@ type Metrics interface {
 	// Delivery counts a delivery attempt to target ("slack",
 	// "github_comment") that ended in state (see deliveryState).
 	Delivery(target string, state capstan.Outcome)
+	// PolicyDecision counts a decision of a task's policy on a tool call
+	// (decision: allow, deny, require_approval; rule: the rule that made it).
+	PolicyDecision(decision, rule string)
 }
 
 type noMetrics struct{}
@@ -50,6 +53,7 @@ func (noMetrics) Retry(string, string)                       {}
 func (noMetrics) OperationSettled(string, capstan.Outcome)   {}
 func (noMetrics) ReconcileVerdict(string, capstan.Verdict)   {}
 func (noMetrics) Delivery(string, capstan.Outcome)           {}
+func (noMetrics) PolicyDecision(string, string)              {}
 
 // guardEnds are the outcomes of a failed model attempt after which the turn
 // guard tries nothing again (docs/design.md §4.4): every other outcome

@@ -27,8 +27,8 @@ import (
 // runFlags are the flags of `starter run`.
 type runFlags struct {
 	prompt, repo, base, slack, model, id, tenant string
-	comments, fallbacks                          []string
-	maxTurns                                     int
+	comments, fallbacks, allowRepos, labels      []string
+	maxTurns, maxRefusals                        int
 	humanTimeout, idleTimeout, maxDuration       time.Duration
 	wait, json, persistent, follow               bool
 }
@@ -59,6 +59,9 @@ func (a *app) runCommand() *cobra.Command {
 	fl.StringVar(&f.model, "model", "", "model as PROVIDER:MODEL (default $CAPSTAN_MODEL or "+config.DefaultModel+")")
 	fl.StringVar(&f.id, "id", "", "task id (default: generated); the workflow id is task-<id>")
 	fl.StringVar(&f.tenant, "tenant", config.DefaultTenant, "tenant the task's operations belong to")
+	fl.StringArrayVar(&f.allowRepos, "allow-repo", nil, "a further repository, OWNER/NAME, the task's policy lets it read and write besides --repo and the --comment ones (repeatable)")
+	fl.StringArrayVar(&f.labels, "label", nil, "a label of the task, KEY=VALUE, which policy rules can read (repeatable)")
+	fl.IntVar(&f.maxRefusals, "max-refusals", 0, "how many tool calls the policy refuses before the task fails with policy_violation (default $CAPSTAN_POLICY_REFUSALS or 3)")
 	fl.StringArrayVar(&f.fallbacks, "fallback", nil, "a further model, PROVIDER:MODEL, that a turn switches to once when the model stays overloaded or runs past its total limit; the task keeps it (repeatable, tried in order)")
 	fl.BoolVar(&f.persistent, "persistent", false, "retry an overloaded model for up to 6h (each wait at most 5m, journalled every 30s) instead of 5 attempts")
 	fl.IntVar(&f.maxTurns, "max-turns", config.DefaultMaxTurns, "most model turns before the task fails with max_turns")
@@ -169,11 +172,15 @@ func (a *app) taskInput(f runFlags) (workflows.AgentTaskInput, error) {
 	if err := limits.Validate(); err != nil {
 		return in, usagef("%v", err)
 	}
+	tp, err := a.taskPolicy(f, comments)
+	if err != nil {
+		return in, err
+	}
 	return workflows.AgentTaskInput{
 		TaskID: id, Tenant: f.tenant, Prompt: f.prompt, Repo: f.repo, Base: f.base,
 		SlackChannel: f.slack, Comments: comments, Model: m, Fallbacks: f.fallbacks, Persistent: f.persistent,
 		MaxTurns: f.maxTurns, ModelLimits: limits,
-		HumanTimeout: f.humanTimeout, ReconcileWindow: a.cfg.ReconcileWindow,
+		HumanTimeout: f.humanTimeout, ReconcileWindow: a.cfg.ReconcileWindow, Policy: tp,
 	}, nil
 }
 

@@ -1,10 +1,16 @@
 package main
 
 import (
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/capstanhq/capstan/internal/config"
+	"github.com/capstanhq/capstan/internal/contract"
 	"github.com/capstanhq/capstan/internal/model"
 )
 
@@ -33,5 +39,54 @@ func TestRunFlagsSetTheTasksModelLimits(t *testing.T) {
 	f.idleTimeout = 2 * time.Minute
 	if _, err := a.taskInput(f); err == nil {
 		t.Error("an idle timeout longer than the attempt's total limit was accepted")
+	}
+}
+
+// `starter run` fixes the task's policy context in its input: the
+// repositories of --repo, each --comment and each --allow-repo (each once),
+// base, prefix, tenant, labels, the refusal limit, and the text of the
+// CAPSTAN_POLICY file; a bad file is refused with its line, nothing started.
+func TestRunFixesTheTasksPolicyContext(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.yaml")
+	text := "rules:\n  - name: no-docs\n    path: docs/**\n    effect: deny\n    reason: not docs\n"
+	if err := os.WriteFile(good, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"CAPSTAN_POLICY": good, "CAPSTAN_BRANCH_PREFIX": "bot/", "CAPSTAN_POLICY_REFUSALS": "5"}
+	a := &app{cfg: config.FromEnv(func(k string) string { return env[k] })}
+	f := runFlags{prompt: "p", repo: "acme/payments", base: "dev", tenant: "t1", maxTurns: 3, humanTimeout: config.DefaultHumanTimeout,
+		comments: []string{"acme/issues#4", "Acme/Payments#9"}, allowRepos: []string{"acme/docs", "ACME/docs"}, labels: []string{"env=prod", "team=pay"}}
+	in, err := a.taskInput(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &contract.TaskPolicy{Repositories: []string{"acme/payments", "acme/issues", "acme/docs"}, Base: "dev", BranchPrefix: "bot/",
+		Tenant: "t1", Labels: map[string]string{"env": "prod", "team": "pay"}, File: good, Source: text, MaxRefusals: 5}
+	if !reflect.DeepEqual(in.Policy, want) {
+		t.Errorf("policy = %+v\nwant     %+v", in.Policy, want)
+	}
+	f.maxRefusals = 7
+	if in, err = a.taskInput(f); err != nil || in.Policy.MaxRefusals != 7 {
+		t.Errorf("--max-refusals 7: %+v, %v", in.Policy, err)
+	}
+	for _, bad := range []runFlags{{allowRepos: []string{"nope"}}, {labels: []string{"novalue"}}, {maxRefusals: -1}} {
+		g := f
+		g.allowRepos, g.labels, g.maxRefusals = bad.allowRepos, bad.labels, bad.maxRefusals
+		var ue *usageError
+		if _, err := a.taskInput(g); !errors.As(err, &ue) {
+			t.Errorf("%+v: err = %v, want a usage error", bad, err)
+		}
+	}
+	broken := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(broken, []byte("rules:\n  - name: a\n    effect: maybe\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env["CAPSTAN_POLICY"] = broken
+	a = &app{cfg: config.FromEnv(func(k string) string { return env[k] })}
+	var ue *usageError
+	if _, err := a.taskInput(f); !errors.As(err, &ue) || !strings.Contains(err.Error(), "line 3") {
+		t.Errorf("bad policy file: err = %v, want a usage error naming line 3", err)
 	}
 }

@@ -70,6 +70,9 @@ type task struct {
 	// scope is the chain's ledger scope (changeLedgerKeysPerChain), in
 	// every ledger key the task makes; empty for a chain started before.
 	scope string
+	// policy: the chain decides its tool calls against its policy context,
+	// t.in.Policy (changePolicyAtToolBoundary; policy.go).
+	policy bool
 }
 
 // AgentTask runs one agent task: turns until the model answers without tool
@@ -79,12 +82,13 @@ func AgentTask(ctx workflow.Context, in AgentTaskInput) (TaskResult, error) {
 	t.allThroughWorkerLimits = workflow.GetVersion(ctx, changeAllThroughWorkerLimits, workflow.DefaultVersion, 1) != workflow.DefaultVersion
 	if cp := in.Checkpoint; cp != nil {
 		t.result, t.transcript, t.append, t.nextTurn, t.journal = cp.Result, cp.Transcript, cp.Append, cp.NextTurn, cp.Journal
-		t.modelIndex, t.scope = cp.ModelIndex, cp.Scope
+		t.modelIndex, t.scope, t.policy = cp.ModelIndex, cp.Scope, cp.Policy
 	} else {
 		if workflow.GetVersion(ctx, changeLedgerKeysPerChain, workflow.DefaultVersion, 1) != workflow.DefaultVersion {
 			info := workflow.GetInfo(ctx)
 			t.scope = ChainScope(info.Namespace, info.FirstRunID)
 		}
+		t.startPolicy(ctx)
 		t.result = TaskResult{
 			TaskID: in.TaskID, WorkflowID: workflow.GetInfo(ctx).WorkflowExecution.ID, Model: in.Model,
 			Turns: []TurnRecord{}, Operations: []OperationRecord{}, Deliveries: []DeliveryRecord{},
@@ -140,7 +144,7 @@ func (t *task) run(ctx workflow.Context) error {
 		if turn > first && workflow.GetInfo(ctx).GetContinueAsNewSuggested() {
 			t.note(ctx, "continuing as new before turn %d", turn)
 			next := t.in
-			next.Checkpoint = &Checkpoint{NextTurn: turn, Transcript: t.transcript, Append: t.append, Result: t.result, Journal: t.journal, ModelIndex: t.modelIndex, Scope: t.scope}
+			next.Checkpoint = &Checkpoint{NextTurn: turn, Transcript: t.transcript, Append: t.append, Result: t.result, Journal: t.journal, ModelIndex: t.modelIndex, Scope: t.scope, Policy: t.policy}
 			return workflow.NewContinueAsNewError(ctx, AgentTask, next)
 		}
 		out, err := t.runTurn(ctx, turn)

@@ -55,6 +55,10 @@ const (
 	// for longer than the worker's CAPSTAN_LEDGER_OUTAGE_LIMIT in one
 	// outage. Nothing was sent while it waited.
 	FailLedgerUnavailable FailureCode = "ledger_unavailable"
+	// FailPolicyViolation: the task's policy refused as many of its tool
+	// calls as its refusal limit (CAPSTAN_POLICY_REFUSALS, --max-refusals;
+	// default 3). Nothing refused was sent.
+	FailPolicyViolation FailureCode = "policy_violation"
 	// FailInternalError: the workflow stopped on an error it has no code
 	// for; the message carries the error. A bug, never a routine ending.
 	FailInternalError FailureCode = "internal_error"

@@ -92,7 +92,7 @@ func (t *task) startOperation(ctx workflow.Context, tid string, op declared) wor
 	actx := workflow.WithActivityOptions(ctx, toolOptions(capstan.Class(op.call.Class), op.call.Summary, t.in.ModelLimits, t.waitsOnBreakers(ctx)))
 	return workflow.ExecuteActivity(actx, contract.ActivityExecuteTool, contract.ExecuteToolInput{
 		Tenant: t.in.Tenant, TaskID: t.in.TaskID, Scope: t.scope, TurnID: tid, OperationID: op.opID,
-		ToolCallID: op.call.ID, Tool: op.call.Name, Arguments: op.call.Arguments,
+		ToolCallID: op.call.ID, Tool: op.call.Name, Arguments: op.call.Arguments, Policy: t.toolPolicy(),
 	})
 }
 
@@ -139,7 +139,7 @@ func (t *task) settle(ctx workflow.Context, op declared, f workflow.Future) (ite
 		} else {
 			t.note(ctx, "operation %s %s", op.opID, res.State)
 		}
-		return res.Item, "", nil
+		return res.Item, "", t.policyDecided(ctx, op, rec, res.Decision)
 	}
 	if ctx.Err() != nil {
 		rec.State, rec.Reason = cancelledState(err)

@@ -42,6 +42,12 @@ type AgentTaskInput struct {
 	// HumanTimeout bounds the wait for a person to resolve an operation;
 	// zero means config.DefaultHumanTimeout.
 	HumanTimeout time.Duration `json:"human_timeout,omitempty"`
+	// Policy is the task's policy context, fixed by the starter
+	// (docs/design.md §5.8): every tool call is decided against it before
+	// anything is sent. Nil for a task started without one: the workflow
+	// then derives the defaults' context from Repo, Comments, Base and
+	// Tenant (taskPolicy).
+	Policy *contract.TaskPolicy `json:"policy,omitempty"`
 	// Checkpoint is set when the task continues as new.
 	Checkpoint *Checkpoint `json:"checkpoint,omitempty"`
 }
@@ -60,6 +66,9 @@ type Checkpoint struct {
 	// Scope is the chain's ledger scope (ChainScope); empty for a chain
 	// started before changeLedgerKeysPerChain, which keeps unscoped keys.
 	Scope string `json:"scope,omitempty"`
+	// Policy: the chain decides its tool calls against its policy
+	// context (changePolicyAtToolBoundary), read as its first run began.
+	Policy bool `json:"policy,omitempty"`
 }
 
 // TaskResult is the outcome of a task, and its status while it runs (the
@@ -117,6 +126,10 @@ type OperationRecord struct {
 	// ResolvedBy names the person whose resolve update settled the
 	// operation (`starter resolve --as`); empty when nobody did.
 	ResolvedBy string `json:"resolved_by,omitempty"`
+	// PolicyRule names the rule of the task's policy that refused the
+	// operation before anything was sent (its state failed, Reason the
+	// rule's reason); empty for an operation the policy let through.
+	PolicyRule string `json:"policy_rule,omitempty"`
 }
 
 // DeliveryRecord is one delivery of the final answer.

@@ -110,6 +110,16 @@ const (
 	// chain's first run starts; a continued run takes the scope from its
 	// checkpoint.
 	changeLedgerKeysPerChain = "ledger-keys-per-chain"
+	// changePolicyAtToolBoundary: every tool call is decided against the
+	// task's policy context (AgentTaskInput.Policy; derived from Repo,
+	// Comments, Base and Tenant when the starter set none) before anything
+	// is sent (docs/design.md §5.8): ExecuteTool is given the context, the
+	// workflow journals each decision it reports, counts the refusals
+	// (OperationRecord.PolicyRule) and fails policy_violation at the
+	// task's limit, and a tool the policy always refuses is not offered
+	// to the model. Read once, as the chain's first run starts; a
+	// continued run takes it from its checkpoint.
+	changePolicyAtToolBoundary = "policy-at-tool-boundary"
 )
 
 // inEffect reports whether change, one of those through

@@ -38,6 +38,10 @@ type Config struct {
 	// PolicyFile (CAPSTAN_POLICY) is the path of the policy file; "" for
 	// the default rules alone.
 	PolicyFile string
+	// PolicyRefusals (CAPSTAN_POLICY_REFUSALS) is how many of its calls
+	// the policy refuses in one task before the task fails
+	// policy_violation; the starter fixes it in the task's input.
+	PolicyRefusals int
 
 	// AnthropicAPIKey (ANTHROPIC_API_KEY) is optional: a worker without it
 	// serves no anthropic:<model> task.
@@ -137,6 +141,7 @@ func FromLookupEnv(lookup func(string) (string, bool)) Config {
 	c.AnthropicAPIKey = getenv("ANTHROPIC_API_KEY")
 	c.BranchPrefix = or("CAPSTAN_BRANCH_PREFIX", DefaultBranchPrefix)
 	c.PolicyFile = strings.TrimSpace(getenv("CAPSTAN_POLICY"))
+	c.PolicyRefusals = c.positiveInt(getenv, "CAPSTAN_POLICY_REFUSALS", DefaultPolicyRefusals)
 	c.AnthropicBaseURL = withSlash(or("ANTHROPIC_BASE_URL", DefaultAnthropicBaseURL))
 	c.modelSet = strings.TrimSpace(getenv("CAPSTAN_MODEL")) != ""
 	c.StreamToken = streamToken(lookup)

@@ -96,6 +96,11 @@ const (
 	// for a ledger it cannot read or write (CAPSTAN_LEDGER_OUTAGE_LIMIT)
 	// before it fails ledger_unavailable.
 	DefaultLedgerOutageLimit = 30 * time.Minute
+
+	// DefaultPolicyRefusals is how many of its tool calls a task's policy
+	// refuses before the task fails policy_violation
+	// (CAPSTAN_POLICY_REFUSALS).
+	DefaultPolicyRefusals = 3
 )
 
 // Fixed values: defaults of the packages that use them, which no setting
@@ -226,9 +231,11 @@ var Settings = []Setting{
 		Meaning: "the deadline of every write to a follower; one that stops reading is cut then and its connection given back. The hub forgets an attempt nobody reads " +
 			showDuration(DefaultStreamRetain) + " after its last change, checked every " + showDuration(DefaultStreamSweepEvery)},
 	{Name: "CAPSTAN_BRANCH_PREFIX", Default: code(DefaultBranchPrefix), Reader: "starter",
-		Meaning: "what every branch a task creates must start with (the policy's `default/branch-prefix` rule, docs/design.md §5.8); read by `starter policy explain` so far, and by the worker once the policy is wired into tool calls"},
+		Meaning: "what every branch a task creates must start with (the policy's `default/branch-prefix` rule, docs/design.md §5.8); fixed in the task's input when `starter run` starts it"},
 	{Name: "CAPSTAN_POLICY", Default: none, Reader: "starter",
-		Meaning: "path of a YAML policy file whose rules decide tool calls before the default rules (docs/design.md §5.8); unset, the defaults alone. `starter policy check FILE` validates one, `starter policy explain` shows which rule decides a call. The worker does not read it yet: the policy is not wired into tool calls so far"},
+		Meaning: "path of a YAML policy file whose rules decide tool calls before the default rules (docs/design.md §5.8); unset, the defaults alone. `starter run` reads it and records its text in the task's input, so the task keeps those rules whatever is deployed later; a bad file is refused with one sentence naming its line, and nothing is started. `starter policy check FILE` validates one, `starter policy explain` shows which rule decides a call"},
+	{Name: "CAPSTAN_POLICY_REFUSALS", Default: code(DefaultPolicyRefusals), Reader: "starter",
+		Meaning: "how many tool calls the task's policy refuses before the task fails with `policy_violation` (each refusal before that is a tool error the model reads); fixed in the task's input; `starter run --max-refusals` overrides it"},
 	{Name: "CAPSTAN_LEDGER_GC_EVERY", Default: "`0` (off)", Reader: "worker",
 		Meaning: "how often the worker runs the ledger's retention, as `starter gc` does once: it deletes the ledger rows of tasks that are closed and that Temporal no longer has (past their namespace's retention, or deleted), never a running or still-retained task's, nor those of tasks started before ledger keys were scoped. Safe on every worker of a pool at once"},
 	{Name: "CAPSTAN_LEDGER_GC_OLDER_THAN", Default: code(DefaultLedgerGCOlderThan), Reader: "worker",
@@ -239,6 +246,11 @@ var Settings = []Setting{
 		Meaning: "most model turns before the task fails with `max_turns`"},
 	{Name: "starter run --human-timeout", Default: code(DefaultHumanTimeout),
 		Meaning: "how long the task waits for a person to resolve an operation (at least `1m`) before it fails with `needs_human_timeout`"},
+	{Name: "starter run --allow-repo", Default: none,
+		Meaning: "a further repository, `OWNER/NAME`, the task's policy lets it read and write besides `--repo` and the repositories of `--comment` (repeatable)"},
+	{Name: "starter run --label", Default: none, Meaning: "a label of the task, `KEY=VALUE`, which policy rules read (repeatable)"},
+	{Name: "starter run --max-refusals", Default: "`CAPSTAN_POLICY_REFUSALS`",
+		Meaning: "how many tool calls the task's policy refuses before the task fails with `policy_violation`"},
 }
 
 // none is the Default of a setting that has none.

@@ -46,6 +46,10 @@ type ModelTurnInput struct {
 	// result's Transcript has them replaced by the summary, and Compacted
 	// says how many; zero when there was nothing to compact.
 	Compact bool `json:",omitempty"`
+	// Policy is the task's policy context (changePolicyAtToolBoundary):
+	// the tools it refuses whatever their arguments are not offered to the
+	// model. Nil offers every tool.
+	Policy *TaskPolicy `json:",omitempty"`
 }
 
 // ModelTurnResult is the committed output of a completed attempt.
@@ -116,6 +120,47 @@ type ExecuteToolInput struct {
 	ToolCallID  string
 	Tool        string
 	Arguments   string // ref of the arguments in the ledger
+	// Policy is the task's policy context, fixed when it started: the
+	// activity decides the call against it before anything is claimed or
+	// sent (docs/design.md §5.8). Nil for a task started before
+	// changePolicyAtToolBoundary, whose calls are not decided.
+	Policy *TaskPolicy `json:",omitempty"`
+}
+
+// TaskPolicy is what a task's policy decides with (internal/policy.Task and
+// the policy itself), fixed when the task starts and recorded in its
+// history, so a worker deploy does not change a running task's rules. It
+// holds no secret.
+type TaskPolicy struct {
+	// Repositories are OWNER/NAME of the repositories the task may touch:
+	// its --repo, the repository of each --comment, each --allow-repo.
+	Repositories []string `json:"repositories,omitempty"`
+	// Base is the task's base branch.
+	Base string `json:"base,omitempty"`
+	// BranchPrefix starts every branch the task creates
+	// (CAPSTAN_BRANCH_PREFIX); "" means the default.
+	BranchPrefix string `json:"branch_prefix,omitempty"`
+	Tenant       string `json:"tenant,omitempty"`
+	// Labels are the task's labels (--label KEY=VALUE).
+	Labels map[string]string `json:"labels,omitempty"`
+	// File names the policy file (CAPSTAN_POLICY) the starter read, and
+	// Source is its text; both "" when the defaults alone apply.
+	File   string `json:"file,omitempty"`
+	Source string `json:"source,omitempty"`
+	// MaxRefusals is how many refusals the task takes before it fails
+	// policy_violation (CAPSTAN_POLICY_REFUSALS); zero means the default.
+	MaxRefusals int `json:"max_refusals,omitempty"`
+}
+
+// PolicyDecision is the decision of a task's policy on one call, as the
+// activity reports it to the workflow (internal/policy.Decision).
+type PolicyDecision struct {
+	Effect string // allow, deny or require_approval
+	Rule   string
+	Reason string
+	// Refused says nothing was sent: a deny, or a require_approval, which
+	// this version cannot ask a person for and refuses.
+	Refused bool
 }
 
 // ExecuteToolResult is how the operation ended. A tool that refused the
@@ -128,6 +173,9 @@ type ExecuteToolResult struct {
 	Replayed    bool   // the ledger already held succeeded; nothing was sent
 	Item        string // ref of the tool message committed to the transcript
 	Preview     string // first characters of the output, for the UI
+	// Decision is the task's policy's decision on the call; nil when the
+	// task has no policy context (Policy nil) or the call was replayed.
+	Decision *PolicyDecision `json:",omitempty"`
 }
 
 // DeliverInput asks to post the final answer to one target.

@@ -329,6 +329,11 @@ func runModelFaultCell(t *testing.T, k int, row mfaultRow, wire mfaultWire, rep 
 	taskID := fmt.Sprintf("mf%02d-%d", k, time.Now().UnixNano())
 	args := []string{"run", "--prompt", "Say hello.", "--slack", mfaultChannel,
 		"--model", wire.name + ":" + script, "--id", taskID, "--json"}
+	if strings.HasPrefix(script, "turns-") {
+		// The script reads capstan-sandbox/demo: the task is sent there,
+		// or its policy refuses every read (docs/design.md §5.8).
+		args = append(args, "--repo", "capstan-sandbox/demo")
+	}
 	if row.refuse {
 		// The port closes before the task starts, so its first attempt
 		// cannot connect.

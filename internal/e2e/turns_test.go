@@ -153,7 +153,7 @@ func TestOverflowIsCompacted(t *testing.T) {
 	})
 	env := endpointEnv(t, "e2e-overflow", sb)
 	startWorker(t, env)
-	r := runStarter(t, env, "run", "--prompt", "read the README", "--model", "openai:turns-3", "--id", fmt.Sprintf("e2e-overflow-%d", time.Now().UnixNano()), "--wait", "--json")
+	r := runStarter(t, env, "run", "--prompt", "read the README", "--repo", "capstan-sandbox/demo", "--model", "openai:turns-3", "--id", fmt.Sprintf("e2e-overflow-%d", time.Now().UnixNano()), "--wait", "--json")
 	if r.code != 0 {
 		t.Fatalf("exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
 	}

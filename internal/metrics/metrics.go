@@ -58,6 +58,7 @@ type Metrics struct {
 	operations         *prometheus.CounterVec
 	verdicts           *prometheus.CounterVec
 	deliveries         *prometheus.CounterVec
+	policyDecisions    *prometheus.CounterVec
 	breakerState       *prometheus.GaugeVec
 	breakerTransitions *prometheus.CounterVec
 }
@@ -95,6 +96,9 @@ func New(logger *slog.Logger) (*Metrics, error) {
 		deliveries: f("deliveries_total",
 			"Delivery attempts of a task's final answer by how they ended (succeeded, not_sent, unknown, failed), by target (slack, github_comment).",
 			"target", "state"),
+		policyDecisions: f("policy_decisions_total",
+			"Decisions of the task's policy on tool calls, made before anything is sent (docs/design.md §5.8), by decision (allow, deny, require_approval) and the rule that made it.",
+			"decision", "rule"),
 		breakerTransitions: f("breaker_transitions_total",
 			"Circuit breaker state changes, by breaker key and states.",
 			"key", "from", "to"),
@@ -212,6 +216,16 @@ func (m *Metrics) Delivery(target string, state capstan.Outcome) {
 		return
 	}
 	m.deliveries.WithLabelValues(target, state.String()).Inc()
+}
+
+// PolicyDecision counts one decision of a task's policy on a tool call:
+// decision is its effect (allow, deny, require_approval), rule the rule
+// that made it.
+func (m *Metrics) PolicyDecision(decision, rule string) {
+	if m == nil {
+		return
+	}
+	m.policyDecisions.WithLabelValues(decision, rule).Inc()
 }
 
 // BreakerTransition records that the breaker key went from one state to

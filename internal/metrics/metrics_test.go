@@ -66,6 +66,9 @@ func TestEndpointServesCapstanMetricsWithTheirLabels(t *testing.T) {
 	m.OperationSettled("slack_post", capstan.OutcomeUnknown)
 	m.ReconcileVerdict("slack_post", capstan.VerdictFound)
 	m.Delivery("slack", capstan.OutcomeSucceeded)
+	m.PolicyDecision("deny", "default/repository")
+	m.PolicyDecision("deny", "default/repository")
+	m.PolicyDecision("allow", "default/allow")
 
 	s := testenv.ScrapeMetrics(t, srv.URL())
 	want(t, s, "capstan_model_attempts_total", map[string]string{"provider": "openai", "model": "gpt-4.1", "outcome": "completed"}, 2)
@@ -77,6 +80,8 @@ func TestEndpointServesCapstanMetricsWithTheirLabels(t *testing.T) {
 	want(t, s, "capstan_operations_total", map[string]string{"kind": "slack_post", "state": "unknown"}, 1)
 	want(t, s, "capstan_reconcile_verdicts_total", map[string]string{"kind": "slack_post", "verdict": "found"}, 1)
 	want(t, s, "capstan_deliveries_total", map[string]string{"target": "slack", "state": "succeeded"}, 1)
+	want(t, s, "capstan_policy_decisions_total", map[string]string{"decision": "deny", "rule": "default/repository"}, 2)
+	want(t, s, "capstan_policy_decisions_total", map[string]string{"decision": "allow", "rule": "default/allow"}, 1)
 	if _, ok := s.Value("go_goroutines", nil); !ok {
 		t.Error("the Go runtime's metrics are not served")
 	}

@@ -106,6 +106,9 @@ func createBranchTool(c *gogithub.Client) tools.Tool {
 			}
 			return a
 		},
+		target: func(a createBranchArgs) tools.Target {
+			return tools.Target{Repository: a.repo.String(), Branch: a.branch, From: a.from, CreatesBranch: true}
+		},
 		identify: func(a createBranchArgs) tools.Identity {
 			return tools.Identity{
 				BusinessKey: "branch:create:" + a.repo.Key() + ":" + a.branch,

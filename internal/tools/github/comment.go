@@ -54,6 +54,7 @@ func commentTool(c *gogithub.Client, self Self) tools.Tool {
 			}
 			return a
 		},
+		target: func(a commentArgs) tools.Target { return tools.Target{Repository: a.repo.String()} },
 		identify: func(a commentArgs) tools.Identity {
 			return tools.Identity{Effect: canonical(struct {
 				Repo   string `json:"repo"`

@@ -58,6 +58,9 @@ func newPutFileTool(c *gogithub.Client) tools.Tool {
 			return putFileArgs{repo: v.repo(in.Repo), branch: v.branch("branch", in.Branch), path: v.path(in.Path),
 				content: in.Content, message: v.nonBlank("message", in.Message)}
 		},
+		target: func(a putFileArgs) tools.Target {
+			return tools.Target{Repository: a.repo.String(), Branch: a.branch, Path: a.path}
+		},
 		identify: func(a putFileArgs) tools.Identity {
 			// The content defines the effect (by its blob sha, to keep the
 			// effect small); the commit message does not. There is no

@@ -95,6 +95,9 @@ func createPullRequestTool(c *gogithub.Client, self Self) tools.Tool {
 			}
 			return a
 		},
+		target: func(a createPullArgs) tools.Target {
+			return tools.Target{Repository: a.repo.String(), Branch: a.head, Into: a.base}
+		},
 		identify: func(a createPullArgs) tools.Identity {
 			// Title and body do not define the effect: a retry that rewords
 			// them is still the same pull request.

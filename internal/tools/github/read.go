@@ -51,6 +51,9 @@ func getFileTool(c *gogithub.Client) tools.Tool {
 			}
 			return a
 		},
+		target: func(a getFileArgs) tools.Target {
+			return tools.Target{Repository: a.repo.String(), Branch: a.ref, Path: a.path}
+		},
 		identify: func(a getFileArgs) tools.Identity {
 			return tools.Identity{Effect: canonical(struct {
 				Repo string `json:"repo"`
@@ -177,6 +180,7 @@ func listPullRequestsTool(c *gogithub.Client) tools.Tool {
 			}
 			return a
 		},
+		target: func(a listPullsArgs) tools.Target { return tools.Target{Repository: a.repo.String()} },
 		identify: func(a listPullsArgs) tools.Identity {
 			return tools.Identity{Effect: canonical(struct {
 				Repo  string `json:"repo"`

@@ -87,6 +87,7 @@ type ghTool[A any] struct {
 	schema            *tools.Schema
 	parse             func(v *validator, raw json.RawMessage) A // reports problems the schema cannot state to v
 	identify          func(a A) tools.Identity
+	target            func(a A) tools.Target        // what the call acts on, for the task's policy
 	summary           func(name string, a A) string // name is the tool's name without "github_"
 	run               func(ctx context.Context, opID string, a A) (tools.Result, error)
 	// recorded, for a tool that records facts before sending (a
@@ -110,6 +111,16 @@ func (t *ghTool[A]) Identify(args json.RawMessage) (tools.Identity, error) {
 		return tools.Identity{}, err
 	}
 	return t.identify(a), nil
+}
+
+// Target names what a call acts on (tools.Targeted), for the task's
+// policy. It does no I/O.
+func (t *ghTool[A]) Target(args json.RawMessage) (tools.Target, error) {
+	a, err := t.args(args)
+	if err != nil {
+		return tools.Target{}, err
+	}
+	return t.target(a), nil
 }
 
 // Summary describes a call, e.g. "create_pull_request acme/payments

@@ -1,0 +1,62 @@
+package main
+
+import (
+	"strings"
+
+	"github.com/capstanhq/capstan/internal/contract"
+	"github.com/capstanhq/capstan/internal/policy"
+	"github.com/capstanhq/capstan/internal/tools/ghref"
+)
+
+// taskPolicy is the policy context `starter run` fixes in the task's input
+// (docs/design.md §5.8): the task's repositories (--repo, the repository of
+// each --comment, each --allow-repo, each once), its base branch, branch
+// prefix (CAPSTAN_BRANCH_PREFIX), tenant and labels, the refusal limit
+// (--max-refusals, else CAPSTAN_POLICY_REFUSALS), and the text of the
+// policy file CAPSTAN_POLICY names. A bad file is its one sentence, as a
+// usage error: nothing is started.
+func (a *app) taskPolicy(f runFlags, comments []contract.CommentTarget) (*contract.TaskPolicy, error) {
+	tp := &contract.TaskPolicy{Base: f.base, BranchPrefix: a.cfg.BranchPrefix, Tenant: f.tenant, MaxRefusals: a.cfg.PolicyRefusals}
+	seen := map[string]bool{}
+	add := func(repo string) {
+		if repo != "" && !seen[strings.ToLower(repo)] {
+			seen[strings.ToLower(repo)] = true
+			tp.Repositories = append(tp.Repositories, repo)
+		}
+	}
+	add(f.repo)
+	for _, c := range comments {
+		add(c.Repo)
+	}
+	for _, r := range f.allowRepos {
+		repo, err := ghref.ParseRepo(r)
+		if err != nil {
+			return nil, usagef("--allow-repo %q is not of the form OWNER/NAME", r)
+		}
+		add(repo.String())
+	}
+	for _, kv := range f.labels {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || strings.TrimSpace(k) == "" {
+			return nil, usagef("--label %q is not KEY=VALUE", kv)
+		}
+		if tp.Labels == nil {
+			tp.Labels = map[string]string{}
+		}
+		tp.Labels[k] = v
+	}
+	if f.maxRefusals != 0 {
+		if f.maxRefusals < 1 {
+			return nil, usagef("--max-refusals %d is out of range (at least 1)", f.maxRefusals)
+		}
+		tp.MaxRefusals = f.maxRefusals
+	}
+	if a.cfg.PolicyFile != "" {
+		p, err := policy.Load(a.cfg.PolicyFile)
+		if err != nil {
+			return nil, &usageError{msg: err.Error()}
+		}
+		tp.File, tp.Source = a.cfg.PolicyFile, string(p.Source())
+	}
+	return tp, nil
+}
