@@ -75,10 +75,19 @@ func (a *Activities) modelTurn(ctx context.Context, in contract.ModelTurnInput, 
 	if err != nil {
 		return contract.ModelTurnResult{}, err
 	}
-	if in.Compact {
-		return a.commitSummary(ctx, in, &commit, tr.refs, from, to, out, progress)
+	estimated := out.Usage == (model.Usage{})
+	if estimated {
+		// The provider reported no usage (it need not): the attempt
+		// counts the estimate, as an abandoned one does.
+		out.Usage = EstimateUsage(req)
 	}
-	return a.commitAnswer(ctx, in, &commit, tr, out, progress)
+	var res contract.ModelTurnResult
+	if in.Compact {
+		res, err = a.commitSummary(ctx, in, &commit, tr.refs, from, to, out, progress, estimated)
+	} else {
+		res, err = a.commitAnswer(ctx, in, &commit, tr, out, progress, estimated)
+	}
+	return res, err
 }
 
 // modelProvider returns the provider of a "provider:model" string and the
@@ -105,7 +114,7 @@ func (a *Activities) modelProvider(s string) (model.Provider, model.Ref, error) 
 // one commit with the items pending (the seed messages loadTranscript held).
 // Its manifest extends the one the turn loaded with the items the turn
 // added: the seed, the appended tool messages, and the assistant item.
-func (a *Activities) commitAnswer(ctx context.Context, in contract.ModelTurnInput, pending *pendingItems, tr transcript, out model.Output, p model.Progress) (contract.ModelTurnResult, error) {
+func (a *Activities) commitAnswer(ctx context.Context, in contract.ModelTurnInput, pending *pendingItems, tr transcript, out model.Output, p model.Progress, estimated bool) (contract.ModelTurnResult, error) {
 	item, err := pending.message(model.Message{Role: model.RoleAssistant, Content: out.Text, ToolCalls: out.ToolCalls})
 	if err != nil {
 		return contract.ModelTurnResult{}, err
@@ -119,14 +128,15 @@ func (a *Activities) commitAnswer(ctx context.Context, in contract.ModelTurnInpu
 		return contract.ModelTurnResult{}, err
 	}
 	return a.commitTurn(ctx, in.TurnID, contract.ModelTurnResult{
-		AttemptID:    in.AttemptID,
-		Transcript:   transcript,
-		Text:         out.Text,
-		ToolCalls:    calls,
-		FinishReason: out.FinishReason,
-		Usage:        out.Usage,
-		Phase:        p.Phase,
-		Events:       p.Events,
+		AttemptID:      in.AttemptID,
+		Transcript:     transcript,
+		Text:           out.Text,
+		ToolCalls:      calls,
+		FinishReason:   out.FinishReason,
+		Usage:          out.Usage,
+		UsageEstimated: estimated,
+		Phase:          p.Phase,
+		Events:         p.Events,
 	}, pending.data)
 }
 
@@ -134,7 +144,7 @@ func (a *Activities) commitAnswer(ctx context.Context, in contract.ModelTurnInpu
 // replaced by the summary the model wrote, stored with the items pending
 // (the seed messages loadTranscript held) in the turn's one commit. Its
 // manifest names the whole new transcript: a fresh chain.
-func (a *Activities) commitSummary(ctx context.Context, in contract.ModelTurnInput, pending *pendingItems, refs []string, from, to int, out model.Output, p model.Progress) (contract.ModelTurnResult, error) {
+func (a *Activities) commitSummary(ctx context.Context, in contract.ModelTurnInput, pending *pendingItems, refs []string, from, to int, out model.Output, p model.Progress, estimated bool) (contract.ModelTurnResult, error) {
 	item, err := pending.message(summaryItem(to-from, out.Text))
 	if err != nil {
 		return contract.ModelTurnResult{}, err
@@ -144,7 +154,7 @@ func (a *Activities) commitSummary(ctx context.Context, in contract.ModelTurnInp
 		return contract.ModelTurnResult{}, err
 	}
 	return a.commitTurn(ctx, in.TurnID, contract.ModelTurnResult{AttemptID: in.AttemptID, Transcript: transcript, Text: out.Text,
-		FinishReason: out.FinishReason, Usage: out.Usage, Phase: p.Phase, Events: p.Events, Compacted: to - from}, pending.data)
+		FinishReason: out.FinishReason, Usage: out.Usage, UsageEstimated: estimated, Phase: p.Phase, Events: p.Events, Compacted: to - from}, pending.data)
 }
 
 // committedTurn returns the recorded output of a turn that already

@@ -55,6 +55,10 @@ const (
 	// for longer than the worker's CAPSTAN_LEDGER_OUTAGE_LIMIT in one
 	// outage. Nothing was sent while it waited.
 	FailLedgerUnavailable FailureCode = "ledger_unavailable"
+	// FailBudgetExhausted: what the task's model requests spent reached
+	// its token or cost budget (docs/design.md §11.4); no further request
+	// was sent.
+	FailBudgetExhausted FailureCode = "budget_exhausted"
 	// FailInternalError: the workflow stopped on an error it has no code
 	// for; the message carries the error. A bug, never a routine ending.
 	FailInternalError FailureCode = "internal_error"
