@@ -87,8 +87,12 @@ func (t *task) checkBudget(ctx workflow.Context, attemptID string) error {
 	default:
 		return nil
 	}
-	msg := fmt.Sprintf("the task has spent %s, so %s was not sent; it made %d model request(s) over %d turn(s) (%d tokens, %d of them estimated; $%.4f) and %s",
-		over, attemptID, s.Requests, t.turnsAsked(), s.Tokens, s.EstimatedTokens, s.CostUSD, t.operationsDone())
+	cost := ""
+	if len(t.in.Prices) > 0 {
+		cost = fmt.Sprintf("; $%.4f", s.CostUSD)
+	}
+	msg := fmt.Sprintf("the task has spent %s, so %s was not sent; it made %d model request(s) over %d turn(s) (%d tokens, %d of them estimated%s) and %s",
+		over, attemptID, s.Requests, t.turnsAsked(), s.Tokens, s.EstimatedTokens, cost, t.operationsDone())
 	t.note(ctx, "budget exhausted: %s", msg)
 	return fail(FailBudgetExhausted, "%s", msg)
 }
