@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"fmt"
+	"math"
 	"strings"
 
 	"go.temporal.io/sdk/workflow"
@@ -94,6 +95,7 @@ func (t *task) checkBudget(ctx workflow.Context, attemptID string) error {
 	msg := fmt.Sprintf("the task has spent %s, so %s was not sent; it made %d model request(s) over %d turn(s) (%d tokens, %d of them estimated%s) and %s",
 		over, attemptID, s.Requests, t.turnsAsked(), s.Tokens, s.EstimatedTokens, cost, t.operationsDone())
 	t.note(ctx, "budget exhausted: %s", msg)
+	workflow.GetMetricsHandler(ctx).Counter(metricBudgetExhausted).Inc(1)
 	return fail(FailBudgetExhausted, "%s", msg)
 }
 
@@ -121,8 +123,19 @@ func (t *task) operationsDone() string {
 	return fmt.Sprintf("%d tool operation(s): %s", len(ops), strings.Join(ops, ", "))
 }
 
+// Metrics of the budgets, through the Temporal SDK's workflow metrics
+// handler (not emitted on replay), which tags them with the task queue,
+// namespace and workflow type; a worker exports them with the SDK's own as
+// capstan_task_tokens_total{kind="reported"|"estimated"},
+// capstan_task_cost_microusd_total and capstan_budget_exhausted_total.
+const (
+	metricTaskTokens      = "capstan_task_tokens"
+	metricTaskCostMicro   = "capstan_task_cost_microusd"
+	metricBudgetExhausted = "capstan_budget_exhausted"
+)
+
 // spend adds one attempt's usage, on model m, to what the task has spent.
-func (t *task) spend(m string, u model.Usage, estimated bool) {
+func (t *task) spend(ctx workflow.Context, m string, u model.Usage, estimated bool) {
 	s := t.result.Spend
 	n := u.InputTokens + u.OutputTokens
 	if !t.budgets || s == nil || n <= 0 {
@@ -130,10 +143,16 @@ func (t *task) spend(m string, u model.Usage, estimated bool) {
 	}
 	s.Requests++
 	s.Tokens += n
+	kind := "reported"
 	if estimated {
 		s.EstimatedTokens += n
+		kind = "estimated"
 	}
+	metrics := workflow.GetMetricsHandler(ctx)
+	metrics.WithTags(map[string]string{"kind": kind}).Counter(metricTaskTokens).Inc(n)
 	if p, ok := t.in.Prices[m]; ok {
-		s.CostUSD += p.Cost(u.InputTokens, u.OutputTokens)
+		usd := p.Cost(u.InputTokens, u.OutputTokens)
+		s.CostUSD += usd
+		metrics.Counter(metricTaskCostMicro).Inc(int64(math.Round(usd * 1e6)))
 	}
 }

@@ -42,7 +42,7 @@ func (t *task) compact(ctx workflow.Context, ts *turnState, in *contract.ModelTu
 	}
 	err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, modelTurnOptions(summaryIn.Limits, summary)), contract.ActivityModelTurn, summaryIn).Get(ctx, &out)
 	if err == nil {
-		t.spendOn(summaryIn.Model, out)
+		t.spendOn(ctx, summaryIn.Model, out)
 	}
 	switch {
 	case err == nil && out.Compacted > 0:
@@ -57,7 +57,7 @@ func (t *task) compact(ctx workflow.Context, ts *turnState, in *contract.ModelTu
 		return err
 	}
 	summaryOutcome, cfgErr := attemptOutcomeOf(err)
-	t.spend(summaryIn.Model, summaryOutcome.Usage, summaryOutcome.UsageEstimated)
+	t.spend(ctx, summaryIn.Model, summaryOutcome.Usage, summaryOutcome.UsageEstimated)
 	ts.rec.Attempts = append(ts.rec.Attempts, t.attemptRecord(&summaryIn, AttemptRecord{Outcome: summaryOutcome.Outcome, Phase: summaryOutcome.Phase, HTTPStatus: summaryOutcome.HTTPStatus, Message: summaryOutcome.Message}))
 	if cfgErr != "" {
 		return fail(FailWorkerMisconfigured, "%s", cfgErr)

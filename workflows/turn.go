@@ -135,7 +135,7 @@ func (t *task) callModel(ctx workflow.Context, ts *turnState, in *contract.Model
 		actx := workflow.WithActivityOptions(ctx, modelTurnOptions(in.Limits, summary))
 		err := workflow.ExecuteActivity(actx, contract.ActivityModelTurn, *in).Get(ctx, &out)
 		if err == nil {
-			t.spendOn(in.Model, out)
+			t.spendOn(ctx, in.Model, out)
 			t.ledgerBack()
 			ts.guard.completed()
 			ts.rec.Attempts = append(ts.rec.Attempts, t.attemptRecord(in, AttemptRecord{Outcome: model.OutcomeCompleted, Phase: out.Phase, HTTPStatus: 200}))
@@ -147,7 +147,7 @@ func (t *task) callModel(ctx workflow.Context, ts *turnState, in *contract.Model
 			return out, err
 		}
 		oc, cfgErr := attemptOutcomeOf(err)
-		t.spend(in.Model, oc.Usage, oc.UsageEstimated)
+		t.spend(ctx, in.Model, oc.Usage, oc.UsageEstimated)
 		ts.rec.Attempts = append(ts.rec.Attempts, t.attemptRecord(in, AttemptRecord{Outcome: oc.Outcome, Phase: oc.Phase, HTTPStatus: oc.HTTPStatus, Message: oc.Message}))
 		if cfgErr != "" {
 			return out, fail(FailWorkerMisconfigured, "%s", cfgErr)
@@ -193,9 +193,9 @@ func (t *task) callModel(ctx workflow.Context, ts *turnState, in *contract.Model
 
 // spendOn adds a completed attempt's usage to the task's spend; a replayed
 // turn (committed by an earlier attempt) sent nothing now.
-func (t *task) spendOn(m string, out contract.ModelTurnResult) {
+func (t *task) spendOn(ctx workflow.Context, m string, out contract.ModelTurnResult) {
 	if !out.Replayed {
-		t.spend(m, out.Usage, out.UsageEstimated)
+		t.spend(ctx, m, out.Usage, out.UsageEstimated)
 	}
 }
 

@@ -17,7 +17,8 @@ func TestTokenBudgetStopsTheTask(t *testing.T) {
 	sb := startSandbox(t)
 	sb.Model.SetUsage(100, 20)
 	env := endpointEnv(t, "e2e-budget", sb)
-	startWorker(t, env)
+	w := startWorker(t, env)
+	url := w.metricsURL(t)
 
 	taskID := fmt.Sprintf("e2e-budget-%d", time.Now().UnixNano())
 	r := runStarter(t, env, "run", "--prompt", "Read the README, again and again.",
@@ -46,6 +47,13 @@ func TestTokenBudgetStopsTheTask(t *testing.T) {
 		}
 	}
 	t.Logf("sandbox requests %d; spend %+v; message: %s", sb.Model.Stats().ScriptRequests["turns-10"], *s, res.Message)
+	// The worker's metrics carry the spend per task queue.
+	q := map[string]string{"task_queue": "e2e-budget"}
+	waitForMetric(t, url, "capstan_budget_exhausted_total", q, 1)
+	sc := waitForMetric(t, url, "capstan_task_tokens_total", map[string]string{"task_queue": "e2e-budget", "kind": "reported"}, 360)
+	if v, _ := sc.Value("capstan_task_tokens_total", map[string]string{"task_queue": "e2e-budget", "kind": "reported"}); v != 360 {
+		t.Errorf("capstan_task_tokens_total{kind=reported} = %v, want 360", v)
+	}
 	st := runStarter(t, env, "status", taskID)
 	if !strings.Contains(st.stdout, "spent: 360 of 300 tokens (3 requests, 0 estimated)") {
 		t.Errorf("starter status does not show the spend:\n%s", st.stdout)
