@@ -119,3 +119,19 @@ func TestTaskBeforeBudgetsIsNotStopped(t *testing.T) {
 		t.Errorf("spend = %+v, want none", r.res.Spend)
 	}
 }
+
+// A continued run carries on the spend of the runs before it (its
+// checkpoint's result): 250 tokens spent before, one request of 120 more,
+// and the next is not sent.
+func TestContinuedRunKeepsItsSpend(t *testing.T) {
+	t.Parallel()
+	cp := &workflows.Checkpoint{NextTurn: 5, Transcript: "sha256:before", Result: workflows.TaskResult{TaskID: "T", WorkflowID: "task-T",
+		Turns: []workflows.TurnRecord{}, Operations: []workflows.OperationRecord{}, Deliveries: []workflows.DeliveryRecord{},
+		Spend: &workflows.Spend{Tokens: 250, Requests: 4, MaxTokens: 300}}}
+	r := runTask(t, workflows.AgentTaskInput{Budget: contract.Budget{MaxTokens: 300}, Checkpoint: cp},
+		[]reply{spends(100, 20)}, nil)
+	r.wantOutcome(t, workflows.StatusFailed, workflows.FailBudgetExhausted, 1)
+	if s := r.res.Spend; s == nil || s.Tokens != 370 || s.Requests != 5 {
+		t.Fatalf("spend = %+v, want 370 tokens over 5 requests", s)
+	}
+}
