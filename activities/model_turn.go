@@ -35,7 +35,7 @@ func (a *Activities) ModelTurn(ctx context.Context, in contract.ModelTurnInput) 
 	defer func() { a.observeModelTurn(ctx, in, result, err) }()
 	defer func() { a.endLive(in.AttemptID, err) }()
 	report := contract.AttemptReport{AttemptID: in.AttemptID, Phase: model.PhaseNotSent, StreamURL: a.beginLive(in.AttemptID)}
-	result, err = a.modelTurn(ctx, in, report)
+	result, err = a.modelTurn(ctx, in, &report)
 	var appErr *temporal.ApplicationError
 	if err != nil && !errors.As(err, &appErr) && errors.Is(err, ledger.ErrUnavailable) {
 		// The turn could not be read or committed: the attempt waits for
@@ -46,8 +46,11 @@ func (a *Activities) ModelTurn(ctx context.Context, in contract.ModelTurnInput) 
 	return result, err
 }
 
-// modelTurn is ModelTurn's attempt, report its report so far.
-func (a *Activities) modelTurn(ctx context.Context, in contract.ModelTurnInput, report contract.AttemptReport) (contract.ModelTurnResult, error) {
+// modelTurn is ModelTurn's attempt, report its report so far: once the
+// model has answered, the report holds how far it got and what it spent,
+// so an answer the ledger could not commit still counts toward the task's
+// budget.
+func (a *Activities) modelTurn(ctx context.Context, in contract.ModelTurnInput, report *contract.AttemptReport) (contract.ModelTurnResult, error) {
 	provider, ref, err := a.modelProvider(in.Model)
 	if err != nil {
 		return contract.ModelTurnResult{}, err
@@ -71,7 +74,7 @@ func (a *Activities) modelTurn(ctx context.Context, in contract.ModelTurnInput, 
 		}
 		req.Messages, req.Tools = summaryRequest(msgs[from:to]), nil
 	}
-	out, progress, err := a.attempt(ctx, in, provider, req, report)
+	out, progress, err := a.attempt(ctx, in, provider, req, *report)
 	if err != nil {
 		return contract.ModelTurnResult{}, err
 	}
@@ -81,6 +84,7 @@ func (a *Activities) modelTurn(ctx context.Context, in contract.ModelTurnInput, 
 		// counts the estimate, as an abandoned one does.
 		out.Usage = EstimateUsage(req)
 	}
+	report.Phase, report.Usage, report.UsageEstimated = progress.Phase, out.Usage, estimated
 	var res contract.ModelTurnResult
 	if in.Compact {
 		res, err = a.commitSummary(ctx, in, &commit, tr.refs, from, to, out, progress, estimated)
