@@ -24,6 +24,7 @@ import (
 
 	"github.com/capstanhq/capstan/internal/breaker"
 	"github.com/capstanhq/capstan/internal/config"
+	"github.com/capstanhq/capstan/internal/contract"
 	"github.com/capstanhq/capstan/internal/ledger"
 	"github.com/capstanhq/capstan/internal/logids"
 	"github.com/capstanhq/capstan/internal/model"
@@ -81,8 +82,14 @@ type Deps struct {
 	// ModelLimits are the worker's defaults for the limits a task leaves
 	// unset (WorkerLimits); zero fields mean config.DefaultModelLimits.
 	ModelLimits model.Limits
-	Now         func() time.Time // default time.Now
-	Logger      *slog.Logger     // default slog.Default()
+	// Budget is the worker's budget for a task that sets none, and Prices
+	// its price table by provider:model (WorkerLimits); a zero token
+	// budget means config.DefaultMaxTokensPerTask, nil prices
+	// config.DefaultModelPrices.
+	Budget contract.Budget
+	Prices map[string]config.Price
+	Now    func() time.Time // default time.Now
+	Logger *slog.Logger     // default slog.Default()
 	// Random draws the jitter of retry delays, uniform in [0,1); default
 	// math/rand/v2.Float64.
 	Random func() float64

@@ -264,6 +264,10 @@ func TestModelTurnCommitsOnlyACompletedAttempt(t *testing.T) {
 	if len(out.ToolCalls) != 1 || out.ToolCalls[0].Name != githubtools.NameCreateBranch || out.Phase != model.PhaseStreamCompleted {
 		t.Fatalf("out = %+v, want one create_branch call from a completed stream", out)
 	}
+	// The usage the sandbox reported, not an estimate, is what it spent.
+	if out.Usage.InputTokens <= 0 || out.Usage.OutputTokens <= 0 || out.UsageEstimated {
+		t.Errorf("usage = %+v (estimated %v), want the provider's input and output tokens", out.Usage, out.UsageEstimated)
+	}
 	call := out.ToolCalls[0]
 	stored, err := f.ledger.GetItem(context.Background(), call.Arguments)
 	if err != nil {
@@ -318,6 +322,10 @@ func TestModelTurnCommitsOnlyACompletedAttempt(t *testing.T) {
 	if report.Outcome != model.OutcomeCutIdle || report.Phase != model.PhaseStreamPartial || report.Events == 0 || report.AttemptID != "T/t3/a1" {
 		t.Errorf("report = %+v, want cut_idle at STREAM_PARTIAL after some events", report)
 	}
+	// Cut before it reported usage, it counts the estimate.
+	if report.Usage.InputTokens <= 0 || !report.UsageEstimated {
+		t.Errorf("report usage = %+v (estimated %v), want the estimate of its input", report.Usage, report.UsageEstimated)
+	}
 }
 
 // A server that takes the request and never answers is cut by the
@@ -341,6 +349,11 @@ func TestModelTurnCutsAServerThatNeverAnswers(t *testing.T) {
 	// recorder says so, rather than UNKNOWN.
 	if report.Outcome != model.OutcomeCutIdle || report.Events != 0 || report.Phase != model.PhaseSentNoHeaders {
 		t.Errorf("report = %+v, want cut_idle at SENT_NO_HEADERS before any event", report)
+	}
+	// The request was sent: it counts its input's characters / 4.
+	want := activities.EstimateUsage(model.Request{Messages: in.Seed, Tools: f.acts.Tools.Specs()})
+	if report.Usage != want || !report.UsageEstimated || want.InputTokens <= 0 {
+		t.Errorf("report usage = %+v (estimated %v), want the estimate %+v", report.Usage, report.UsageEstimated, want)
 	}
 }
 
@@ -367,6 +380,9 @@ func TestModelTurnRefusedConnectionIsNotSent(t *testing.T) {
 	report, ok := contract.AttemptReportOf(err)
 	if !ok || report.Outcome != model.OutcomeNotSent || report.Phase != model.PhaseNotSent {
 		t.Errorf("report = %+v (%v), want not_sent at NOT_SENT", report, err)
+	}
+	if report.Usage != (model.Usage{}) || report.UsageEstimated {
+		t.Errorf("report usage = %+v (estimated %v), want none: nothing was sent", report.Usage, report.UsageEstimated)
 	}
 }
 

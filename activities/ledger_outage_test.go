@@ -122,6 +122,32 @@ func TestModelTurnWithTheLedgerDownWaits(t *testing.T) {
 	}
 }
 
+// TestModelAnswerTheLedgerCouldNotCommitCounts: the ledger goes down
+// while the model answers, so the turn cannot commit; the attempt ends
+// breaker_open on the ledger, and its report carries the usage the
+// provider reported, which the task's budget counts.
+func TestModelAnswerTheLedgerCouldNotCommitCounts(t *testing.T) {
+	t.Parallel()
+	f, _, link := outageFixture(t)
+	f.sb.Model.SetFault(func(http.ResponseWriter, *http.Request, http.Handler) bool {
+		link.Down() // then the sandbox answers as scripted
+		return false
+	})
+	in := contract.ModelTurnInput{TaskID: "T", TurnID: "T/t1", AttemptID: "T/t1/a1", Model: "sandbox:hello",
+		Seed: []model.Message{{Role: model.RoleUser, Content: "hi"}}}
+	_, err := f.env.ExecuteActivity(f.acts.ModelTurn, in)
+	r, ok := contract.AttemptReportOf(err)
+	if !ok || r.Outcome != model.OutcomeBreakerOpen || r.Breaker != string(breaker.Ledger) {
+		t.Fatalf("ModelTurn whose commit the ledger refused: %v (report %+v), want breaker_open on breaker ledger", err, r)
+	}
+	if n := f.sb.Model.Stats().Requests; n != 1 {
+		t.Errorf("model requests = %d, want 1", n)
+	}
+	if r.Usage.InputTokens <= 0 || r.Usage.OutputTokens <= 0 || r.UsageEstimated || r.Phase != model.PhaseStreamCompleted {
+		t.Errorf("report = %+v, want the provider's usage of the completed stream", r)
+	}
+}
+
 // TestOutcomeIsRecordedThroughALedgerOutage: the ledger goes down while a
 // tool call is in flight (as GitHub creates the branch) and comes back two
 // seconds later. The activity records what the call did once the ledger is

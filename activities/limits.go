@@ -17,5 +17,10 @@ func (a *Activities) WorkerLimits(_ context.Context, _ contract.WorkerLimitsInpu
 	// The design's defaults under the worker's own; FirstEvent stays unset
 	// unless the worker set it (config.DefaultModelLimits sets none).
 	l := a.ModelLimits.Under(model.Limits(config.DefaultModelLimits))
-	return contract.WorkerLimitsResult{Limits: l}, nil
+	budget := a.Budget.Under(contract.Budget{MaxTokens: config.DefaultMaxTokensPerTask})
+	prices := a.Prices
+	if prices == nil {
+		prices = config.DefaultModelPrices
+	}
+	return contract.WorkerLimitsResult{Limits: l, Budget: budget, Prices: prices}, nil
 }

@@ -2,7 +2,9 @@ package activities
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"unicode/utf8"
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
@@ -35,6 +37,11 @@ func (a *Activities) attempt(ctx context.Context, in contract.ModelTurnInput, pr
 			Phase: model.PhaseNotSent, RetryAfter: open.Wait, Message: open.Error(), Err: open})
 	}
 	defer permit.Done(breaker.Ignored) // a path that reports nothing below proves nothing
+	// From here the request may reach the provider: until the attempt
+	// completes with the usage the provider reports, it counts an
+	// estimate, which its heartbeats carry too (a lost worker's attempt
+	// counts the same).
+	report.Usage, report.UsageEstimated = EstimateUsage(req), true
 
 	// The first beat makes the attempt known at once (its phase, and the
 	// stream hub a follower reads it from). The SDK sends a first beat
@@ -92,6 +99,10 @@ func attemptFailure(ctx context.Context, r contract.AttemptReport, err error) er
 	if ae.Phase != "" {
 		r.Phase = ae.Phase
 	}
+	if r.Phase == model.PhaseNotSent {
+		// Nothing reached the provider: nothing was spent.
+		r.Usage, r.UsageEstimated = model.Usage{}, false
+	}
 	r.HTTPStatus = ae.HTTPStatus
 	r.RetryAfterMS = ae.RetryAfter.Milliseconds()
 	r.Message = ae.Message
@@ -102,4 +113,23 @@ func attemptFailure(ctx context.Context, r contract.AttemptReport, err error) er
 		NonRetryable: true,
 		Details:      []any{r},
 	})
+}
+
+// EstimateUsage is what an attempt of req counts when it did not complete
+// with the usage its provider reported (docs/design.md §11.4): its input's
+// characters — every message's content and tool calls' arguments, and the
+// tools' specifications — divided by 4, as input tokens, rounded up.
+func EstimateUsage(req model.Request) model.Usage {
+	chars := 0
+	for _, m := range req.Messages {
+		chars += utf8.RuneCountInString(m.Content)
+		for _, c := range m.ToolCalls {
+			chars += utf8.RuneCountInString(c.Name) + utf8.RuneCount(c.Arguments)
+		}
+	}
+	for _, t := range req.Tools {
+		spec, _ := json.Marshal(t) // a map of JSON values: cannot fail
+		chars += utf8.RuneCount(spec)
+	}
+	return model.Usage{InputTokens: int64((chars + 3) / 4)}
 }

@@ -35,7 +35,7 @@ func (a *Activities) ModelTurn(ctx context.Context, in contract.ModelTurnInput) 
 	defer func() { a.observeModelTurn(ctx, in, result, err) }()
 	defer func() { a.endLive(in.AttemptID, err) }()
 	report := contract.AttemptReport{AttemptID: in.AttemptID, Phase: model.PhaseNotSent, StreamURL: a.beginLive(in.AttemptID)}
-	result, err = a.modelTurn(ctx, in, report)
+	result, err = a.modelTurn(ctx, in, &report)
 	var appErr *temporal.ApplicationError
 	if err != nil && !errors.As(err, &appErr) && errors.Is(err, ledger.ErrUnavailable) {
 		// The turn could not be read or committed: the attempt waits for
@@ -46,8 +46,11 @@ func (a *Activities) ModelTurn(ctx context.Context, in contract.ModelTurnInput) 
 	return result, err
 }
 
-// modelTurn is ModelTurn's attempt, report its report so far.
-func (a *Activities) modelTurn(ctx context.Context, in contract.ModelTurnInput, report contract.AttemptReport) (contract.ModelTurnResult, error) {
+// modelTurn is ModelTurn's attempt, report its report so far: once the
+// model has answered, the report holds how far it got and what it spent,
+// so an answer the ledger could not commit still counts toward the task's
+// budget.
+func (a *Activities) modelTurn(ctx context.Context, in contract.ModelTurnInput, report *contract.AttemptReport) (contract.ModelTurnResult, error) {
 	provider, ref, err := a.modelProvider(in.Model)
 	if err != nil {
 		return contract.ModelTurnResult{}, err
@@ -71,14 +74,24 @@ func (a *Activities) modelTurn(ctx context.Context, in contract.ModelTurnInput, 
 		}
 		req.Messages, req.Tools = summaryRequest(msgs[from:to]), nil
 	}
-	out, progress, err := a.attempt(ctx, in, provider, req, report)
+	out, progress, err := a.attempt(ctx, in, provider, req, *report)
 	if err != nil {
 		return contract.ModelTurnResult{}, err
 	}
-	if in.Compact {
-		return a.commitSummary(ctx, in, &commit, tr.refs, from, to, out, progress)
+	estimated := out.Usage == (model.Usage{})
+	if estimated {
+		// The provider reported no usage (it need not): the attempt
+		// counts the estimate, as an abandoned one does.
+		out.Usage = EstimateUsage(req)
 	}
-	return a.commitAnswer(ctx, in, &commit, tr, out, progress)
+	report.Phase, report.Usage, report.UsageEstimated = progress.Phase, out.Usage, estimated
+	var res contract.ModelTurnResult
+	if in.Compact {
+		res, err = a.commitSummary(ctx, in, &commit, tr.refs, from, to, out, progress, estimated)
+	} else {
+		res, err = a.commitAnswer(ctx, in, &commit, tr, out, progress, estimated)
+	}
+	return res, err
 }
 
 // modelProvider returns the provider of a "provider:model" string and the
@@ -105,7 +118,7 @@ func (a *Activities) modelProvider(s string) (model.Provider, model.Ref, error) 
 // one commit with the items pending (the seed messages loadTranscript held).
 // Its manifest extends the one the turn loaded with the items the turn
 // added: the seed, the appended tool messages, and the assistant item.
-func (a *Activities) commitAnswer(ctx context.Context, in contract.ModelTurnInput, pending *pendingItems, tr transcript, out model.Output, p model.Progress) (contract.ModelTurnResult, error) {
+func (a *Activities) commitAnswer(ctx context.Context, in contract.ModelTurnInput, pending *pendingItems, tr transcript, out model.Output, p model.Progress, estimated bool) (contract.ModelTurnResult, error) {
 	item, err := pending.message(model.Message{Role: model.RoleAssistant, Content: out.Text, ToolCalls: out.ToolCalls})
 	if err != nil {
 		return contract.ModelTurnResult{}, err
@@ -119,14 +132,15 @@ func (a *Activities) commitAnswer(ctx context.Context, in contract.ModelTurnInpu
 		return contract.ModelTurnResult{}, err
 	}
 	return a.commitTurn(ctx, in.TurnID, contract.ModelTurnResult{
-		AttemptID:    in.AttemptID,
-		Transcript:   transcript,
-		Text:         out.Text,
-		ToolCalls:    calls,
-		FinishReason: out.FinishReason,
-		Usage:        out.Usage,
-		Phase:        p.Phase,
-		Events:       p.Events,
+		AttemptID:      in.AttemptID,
+		Transcript:     transcript,
+		Text:           out.Text,
+		ToolCalls:      calls,
+		FinishReason:   out.FinishReason,
+		Usage:          out.Usage,
+		UsageEstimated: estimated,
+		Phase:          p.Phase,
+		Events:         p.Events,
 	}, pending.data)
 }
 
@@ -134,7 +148,7 @@ func (a *Activities) commitAnswer(ctx context.Context, in contract.ModelTurnInpu
 // replaced by the summary the model wrote, stored with the items pending
 // (the seed messages loadTranscript held) in the turn's one commit. Its
 // manifest names the whole new transcript: a fresh chain.
-func (a *Activities) commitSummary(ctx context.Context, in contract.ModelTurnInput, pending *pendingItems, refs []string, from, to int, out model.Output, p model.Progress) (contract.ModelTurnResult, error) {
+func (a *Activities) commitSummary(ctx context.Context, in contract.ModelTurnInput, pending *pendingItems, refs []string, from, to int, out model.Output, p model.Progress, estimated bool) (contract.ModelTurnResult, error) {
 	item, err := pending.message(summaryItem(to-from, out.Text))
 	if err != nil {
 		return contract.ModelTurnResult{}, err
@@ -144,7 +158,7 @@ func (a *Activities) commitSummary(ctx context.Context, in contract.ModelTurnInp
 		return contract.ModelTurnResult{}, err
 	}
 	return a.commitTurn(ctx, in.TurnID, contract.ModelTurnResult{AttemptID: in.AttemptID, Transcript: transcript, Text: out.Text,
-		FinishReason: out.FinishReason, Usage: out.Usage, Phase: p.Phase, Events: p.Events, Compacted: to - from}, pending.data)
+		FinishReason: out.FinishReason, Usage: out.Usage, UsageEstimated: estimated, Phase: p.Phase, Events: p.Events, Compacted: to - from}, pending.data)
 }
 
 // committedTurn returns the recorded output of a turn that already

@@ -88,12 +88,20 @@ func TestModelTurnHeartbeatsItsProgress(t *testing.T) {
 		done <- r
 	}()
 
-	wantKeys := []string{"attempt_id", "chars", "events", "outcome", "phase"} // empty ones are omitted
+	// empty ones are omitted; from the first beat on, the attempt counts
+	// the estimate of what it spends (its input's characters / 4), which
+	// a lost worker's last beat hands to the budget.
+	wantKeys := []string{"attempt_id", "chars", "events", "outcome", "phase", "usage", "usage_estimated"}
 	first := <-beats
-	if want := (contract.AttemptReport{AttemptID: "T/t1/a1", Phase: model.PhaseNotSent}); first.report != want || !reflect.DeepEqual(first.keys, wantKeys) {
+	est := first.report.Usage
+	if est.InputTokens <= 0 || est.OutputTokens != 0 {
+		t.Errorf("first beat's usage = %+v, want an estimate of input tokens", est)
+	}
+	if want := (contract.AttemptReport{AttemptID: "T/t1/a1", Phase: model.PhaseNotSent, Usage: est, UsageEstimated: true}); first.report != want || !reflect.DeepEqual(first.keys, wantKeys) {
 		t.Errorf("first beat = %+v with fields %v, want %+v with fields %v", first.report, first.keys, want, wantKeys)
 	}
-	want := contract.AttemptReport{AttemptID: "T/t1/a1", Phase: model.PhaseStreamPartial, Events: 1, Chars: 8, PreviewTail: "thinking"}
+	want := contract.AttemptReport{AttemptID: "T/t1/a1", Phase: model.PhaseStreamPartial, Events: 1, Chars: 8, PreviewTail: "thinking",
+		Usage: est, UsageEstimated: true}
 	giveUp := time.After(30 * time.Second)
 	for { // the ticker's beats, until one shows the first part
 		var b beat
@@ -118,5 +126,24 @@ func TestModelTurnHeartbeatsItsProgress(t *testing.T) {
 	r := <-done
 	if r.err != nil || r.out.Text != "thinking" || r.out.Phase != model.PhaseStreamCompleted || r.out.Events != 2 {
 		t.Fatalf("ModelTurn = %+v, %v; want the text, completed after 2 events", r.out, r.err)
+	}
+}
+
+// An attempt that did not complete with the usage its provider reported
+// counts its input's characters / 4 (rounded up) as input tokens: every
+// message's content and tool call, and the tools offered.
+func TestEstimateUsageIsTheInputsCharactersOverFour(t *testing.T) {
+	t.Parallel()
+	req := model.Request{Messages: []model.Message{
+		{Role: model.RoleUser, Content: "héllo wörld"},                                                                 // 11 characters
+		{Role: model.RoleAssistant, ToolCalls: []model.ToolCall{{Name: "get", Arguments: json.RawMessage(`{"a":1}`)}}}, // 3 + 7
+	}}
+	if got := activities.EstimateUsage(req); got != (model.Usage{InputTokens: 6}) { // ceil(21 / 4)
+		t.Errorf("estimate = %+v, want 6 input tokens", got)
+	}
+	req.Tools = []model.ToolSpec{{Name: "x"}}
+	spec, _ := json.Marshal(req.Tools[0])
+	if got, want := activities.EstimateUsage(req).InputTokens, int64((21+len(spec)+3)/4); got != want {
+		t.Errorf("estimate with a tool = %d, want %d", got, want)
 	}
 }

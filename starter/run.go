@@ -31,6 +31,7 @@ type runFlags struct {
 	maxTurns, maxRefusals                        int
 	humanTimeout, idleTimeout, maxDuration       time.Duration
 	wait, json, persistent, follow               bool
+	budget                                       budgetFlags
 }
 
 func (a *app) runCommand() *cobra.Command {
@@ -67,6 +68,8 @@ func (a *app) runCommand() *cobra.Command {
 	fl.IntVar(&f.maxTurns, "max-turns", config.DefaultMaxTurns, "most model turns before the task fails with max_turns")
 	fl.DurationVar(&f.idleTimeout, "idle-timeout", 0, "cut a model stream silent this long and retry it once (default $CAPSTAN_MODEL_IDLE_TIMEOUT or 120s)")
 	fl.DurationVar(&f.maxDuration, "max-duration", 0, "total limit of one model attempt (default $CAPSTAN_MODEL_MAX_DURATION or 10m)")
+	fl.Int64Var(&f.budget.maxTokens, "max-tokens", 0, "the task's token budget: input plus output tokens of all its model requests, abandoned ones included; past it the task fails with budget_exhausted (default $CAPSTAN_MAX_TOKENS_PER_TASK of the worker, or 2000000)")
+	fl.Float64Var(&f.budget.maxCost, "max-cost", 0, "the task's cost budget in US dollars, priced by CAPSTAN_MODEL_PRICES; every model of the task needs a price (default $CAPSTAN_MAX_COST_PER_TASK of the worker, or none)")
 	fl.DurationVar(&f.humanTimeout, "human-timeout", config.DefaultHumanTimeout, "how long the task waits for a person to resolve an operation before it fails with needs_human_timeout")
 	fl.BoolVar(&f.wait, "wait", false, "wait for the task to end and print its result")
 	fl.BoolVar(&f.follow, "follow", false, "watch the task live (as starter follow does) until it ends, then print its result")
@@ -176,7 +179,12 @@ func (a *app) taskInput(f runFlags) (workflows.AgentTaskInput, error) {
 	if err != nil {
 		return in, err
 	}
+	budget, err := a.taskBudget(f.budget, append([]string{m}, f.fallbacks...))
+	if err != nil {
+		return in, err
+	}
 	return workflows.AgentTaskInput{
+		Budget: budget,
 		TaskID: id, Tenant: f.tenant, Prompt: f.prompt, Repo: f.repo, Base: f.base,
 		SlackChannel: f.slack, Comments: comments, Model: m, Fallbacks: f.fallbacks, Persistent: f.persistent,
 		MaxTurns: f.maxTurns, ModelLimits: limits,

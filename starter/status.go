@@ -257,6 +257,9 @@ func writeResult(w io.Writer, res workflows.TaskResult, ui, shownAs string) {
 		attempts += len(t.Attempts)
 	}
 	lines = append(lines, fmt.Sprintf("turns: %d (%d model attempts)", len(res.Turns), attempts))
+	if res.Spend != nil {
+		lines = append(lines, spendLine(*res.Spend))
+	}
 	lines = append(lines, operationsTable(res.TaskID, res.Operations)...)
 	for _, d := range res.Deliveries {
 		state := string(d.State)

@@ -67,6 +67,9 @@ type task struct {
 	// the current outage (changeLedgerOutageWaits); zero when the ledger
 	// last answered (ledgerBack).
 	ledgerDownSince time.Time
+	// budgets: the task keeps to a budget (changeBudgets); its spend is
+	// result.Spend.
+	budgets bool
 	// scope is the chain's ledger scope (changeLedgerKeysPerChain), in
 	// every ledger key the task makes; empty for a chain started before.
 	scope string
@@ -83,12 +86,14 @@ func AgentTask(ctx workflow.Context, in AgentTaskInput) (TaskResult, error) {
 	if cp := in.Checkpoint; cp != nil {
 		t.result, t.transcript, t.append, t.nextTurn, t.journal = cp.Result, cp.Transcript, cp.Append, cp.NextTurn, cp.Journal
 		t.modelIndex, t.scope, t.policy = cp.ModelIndex, cp.Scope, cp.Policy
+		t.budgets = cp.Result.Spend != nil
 	} else {
 		if workflow.GetVersion(ctx, changeLedgerKeysPerChain, workflow.DefaultVersion, 1) != workflow.DefaultVersion {
 			info := workflow.GetInfo(ctx)
 			t.scope = ChainScope(info.Namespace, info.FirstRunID)
 		}
 		t.startPolicy(ctx)
+		t.budgets = workflow.GetVersion(ctx, changeBudgets, workflow.DefaultVersion, 1) != workflow.DefaultVersion
 		t.result = TaskResult{
 			TaskID: in.TaskID, WorkflowID: workflow.GetInfo(ctx).WorkflowExecution.ID, Model: in.Model,
 			Turns: []TurnRecord{}, Operations: []OperationRecord{}, Deliveries: []DeliveryRecord{},

@@ -37,7 +37,13 @@ func (t *task) compact(ctx workflow.Context, ts *turnState, in *contract.ModelTu
 	summaryIn.Compact = true
 	summary := fmt.Sprintf("turn %d · compaction %d · %s", ts.turn, ts.compactions, modelLabel(summaryIn.Model))
 	var out contract.ModelTurnResult
+	if err := t.checkBudget(ctx, summaryIn.AttemptID); err != nil {
+		return err
+	}
 	err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, modelTurnOptions(summaryIn.Limits, summary)), contract.ActivityModelTurn, summaryIn).Get(ctx, &out)
+	if err == nil {
+		t.spendOn(ctx, summaryIn.Model, out)
+	}
 	switch {
 	case err == nil && out.Compacted > 0:
 		ts.rec.Attempts = append(ts.rec.Attempts, t.attemptRecord(&summaryIn, AttemptRecord{Outcome: model.OutcomeCompleted, Phase: out.Phase, HTTPStatus: 200}))
@@ -51,6 +57,7 @@ func (t *task) compact(ctx workflow.Context, ts *turnState, in *contract.ModelTu
 		return err
 	}
 	summaryOutcome, cfgErr := attemptOutcomeOf(err)
+	t.spend(ctx, summaryIn.Model, summaryOutcome.Usage, summaryOutcome.UsageEstimated)
 	ts.rec.Attempts = append(ts.rec.Attempts, t.attemptRecord(&summaryIn, AttemptRecord{Outcome: summaryOutcome.Outcome, Phase: summaryOutcome.Phase, HTTPStatus: summaryOutcome.HTTPStatus, Message: summaryOutcome.Message}))
 	if cfgErr != "" {
 		return fail(FailWorkerMisconfigured, "%s", cfgErr)

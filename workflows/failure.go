@@ -59,6 +59,10 @@ const (
 	// calls as its refusal limit (CAPSTAN_POLICY_REFUSALS, --max-refusals;
 	// default 3). Nothing refused was sent.
 	FailPolicyViolation FailureCode = "policy_violation"
+	// FailBudgetExhausted: what the task's model requests spent reached
+	// its token or cost budget (docs/design.md §11.4); no further request
+	// was sent.
+	FailBudgetExhausted FailureCode = "budget_exhausted"
 	// FailInternalError: the workflow stopped on an error it has no code
 	// for; the message carries the error. A bug, never a routine ending.
 	FailInternalError FailureCode = "internal_error"

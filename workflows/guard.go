@@ -187,6 +187,10 @@ type attemptOutcome struct {
 	// OutageLimit, of an attempt the ledger's breaker kept, is how long
 	// the worker lets a task wait for its ledger (contract.BreakerWait).
 	OutageLimit time.Duration
+	// Usage is what the attempt spent (contract.AttemptReport.Usage),
+	// UsageEstimated when it is the estimate.
+	Usage          model.Usage
+	UsageEstimated bool
 	// At is when the workflow decides (workflow.Now); persistent mode
 	// measures its time budget with it.
 	At time.Time

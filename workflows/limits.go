@@ -39,6 +39,9 @@ func (t *task) settleLimits(ctx workflow.Context) error {
 	}
 	t.note(ctx, "model limits: idle %s, first event %s, attempt %s, heartbeat %s (%s)",
 		l.Idle, l.FirstEvent, l.Total, l.HeartbeatTimeout, limitsSource(own))
+	if t.budgets {
+		return t.settleBudget(ctx, res)
+	}
 	return nil
 }
 

@@ -128,10 +128,14 @@ func (t *task) callModel(ctx workflow.Context, ts *turnState, in *contract.Model
 		if kind != "" {
 			summary = fmt.Sprintf("turn %d · %s · attempt %d · %s", ts.turn, kind, attempt, modelLabel(in.Model))
 		}
-		actx := workflow.WithActivityOptions(ctx, modelTurnOptions(in.Limits, summary))
 		var out contract.ModelTurnResult
+		if err := t.checkBudget(ctx, in.AttemptID); err != nil {
+			return out, err
+		}
+		actx := workflow.WithActivityOptions(ctx, modelTurnOptions(in.Limits, summary))
 		err := workflow.ExecuteActivity(actx, contract.ActivityModelTurn, *in).Get(ctx, &out)
 		if err == nil {
+			t.spendOn(ctx, in.Model, out)
 			t.ledgerBack()
 			ts.guard.completed()
 			ts.rec.Attempts = append(ts.rec.Attempts, t.attemptRecord(in, AttemptRecord{Outcome: model.OutcomeCompleted, Phase: out.Phase, HTTPStatus: 200}))
@@ -143,6 +147,7 @@ func (t *task) callModel(ctx workflow.Context, ts *turnState, in *contract.Model
 			return out, err
 		}
 		oc, cfgErr := attemptOutcomeOf(err)
+		t.spend(ctx, in.Model, oc.Usage, oc.UsageEstimated)
 		ts.rec.Attempts = append(ts.rec.Attempts, t.attemptRecord(in, AttemptRecord{Outcome: oc.Outcome, Phase: oc.Phase, HTTPStatus: oc.HTTPStatus, Message: oc.Message}))
 		if cfgErr != "" {
 			return out, fail(FailWorkerMisconfigured, "%s", cfgErr)
@@ -183,6 +188,14 @@ func (t *task) callModel(ctx workflow.Context, ts *turnState, in *contract.Model
 		if err := t.wait(ctx, d.Delay, fmt.Sprintf("turn %d's next attempt (%s)", ts.turn, oc.Outcome)); err != nil {
 			return out, err
 		}
+	}
+}
+
+// spendOn adds a completed attempt's usage to the task's spend; a replayed
+// turn (committed by an earlier attempt) sent nothing now.
+func (t *task) spendOn(ctx workflow.Context, m string, out contract.ModelTurnResult) {
+	if !out.Replayed {
+		t.spend(ctx, m, out.Usage, out.UsageEstimated)
 	}
 }
 
@@ -263,15 +276,22 @@ func attemptOutcomeOf(err error) (attemptOutcome, string) {
 	if r, ok := contract.AttemptReportOf(err); ok {
 		return attemptOutcome{Outcome: r.Outcome, Phase: r.Phase, HTTPStatus: r.HTTPStatus,
 			RetryAfter: time.Duration(r.RetryAfterMS) * time.Millisecond, Message: r.Message, Breaker: r.Breaker,
-			OutageLimit: time.Duration(r.OutageLimitMS) * time.Millisecond}, ""
+			OutageLimit: time.Duration(r.OutageLimitMS) * time.Millisecond, Usage: r.Usage, UsageEstimated: r.UsageEstimated}, ""
 	}
 	switch {
 	case contract.IsWorkerConfig(err):
 		msg := contract.Describe(err)
 		return attemptOutcome{Outcome: model.OutcomeRejected, Phase: model.PhaseNotSent, Message: msg}, msg
 	case errors.As(err, &timeoutErr):
-		return attemptOutcome{Outcome: model.OutcomeWorkerLost, Phase: model.PhaseUnknown,
-			Message: fmt.Sprintf("the worker stopped answering (%s timeout)", timeoutErr.TimeoutType())}, ""
+		oc := attemptOutcome{Outcome: model.OutcomeWorkerLost, Phase: model.PhaseUnknown,
+			Message: fmt.Sprintf("the worker stopped answering (%s timeout)", timeoutErr.TimeoutType())}
+		// The lost attempt's last heartbeat carries its estimate, once its
+		// request may have been sent.
+		var beat contract.AttemptReport
+		if timeoutErr.HasLastHeartbeatDetails() && timeoutErr.LastHeartbeatDetails(&beat) == nil {
+			oc.Usage, oc.UsageEstimated = beat.Usage, beat.UsageEstimated
+		}
+		return oc, ""
 	default:
 		return attemptOutcome{Outcome: model.OutcomeUnknown, Phase: model.PhaseUnknown, Message: err.Error()}, ""
 	}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/capstanhq/capstan"
 
+	"github.com/capstanhq/capstan/internal/config"
 	"github.com/capstanhq/capstan/internal/contract"
 	"github.com/capstanhq/capstan/internal/model"
 )
@@ -48,6 +49,13 @@ type AgentTaskInput struct {
 	// then derives the defaults' context from Repo, Comments, Base and
 	// Tenant (taskPolicy).
 	Policy *contract.TaskPolicy `json:"policy,omitempty"`
+	// Budget is the task's ceiling on what its model requests spend;
+	// zero fields take the worker's (CAPSTAN_MAX_TOKENS_PER_TASK,
+	// CAPSTAN_MAX_COST_PER_TASK) at its start, since changeBudgets.
+	Budget contract.Budget `json:"budget,omitzero"`
+	// Prices are the prices of the task's models, taken from its first
+	// worker's table with its budget.
+	Prices map[string]config.Price `json:"prices,omitempty"`
 	// Checkpoint is set when the task continues as new.
 	Checkpoint *Checkpoint `json:"checkpoint,omitempty"`
 }
@@ -88,6 +96,9 @@ type TaskResult struct {
 	// for a circuit breaker: "waiting 24s for breaker github/write (until
 	// 12:00:34 UTC)". Empty otherwise.
 	Waiting string `json:"waiting,omitempty"`
+	// Spend is what the task's model requests have spent, against its
+	// budget; nil for a task started before changeBudgets.
+	Spend *Spend `json:"spend,omitempty"`
 }
 
 // TurnRecord lists the attempts of one turn.

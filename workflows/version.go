@@ -120,6 +120,16 @@ const (
 	// to the model. Read once, as the chain's first run starts; a
 	// continued run takes it from its checkpoint.
 	changePolicyAtToolBoundary = "policy-at-tool-boundary"
+
+	// changeBudgets: a task has a token budget and may have a cost
+	// budget (AgentTaskInput.Budget, the rest from its first worker with
+	// the model limits), adds up what every model attempt spent — the
+	// provider's usage or the attempt's estimate, abandoned attempts
+	// included — in TaskResult.Spend, and sends a model request only while
+	// that is below its budget, else fails budget_exhausted. Read once, as
+	// the chain's first run starts; a continued run has a Spend in its
+	// checkpoint.
+	changeBudgets = "token-and-cost-budgets"
 )
 
 // inEffect reports whether change, one of those through

@@ -78,6 +78,15 @@ type Config struct {
 	// task waits, in one outage, for a ledger it cannot reach before it
 	// fails ledger_unavailable.
 	LedgerOutageLimit time.Duration
+	// MaxTokensPerTask (CAPSTAN_MAX_TOKENS_PER_TASK) and MaxCostPerTask
+	// (CAPSTAN_MAX_COST_PER_TASK, US dollars, 0 when unset) are the
+	// worker's budgets for a task that sets none (starter run --max-tokens,
+	// --max-cost); a task takes them with its model limits, at its start.
+	MaxTokensPerTask int64
+	MaxCostPerTask   float64
+	// ModelPrices (CAPSTAN_MODEL_PRICES over DefaultModelPrices) price a
+	// task's tokens, by provider:model.
+	ModelPrices map[string]Price
 	// StreamToken (CAPSTAN_STREAM_TOKEN) is what `starter follow` presents
 	// to a worker's live stream as a bearer token; the worker reads it
 	// with LiveStreamFromLookupEnv.
@@ -163,6 +172,7 @@ func FromLookupEnv(lookup func(string) (string, bool)) Config {
 	c.ModelConnectTimeout = duration("CAPSTAN_MODEL_CONNECT_TIMEOUT", DefaultConnectTimeout)
 	c.ReconcileWindow = duration("CAPSTAN_RECONCILE_WINDOW", DefaultReconcileWindow)
 	c.LedgerOutageLimit = duration("CAPSTAN_LEDGER_OUTAGE_LIMIT", DefaultLedgerOutageLimit)
+	c.readBudgets(getenv)
 	c.ModelLimits = ModelLimits{
 		FirstEvent:       duration("CAPSTAN_MODEL_FIRST_EVENT_TIMEOUT", DefaultModelLimits.FirstEvent),
 		Idle:             duration("CAPSTAN_MODEL_IDLE_TIMEOUT", DefaultModelLimits.Idle),

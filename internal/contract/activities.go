@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/capstanhq/capstan"
+	"github.com/capstanhq/capstan/internal/config"
 	"github.com/capstanhq/capstan/internal/model"
 	"github.com/capstanhq/capstan/internal/tools/ghref"
 )
@@ -59,9 +60,13 @@ type ModelTurnResult struct {
 	Text         string
 	ToolCalls    []ToolCallRef
 	FinishReason string
-	Usage        model.Usage
-	Phase        model.Phase
-	Events       int
+	// Usage is what the attempt spent: the provider's reported usage, or,
+	// when it reported none, the estimate of AttemptReport.Usage
+	// (UsageEstimated).
+	Usage          model.Usage
+	UsageEstimated bool `json:",omitempty"`
+	Phase          model.Phase
+	Events         int
 	// Replayed: the turn had already committed (a redelivered activity, a
 	// reset); this is its recorded output and the model was not called.
 	Replayed bool `json:",omitempty"`
@@ -97,9 +102,16 @@ type AttemptReport struct {
 	// BreakerWait.OutageLimit in milliseconds.
 	OutageLimitMS int64  `json:"outage_limit_ms,omitempty"`
 	Message       string `json:"message,omitempty"`
-	Events        int    `json:"events"`
-	Chars         int    `json:"chars"`
-	PreviewTail   string `json:"preview_tail,omitempty"`
+	// Usage is what the attempt spent (docs/design.md §11.4): once its
+	// request may have been sent, an estimate — its input's characters / 4
+	// as input tokens (UsageEstimated) — since an attempt that did not
+	// complete has no usage the provider reported; zero while nothing was
+	// sent. Heartbeats carry it too, so a lost worker's attempt counts.
+	Usage          model.Usage `json:"usage,omitzero"`
+	UsageEstimated bool        `json:"usage_estimated,omitempty"`
+	Events         int         `json:"events"`
+	Chars          int         `json:"chars"`
+	PreviewTail    string      `json:"preview_tail,omitempty"`
 	// StreamURL is where followers read this attempt's text live (the
 	// worker's livestream hub); empty when the worker serves none.
 	StreamURL string `json:"stream_url,omitempty"`
@@ -307,4 +319,27 @@ type WorkerLimitsInput struct{}
 // unless the worker sets a first-event wait apart from its idle timeout.
 type WorkerLimitsResult struct {
 	Limits model.Limits `json:"limits"`
+	// Budget is the worker's budget for a task that sets none
+	// (CAPSTAN_MAX_TOKENS_PER_TASK, CAPSTAN_MAX_COST_PER_TASK), and
+	// Prices its price table (CAPSTAN_MODEL_PRICES), by provider:model.
+	Budget Budget                  `json:"budget,omitzero"`
+	Prices map[string]config.Price `json:"prices,omitempty"`
+}
+
+// Budget is a task's ceiling on what its model requests spend
+// (docs/design.md §11.4); a zero field sets no ceiling of that kind.
+type Budget struct {
+	MaxTokens  int64   `json:"max_tokens,omitempty"`
+	MaxCostUSD float64 `json:"max_cost_usd,omitempty"`
+}
+
+// Under fills the fields b leaves unset from def.
+func (b Budget) Under(def Budget) Budget {
+	if b.MaxTokens <= 0 {
+		b.MaxTokens = def.MaxTokens
+	}
+	if b.MaxCostUSD <= 0 {
+		b.MaxCostUSD = def.MaxCostUSD
+	}
+	return b
 }

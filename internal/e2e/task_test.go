@@ -255,6 +255,11 @@ func TestStarterRefusesBadInput(t *testing.T) {
 		{"comment on issue zero", []string{"--prompt", "x", "--comment", "acme/app#0"}, "OWNER/NAME#N"},
 		{"bad idle timeout", []string{"--prompt", "x", "--idle-timeout", "soon"}, "--idle-timeout"},
 		{"idle longer than the attempt", []string{"--prompt", "x", "--idle-timeout", "20m"}, "must be shorter than"},
+		{"cost budget on an unpriced model", []string{"--prompt", "x", "--model", "openai:unpriced", "--max-cost", "1"},
+			"--max-cost needs a price for every model of the task, and openai:unpriced has none"},
+		{"cost budget on an unpriced fallback", []string{"--prompt", "x", "--model", "openai:gpt-4.1", "--fallback", "anthropic:unpriced", "--max-cost", "0.5"},
+			"anthropic:unpriced has none"},
+		{"negative token budget", []string{"--prompt", "x", "--max-tokens", "-5"}, "--max-tokens"},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

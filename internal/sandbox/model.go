@@ -39,13 +39,16 @@ type Model struct {
 	door    modelDoor                   // the port, for FaultRefuseConnection
 	control map[string]http.HandlerFunc // the /_sandbox/ endpoints
 
-	mu        sync.Mutex
-	now       func() time.Time // stamps the request log
-	stats     ModelStats
-	log       []*ModelRequest // the newest maxRequestLog requests
-	last      []byte
-	stepFired map[stepKey]int // how often each scripted step's fault struck
-	scripts   map[string]*script
+	mu    sync.Mutex
+	now   func() time.Time // stamps the request log
+	stats ModelStats
+	// fixedUsage is the usage every answer reports, set by SetUsage; nil
+	// for the estimate.
+	fixedUsage *fixedUsage
+	log        []*ModelRequest // the newest maxRequestLog requests
+	last       []byte
+	stepFired  map[stepKey]int // how often each scripted step's fault struck
+	scripts    map[string]*script
 }
 
 // ModelStats counts what the model fake has done.
@@ -190,6 +193,24 @@ type modelRequest struct {
 	assistants   int    // assistant messages: the step to play
 	taskID       string // from the system message, for {{task_id}}
 	includeUsage bool   // OpenAI's stream_options.include_usage
+	// usage, when set, is the usage every answer reports (SetUsage)
+	// instead of the estimate from the bytes.
+	usage *fixedUsage
+}
+
+// fixedUsage is the input and output tokens an answer reports.
+type fixedUsage struct{ input, output int }
+
+// SetUsage makes every complete answer report input and output tokens as
+// its usage, whatever its size, so a test can count a budget exactly;
+// SetUsage(0, 0) goes back to the estimate (about 4 bytes a token).
+func (m *Model) SetUsage(input, output int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.fixedUsage = nil
+	if input > 0 || output > 0 {
+		m.fixedUsage = &fixedUsage{input: input, output: output}
+	}
 }
 
 // serve handles a request that no SetFault fault answered.
@@ -243,6 +264,7 @@ func (m *Model) serve(w http.ResponseWriter, r *http.Request) {
 	m.mu.Lock()
 	m.stats.ScriptRequests[sc.Name]++
 	rec.Script, rec.Step = sc.Name, req.assistants
+	req.usage = m.fixedUsage
 	m.mu.Unlock()
 
 	st := sc.stepAt(req.assistants).expand(req.taskID)

@@ -80,7 +80,7 @@ func (anthropicWire) writeError(w http.ResponseWriter, e wireError) {
 }
 
 func (anthropicWire) encoder(model string, req modelRequest, promptBytes int) streamEncoder {
-	return &anthropicEncoder{id: "msg_sandbox_" + rand.Text(), model: model, promptBytes: promptBytes}
+	return &anthropicEncoder{id: "msg_sandbox_" + rand.Text(), model: model, promptBytes: promptBytes, fixed: req.usage}
 }
 
 // anthropicEncoder renders the events of one streamed message.
@@ -88,6 +88,7 @@ type anthropicEncoder struct {
 	id          string
 	model       string
 	promptBytes int
+	fixed       *fixedUsage // SetUsage's, when set
 }
 
 // event is one typed event: "event: <type>" and its data.
@@ -102,7 +103,7 @@ func (e *anthropicEncoder) opening() []frame {
 		anthropicEvent("message_start", map[string]any{"message": map[string]any{
 			"id": e.id, "type": "message", "role": "assistant", "model": e.model,
 			"content": []any{}, "stop_reason": nil, "stop_sequence": nil,
-			"usage": map[string]any{"input_tokens": estimateTokens(e.promptBytes), "output_tokens": 1},
+			"usage": map[string]any{"input_tokens": e.inputTokens(), "output_tokens": 1},
 		}}),
 		anthropicEvent("ping", map[string]any{}),
 	}
@@ -155,7 +156,7 @@ func (e *anthropicEncoder) answer(st step, finish finishKind) []frame {
 	}
 	md := anthropicEvent("message_delta", map[string]any{
 		"delta": map[string]any{"stop_reason": reason, "stop_sequence": nil},
-		"usage": map[string]any{"output_tokens": estimateTokens(completionBytes(st))},
+		"usage": map[string]any{"output_tokens": e.outputTokens(st)},
 	})
 	md.closing = true
 	stop := anthropicEvent("message_stop", map[string]any{})
@@ -174,4 +175,20 @@ func (e *anthropicEncoder) endlessText(text string) frame { return textDelta(0, 
 func (e *anthropicEncoder) errorEvent(kind errKind, message string) frame {
 	return anthropicEvent("error", map[string]any{"error": map[string]any{
 		"type": anthropicErrorType(kind), "message": message}})
+}
+
+// inputTokens and outputTokens are the usage the message reports:
+// SetUsage's, or the estimate from the bytes.
+func (e *anthropicEncoder) inputTokens() int {
+	if e.fixed != nil {
+		return e.fixed.input
+	}
+	return estimateTokens(e.promptBytes)
+}
+
+func (e *anthropicEncoder) outputTokens(st step) int {
+	if e.fixed != nil {
+		return e.fixed.output
+	}
+	return estimateTokens(completionBytes(st))
 }

@@ -102,6 +102,7 @@ func (openAIWire) encoder(model string, req modelRequest, promptBytes int) strea
 		},
 		includeUsage: req.includeUsage,
 		promptBytes:  promptBytes,
+		fixed:        req.usage,
 	}
 }
 
@@ -110,6 +111,7 @@ type openAIEncoder struct {
 	base         chunk
 	includeUsage bool
 	promptBytes  int
+	fixed        *fixedUsage // SetUsage's, when set
 }
 
 func (e *openAIEncoder) chunk(d delta, finish string) frame {
@@ -154,6 +156,9 @@ func (e *openAIEncoder) answer(st step, finish finishKind) []frame {
 	closing := []frame{e.chunk(delta{}, reason)}
 	if e.includeUsage {
 		u := usage{PromptTokens: estimateTokens(e.promptBytes), CompletionTokens: estimateTokens(completionBytes(st))}
+		if e.fixed != nil {
+			u.PromptTokens, u.CompletionTokens = e.fixed.input, e.fixed.output
+		}
 		u.TotalTokens = u.PromptTokens + u.CompletionTokens
 		c := e.base
 		c.Choices = []chunkChoice{}

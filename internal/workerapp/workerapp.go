@@ -30,6 +30,7 @@ import (
 	"github.com/capstanhq/capstan/activities"
 	"github.com/capstanhq/capstan/internal/breaker"
 	"github.com/capstanhq/capstan/internal/config"
+	"github.com/capstanhq/capstan/internal/contract"
 	"github.com/capstanhq/capstan/internal/ledger"
 	"github.com/capstanhq/capstan/internal/ledger/ledgerdsn"
 	"github.com/capstanhq/capstan/internal/livestream"
@@ -202,6 +203,8 @@ func (w *Worker) newActivities(cfg config.Config, cl Clients, breakers *breaker.
 		LedgerOutageLimit: cfg.LedgerOutageLimit,
 		// The limits a task leaves unset: see activities.WorkerLimits.
 		ModelLimits: model.Limits(cfg.ModelLimits),
+		Budget:      contract.Budget{MaxTokens: cfg.MaxTokensPerTask, MaxCostUSD: cfg.MaxCostPerTask},
+		Prices:      cfg.ModelPrices,
 		Now:         time.Now,
 		Logger:      w.logger,
 	}
