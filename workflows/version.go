@@ -23,7 +23,8 @@ import "go.temporal.io/sdk/workflow"
 //	v8  changeCancelSettlesEveryUnknown
 //	v9  changeResolveOnce
 //	v10 changeLedgerOutageWaits, changeLedgerKeysPerChain
-const HistoryVersion = "v10"
+//	v11 changePolicyAtToolBoundary, changeBudgets
+const HistoryVersion = "v11"
 
 // Changes to workflow logic, each read with workflow.GetVersion where the
 // logic forks. A change id — the string, which histories record — is never
