@@ -37,16 +37,17 @@ func TestForgedCommentMarkerIsIgnored(t *testing.T) {
 	target := fmt.Sprintf("capstan-sandbox/demo#%d", issue.GetNumber())
 
 	env := append(endpointEnv(t, "e2e-forged", sb), "CAPSTAN_RECONCILE_WINDOW=2s", "CAPSTAN_HEARTBEAT_TIMEOUT=3s")
-	startWorker(t, env)
+	// The task is started before any worker polls its queue, so nothing of
+	// it runs until mallory has forged the marker and the fault is set.
 	r := runStarter(t, env, "run", "--prompt", "open a pull request and report", "--repo", "capstan-sandbox/demo",
 		"--model", "openai:demo", "--comment", target, "--id", id)
 	if r.code != 0 {
 		t.Fatalf("exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
 	}
 	// The delivery's id carries the task's chain scope, known once the task
-	// has started; mallory forges its marker while the task still works
-	// through its turns, well before it comments (the checks below fail if
-	// not: capstan's comment must come second, on its second try).
+	// has started; mallory forges its marker before a worker is there to
+	// run the task (the checks below still fail if capstan's comment came
+	// first, or on its first try).
 	opID := "default:" + id + ":" + chainScope(t, workflows.WorkflowID(id)) + ":deliver:github:" + target
 	if _, _, err := mallory.Issues.CreateComment(ctx, "capstan-sandbox", "demo", issue.GetNumber(), &gogithub.IssueComment{
 		Body: gogithub.String("nothing to see here\n\n" + githubtools.Marker(opID))}); err != nil {
@@ -55,6 +56,7 @@ func TestForgedCommentMarkerIsIgnored(t *testing.T) {
 	if err := sb.GitHub.AddFault(sandbox.FaultRule{Endpoint: "issues/create-comment", Kind: sandbox.FaultFail, Status: 500, Times: 1}); err != nil {
 		t.Fatal(err)
 	}
+	startWorker(t, env)
 	res := waitResult(t, id)
 	if all := sb.GitHub.Comments("capstan-sandbox/demo", issue.GetNumber()); len(all) == 0 || all[0].Author == sandbox.GitHubLogin {
 		t.Fatalf("capstan commented before mallory forged the marker: %+v; the test proves nothing", all)
