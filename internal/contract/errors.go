@@ -3,6 +3,7 @@ package contract
 import (
 	"errors"
 	"slices"
+	"strings"
 
 	"go.temporal.io/sdk/temporal"
 )
@@ -131,4 +132,42 @@ func detailsOf[T any](err error, typ string) (d T, ok bool) {
 		return zero, false
 	}
 	return d, true
+}
+
+// AtBoundary is err as an activity hands it to Temporal. Temporal reads
+// only the outermost error: an application error that something wrapped
+// with fmt.Errorf for context reaches the workflow as a retryable failure of
+// no type in ErrorTypes, its own type, retryability, delay and details
+// buried in the cause, where neither the retry policy nor ErrorTypeOf looks.
+// AtBoundary lifts the first application error in err's chain to the top,
+// with err's text as its message; an error that is already an
+// application error at the top, or carries none, is returned unchanged.
+func AtBoundary(err error) error {
+	var appErr *temporal.ApplicationError
+	if err == nil || !errors.As(err, &appErr) {
+		return err
+	}
+	if top, ok := err.(*temporal.ApplicationError); ok {
+		return top
+	}
+	opts := temporal.ApplicationErrorOptions{
+		NonRetryable:   appErr.NonRetryable(),
+		NextRetryDelay: appErr.NextRetryDelay(),
+		Category:       appErr.Category(),
+		Cause:          appErr.Unwrap(),
+	}
+	switch appErr.Type() {
+	case ErrTypeModelAttempt:
+		if r, ok := AttemptReportOf(appErr); ok {
+			opts.Details = []any{r}
+		}
+	case ErrTypeBreakerOpen:
+		if w, ok := BreakerWaitOf(appErr); ok {
+			opts.Details = []any{w}
+		}
+	}
+	// The message is err's text with the application error's own message in
+	// its place: its type and cause are the new error's again.
+	msg := strings.Replace(err.Error(), appErr.Error(), appErr.Message(), 1)
+	return temporal.NewApplicationErrorWithOptions(msg, appErr.Type(), opts)
 }

@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/interceptor"
 	tlog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
 
@@ -177,7 +178,7 @@ func New(ctx context.Context, o Options) (_ *Worker, err error) {
 	}
 	// Once asked to stop, the worker stops polling and gives running
 	// activities StopTimeout to finish before their contexts are cancelled.
-	w.worker = worker.New(c, cfg.TaskQueue, worker.Options{Identity: w.identity, WorkerStopTimeout: o.StopTimeout})
+	w.worker = worker.New(c, cfg.TaskQueue, worker.Options{Identity: w.identity, WorkerStopTimeout: o.StopTimeout, Interceptors: []interceptor.WorkerInterceptor{activities.Interceptor()}})
 	w.worker.RegisterWorkflow(workflows.AgentTask)
 	w.worker.RegisterActivity(acts)
 	w.logger.Info("worker ready", "identity", w.identity, "task_queue", cfg.TaskQueue, "ledger", ledgerdsn.Redact(cfg.LedgerDSN))
