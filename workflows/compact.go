@@ -64,11 +64,7 @@ func (t *task) compact(ctx workflow.Context, ts *turnState, in *contract.ModelTu
 	}
 	t.note(ctx, "%s abandoned (%s): %s; truncating the transcript instead, behind a visible marker", summaryIn.AttemptID, summaryOutcome.Outcome, summaryOutcome.Message)
 
-	var cut contract.TruncateResult
-	topts := kindTruncate.options(fmt.Sprintf("turn %d · truncation %d", ts.turn, ts.compactions), summaryIn.Limits, false)
-	err = workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, topts), contract.ActivityTruncateTranscript, contract.TruncateInput{
-		TaskID: in.TaskID, Scope: in.Scope, TurnID: summaryIn.TurnID, Transcript: in.Transcript, Append: in.Append, Seed: in.Seed,
-	}).Get(ctx, &cut)
+	cut, err := t.truncate(ctx, ts, in, summaryIn)
 	if err != nil {
 		return err
 	}
@@ -79,4 +75,28 @@ func (t *task) compact(ctx workflow.Context, ts *turnState, in *contract.ModelTu
 	t.note(ctx, "turn %d: %d earlier transcript items removed, replaced by a marker saying so", ts.turn, cut.Removed)
 	in.Transcript, in.Append, in.Seed = cut.Transcript, nil, nil
 	return nil
+}
+
+// truncate cuts the transcript's oldest exchanges (TruncateTranscript). A
+// ledger that cannot be reached is waited out like any other activity's,
+// journalled and within the worker's outage limit, in tasks started since
+// changeTruncateWaitsForLedger; before it, Temporal's five attempts were
+// all the outage a truncation survived.
+func (t *task) truncate(ctx workflow.Context, ts *turnState, in *contract.ModelTurnInput, summaryIn contract.ModelTurnInput) (contract.TruncateResult, error) {
+	var cut contract.TruncateResult
+	topts := kindTruncate.options(fmt.Sprintf("turn %d · truncation %d", ts.turn, ts.compactions), summaryIn.Limits, false)
+	tin := contract.TruncateInput{
+		TaskID: in.TaskID, Scope: in.Scope, TurnID: summaryIn.TurnID, Transcript: in.Transcript, Append: in.Append, Seed: in.Seed,
+	}
+	for {
+		err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, topts), contract.ActivityTruncateTranscript, tin).Get(ctx, &cut)
+		w, open := contract.BreakerWaitOf(err)
+		if !open || w.Breaker != ledgerBreaker || ctx.Err() != nil ||
+			workflow.GetVersion(ctx, changeTruncateWaitsForLedger, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+			return cut, err
+		}
+		if err := t.waitForBreaker(ctx, w.Breaker, w.Wait, w.OutageLimit, fmt.Sprintf("truncation of turn %d", ts.turn)); err != nil {
+			return cut, err
+		}
+	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/capstanhq/capstan"
 	"github.com/capstanhq/capstan/activities"
 	"github.com/capstanhq/capstan/internal/contract"
+	"github.com/capstanhq/capstan/internal/model"
 	"github.com/capstanhq/capstan/workflows"
 )
 
@@ -97,5 +98,19 @@ func TestLedgerOutageIsWaitedOutUpToItsLimit(t *testing.T) {
 				t.Errorf("operation = %+v, want absent: nothing was sent", op)
 			}
 		})
+	}
+}
+
+// A truncation that finds the ledger down for longer than Temporal's five
+// attempts is waited out by the workflow, journalled, and the task goes on.
+func TestTruncationWaitsOutALedgerOutage(t *testing.T) {
+	t.Parallel()
+	r := runTask(t, workflows.AgentTaskInput{}, []reply{fails(model.OutcomeOverflow, 0), fails(model.OutcomeCutIdle, 0), answer("done", "stop")},
+		func(_ *testsuite.TestWorkflowEnvironment, s *script) { s.truncateDown = 8 })
+	r.wantOutcome(t, workflows.StatusCompleted, "", 3,
+		"for breaker ledger: truncation of turn 1 was not sent",
+		"turn 1: 4 earlier transcript items removed, replaced by a marker saying so")
+	if len(r.s.truncations) != 1 {
+		t.Errorf("truncations = %d, want 1 after the outage", len(r.s.truncations))
 	}
 }

@@ -46,6 +46,9 @@ type script struct {
 	calls   []modelCall
 	// truncations are the TruncateTranscript calls.
 	truncations []contract.TruncateInput
+	// truncateDown is how many TruncateTranscript calls find the ledger
+	// down before one succeeds.
+	truncateDown int
 	// endless, when set, answers every call past the script's end.
 	endless reply
 }
@@ -150,6 +153,10 @@ func runTask(t *testing.T, in workflows.AgentTaskInput, replies []reply, before 
 	env.OnActivity(a.ExecuteTool, mock.Anything, mock.Anything).Return(contract.ExecuteToolResult{State: capstan.OutcomeSucceeded, Item: "sha256:20"}, nil)
 	env.OnActivity(a.TruncateTranscript, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, tin contract.TruncateInput) (contract.TruncateResult, error) {
+			if s.truncateDown > 0 {
+				s.truncateDown--
+				return contract.TruncateResult{}, ledgerDown()
+			}
 			s.truncations = append(s.truncations, tin)
 			return contract.TruncateResult{Transcript: "sha256:truncated", Removed: 4}, nil
 		})

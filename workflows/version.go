@@ -131,6 +131,14 @@ const (
 	// the chain's first run starts; a continued run has a Spend in its
 	// checkpoint.
 	changeBudgets = "token-and-cost-budgets"
+
+	// changeTruncateWaitsForLedger: a TruncateTranscript that finds the
+	// ledger unreachable (BreakerOpen of breaker "ledger") is waited out
+	// by the workflow, journalled and counted against the worker's outage
+	// limit, and started again, as every other activity's wait for the
+	// ledger is; before it, Temporal's five attempts (about a minute) were
+	// all the outage a truncation survived. Read where the wait forks.
+	changeTruncateWaitsForLedger = "truncate-waits-for-ledger"
 )
 
 // inEffect reports whether change, one of those through
