@@ -43,6 +43,7 @@ type Ledger interface {
 	Get(ctx context.Context, id string) (ledger.Operation, error)
 	PutItem(ctx context.Context, data []byte) (string, error)
 	GetItem(ctx context.Context, ref string) ([]byte, error)
+	GetItems(ctx context.Context, refs []string) ([][]byte, error)
 	CommitTurn(ctx context.Context, turnID string, output []byte, items ...[]byte) ([]byte, error)
 	GetTurn(ctx context.Context, turnID string) ([]byte, error)
 }

@@ -127,6 +127,11 @@ func (l *guardedLedger) GetItem(ctx context.Context, ref string) (data []byte, e
 	return data, err
 }
 
+func (l *guardedLedger) GetItems(ctx context.Context, refs []string) (data [][]byte, err error) {
+	err = l.call(ctx, func() error { data, err = l.Ledger.GetItems(ctx, refs); return err })
+	return data, err
+}
+
 func (l *guardedLedger) CommitTurn(ctx context.Context, turnID string, output []byte, items ...[]byte) (stored []byte, err error) {
 	err = l.call(ctx, func() error { stored, err = l.Ledger.CommitTurn(ctx, turnID, output, items...); return err })
 	return stored, err

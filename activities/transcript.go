@@ -122,16 +122,22 @@ func (a *Activities) putMessage(ctx context.Context, m model.Message) (string, e
 	return ref, nil
 }
 
-func (a *Activities) getMessage(ctx context.Context, ref string) (model.Message, error) {
-	var m model.Message
-	data, err := a.Ledger.GetItem(ctx, ref)
+// getMessages reads the transcript items refs name, in one ledger call.
+func (a *Activities) getMessages(ctx context.Context, refs []string) ([]model.Message, error) {
+	if len(refs) == 0 {
+		return nil, nil
+	}
+	items, err := a.Ledger.GetItems(ctx, refs)
 	if err != nil {
-		return m, fmt.Errorf("load transcript item %s: %w", ref, err)
+		return nil, fmt.Errorf("load %d transcript items: %w", len(refs), err)
 	}
-	if err := json.Unmarshal(data, &m); err != nil {
-		return m, fmt.Errorf("decode transcript item %s: %w", ref, err)
+	msgs := make([]model.Message, len(items))
+	for i, data := range items {
+		if err := json.Unmarshal(data, &msgs[i]); err != nil {
+			return nil, fmt.Errorf("decode transcript item %s: %w", refs[i], err)
+		}
 	}
-	return m, nil
+	return msgs, nil
 }
 
 // pendingItems are the transcript items an activity commits, held until the
@@ -243,14 +249,12 @@ func (a *Activities) loadTranscript(ctx context.Context, in contract.ModelTurnIn
 		}
 	}
 	t.committed = len(t.refs)
-	msgs := make([]model.Message, 0, len(t.refs)+len(in.Seed)+len(in.Append))
-	for _, ref := range t.refs {
-		m, err := a.getMessage(ctx, ref)
-		if err != nil {
-			return t, nil, err
-		}
-		msgs = append(msgs, m)
+	stored, err := a.getMessages(ctx, append(slices.Clip(t.refs), in.Append...))
+	if err != nil {
+		return t, nil, err
 	}
+	msgs := make([]model.Message, 0, len(t.refs)+len(in.Seed)+len(in.Append))
+	msgs = append(msgs, stored[:t.committed]...)
 	for _, msg := range in.Seed {
 		data, err := json.Marshal(msg)
 		if err != nil {
@@ -264,13 +268,7 @@ func (a *Activities) loadTranscript(ctx context.Context, in contract.ModelTurnIn
 		t.refs = append(t.refs, pending.add(data))
 		msgs = append(msgs, m)
 	}
-	for _, ref := range in.Append {
-		m, err := a.getMessage(ctx, ref)
-		if err != nil {
-			return t, nil, err
-		}
-		t.refs = append(t.refs, ref)
-		msgs = append(msgs, m)
-	}
+	t.refs = append(t.refs, in.Append...)
+	msgs = append(msgs, stored[t.committed:]...)
 	return t, msgs, nil
 }

@@ -350,3 +350,43 @@ func loadAll(tb testing.TB, f *fixture, manifest string) {
 		}
 	}
 }
+
+// itemReads counts the calls that read transcript items from the ledger.
+type itemReads struct {
+	activities.Ledger
+	calls atomic.Int64
+}
+
+func (r *itemReads) GetItem(ctx context.Context, ref string) ([]byte, error) {
+	r.calls.Add(1)
+	return r.Ledger.GetItem(ctx, ref)
+}
+
+func (r *itemReads) GetItems(ctx context.Context, refs []string) ([][]byte, error) {
+	r.calls.Add(1)
+	return r.Ledger.GetItems(ctx, refs)
+}
+
+// A turn reads its transcript's items in one ledger call, not one per
+// item: what a turn costs the ledger grows with its manifest's links (one
+// read each), not with the transcript's length.
+func TestTranscriptLoadsItsItemsInOneRead(t *testing.T) {
+	t.Parallel()
+	reads := &itemReads{}
+	f := newFixture(t, func(d *activities.Deps) { reads.Ledger = d.Ledger; d.Ledger = reads })
+	k := newTask(t, f, 1000)
+	perTurn := map[int]int64{}
+	for k.turn < 100 {
+		before := reads.calls.Load()
+		k.step(t)
+		perTurn[k.turn] = reads.calls.Load() - before
+	}
+	refs, err := f.acts.ManifestRefs(context.Background(), k.transcript)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("ledger item reads a turn: turn 10 %d, turn 50 %d, turn 100 %d (%d transcript items)", perTurn[10], perTurn[50], perTurn[100], len(refs))
+	if perTurn[100] > int64(len(refs)/4) {
+		t.Errorf("turn 100 read the ledger %d times for a transcript of %d items: want about one read per manifest link, not one per item", perTurn[100], len(refs))
+	}
+}

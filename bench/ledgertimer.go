@@ -26,7 +26,7 @@ type methodTime struct {
 
 // ledgerMethods names the methods of activities.Ledger, by index.
 var ledgerMethods = [...]string{"Claim", "MarkRunning", "Renew", "Complete", "Release", "TakeForReconcile",
-	"Get", "PutItem", "GetItem", "CommitTurn", "GetTurn"}
+	"Get", "PutItem", "GetItem", "GetItems", "CommitTurn", "GetTurn"}
 
 const (
 	mClaim = iota
@@ -38,6 +38,7 @@ const (
 	mGet
 	mPutItem
 	mGetItem
+	mGetItems
 	mCommitTurn
 	mGetTurn
 )
@@ -133,6 +134,11 @@ func (d *timedLedger) PutItem(ctx context.Context, data []byte) (string, error) 
 func (d *timedLedger) GetItem(ctx context.Context, ref string) ([]byte, error) {
 	defer d.t.since(mGetItem, time.Now())
 	return d.l.GetItem(ctx, ref)
+}
+
+func (d *timedLedger) GetItems(ctx context.Context, refs []string) ([][]byte, error) {
+	defer d.t.since(mGetItems, time.Now())
+	return d.l.GetItems(ctx, refs)
 }
 
 func (d *timedLedger) CommitTurn(ctx context.Context, turnID string, output []byte, items ...[]byte) ([]byte, error) {

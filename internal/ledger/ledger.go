@@ -152,6 +152,11 @@ type Store interface {
 	PutItem(ctx context.Context, data []byte) (string, error)
 	// GetItem returns the bytes stored under ref, or ErrNotFound.
 	GetItem(ctx context.Context, ref string) ([]byte, error)
+	// GetItems returns the bytes stored under each of refs, in refs'
+	// order (a reference may repeat), in one round trip per few hundred
+	// references rather than one per item; ErrNotFound, naming the first
+	// missing reference, when any is missing.
+	GetItems(ctx context.Context, refs []string) ([][]byte, error)
 
 	// CommitTurn records the committed output of a model turn under its
 	// turn id, once: the first commit wins, and every later one (a

@@ -283,3 +283,22 @@ func CheckItem(ref string, data []byte) error {
 	}
 	return nil
 }
+
+// ItemsInOrder is what GetItems returns: the bytes found under each of refs,
+// in refs' order (an empty item as empty, not nil), or ErrNotFound naming
+// the first reference the store did not have. store names the store in the
+// error.
+func ItemsInOrder(refs []string, found map[string][]byte, store string) ([][]byte, error) {
+	out := make([][]byte, len(refs))
+	for i, ref := range refs {
+		data, ok := found[ref]
+		if !ok {
+			return nil, fmt.Errorf("%s: get item %s: %w", store, ref, ErrNotFound)
+		}
+		if data == nil {
+			data = []byte{}
+		}
+		out[i] = data
+	}
+	return out, nil
+}

@@ -126,6 +126,7 @@ var cases = []testCase{
 	{"ListByTaskOrder", testListByTask},
 	{"ItemsDedupeAndRoundTrip", testItems},
 	{"ItemRefValidation", testItemRefValidation},
+	{"GetItems", testGetItems},
 	{"TakeForReconcile", testTakeForReconcile},
 	{"FactsRecordedAtMarkRunning", testFactsRecordedAtMarkRunning},
 	{"ZombieCannotOverwriteReconcilerVerdict", testZombieCannotOverwriteVerdict},

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"strings"
 	"time"
 
@@ -118,5 +119,46 @@ func testItemRefValidation(h *h) {
 		if err == nil || errors.Is(err, ledger.ErrNotFound) {
 			h.Errorf("GetItem(%q) = %v, want a malformed-reference error", bad, err)
 		}
+	}
+}
+
+// GetItems returns many items in one call, in the order asked, repeats
+// included; a missing one is ErrNotFound naming it, a malformed reference
+// an error that is not.
+func testGetItems(h *h) {
+	var refs []string
+	var want [][]byte
+	for i := range 1200 { // more than one batch of a store that batches
+		data := fmt.Appendf(nil, `{"n":%d}`, i)
+		if i == 7 {
+			data = []byte{}
+		}
+		ref, err := h.s.PutItem(h.ctx, data)
+		if err != nil {
+			h.Fatalf("PutItem: %v", err)
+		}
+		refs, want = append(refs, ref), append(want, data)
+	}
+	refs, want = append(refs, refs[3], refs[0]), append(want, want[3], want[0])
+	got, err := h.s.GetItems(h.ctx, refs)
+	if err != nil {
+		h.Fatalf("GetItems(%d refs): %v", len(refs), err)
+	}
+	if len(got) != len(want) {
+		h.Fatalf("GetItems returned %d items, want %d", len(got), len(want))
+	}
+	for i := range want {
+		if !bytes.Equal(got[i], want[i]) || got[i] == nil {
+			h.Fatalf("GetItems item %d = %q, want %q", i, got[i], want[i])
+		}
+	}
+	if got, err := h.s.GetItems(h.ctx, nil); err != nil || len(got) != 0 {
+		h.Fatalf("GetItems(nil) = %v, %v; want none", got, err)
+	}
+	missing := "sha256:" + strings.Repeat("cd", 32)
+	_, err = h.s.GetItems(h.ctx, []string{refs[0], missing, refs[1]})
+	h.expectErrIs("GetItems with a missing item", err, ledger.ErrNotFound, missing)
+	if _, err := h.s.GetItems(h.ctx, []string{refs[0], "sha256:zz"}); err == nil || errors.Is(err, ledger.ErrNotFound) {
+		h.Errorf("GetItems with a malformed reference = %v, want a malformed-reference error", err)
 	}
 }

@@ -78,3 +78,35 @@ func (s *Store) GetItem(ctx context.Context, ref string) ([]byte, error) {
 	}
 	return data, nil
 }
+
+// GetItems implements ledger.Store: one query for every reference.
+func (s *Store) GetItems(ctx context.Context, refs []string) ([][]byte, error) {
+	for _, ref := range refs {
+		if err := ledger.CheckItemRef(ref); err != nil {
+			return nil, unavailable(fmt.Errorf("ledger/postgres: get items: %w", err))
+		}
+	}
+	found := make(map[string][]byte, len(refs))
+	if len(refs) > 0 {
+		rows, err := s.pool.Query(ctx, "SELECT ref, data FROM items WHERE ref = ANY($1)", refs)
+		if err != nil {
+			return nil, unavailable(fmt.Errorf("ledger/postgres: get items: %w", err))
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var ref string
+			var data []byte
+			if err := rows.Scan(&ref, &data); err != nil {
+				return nil, unavailable(fmt.Errorf("ledger/postgres: get items: %w", err))
+			}
+			if err := ledger.CheckItem(ref, data); err != nil {
+				return nil, unavailable(fmt.Errorf("ledger/postgres: get item %s: %w", ref, err))
+			}
+			found[ref] = data
+		}
+		if err := rows.Err(); err != nil {
+			return nil, unavailable(fmt.Errorf("ledger/postgres: get items: %w", err))
+		}
+	}
+	return ledger.ItemsInOrder(refs, found, "ledger/postgres")
+}

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/capstanhq/capstan/internal/ledger"
@@ -67,4 +68,51 @@ func (s *Store) GetItem(ctx context.Context, ref string) ([]byte, error) {
 		data = []byte{}
 	}
 	return data, nil
+}
+
+// getItemsBatch is how many references one GetItems query asks for: well
+// under SQLite's limit on a statement's parameters.
+const getItemsBatch = 500
+
+// GetItems implements ledger.Store.
+func (s *Store) GetItems(ctx context.Context, refs []string) ([][]byte, error) {
+	found := make(map[string][]byte, len(refs))
+	for start := 0; start < len(refs); start += getItemsBatch {
+		batch := refs[start:min(start+getItemsBatch, len(refs))]
+		args := make([]any, len(batch))
+		for i, ref := range batch {
+			if err := ledger.CheckItemRef(ref); err != nil {
+				return nil, unavailable(fmt.Errorf("ledger/sqlite: get items: %w", err))
+			}
+			args[i] = ref
+		}
+		q := "SELECT ref, data FROM items WHERE ref IN (?" + strings.Repeat(", ?", len(batch)-1) + ")"
+		if err := s.scanItems(ctx, q, args, found); err != nil {
+			return nil, err
+		}
+	}
+	return ledger.ItemsInOrder(refs, found, "ledger/sqlite")
+}
+
+func (s *Store) scanItems(ctx context.Context, q string, args []any, found map[string][]byte) error {
+	rows, err := s.r.QueryContext(ctx, q, args...)
+	if err != nil {
+		return unavailable(fmt.Errorf("ledger/sqlite: get items: %w", err))
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var ref string
+		var data []byte
+		if err := rows.Scan(&ref, &data); err != nil {
+			return unavailable(fmt.Errorf("ledger/sqlite: get items: %w", err))
+		}
+		if err := ledger.CheckItem(ref, data); err != nil {
+			return unavailable(fmt.Errorf("ledger/sqlite: get item %s: %w", ref, err))
+		}
+		found[ref] = data
+	}
+	if err := rows.Err(); err != nil {
+		return unavailable(fmt.Errorf("ledger/sqlite: get items: %w", err))
+	}
+	return nil
 }
