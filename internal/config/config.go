@@ -52,6 +52,10 @@ type Config struct {
 
 	// ModelConnectTimeout is the worker's: CAPSTAN_MODEL_CONNECT_TIMEOUT.
 	ModelConnectTimeout time.Duration
+	// GitHubTimeouts and SlackTimeouts bound one call to each, by kind
+	// (CAPSTAN_GITHUB_READ_TIMEOUT, CAPSTAN_GITHUB_WRITE_TIMEOUT,
+	// CAPSTAN_SLACK_READ_TIMEOUT, CAPSTAN_SLACK_WRITE_TIMEOUT).
+	GitHubTimeouts, SlackTimeouts CallTimeouts
 	// ModelLimits are the worker's defaults for the watchdogs of a task's
 	// model attempts and the heartbeat timeout of its activities
 	// (CAPSTAN_MODEL_IDLE_TIMEOUT, CAPSTAN_MODEL_FIRST_EVENT_TIMEOUT,
@@ -170,6 +174,8 @@ func FromLookupEnv(lookup func(string) (string, bool)) Config {
 		return d
 	}
 	c.ModelConnectTimeout = duration("CAPSTAN_MODEL_CONNECT_TIMEOUT", DefaultConnectTimeout)
+	c.GitHubTimeouts = CallTimeouts{Read: duration("CAPSTAN_GITHUB_READ_TIMEOUT", DefaultReadTimeout), Write: duration("CAPSTAN_GITHUB_WRITE_TIMEOUT", DefaultWriteTimeout)}
+	c.SlackTimeouts = CallTimeouts{Read: duration("CAPSTAN_SLACK_READ_TIMEOUT", DefaultReadTimeout), Write: duration("CAPSTAN_SLACK_WRITE_TIMEOUT", DefaultWriteTimeout)}
 	c.ReconcileWindow = duration("CAPSTAN_RECONCILE_WINDOW", DefaultReconcileWindow)
 	c.LedgerOutageLimit = duration("CAPSTAN_LEDGER_OUTAGE_LIMIT", DefaultLedgerOutageLimit)
 	c.readBudgets(getenv)
@@ -371,4 +377,9 @@ func withSlash(u string) string {
 		return u
 	}
 	return u + "/"
+}
+
+// CallTimeouts bound one call to a dependency by its kind.
+type CallTimeouts struct {
+	Read, Write time.Duration
 }

@@ -38,6 +38,13 @@ const (
 	// DefaultConnectTimeout bounds dialling a model provider and the TLS
 	// handshake (docs/design.md §4.2).
 	DefaultConnectTimeout = 10 * time.Second
+	// DefaultWriteTimeout bounds one write call to GitHub or Slack: a
+	// little past the ten seconds after which GitHub itself gives up on a
+	// request, so a late answer becomes unknown, and is looked for, soon.
+	DefaultWriteTimeout = 15 * time.Second
+	// DefaultReadTimeout bounds one read call to GitHub or Slack (a tool's
+	// read, a reconciler's look-up, the read before a write).
+	DefaultReadTimeout = 5 * time.Second
 	// DefaultReconcileWindow bounds how long a reconciler waits for an
 	// external system to show an effect before calling it absent.
 	DefaultReconcileWindow = 60 * time.Second
@@ -209,6 +216,14 @@ var Settings = []Setting{
 		Meaning: "how long a reconciler keeps looking for an effect it does not see yet (GitHub's and Slack's lists may lag behind their writes) before it calls it absent"},
 	{Name: "CAPSTAN_MODEL_CONNECT_TIMEOUT", Default: code(DefaultConnectTimeout), Reader: "worker",
 		Meaning: "dialling a model provider, TLS included"},
+	{Name: "CAPSTAN_GITHUB_WRITE_TIMEOUT", Default: code(DefaultWriteTimeout), Reader: "worker",
+		Meaning: "one GitHub call that writes (any method but GET, HEAD, OPTIONS), from the request's start to the answer's last byte. A write that times out after its request left is unknown and reconciled at once, so a late answer costs this long, not a minute"},
+	{Name: "CAPSTAN_GITHUB_READ_TIMEOUT", Default: code(DefaultReadTimeout), Reader: "worker",
+		Meaning: "one GitHub call that reads (a read tool, a reconciler's look-up); a read that times out is retried"},
+	{Name: "CAPSTAN_SLACK_WRITE_TIMEOUT", Default: code(DefaultWriteTimeout), Reader: "worker",
+		Meaning: "one Slack call that writes (`chat.*`), as for GitHub"},
+	{Name: "CAPSTAN_SLACK_READ_TIMEOUT", Default: code(DefaultReadTimeout), Reader: "worker",
+		Meaning: "one Slack call that reads (`conversations.history` when a post is looked for)"},
 	{Name: "CAPSTAN_BREAKER_FAILURES", Default: code(DefaultBreakerFailures), Reader: "worker",
 		Meaning: "a dependency's breaker opens after this many failures in a row…"},
 	{Name: "CAPSTAN_BREAKER_FAILURE_RATIO", Default: code(DefaultBreakerFailureRatio), Reader: "worker",

@@ -43,8 +43,9 @@ const (
 	// retryAfter is what the rate-limit rows tell the client to wait.
 	retryAfter = 2 * time.Second
 	// heldPast is how long a delay fault holds the answer of a write that
-	// has acted. What ends such an attempt is the worker's HTTP client
-	// timeout (1 min, worker/worker.go): it is shorter than the tool
+	// has acted. What ends such an attempt is the worker's write timeout
+	// (CAPSTAN_GITHUB_WRITE_TIMEOUT, CAPSTAN_SLACK_WRITE_TIMEOUT, 15 s;
+	// before them a fixed minute): it is shorter than the tool
 	// activities' start-to-close (2 min) and equal to the delivery's, and
 	// the activities heartbeat on a ticker while the call hangs, so the
 	// heartbeat timeout never fires for a live worker. The client gives up,

@@ -6,10 +6,10 @@ import (
 	"maps"
 	"net/http"
 	"slices"
-	"time"
 
 	"github.com/slack-go/slack"
 
+	"github.com/capstanhq/capstan/internal/calltimeout"
 	"github.com/capstanhq/capstan/internal/config"
 	"github.com/capstanhq/capstan/internal/model"
 	"github.com/capstanhq/capstan/internal/model/anthropic"
@@ -17,10 +17,6 @@ import (
 	"github.com/capstanhq/capstan/internal/tools"
 	githubtools "github.com/capstanhq/capstan/internal/tools/github"
 )
-
-// httpTimeout bounds one call to GitHub or Slack. Model providers stream
-// and have watchdogs of their own instead.
-const httpTimeout = time.Minute
 
 // Clients are a worker's clients of the outside world, built from its
 // configuration alone: the model providers, the tools (over GitHub; each
@@ -38,8 +34,11 @@ type Clients struct {
 // NewClients builds the clients of cfg. It fails only on a GitHub API URL
 // go-github cannot use.
 func NewClients(cfg config.Config, logger *slog.Logger) (Clients, error) {
-	httpClient := &http.Client{Timeout: httpTimeout}
-	gh, err := githubtools.NewClient(cfg.GitHubAPIURL, cfg.GitHubToken, httpClient)
+	// Each call to GitHub or Slack is bounded by its kind's timeout (a
+	// write's a little past GitHub's own ten seconds). Model providers
+	// stream and have watchdogs of their own instead.
+	ghHTTP := &http.Client{Transport: &calltimeout.Transport{Read: cfg.GitHubTimeouts.Read, Write: cfg.GitHubTimeouts.Write}}
+	gh, err := githubtools.NewClient(cfg.GitHubAPIURL, cfg.GitHubToken, ghHTTP)
 	if err != nil {
 		return Clients{}, fmt.Errorf("GITHUB_API_URL: %w", err)
 	}
@@ -48,7 +47,8 @@ func NewClients(cfg config.Config, logger *slog.Logger) (Clients, error) {
 		Tools:     tools.NewRegistry(githubtools.Tools(gh)...),
 	}
 	if cfg.SlackBotToken != "" {
-		cl.Slack = slack.New(cfg.SlackBotToken, slack.OptionHTTPClient(httpClient), slack.OptionAPIURL(cfg.SlackAPIURL))
+		cl.Slack = slack.New(cfg.SlackBotToken, slack.OptionHTTPClient(&http.Client{Transport: &calltimeout.Transport{
+			Read: cfg.SlackTimeouts.Read, Write: cfg.SlackTimeouts.Write, IsWrite: calltimeout.SlackWrites}}), slack.OptionAPIURL(cfg.SlackAPIURL))
 	} else {
 		logger.Warn("SLACK_BOT_TOKEN is not set: tasks with a Slack channel will fail at delivery")
 	}
