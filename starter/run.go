@@ -188,7 +188,7 @@ func (a *app) taskInput(f runFlags) (workflows.AgentTaskInput, error) {
 		TaskID: id, Tenant: f.tenant, Prompt: f.prompt, Repo: f.repo, Base: f.base,
 		SlackChannel: f.slack, Comments: comments, Model: m, Fallbacks: f.fallbacks, Persistent: f.persistent,
 		MaxTurns: f.maxTurns, ModelLimits: limits,
-		HumanTimeout: f.humanTimeout, ReconcileWindow: a.cfg.ReconcileWindow, Policy: tp,
+		HumanTimeout: f.humanTimeout, ReconcileWindow: a.cfg.ReconcileWindow, DependencyOutageLimit: a.cfg.DependencyOutageLimit, Policy: tp,
 	}, nil
 }
 

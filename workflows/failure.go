@@ -63,6 +63,12 @@ const (
 	// its token or cost budget (docs/design.md §11.4); no further request
 	// was sent.
 	FailBudgetExhausted FailureCode = "budget_exhausted"
+	// FailDependencyUnavailable: a write confirmed absent (nothing
+	// happened) kept failing to happen when executed again, for longer
+	// than the task's DependencyOutageLimit (CAPSTAN_DEPENDENCY_OUTAGE_LIMIT,
+	// default 30 min): its dependency is down, and no person was asked
+	// about an effect capstan knew had not happened.
+	FailDependencyUnavailable FailureCode = "dependency_unavailable"
 	// FailInternalError: the workflow stopped on an error it has no code
 	// for; the message carries the error. A bug, never a routine ending.
 	FailInternalError FailureCode = "internal_error"

@@ -86,16 +86,16 @@ func reconciled(v capstan.Verdict) contract.ReconcileResult {
 	return r
 }
 
-// reconcilesAbsentThenSucceeds: unknown, confirmed absent, and the second
-// execution succeeds.
-func reconcilesAbsentThenSucceeds() func(*testsuite.TestWorkflowEnvironment) {
+// reconcilesAbsentThenSucceeds: the first n executions are unknown, each
+// confirmed absent, and the next succeeds.
+func reconcilesAbsentThenSucceeds(n int) func(*testsuite.TestWorkflowEnvironment) {
 	return func(env *testsuite.TestWorkflowEnvironment) {
 		callsThenAnswers(prCall)(env)
 		executions := 0
 		env.OnActivity(a.ExecuteTool, mock.Anything, mock.Anything).Return(
 			func(context.Context, contract.ExecuteToolInput) (contract.ExecuteToolResult, error) {
 				executions++
-				if executions == 1 {
+				if executions <= n {
 					return contract.ExecuteToolResult{}, temporal.NewNonRetryableApplicationError("timeout after send", contract.ErrTypeOperationUnknown, nil)
 				}
 				return contract.ExecuteToolResult{State: capstan.OutcomeSucceeded, ExternalID: "https://github.com/acme/app/pull/8", Item: "sha256:20"}, nil
@@ -262,10 +262,12 @@ func TestFailureMapping(t *testing.T) {
 			status: workflows.StatusCompleted, opState: capstan.OutcomeSucceeded, journal: "recovered: the pull request was there"},
 		{name: "lost worker, then found", setup: reconciles(heartbeatTimeout, capstan.VerdictFound),
 			status: workflows.StatusCompleted, opState: capstan.OutcomeSucceeded, journal: "is unknown; reconciling"},
-		{name: "unknown, absent, executed again", setup: reconcilesAbsentThenSucceeds(),
+		{name: "unknown, absent, executed again", setup: reconcilesAbsentThenSucceeds(1),
 			status: workflows.StatusCompleted, opState: capstan.OutcomeSucceeded, journal: "executing it again with the same id (1/2)"},
-		{name: "absent every time, nobody answers", setup: reconciles(appErr(contract.ErrTypeOperationUnknown), capstan.VerdictAbsent),
-			status: workflows.StatusFailed, code: workflows.FailNeedsHumanTimeout, opState: capstan.OutcomeNeedsHuman, journal: "executed 2 more times and is still not confirmed"},
+		{name: "absent every time: the dependency is down, no person asked", setup: reconciles(appErr(contract.ErrTypeOperationUnknown), capstan.VerdictAbsent),
+			status: workflows.StatusFailed, code: workflows.FailDependencyUnavailable, opState: capstan.OutcomeAbsent, journal: "github keeps failing; executing it again with the same id in"},
+		{name: "absent five times, then executed", setup: reconcilesAbsentThenSucceeds(5),
+			status: workflows.StatusCompleted, opState: capstan.OutcomeSucceeded, journal: "(execution 5; gives up at"},
 		{name: "indeterminate, nobody answers", setup: reconciles(appErr(contract.ErrTypeOperationUnknown), capstan.VerdictIndeterminate),
 			status: workflows.StatusFailed, code: workflows.FailNeedsHumanTimeout, opState: capstan.OutcomeNeedsHuman, journal: "needs a person: two pull requests match"},
 		{name: "reconciler fails, nobody answers", setup: reconcilerFails(appErr(contract.ErrTypeOperationUnknown)),

@@ -41,6 +41,11 @@ type effect struct {
 	// exhausted, when set, ends the task once re-executions are spent;
 	// otherwise a person decides.
 	exhausted func(ctx workflow.Context, r contract.ReconcileResult) error
+	// dependency, when set, names what a write confirmed absent depends
+	// on: since changeAbsentWritesRetried such a write is executed again
+	// with backoff after its re-executions are spent (retryAbsent), never
+	// put to a person.
+	dependency string
 }
 
 // recover settles an effect whose outcome is unknown (docs/design.md §5.4
@@ -52,6 +57,7 @@ type effect struct {
 func (t *task) recover(ctx workflow.Context, e effect, why string) (string, error) {
 	t.note(ctx, "operation %s is unknown; reconciling: %s", e.opID, why)
 	since := workflow.Now(ctx)
+	first := since // when the operation was first unknown
 	executions := 0
 	var resolution *contract.Resolution
 	for {
@@ -73,11 +79,19 @@ func (t *task) recover(ctx workflow.Context, e effect, why string) (string, erro
 			t.note(ctx, "operation %s recovered: %s", e.opID, r.Reason)
 			return r.Item, nil
 		case capstan.VerdictAbsent:
-			if executions < e.reexecutions {
+			retried := executions >= e.reexecutions && t.retriesAbsent(ctx, e)
+			if executions < e.reexecutions || retried {
 				executions++
 				e.absent(r, executions)
 				t.markSettled(ctx)
-				t.note(ctx, "operation %s is absent (%s); executing it again with the same id (%d/%d)", e.opID, r.Reason, executions, e.reexecutions)
+				if retried {
+					if err := t.backOffAbsent(ctx, e, r, executions-e.reexecutions, first); err != nil {
+						return "", err
+					}
+				}
+				if !retried {
+					t.note(ctx, "operation %s is absent (%s); executing it again with the same id (%d/%d)", e.opID, r.Reason, executions, e.reexecutions)
+				}
 				item, unknown, err := e.execute(ctx)
 				if err != nil || unknown == "" {
 					return item, err
@@ -125,6 +139,7 @@ func (t *task) toolEffect(tid string, op declared) effect {
 		},
 		absent:      func(r contract.ReconcileResult, _ int) { rec.State, rec.Reason = capstan.OutcomeAbsent, r.Reason },
 		needsPerson: func(reason string) { rec.State, rec.Reason = capstan.OutcomeNeedsHuman, reason },
+		dependency:  dependencyOf(op.call.Name),
 	}
 }
 

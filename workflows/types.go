@@ -40,6 +40,11 @@ type AgentTaskInput struct {
 	// ReconcileWindow bounds how long an unseen effect counts as "not yet"
 	// before it is absent; zero means config.DefaultReconcileWindow.
 	ReconcileWindow time.Duration `json:"reconcile_window,omitempty"`
+	// DependencyOutageLimit bounds how long a tool write confirmed absent
+	// is executed again, with backoff, before the task fails
+	// dependency_unavailable (since changeAbsentWritesRetried); zero means
+	// config.DefaultDependencyOutageLimit.
+	DependencyOutageLimit time.Duration `json:"dependency_outage_limit,omitempty"`
 	// HumanTimeout bounds the wait for a person to resolve an operation;
 	// zero means config.DefaultHumanTimeout.
 	HumanTimeout time.Duration `json:"human_timeout,omitempty"`

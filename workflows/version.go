@@ -139,6 +139,17 @@ const (
 	// ledger is; before it, Temporal's five attempts (about a minute) were
 	// all the outage a truncation survived. Read where the wait forks.
 	changeTruncateWaitsForLedger = "truncate-waits-for-ledger"
+
+	// changeAbsentWritesRetried: a tool write a reconciler confirmed
+	// absent after its re-executions were spent is not a question for a
+	// person — capstan knows it did not happen. It is executed again with
+	// the same operation id after a jittered backoff (1 s doubling to
+	// 5 min), journalled and shown in the current details, until it
+	// happens or the task's DependencyOutageLimit has passed since the
+	// operation was first unknown; then the task fails
+	// dependency_unavailable naming the dependency. Only an indeterminate
+	// verdict asks a person. Read where the verdict forks.
+	changeAbsentWritesRetried = "absent-writes-retried"
 )
 
 // inEffect reports whether change, one of those through

@@ -69,6 +69,10 @@ type Config struct {
 	// effect counts as "not yet" before a reconciler calls it absent; it
 	// goes into each task's input.
 	ReconcileWindow time.Duration
+	// DependencyOutageLimit (CAPSTAN_DEPENDENCY_OUTAGE_LIMIT): how long a
+	// task executes a write confirmed absent again before it fails
+	// dependency_unavailable; the starter fixes it in the task's input.
+	DependencyOutageLimit time.Duration
 	// MetricsAddr (CAPSTAN_METRICS_ADDR) is the host:port of the worker's
 	// Prometheus endpoint; empty when the variable is set but empty, which
 	// turns the endpoint off.
@@ -177,6 +181,7 @@ func FromLookupEnv(lookup func(string) (string, bool)) Config {
 	c.GitHubTimeouts = CallTimeouts{Read: duration("CAPSTAN_GITHUB_READ_TIMEOUT", DefaultReadTimeout), Write: duration("CAPSTAN_GITHUB_WRITE_TIMEOUT", DefaultWriteTimeout)}
 	c.SlackTimeouts = CallTimeouts{Read: duration("CAPSTAN_SLACK_READ_TIMEOUT", DefaultReadTimeout), Write: duration("CAPSTAN_SLACK_WRITE_TIMEOUT", DefaultWriteTimeout)}
 	c.ReconcileWindow = duration("CAPSTAN_RECONCILE_WINDOW", DefaultReconcileWindow)
+	c.DependencyOutageLimit = duration("CAPSTAN_DEPENDENCY_OUTAGE_LIMIT", DefaultDependencyOutageLimit)
 	c.LedgerOutageLimit = duration("CAPSTAN_LEDGER_OUTAGE_LIMIT", DefaultLedgerOutageLimit)
 	c.readBudgets(getenv)
 	c.ModelLimits = ModelLimits{

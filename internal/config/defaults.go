@@ -48,6 +48,10 @@ const (
 	// DefaultReconcileWindow bounds how long a reconciler waits for an
 	// external system to show an effect before calling it absent.
 	DefaultReconcileWindow = 60 * time.Second
+	// DefaultDependencyOutageLimit bounds how long a tool write confirmed
+	// absent is executed again before its task fails
+	// dependency_unavailable.
+	DefaultDependencyOutageLimit = 30 * time.Minute
 	// DefaultMetricsAddr is where a worker serves Prometheus metrics:
 	// loopback only, since the endpoint has no authentication. A pool in
 	// containers sets CAPSTAN_METRICS_ADDR=:9464 for its scraper.
@@ -214,6 +218,8 @@ var Settings = []Setting{
 		Meaning: "prices per model, USD per million input and output tokens, added to or replacing the defaults: `provider:model=IN/OUT,…` (`openai:gpt-4.1=2/8`). `starter run` refuses a cost budget on a model, or fallback model, without a price"},
 	{Name: "CAPSTAN_RECONCILE_WINDOW", Default: code(DefaultReconcileWindow), Reader: "starter",
 		Meaning: "how long a reconciler keeps looking for an effect it does not see yet (GitHub's and Slack's lists may lag behind their writes) before it calls it absent"},
+	{Name: "CAPSTAN_DEPENDENCY_OUTAGE_LIMIT", Default: code(DefaultDependencyOutageLimit), Reader: "starter",
+		Meaning: "how long a tool write that a reconciler confirmed did not happen is executed again, with backoff from 1 s to 5 min, before the task fails `dependency_unavailable` naming the dependency. A write known to be absent never waits for a person; fixed in the task's input when it starts"},
 	{Name: "CAPSTAN_MODEL_CONNECT_TIMEOUT", Default: code(DefaultConnectTimeout), Reader: "worker",
 		Meaning: "dialling a model provider, TLS included"},
 	{Name: "CAPSTAN_GITHUB_WRITE_TIMEOUT", Default: code(DefaultWriteTimeout), Reader: "worker",

@@ -199,3 +199,42 @@ func waitSettled(t *testing.T, env []string, taskID string) workflows.TaskResult
 		<-poll.C // a task's status changes with no event a test can wait on: poll it
 	}
 }
+
+// TestBranchAbsentFiveTimesAsksNoPerson: GitHub answers the branch's create
+// 502 five times in a row, acting on none, then creates it. Each 502 is an
+// unknown outcome the reconciler confirms absent; a write capstan knows did
+// not happen is executed again with backoff, never put to a person. The
+// task completes with one branch.
+func TestBranchAbsentFiveTimesAsksNoPerson(t *testing.T) {
+	sb := startSandbox(t)
+	if err := sb.GitHub.AddFault(sandbox.FaultRule{Endpoint: "git/create-ref", Kind: sandbox.FaultFail, Status: http.StatusBadGateway, Times: 5}); err != nil {
+		t.Fatal(err)
+	}
+	env := append(endpointEnv(t, "e2e-branch-absent-five", sb), "CAPSTAN_RECONCILE_WINDOW=2s")
+	startWorker(t, env)
+
+	taskID := fmt.Sprintf("e2e-absent-five-%d", time.Now().UnixNano())
+	start := time.Now()
+	if r := runStarter(t, env, "run", "--prompt", "Add a HELLO.md greeting and open a pull request.",
+		"--repo", branchRepo, "--model", "openai:demo", "--id", taskID); r.code != 0 {
+		t.Fatalf("start: exit %d, stderr %s", r.code, r.stderr)
+	}
+	res := waitSettled(t, env, taskID)
+	t.Logf("task %s %s after %s", taskID, res.Status, time.Since(start).Round(time.Second))
+	if res.Status != workflows.StatusCompleted {
+		for _, op := range res.Operations {
+			t.Logf("operation %s: %s %s", op.OperationID, op.State, op.Reason)
+		}
+		t.Fatalf("task %s is %s (%s): %s; want it completed, no person asked", taskID, res.Status, res.FailureCode, res.Message)
+	}
+	if st := sb.GitHub.Stats(); st.BranchesCreated != 1 || st.PullRequestsCreated != 1 {
+		t.Errorf("github stats = %+v, want exactly 1 branch and 1 pull request", st)
+	}
+	journal := strings.Join(queryJournal(t, taskID), "\n")
+	if !strings.Contains(journal, "github keeps failing; executing it again with the same id") {
+		t.Errorf("the journal does not say the branch was executed again past its re-executions:\n%s", journal)
+	}
+	if strings.Contains(journal, "needs a person") {
+		t.Errorf("a person was asked about a branch known not to exist:\n%s", journal)
+	}
+}
