@@ -377,7 +377,8 @@ func approvalLines(res workflows.TaskResult) []string {
 			"  approve it: starter approve "+res.TaskID+" \\",
 			"      "+short,
 			"  or deny it: starter deny "+res.TaskID+" \\",
-			"      "+short+" --reason TEXT")
+			"      "+short+" \\",
+			"      --reason TEXT")
 	}
 	return lines
 }
