@@ -79,4 +79,13 @@ func TestExecuteToolAwaitsApprovalThenSendsOnce(t *testing.T) {
 	if n := f.sb.GitHub.Stats().PullRequestsCreated; n != 1 {
 		t.Errorf("pull requests created = %d, want 1", n)
 	}
+
+	// A policy file's require_approval effect waits the same way.
+	fp := &contract.TaskPolicy{Repositories: []string{"acme/app"}, Base: "main", Tenant: "default", File: "policy.yaml",
+		Source: "rules:\n  - name: prs-need-a-person\n    tool: github_create_pull_request\n    effect: require_approval\n"}
+	byFile := pr
+	byFile.OperationID, byFile.Policy = "op-pr-file", fp
+	if res = run(byFile); res.State != capstan.OutcomeAwaitingApproval || res.Decision == nil || res.Decision.Rule != "prs-need-a-person" {
+		t.Errorf("a policy file's require_approval: %+v (decision %+v), want awaiting_approval by prs-need-a-person", res, res.Decision)
+	}
 }

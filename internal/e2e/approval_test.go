@@ -223,6 +223,20 @@ func TestDenialAndTimeoutSendNothing(t *testing.T) {
 	if got := pullRequestPosts(log); len(got) != 0 || sb.GitHub.Stats().PullRequestsCreated != 0 {
 		t.Errorf("requests reached the pull-request endpoint: %q; want none", got)
 	}
+	// Nothing waits any more: the search attribute is cleared.
+	deadline := time.Now().Add(30 * time.Second)
+	poll := time.NewTicker(500 * time.Millisecond)
+	defer poll.Stop()
+	for {
+		ls := runStarter(t, env, "list", "--awaiting-approval")
+		if ls.code == 0 && !strings.Contains(ls.stdout, taskID) && !strings.Contains(ls.stdout, timedOut) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("`starter list --awaiting-approval` still lists the ended tasks:\n%s", ls.stdout)
+		}
+		<-poll.C // visibility is eventually consistent: poll it
+	}
 }
 
 // deniedOp is the operation id of res when it is denied, else nil.
