@@ -240,6 +240,7 @@ func (t *task) askApproval(ctx workflow.Context, op declared, rec *OperationReco
 	}
 	answered, err := workflow.AwaitWithTimeout(ctx, t.approvalTimeout(), func() bool { _, ok := t.approval.pending[op.opID]; return ok })
 	if err != nil {
+		t.result.Waiting = "" // cancelled: the task no longer waits
 		return ApprovalRecord{}, err
 	}
 	a := ApprovalRecord{Decision: DecisionDenied, Reason: fmt.Sprintf("no approval within %s", t.approvalTimeout())}
