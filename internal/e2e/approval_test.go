@@ -162,9 +162,16 @@ func slackMessagesWith(msgs []sandbox.SlackMessage, s string) []string {
 // TestApprovalSurvivesAWorkerKilledRightAfterIt: the worker is killed
 // (SIGKILL) the moment `starter approve` returns — the approval is in the
 // task's history and its ExecuteTool scheduled — and a second worker
-// takes the task over: exactly one pull request.
+// takes the task over: exactly one pull request. GitHub holds its answer
+// to the pull request's creation 4 s after acting, so that when the killed
+// worker had sent it, the kill lands while the call is in flight and the
+// second worker finds the operation running in the ledger (then it is
+// reconciled, never sent again); when it had not, the second sends it.
 func TestApprovalSurvivesAWorkerKilledRightAfterIt(t *testing.T) {
 	sb := startSandbox(t)
+	if err := sb.GitHub.AddFault(sandbox.FaultRule{Endpoint: "pulls/create", Kind: sandbox.FaultDelay, Delay: 4 * time.Second, Times: 1}); err != nil {
+		t.Fatal(err)
+	}
 	env := append(endpointEnv(t, "e2e-approve-kill", sb), "CAPSTAN_HEARTBEAT_TIMEOUT=3s", "CAPSTAN_RECONCILE_WINDOW=2s")
 	w := startWorker(t, env)
 	taskID, op := startApprovalTask(t, env, "approve-kill")
@@ -182,6 +189,14 @@ func TestApprovalSurvivesAWorkerKilledRightAfterIt(t *testing.T) {
 	}
 	if st := sb.GitHub.Stats(); st.PullRequestsCreated != 1 {
 		t.Errorf("github stats = %+v, want exactly 1 pull request", st)
+	}
+	for _, o := range res.Operations {
+		if o.OperationID == op.OperationID {
+			if o.State != capstan.OutcomeSucceeded {
+				t.Errorf("the pull request's operation = %+v, want succeeded", o)
+			}
+			t.Logf("the pull request's operation: %s, recovered %t (%s)", o.State, o.Recovered, o.Reason)
+		}
 	}
 }
 
