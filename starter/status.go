@@ -362,12 +362,15 @@ func resolveHint(res workflows.TaskResult, opID string) []string {
 // taskIDOf is the task id of a task's workflow id.
 func taskIDOf(wid string) string { return strings.TrimPrefix(wid, "task-") }
 
-// approvalLines say which operations wait for approval, with the commands
-// that answer, one argument a line so that they fit; each pastes as one
-// shell command.
+// approvalLines say which operations were denied, and why, and which wait
+// for approval, with the commands that answer, one argument a line so that
+// they fit; each pastes as one shell command.
 func approvalLines(res workflows.TaskResult) []string {
 	var lines []string
 	for _, op := range res.Operations {
+		if op.State == capstan.OutcomeDenied {
+			lines = append(lines, wrap(fmt.Sprintf("denied: operation %s: %s", opLabel(res.TaskID, op), op.Reason), Columns, "", "  ")...)
+		}
 		if op.State != capstan.OutcomeAwaitingApproval {
 			continue
 		}
