@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/mock"
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/capstanhq/capstan"
 	"github.com/capstanhq/capstan/activities"
@@ -202,5 +203,47 @@ func TestApprovalTimeoutDenies(t *testing.T) {
 	}
 	if in := given(); len(in) != 2 || in[1].Denial == nil || in[1].Denial.By != "" || in[1].Denial.Reason != "no approval within 3h0m0s" {
 		t.Errorf("ExecuteTool inputs = %+v, want the second carrying the timeout's denial", in)
+	}
+}
+
+// A task cancelled while its operation awaits approval sends nothing: the
+// operation is absent, and the task says it no longer waits.
+func TestCancelWhileAwaitingApproval(t *testing.T) {
+	t.Parallel()
+	env, given := approvalTask(t, 1)
+	env.RegisterDelayedCallback(env.CancelWorkflow, time.Hour)
+	env.ExecuteWorkflow(workflows.AgentTask, workflows.AgentTaskInput{TaskID: "T", Tenant: "default", Prompt: "p", Model: "openai:m", Repo: "acme/app"})
+	res := statusOf(t, env)
+	if op := res.Operations[0]; res.Status != workflows.StatusCancelled || op.State != capstan.OutcomeAbsent || res.Waiting != "" {
+		t.Errorf("status %s, operation %+v, waiting %q; want cancelled, the operation absent, waiting for nothing", res.Status, op, res.Waiting)
+	}
+	if in := given(); len(in) != 1 {
+		t.Errorf("ExecuteTool ran %d times, want once (the ask)", len(in))
+	}
+}
+
+// A chain started before changeApprovals never asks: its ExecuteTool is
+// told so (Approvals false), and a require_approval is refused as before.
+func TestChainBeforeApprovalsDoesNotAsk(t *testing.T) {
+	t.Parallel()
+	var suite testsuite.WorkflowTestSuite
+	env := suite.NewTestWorkflowEnvironment()
+	env.RegisterActivity(&activities.Activities{})
+	env.OnGetVersion("approvals", workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
+	callsThenAnswers(prCall)(env)
+	var approvals []bool
+	env.OnActivity(a.ExecuteTool, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in contract.ExecuteToolInput) (contract.ExecuteToolResult, error) {
+			approvals = append(approvals, in.Approvals)
+			return contract.ExecuteToolResult{OperationID: in.OperationID, State: capstan.OutcomeFailed, Item: "sha256:20",
+				Decision: &contract.PolicyDecision{Effect: "require_approval", Rule: "r", Reason: "asked; it needs a person's approval, which this task cannot ask for", Refused: true}}, nil
+		})
+	env.ExecuteWorkflow(workflows.AgentTask, workflows.AgentTaskInput{TaskID: "T", Tenant: "default", Prompt: "p", Model: "openai:m", Repo: "acme/app"})
+	var res workflows.TaskResult
+	if err := env.GetWorkflowResult(&res); err != nil {
+		t.Fatal(err)
+	}
+	if len(approvals) != 1 || approvals[0] || res.Operations[0].State != capstan.OutcomeFailed || res.Operations[0].PolicyRule != "r" {
+		t.Errorf("ExecuteTool told approvals %v, operation %+v; want one call told false, refused by r", approvals, res.Operations[0])
 	}
 }
