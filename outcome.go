@@ -54,12 +54,22 @@ const (
 	// was cancelled). Like unknown it proves nothing about the request; it
 	// says nothing about the external system's health either.
 	OutcomeCancelled Outcome = "cancelled"
+	// OutcomeAwaitingApproval: the task's policy requires a person's
+	// approval of the operation (docs/design.md §5.9) and nobody has given
+	// it yet; nothing was claimed or sent. Only a task's result shows it:
+	// the ledger never holds it.
+	OutcomeAwaitingApproval Outcome = "awaiting_approval"
+	// OutcomeDenied: a person denied the approval the operation waited for,
+	// or nobody gave it in time; nothing was sent, and nothing will be for
+	// the same effect in this task. Only a task's result shows it.
+	OutcomeDenied Outcome = "denied"
 )
 
 // outcomes is every Outcome, for ParseOutcome and the tests.
 var outcomes = []Outcome{
 	OutcomeDeclared, OutcomeClaimed, OutcomeNotSent, OutcomeRunning, OutcomeSucceeded, OutcomeFailed,
 	OutcomeAbsent, OutcomeUnknown, OutcomeReconciling, OutcomeNeedsHuman, OutcomeCancelled,
+	OutcomeAwaitingApproval, OutcomeDenied,
 }
 
 // Outcomes returns every Outcome.
@@ -135,14 +145,16 @@ func (o *Outcome) UnmarshalText(b []byte) error {
 func (o Outcome) String() string { return string(o) }
 
 // Known reports whether o is knowledge of what happened to the effect: it
-// happened (succeeded), it did not (not_sent, failed, absent), or nothing
-// was attempted yet (declared, claimed). Every other outcome — running,
+// happened (succeeded), it did not (not_sent, failed, absent, denied), or
+// nothing was attempted yet (declared, claimed, awaiting_approval: nothing
+// is sent before a person approves). Every other outcome — running,
 // unknown, reconciling, needs_human, cancelled, or a word this release
 // does not know — means the effect may have happened without anyone
 // knowing, so a task never ends with such an effect unlisted.
 func (o Outcome) Known() bool {
 	switch o {
-	case OutcomeDeclared, OutcomeClaimed, OutcomeNotSent, OutcomeSucceeded, OutcomeFailed, OutcomeAbsent:
+	case OutcomeDeclared, OutcomeClaimed, OutcomeNotSent, OutcomeSucceeded, OutcomeFailed, OutcomeAbsent,
+		OutcomeAwaitingApproval, OutcomeDenied:
 		return true
 	}
 	return false

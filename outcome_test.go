@@ -12,7 +12,7 @@ import (
 func TestEveryOutcomeHasOneSpelling(t *testing.T) {
 	t.Parallel()
 	want := []string{"declared", "claimed", "not_sent", "running", "succeeded", "failed", "absent",
-		"unknown", "reconciling", "needs_human", "cancelled"}
+		"unknown", "reconciling", "needs_human", "cancelled", "awaiting_approval", "denied"}
 	var got []string
 	for _, o := range capstan.Outcomes() {
 		got = append(got, o.String())
@@ -83,6 +83,9 @@ func TestKnownOutcomes(t *testing.T) {
 	known := map[capstan.Outcome]bool{
 		capstan.OutcomeDeclared: true, capstan.OutcomeClaimed: true, capstan.OutcomeNotSent: true,
 		capstan.OutcomeSucceeded: true, capstan.OutcomeFailed: true, capstan.OutcomeAbsent: true,
+		// Nothing is sent while an operation awaits approval, nor after it
+		// was denied.
+		capstan.OutcomeAwaitingApproval: true, capstan.OutcomeDenied: true,
 	}
 	for _, o := range capstan.Outcomes() {
 		if o.Known() != known[o] {

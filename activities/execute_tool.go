@@ -143,7 +143,9 @@ func (a *Activities) executeTool(ctx context.Context, in contract.ExecuteToolInp
 
 // screen validates the call's arguments and names their effect, and has
 // the task's policy decide the call (admit), before anything is claimed or
-// sent. stop says the call goes no further: res (or err) is the answer.
+// sent: a person's denial (in.Denial) and a call that waits for a
+// person's approval (approval.go) go no further either. stop says the call
+// goes no further: res (or err) is the answer.
 func (a *Activities) screen(ctx context.Context, in contract.ExecuteToolInput, tool tools.Tool, args json.RawMessage, res contract.ExecuteToolResult) (tools.Identity, contract.ExecuteToolResult, bool, error) {
 	id, err := tool.Identify(args)
 	if err != nil {
@@ -152,8 +154,18 @@ func (a *Activities) screen(ctx context.Context, in contract.ExecuteToolInput, t
 		res, err = a.refused(ctx, in, res, err)
 		return id, res, true, err
 	}
+	if in.Denial != nil {
+		res, err = a.denied(ctx, in, res)
+		return id, res, true, err
+	}
 	res, stop, err := a.admit(ctx, in, tool, args, res)
-	return id, res, stop || err != nil, err
+	if stop || err != nil {
+		return id, res, true, err
+	}
+	if awaits(res.Decision) {
+		return id, awaiting(in, tool, args, id, res), true, nil
+	}
+	return id, res, false, nil
 }
 
 // toolOutcome is what one attempt learned about its call.

@@ -22,9 +22,10 @@ import (
 // workflow in the activity's result, which journals it and counts it
 // toward the task's refusal limit.
 
-// awaitingApproval is what a require_approval decision adds to its reason:
-// this version cannot ask a person yet, so it refuses the call.
-const awaitingApproval = "; it needs a person's approval, which this version cannot ask for yet, so it was refused"
+// awaitingApproval is what a require_approval decision adds to its reason
+// in a task that cannot ask a person (started before approvals), which
+// refuses the call.
+const awaitingApproval = "; it needs a person's approval, which this task cannot ask for, so it was refused"
 
 // decide is the task's policy's decision on the call of tool with args
 // (which Identify accepted), counted in capstan_policy_decisions_total; nil
@@ -50,7 +51,7 @@ func (a *Activities) decide(in contract.ExecuteToolInput, tool tools.Tool, args 
 	a.Metrics.PolicyDecision(string(d.Effect), d.Rule)
 	out := &contract.PolicyDecision{Effect: string(d.Effect), Rule: d.Rule, Reason: d.Reason, Refused: !d.Allowed()}
 	if d.NeedsApproval() {
-		out.Reason += awaitingApproval
+		approvalGate(in, out)
 	}
 	return out, nil
 }
@@ -99,7 +100,8 @@ func (a *Activities) offered(tp *contract.TaskPolicy) []model.ToolSpec {
 
 // policyTask is what the policy knows of the task.
 func policyTask(tp *contract.TaskPolicy) policy.Task {
-	return policy.Task{Repositories: tp.Repositories, Base: tp.Base, BranchPrefix: tp.BranchPrefix, Tenant: tp.Tenant, Labels: tp.Labels}
+	return policy.Task{Repositories: tp.Repositories, Base: tp.Base, BranchPrefix: tp.BranchPrefix, Tenant: tp.Tenant, Labels: tp.Labels,
+		RequireApproval: tp.RequireApproval}
 }
 
 // compiled is the task's policy, compiled once per worker for each policy

@@ -74,7 +74,7 @@ func TestExecuteToolRefusesWhatThePolicyRefusesBeforeSendingAnything(t *testing.
 		{githubtools.NameCreateBranch, `{"repo":"acme/app","branch":"agent/x","from":"main"}`, "default/branch-prefix",
 			"refused by default/branch-prefix: branch agent/x does not start with capstan/"},
 		{githubtools.NameCreatePullRequest, `{"repo":"acme/app","head":"capstan/x","base":"main","title":"t","body":"b"}`, "prs-need-a-person",
-			"needs a person's approval, which this version cannot ask for yet"},
+			"needs a person's approval, which this task cannot ask for"},
 	} {
 		in := contract.ExecuteToolInput{Tenant: "default", TaskID: "T1", TurnID: "T1/t1", ToolCallID: "call_" + tc.rule,
 			OperationID: "op-refused-" + tc.rule, Tool: tc.tool, Arguments: f.args(t, tc.args), Policy: tp}

@@ -48,6 +48,7 @@ else
     --search-attribute CapstanUnknownOps=Int \
     --search-attribute CapstanRepo=Keyword \
     --search-attribute CapstanDeadLetter=Bool \
+    --search-attribute CapstanAwaitingApproval=Bool \
     >"$STATE/temporal.log" 2>&1 &
   echo $! >"$STATE/temporal.pid"
   for _ in $(seq 1 120); do

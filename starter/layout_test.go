@@ -293,3 +293,34 @@ func TestStatusOfAnOlderTaskPrintsTodaysWords(t *testing.T) {
 		}
 	}
 }
+
+// TestStatusShowsApprovals: an operation awaiting approval is printed with
+// what it would create and the approve and deny commands, one argument a
+// line with the short operation id; a denied one with its reason; every
+// line fits.
+func TestStatusShowsApprovals(t *testing.T) {
+	t.Parallel()
+	res := longResult()
+	pr := &res.Operations[2]
+	pr.State, pr.Reason, pr.Summary = capstan.OutcomeAwaitingApproval, "", "pull request agent/fix-the-flaky-retry-test → main in acme-corporation/payments-service"
+	res.Operations = append(res.Operations, workflows.OperationRecord{OperationID: "acme-tenant:" + longTask + ":t1:github_put_file:1",
+		Tool: "github_put_file", TurnID: longTask + "/t1", State: capstan.OutcomeDenied, Reason: "denied by bob@host: not during the freeze"})
+	var out bytes.Buffer
+	printResult(&out, res, "http://localhost:8233/namespaces/default/workflows/task-"+longTask)
+	t.Logf("\n%s", out.String())
+	assertFits(t, "status", out.String())
+	short := "pr:create:acme-corporation/payments-service:agent/fix-the-flaky-retry-test:main"
+	for _, want := range []string{
+		"awaiting approval: operation github_create_pull_request acme-corporation/payments-service",
+		"  approve it: starter approve " + longTask + " \\\n      " + short + "\n",
+		"  or deny it: starter deny " + longTask + " \\\n      " + short + " \\\n      --reason TEXT\n",
+		"denied: operation github_put_file (t1 #1): denied by bob@host: not during the freeze",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("status does not say %q", want)
+		}
+	}
+	if words := strings.Join(strings.Fields(out.String()), " "); !strings.Contains(words, pr.Summary) {
+		t.Errorf("status does not say what waits: %q", pr.Summary)
+	}
+}

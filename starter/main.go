@@ -6,8 +6,10 @@
 //	starter status TASK_ID [--json]
 //	starter follow TASK_ID
 //	starter policy (check FILE | explain --tool NAME [--repo R --branch B --path P ...])
-//	starter list [--needs-human]
+//	starter list [--needs-human | --awaiting-approval]
 //	starter resolve TASK_ID OPERATION_ID (--found URL | --absent | --abort)
+//	starter approve TASK_ID OPERATION_ID [--note TEXT] [--as NAME]
+//	starter deny TASK_ID OPERATION_ID --reason TEXT [--as NAME]
 //	starter cancel TASK_ID
 //	starter demo
 //	starter gc --older-than DURATION [--dry-run]
@@ -73,7 +75,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{msg: err.Error()} })
-	root.AddCommand(a.runCommand(), a.statusCommand(), a.listCommand(), a.cancelCommand(), a.resolveCommand(), a.demoCommand(), a.followCommand(), a.gcCommand())
+	root.AddCommand(a.runCommand(), a.statusCommand(), a.listCommand(), a.cancelCommand(), a.resolveCommand(), a.approveCommand(), a.denyCommand(), a.demoCommand(), a.followCommand(), a.gcCommand())
 
 	err := root.ExecuteContext(ctx)
 	var ue *usageError

@@ -28,8 +28,10 @@ import (
 type runFlags struct {
 	prompt, repo, base, slack, model, id, tenant string
 	comments, fallbacks, allowRepos, labels      []string
+	requireApproval                              []string
 	maxTurns, maxRefusals                        int
 	humanTimeout, idleTimeout, maxDuration       time.Duration
+	approvalTimeout                              time.Duration
 	wait, json, persistent, follow               bool
 	budget                                       budgetFlags
 }
@@ -63,6 +65,8 @@ func (a *app) runCommand() *cobra.Command {
 	fl.StringArrayVar(&f.allowRepos, "allow-repo", nil, "a further repository, OWNER/NAME, the task's policy lets it read and write besides --repo and the --comment ones (repeatable)")
 	fl.StringArrayVar(&f.labels, "label", nil, "a label of the task, KEY=VALUE, which policy rules can read (repeatable)")
 	fl.IntVar(&f.maxRefusals, "max-refusals", 0, "how many tool calls the policy refuses before the task fails with policy_violation (default $CAPSTAN_POLICY_REFUSALS or 3)")
+	fl.StringArrayVar(&f.requireApproval, "require-approval", nil, "a tool name, or a class (read_only, idempotent, conditional, unsafe), whose calls wait for a person's approval (starter approve, starter deny) before anything is sent (repeatable)")
+	fl.DurationVar(&f.approvalTimeout, "approval-timeout", 0, "how long an operation waits for approval before it is denied (default $CAPSTAN_APPROVAL_TIMEOUT or 168h)")
 	fl.StringArrayVar(&f.fallbacks, "fallback", nil, "a further model, PROVIDER:MODEL, that a turn switches to once when the model stays overloaded or runs past its total limit; the task keeps it (repeatable, tried in order)")
 	fl.BoolVar(&f.persistent, "persistent", false, "retry an overloaded model for up to 6h (each wait at most 5m, journalled every 30s) instead of 5 attempts")
 	fl.IntVar(&f.maxTurns, "max-turns", config.DefaultMaxTurns, "most model turns before the task fails with max_turns")
@@ -165,6 +169,13 @@ func (a *app) taskInput(f runFlags) (workflows.AgentTaskInput, error) {
 	if f.humanTimeout < time.Minute {
 		return in, usagef("--human-timeout %s is too short (at least 1m)", f.humanTimeout)
 	}
+	approvalTimeout := f.approvalTimeout
+	if approvalTimeout == 0 {
+		approvalTimeout = a.cfg.ApprovalTimeout
+	}
+	if approvalTimeout < time.Second {
+		return in, usagef("--approval-timeout %s is too short (at least 1s)", approvalTimeout)
+	}
 	if f.idleTimeout < 0 || f.maxDuration < 0 {
 		return in, usagef("--idle-timeout and --max-duration must be positive durations")
 	}
@@ -188,7 +199,7 @@ func (a *app) taskInput(f runFlags) (workflows.AgentTaskInput, error) {
 		TaskID: id, Tenant: f.tenant, Prompt: f.prompt, Repo: f.repo, Base: f.base,
 		SlackChannel: f.slack, Comments: comments, Model: m, Fallbacks: f.fallbacks, Persistent: f.persistent,
 		MaxTurns: f.maxTurns, ModelLimits: limits,
-		HumanTimeout: f.humanTimeout, ReconcileWindow: a.cfg.ReconcileWindow, DependencyOutageLimit: a.cfg.DependencyOutageLimit, Policy: tp,
+		HumanTimeout: f.humanTimeout, ReconcileWindow: a.cfg.ReconcileWindow, DependencyOutageLimit: a.cfg.DependencyOutageLimit, Policy: tp, ApprovalTimeout: approvalTimeout,
 	}, nil
 }
 

@@ -131,3 +131,33 @@ func TestStatusShowsTheSpendAgainstTheBudget(t *testing.T) {
 		t.Errorf("status:\n%s\nwant the line %q", b.String(), want)
 	}
 }
+
+// --require-approval takes a built-in tool's name or a class, each once, into
+// the task's policy context; any other name is one sentence, nothing
+// started. --approval-timeout goes into the task's input, else
+// CAPSTAN_APPROVAL_TIMEOUT.
+func TestRunRequireApproval(t *testing.T) {
+	t.Parallel()
+	a := &app{cfg: config.FromEnv(func(k string) string {
+		return map[string]string{"CAPSTAN_APPROVAL_TIMEOUT": "48h"}[k]
+	})}
+	f := runFlags{prompt: "p", repo: "acme/app", base: "main", tenant: "default", maxTurns: 3, humanTimeout: config.DefaultHumanTimeout,
+		requireApproval: []string{"github_create_pull_request", "unsafe", "github_create_pull_request"}}
+	in, err := a.taskInput(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := in.Policy.RequireApproval; !reflect.DeepEqual(got, []string{"github_create_pull_request", "unsafe"}) || in.ApprovalTimeout != 48*time.Hour {
+		t.Errorf("require approval %v, timeout %s; want the tool and the class once each, 48h", got, in.ApprovalTimeout)
+	}
+	f.approvalTimeout = 3 * time.Second
+	if in, err = a.taskInput(f); err != nil || in.ApprovalTimeout != 3*time.Second {
+		t.Errorf("--approval-timeout 3s: %s, %v", in.ApprovalTimeout, err)
+	}
+	f.requireApproval = []string{"github_merge"}
+	_, err = a.taskInput(f)
+	var ue *usageError
+	if !errors.As(err, &ue) || !strings.Contains(err.Error(), `--require-approval "github_merge" is neither a tool (`) || strings.Contains(err.Error(), "\n") {
+		t.Errorf("an unknown name: %v, want one sentence naming the tools and classes", err)
+	}
+}

@@ -1,8 +1,11 @@
 package main
 
 import (
+	"slices"
+	"sort"
 	"strings"
 
+	"github.com/capstanhq/capstan"
 	"github.com/capstanhq/capstan/internal/contract"
 	"github.com/capstanhq/capstan/internal/policy"
 	"github.com/capstanhq/capstan/internal/tools/ghref"
@@ -45,6 +48,14 @@ func (a *app) taskPolicy(f runFlags, comments []contract.CommentTarget) (*contra
 		}
 		tp.Labels[k] = v
 	}
+	for _, n := range f.requireApproval {
+		if err := approvable(n); err != nil {
+			return nil, err
+		}
+		if !slices.Contains(tp.RequireApproval, n) {
+			tp.RequireApproval = append(tp.RequireApproval, n)
+		}
+	}
 	if f.maxRefusals != 0 {
 		if f.maxRefusals < 1 {
 			return nil, usagef("--max-refusals %d is out of range (at least 1)", f.maxRefusals)
@@ -59,4 +70,22 @@ func (a *app) taskPolicy(f runFlags, comments []contract.CommentTarget) (*contra
 		tp.File, tp.Source = a.cfg.PolicyFile, string(p.Source())
 	}
 	return tp, nil
+}
+
+// approvable refuses a --require-approval that names neither a built-in
+// tool nor a safety class, with one sentence saying which names are.
+func approvable(name string) error {
+	if _, ok := policy.BuiltinTools[name]; ok {
+		return nil
+	}
+	classes := []string{string(capstan.ClassReadOnly), string(capstan.ClassIdempotent), string(capstan.ClassConditional), string(capstan.ClassUnsafe)}
+	if slices.Contains(classes, name) {
+		return nil
+	}
+	tools := make([]string, 0, len(policy.BuiltinTools))
+	for n := range policy.BuiltinTools {
+		tools = append(tools, n)
+	}
+	sort.Strings(tools)
+	return usagef("--require-approval %q is neither a tool (%s) nor a class (%s)", name, strings.Join(tools, ", "), strings.Join(classes, ", "))
 }

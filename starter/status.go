@@ -59,15 +59,18 @@ func (a *app) statusCommand() *cobra.Command {
 }
 
 func (a *app) listCommand() *cobra.Command {
-	var needsHuman bool
+	var needsHuman, awaitingApproval bool
 	cmd := &cobra.Command{
-		Use:   "list [--needs-human]",
+		Use:   "list [--needs-human | --awaiting-approval]",
 		Short: "List recent tasks",
 		Args:  usageArgs(cobra.NoArgs),
 		RunE: a.withClient(func(ctx context.Context, c client.Client, opts client.Options, _ []string) error {
 			query := "WorkflowType = 'AgentTask'"
 			if needsHuman {
 				query += fmt.Sprintf(" AND %s = true AND ExecutionStatus = 'Running'", workflows.AttrNeedsHuman.GetName())
+			}
+			if awaitingApproval {
+				query += fmt.Sprintf(" AND %s = true AND ExecutionStatus = 'Running'", workflows.AttrAwaitingApproval.GetName())
 			}
 			resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
 				Namespace: opts.Namespace, PageSize: 50, Query: query,
@@ -96,6 +99,7 @@ func (a *app) listCommand() *cobra.Command {
 		}),
 	}
 	cmd.Flags().BoolVar(&needsHuman, "needs-human", false, "only running tasks that wait for a person (starter resolve)")
+	cmd.Flags().BoolVar(&awaitingApproval, "awaiting-approval", false, "only running tasks with an operation that waits for approval (starter approve, starter deny)")
 	return cmd
 }
 
@@ -280,6 +284,7 @@ func writeResult(w io.Writer, res workflows.TaskResult, ui, shownAs string) {
 			lines = append(lines, resolveHint(res, d.OperationID)...)
 		}
 	}
+	lines = append(lines, approvalLines(res)...)
 	switch {
 	case res.FinalText == "":
 	case shownAs != "":
@@ -356,3 +361,27 @@ func resolveHint(res workflows.TaskResult, opID string) []string {
 
 // taskIDOf is the task id of a task's workflow id.
 func taskIDOf(wid string) string { return strings.TrimPrefix(wid, "task-") }
+
+// approvalLines say which operations were denied, and why, and which wait
+// for approval, with the commands that answer, one argument a line so that
+// they fit; each pastes as one shell command.
+func approvalLines(res workflows.TaskResult) []string {
+	var lines []string
+	for _, op := range res.Operations {
+		if op.State == capstan.OutcomeDenied {
+			lines = append(lines, wrap(fmt.Sprintf("denied: operation %s: %s", opLabel(res.TaskID, op), op.Reason), Columns, "", "  ")...)
+		}
+		if op.State != capstan.OutcomeAwaitingApproval {
+			continue
+		}
+		short := shortOperationID(res, op.OperationID)
+		lines = append(lines, wrap(fmt.Sprintf("awaiting approval: operation %s: %s", opLabel(res.TaskID, op), op.Summary), Columns, "", "  ")...)
+		lines = append(lines,
+			"  approve it: starter approve "+res.TaskID+" \\",
+			"      "+short,
+			"  or deny it: starter deny "+res.TaskID+" \\",
+			"      "+short+" \\",
+			"      --reason TEXT")
+	}
+	return lines
+}

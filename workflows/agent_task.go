@@ -25,11 +25,15 @@ var (
 	AttrRepo       = temporal.NewSearchAttributeKeyKeyword("CapstanRepo")
 	// AttrDeadLetter is set when a delivery was given up (docs/design.md §6).
 	AttrDeadLetter = temporal.NewSearchAttributeKeyBool("CapstanDeadLetter")
+	// AttrAwaitingApproval is true while an operation of the task waits
+	// for a person's approval (docs/design.md §5.9; starter list
+	// --awaiting-approval).
+	AttrAwaitingApproval = temporal.NewSearchAttributeKeyBool("CapstanAwaitingApproval")
 )
 
 // SearchAttributes are every attribute AgentTask sets; a namespace must
 // have them registered before a task starts.
-var SearchAttributes = []temporal.SearchAttributeKey{AttrStatus, AttrNeedsHuman, AttrUnknownOps, AttrRepo, AttrDeadLetter}
+var SearchAttributes = []temporal.SearchAttributeKey{AttrStatus, AttrNeedsHuman, AttrUnknownOps, AttrRepo, AttrDeadLetter, AttrAwaitingApproval}
 
 func fail(code FailureCode, format string, args ...any) error {
 	return &taskError{code: code, msg: fmt.Sprintf(format, args...)}
@@ -76,6 +80,11 @@ type task struct {
 	// policy: the chain decides its tool calls against its policy context,
 	// t.in.Policy (changePolicyAtToolBoundary; policy.go).
 	policy bool
+	// approvals: the chain asks a person to approve what its policy
+	// requires approval for (changeApprovals; approval.go), with the
+	// state of those approvals.
+	approvals bool
+	approval  approvalBook
 }
 
 // AgentTask runs one agent task: turns until the model answers without tool
@@ -87,12 +96,14 @@ func AgentTask(ctx workflow.Context, in AgentTaskInput) (TaskResult, error) {
 		t.result, t.transcript, t.append, t.nextTurn, t.journal = cp.Result, cp.Transcript, cp.Append, cp.NextTurn, cp.Journal
 		t.modelIndex, t.scope, t.policy = cp.ModelIndex, cp.Scope, cp.Policy
 		t.budgets = cp.Result.Spend != nil
+		t.approvals, t.approval.answered = cp.Approvals, cp.Answered
 	} else {
 		if workflow.GetVersion(ctx, changeLedgerKeysPerChain, workflow.DefaultVersion, 1) != workflow.DefaultVersion {
 			info := workflow.GetInfo(ctx)
 			t.scope = ChainScope(info.Namespace, info.FirstRunID)
 		}
 		t.startPolicy(ctx)
+		t.startApprovals(ctx)
 		t.budgets = workflow.GetVersion(ctx, changeBudgets, workflow.DefaultVersion, 1) != workflow.DefaultVersion
 		t.result = TaskResult{
 			TaskID: in.TaskID, WorkflowID: workflow.GetInfo(ctx).WorkflowExecution.ID, Model: in.Model,
@@ -111,6 +122,9 @@ func AgentTask(ctx workflow.Context, in AgentTaskInput) (TaskResult, error) {
 	}
 	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateResolve, t.resolve,
 		workflow.UpdateHandlerOptions{Validator: t.validateResolve}); err != nil {
+		return t.result, err
+	}
+	if err := t.setApprovalHandlers(ctx); err != nil {
 		return t.result, err
 	}
 	attrs := []temporal.SearchAttributeUpdate{AttrStatus.ValueSet(string(StatusRunning)), AttrNeedsHuman.ValueSet(false), AttrUnknownOps.ValueSet(0)}
@@ -149,7 +163,8 @@ func (t *task) run(ctx workflow.Context) error {
 		if turn > first && workflow.GetInfo(ctx).GetContinueAsNewSuggested() {
 			t.note(ctx, "continuing as new before turn %d", turn)
 			next := t.in
-			next.Checkpoint = &Checkpoint{NextTurn: turn, Transcript: t.transcript, Append: t.append, Result: t.result, Journal: t.journal, ModelIndex: t.modelIndex, Scope: t.scope, Policy: t.policy}
+			next.Checkpoint = &Checkpoint{NextTurn: turn, Transcript: t.transcript, Append: t.append, Result: t.result, Journal: t.journal, ModelIndex: t.modelIndex, Scope: t.scope, Policy: t.policy,
+				Approvals: t.approvals, Answered: t.approval.answered}
 			return workflow.NewContinueAsNewError(ctx, AgentTask, next)
 		}
 		out, err := t.runTurn(ctx, turn)

@@ -40,6 +40,9 @@ func (t *task) finish(ctx workflow.Context, err error) (TaskResult, error) {
 	if t.askedPerson {
 		attrs = append(attrs, AttrNeedsHuman.ValueSet(false))
 	}
+	if t.approval.asked {
+		attrs = append(attrs, AttrAwaitingApproval.ValueSet(false))
+	}
 	if uerr := workflow.UpsertTypedSearchAttributes(dctx, attrs...); uerr != nil {
 		workflow.GetLogger(ctx).Warn("could not update search attributes", "Error", uerr)
 	}

@@ -79,7 +79,7 @@ func (t *task) declare(ctx workflow.Context, tid string, turn, position int, c c
 	}
 	d.opID = operationID(t.in.Tenant, t.in.TaskID, t.scope, c.Name, key, fmt.Sprintf("t%d", turn), n)
 	t.result.Operations = append(t.result.Operations, OperationRecord{
-		OperationID: d.opID, TurnID: tid, ToolCallID: c.ID, Tool: c.Name, State: capstan.OutcomeDeclared,
+		OperationID: d.opID, TurnID: tid, ToolCallID: c.ID, Tool: c.Name, State: capstan.OutcomeDeclared, Summary: c.Summary,
 	})
 	d.index = len(t.result.Operations) - 1
 	d.tid = tid
@@ -90,10 +90,12 @@ func (t *task) declare(ctx workflow.Context, tid string, turn, position int, c c
 func (t *task) startOperation(ctx workflow.Context, tid string, op declared) workflow.Future {
 	t.result.Operations[op.index].State = capstan.OutcomeRunning
 	actx := workflow.WithActivityOptions(ctx, toolOptions(capstan.Class(op.call.Class), op.call.Summary, t.in.ModelLimits, t.waitsOnBreakers(ctx)))
-	return workflow.ExecuteActivity(actx, contract.ActivityExecuteTool, contract.ExecuteToolInput{
+	in := contract.ExecuteToolInput{
 		Tenant: t.in.Tenant, TaskID: t.in.TaskID, Scope: t.scope, TurnID: tid, OperationID: op.opID,
 		ToolCallID: op.call.ID, Tool: op.call.Name, Arguments: op.call.Arguments, Policy: t.toolPolicy(),
-	})
+	}
+	t.approvalInput(&in, t.result.Operations[op.index])
+	return workflow.ExecuteActivity(actx, contract.ActivityExecuteTool, in)
 }
 
 // awaitOperation waits for an operation started by startOperation and
@@ -114,12 +116,22 @@ func (t *task) awaitOperation(ctx workflow.Context, tid string, op declared, f w
 // returned as unknown (why it is unknown), with the operation recorded
 // unknown; every other failure ends the task. An operation an open breaker
 // kept from being sent (its claim released) is waited for and started
-// again, as often as the breaker asks.
+// again, as often as the breaker asks; one that waits for a person's
+// approval (approval.go) is started again with the answer.
 func (t *task) settle(ctx workflow.Context, op declared, f workflow.Future) (item, unknown string, err error) {
 	rec := &t.result.Operations[op.index]
 	var res contract.ExecuteToolResult
 	err = f.Get(ctx, &res)
 	for ctx.Err() == nil {
+		if err == nil && res.Awaiting != nil && t.approvals {
+			if err := t.awaitApproval(ctx, op, res); err != nil {
+				rec.State, rec.Reason = capstan.OutcomeAbsent, "not sent: the task stopped while the operation waited for approval"
+				return "", "", err
+			}
+			res = contract.ExecuteToolResult{}
+			err = t.startOperation(ctx, op.tid, op).Get(ctx, &res)
+			continue
+		}
 		w, open := contract.BreakerWaitOf(err)
 		if !open || !t.waitsOnBreakers(ctx) {
 			break
@@ -134,9 +146,12 @@ func (t *task) settle(ctx workflow.Context, op declared, f workflow.Future) (ite
 	if err == nil {
 		t.ledgerBack()
 		rec.State, rec.ExternalID, rec.Replayed = res.State, res.ExternalID, res.Replayed
-		if res.Replayed {
+		switch {
+		case res.Replayed:
 			t.note(ctx, "operation %s %s (replayed from the ledger; nothing sent)", op.opID, res.State)
-		} else {
+		case res.State == capstan.OutcomeDenied:
+			t.denied(ctx, rec)
+		default:
 			t.note(ctx, "operation %s %s", op.opID, res.State)
 		}
 		return res.Item, "", t.policyDecided(ctx, op, rec, res.Decision)

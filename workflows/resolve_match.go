@@ -36,8 +36,14 @@ func MatchOperation(ids []string, given string) (string, error) {
 // MatchOperation chooses among.
 func OperationIDs(res TaskResult) []string {
 	ids := make([]string, 0, len(res.Operations)+len(res.Deliveries))
+	seen := map[string]bool{}
 	for _, op := range res.Operations {
-		ids = append(ids, op.OperationID)
+		// An operation with a business key declared again keeps its id:
+		// it is listed once, so that an ending of it names it alone.
+		if !seen[op.OperationID] {
+			seen[op.OperationID] = true
+			ids = append(ids, op.OperationID)
+		}
 	}
 	for _, d := range res.Deliveries {
 		ids = append(ids, d.OperationID)

@@ -48,6 +48,11 @@ type AgentTaskInput struct {
 	// HumanTimeout bounds the wait for a person to resolve an operation;
 	// zero means config.DefaultHumanTimeout.
 	HumanTimeout time.Duration `json:"human_timeout,omitempty"`
+	// ApprovalTimeout bounds the wait for a person's approval of an
+	// operation (starter run --approval-timeout, CAPSTAN_APPROVAL_TIMEOUT);
+	// unanswered, the operation is denied. Zero means
+	// config.DefaultApprovalTimeout.
+	ApprovalTimeout time.Duration `json:"approval_timeout,omitempty"`
 	// Policy is the task's policy context, fixed by the starter
 	// (docs/design.md §5.8): every tool call is decided against it before
 	// anything is sent. Nil for a task started without one: the workflow
@@ -82,6 +87,13 @@ type Checkpoint struct {
 	// Policy: the chain decides its tool calls against its policy
 	// context (changePolicyAtToolBoundary), read as its first run began.
 	Policy bool `json:"policy,omitempty"`
+	// Approvals: the chain asks a person to approve what its policy
+	// requires approval for (changeApprovals), read as its first run
+	// began; Answered are the answers given so far, by effect
+	// (contract.AwaitingApproval.Effect), which the same effect asked
+	// again gets without anyone being asked.
+	Approvals bool                      `json:"approvals,omitempty"`
+	Answered  map[string]ApprovalRecord `json:"answered,omitempty"`
 }
 
 // TaskResult is the outcome of a task, and its status while it runs (the
@@ -104,6 +116,10 @@ type TaskResult struct {
 	// Spend is what the task's model requests have spent, against its
 	// budget; nil for a task started before changeBudgets.
 	Spend *Spend `json:"spend,omitempty"`
+	// Notices are the Slack messages that asked for an approval
+	// (docs/design.md §5.9), one per operation that waited, each a
+	// delivery of its own; empty without a Slack channel.
+	Notices []DeliveryRecord `json:"notices,omitempty"`
 }
 
 // TurnRecord lists the attempts of one turn.
@@ -146,6 +162,32 @@ type OperationRecord struct {
 	// operation before anything was sent (its state failed, Reason the
 	// rule's reason); empty for an operation the policy let through.
 	PolicyRule string `json:"policy_rule,omitempty"`
+	// Summary is one line saying what the operation does: the tool's
+	// summary of the call, or, once it waited for approval, what it
+	// would create and where ("pull request capstan/x → main in
+	// acme/payments").
+	Summary string `json:"summary,omitempty"`
+	// Approval is the answer to the approval the operation waited for:
+	// approved (then it was sent as any call) or denied (nothing was sent;
+	// its state denied, Reason why). Nil when it needed none.
+	Approval *ApprovalRecord `json:"approval,omitempty"`
+}
+
+// ApprovalRecord is a person's answer to an operation that waited for
+// approval (starter approve, starter deny), or the approval's timeout.
+type ApprovalRecord struct {
+	// Decision is approved or denied.
+	Decision string `json:"decision"`
+	// By names the person (--as, by default user@host); empty for the
+	// timeout.
+	By   string `json:"by,omitempty"`
+	Note string `json:"note,omitempty"`
+	// Reason is why it was denied: the person's --reason, or "no approval
+	// within …".
+	Reason string `json:"reason,omitempty"`
+	// Again: the same effect had been answered earlier in the task, and
+	// this operation got that answer without anyone being asked.
+	Again bool `json:"again,omitempty"`
 }
 
 // DeliveryRecord is one delivery of the final answer.

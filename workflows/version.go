@@ -150,6 +150,20 @@ const (
 	// dependency_unavailable naming the dependency. Only an indeterminate
 	// verdict asks a person. Read where the verdict forks.
 	changeAbsentWritesRetried = "absent-writes-retried"
+
+	// changeApprovals: a call the task's policy decides require_approval
+	// (a policy file's effect, or starter run --require-approval) waits
+	// for a person instead of being refused (docs/design.md §5.9):
+	// ExecuteTool is told the task can ask (ExecuteToolInput.Approvals)
+	// and returns awaiting_approval having sent nothing; the workflow
+	// records the operation awaiting_approval, sets CapstanAwaitingApproval
+	// and its current details, posts one Slack notice when the task has a
+	// channel, and waits for the approve or deny update or the task's
+	// approval timeout; then it runs ExecuteTool again with the approval
+	// or the denial. The same effect asked again gets the same answer.
+	// Read once, as the chain's first run starts, by a chain with a policy
+	// context; a continued run takes it from its checkpoint.
+	changeApprovals = "approvals"
 )
 
 // inEffect reports whether change, one of those through

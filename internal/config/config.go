@@ -42,6 +42,10 @@ type Config struct {
 	// the policy refuses in one task before the task fails
 	// policy_violation; the starter fixes it in the task's input.
 	PolicyRefusals int
+	// ApprovalTimeout (CAPSTAN_APPROVAL_TIMEOUT) is how long an operation
+	// waits for a person's approval before it is denied; the starter fixes
+	// it in the task's input.
+	ApprovalTimeout time.Duration
 
 	// AnthropicAPIKey (ANTHROPIC_API_KEY) is optional: a worker without it
 	// serves no anthropic:<model> task.
@@ -183,6 +187,7 @@ func FromLookupEnv(lookup func(string) (string, bool)) Config {
 	c.ReconcileWindow = duration("CAPSTAN_RECONCILE_WINDOW", DefaultReconcileWindow)
 	c.DependencyOutageLimit = duration("CAPSTAN_DEPENDENCY_OUTAGE_LIMIT", DefaultDependencyOutageLimit)
 	c.LedgerOutageLimit = duration("CAPSTAN_LEDGER_OUTAGE_LIMIT", DefaultLedgerOutageLimit)
+	c.ApprovalTimeout = duration("CAPSTAN_APPROVAL_TIMEOUT", DefaultApprovalTimeout)
 	c.readBudgets(getenv)
 	c.ModelLimits = ModelLimits{
 		FirstEvent:       duration("CAPSTAN_MODEL_FIRST_EVENT_TIMEOUT", DefaultModelLimits.FirstEvent),

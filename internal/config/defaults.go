@@ -93,6 +93,10 @@ const (
 	// DefaultHumanTimeout bounds the wait for a person when the task's input
 	// leaves HumanTimeout at zero.
 	DefaultHumanTimeout = 24 * time.Hour
+	// DefaultApprovalTimeout bounds the wait for a person's approval of an
+	// operation (CAPSTAN_APPROVAL_TIMEOUT) when the task's input leaves
+	// ApprovalTimeout at zero; unanswered, the operation is denied.
+	DefaultApprovalTimeout = 7 * 24 * time.Hour
 
 	// Breaker thresholds (docs/design.md §7): trip after 5 consecutive
 	// failures or at least 50 % of at least 10 calls in 60 s; stay open
@@ -263,6 +267,8 @@ var Settings = []Setting{
 		Meaning: "path of a YAML policy file whose rules decide tool calls before the default rules (docs/design.md §5.8); unset, the defaults alone. `starter run` reads it and records its text in the task's input, so the task keeps those rules whatever is deployed later; a bad file is refused with one sentence naming its line, and nothing is started. `starter policy check FILE` validates one, `starter policy explain` shows which rule decides a call"},
 	{Name: "CAPSTAN_POLICY_REFUSALS", Default: code(DefaultPolicyRefusals), Reader: "starter",
 		Meaning: "how many tool calls the task's policy refuses before the task fails with `policy_violation` (each refusal before that is a tool error the model reads); fixed in the task's input; `starter run --max-refusals` overrides it"},
+	{Name: "CAPSTAN_APPROVAL_TIMEOUT", Default: code(DefaultApprovalTimeout), Reader: "starter",
+		Meaning: "how long an operation waits for a person's approval (`starter approve`, `starter deny`; docs/design.md §5.9) before it is denied with the reason \"no approval within …\"; fixed in the task's input; `starter run --approval-timeout` overrides it"},
 	{Name: "CAPSTAN_LEDGER_GC_EVERY", Default: "`0` (off)", Reader: "worker",
 		Meaning: "how often the worker runs the ledger's retention, as `starter gc` does once: it deletes the ledger rows of tasks that are closed and that Temporal no longer has (past their namespace's retention, or deleted), never a running or still-retained task's, nor those of tasks started before ledger keys were scoped. Safe on every worker of a pool at once"},
 	{Name: "CAPSTAN_LEDGER_GC_OLDER_THAN", Default: code(DefaultLedgerGCOlderThan), Reader: "worker",
@@ -278,6 +284,10 @@ var Settings = []Setting{
 	{Name: "starter run --label", Default: none, Meaning: "a label of the task, `KEY=VALUE`, which policy rules read (repeatable)"},
 	{Name: "starter run --max-refusals", Default: "`CAPSTAN_POLICY_REFUSALS`",
 		Meaning: "how many tool calls the task's policy refuses before the task fails with `policy_violation`"},
+	{Name: "starter run --require-approval", Default: none,
+		Meaning: "a tool name, or a class (`read_only`, `idempotent`, `conditional`, `unsafe`), whose calls wait for a person's approval before anything is sent (repeatable)"},
+	{Name: "starter run --approval-timeout", Default: "`CAPSTAN_APPROVAL_TIMEOUT`",
+		Meaning: "how long an operation waits for approval before it is denied"},
 }
 
 // none is the Default of a setting that has none.

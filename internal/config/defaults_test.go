@@ -177,6 +177,7 @@ func TestSettingsShowTheDefaultsCodeUses(t *testing.T) {
 		"CAPSTAN_BREAKER_WINDOW":        "60s",
 		"CAPSTAN_BREAKER_OPEN":          "30s",
 		"CAPSTAN_LEDGER_OUTAGE_LIMIT":   "30m",
+		"CAPSTAN_APPROVAL_TIMEOUT":      "168h",
 		"CAPSTAN_METRICS_ADDR":          c.MetricsAddr,
 		"CAPSTAN_STREAM_ADDR":           ls.Addr,
 		"CAPSTAN_STREAM_MAX_CONNS":      strconv.Itoa(ls.MaxConns),
@@ -193,6 +194,7 @@ func TestSettingsShowTheDefaultsCodeUses(t *testing.T) {
 		"CAPSTAN_BREAKER_WINDOW":        c.Breakers.Window,
 		"CAPSTAN_BREAKER_OPEN":          c.Breakers.OpenFor,
 		"CAPSTAN_LEDGER_OUTAGE_LIMIT":   c.LedgerOutageLimit,
+		"CAPSTAN_APPROVAL_TIMEOUT":      c.ApprovalTimeout,
 		"starter run --human-timeout":   DefaultHumanTimeout,
 		"CAPSTAN_STREAM_WRITE_TIMEOUT":  ls.WriteTimeout,
 	}

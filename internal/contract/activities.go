@@ -137,6 +137,45 @@ type ExecuteToolInput struct {
 	// sent (docs/design.md §5.8). Nil for a task started before
 	// changePolicyAtToolBoundary, whose calls are not decided.
 	Policy *TaskPolicy `json:",omitempty"`
+	// Approvals says the workflow can ask a person for an approval
+	// (changeApprovals, docs/design.md §5.9): a require_approval decision
+	// on a call that carries neither Approval nor Denial claims nothing,
+	// sends nothing and returns State awaiting_approval with Awaiting.
+	// False, such a decision refuses the call, as before approvals.
+	Approvals bool `json:",omitempty"`
+	// Approval is a person's approval of this operation: the policy's
+	// require_approval decision then lets the call through, and it is
+	// claimed and sent as any allowed call, exactly once.
+	Approval *Approval `json:",omitempty"`
+	// Denial is a person's denial of this operation, or the approval's
+	// timeout: nothing is claimed or sent; the denial is committed as the
+	// tool message the model reads, and State is denied.
+	Denial *Denial `json:",omitempty"`
+}
+
+// Approval is a person's approval of one operation (starter approve).
+type Approval struct {
+	By   string `json:"by"`
+	Note string `json:"note,omitempty"`
+}
+
+// Denial is a person's denial of one operation (starter deny), or, with By
+// empty, the approval's timeout.
+type Denial struct {
+	By     string `json:"by,omitempty"`
+	Reason string `json:"reason"`
+}
+
+// AwaitingApproval is what ExecuteTool reports of a call that waits for a
+// person's approval: nothing was claimed or sent.
+type AwaitingApproval struct {
+	// Summary is one line: what the call would create, where ("pull
+	// request capstan/x → main in acme/payments").
+	Summary string `json:"summary"`
+	// Effect names the call's effect: its tool and canonical arguments
+	// (a hash, the ledger's request hash), so the task answers the same
+	// effect asked again as it was answered before.
+	Effect string `json:"effect"`
 }
 
 // TaskPolicy is what a task's policy decides with (internal/policy.Task and
@@ -162,6 +201,10 @@ type TaskPolicy struct {
 	// MaxRefusals is how many refusals the task takes before it fails
 	// policy_violation (CAPSTAN_POLICY_REFUSALS); zero means the default.
 	MaxRefusals int `json:"max_refusals,omitempty"`
+	// RequireApproval are tool names and safety classes (--require-approval)
+	// whose calls, when the policy allows them, wait for a person's
+	// approval (policy.Task.RequireApproval).
+	RequireApproval []string `json:"require_approval,omitempty"`
 }
 
 // PolicyDecision is the decision of a task's policy on one call, as the
@@ -170,9 +213,12 @@ type PolicyDecision struct {
 	Effect string // allow, deny or require_approval
 	Rule   string
 	Reason string
-	// Refused says nothing was sent: a deny, or a require_approval, which
-	// this version cannot ask a person for and refuses.
+	// Refused says nothing was sent: a deny, or a require_approval of a
+	// task that cannot ask a person (ExecuteToolInput.Approvals false).
 	Refused bool
+	// Approved: a require_approval decision on a call that carried a
+	// person's approval, which let it through.
+	Approved bool `json:",omitempty"`
 }
 
 // ExecuteToolResult is how the operation ended. A tool that refused the
@@ -180,7 +226,7 @@ type PolicyDecision struct {
 // model is told, State is failed, and Item carries the message.
 type ExecuteToolResult struct {
 	OperationID string
-	State       capstan.Outcome // succeeded or failed
+	State       capstan.Outcome // succeeded, failed, awaiting_approval or denied
 	ExternalID  string
 	Replayed    bool   // the ledger already held succeeded; nothing was sent
 	Item        string // ref of the tool message committed to the transcript
@@ -188,6 +234,10 @@ type ExecuteToolResult struct {
 	// Decision is the task's policy's decision on the call; nil when the
 	// task has no policy context (Policy nil) or the call was replayed.
 	Decision *PolicyDecision `json:",omitempty"`
+	// Awaiting is set, with State awaiting_approval, when the call waits
+	// for a person's approval: nothing was claimed or sent, and Item is
+	// empty.
+	Awaiting *AwaitingApproval `json:",omitempty"`
 }
 
 // DeliverInput asks to post the final answer to one target.

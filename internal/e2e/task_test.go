@@ -260,6 +260,9 @@ func TestStarterRefusesBadInput(t *testing.T) {
 		{"cost budget on an unpriced fallback", []string{"--prompt", "x", "--model", "openai:gpt-4.1", "--fallback", "anthropic:unpriced", "--max-cost", "0.5"},
 			"anthropic:unpriced has none"},
 		{"negative token budget", []string{"--prompt", "x", "--max-tokens", "-5"}, "--max-tokens"},
+		{"approval of an unknown tool", []string{"--prompt", "x", "--require-approval", "github_merge"},
+			`--require-approval "github_merge" is neither a tool (`},
+		{"approval timeout too short", []string{"--prompt", "x", "--approval-timeout", "10ms"}, "--approval-timeout"},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

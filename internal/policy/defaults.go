@@ -23,6 +23,11 @@ const (
 	RuleRead = "default/read"
 	// RuleAllow allows a write that no rule refused.
 	RuleAllow = "default/allow"
+	// RuleRequireApproval asks a person to approve a call the rules allow
+	// whose tool or class the task was started with --require-approval
+	// for (Task.RequireApproval). It is not one of BuiltinRules: it
+	// applies after them, and after a file's rules.
+	RuleRequireApproval = "task/require-approval"
 )
 
 // BuiltinRules are the default rules' names, in the order they are tried

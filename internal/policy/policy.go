@@ -90,6 +90,22 @@ type Task struct {
 	Tenant string
 	// Labels are the task's labels (--label KEY=VALUE).
 	Labels map[string]string
+	// RequireApproval are tool names and safety classes (starter run
+	// --require-approval): a call of one of them, or of one of those
+	// classes, that the rules allow waits for a person's approval instead
+	// (RuleRequireApproval). A refusal stays a refusal.
+	RequireApproval []string
+}
+
+// needsApproval is the --require-approval entry that names c's tool or
+// class; "" when none does.
+func (t Task) needsApproval(c Call) string {
+	for _, n := range t.RequireApproval {
+		if n == c.Tool || (c.Class != "" && n == string(c.Class)) {
+			return n
+		}
+	}
+	return ""
 }
 
 // prefix is the task's branch prefix, the default filled in.
@@ -177,17 +193,25 @@ func (p *Policy) Source() []byte {
 }
 
 // Decide is the decision for call c of task t: the first file rule that
-// matches decides, else the first default rule that does.
+// matches decides, else the first default rule that does; a call they
+// allow whose tool or class the task requires approval for
+// (Task.RequireApproval) waits for a person instead (RuleRequireApproval).
 func (p *Policy) Decide(c Call, t Task) Decision {
 	c.Branch = strings.TrimPrefix(c.Branch, "refs/heads/")
 	c.From = strings.TrimPrefix(c.From, "refs/heads/")
 	c.Into = strings.TrimPrefix(c.Into, "refs/heads/")
+	d, ok := Decision{}, false
 	if p != nil && len(p.rules) > 0 {
-		if d, ok := p.decideFile(c, t); ok {
-			return d
-		}
+		d, ok = p.decideFile(c, t)
 	}
-	return decideDefaults(c, t)
+	if !ok {
+		d = decideDefaults(c, t)
+	}
+	if n := t.needsApproval(c); n != "" && d.Allowed() {
+		return Decision{Effect: RequireApproval, Rule: RuleRequireApproval,
+			Reason: "this task was started with --require-approval " + n + ": a person approves each such call before it is sent"}
+	}
+	return d
 }
 
 // decideFile is the decision of the first file rule that matches, and

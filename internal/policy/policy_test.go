@@ -366,3 +366,42 @@ func TestDecideConcurrently(t *testing.T) {
 		}
 	}
 }
+
+// --require-approval names a tool or a class: a call of it that the rules
+// allow waits for a person (task/require-approval); a call they refuse
+// stays refused, and other calls are decided as before.
+func TestRequireApproval(t *testing.T) {
+	t.Parallel()
+	pr := Call{Tool: "github_create_pull_request", Class: capstan.ClassConditional, Repository: "acme/payments", Branch: "capstan/x", Into: "main", Writes: true}
+	byTool, byClass := task, task
+	byTool.RequireApproval = []string{"github_create_pull_request"}
+	byClass.RequireApproval = []string{string(capstan.ClassIdempotent)}
+	for _, tc := range []struct {
+		name   string
+		call   Call
+		task   Task
+		effect Effect
+		rule   string
+	}{
+		{"the tool named", pr, byTool, RequireApproval, RuleRequireApproval},
+		{"another tool", putFile("acme/payments", "capstan/x", "a.md"), byTool, Allow, RuleAllow},
+		{"the class named", putFile("acme/payments", "capstan/x", "a.md"), byClass, RequireApproval, RuleRequireApproval},
+		{"another class", pr, byClass, Allow, RuleAllow},
+		{"a refusal stays a refusal", putFile("acme/payments", "main", "a.md"), byClass, Deny, RuleBaseBranch},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := Builtin().Decide(tc.call, tc.task)
+			if d.Effect != tc.effect || d.Rule != tc.rule {
+				t.Errorf("decision %s, want %s by %s", d, tc.effect, tc.rule)
+			}
+			if d.Effect == RequireApproval && !strings.Contains(d.Reason, "--require-approval") {
+				t.Errorf("reason %q does not name --require-approval", d.Reason)
+			}
+		})
+	}
+	// A file's allow is still subject to the task's --require-approval.
+	p := mustParse(t, rulesFile)
+	if d := p.Decide(pr, byTool); d.Effect != RequireApproval || d.Rule != RuleRequireApproval {
+		t.Errorf("with a file that allows it: %s, want require_approval by %s", d, RuleRequireApproval)
+	}
+}

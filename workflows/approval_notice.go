@@ -1,0 +1,42 @@
+package workflows
+
+import (
+	"fmt"
+	"strconv"
+
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/capstanhq/capstan"
+)
+
+// noticeApproval posts, when the task has a Slack channel, one message
+// there saying what waits for approval and the command that approves it
+// (docs/design.md §5.9): a delivery like the final answer's — the Deliver
+// activity, claimed in the ledger under an operation id of its own, made
+// of the operation's id and its place among the task's operations, so a
+// retry, a lost worker or a replay never posts it twice. It is recorded in
+// TaskResult.Notices. A notice that could not be posted does not stop the
+// task: the operation still waits, and status and list show it; only a
+// cancellation is returned.
+func (t *task) noticeApproval(ctx workflow.Context, op declared, summary, approve string) error {
+	if t.in.SlackChannel == "" {
+		return nil
+	}
+	d := target{slack: t.in.SlackChannel}
+	t.result.Notices = append(t.result.Notices, DeliveryRecord{
+		OperationID: op.opID + ":approval-notice:" + strconv.Itoa(op.index+1), Target: d.name(), State: capstan.OutcomeDeclared})
+	rec := &t.result.Notices[len(t.result.Notices)-1]
+	text := fmt.Sprintf("Capstan task %s waits for your approval of: %s\nApprove it: %s\nDeny it: starter deny %s %s --reason TEXT",
+		t.in.TaskID, summary, approve, t.in.TaskID, t.shortRef(op.opID))
+	unknown, err := t.post(ctx, rec, d, text)
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return err
+	case err != nil:
+		t.note(ctx, "the approval notice to %s could not be posted (%v); operation %s still waits for approval", d.label(), err, op.opID)
+	case unknown != "":
+		rec.State = capstan.OutcomeUnknown
+		t.note(ctx, "the approval notice to %s may have been posted (%s); operation %s still waits for approval", d.label(), unknown, op.opID)
+	}
+	return nil
+}
