@@ -2,13 +2,14 @@ package activities
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/capstanhq/capstan/internal/contract"
+	"github.com/capstanhq/capstan/internal/ledger"
 	"github.com/capstanhq/capstan/internal/model"
 	"github.com/capstanhq/capstan/internal/policy"
 	"github.com/capstanhq/capstan/internal/tools"
@@ -29,14 +30,15 @@ const awaitingApproval = "; it needs a person's approval, which this version can
 // decide is the task's policy's decision on the call of tool with args
 // (which Identify accepted), counted in capstan_policy_decisions_total; nil
 // when the task has no policy context (started before
-// changePolicyAtToolBoundary). It does no I/O.
-func (a *Activities) decide(in contract.ExecuteToolInput, tool tools.Tool, args json.RawMessage) (*contract.PolicyDecision, error) {
+// changePolicyAtToolBoundary). Its only I/O is loading a policy this
+// worker has not compiled yet (compiled).
+func (a *Activities) decide(ctx context.Context, in contract.ExecuteToolInput, tool tools.Tool, args json.RawMessage) (*contract.PolicyDecision, error) {
 	if in.Policy == nil {
 		return nil, nil
 	}
-	p, err := a.compiled(in.Policy)
+	p, err := a.compiled(ctx, in.Policy)
 	if err != nil {
-		return nil, temporal.NewNonRetryableApplicationError(err.Error(), contract.ErrTypeWorkerConfig, err)
+		return nil, err
 	}
 	c := policy.Call{Tool: tool.Name(), Class: tool.Class(), Writes: tool.Class() != tools.ReadOnly}
 	if tg, ok := tool.(tools.Targeted); ok {
@@ -47,11 +49,11 @@ func (a *Activities) decide(in contract.ExecuteToolInput, tool tools.Tool, args 
 		c.Repository, c.Branch, c.Path, c.From, c.Into, c.CreatesBranch = t.Repository, t.Branch, t.Path, t.From, t.Into, t.CreatesBranch
 	}
 	d := p.Decide(c, policyTask(in.Policy))
-	a.Metrics.PolicyDecision(string(d.Effect), d.Rule)
 	out := &contract.PolicyDecision{Effect: string(d.Effect), Rule: d.Rule, Reason: d.Reason, Refused: !d.Allowed()}
 	if d.NeedsApproval() {
 		out.Reason += awaitingApproval
 	}
+	a.Metrics.PolicyDecision(out.Effect, out.Rule)
 	return out, nil
 }
 
@@ -61,7 +63,7 @@ func (a *Activities) decide(in contract.ExecuteToolInput, tool tools.Tool, args 
 // returns the result to give, with refused true.
 func (a *Activities) admit(ctx context.Context, in contract.ExecuteToolInput, tool tools.Tool, args json.RawMessage, res contract.ExecuteToolResult) (contract.ExecuteToolResult, bool, error) {
 	var err error
-	if res.Decision, err = a.decide(in, tool, args); err != nil {
+	if res.Decision, err = a.decide(ctx, in, tool, args); err != nil {
 		return res, true, err
 	}
 	if res.Decision == nil || !res.Decision.Refused {
@@ -74,16 +76,26 @@ func (a *Activities) admit(ctx context.Context, in contract.ExecuteToolInput, to
 // offered are the tools offered to the model: every registered one but
 // those the task's policy refuses whatever their arguments
 // (policy.AlwaysRefused), which only a policy file's rules can do. A
-// policy that does not compile offers every tool; ExecuteTool then fails
-// the task worker_misconfigured on its first call.
-func (a *Activities) offered(tp *contract.TaskPolicy) []model.ToolSpec {
+// context that carries the file's text under a reference (the chain's first
+// turn, changePolicyByReference) has the text stored with the turn's
+// commit (pending), where every later call finds it. A policy that does
+// not compile offers every tool; ExecuteTool then fails the task
+// worker_misconfigured on its first call.
+func (a *Activities) offered(ctx context.Context, tp *contract.TaskPolicy, pending *pendingItems) ([]model.ToolSpec, error) {
 	specs := a.Tools.Specs()
-	if tp == nil || tp.Source == "" {
-		return specs
+	if tp == nil || (tp.Source == "" && tp.SourceRef == "") {
+		return specs, nil
 	}
-	p, err := a.compiled(tp)
+	if tp.Source != "" && tp.SourceRef != "" {
+		pending.add(contract.PolicyItem(tp.File, tp.Source))
+	}
+	p, err := a.compiled(ctx, tp)
 	if err != nil {
-		return specs
+		var appErr *temporal.ApplicationError
+		if errors.As(err, &appErr) && appErr.Type() == contract.ErrTypeWorkerConfig {
+			return specs, nil
+		}
+		return nil, err
 	}
 	out := make([]model.ToolSpec, 0, len(specs))
 	for _, s := range specs {
@@ -94,7 +106,7 @@ func (a *Activities) offered(tp *contract.TaskPolicy) []model.ToolSpec {
 		}
 		out = append(out, s)
 	}
-	return out
+	return out, nil
 }
 
 // policyTask is what the policy knows of the task.
@@ -103,21 +115,59 @@ func policyTask(tp *contract.TaskPolicy) policy.Task {
 }
 
 // compiled is the task's policy, compiled once per worker for each policy
-// text (by its hash): the defaults alone when the task has no file.
-func (a *Activities) compiled(tp *contract.TaskPolicy) (*policy.Policy, error) {
-	if tp.Source == "" {
+// file (cached by its reference, ledger.ItemRef of contract.PolicyItem):
+// the defaults alone when the task has no file. A context that names the
+// file by SourceRef without its text (changePolicyByReference) has it
+// loaded from the ledger on this worker's first call. A file that does not
+// compile, or cannot be found, is a worker_misconfigured error; ledger
+// trouble is an error Temporal retries.
+func (a *Activities) compiled(ctx context.Context, tp *contract.TaskPolicy) (*policy.Policy, error) {
+	if tp.Source == "" && tp.SourceRef == "" {
 		return policy.Builtin(), nil
 	}
-	key := sha256.Sum256([]byte(tp.File + "\x00" + tp.Source))
+	key := tp.SourceRef
+	if key == "" {
+		key = ledger.ItemRef(contract.PolicyItem(tp.File, tp.Source))
+	}
 	if p, ok := a.policies.Load(key); ok {
 		return p.(*policy.Policy), nil
 	}
-	p, err := policy.Parse(tp.File, []byte(tp.Source))
+	file, source, err := a.policyText(ctx, tp, key)
 	if err != nil {
-		return nil, fmt.Errorf("the task's policy, which its starter accepted, does not compile on this worker: %w", err)
+		return nil, err
+	}
+	p, err := policy.Parse(file, []byte(source))
+	if err != nil {
+		err = fmt.Errorf("the task's policy, which its starter accepted, does not compile on this worker: %w", err)
+		return nil, temporal.NewNonRetryableApplicationError(err.Error(), contract.ErrTypeWorkerConfig, err)
 	}
 	a.policies.Store(key, p)
 	return p, nil
+}
+
+// policyText is the name and text of the task's policy file: from its
+// context, or from the ledger item key names.
+func (a *Activities) policyText(ctx context.Context, tp *contract.TaskPolicy, key string) (string, string, error) {
+	if tp.Source != "" {
+		if tp.SourceRef != "" && ledger.ItemRef(contract.PolicyItem(tp.File, tp.Source)) != tp.SourceRef {
+			msg := fmt.Sprintf("the task's policy file %s does not match its reference %s", tp.File, tp.SourceRef)
+			return "", "", temporal.NewNonRetryableApplicationError(msg, contract.ErrTypeWorkerConfig, nil)
+		}
+		return tp.File, tp.Source, nil
+	}
+	data, err := a.Ledger.GetItem(ctx, key)
+	if errors.Is(err, ledger.ErrNotFound) {
+		msg := fmt.Sprintf("the task's policy file %s (%s) is not in the ledger; its first turn stores it, so that turn ran on a worker older than this one", tp.File, key)
+		return "", "", temporal.NewNonRetryableApplicationError(msg, contract.ErrTypeWorkerConfig, err)
+	}
+	if err != nil {
+		return "", "", fmt.Errorf("load the task's policy file %s: %w", tp.File, err)
+	}
+	file, source, err := contract.ParsePolicyItem(data)
+	if err != nil {
+		return "", "", temporal.NewNonRetryableApplicationError(err.Error(), contract.ErrTypeWorkerConfig, err)
+	}
+	return file, source, nil
 }
 
 // policyRefusal is the tool error of a call the policy refused: the rule,

@@ -1,0 +1,71 @@
+package activities_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/capstanhq/capstan"
+	"github.com/capstanhq/capstan/activities"
+	"github.com/capstanhq/capstan/internal/contract"
+	"github.com/capstanhq/capstan/internal/ledger"
+	"github.com/capstanhq/capstan/internal/model"
+	githubtools "github.com/capstanhq/capstan/internal/tools/github"
+)
+
+const docsFrozen = "rules:\n  - name: docs-frozen\n    tool: github_put_file\n    path: docs/**\n    effect: deny\n    reason: docs are frozen\n"
+
+// The chain's first turn, given the policy file's text with its reference
+// (changePolicyByReference), stores it in the ledger with the turn; a
+// worker that has not compiled it yet, given only the reference, loads it
+// from there and decides by its rules. A reference the ledger does not
+// hold fails the call worker_misconfigured, sending nothing.
+func TestPolicyByReferenceIsStoredWithTheFirstTurnAndLoadedOnAMiss(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ref := ledger.ItemRef(contract.PolicyItem("policy.yaml", docsFrozen))
+	full := &contract.TaskPolicy{Repositories: []string{"acme/app"}, Base: "main", File: "policy.yaml", Source: docsFrozen, SourceRef: ref}
+	seed := []model.Message{{Role: model.RoleSystem, Content: "You are a test.\nTask id: T"}, {Role: model.RoleUser, Content: "go"}}
+	if _, err := f.env.ExecuteActivity(f.acts.ModelTurn, contract.ModelTurnInput{TaskID: "T", TurnID: "T/t1", AttemptID: "T/t1/a1",
+		Model: "sandbox:demo", Seed: seed, Policy: full}); err != nil {
+		t.Fatal(err)
+	}
+	data, err := f.ledger.GetItem(context.Background(), ref)
+	if err != nil {
+		t.Fatalf("the policy item after the first turn: %v", err)
+	}
+	if file, src, err := contract.ParsePolicyItem(data); err != nil || file != "policy.yaml" || src != docsFrozen {
+		t.Fatalf("the policy item = %q, %q, %v", file, src, err)
+	}
+
+	other := newFixture(t, func(d *activities.Deps) { d.Ledger = f.ledger })
+	byRef := *full
+	byRef.Source = ""
+	in := contract.ExecuteToolInput{Tenant: "default", TaskID: "T", TurnID: "T/t1", ToolCallID: "call_1", OperationID: "op-docs",
+		Tool: githubtools.NamePutFile, Arguments: f.args(t, `{"repo":"acme/app","branch":"capstan/x","path":"docs/a.md","content":"c","message":"m"}`),
+		Policy: &byRef}
+	v, err := other.env.ExecuteActivity(other.acts.ExecuteTool, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res contract.ExecuteToolResult
+	_ = v.Get(&res)
+	if res.State != capstan.OutcomeFailed || res.Decision == nil || res.Decision.Rule != "docs-frozen" {
+		t.Errorf("by reference on another worker: %+v (decision %+v), want refused by docs-frozen", res, res.Decision)
+	}
+
+	missing := byRef
+	missing.SourceRef = ledger.ItemRef([]byte("no such policy"))
+	in.OperationID, in.Policy = "op-missing", &missing
+	_, err = other.env.ExecuteActivity(other.acts.ExecuteTool, in)
+	var appErr *temporal.ApplicationError
+	if !errors.As(err, &appErr) || appErr.Type() != contract.ErrTypeWorkerConfig || !strings.Contains(err.Error(), "not in the ledger") {
+		t.Errorf("a reference the ledger lacks: %v, want worker_misconfigured saying it is not in the ledger", err)
+	}
+	if s := other.sb.GitHub.Stats(); s.Requests != 0 {
+		t.Errorf("GitHub handled %d requests, want 0", s.Requests)
+	}
+}
