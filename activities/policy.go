@@ -78,9 +78,10 @@ func (a *Activities) admit(ctx context.Context, in contract.ExecuteToolInput, to
 // (policy.AlwaysRefused), which only a policy file's rules can do. A
 // context that carries the file's text under a reference (the chain's first
 // turn, changePolicyByReference) has the text stored with the turn's
-// commit (pending), where every later call finds it. A policy that does
-// not compile offers every tool; ExecuteTool then fails the task
-// worker_misconfigured on its first call.
+// commit (pending), where every later call finds it. Its policy is
+// compiled as ExecuteTool's is (compiled): one that does not compile fails
+// the turn worker_misconfigured, naming the rule and the line, as it would
+// fail the task's first tool call.
 func (a *Activities) offered(ctx context.Context, tp *contract.TaskPolicy, pending *pendingItems) ([]model.ToolSpec, error) {
 	specs := a.Tools.Specs()
 	if tp == nil || (tp.Source == "" && tp.SourceRef == "") {
@@ -91,10 +92,6 @@ func (a *Activities) offered(ctx context.Context, tp *contract.TaskPolicy, pendi
 	}
 	p, err := a.compiled(ctx, tp)
 	if err != nil {
-		var appErr *temporal.ApplicationError
-		if errors.As(err, &appErr) && appErr.Type() == contract.ErrTypeWorkerConfig {
-			return specs, nil
-		}
 		return nil, err
 	}
 	out := make([]model.ToolSpec, 0, len(specs))

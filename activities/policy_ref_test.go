@@ -69,3 +69,28 @@ func TestPolicyByReferenceIsStoredWithTheFirstTurnAndLoadedOnAMiss(t *testing.T)
 		t.Errorf("GitHub handled %d requests, want 0", s.Requests)
 	}
 }
+
+// A policy that does not compile on this worker fails the task's first
+// model turn worker_misconfigured — as it fails ExecuteTool — with the one
+// sentence naming the rule and the line, rather than offer every tool.
+func TestModelTurnFailsOnAPolicyThatDoesNotCompile(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	bad := "rules:\n  - name: ok\n    tool: github_comment\n    effect: deny\n    reason: no\n  - name: broken\n    when: labels[\"env\"] ==\n    effect: allow\n"
+	seed := []model.Message{{Role: model.RoleSystem, Content: "You are a test.\nTask id: T"}, {Role: model.RoleUser, Content: "go"}}
+	for _, tp := range []*contract.TaskPolicy{
+		{Repositories: []string{"acme/app"}, Base: "main", File: "bad.yaml", Source: bad},
+		{Repositories: []string{"acme/app"}, Base: "main", File: "bad.yaml", Source: bad, SourceRef: ledger.ItemRef(contract.PolicyItem("bad.yaml", bad))},
+	} {
+		_, err := f.env.ExecuteActivity(f.acts.ModelTurn, contract.ModelTurnInput{TaskID: "T", TurnID: "T/t1", AttemptID: "T/t1/a1",
+			Model: "sandbox:demo", Seed: seed, Policy: tp})
+		var appErr *temporal.ApplicationError
+		if !errors.As(err, &appErr) || appErr.Type() != contract.ErrTypeWorkerConfig || !strings.Contains(err.Error(), "policy file bad.yaml, line 7, rule \"broken\"") ||
+			!strings.Contains(err.Error(), `"broken"`) {
+			t.Errorf("ModelTurn with a policy that does not compile (ref %q): %v; want worker_misconfigured naming line 7 and rule \"broken\"", tp.SourceRef, err)
+		}
+	}
+	if n := f.sb.Model.Stats().Requests; n != 0 {
+		t.Errorf("the model got %d requests, want 0", n)
+	}
+}
