@@ -30,6 +30,7 @@ import (
 	"github.com/capstanhq/capstan/activities"
 	"github.com/capstanhq/capstan/internal/breaker"
 	"github.com/capstanhq/capstan/internal/config"
+	"github.com/capstanhq/capstan/internal/policy"
 	"github.com/capstanhq/capstan/internal/contract"
 	"github.com/capstanhq/capstan/internal/ledger"
 	"github.com/capstanhq/capstan/internal/ledger/ledgerdsn"
@@ -137,6 +138,9 @@ func New(ctx context.Context, o Options) (_ *Worker, err error) {
 	}()
 
 	if err := cfg.ValidateWorker(); err != nil {
+		return nil, err
+	}
+	if err := checkPolicy(cfg.PolicyFile); err != nil {
 		return nil, err
 	}
 	if err := w.serveMetrics(cfg.MetricsAddr, o.Stdout); err != nil {
@@ -334,4 +338,19 @@ func newIdentity() string {
 	b := make([]byte, 3)
 	_, _ = rand.Read(b)
 	return fmt.Sprintf("capstan-worker@%s/%d/%s", config.Hostname(), os.Getpid(), hex.EncodeToString(b))
+}
+
+// checkPolicy refuses a worker whose CAPSTAN_POLICY does not load: the one
+// sentence of policy.Load, naming the file, the line and the rule. A task
+// decides with the text its starter recorded, not with the worker's file;
+// the check stops a pool deployed with a broken file before it serves
+// anything, as `starter run` refuses to start a task with one.
+func checkPolicy(file string) error {
+	if file == "" {
+		return nil
+	}
+	if _, err := policy.Load(file); err != nil {
+		return fmt.Errorf("CAPSTAN_POLICY: %w", err)
+	}
+	return nil
 }
