@@ -45,6 +45,7 @@ type Ledger interface {
 	GetItem(ctx context.Context, ref string) ([]byte, error)
 	CommitTurn(ctx context.Context, turnID string, output []byte, items ...[]byte) ([]byte, error)
 	GetTurn(ctx context.Context, turnID string) ([]byte, error)
+	RecordDecision(ctx context.Context, d ledger.Decision) (ledger.Decision, bool, error)
 }
 
 // SlackPoster posts a message; *slack.Client satisfies it.

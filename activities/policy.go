@@ -18,10 +18,12 @@ import (
 // This file is the task's policy at the tool boundary (docs/design.md
 // §5.8): ExecuteTool decides every call against the policy the task was
 // started with (contract.TaskPolicy, in its input) before anything is
-// claimed or sent. A refusal is a tool error the model reads; it leaves no
-// ledger row (nothing was claimed), and its decision goes back to the
-// workflow in the activity's result, which journals it and counts it
-// toward the task's refusal limit.
+// claimed or sent, and records the decision in the ledger once per
+// operation (ledger.Decision): a repeated call of the operation gets the
+// recorded decision. A refusal is a tool error the model reads; nothing is
+// claimed or sent, and its decision goes back to the workflow in the
+// activity's result, which journals it and counts it toward the task's
+// refusal limit.
 
 // awaitingApproval is what a require_approval decision adds to its reason:
 // this version cannot ask a person yet, so it refuses the call.
@@ -53,8 +55,23 @@ func (a *Activities) decide(ctx context.Context, in contract.ExecuteToolInput, t
 	if d.NeedsApproval() {
 		out.Reason += awaitingApproval
 	}
-	a.Metrics.PolicyDecision(out.Effect, out.Rule)
-	return out, nil
+	return a.recordDecision(ctx, in, out)
+}
+
+// recordDecision records d as the decision on the operation in the ledger,
+// once: when the operation has one already (a repeated ExecuteTool), that
+// one is the decision, whatever the policy says now. Only a new record is
+// counted in capstan_policy_decisions_total.
+func (a *Activities) recordDecision(ctx context.Context, in contract.ExecuteToolInput, d *contract.PolicyDecision) (*contract.PolicyDecision, error) {
+	stored, created, err := a.Ledger.RecordDecision(ctx, ledger.Decision{OperationID: in.OperationID, Tenant: in.Tenant,
+		TaskID: in.TaskID, Tool: in.Tool, Effect: d.Effect, Rule: d.Rule, Reason: d.Reason, Refused: d.Refused})
+	if err != nil {
+		return nil, fmt.Errorf("record the policy's decision on operation %s: %w", in.OperationID, err)
+	}
+	if created {
+		a.Metrics.PolicyDecision(stored.Effect, stored.Rule)
+	}
+	return &contract.PolicyDecision{Effect: stored.Effect, Rule: stored.Rule, Reason: stored.Reason, Refused: stored.Refused}, nil
 }
 
 // admit has the task's policy decide the call before anything is claimed

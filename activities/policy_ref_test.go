@@ -12,6 +12,7 @@ import (
 	"github.com/capstanhq/capstan/activities"
 	"github.com/capstanhq/capstan/internal/contract"
 	"github.com/capstanhq/capstan/internal/ledger"
+	"github.com/capstanhq/capstan/internal/metrics"
 	"github.com/capstanhq/capstan/internal/model"
 	githubtools "github.com/capstanhq/capstan/internal/tools/github"
 )
@@ -92,5 +93,52 @@ func TestModelTurnFailsOnAPolicyThatDoesNotCompile(t *testing.T) {
 	}
 	if n := f.sb.Model.Stats().Requests; n != 0 {
 		t.Errorf("the model got %d requests, want 0", n)
+	}
+}
+
+// Every decision is recorded in the ledger once per operation: a refused
+// operation has its decision (rule, reason, refused) and no operation row;
+// a repeated ExecuteTool of the same operation — here under a context that
+// would now allow it — gets the recorded decision, sends nothing, and is
+// not counted again.
+func TestDecisionIsRecordedOncePerOperation(t *testing.T) {
+	t.Parallel()
+	m, err := metrics.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFixture(t, func(d *activities.Deps) { d.Metrics = m })
+	tp := &contract.TaskPolicy{Repositories: []string{"acme/app"}, Base: "main", File: "policy.yaml", Source: docsFrozen}
+	in := contract.ExecuteToolInput{Tenant: "default", TaskID: "T", TurnID: "T/t1", ToolCallID: "call_1", OperationID: "default:T:~s:t1:put:1",
+		Tool: githubtools.NamePutFile, Arguments: f.args(t, `{"repo":"acme/app","branch":"capstan/x","path":"docs/a.md","content":"c","message":"m"}`),
+		Policy: tp}
+	for i, p := range []*contract.TaskPolicy{tp, {Repositories: []string{"acme/app"}, Base: "main"}} {
+		in.Policy = p
+		v, err := f.env.ExecuteActivity(f.acts.ExecuteTool, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var res contract.ExecuteToolResult
+		_ = v.Get(&res)
+		if res.State != capstan.OutcomeFailed || res.Decision == nil || !res.Decision.Refused || res.Decision.Rule != "docs-frozen" {
+			t.Errorf("call %d: %+v (decision %+v), want refused by docs-frozen", i+1, res, res.Decision)
+		}
+	}
+	ds, err := f.ledger.Decisions(context.Background(), "T")
+	if err != nil || len(ds) != 1 {
+		t.Fatalf("decisions of T = %+v, %v; want one", ds, err)
+	}
+	if d := ds[0]; d.OperationID != in.OperationID || d.Tool != githubtools.NamePutFile || d.Effect != "deny" || d.Rule != "docs-frozen" ||
+		d.Reason != "docs are frozen" || !d.Refused || d.Tenant != "default" {
+		t.Errorf("recorded decision %+v, want %s denied by docs-frozen, refused", d, in.OperationID)
+	}
+	if _, err := f.ledger.Get(context.Background(), in.OperationID); !errors.Is(err, ledger.ErrNotFound) {
+		t.Errorf("the refused operation has a ledger row (err %v); nothing should have been claimed", err)
+	}
+	if n := policyDecisions(t, m, "deny", "docs-frozen"); n != 1 {
+		t.Errorf("capstan_policy_decisions_total{deny,docs-frozen} = %v, want 1", n)
+	}
+	if s := f.sb.GitHub.Stats(); s.Requests != 0 {
+		t.Errorf("GitHub handled %d requests, want 0", s.Requests)
 	}
 }
