@@ -13,7 +13,7 @@ import (
 type chainRows struct {
 	turn, op, own, msg, turnItem string
 	decided                      string // an operation with a decision and no row: refused
-	bytes                        int64 // of own, msg, turnItem, the turn's output and the op's result
+	bytes                        int64  // of own, msg, turnItem, the turn's output and the op's result
 }
 
 // chainWrites makes the writes a task of chain scope makes — items it
