@@ -48,6 +48,12 @@ type Ledger interface {
 	RecordDecision(ctx context.Context, d ledger.Decision) (ledger.Decision, bool, error)
 }
 
+// DefaultBranchReader names a repository's ("owner/name") default branch;
+// "" when it is not known.
+type DefaultBranchReader interface {
+	DefaultBranch(ctx context.Context, repo string) (string, error)
+}
+
 // SlackPoster posts a message; *slack.Client satisfies it.
 type SlackPoster interface {
 	PostMessageContext(ctx context.Context, channelID string, options ...slack.MsgOption) (string, string, error)
@@ -67,6 +73,11 @@ type Deps struct {
 	// can only record a person's verdict, and otherwise fails as
 	// worker_misconfigured.
 	Reconcilers *reconcilers.Set
+	// DefaultBranches reads a repository's default branch
+	// (githubtools.DefaultBranches, cached per worker), which the policy's
+	// default/base-branch rule guards like the task's base branch. Nil:
+	// the default branch is not known, and the rule guards the base alone.
+	DefaultBranches DefaultBranchReader
 	// Identity names this worker in lease owners. Required.
 	Identity string
 	// Breakers guard every call to a model provider, GitHub and Slack

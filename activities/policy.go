@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	"go.temporal.io/sdk/temporal"
 
@@ -50,7 +52,11 @@ func (a *Activities) decide(ctx context.Context, in contract.ExecuteToolInput, t
 		}
 		c.Repository, c.Branch, c.Path, c.From, c.Into, c.CreatesBranch = t.Repository, t.Branch, t.Path, t.From, t.Into, t.CreatesBranch
 	}
-	d := p.Decide(c, policyTask(in.Policy))
+	task := policyTask(in.Policy)
+	if task.DefaultBranch, err = a.defaultBranch(ctx, c, in.Policy); err != nil {
+		return nil, err
+	}
+	d := p.Decide(c, task)
 	out := &contract.PolicyDecision{Effect: string(d.Effect), Rule: d.Rule, Reason: d.Reason, Refused: !d.Allowed()}
 	if d.NeedsApproval() {
 		out.Reason += awaitingApproval
@@ -121,6 +127,20 @@ func (a *Activities) offered(ctx context.Context, tp *contract.TaskPolicy, pendi
 		out = append(out, s)
 	}
 	return out, nil
+}
+
+// defaultBranch is the default branch of the repository a write goes to,
+// when it is one of the task's (a write elsewhere is refused by
+// default/repository whatever its branch): read before the write is
+// decided, through the worker's cache (Deps.DefaultBranches). "" for a
+// read, or when the worker cannot read default branches.
+func (a *Activities) defaultBranch(ctx context.Context, c policy.Call, tp *contract.TaskPolicy) (string, error) {
+	if a.DefaultBranches == nil || !c.Writes || c.Repository == "" || !slices.ContainsFunc(tp.Repositories, func(r string) bool {
+		return strings.EqualFold(r, c.Repository)
+	}) {
+		return "", nil
+	}
+	return a.DefaultBranches.DefaultBranch(ctx, c.Repository)
 }
 
 // policyTask is what the policy knows of the task.

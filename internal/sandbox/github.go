@@ -109,6 +109,7 @@ type ghRepo struct {
 	id          int64
 	created     time.Time
 	branches    map[string]string    // branch name -> head commit sha
+	defaultBr   string               // the default branch; "" means main
 	branchMade  map[string]time.Time // branch name -> when git/create-ref made it; zero for main
 	commits     map[string]*ghCommit
 	issues      map[int]*ghIssue // pull requests are issues too, as on GitHub
@@ -356,9 +357,35 @@ func (g *GitHub) getRepo(w http.ResponseWriter, r *http.Request) {
 	defer g.dataMu.Unlock()
 	rp, u := g.repoLocked(r), ghBases(r)
 	writeJSONBody(w, http.StatusOK, map[string]any{"id": rp.id, "name": rp.name, "full_name": rp.owner + "/" + rp.name,
-		"owner": ghUser(rp.owner), "private": false, "default_branch": "main",
+		"owner": ghUser(rp.owner), "private": false, "default_branch": rp.defaultBranch(),
 		"html_url": u.web + rp.owner + "/" + rp.name, "url": u.api + "repos/" + rp.owner + "/" + rp.name,
 		"created_at": rp.created, "updated_at": rp.created})
+}
+
+// defaultBranch is the repository's default branch: main unless
+// SetDefaultBranch said otherwise.
+func (rp *ghRepo) defaultBranch() string {
+	if rp.defaultBr == "" {
+		return "main"
+	}
+	return rp.defaultBr
+}
+
+// SetDefaultBranch makes branch the default branch of repo ("owner/name"),
+// which GET /repos/{owner}/{repo} reports, creating the repository as any
+// request would and the branch, at main's commit, when missing.
+func (g *GitHub) SetDefaultBranch(repo, branch string) {
+	owner, name, _ := strings.Cut(repo, "/")
+	r := &http.Request{}
+	r.SetPathValue("owner", owner)
+	r.SetPathValue("repo", name)
+	g.dataMu.Lock()
+	defer g.dataMu.Unlock()
+	rp := g.repoLocked(r)
+	if _, ok := rp.branches[branch]; !ok {
+		rp.branches[branch] = rp.branches["main"]
+	}
+	rp.defaultBr = branch
 }
 
 func (g *GitHub) getRef(w http.ResponseWriter, r *http.Request) {

@@ -31,6 +31,8 @@ type Clients struct {
 	Providers map[string]model.Provider
 	// Tools are the tools the model may call, over GitHub.
 	Tools *tools.Registry
+	// DefaultBranches reads repositories' default branches, once each.
+	DefaultBranches *githubtools.DefaultBranches
 	// Slack is nil when SLACK_BOT_TOKEN is not set.
 	Slack *slack.Client
 }
@@ -46,6 +48,9 @@ func NewClients(cfg config.Config, logger *slog.Logger) (Clients, error) {
 	cl := Clients{
 		Providers: modelProviders(cfg, logger),
 		Tools:     tools.NewRegistry(githubtools.Tools(gh)...),
+		// The policy's default/base-branch rule guards each repository's
+		// default branch too (docs/design.md §5.8).
+		DefaultBranches: githubtools.NewDefaultBranches(gh),
 	}
 	if cfg.SlackBotToken != "" {
 		cl.Slack = slack.New(cfg.SlackBotToken, slack.OptionHTTPClient(httpClient), slack.OptionAPIURL(cfg.SlackAPIURL))

@@ -200,9 +200,11 @@ func (w *Worker) newActivities(cfg config.Config, cl Clients, breakers *breaker.
 		Ledger:    led,
 		Providers: cl.Providers,
 		Tools:     cl.Tools,
-		Identity:  w.identity,
-		Breakers:  breakers,
-		Lease:     cfg.Lease,
+		// Read before a write is decided, once per repository.
+		DefaultBranches: cl.DefaultBranches,
+		Identity:        w.identity,
+		Breakers:        breakers,
+		Lease:           cfg.Lease,
 		// How long a task waits for this worker's ledger in one outage.
 		LedgerOutageLimit: cfg.LedgerOutageLimit,
 		// The limits a task leaves unset: see activities.WorkerLimits.
