@@ -14,7 +14,9 @@ import (
 
 // lazyBranches lets a test give the fixture a reader over the fixture's own
 // sandbox, built after it.
-type lazyBranches struct{ r activities.DefaultBranchReader }
+type lazyBranches struct {
+	r activities.DefaultBranchReader
+}
 
 func (l *lazyBranches) DefaultBranch(ctx context.Context, repo string) (string, error) {
 	return l.r.DefaultBranch(ctx, repo)
