@@ -48,9 +48,9 @@ type Ledger interface {
 	RecordDecision(ctx context.Context, d ledger.Decision) (ledger.Decision, bool, error)
 }
 
-// DefaultBranchReader names a repository's ("owner/name") default branch;
+// BranchReader names a repository's ("owner/name") default branch;
 // "" when it is not known.
-type DefaultBranchReader interface {
+type BranchReader interface {
 	DefaultBranch(ctx context.Context, repo string) (string, error)
 }
 
@@ -74,10 +74,10 @@ type Deps struct {
 	// worker_misconfigured.
 	Reconcilers *reconcilers.Set
 	// DefaultBranches reads a repository's default branch
-	// (githubtools.DefaultBranches, cached per worker), which the policy's
+	// (githubtools.RepoBranches, cached per worker), which the policy's
 	// default/base-branch rule guards like the task's base branch. Nil:
 	// the default branch is not known, and the rule guards the base alone.
-	DefaultBranches DefaultBranchReader
+	DefaultBranches BranchReader
 	// Identity names this worker in lease owners. Required.
 	Identity string
 	// Breakers guard every call to a model provider, GitHub and Slack

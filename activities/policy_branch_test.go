@@ -15,7 +15,7 @@ import (
 // lazyBranches lets a test give the fixture a reader over the fixture's own
 // sandbox, built after it.
 type lazyBranches struct {
-	r activities.DefaultBranchReader
+	r activities.BranchReader
 }
 
 func (l *lazyBranches) DefaultBranch(ctx context.Context, repo string) (string, error) {
@@ -35,7 +35,7 @@ func TestWriteToTheRepositorysDefaultBranchIsRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lazy.r = githubtools.NewDefaultBranches(gh)
+	lazy.r = githubtools.NewRepoBranches(gh)
 	f.sb.GitHub.SetDefaultBranch("acme/app", "trunk")
 	before := f.sb.GitHub.Stats()
 	tp := &contract.TaskPolicy{Repositories: []string{"acme/app"}, Base: "main"}

@@ -32,7 +32,7 @@ type Clients struct {
 	// Tools are the tools the model may call, over GitHub.
 	Tools *tools.Registry
 	// DefaultBranches reads repositories' default branches, once each.
-	DefaultBranches *githubtools.DefaultBranches
+	DefaultBranches *githubtools.RepoBranches
 	// Slack is nil when SLACK_BOT_TOKEN is not set.
 	Slack *slack.Client
 }
@@ -50,7 +50,7 @@ func NewClients(cfg config.Config, logger *slog.Logger) (Clients, error) {
 		Tools:     tools.NewRegistry(githubtools.Tools(gh)...),
 		// The policy's default/base-branch rule guards each repository's
 		// default branch too (docs/design.md §5.8).
-		DefaultBranches: githubtools.NewDefaultBranches(gh),
+		DefaultBranches: githubtools.NewRepoBranches(gh),
 	}
 	if cfg.SlackBotToken != "" {
 		cl.Slack = slack.New(cfg.SlackBotToken, slack.OptionHTTPClient(httpClient), slack.OptionAPIURL(cfg.SlackAPIURL))

@@ -13,26 +13,26 @@ import (
 	"github.com/capstanhq/capstan/internal/tools/ghref"
 )
 
-// DefaultBranches reads the default branch of a repository (go-github
+// RepoBranches reads the default branch of a repository (go-github
 // Repositories.Get), once per repository for the life of the worker: the
 // policy's default/base-branch rule refuses a write to it as to the task's
 // base (docs/design.md §5.8). A repository's default branch rarely
 // changes; a worker started after a change reads the new one.
-type DefaultBranches struct {
+type RepoBranches struct {
 	client *gogithub.Client
 	mu     sync.Mutex
 	known  map[string]string // by lower-case owner/name
 }
 
-// NewDefaultBranches reads default branches through c.
-func NewDefaultBranches(c *gogithub.Client) *DefaultBranches {
-	return &DefaultBranches{client: c, known: map[string]string{}}
+// NewRepoBranches reads default branches through c.
+func NewRepoBranches(c *gogithub.Client) *RepoBranches {
+	return &RepoBranches{client: c, known: map[string]string{}}
 }
 
 // DefaultBranch is repo's ("owner/name") default branch: "" when GitHub
 // does not know the repository (the write will fail on its own), an error
 // when it could not be read, which is not remembered.
-func (d *DefaultBranches) DefaultBranch(ctx context.Context, repo string) (string, error) {
+func (d *RepoBranches) DefaultBranch(ctx context.Context, repo string) (string, error) {
 	key := strings.ToLower(repo)
 	d.mu.Lock()
 	b, ok := d.known[key]
