@@ -5,9 +5,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"google.golang.org/protobuf/proto"
 
 	"github.com/capstanhq/capstan/internal/ledger/sqlite"
 	"github.com/capstanhq/capstan/workflows"
@@ -33,10 +36,12 @@ const prodFrozen = `rules:
 func TestPolicyFileCELRuleDecidesACall(t *testing.T) {
 	sb := startSandbox(t)
 	file := filepath.Join(t.TempDir(), "policy.yaml")
-	if err := os.WriteFile(file, []byte(prodFrozen), 0o600); err != nil {
+	text := paddedPolicy(prodFrozen, 2000)
+	if err := os.WriteFile(file, []byte(text), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	env := append(endpointEnv(t, "e2e-policy-cel", sb), "CAPSTAN_POLICY="+file)
+	noFileEnv := endpointEnv(t, "e2e-policy-cel", sb)
+	env := append(slices.Clone(noFileEnv), "CAPSTAN_POLICY="+file)
 	startWorker(t, env)
 
 	prod := fmt.Sprintf("e2e-cel-prod-%d", time.Now().UnixNano())
@@ -79,6 +84,51 @@ func TestPolicyFileCELRuleDecidesACall(t *testing.T) {
 	if after := sb.GitHub.Stats(); after.FilesWritten != 1 || after.PullRequestsCreated < 1 {
 		t.Errorf("github stats after the task without the label = %+v, want its file written and its pull request", after)
 	}
+
+	// The policy file's text is in history twice (the start input, the
+	// first turn's ModelTurn input), not once per call: the same task
+	// started without a file has a history shorter by about that.
+	none := fmt.Sprintf("e2e-cel-nof-%d", time.Now().UnixNano())
+	if r := runStarter(t, noFileEnv, "run", "--prompt", "Add a HELLO.md greeting and open a pull request.",
+		"--repo", branchRepo, "--model", "openai:demo", "--id", none); r.code != 0 {
+		t.Fatalf("start: exit %d, stderr %s", r.code, r.stderr)
+	}
+	if res := waitResult(t, none); res.Status != workflows.StatusCompleted {
+		t.Fatalf("task %s ended %s (%s): %s; want it completed", none, res.Status, res.FailureCode, res.Message)
+	}
+	withFile, without := historyBytes(t, dev), historyBytes(t, none)
+	calls := 0
+	for _, ev := range fetchHistory(t, workflows.WorkflowID(dev)).GetEvents() {
+		if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil && (a.GetActivityType().GetName() == "ModelTurn" || a.GetActivityType().GetName() == "ExecuteTool") {
+			calls++
+		}
+	}
+	t.Logf("history of the demo task: %d bytes with a %d-byte policy file (%d ModelTurn and ExecuteTool inputs), %d without; "+
+		"the file costs %d bytes (the text in every input would cost about %d)", withFile, len(text), calls, without, withFile-without, (calls+1)*len(text))
+	if d := withFile - without; d > 4*len(text) {
+		t.Errorf("a %d-byte policy file adds %d bytes to the history, want at most %d (the text twice, escaped, and its references)", len(text), d, 4*len(text))
+	}
+}
+
+// paddedPolicy is policy followed by rules that match nothing (a tool that
+// does not exist) up to at least size bytes.
+func paddedPolicy(policy string, size int) string {
+	var b strings.Builder
+	b.WriteString(policy)
+	for i := 0; b.Len() < size; i++ {
+		fmt.Fprintf(&b, "  - name: padding-%02d\n    tool: no_such_tool_%02d\n    when: labels[?\"team\"].orValue(\"\") == \"t%02d\"\n    effect: deny\n    reason: padding\n", i, i, i)
+	}
+	return b.String()
+}
+
+// historyBytes is proto.Size of every event of the task's latest run.
+func historyBytes(t *testing.T, taskID string) int {
+	t.Helper()
+	n := 0
+	for _, ev := range fetchHistory(t, workflows.WorkflowID(taskID)).GetEvents() {
+		n += proto.Size(ev)
+	}
+	return n
 }
 
 // checkRecordedDecision opens the test's ledger and checks that task has
