@@ -28,9 +28,10 @@ const verifyTimeout = 15 * time.Second
 // ExecuteTool performs one operation at most once (docs/design.md §5.4):
 //
 //  0. when the task has a policy context (in.Policy), decide the call
-//     against the task's policy (policy.go); a refusal is a tool error the
-//     model reads, with no ledger row, nothing claimed and nothing sent,
-//     and the decision comes back in the result either way;
+//     against the task's policy (policy.go) and record the decision in the
+//     ledger, once per operation; a refusal is a tool error the model
+//     reads, nothing claimed and nothing sent, and the decision comes back
+//     in the result either way;
 //  1. claim the operation in the ledger; if it already SUCCEEDED, return the
 //     stored result without calling anything (Replayed);
 //  2. when the tool is a tools.Preparer, read the facts its reconciler will

@@ -66,7 +66,11 @@ func (a *Activities) modelTurn(ctx context.Context, in contract.ModelTurnInput, 
 	if err != nil {
 		return contract.ModelTurnResult{}, err // ledger trouble: let Temporal retry
 	}
-	req := model.Request{Model: ref.Model, Messages: msgs, Tools: a.offered(in.Policy)}
+	offered, err := a.offered(ctx, in.Policy, &commit)
+	if err != nil {
+		return contract.ModelTurnResult{}, err
+	}
+	req := model.Request{Model: ref.Model, Messages: msgs, Tools: offered}
 	from, to := 0, 0 // of a compaction: the items the summary replaces
 	if in.Compact {
 		if from, to = compactionSpan(msgs); from == to {

@@ -61,7 +61,7 @@ func (t *task) runTurn(ctx workflow.Context, turn int) (contract.ModelTurnResult
 	in := contract.ModelTurnInput{TaskID: t.in.TaskID, Scope: t.scope, TurnID: tid, Model: t.model(),
 		Limits: t.in.ModelLimits.WithDefaults(), Transcript: t.transcript, Append: t.append, Policy: t.toolPolicy()}
 	if t.transcript == "" {
-		in.Seed = t.seed()
+		in.Seed, in.Policy = t.seed(), t.firstTurnPolicy()
 	}
 	out, err := t.callModel(ctx, ts, &in, "")
 	if err != nil || !t.fullTurnGuard {

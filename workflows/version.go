@@ -24,6 +24,7 @@ import "go.temporal.io/sdk/workflow"
 //	v9  changeResolveOnce
 //	v10 changeLedgerOutageWaits, changeLedgerKeysPerChain
 //	v11 changePolicyAtToolBoundary, changeBudgets
+//	(not yet recorded) changePolicyByReference
 const HistoryVersion = "v11"
 
 // Changes to workflow logic, each read with workflow.GetVersion where the
@@ -164,6 +165,17 @@ const (
 	// Read once, as the chain's first run starts, by a chain with a policy
 	// context; a continued run takes it from its checkpoint.
 	changeApprovals = "approvals"
+
+	// changePolicyByReference: a task whose policy context holds a policy
+	// file's text names it by reference (TaskPolicy.SourceRef, the ledger
+	// item contract.PolicyItem): the text travels in the chain's first
+	// turn's ModelTurn inputs only, which store it with the turn, and
+	// every other ModelTurn and ExecuteTool input carries the context
+	// without it, so history no longer grows by the file's size per call.
+	// Read once, as the chain's first run starts, and only for a task with
+	// a file; the reference is carried by continue-as-new in the input. A
+	// chain started before keeps sending the text.
+	changePolicyByReference = "policy-by-reference"
 )
 
 // inEffect reports whether change, one of those through

@@ -1,6 +1,8 @@
 package contract
 
 import (
+	"encoding/json"
+	"fmt"
 	"time"
 
 	"github.com/capstanhq/capstan"
@@ -198,6 +200,14 @@ type TaskPolicy struct {
 	// Source is its text; both "" when the defaults alone apply.
 	File   string `json:"file,omitempty"`
 	Source string `json:"source,omitempty"`
+	// SourceRef, when set (changePolicyByReference), is the ledger item
+	// holding File and Source (PolicyItem; its ledger.ItemRef, the sha256
+	// of both): activity inputs then carry the text only on the chain's
+	// first turn, whose ModelTurn stores it with the turn's commit, and
+	// every other input names it by SourceRef alone, so history does not
+	// grow by the file's size per call. Workers cache the compiled policy
+	// by it.
+	SourceRef string `json:"source_ref,omitempty"`
 	// MaxRefusals is how many refusals the task takes before it fails
 	// policy_violation (CAPSTAN_POLICY_REFUSALS); zero means the default.
 	MaxRefusals int `json:"max_refusals,omitempty"`
@@ -205,6 +215,31 @@ type TaskPolicy struct {
 	// whose calls, when the policy allows them, wait for a person's
 	// approval (policy.Task.RequireApproval).
 	RequireApproval []string `json:"require_approval,omitempty"`
+}
+
+// PolicyItem is the ledger item that holds a task's policy file: its name
+// and text, encoded the one way (JSON of the two, in this order), so the
+// workflow and the activities agree on its reference.
+func PolicyItem(file, source string) []byte {
+	b, err := json.Marshal(policyItem{File: file, Source: source})
+	if err != nil {
+		panic(err) // two strings always encode
+	}
+	return b
+}
+
+// ParsePolicyItem reads a PolicyItem.
+func ParsePolicyItem(data []byte) (file, source string, err error) {
+	var it policyItem
+	if err := json.Unmarshal(data, &it); err != nil {
+		return "", "", fmt.Errorf("decode the task's policy item: %w", err)
+	}
+	return it.File, it.Source, nil
+}
+
+type policyItem struct {
+	File   string `json:"file"`
+	Source string `json:"source"`
 }
 
 // PolicyDecision is the decision of a task's policy on one call, as the

@@ -27,6 +27,8 @@ type Clients struct {
 	Providers map[string]model.Provider
 	// Tools are the tools the model may call, over GitHub.
 	Tools *tools.Registry
+	// DefaultBranches reads repositories' default branches, once each.
+	DefaultBranches *githubtools.RepoBranches
 	// Slack is nil when SLACK_BOT_TOKEN is not set.
 	Slack *slack.Client
 }
@@ -45,6 +47,9 @@ func NewClients(cfg config.Config, logger *slog.Logger) (Clients, error) {
 	cl := Clients{
 		Providers: modelProviders(cfg, logger),
 		Tools:     tools.NewRegistry(githubtools.Tools(gh)...),
+		// The policy's default/base-branch rule guards each repository's
+		// default branch too (docs/design.md §5.8).
+		DefaultBranches: githubtools.NewRepoBranches(gh),
 	}
 	if cfg.SlackBotToken != "" {
 		cl.Slack = slack.New(cfg.SlackBotToken, slack.OptionHTTPClient(&http.Client{Transport: &calltimeout.Transport{

@@ -38,6 +38,7 @@ import (
 	"github.com/capstanhq/capstan/internal/logids"
 	"github.com/capstanhq/capstan/internal/metrics"
 	"github.com/capstanhq/capstan/internal/model"
+	"github.com/capstanhq/capstan/internal/policy"
 	"github.com/capstanhq/capstan/internal/tools/slackpost"
 	"github.com/capstanhq/capstan/reconcilers"
 	"github.com/capstanhq/capstan/workflows"
@@ -140,6 +141,9 @@ func New(ctx context.Context, o Options) (_ *Worker, err error) {
 	if err := cfg.ValidateWorker(); err != nil {
 		return nil, err
 	}
+	if err := checkPolicy(cfg.PolicyFile); err != nil {
+		return nil, err
+	}
 	if err := w.serveMetrics(cfg.MetricsAddr, o.Stdout); err != nil {
 		return nil, err
 	}
@@ -197,9 +201,11 @@ func (w *Worker) newActivities(cfg config.Config, cl Clients, breakers *breaker.
 		Ledger:    led,
 		Providers: cl.Providers,
 		Tools:     cl.Tools,
-		Identity:  w.identity,
-		Breakers:  breakers,
-		Lease:     cfg.Lease,
+		// Read before a write is decided, once per repository.
+		DefaultBranches: cl.DefaultBranches,
+		Identity:        w.identity,
+		Breakers:        breakers,
+		Lease:           cfg.Lease,
 		// How long a task waits for this worker's ledger in one outage.
 		LedgerOutageLimit: cfg.LedgerOutageLimit,
 		// The limits a task leaves unset: see activities.WorkerLimits.
@@ -335,4 +341,19 @@ func newIdentity() string {
 	b := make([]byte, 3)
 	_, _ = rand.Read(b)
 	return fmt.Sprintf("capstan-worker@%s/%d/%s", config.Hostname(), os.Getpid(), hex.EncodeToString(b))
+}
+
+// checkPolicy refuses a worker whose CAPSTAN_POLICY does not load: the one
+// sentence of policy.Load, naming the file, the line and the rule. A task
+// decides with the text its starter recorded, not with the worker's file;
+// the check stops a pool deployed with a broken file before it serves
+// anything, as `starter run` refuses to start a task with one.
+func checkPolicy(file string) error {
+	if file == "" {
+		return nil
+	}
+	if _, err := policy.Load(file); err != nil {
+		return fmt.Errorf("CAPSTAN_POLICY: %w", err)
+	}
+	return nil
 }
