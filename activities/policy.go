@@ -113,10 +113,10 @@ func (a *Activities) admit(ctx context.Context, in contract.ExecuteToolInput, to
 // fail the task's first tool call.
 func (a *Activities) offered(ctx context.Context, tp *contract.TaskPolicy, pending *pendingItems) ([]model.ToolSpec, error) {
 	specs := a.Tools.Specs()
-	if tp == nil || (tp.Source == "" && tp.SourceRef == "") {
+	if tp == nil || (!contract.HasPolicyText(tp) && tp.SourceRef == "") {
 		return specs, nil
 	}
-	if tp.Source != "" && tp.SourceRef != "" {
+	if contract.HasPolicyText(tp) && tp.SourceRef != "" {
 		pending.add(contract.PolicyItem(tp.File, tp.Source))
 	}
 	p, err := a.compiled(ctx, tp)
@@ -163,7 +163,7 @@ func policyTask(tp *contract.TaskPolicy) policy.Task {
 // compile, or cannot be found, is a worker_misconfigured error; ledger
 // trouble is an error Temporal retries.
 func (a *Activities) compiled(ctx context.Context, tp *contract.TaskPolicy) (*policy.Policy, error) {
-	if tp.Source == "" && tp.SourceRef == "" {
+	if !contract.HasPolicyText(tp) && tp.SourceRef == "" {
 		return policy.Builtin(), nil
 	}
 	key := tp.SourceRef
@@ -189,7 +189,7 @@ func (a *Activities) compiled(ctx context.Context, tp *contract.TaskPolicy) (*po
 // policyText is the name and text of the task's policy file: from its
 // context, or from the ledger item key names.
 func (a *Activities) policyText(ctx context.Context, tp *contract.TaskPolicy, key string) (string, string, error) {
-	if tp.Source != "" {
+	if contract.HasPolicyText(tp) {
 		if tp.SourceRef != "" && ledger.ItemRef(contract.PolicyItem(tp.File, tp.Source)) != tp.SourceRef {
 			msg := fmt.Sprintf("the task's policy file %s does not match its reference %s", tp.File, tp.SourceRef)
 			return "", "", temporal.NewNonRetryableApplicationError(msg, contract.ErrTypeWorkerConfig, nil)

@@ -75,7 +75,7 @@ func (t *task) toolPolicy() *contract.TaskPolicy {
 		return t.in.Policy
 	}
 	tp := *t.in.Policy
-	tp.Source = ""
+	tp.Source = contract.PolicyPlaceholder(tp.SourceRef)
 	return &tp
 }
 

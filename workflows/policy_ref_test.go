@@ -102,8 +102,8 @@ func TestPolicyTextTravelsByReference(t *testing.T) {
 		t.Errorf("first turn's policy: source %d bytes, ref %q; want the text and %q", len(turnPs[0].Source), turnPs[0].SourceRef, ref)
 	}
 	for i, p := range append(turnPs[1:], toolPs...) {
-		if p == nil || p.Source != "" || p.SourceRef != ref || p.File != "policy.yaml" {
-			t.Errorf("input %d: policy %+v, want the reference %s without the text", i+1, p, ref)
+		if p == nil || p.Source != contract.PolicyPlaceholder(ref) || p.SourceRef != ref || p.File != "policy.yaml" {
+			t.Errorf("input %d: policy %+v, want the reference %s and the placeholder instead of the text", i+1, p, ref)
 		}
 	}
 	before, _, oldToolPs := inputBytes(t, mk(), calls, false)

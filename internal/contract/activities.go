@@ -3,6 +3,7 @@ package contract
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/capstanhq/capstan"
@@ -208,6 +209,13 @@ type TaskPolicy struct {
 	// grow by the file's size per call. Workers cache the compiled policy
 	// by it.
 	SourceRef string `json:"source_ref,omitempty"`
+	// An input that names the text by SourceRef alone carries
+	// PolicyPlaceholder(SourceRef) as its Source, never "": a worker that
+	// predates references would read an empty Source as "no file" and
+	// decide with the defaults alone, ignoring the operator's rules; the
+	// placeholder does not compile there, so such a worker fails the call
+	// worker_misconfigured instead (fails closed). Workers that know
+	// references read it as no text (HasPolicyText).
 	// MaxRefusals is how many refusals the task takes before it fails
 	// policy_violation (CAPSTAN_POLICY_REFUSALS); zero means the default.
 	MaxRefusals int `json:"max_refusals,omitempty"`
@@ -427,4 +435,18 @@ func (b Budget) Under(def Budget) Budget {
 		b.MaxCostUSD = def.MaxCostUSD
 	}
 	return b
+}
+
+// policyPlaceholderKey is the only key of PolicyPlaceholder's YAML: one a
+// policy file may not have.
+const policyPlaceholderKey = "capstan_policy_by_reference"
+
+// PolicyPlaceholder is the Source of a policy context that names its file
+// by reference (TaskPolicy.SourceRef) without carrying its text.
+func PolicyPlaceholder(ref string) string { return policyPlaceholderKey + ": " + ref + "\n" }
+
+// HasPolicyText reports whether tp carries its policy file's text, not
+// nothing and not PolicyPlaceholder.
+func HasPolicyText(tp *TaskPolicy) bool {
+	return tp != nil && tp.Source != "" && !strings.HasPrefix(tp.Source, policyPlaceholderKey+": ")
 }
