@@ -220,7 +220,7 @@ func (a *Activities) toolCallRefs(calls []model.ToolCall, pending *pendingItems)
 		}
 		args := pending.add(c.Arguments)
 		refs = append(refs, contract.ToolCallRef{ID: c.ID, Name: c.Name, Class: string(t.Class()),
-			BusinessKey: id.BusinessKey, Arguments: args, Summary: t.Summary(c.Arguments)})
+			BusinessKey: id.BusinessKey, Arguments: args, Summary: t.Summary(c.Arguments), SchemaHash: schemaHash(t)})
 	}
 	return refs, nil
 }

@@ -85,6 +85,11 @@ type ToolCallRef struct {
 	BusinessKey string // empty when the tool has none
 	Arguments   string // ref of the arguments in the ledger
 	Summary     string // what the Temporal UI shows for the call
+	// SchemaHash is, for a tool whose schema its server may change (an MCP
+	// tool), the hash of the input schema the model was offered and its
+	// arguments were checked against; ExecuteTool refuses the call if the
+	// tool's schema is another by then. Empty for the built-in tools.
+	SchemaHash string `json:",omitempty"`
 }
 
 // AttemptReport describes an attempt that did not complete; it is the detail

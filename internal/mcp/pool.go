@@ -10,6 +10,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/capstanhq/capstan"
+	"github.com/capstanhq/capstan/internal/config"
 	"github.com/capstanhq/capstan/internal/tools"
 )
 
@@ -66,17 +67,25 @@ func (p *Pool) Tools() []tools.Tool {
 
 // Breakers are the breaker thresholds the servers set, by breaker key
 // (mcp/<server>); a server that sets none is not listed.
-func (p *Pool) Breakers() map[string]Settings {
-	out := map[string]Settings{}
+func (p *Pool) Breakers() map[string]config.BreakerSettings {
+	out := map[string]config.BreakerSettings{}
 	if p == nil {
 		return out
 	}
 	for _, c := range p.conns {
 		if c.server.Capstan.Breaker != nil {
-			out["mcp/"+c.server.Name] = c.server.Capstan
+			out["mcp/"+c.server.Name] = *c.server.Capstan.Breaker
 		}
 	}
 	return out
+}
+
+// Servers are the names of the servers, sorted.
+func (p *Pool) Servers() []string {
+	if p == nil {
+		return nil
+	}
+	return p.Config.Names()
 }
 
 // Close closes every connection (and stops every stdio server).
@@ -148,7 +157,7 @@ func ClassSource(s *Server, t *sdk.Tool) string {
 	case s.Capstan.Trusted && t.Annotations != nil && (t.Annotations.ReadOnlyHint || t.Annotations.IdempotentHint):
 		return "the trusted server's annotations"
 	case t.Annotations != nil && (t.Annotations.ReadOnlyHint || t.Annotations.IdempotentHint):
-		return "default: the server's annotations are not believed (it is not trusted)"
+		return "default (annotations not believed: the server is not trusted)"
 	}
 	return "default"
 }

@@ -1,0 +1,213 @@
+package activities_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/capstanhq/capstan"
+	"github.com/capstanhq/capstan/activities"
+	"github.com/capstanhq/capstan/internal/contract"
+	"github.com/capstanhq/capstan/internal/mcp"
+	"github.com/capstanhq/capstan/internal/model"
+	"github.com/capstanhq/capstan/internal/sandbox/mcpserver"
+	"github.com/capstanhq/capstan/internal/tools"
+	"github.com/capstanhq/capstan/reconcilers"
+)
+
+// The tools of an MCP server go through the same ExecuteTool and
+// Reconcile as the built-in ones: their class decides what a lost answer
+// means, their operation id travels in _meta, and an unsafe tool's unknown
+// outcome is settled by its look-up tool, or by a person.
+
+// mcpFixture is the activities over the sandbox MCP server (streamable
+// HTTP), its server "sb" configured with capstan settings.
+type mcpFixture struct {
+	*fixture
+	store *mcpserver.Store
+}
+
+func newMCPFixture(t *testing.T, settings string) *mcpFixture {
+	t.Helper()
+	store := mcpserver.NewStore()
+	srv := httptest.NewServer(mcpserver.Handler(store, mcpserver.Options{}))
+	t.Cleanup(func() { srv.CloseClientConnections(); srv.Close() })
+	cfg, err := mcp.Parse("test.json", []byte(fmt.Sprintf(`{"mcpServers": {"sb": {"url": %q, "capstan": %s}}}`, srv.URL, settings)),
+		func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	pool, err := mcp.Open(ctx, cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	registry := tools.NewRegistry(pool.Tools()...)
+	f := newFixture(t, func(d *activities.Deps) {
+		d.Tools = registry
+		d.Reconcilers = reconcilers.NewSet(registry)
+	})
+	return &mcpFixture{fixture: f, store: store}
+}
+
+func (f *mcpFixture) call(t *testing.T, tool string, n int, args string) contract.ExecuteToolInput {
+	return contract.ExecuteToolInput{Tenant: "d", TaskID: "T", TurnID: "T/t1", ToolCallID: fmt.Sprintf("call_%d", n),
+		OperationID: fmt.Sprintf("d:T:t1:%s:%d", tool, n), Tool: tool, Arguments: f.args(t, args)}
+}
+
+func (f *mcpFixture) state(t *testing.T) mcpserver.State {
+	st, err := f.store.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+func (f *mcpFixture) execute(t *testing.T, in contract.ExecuteToolInput) (contract.ExecuteToolResult, error) {
+	t.Helper()
+	v, err := f.env.ExecuteActivity(f.acts.ExecuteTool, in)
+	var res contract.ExecuteToolResult
+	if err == nil {
+		_ = v.Get(&res)
+	}
+	return res, err
+}
+
+func (f *mcpFixture) reconcile(t *testing.T, in contract.ExecuteToolInput, r *contract.Resolution) contract.ReconcileResult {
+	t.Helper()
+	v, err := f.env.ExecuteActivity(f.acts.Reconcile, contract.ReconcileInput{Tenant: "d", TaskID: "T", OperationID: in.OperationID,
+		ToolCallID: in.ToolCallID, Arguments: in.Arguments, Since: time.Now(), Window: time.Millisecond, Resolution: r})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res contract.ReconcileResult
+	_ = v.Get(&res)
+	return res
+}
+
+const (
+	mcpCreate = "mcp__sb__create_ticket"
+	mcpUpsert = "mcp__sb__upsert_ticket"
+)
+
+func TestMCPUnsafeToolLostAnswerIsSettledByItsLookup(t *testing.T) {
+	t.Parallel()
+	f := newMCPFixture(t, `{"call_timeout": "300ms", "tools": {"create_ticket": {"class": "unsafe", "lookup": "find_ticket"}}}`)
+	_ = f.store.Fault("create_ticket", mcpserver.FaultDrop)
+	in := f.call(t, mcpCreate, 1, `{"title":"disk full"}`)
+	_, err := f.execute(t, in)
+	expectAppError(t, "a dropped answer of an unsafe MCP tool", err, contract.ErrTypeOperationUnknown)
+	if op, err := f.ledger.Get(context.Background(), in.OperationID); err != nil || op.State != capstan.OutcomeUnknown {
+		t.Fatalf("ledger: %+v, %v; want UNKNOWN", op, err)
+	}
+	res := f.reconcile(t, in, nil)
+	if res.Verdict != capstan.VerdictFound || res.ExternalID != "T-1" || res.Item == "" {
+		t.Errorf("reconcile: %+v; want found T-1 with a tool message", res)
+	}
+	st := f.state(t)
+	if st.Effects("") != 1 || len(st.CallsOf("create_ticket")) != 1 || st.Calls[0].OperationID != in.OperationID {
+		t.Errorf("server: %d effects, calls %+v; want one effect, one call carrying the operation id", st.Effects(""), st.Calls)
+	}
+	if look := st.CallsOf("find_ticket"); len(look) != 1 || !strings.Contains(string(look[0].Arguments), in.OperationID) {
+		t.Errorf("look-ups %+v; want one asking about %s", look, in.OperationID)
+	}
+}
+
+func TestMCPUnsafeToolWithoutLookupGoesToAPerson(t *testing.T) {
+	t.Parallel()
+	f := newMCPFixture(t, `{"call_timeout": "300ms"}`) // unconfigured, not trusted: unsafe
+	_ = f.store.Fault("create_ticket", mcpserver.FaultDrop)
+	in := f.call(t, mcpCreate, 1, `{"title":"disk full"}`)
+	_, err := f.execute(t, in)
+	expectAppError(t, "a dropped answer", err, contract.ErrTypeOperationUnknown)
+	if res := f.reconcile(t, in, nil); res.State != capstan.OutcomeNeedsHuman {
+		t.Fatalf("reconcile without a look-up: %+v; want needs_human", res)
+	}
+	res := f.reconcile(t, in, &contract.Resolution{Verdict: capstan.VerdictFound, ExternalID: "T-1", ResolvedBy: "ops"})
+	if res.State != capstan.OutcomeSucceeded || res.ExternalID != "T-1" {
+		t.Errorf("a person's found: %+v", res)
+	}
+	if n := f.state(t).Effects(""); n != 1 {
+		t.Errorf("%d effects, want 1", n)
+	}
+}
+
+func TestMCPIdempotentToolIsRetriedWithTheSameOperationID(t *testing.T) {
+	t.Parallel()
+	f := newMCPFixture(t, `{"call_timeout": "300ms", "tools": {"upsert_ticket": {"class": "idempotent"}}}`)
+	_ = f.store.Fault("upsert_ticket", mcpserver.FaultDrop)
+	in := f.call(t, mcpUpsert, 1, `{"key":"k","title":"disk full"}`)
+	if _, err := f.execute(t, in); err == nil {
+		t.Fatal("a dropped answer succeeded")
+	}
+	if op, err := f.ledger.Get(context.Background(), in.OperationID); err != nil || op.State != capstan.OutcomeAbsent {
+		t.Fatalf("ledger: %+v, %v; want ABSENT: an idempotent call is sent again", op, err)
+	}
+	res, err := f.execute(t, in)
+	if err != nil || res.State != capstan.OutcomeSucceeded || res.ExternalID != "T-1" {
+		t.Fatalf("the retry: %+v, %v", res, err)
+	}
+	st := f.state(t)
+	calls := st.CallsOf("upsert_ticket")
+	if st.Effects("") != 1 || len(calls) != 2 || calls[0].OperationID != in.OperationID || calls[1].OperationID != in.OperationID {
+		t.Errorf("%d effects, calls %+v; want one effect, two calls with the same operation id", st.Effects(""), calls)
+	}
+}
+
+func TestMCPErrorsTheModelReads(t *testing.T) {
+	t.Parallel()
+	f := newMCPFixture(t, `{}`)
+	read := func(res contract.ExecuteToolResult) string {
+		data, err := f.ledger.GetItem(context.Background(), res.Item)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var msg model.Message
+		_ = json.Unmarshal(data, &msg)
+		return msg.Content
+	}
+	for i, fault := range []string{mcpserver.FaultError, mcpserver.FaultInvalid} {
+		_ = f.store.Fault("create_ticket", fault)
+		res, err := f.execute(t, f.call(t, mcpCreate, i, `{"title":"x"}`))
+		if err != nil || res.State != capstan.OutcomeFailed {
+			t.Errorf("%s: %+v, %v; want failed, told to the model", fault, res, err)
+		}
+		if msg := read(res); !strings.Contains(msg, "scripted") {
+			t.Errorf("%s: the model reads %s", fault, msg)
+		}
+	}
+	// A schema the model's arguments break is refused before anything is
+	// sent.
+	calls := len(f.state(t).Calls)
+	res, err := f.execute(t, f.call(t, mcpCreate, 9, `{"title": 7}`))
+	if err != nil || res.State != capstan.OutcomeFailed || !strings.Contains(read(res), `field \"title\" must be a string`) {
+		t.Errorf("bad arguments: %+v, %v: %s", res, err, read(res))
+	}
+	if len(f.state(t).Calls) != calls {
+		t.Error("arguments the schema refuses were sent")
+	}
+}
+
+func TestMCPToolWhoseSchemaChangedSinceTheCallIsRefused(t *testing.T) {
+	t.Parallel()
+	f := newMCPFixture(t, `{}`)
+	in := f.call(t, mcpCreate, 1, `{"title":"x"}`)
+	turn, _ := json.Marshal(contract.ModelTurnResult{ToolCalls: []contract.ToolCallRef{
+		{ID: in.ToolCallID, Name: mcpCreate, Arguments: in.Arguments, SchemaHash: "0123456789abcdef"}}})
+	if _, err := f.ledger.CommitTurn(context.Background(), in.TurnID, turn); err != nil {
+		t.Fatal(err)
+	}
+	res, err := f.execute(t, in)
+	if err != nil || res.State != capstan.OutcomeFailed || !strings.Contains(res.Preview, "input schema changed") {
+		t.Errorf("%+v, %v; want refused, the model told the schema changed", res, err)
+	}
+	if n := len(f.state(t).Calls); n != 0 {
+		t.Errorf("%d calls reached the server, want none", n)
+	}
+}
