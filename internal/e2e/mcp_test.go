@@ -1,8 +1,10 @@
 package e2e
 
 import (
+	"bufio"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -27,9 +29,15 @@ const mcpSecret = "mcp-capstan-e2e-secret-5d1e"
 // environment and the server's state.
 func mcpWorker(t *testing.T, name, settings string, faults map[string][]string) ([]string, *mcpserver.Store) {
 	t.Helper()
-	sb := startSandbox(t)
-	dir := t.TempDir()
-	statePath := filepath.Join(dir, "tickets.json")
+	statePath, store := mcpStore(t, faults)
+	return mcpWorkerWith(t, name, fmt.Sprintf(`{"command": %q, "args": ["--state", %q],
+	  "env": {"TICKETS_TOKEN": "${MCP_TICKETS_SECRET}"}, "capstan": %s}`, sandboxMCPBin, statePath, settings)), store
+}
+
+// mcpStore is the state of a sandbox MCP server, with faults queued.
+func mcpStore(t *testing.T, faults map[string][]string) (string, *mcpserver.Store) {
+	t.Helper()
+	statePath := filepath.Join(t.TempDir(), "tickets.json")
 	store, err := mcpserver.OpenFile(statePath)
 	if err != nil {
 		t.Fatal(err)
@@ -39,16 +47,22 @@ func mcpWorker(t *testing.T, name, settings string, faults map[string][]string) 
 			t.Fatal(err)
 		}
 	}
-	cfg := fmt.Sprintf(`{"mcpServers": {"tickets": {"command": %q, "args": ["--state", %q],
-	  "env": {"TICKETS_TOKEN": "${MCP_TICKETS_SECRET}"}, "capstan": %s}}}`, sandboxMCPBin, statePath, settings)
-	cfgPath := filepath.Join(dir, "mcp.json")
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
+	return statePath, store
+}
+
+// mcpWorkerWith starts a worker whose CAPSTAN_MCP_CONFIG has the one
+// server "tickets", as server (JSON) configures it.
+func mcpWorkerWith(t *testing.T, name, server string) []string {
+	t.Helper()
+	sb := startSandbox(t)
+	cfgPath := filepath.Join(t.TempDir(), "mcp.json")
+	if err := os.WriteFile(cfgPath, []byte(`{"mcpServers": {"tickets": `+server+`}}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	env := append(endpointEnv(t, name, sb), "CAPSTAN_MCP_CONFIG="+cfgPath, "MCP_TICKETS_SECRET="+mcpSecret,
 		"CAPSTAN_RECONCILE_WINDOW=2s")
 	startWorker(t, env)
-	return env, store
+	return env
 }
 
 func mcpState(t *testing.T, store *mcpserver.Store) mcpserver.State {
@@ -173,5 +187,55 @@ func TestMCPIdempotentToolRetriedWithTheSameOperationID(t *testing.T) {
 	calls := st.CallsOf("upsert_ticket")
 	if st.Effects("") != 1 || len(calls) != 2 || calls[0].OperationID != op.OperationID || calls[1].OperationID != op.OperationID {
 		t.Errorf("server: %d tickets, calls %+v; want 1 ticket and 2 calls carrying %s", st.Effects(""), calls, op.OperationID)
+	}
+}
+
+// The stdio server is killed in the middle of an unsafe call, after it
+// acted: the worker starts it again, the operation is unknown, the look-up
+// finds the ticket, and nothing is sent twice.
+func TestMCPStdioServerKilledMidCall(t *testing.T) {
+	env, store := mcpWorker(t, "e2e-mcp-crash",
+		`{"call_timeout": "5s", "tools": {"create_ticket": {"class": "unsafe", "lookup": "find_ticket"}}}`,
+		map[string][]string{"create_ticket": {mcpserver.FaultCrash}})
+	taskID := runMCPTask(t, env, "e2e-mcp-crash", "mcp-ticket")
+	op := oneOperation(t, waitResult(t, taskID), "mcp__tickets__create_ticket", capstan.OutcomeSucceeded)
+	st := mcpState(t, store)
+	if op.ExternalID != "T-1" || st.Effects("") != 1 || len(st.CallsOf("create_ticket")) != 1 {
+		t.Errorf("operation %+v; server: %d tickets, %d calls; want T-1 found, 1 ticket, 1 call",
+			op, st.Effects(""), len(st.CallsOf("create_ticket")))
+	}
+}
+
+// Over streamable HTTP, with a secret header: an unsafe tool's lost
+// answer is settled by its look-up, one ticket, and the header's secret
+// is absent from history.
+func TestMCPOverHTTP(t *testing.T) {
+	statePath, store := mcpStore(t, map[string][]string{"create_ticket": {mcpserver.FaultDrop}})
+	srv := exec.Command(sandboxMCPBin, "--state", statePath, "--http", "127.0.0.1:0")
+	out, err := srv.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Process.Kill(); _ = srv.Wait() })
+	line, err := bufio.NewReader(out).ReadString('\n')
+	url, ok := strings.CutPrefix(strings.TrimSpace(line), "mcp: ")
+	if err != nil || !ok {
+		t.Fatalf("sandbox-mcp --http printed %q, %v", line, err)
+	}
+	env := mcpWorkerWith(t, "e2e-mcp-http", fmt.Sprintf(`{"url": %q, "headers": {"Authorization": "Bearer ${MCP_TICKETS_SECRET}"},
+	  "capstan": {"call_timeout": "2s", "tools": {"create_ticket": {"class": "unsafe", "lookup": "find_ticket"}}}}`, url))
+	taskID := runMCPTask(t, env, "e2e-mcp-http", "mcp-ticket")
+	res := waitResult(t, taskID)
+	op := oneOperation(t, res, "mcp__tickets__create_ticket", capstan.OutcomeSucceeded)
+	st := mcpState(t, store)
+	if op.ExternalID != "T-1" || st.Effects("") != 1 || len(st.CallsOf("create_ticket")) != 1 {
+		t.Errorf("operation %+v; server: %d tickets, %d calls; want T-1 found, 1 ticket, 1 call",
+			op, st.Effects(""), len(st.CallsOf("create_ticket")))
+	}
+	if strings.Contains(history(t, res.WorkflowID), mcpSecret) {
+		t.Error("the history contains the secret of the MCP server's headers")
 	}
 }
