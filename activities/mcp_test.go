@@ -28,10 +28,11 @@ import (
 // HTTP), its server "sb" configured with capstan settings.
 type mcpFixture struct {
 	*fixture
-	store *mcpserver.Store
+	store    *mcpserver.Store
+	registry *tools.Registry
 }
 
-func newMCPFixture(t *testing.T, settings string) *mcpFixture {
+func newMCPFixture(t testing.TB, settings string) *mcpFixture {
 	t.Helper()
 	store := mcpserver.NewStore()
 	srv := httptest.NewServer(mcpserver.Handler(store, mcpserver.Options{}))
@@ -53,10 +54,10 @@ func newMCPFixture(t *testing.T, settings string) *mcpFixture {
 		d.Tools = registry
 		d.Reconcilers = reconcilers.NewSet(registry)
 	})
-	return &mcpFixture{fixture: f, store: store}
+	return &mcpFixture{fixture: f, store: store, registry: registry}
 }
 
-func (f *mcpFixture) call(t *testing.T, tool string, n int, args string) contract.ExecuteToolInput {
+func (f *mcpFixture) call(t testing.TB, tool string, n int, args string) contract.ExecuteToolInput {
 	return contract.ExecuteToolInput{Tenant: "d", TaskID: "T", TurnID: "T/t1", ToolCallID: fmt.Sprintf("call_%d", n),
 		OperationID: fmt.Sprintf("d:T:t1:%s:%d", tool, n), Tool: tool, Arguments: f.args(t, args)}
 }
@@ -210,4 +211,32 @@ func TestMCPToolWhoseSchemaChangedSinceTheCallIsRefused(t *testing.T) {
 	if n := len(f.state(t).Calls); n != 0 {
 		t.Errorf("%d calls reached the server, want none", n)
 	}
+}
+
+// BenchmarkMCPCall compares one call of a read-only MCP tool through
+// ExecuteTool (ledger claim and record, breaker, transcript item) with the
+// same call made directly on the connection.
+func BenchmarkMCPCall(b *testing.B) {
+	f := newMCPFixture(b, `{"tools": {"search_tickets": {"class": "read_only"}}}`)
+	tool, err := f.registry.Get("mcp__sb__search_tickets")
+	if err != nil {
+		b.Fatal(err)
+	}
+	n := 0 // operation ids never repeat across the runs of b.N
+	b.Run("direct", func(b *testing.B) {
+		for range b.N {
+			n++
+			if _, err := tool.Execute(context.Background(), tools.Call{OperationID: fmt.Sprint(n), Arguments: json.RawMessage(`{"query":"x"}`)}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("capstan", func(b *testing.B) {
+		for range b.N {
+			n++
+			if _, err := f.env.ExecuteActivity(f.acts.ExecuteTool, f.call(b, "mcp__sb__search_tickets", n, `{"query":"x"}`)); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }
