@@ -1,6 +1,10 @@
 package activities
 
-import "context"
+import (
+	"context"
+
+	"github.com/capstanhq/capstan/internal/contract"
+)
 
 // What the breaker is told of a call's ending, for the tests.
 var (
@@ -18,3 +22,16 @@ func (a *Activities) ManifestRefs(ctx context.Context, ref string) ([]string, er
 	_, refs, err := a.manifestRefs(ctx, ref)
 	return refs, err
 }
+
+// PinnedOffer and CallSchemaHash are what ModelTurn offers and records of
+// the tools a task fixed at its start (changeMCPToolsPinned).
+func PinnedOffer(a *Activities, set *contract.ToolSet) []string {
+	var names []string
+	for _, s := range a.pinnedOffer(a.Tools.Specs(), set) {
+		names = append(names, s.Name)
+	}
+	return names
+}
+
+// CallSchemaHash is the schema hash a call of t records in its turn.
+var CallSchemaHash = callSchemaHash

@@ -240,3 +240,49 @@ func BenchmarkMCPCall(b *testing.B) {
 		}
 	})
 }
+
+// A task offers its model only the MCP tools it fixed when it started, and
+// a call records the hash the tool was fixed with; without a fixed set
+// (a task started before changeMCPToolsPinned) every tool is offered and
+// a call records the tool's hash now.
+func TestMCPToolsFixedForTheTask(t *testing.T) {
+	t.Parallel()
+	f := newMCPFixture(t, `{}`)
+	v, err := f.env.ExecuteActivity(f.acts.WorkerLimits, contract.WorkerLimitsInput{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lim contract.WorkerLimitsResult
+	_ = v.Get(&lim)
+	if len(lim.Tools) != 4 || lim.Tools[0].Name != mcpCreate || len(lim.Tools[0].SchemaHash) != 16 {
+		t.Fatalf("WorkerLimits tools %+v, want the 4 MCP tools with their hashes", lim.Tools)
+	}
+	create, _ := f.registry.Get(mcpCreate)
+	set := &contract.ToolSet{Pins: []contract.ToolPin{{Name: mcpCreate, SchemaHash: "0000000000000000"}}}
+	if got := activities.PinnedOffer(f.acts, set); len(got) != 1 || got[0] != mcpCreate {
+		t.Errorf("offered %v, want only the fixed %s", got, mcpCreate)
+	}
+	if got := activities.PinnedOffer(f.acts, &contract.ToolSet{}); len(got) != 0 {
+		t.Errorf("with an empty fixed set, offered %v", got)
+	}
+	if got := activities.PinnedOffer(f.acts, nil); len(got) != 4 {
+		t.Errorf("without a fixed set, offered %v", got)
+	}
+	if h := activities.CallSchemaHash(create, set); h != "0000000000000000" {
+		t.Errorf("a call records %q, want the fixed hash", h)
+	}
+	upsert, _ := f.registry.Get(mcpUpsert)
+	in := f.call(t, mcpUpsert, 1, `{"key":"k","title":"x"}`)
+	turn, _ := json.Marshal(contract.ModelTurnResult{ToolCalls: []contract.ToolCallRef{
+		{ID: in.ToolCallID, Name: mcpUpsert, Arguments: in.Arguments, SchemaHash: activities.CallSchemaHash(upsert, set)}}})
+	if _, err := f.ledger.CommitTurn(context.Background(), in.TurnID, turn); err != nil {
+		t.Fatal(err)
+	}
+	res, err := f.execute(t, in)
+	if err != nil || res.State != capstan.OutcomeFailed || !strings.Contains(res.Preview, "not among the tools fixed") {
+		t.Errorf("a call of a tool the task did not fix: %+v, %v", res, err)
+	}
+	if n := len(f.state(t).Calls); n != 0 {
+		t.Errorf("%d calls reached the server, want none", n)
+	}
+}

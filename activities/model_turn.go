@@ -66,7 +66,7 @@ func (a *Activities) modelTurn(ctx context.Context, in contract.ModelTurnInput, 
 	if err != nil {
 		return contract.ModelTurnResult{}, err // ledger trouble: let Temporal retry
 	}
-	req := model.Request{Model: ref.Model, Messages: msgs, Tools: a.offered(in.Policy)}
+	req := model.Request{Model: ref.Model, Messages: msgs, Tools: a.pinnedOffer(a.offered(in.Policy), in.Tools)}
 	from, to := 0, 0 // of a compaction: the items the summary replaces
 	if in.Compact {
 		if from, to = compactionSpan(msgs); from == to {
@@ -127,7 +127,7 @@ func (a *Activities) commitAnswer(ctx context.Context, in contract.ModelTurnInpu
 	if err != nil {
 		return contract.ModelTurnResult{}, err
 	}
-	calls, err := a.toolCallRefs(out.ToolCalls, pending)
+	calls, err := a.toolCallRefs(out.ToolCalls, pending, in.Tools)
 	if err != nil {
 		return contract.ModelTurnResult{}, err
 	}
@@ -207,7 +207,7 @@ func (a *Activities) commitTurn(ctx context.Context, turnID string, out contract
 // toolCallRefs names each committed call for the workflow: its identity
 // (validated by Finish already) and a reference to its arguments, which
 // are held in pending to be stored with the turn's commit.
-func (a *Activities) toolCallRefs(calls []model.ToolCall, pending *pendingItems) ([]contract.ToolCallRef, error) {
+func (a *Activities) toolCallRefs(calls []model.ToolCall, pending *pendingItems, set *contract.ToolSet) ([]contract.ToolCallRef, error) {
 	refs := make([]contract.ToolCallRef, 0, len(calls))
 	for _, c := range calls {
 		t, err := a.Tools.Get(c.Name)
@@ -220,7 +220,7 @@ func (a *Activities) toolCallRefs(calls []model.ToolCall, pending *pendingItems)
 		}
 		args := pending.add(c.Arguments)
 		refs = append(refs, contract.ToolCallRef{ID: c.ID, Name: c.Name, Class: string(t.Class()),
-			BusinessKey: id.BusinessKey, Arguments: args, Summary: t.Summary(c.Arguments), SchemaHash: schemaHash(t)})
+			BusinessKey: id.BusinessKey, Arguments: args, Summary: t.Summary(c.Arguments), SchemaHash: callSchemaHash(t, set)})
 	}
 	return refs, nil
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/capstanhq/capstan/internal/contract"
 	"github.com/capstanhq/capstan/internal/ledger"
+	"github.com/capstanhq/capstan/internal/model"
 	"github.com/capstanhq/capstan/internal/tools"
 )
 
@@ -27,9 +28,67 @@ func schemaHash(t tools.Tool) string {
 	return ""
 }
 
+// toolPins are the registered tools whose schema may change (MCP tools),
+// by name, each with the hash of its schema now; a tool whose schema
+// cannot be read now (gone, or not compiling) is left out.
+func (a *Activities) toolPins() []contract.ToolPin {
+	var pins []contract.ToolPin
+	if a.Tools == nil {
+		return nil
+	}
+	for _, name := range a.Tools.Names() {
+		t, _ := a.Tools.Get(name) // a name the registry lists
+		if h := schemaHash(t); h != "" {
+			pins = append(pins, contract.ToolPin{Name: name, SchemaHash: h})
+		}
+	}
+	return pins
+}
+
+// pinnedOffer keeps, of specs, the built-in tools and the tools with
+// changeable schemas that set fixes for the task; a nil set keeps all.
+func (a *Activities) pinnedOffer(specs []model.ToolSpec, set *contract.ToolSet) []model.ToolSpec {
+	if set == nil {
+		return specs
+	}
+	out := specs[:0:0]
+	for _, s := range specs {
+		t, err := a.Tools.Get(s.Name)
+		if _, pinned := set.Pin(s.Name); err == nil && (pinned || !isSchemaHashed(t)) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func isSchemaHashed(t tools.Tool) bool {
+	_, ok := t.(schemaHashed)
+	return ok
+}
+
+// callSchemaHash is the schema hash a call of t records in its turn: the
+// one the task fixed for it, else the tool's own now ("" for a tool whose
+// schema cannot change).
+func callSchemaHash(t tools.Tool, set *contract.ToolSet) string {
+	if !isSchemaHashed(t) {
+		return ""
+	}
+	if set != nil {
+		if p, ok := set.Pin(t.Name()); ok {
+			return p.SchemaHash
+		}
+		return notFixed
+	}
+	return schemaHash(t)
+}
+
+// notFixed is the schema hash a call records of a tool the task did not
+// fix at its start: ExecuteTool refuses it.
+const notFixed = "not-fixed-for-this-task"
+
 // ErrSchemaChanged reports a call of a tool whose input schema changed
 // since the model was offered it: nothing was sent.
-var ErrSchemaChanged = errors.New("the tool's input schema changed since the model called it")
+var ErrSchemaChanged = errors.New("the tool's input schema changed since the task started or the model called it")
 
 // schemaKept checks, for a tool whose schema may change, that it is the
 // schema the model was offered when it made the call — recorded with the
@@ -59,6 +118,8 @@ func (a *Activities) schemaKept(ctx context.Context, in contract.ExecuteToolInpu
 			continue
 		}
 		switch now := h.SchemaHash(); {
+		case c.SchemaHash == notFixed:
+			return fmt.Errorf("%w: %s was not among the tools fixed when this task started; nothing was sent", tools.ErrRefused, in.Tool)
 		case now == "":
 			return fmt.Errorf("%w: %s is no longer offered by its server; nothing was sent", tools.ErrRefused, in.Tool)
 		case now != c.SchemaHash:

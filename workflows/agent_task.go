@@ -76,6 +76,9 @@ type task struct {
 	// policy: the chain decides its tool calls against its policy context,
 	// t.in.Policy (changePolicyAtToolBoundary; policy.go).
 	policy bool
+	// pinTools: the first run fixes the task's MCP tools in t.in.Tools
+	// (changeMCPToolsPinned; limits.go).
+	pinTools bool
 }
 
 // AgentTask runs one agent task: turns until the model answers without tool
@@ -94,6 +97,7 @@ func AgentTask(ctx workflow.Context, in AgentTaskInput) (TaskResult, error) {
 		}
 		t.startPolicy(ctx)
 		t.budgets = workflow.GetVersion(ctx, changeBudgets, workflow.DefaultVersion, 1) != workflow.DefaultVersion
+		t.pinTools = workflow.GetVersion(ctx, changeMCPToolsPinned, workflow.DefaultVersion, 1) != workflow.DefaultVersion
 		t.result = TaskResult{
 			TaskID: in.TaskID, WorkflowID: workflow.GetInfo(ctx).WorkflowExecution.ID, Model: in.Model,
 			Turns: []TurnRecord{}, Operations: []OperationRecord{}, Deliveries: []DeliveryRecord{},

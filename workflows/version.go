@@ -131,6 +131,18 @@ const (
 	// the chain's first run starts; a continued run has a Spend in its
 	// checkpoint.
 	changeBudgets = "token-and-cost-budgets"
+
+	// changeMCPToolsPinned: the set of tools whose schema a server may
+	// change (MCP tools), each with its schema hash, is fixed when the
+	// chain's first run starts — from the worker that runs it, through the
+	// WorkerLimits local activity, recorded in history — and kept in the
+	// task's input (AgentTaskInput.Tools); every model turn is given it
+	// (ModelTurnInput.Tools): only those tools are offered, and a call
+	// records the hash the tool was fixed with, so ExecuteTool refuses a
+	// call of a tool that vanished or changed its schema under the
+	// running task. Read once, as the chain's first run starts; a
+	// continued run has the set in its input.
+	changeMCPToolsPinned = "mcp-tools-pinned"
 )
 
 // inEffect reports whether change, one of those through
