@@ -35,3 +35,9 @@ func PinnedOffer(a *Activities, set *contract.ToolSet) []string {
 
 // CallSchemaHash is the schema hash a call of t records in its turn.
 var CallSchemaHash = callSchemaHash
+
+// ValidateToolCall is ModelTurn's check of a call as its attempt finishes,
+// for a task with the fixed set of tools set.
+func ValidateToolCall(a *Activities, set *contract.ToolSet, name string, args []byte) error {
+	return a.toolCallValidator(set)(name, args)
+}

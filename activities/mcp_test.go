@@ -271,6 +271,17 @@ func TestMCPToolsFixedForTheTask(t *testing.T) {
 	if h := activities.CallSchemaHash(create, set); h != "0000000000000000" {
 		t.Errorf("a call records %q, want the fixed hash", h)
 	}
+	// A call of a tool that drifted from the fixed set is committed as made
+	// (ExecuteTool refuses it, telling the model); a call of a tool as
+	// fixed is held to its schema as the attempt finishes.
+	bad := []byte(`{"title": 7}`)
+	if err := activities.ValidateToolCall(f.acts, set, mcpCreate, bad); err != nil {
+		t.Errorf("a drifted tool's call was refused as the attempt finished: %v", err)
+	}
+	now := &contract.ToolSet{Pins: []contract.ToolPin{{Name: mcpCreate, SchemaHash: create.(interface{ SchemaHash() string }).SchemaHash()}}}
+	if err := activities.ValidateToolCall(f.acts, now, mcpCreate, bad); err == nil {
+		t.Error("a call breaking the schema of a tool as fixed was accepted")
+	}
 	upsert, _ := f.registry.Get(mcpUpsert)
 	in := f.call(t, mcpUpsert, 1, `{"key":"k","title":"x"}`)
 	turn, _ := json.Marshal(contract.ModelTurnResult{ToolCalls: []contract.ToolCallRef{

@@ -15,6 +15,7 @@ import (
 	"github.com/capstanhq/capstan/internal/ledger"
 	"github.com/capstanhq/capstan/internal/logids"
 	"github.com/capstanhq/capstan/internal/model"
+	"github.com/capstanhq/capstan/internal/tools"
 )
 
 // ModelTurn runs one attempt of one turn (model.Attempt): it streams the
@@ -214,9 +215,11 @@ func (a *Activities) toolCallRefs(calls []model.ToolCall, pending *pendingItems,
 		if err != nil {
 			return nil, err
 		}
-		id, err := t.Identify(c.Arguments)
-		if err != nil {
-			return nil, err
+		var id tools.Identity
+		if !drifted(t, set) { // a drifted call is refused by ExecuteTool
+			if id, err = t.Identify(c.Arguments); err != nil {
+				return nil, err
+			}
 		}
 		args := pending.add(c.Arguments)
 		refs = append(refs, contract.ToolCallRef{ID: c.ID, Name: c.Name, Class: string(t.Class()),
@@ -225,13 +228,22 @@ func (a *Activities) toolCallRefs(calls []model.ToolCall, pending *pendingItems,
 	return refs, nil
 }
 
-// validateToolCall accepts a tool call only for a registered tool with
-// arguments its schema accepts, so a malformed call never reaches ExecuteTool.
-func (a *Activities) validateToolCall(name string, args json.RawMessage) error {
-	t, err := a.Tools.Get(name)
-	if err != nil {
+// toolCallValidator accepts a tool call only for a registered tool with
+// arguments its schema accepts, so a malformed call never reaches
+// ExecuteTool — except a call of a tool that drifted from the task's fixed
+// set (drifted): that one is committed as made, and ExecuteTool refuses it
+// with a message the model reads, rather than the attempt failing as
+// invalid.
+func (a *Activities) toolCallValidator(set *contract.ToolSet) func(string, json.RawMessage) error {
+	return func(name string, args json.RawMessage) error {
+		t, err := a.Tools.Get(name)
+		if err != nil {
+			return err
+		}
+		if drifted(t, set) {
+			return nil
+		}
+		_, err = t.Identify(args)
 		return err
 	}
-	_, err = t.Identify(args)
-	return err
 }

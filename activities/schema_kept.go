@@ -82,6 +82,17 @@ func callSchemaHash(t tools.Tool, set *contract.ToolSet) string {
 	return schemaHash(t)
 }
 
+// drifted reports a tool whose schema may change and is not, now, the one
+// the task fixed: not fixed at all, gone, or with another schema. A nil set
+// (no fixed set) drifts nothing.
+func drifted(t tools.Tool, set *contract.ToolSet) bool {
+	if set == nil || !isSchemaHashed(t) {
+		return false
+	}
+	p, ok := set.Pin(t.Name())
+	return !ok || p.SchemaHash != schemaHash(t)
+}
+
 // notFixed is the schema hash a call records of a tool the task did not
 // fix at its start: ExecuteTool refuses it.
 const notFixed = "not-fixed-for-this-task"

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/capstanhq/capstan"
+	"github.com/capstanhq/capstan/internal/sandbox"
 	"github.com/capstanhq/capstan/internal/sandbox/mcpserver"
 	"github.com/capstanhq/capstan/workflows"
 )
@@ -29,9 +30,17 @@ const mcpSecret = "mcp-capstan-e2e-secret-5d1e"
 // environment and the server's state.
 func mcpWorker(t *testing.T, name, settings string, faults map[string][]string) ([]string, *mcpserver.Store) {
 	t.Helper()
+	env, store, _ := mcpWorkerSandbox(t, name, settings, faults)
+	return env, store
+}
+
+// mcpWorkerSandbox is mcpWorker, with the sandbox the worker's model is.
+func mcpWorkerSandbox(t *testing.T, name, settings string, faults map[string][]string) ([]string, *mcpserver.Store, *sandbox.Sandbox) {
+	t.Helper()
 	statePath, store := mcpStore(t, faults)
-	return mcpWorkerWith(t, name, fmt.Sprintf(`{"command": %q, "args": ["--state", %q],
-	  "env": {"TICKETS_TOKEN": "${MCP_TICKETS_SECRET}"}, "capstan": %s}`, sandboxMCPBin, statePath, settings)), store
+	env, sb := mcpWorkerWithSandbox(t, name, fmt.Sprintf(`{"command": %q, "args": ["--state", %q],
+	  "env": {"TICKETS_TOKEN": "${MCP_TICKETS_SECRET}"}, "capstan": %s}`, sandboxMCPBin, statePath, settings))
+	return env, store, sb
 }
 
 // mcpStore is the state of a sandbox MCP server, with faults queued.
@@ -54,6 +63,14 @@ func mcpStore(t *testing.T, faults map[string][]string) (string, *mcpserver.Stor
 // server "tickets", as server (JSON) configures it.
 func mcpWorkerWith(t *testing.T, name, server string) []string {
 	t.Helper()
+	env, _ := mcpWorkerWithSandbox(t, name, server)
+	return env
+}
+
+// mcpWorkerWithSandbox is mcpWorkerWith, with the sandbox the worker's
+// model is.
+func mcpWorkerWithSandbox(t *testing.T, name, server string) ([]string, *sandbox.Sandbox) {
+	t.Helper()
 	sb := startSandbox(t)
 	cfgPath := filepath.Join(t.TempDir(), "mcp.json")
 	if err := os.WriteFile(cfgPath, []byte(`{"mcpServers": {"tickets": `+server+`}}`), 0o600); err != nil {
@@ -62,7 +79,7 @@ func mcpWorkerWith(t *testing.T, name, server string) []string {
 	env := append(endpointEnv(t, name, sb), "CAPSTAN_MCP_CONFIG="+cfgPath, "MCP_TICKETS_SECRET="+mcpSecret,
 		"CAPSTAN_RECONCILE_WINDOW=2s")
 	startWorker(t, env)
-	return env
+	return env, sb
 }
 
 func mcpState(t *testing.T, store *mcpserver.Store) mcpserver.State {
@@ -237,5 +254,37 @@ func TestMCPOverHTTP(t *testing.T) {
 	}
 	if strings.Contains(history(t, res.WorkflowID), mcpSecret) {
 		t.Error("the history contains the secret of the MCP server's headers")
+	}
+}
+
+// The server changes a tool's schema under a running task (its process is
+// killed during a read and started again with the other schema): the
+// task's next call of that tool is refused with a message the model reads,
+// nothing is sent, and the task completes.
+func TestMCPSchemaChangedUnderARunningTask(t *testing.T) {
+	env, store, sb := mcpWorkerSandbox(t, "e2e-mcp-schema",
+		`{"call_timeout": "5s", "tools": {"search_tickets": {"class": "read_only"}}}`,
+		map[string][]string{"search_tickets": {mcpserver.FaultCrash}})
+	if err := store.SetSchemaVersion(2); err != nil { // read by the server started next
+		t.Fatal(err)
+	}
+	taskID := runMCPTask(t, env, "e2e-mcp-schema", "mcp-schema")
+	res := waitResult(t, taskID)
+	if res.Status != workflows.StatusCompleted || len(res.Operations) != 2 {
+		t.Fatalf("task: %s %s %s; operations %+v", res.Status, res.FailureCode, res.Message, res.Operations)
+	}
+	search, create := res.Operations[0], res.Operations[1]
+	if search.Tool != "mcp__tickets__search_tickets" || search.State != capstan.OutcomeSucceeded {
+		t.Errorf("search %+v, want succeeded after the server was started again", search)
+	}
+	if create.Tool != "mcp__tickets__create_ticket" || create.State != capstan.OutcomeFailed {
+		t.Errorf("create %+v, want refused", create)
+	}
+	st := mcpState(t, store)
+	if n := len(st.CallsOf("create_ticket")); n != 0 || st.Effects("") != 0 {
+		t.Errorf("%d create calls and %d tickets reached the server, want none", n, st.Effects(""))
+	}
+	if msg := toolMessage(t, sb, create.ToolCallID); !strings.Contains(msg, "input schema changed") || !strings.Contains(msg, "nothing was sent") {
+		t.Errorf("the model read %q, want the refusal saying the schema changed and nothing was sent", msg)
 	}
 }

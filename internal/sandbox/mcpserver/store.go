@@ -17,6 +17,11 @@ type State struct {
 	Calls []Call `json:"calls"`
 	// Faults are the faults queued per tool, taken one per call.
 	Faults map[string][]string `json:"faults,omitempty"`
+	// SchemaVersion, when set, is the create_ticket schema a server
+	// started from this state serves (Options.SchemaVersion): a test
+	// changes it, kills the server, and the worker starts it again with
+	// the other schema.
+	SchemaVersion int `json:"schema_version,omitempty"`
 }
 
 // Ticket is one effect.
@@ -188,4 +193,10 @@ func (s *Store) Make(tool, op, key, title string) (Ticket, error) {
 		st.Tickets = append(st.Tickets, t)
 	})
 	return t, err
+}
+
+// SetSchemaVersion sets the schema version the next server started from
+// this state serves.
+func (s *Store) SetSchemaVersion(v int) error {
+	return s.update(func(st *State) { st.SchemaVersion = v })
 }

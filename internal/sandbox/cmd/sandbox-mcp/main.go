@@ -8,7 +8,7 @@
 // empty if absent), which outlives the process: a test scripts faults in
 // it and counts the effects, and a server killed mid-call and started
 // again still knows what it did. With --http it prints "mcp: URL" once it
-// listens.
+// listens. A schema_version in the state file overrides --schema-version.
 package main
 
 import (
@@ -44,6 +44,9 @@ func run() error {
 		return err
 	}
 	o := mcpserver.Options{SchemaVersion: *schema}
+	if st, err := store.Load(); err == nil && st.SchemaVersion > 0 {
+		o.SchemaVersion = st.SchemaVersion // the state's, which a test sets
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if *addr == "" {
