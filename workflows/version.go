@@ -24,6 +24,7 @@ import "go.temporal.io/sdk/workflow"
 //	v9  changeResolveOnce
 //	v10 changeLedgerOutageWaits, changeLedgerKeysPerChain
 //	v11 changePolicyAtToolBoundary, changeBudgets
+//	(next) changeMCPToolsPinned — histories to be recorded by the coordinator
 const HistoryVersion = "v11"
 
 // Changes to workflow logic, each read with workflow.GetVersion where the
