@@ -297,3 +297,21 @@ func TestMCPToolsFixedForTheTask(t *testing.T) {
 		t.Errorf("%d calls reached the server, want none", n)
 	}
 }
+
+// The task's policy decides an MCP tool's call by its server too: a rule
+// on server "sb" refuses the call before anything is sent, and the tool
+// is not offered.
+func TestMCPPolicyByServer(t *testing.T) {
+	t.Parallel()
+	f := newMCPFixture(t, `{}`)
+	in := f.call(t, mcpCreate, 1, `{"title":"x"}`)
+	in.Policy = &contract.TaskPolicy{Tenant: "d", File: "policy.yaml",
+		Source: "rules:\n  - name: no-tickets\n    server: sb\n    effect: deny\n    reason: this task files no tickets\n"}
+	res, err := f.execute(t, in)
+	if err != nil || res.State != capstan.OutcomeFailed || res.Decision == nil || res.Decision.Rule != "no-tickets" {
+		t.Errorf("%+v, %v; want refused by no-tickets", res, err)
+	}
+	if n := len(f.state(t).Calls); n != 0 {
+		t.Errorf("%d calls reached the server, want none", n)
+	}
+}

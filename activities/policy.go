@@ -38,7 +38,7 @@ func (a *Activities) decide(in contract.ExecuteToolInput, tool tools.Tool, args 
 	if err != nil {
 		return nil, temporal.NewNonRetryableApplicationError(err.Error(), contract.ErrTypeWorkerConfig, err)
 	}
-	c := policy.Call{Tool: tool.Name(), Class: tool.Class(), Writes: tool.Class() != tools.ReadOnly}
+	c := policy.Call{Tool: tool.Name(), Class: tool.Class(), Server: toolServer(tool), Writes: tool.Class() != tools.ReadOnly}
 	if tg, ok := tool.(tools.Targeted); ok {
 		t, err := tg.Target(args)
 		if err != nil {
@@ -88,7 +88,7 @@ func (a *Activities) offered(tp *contract.TaskPolicy) []model.ToolSpec {
 	out := make([]model.ToolSpec, 0, len(specs))
 	for _, s := range specs {
 		if tool, err := a.Tools.Get(s.Name); err == nil {
-			if _, refused := p.AlwaysRefused(s.Name, tool.Class(), "", policyTask(tp)); refused {
+			if _, refused := p.AlwaysRefused(s.Name, tool.Class(), toolServer(tool), policyTask(tp)); refused {
 				continue
 			}
 		}

@@ -20,6 +20,15 @@ type schemaHashed interface {
 	SchemaHash() string
 }
 
+// toolServer is the MCP server t comes from, for the policy's "server";
+// "" for a built-in tool.
+func toolServer(t tools.Tool) string {
+	if s, ok := t.(interface{ Server() string }); ok {
+		return s.Server()
+	}
+	return ""
+}
+
 // schemaHash is t's schema hash, "" for a tool whose schema cannot change.
 func schemaHash(t tools.Tool) string {
 	if h, ok := t.(schemaHashed); ok {

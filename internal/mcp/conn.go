@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/capstanhq/capstan/internal/backoff"
@@ -250,10 +251,29 @@ func (c *Conn) Call(ctx context.Context, name string, args json.RawMessage, oper
 		params.Meta = sdk.Meta{MetaOperationID: operationID}
 	}
 	res, err := session.CallTool(ctx, params)
+	var wire *jsonrpc.Error
+	if err != nil && !errors.As(err, &wire) && ctx.Err() == nil {
+		// Not an answer of the server, nor our own deadline: the
+		// transport failed, and the session with it. The next call opens
+		// another.
+		c.forget(session)
+	}
 	if err != nil && ctx.Err() == context.DeadlineExceeded {
 		err = fmt.Errorf("no answer within the server's call timeout %s: %w", c.server.Capstan.CallTimeout, err)
 	}
 	return res, err
+}
+
+// forget drops and closes session, whose transport failed, so the next
+// call opens another (a stdio server's process is stopped with it, and its
+// watcher starts it again).
+func (c *Conn) forget(session *sdk.ClientSession) {
+	c.mu.Lock()
+	if c.session == session {
+		c.session = nil
+	}
+	c.mu.Unlock()
+	_ = session.Close()
 }
 
 // Close ends the session (and a stdio server's process) and stops

@@ -210,6 +210,8 @@ func classify(err error) error {
 		return tools.WithVerdict(err, tools.VerdictFailed)
 	case errors.Is(err, context.Canceled):
 		return err // cancelled: Classify says so
+	case tools.Classify(err) == tools.VerdictNotSent:
+		return err // the dial, DNS or TLS failed (HTTP): nothing was written
 	}
 	return tools.WithVerdict(err, tools.VerdictUnknown)
 }
