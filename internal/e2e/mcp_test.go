@@ -288,3 +288,60 @@ func TestMCPSchemaChangedUnderARunningTask(t *testing.T) {
 		t.Errorf("the model read %q, want the refusal saying the schema changed and nothing was sent", msg)
 	}
 }
+
+// startMCPHTTP runs sandbox-mcp over streamable HTTP on addr (host:port,
+// port 0 for any) with its state in statePath, and returns its URL and
+// the process.
+func startMCPHTTP(t *testing.T, statePath, addr string) (string, *exec.Cmd) {
+	t.Helper()
+	srv := exec.Command(sandboxMCPBin, "--state", statePath, "--http", addr)
+	out, err := srv.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Process.Kill(); _ = srv.Wait() })
+	line, err := bufio.NewReader(out).ReadString('\n')
+	url, ok := strings.CutPrefix(strings.TrimSpace(line), "mcp: ")
+	if err != nil || !ok {
+		t.Fatalf("sandbox-mcp --http printed %q, %v", line, err)
+	}
+	return url, srv
+}
+
+// The server goes down under a task: its calls fail to connect (nothing
+// sent), the server's breaker mcp/tickets opens and the task waits it out;
+// once the server is back the task completes, with one ticket.
+func TestMCPServerDownOpensItsBreaker(t *testing.T) {
+	statePath, store := mcpStore(t, nil)
+	url, srv := startMCPHTTP(t, statePath, "127.0.0.1:0")
+	env := mcpWorkerWith(t, "e2e-mcp-down", fmt.Sprintf(`{"url": %q,
+	  "capstan": {"call_timeout": "2s", "breaker": {"failures": 2, "open": "3s"},
+	    "tools": {"upsert_ticket": {"class": "idempotent"}}}}`, url))
+	_ = srv.Process.Kill()
+	_ = srv.Wait()
+	taskID := runMCPTask(t, env, "e2e-mcp-down", "mcp-upsert")
+	// Wait until the task waits for the breaker, then bring the server back
+	// on the same address.
+	deadline := time.After(90 * time.Second)
+	poll := time.NewTicker(200 * time.Millisecond)
+	defer poll.Stop()
+	for !strings.Contains(strings.Join(queryJournal(t, taskID), "\n"), "mcp/tickets") {
+		select {
+		case <-poll.C:
+		case <-deadline:
+			t.Fatalf("the task never waited for breaker mcp/tickets:\n%s", strings.Join(queryJournal(t, taskID), "\n"))
+		}
+	}
+	if n := len(mcpState(t, store).Calls); n != 0 {
+		t.Fatalf("%d calls reached a server that was down", n)
+	}
+	startMCPHTTP(t, statePath, strings.TrimSuffix(strings.TrimPrefix(url, "http://"), "/mcp"))
+	op := oneOperation(t, waitResult(t, taskID), "mcp__tickets__upsert_ticket", capstan.OutcomeSucceeded)
+	st := mcpState(t, store)
+	if st.Effects("") != 1 || len(st.CallsOf("upsert_ticket")) != 1 || st.Calls[0].OperationID != op.OperationID {
+		t.Errorf("server: %d tickets, calls %+v; want 1 ticket from 1 call", st.Effects(""), st.Calls)
+	}
+}
