@@ -148,6 +148,12 @@ func (a *Activities) executeTool(ctx context.Context, in contract.ExecuteToolInp
 // person's approval (approval.go) go no further either. stop says the call
 // goes no further: res (or err) is the answer.
 func (a *Activities) screen(ctx context.Context, in contract.ExecuteToolInput, tool tools.Tool, args json.RawMessage, res contract.ExecuteToolResult) (tools.Identity, contract.ExecuteToolResult, bool, error) {
+	if err := a.schemaKept(ctx, in, tool); errors.Is(err, tools.ErrRefused) {
+		res, err = a.refused(ctx, in, res, err)
+		return tools.Identity{}, res, true, err
+	} else if err != nil {
+		return tools.Identity{}, res, true, err
+	}
 	id, err := tool.Identify(args)
 	if err != nil {
 		// The model turn validated these arguments; reaching here means the

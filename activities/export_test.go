@@ -32,3 +32,22 @@ func (a *Activities) Decide(ctx context.Context, in contract.ExecuteToolInput, a
 	}
 	return a.decide(ctx, in, tool, args)
 }
+
+// PinnedOffer and CallSchemaHash are what ModelTurn offers and records of
+// the tools a task fixed at its start (changeMCPToolsPinned).
+func PinnedOffer(a *Activities, set *contract.ToolSet) []string {
+	var names []string
+	for _, s := range a.pinnedOffer(a.Tools.Specs(), set) {
+		names = append(names, s.Name)
+	}
+	return names
+}
+
+// CallSchemaHash is the schema hash a call of t records in its turn.
+var CallSchemaHash = callSchemaHash
+
+// ValidateToolCall is ModelTurn's check of a call as its attempt finishes,
+// for a task with the fixed set of tools set.
+func ValidateToolCall(a *Activities, set *contract.ToolSet, name string, args []byte) error {
+	return a.toolCallValidator(set)(name, args)
+}

@@ -45,7 +45,7 @@ func (a *Activities) decide(ctx context.Context, in contract.ExecuteToolInput, t
 	if err != nil {
 		return nil, err
 	}
-	c := policy.Call{Tool: tool.Name(), Class: tool.Class(), Writes: tool.Class() != tools.ReadOnly}
+	c := policy.Call{Tool: tool.Name(), Class: tool.Class(), Server: toolServer(tool), Writes: tool.Class() != tools.ReadOnly}
 	if tg, ok := tool.(tools.Targeted); ok {
 		t, err := tg.Target(args)
 		if err != nil {
@@ -126,7 +126,7 @@ func (a *Activities) offered(ctx context.Context, tp *contract.TaskPolicy, pendi
 	out := make([]model.ToolSpec, 0, len(specs))
 	for _, s := range specs {
 		if tool, err := a.Tools.Get(s.Name); err == nil {
-			if _, refused := p.AlwaysRefused(s.Name, tool.Class(), "", policyTask(tp)); refused {
+			if _, refused := p.AlwaysRefused(s.Name, tool.Class(), toolServer(tool), policyTask(tp)); refused {
 				continue
 			}
 		}

@@ -24,8 +24,9 @@ import "go.temporal.io/sdk/workflow"
 //	v9  changeResolveOnce
 //	v10 changeLedgerOutageWaits, changeLedgerKeysPerChain
 //	v11 changePolicyAtToolBoundary, changeBudgets
-//	(not yet recorded) changePolicyByReference
-const HistoryVersion = "v11"
+//	v12 changeTruncateWaitsForLedger, changeAbsentWritesRetried,
+//	    changeApprovals, changePolicyByReference, changeMCPToolsPinned
+const HistoryVersion = "v12"
 
 // Changes to workflow logic, each read with workflow.GetVersion where the
 // logic forks. A change id — the string, which histories record — is never
@@ -176,6 +177,18 @@ const (
 	// a file; the reference is carried by continue-as-new in the input. A
 	// chain started before keeps sending the text.
 	changePolicyByReference = "policy-by-reference"
+
+	// changeMCPToolsPinned: the set of tools whose schema a server may
+	// change (MCP tools), each with its schema hash, is fixed when the
+	// chain's first run starts — from the worker that runs it, through the
+	// WorkerLimits local activity, recorded in history — and kept in the
+	// task's input (AgentTaskInput.Tools); every model turn is given it
+	// (ModelTurnInput.Tools): only those tools are offered, and a call
+	// records the hash the tool was fixed with, so ExecuteTool refuses a
+	// call of a tool that vanished or changed its schema under the
+	// running task. Read once, as the chain's first run starts; a
+	// continued run has the set in its input.
+	changeMCPToolsPinned = "mcp-tools-pinned"
 )
 
 // inEffect reports whether change, one of those through

@@ -54,6 +54,12 @@ type ModelTurnInput struct {
 	// the tools it refuses whatever their arguments are not offered to the
 	// model. Nil offers every tool.
 	Policy *TaskPolicy `json:",omitempty"`
+	// Tools is the task's fixed set of MCP tools (changeMCPToolsPinned):
+	// an MCP tool not in it is not offered, and a call of one records the
+	// schema hash it was fixed with. Nil (a task started before, or a
+	// worker without MCP tools at its start) offers the worker's tools as
+	// they are.
+	Tools *ToolSet `json:",omitempty"`
 }
 
 // ModelTurnResult is the committed output of a completed attempt.
@@ -88,6 +94,11 @@ type ToolCallRef struct {
 	BusinessKey string // empty when the tool has none
 	Arguments   string // ref of the arguments in the ledger
 	Summary     string // what the Temporal UI shows for the call
+	// SchemaHash is, for a tool whose schema its server may change (an MCP
+	// tool), the hash of the input schema the model was offered and its
+	// arguments were checked against; ExecuteTool refuses the call if the
+	// tool's schema is another by then. Empty for the built-in tools.
+	SchemaHash string `json:",omitempty"`
 }
 
 // AttemptReport describes an attempt that did not complete; it is the detail
@@ -417,6 +428,37 @@ type WorkerLimitsResult struct {
 	// Prices its price table (CAPSTAN_MODEL_PRICES), by provider:model.
 	Budget Budget                  `json:"budget,omitzero"`
 	Prices map[string]config.Price `json:"prices,omitempty"`
+	// Tools are the worker's tools whose schema their server may change
+	// (MCP tools), each with the hash of its schema now: a task started
+	// since changeMCPToolsPinned keeps them as its ToolSet.
+	Tools []ToolPin `json:"tools,omitempty"`
+}
+
+// ToolPin is one tool of a task's fixed set, with the hash of the input
+// schema it had when the task started.
+type ToolPin struct {
+	Name       string `json:"name"`
+	SchemaHash string `json:"schema_hash"`
+}
+
+// ToolSet is the set of tools with changeable schemas (MCP tools) a task
+// fixed when it started, recorded in its input: only these are offered to
+// its model, and a call of one whose schema is another by then is refused.
+type ToolSet struct {
+	Pins []ToolPin `json:"pins"`
+}
+
+// Pin returns the pin of the tool called name.
+func (s *ToolSet) Pin(name string) (ToolPin, bool) {
+	if s == nil {
+		return ToolPin{}, false
+	}
+	for _, p := range s.Pins {
+		if p.Name == name {
+			return p, true
+		}
+	}
+	return ToolPin{}, false
 }
 
 // Budget is a task's ceiling on what its model requests spend

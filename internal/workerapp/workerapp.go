@@ -36,6 +36,7 @@ import (
 	"github.com/capstanhq/capstan/internal/ledger/ledgerdsn"
 	"github.com/capstanhq/capstan/internal/livestream"
 	"github.com/capstanhq/capstan/internal/logids"
+	"github.com/capstanhq/capstan/internal/mcp"
 	"github.com/capstanhq/capstan/internal/metrics"
 	"github.com/capstanhq/capstan/internal/model"
 	"github.com/capstanhq/capstan/internal/policy"
@@ -100,6 +101,7 @@ type Worker struct {
 	liveHub       *livestream.Hub // nil when CAPSTAN_STREAM_ADDR is empty
 	liveServer    *livestream.Server
 	gc            config.LedgerGC // the periodic ledger retention Run runs (gc.go)
+	mcp           *mcp.Pool       // the MCP servers of CAPSTAN_MCP_CONFIG; nil for none (mcp.go)
 }
 
 // Run builds a worker from o and polls until ctx is cancelled, then stops
@@ -158,8 +160,14 @@ func New(ctx context.Context, o Options) (_ *Worker, err error) {
 	if err != nil {
 		return nil, err
 	}
+	if clients, err = w.openMCP(ctx, cfg, clients); err != nil {
+		return nil, err
+	}
 	breakers, err := w.newBreakers(cfg, clients)
 	if err != nil {
+		return nil, err
+	}
+	if err := w.configureMCPBreakers(breakers); err != nil {
 		return nil, err
 	}
 
@@ -258,6 +266,9 @@ func (w *Worker) newBreakers(cfg config.Config, cl Clients) (*breaker.Set, error
 		for _, name := range sortedKeys(cl.Providers) {
 			known = append(known, breaker.Model(name))
 		}
+		for _, name := range w.mcp.Servers() {
+			known = append(known, breaker.Key("mcp/"+name))
+		}
 		for _, k := range known {
 			w.metrics.BreakerTransition(string(k), "", string(set.State(k)))
 		}
@@ -330,6 +341,7 @@ func (w *Worker) Close() {
 	if w.ledger != nil {
 		_ = w.ledger.Close()
 	}
+	w.mcp.Close()
 }
 
 // dialFromEnvironment is config.DialTemporal, bounded by dialTimeout.
