@@ -125,6 +125,7 @@ func TestMCPLostAnswerSettledByLookup(t *testing.T) {
 		map[string][]string{"create_ticket": {mcpserver.FaultDrop}})
 	taskID := runMCPTask(t, env, "e2e-mcp-lookup", "mcp-ticket")
 	res := waitResult(t, taskID)
+	recordHistory(t, "mcp-lookup", workflows.WorkflowID(taskID))
 	op := oneOperation(t, res, "mcp__tickets__create_ticket", capstan.OutcomeSucceeded)
 	if op.ExternalID != "T-1" {
 		t.Errorf("operation %+v, want T-1 found by the look-up", op)
