@@ -193,7 +193,7 @@ func validResolution(r *contract.Resolution) error {
 // holds it, with the arguments it was sent with. A worker without
 // reconcilers fails as misconfigured.
 func (a *Activities) question(ctx context.Context, in contract.ReconcileInput, op ledger.Operation, deadline time.Time, window time.Duration) (reconcilers.Question, error) {
-	q := reconcilers.Question{Kind: op.Kind, Deadline: deadline, Window: window,
+	q := reconcilers.Question{Kind: op.Kind, Deadline: deadline, Window: window, Resend: in.Resend,
 		Sent: tools.Sent{Call: tools.Call{OperationID: op.ID, Facts: op.Facts}, Since: op.CreatedAt}}
 	if a.Reconcilers == nil {
 		return q, temporal.NewNonRetryableApplicationError(

@@ -46,6 +46,9 @@ type effect struct {
 	// with backoff after its re-executions are spent (retryAbsent), never
 	// put to a person.
 	dependency string
+	// resends: the reconciler may settle the write by sending it again
+	// (contract.ReconcileInput.Resend), since changeSettleBySending.
+	resends bool
 }
 
 // recover settles an effect whose outcome is unknown (docs/design.md §5.4
@@ -140,6 +143,7 @@ func (t *task) toolEffect(tid string, op declared) effect {
 		absent:      func(r contract.ReconcileResult, _ int) { rec.State, rec.Reason = capstan.OutcomeAbsent, r.Reason },
 		needsPerson: func(reason string) { rec.State, rec.Reason = capstan.OutcomeNeedsHuman, reason },
 		dependency:  dependencyOf(op.call.Name),
+		resends:     true,
 	}
 }
 
@@ -159,6 +163,8 @@ func (t *task) reconcile(ctx workflow.Context, e effect, since time.Time, resolu
 	actx := workflow.WithActivityOptions(ctx, opts)
 	in := e.input
 	in.Tenant, in.TaskID, in.Scope, in.Since, in.Window, in.Resolution = t.in.Tenant, t.in.TaskID, t.scope, since, t.in.ReconcileWindow, resolution
+	in.Resend = e.resends && resolution == nil &&
+		workflow.GetVersion(ctx, changeSettleBySending, workflow.DefaultVersion, 1) != workflow.DefaultVersion
 	var r contract.ReconcileResult
 	err := workflow.ExecuteActivity(actx, contract.ActivityReconcile, in).Get(ctx, &r)
 	// A reconciliation the ledger kept from running asked nothing: it is

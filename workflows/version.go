@@ -164,6 +164,18 @@ const (
 	// Read once, as the chain's first run starts, by a chain with a policy
 	// context; a continued run takes it from its checkpoint.
 	changeApprovals = "approvals"
+
+	// changeSettleBySending: the Reconcile of a running task's tool
+	// operation may settle a conditional write whose service refuses a
+	// second effect — a pull request (one open per head and base), a
+	// branch (one per name) — by sending it again with the same operation
+	// id after one lookup saw nothing (contract.ReconcileInput.Resend,
+	// docs/design.md §5.5): created is found, refused as already there is
+	// read back and found if it is the operation's. Such a write settles
+	// in seconds instead of a consistency window and a re-execution. A
+	// cancelled task's reconciliation never sends. Read where each
+	// Reconcile's input is built.
+	changeSettleBySending = "settle-by-sending"
 )
 
 // inEffect reports whether change, one of those through

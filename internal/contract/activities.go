@@ -314,6 +314,14 @@ type ReconcileInput struct {
 	// Channel is the Slack channel a delivery was posted to, as Deliver was
 	// given it. Empty for a tool operation.
 	Channel string
+	// Resend lets the reconciler settle a conditional write whose service
+	// refuses a second effect (tools.Settler: a pull request, a branch) by
+	// sending it again with the same operation id once its lookup saw
+	// nothing, instead of waiting out the window (docs/design.md §5.5).
+	// The workflow sets it for a running task's tool operation since
+	// changeSettleBySending; never for a cancelled task's, which sends
+	// nothing more. False: look only.
+	Resend bool `json:",omitempty"`
 }
 
 // Resolution is what a person decided about an operation nobody else could
