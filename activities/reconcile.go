@@ -25,8 +25,10 @@ import (
 
 // Backoff between the questions of one Reconcile while the effect is not
 // seen yet or the question could not be asked: full jitter, doubling from
-// 1 s to 10 s, never past the end of the consistency window.
-var reconcileBackoff = backoff.Policy{Base: time.Second, Cap: 10 * time.Second}
+// 0.5 s to 5 s, never past the end of the consistency window. The first
+// question is asked at once and found is concluded the moment it is seen
+// (issue 18: ask early, conclude late); only absent waits for the window.
+var reconcileBackoff = backoff.Policy{Base: 500 * time.Millisecond, Cap: 5 * time.Second}
 
 // ReconcileProgress is Reconcile's heartbeat detail.
 type ReconcileProgress struct {

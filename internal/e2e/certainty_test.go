@@ -33,7 +33,7 @@ func certaintyRows() []faultRow {
 		{name: "git.create-ref_502", fault: "branch create: 502 before acting", endpoint: "git/create-ref", window: w, want: settleAny,
 			github: []sandbox.FaultRule{{Endpoint: "git/create-ref", Kind: sandbox.FaultFail, Status: 502, Times: 1}}},
 		{name: "contents_drop", fault: "file write: act, answer lost", endpoint: "repos/create-or-update-file-contents", window: w,
-			want: settleAny,
+			want:   settleAny,
 			github: []sandbox.FaultRule{{Endpoint: "repos/create-or-update-file-contents", Kind: sandbox.FaultDrop, Times: 1}}},
 		{name: "comment_drop", fault: "comment: act, answer lost", endpoint: "issues/create-comment", window: w, want: settleAny,
 			github: []sandbox.FaultRule{{Endpoint: "issues/create-comment", Kind: sandbox.FaultDrop, Times: 1}}},
