@@ -31,13 +31,7 @@ import (
 var reconcileBackoff = backoff.Policy{Base: 500 * time.Millisecond, Cap: 5 * time.Second}
 
 // ReconcileProgress is Reconcile's heartbeat detail.
-type ReconcileProgress struct {
-	Asked int    `json:"asked"`
-	Last  string `json:"last,omitempty"` // the last observation, or why the last question failed
-	// Waiting says why the question being asked is waiting, as its lookup
-	// told (a rate limit's Retry-After); empty when it is not.
-	Waiting string `json:"waiting,omitempty"`
-}
+type ReconcileProgress = contract.ReconcileProgress
 
 // recoveredNote is the tool message, and the ledger's result, of an
 // operation found after the fact: the model learns that its call took effect
@@ -220,6 +214,9 @@ func (a *Activities) question(ctx context.Context, in contract.ReconcileInput, o
 // verdict.
 func (a *Activities) askUntilSure(ctx context.Context, in contract.ReconcileInput, op ledger.Operation, q reconcilers.Question, clock func() time.Time) (contract.ReconcileResult, error) {
 	progress := &reconcileProgress{}
+	if e, err := a.Reconcilers.Effect(q.Kind, q.Sent); err == nil {
+		progress.p.LookingFor, progress.p.AbsentBy = e.Key(), q.Deadline // shown by starter follow
+	}
 	stop := a.startReconcileHeartbeat(ctx, progress)
 	defer stop()
 	// A lookup that waits of its own accord (Slack's Retry-After) says so
@@ -421,7 +418,7 @@ type reconcileProgress struct {
 
 func (r *reconcileProgress) set(asked int, last string) {
 	r.mu.Lock()
-	r.p = ReconcileProgress{Asked: asked, Last: last}
+	r.p = ReconcileProgress{Asked: asked, Last: last, LookingFor: r.p.LookingFor, AbsentBy: r.p.AbsentBy}
 	r.mu.Unlock()
 }
 
