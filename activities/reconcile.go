@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 
 	"github.com/capstanhq/capstan"
 	"github.com/capstanhq/capstan/internal/backoff"
+	"github.com/capstanhq/capstan/internal/breaker"
 	"github.com/capstanhq/capstan/internal/config"
 	"github.com/capstanhq/capstan/internal/contract"
 	"github.com/capstanhq/capstan/internal/ledger"
@@ -230,7 +232,7 @@ func (a *Activities) askUntilSure(ctx context.Context, in contract.ReconcileInpu
 		}
 	})
 
-	ans, err := a.Reconcilers.Reconcile(ctx, q, reconcilers.Pace{Now: clock, Backoff: a.reconcileBackoff,
+	ans, err := a.Reconcilers.Reconcile(ctx, q, reconcilers.Pace{Now: clock, Backoff: a.reconcileBackoff, Resending: a.resending(op.Kind),
 		Asked: func(asked int, last string) {
 			progress.set(asked, last)
 			if activity.IsActivity(ctx) {
@@ -475,4 +477,19 @@ func (a *Activities) startReconcileHeartbeat(ctx context.Context, progress *reco
 // from Deps.Random.
 func (a *Activities) reconcileBackoff(n int) time.Duration {
 	return reconcileBackoff.Delay(n+1, 0, a.Random())
+}
+
+// resending gates a reconciler's re-send of a write of kind (a tool's
+// name) through its service's write breaker, as ExecuteTool's sends are
+// (toolBreaker): while it is open nothing is sent, and the re-send's
+// outcome is judged as a call's (toolHealth).
+func (a *Activities) resending(kind string) func() (func(error), bool) {
+	return func() (func(error), bool) {
+		service, _, _ := strings.Cut(kind, "_")
+		permit, err := a.Breakers.Allow(breaker.Key(service + "/write"))
+		if err != nil {
+			return nil, false
+		}
+		return func(err error) { permit.Done(toolHealth(err)) }, true
+	}
 }

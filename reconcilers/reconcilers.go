@@ -109,6 +109,10 @@ type Pace struct {
 	// Asked, when set, hears after each question how many have been asked
 	// and what the last one saw, or why it could not ask.
 	Asked func(asked int, last string)
+	// Resending, when set, is asked before a Settler is sent again (the
+	// dependency's breaker): ok false sends nothing and the lookups go on;
+	// done hears the re-send's error (nil: it was answered and settled).
+	Resending func() (done func(err error), ok bool)
 }
 
 // Answer is what a reconciliation concluded.
@@ -178,8 +182,12 @@ func (s *Set) Reconcile(ctx context.Context, q Question, p Pace) (Answer, error)
 			return ans, nil
 		case obs.Outcome == tools.NotSeen && settler != nil:
 			// The service holds one effect per key: send again, once.
-			sobs, serr := settler.Settle(ctx)
+			sobs, serr, sent := p.settle(ctx, settler)
 			settler = nil
+			if !sent {
+				p.asked(ans.Asked, "not sent again: its breaker is open")
+				break
+			}
 			ans.Asked++
 			if ctx.Err() != nil {
 				return ans, fmt.Errorf("interrupted: %w", ctx.Err())
@@ -211,6 +219,21 @@ func (s *Set) Reconcile(ctx context.Context, q Question, p Pace) (Answer, error)
 			return ans, fmt.Errorf("interrupted: %w", err)
 		}
 	}
+}
+
+// settle sends the call again through p.Resending; sent is false when
+// that refused it.
+func (p Pace) settle(ctx context.Context, s tools.Settler) (tools.Observation, error, bool) {
+	done := func(error) {}
+	if p.Resending != nil {
+		var ok bool
+		if done, ok = p.Resending(); !ok {
+			return tools.Observation{}, nil, false
+		}
+	}
+	obs, err := s.Settle(ctx)
+	done(err)
+	return obs, err, true
 }
 
 func (p Pace) asked(n int, last string) {

@@ -76,3 +76,34 @@ func TestReconcileSettlesBySending(t *testing.T) {
 		}
 	}
 }
+
+// A re-send goes through Pace.Resending (the dependency's breaker): refused,
+// nothing is sent and the window decides; allowed, done hears how it went.
+func TestReconcileResendsThroughItsGate(t *testing.T) {
+	t.Parallel()
+	made := answer{obs: tools.Observation{Outcome: tools.Found, ExternalID: "thing/2", Detail: "made again"}}
+	for _, open := range []bool{true, false} {
+		c := &clock{now: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)}
+		s := &settling{scripted: &scripted{clock: c, answers: []answer{notSeen}}, settle: made}
+		set := reconcilers.NewSet(tools.NewRegistry(tool{finder: &finder{name: "make_thing", effect: s}}))
+		judged := 0
+		ans, err := set.Reconcile(context.Background(), reconcilers.Question{Kind: "make_thing", Sent: sentCall,
+			Deadline: c.Now().Add(5 * time.Second), Window: 5 * time.Second, Resend: true},
+			reconcilers.Pace{Now: c.Now, Backoff: func(int) time.Duration { return time.Millisecond },
+				Resending: func() (func(error), bool) {
+					return func(err error) {
+						if err == nil {
+							judged++
+						}
+					}, !open
+				}})
+		switch {
+		case err != nil:
+			t.Fatal(err)
+		case open && (s.settled != 0 || ans.State != capstan.OutcomeAbsent):
+			t.Errorf("breaker open: sent again %d times, %s; want nothing sent, absent by the window", s.settled, ans.State)
+		case !open && (s.settled != 1 || judged != 1 || ans.State != capstan.OutcomeSucceeded):
+			t.Errorf("breaker closed: sent again %d times, judged %d, %s; want once, judged, found", s.settled, judged, ans.State)
+		}
+	}
+}

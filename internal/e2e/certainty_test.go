@@ -60,6 +60,9 @@ func TestTimeToCertainty(t *testing.T) {
 				rep := faultReport{fault: row.fault, outcome: "row failed"}
 				defer func() { reports[i], failed[i] = rep, t.Failed() }()
 				runFaultRow(t, 40+i, row, &rep)
+				if limit := certaintyLimit(row); !t.Failed() && rep.settled > limit {
+					t.Errorf("%s settled %s after the fault, want within %s", row.fault, rep.settled, limit)
+				}
 			})
 		})
 	}
@@ -114,4 +117,21 @@ func describeSettlement(journal []string) string {
 		return "settled in the attempt"
 	}
 	return strings.Join(how, ", ")
+}
+
+// certaintyLimit is how soon after its fault a row's operation must be
+// settled (issue 18): a conditional or idempotent write within 5 s of the
+// moment the sandbox acted or refused — for an answer held back, of the
+// write timeout (15 s) — and the rest within the consistency window.
+func certaintyLimit(row faultRow) time.Duration {
+	const soon = 5 * time.Second
+	switch {
+	case row.stop != 0:
+		return row.window // handed on through the heartbeat timeout; a lookup finds it
+	case row.endpoint == "chat.postMessage", row.endpoint == "issues/create-comment":
+		return row.window + soon
+	case row.slow:
+		return 15*time.Second + soon // CAPSTAN_GITHUB_WRITE_TIMEOUT's default
+	}
+	return soon
 }

@@ -65,7 +65,7 @@ func (e pullRequestEffect) Settle(ctx context.Context) (tools.Observation, error
 			"no pull request of %s from %s into %s carried the operation's marker, so it was opened again with the same operation id: #%d",
 			e.repo, e.head, e.base, pr.GetNumber())}, nil
 	case !alreadyExists(err):
-		return tools.Observation{}, fmt.Errorf("open %s → %s in %s again: %w: %w", e.head, e.base, e.repo, errSettleRefused, err)
+		return tools.Observation{}, fmt.Errorf("open %s → %s in %s again: %w: %w", e.head, e.base, e.repo, errSettleRefused, marked(err))
 	}
 	obs, ferr := e.Find(ctx)
 	switch {
@@ -101,7 +101,7 @@ func (e branchEffect) Settle(ctx context.Context) (tools.Observation, error) {
 		return tools.Observation{Outcome: tools.Found, ExternalID: "refs/heads/" + e.branch + "@" + at, Detail: fmt.Sprintf(
 			"branch %s did not exist in %s, so it was created again at %s", e.branch, e.repo, at)}, nil
 	case !alreadyExists(err):
-		return tools.Observation{}, fmt.Errorf("create %s in %s at %s again: %w: %w", e.branch, e.repo, sha, errSettleRefused, err)
+		return tools.Observation{}, fmt.Errorf("create %s in %s at %s again: %w: %w", e.branch, e.repo, sha, errSettleRefused, marked(err))
 	}
 	obs, ferr := e.Find(ctx)
 	switch {
