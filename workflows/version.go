@@ -25,7 +25,8 @@ import "go.temporal.io/sdk/workflow"
 //	v10 changeLedgerOutageWaits, changeLedgerKeysPerChain
 //	v11 changePolicyAtToolBoundary, changeBudgets
 //	v12 changeTruncateWaitsForLedger, changeAbsentWritesRetried,
-//	    changeApprovals, changePolicyByReference, changeMCPToolsPinned
+//	    changeApprovals, changePolicyByReference, changeMCPToolsPinned,
+//	    changeSettleBySending
 const HistoryVersion = "v12"
 
 // Changes to workflow logic, each read with workflow.GetVersion where the
@@ -189,6 +190,18 @@ const (
 	// running task. Read once, as the chain's first run starts; a
 	// continued run has the set in its input.
 	changeMCPToolsPinned = "mcp-tools-pinned"
+
+	// changeSettleBySending: the Reconcile of a running task's tool
+	// operation may settle a conditional write whose service refuses a
+	// second effect — a pull request (one open per head and base), a
+	// branch (one per name) — by sending it again with the same operation
+	// id after one lookup saw nothing (contract.ReconcileInput.Resend,
+	// docs/design.md §5.5): created is found, refused as already there is
+	// read back and found if it is the operation's. Such a write settles
+	// in seconds instead of a consistency window and a re-execution. A
+	// cancelled task's reconciliation never sends. Read where each
+	// Reconcile's input is built.
+	changeSettleBySending = "settle-by-sending"
 )
 
 // inEffect reports whether change, one of those through
