@@ -142,17 +142,21 @@ func TestRunRequireApproval(t *testing.T) {
 		return map[string]string{"CAPSTAN_APPROVAL_TIMEOUT": "48h"}[k]
 	})}
 	f := runFlags{prompt: "p", repo: "acme/app", base: "main", tenant: "default", maxTurns: 3, humanTimeout: config.DefaultHumanTimeout,
-		requireApproval: []string{"github_create_pull_request", "unsafe", "github_create_pull_request"}}
+		requireApproval: []string{"github_create_pull_request", "unsafe", "github_create_pull_request", "mcp__tickets__create_ticket"}}
 	in, err := a.taskInput(f)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := in.Policy.RequireApproval; !reflect.DeepEqual(got, []string{"github_create_pull_request", "unsafe"}) || in.ApprovalTimeout != 48*time.Hour {
-		t.Errorf("require approval %v, timeout %s; want the tool and the class once each, 48h", got, in.ApprovalTimeout)
+	if got := in.Policy.RequireApproval; !reflect.DeepEqual(got, []string{"github_create_pull_request", "unsafe", "mcp__tickets__create_ticket"}) || in.ApprovalTimeout != 48*time.Hour {
+		t.Errorf("require approval %v, timeout %s; want the tool, the class and the MCP tool once each, 48h", got, in.ApprovalTimeout)
 	}
 	f.approvalTimeout = 3 * time.Second
 	if in, err = a.taskInput(f); err != nil || in.ApprovalTimeout != 3*time.Second {
 		t.Errorf("--approval-timeout 3s: %s, %v", in.ApprovalTimeout, err)
+	}
+	f.requireApproval = []string{"mcp__no-tool"}
+	if _, err := a.taskInput(f); err == nil {
+		t.Error("--require-approval mcp__no-tool (no tool after the server) was accepted")
 	}
 	f.requireApproval = []string{"github_merge"}
 	_, err = a.taskInput(f)

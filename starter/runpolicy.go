@@ -1,6 +1,7 @@
 package main
 
 import (
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -72,10 +73,16 @@ func (a *app) taskPolicy(f runFlags, comments []contract.CommentTarget) (*contra
 	return tp, nil
 }
 
+// mcpToolName is the form of an MCP tool's name (docs/design.md §5.10):
+// which tools a worker's MCP servers offer is the worker's to know, not
+// the starter's, so the starter checks the form alone.
+var mcpToolName = regexp.MustCompile(`^mcp__[A-Za-z0-9_-]+__[A-Za-z0-9_-]+$`)
+
 // approvable refuses a --require-approval that names neither a built-in
-// tool nor a safety class, with one sentence saying which names are.
+// tool, an MCP tool (mcp__<server>__<tool>) nor a safety class, with one
+// sentence saying which names are.
 func approvable(name string) error {
-	if _, ok := policy.BuiltinTools[name]; ok {
+	if _, ok := policy.BuiltinTools[name]; ok || mcpToolName.MatchString(name) {
 		return nil
 	}
 	classes := []string{string(capstan.ClassReadOnly), string(capstan.ClassIdempotent), string(capstan.ClassConditional), string(capstan.ClassUnsafe)}
@@ -87,5 +94,5 @@ func approvable(name string) error {
 		tools = append(tools, n)
 	}
 	sort.Strings(tools)
-	return usagef("--require-approval %q is neither a tool (%s) nor a class (%s)", name, strings.Join(tools, ", "), strings.Join(classes, ", "))
+	return usagef("--require-approval %q is neither a tool (%s, or an MCP tool's mcp__<server>__<tool>) nor a class (%s)", name, strings.Join(tools, ", "), strings.Join(classes, ", "))
 }
