@@ -148,6 +148,7 @@ var cases = []testCase{
 	{"CommitTurnStoresItems", testCommitTurnStoresItems},
 	{"ConcurrentWritesFailAlone", testConcurrentWritesFailAlone},
 	{"RetentionRemovesOneChain", testRetentionRemovesOneChain},
+	{"RetentionCollectsAZombiesItem", testRetentionCollectsAZombiesItem},
 	{"DecisionRecordedOnce", testDecisionRecordedOnce},
 }
 

@@ -163,3 +163,46 @@ func testRetentionRemovesOneChain(h *h) {
 		}
 	}
 }
+
+// An item a late attempt of a chain writes after retention removed the
+// chain (a zombie activity) makes the chain known again, so the next
+// retention collects the item: no ownership row outlives every chain that
+// could remove it.
+func testRetentionCollectsAZombiesItem(h *h) {
+	const z = "~cccccccccccc"
+	ctx := ledger.WithScope(h.ctx, scopeOf(z, "run-z"))
+	h.chainWrites(ctx, z, "Z")
+	h.clock.Advance(time.Minute)
+	chains := func() []ledger.Chain {
+		h.Helper()
+		cs, err := h.s.Chains(h.ctx, h.clock.Now().Add(time.Second))
+		if err != nil {
+			h.Fatal(err)
+		}
+		return cs
+	}
+	cs := chains()
+	if len(cs) != 1 {
+		h.Fatalf("Chains = %+v; want chain %s", cs, z)
+	}
+	if _, err := h.s.RemoveChain(h.ctx, cs[0], false); err != nil {
+		h.Fatal(err)
+	}
+	h.clock.Advance(time.Minute)
+	late := []byte("an item written after the chain was removed")
+	ref, err := h.s.PutItem(ctx, late)
+	if err != nil {
+		h.Fatal(err)
+	}
+	cs = chains()
+	if len(cs) != 1 || cs[0].Scope != z {
+		h.Fatalf("Chains after the zombie's write = %+v; want chain %s known again", cs, z)
+	}
+	got, err := h.s.RemoveChain(h.ctx, cs[0], false)
+	if err != nil || got.Items != 1 || got.Tasks != 1 {
+		h.Fatalf("RemoveChain of the zombie's chain = %+v, %v; want its 1 item and its task row", got, err)
+	}
+	if _, err := h.s.GetItem(h.ctx, ref); !errors.Is(err, ledger.ErrNotFound) {
+		h.Fatalf("GetItem of the zombie's item after retention: %v, want ErrNotFound", err)
+	}
+}

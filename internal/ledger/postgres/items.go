@@ -18,7 +18,12 @@ func (s *Store) PutItem(ctx context.Context, data []byte) (string, error) {
 	}
 	ref := ledger.ItemRef(data)
 	b := &pgx.Batch{}
-	queueItems(ctx, b, [][]byte{data}, s.nowArg())
+	// The chain is recorded as it is by a turn commit, so that an item a
+	// late attempt writes after retention removed its chain makes the
+	// chain known again, and the next retention collects it.
+	now := s.nowArg()
+	queueChain(b, ledger.ScopeOf(ctx), now)
+	queueItems(ctx, b, [][]byte{data}, now)
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
 		return "", unavailable(fmt.Errorf("ledger/postgres: put item %s (%d bytes): %w", ref, len(data), err))
 	}

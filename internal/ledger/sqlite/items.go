@@ -18,7 +18,16 @@ func (s *Store) PutItem(ctx context.Context, data []byte) (string, error) {
 		data = []byte{}
 	}
 	ref := ledger.ItemRef(data)
-	err := s.inTx(ctx, func(tx *sql.Tx) error { return putItems(ctx, tx, [][]byte{data}, s.now().UTC()) })
+	// The chain is recorded as it is by a turn commit, so that an item a
+	// late attempt writes after retention removed its chain makes the
+	// chain known again, and the next retention collects it.
+	now := s.now().UTC()
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		if err := upsertChain(ctx, tx, ledger.ScopeOf(ctx), now); err != nil {
+			return err
+		}
+		return putItems(ctx, tx, [][]byte{data}, now)
+	})
 	if err != nil {
 		return "", unavailable(fmt.Errorf("ledger/sqlite: put item %s (%d bytes): %w", ref, len(data), err))
 	}
