@@ -154,6 +154,9 @@ func New(ctx context.Context, o Options) (_ *Worker, err error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := clients.CheckGitHubApp(ctx); err != nil {
+		return nil, err
+	}
 	breakers, err := w.newBreakers(cfg, clients)
 	if err != nil {
 		return nil, err
