@@ -109,3 +109,42 @@ func TestGitHubAppTokensOutliveNoTask(t *testing.T) {
 		t.Error("the workflow's history holds an installation token or the App's key")
 	}
 }
+
+// TestGitHubAppWrongKeyStopsTheWorker: a worker whose App key is not the
+// App's (the sandbox refuses its JWT), or whose GITHUB_TOKEN is set beside
+// the App, stops at startup with one line saying which settings to check.
+func TestGitHubAppWrongKeyStopsTheWorker(t *testing.T) {
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb := startSandbox(t)
+	sb.GitHub.SetApp(sandbox.GitHubApp{ID: 4242, Slug: "capstan-e2e", PublicKey: &key.PublicKey, InstallationID: 99})
+	otherPEM := string(pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(other)}))
+	for _, tc := range []struct {
+		name  string
+		extra []string
+		want  string
+	}{
+		{"wrong key", nil, "check CAPSTAN_GITHUB_APP_ID and its private key"},
+		{"token too", []string{"GITHUB_TOKEN=" + githubTok}, "GITHUB_TOKEN and CAPSTAN_GITHUB_APP_* are both set"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := append(baseEnv(t, "e2e-ghapp-key"), "OPENAI_API_KEY="+openAIKey, "GITHUB_API_URL="+sb.GitHubURL,
+				"CAPSTAN_GITHUB_APP_ID=4242", "CAPSTAN_GITHUB_APP_PRIVATE_KEY="+otherPEM)
+			r := runWorkerToExit(t, append(env, tc.extra...))
+			last := strings.TrimSpace(lastLines(r.stderr))
+			if r.code != 1 || !strings.Contains(last, tc.want) || strings.Count(last, "\n") != 0 {
+				t.Fatalf("exit %d, stderr %q; want exit 1 and one line with %q", r.code, r.stderr, tc.want)
+			}
+			t.Logf("worker: %s", last)
+			if strings.Contains(r.stderr, "PRIVATE KEY") {
+				t.Errorf("the worker printed its key: %q", r.stderr)
+			}
+		})
+	}
+}

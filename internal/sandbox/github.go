@@ -243,11 +243,8 @@ func (g *GitHub) serve(w http.ResponseWriter, r *http.Request) {
 	if i < 0 && strings.HasSuffix(p, "/user") {
 		i = len(p) - len("/user") // GET /user, under the same mount prefix
 	}
-	if i < 0 && strings.HasSuffix(p, "/app") {
-		i = len(p) - len("/app") // GET /app
-	}
-	if j := strings.Index(p, "/app/installations/"); i < 0 && j >= 0 {
-		i = j
+	if i < 0 {
+		i = appPathStart(p)
 	}
 	if i < 0 {
 		ghError(w, http.StatusNotFound, "Not Found")

@@ -177,6 +177,15 @@ func (g *GitHub) createInstallationToken(w http.ResponseWriter, r *http.Request)
 		"repository_selection": "all"})
 }
 
+// appPathStart is where the Apps API path (/app, /app/installations/...)
+// begins in p, under whatever mount prefix; -1 when p is not one.
+func appPathStart(p string) int {
+	if strings.HasSuffix(p, "/app") {
+		return len(p) - len("/app")
+	}
+	return strings.Index(p, "/app/installations/")
+}
+
 // bearer is the request's token, whatever its scheme.
 func bearer(r *http.Request) string {
 	auth := r.Header.Get("Authorization")
