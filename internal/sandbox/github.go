@@ -89,9 +89,10 @@ type GitHubStats struct {
 	PullRequestsCreated int64 `json:"pull_requests_created"`
 	CommentsCreated     int64 `json:"comments_created"`
 	// AppTokensIssued counts installation tokens issued (SetApp);
-	// RefusedTokens the requests refused for an expired or unknown one.
-	AppTokensIssued int64 `json:"app_tokens_issued"`
-	RefusedTokens   int64 `json:"refused_tokens"`
+	// RefusedTokens the requests refused for an expired or unknown one
+	// (both left out of /_sandbox/stats while 0).
+	AppTokensIssued int64 `json:"app_tokens_issued,omitempty"`
+	RefusedTokens   int64 `json:"refused_tokens,omitempty"`
 }
 
 // SandboxPR is a pull request as stored by the fake.
