@@ -16,6 +16,9 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/capstanhq/capstan/internal/tools"
+	githubtools "github.com/capstanhq/capstan/internal/tools/github"
 )
 
 // fakeClock is a clock tests move by hand.
@@ -198,5 +201,9 @@ func TestTransportPutsTheTokenOnRequests(t *testing.T) {
 	err := get()
 	if !errors.Is(err, ErrExchange) || strings.Contains(err.Error(), "ghs_") {
 		t.Fatalf("err = %v, want ErrExchange without a token in it", err)
+	}
+	// The exchange met a 401, but the request itself was never sent.
+	if v := githubtools.Classify(err); v != tools.VerdictNotSent {
+		t.Errorf("Classify(%v) = %s, want not_sent", err, v)
 	}
 }

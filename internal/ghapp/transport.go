@@ -1,10 +1,14 @@
 package ghapp
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
+
+	"github.com/capstanhq/capstan/internal/tools"
 )
 
 // Transport returns an http.RoundTripper that sends each request through
@@ -33,19 +37,19 @@ func (t *appTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		owner, repo, ok := repoOf(req.URL)
 		if !ok {
 			closeBody(req)
-			return nil, fmt.Errorf("%w: GitHub App %d: %s %s names no repository to find the installation of (set CAPSTAN_GITHUB_APP_INSTALLATION_ID)",
-				ErrExchange, t.s.cfg.AppID, req.Method, req.URL.Path)
+			return nil, notSent(fmt.Errorf("%w: GitHub App %d: %s %s names no repository to find the installation of (set CAPSTAN_GITHUB_APP_INSTALLATION_ID)",
+				ErrExchange, t.s.cfg.AppID, req.Method, req.URL.Path))
 		}
 		var err error
 		if id, err = t.s.Installation(ctx, owner, repo); err != nil {
 			closeBody(req)
-			return nil, err
+			return nil, notSent(err)
 		}
 	}
 	tok, err := t.s.Token(ctx, id)
 	if err != nil {
 		closeBody(req)
-		return nil, err
+		return nil, notSent(err)
 	}
 	r := req.Clone(ctx)
 	r.Header.Set("Authorization", "Bearer "+tok)
@@ -54,6 +58,16 @@ func (t *appTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		t.s.forget(id, tok)
 	}
 	return resp, err
+}
+
+// notSent marks err, the reason a request was not sent, as such for the
+// tools' classification, except when the request's context ended: that
+// keeps its own verdict (cancelled, or unknown for a deadline).
+func notSent(err error) error {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return tools.WithVerdict(err, tools.VerdictNotSent)
 }
 
 // repoOf finds "repos/{owner}/{repo}" in u's path, under whatever prefix
