@@ -45,7 +45,8 @@ type appServer struct {
 	hold      chan struct{}
 	fail      atomic.Bool
 	exchanges atomic.Int64
-	seen      sync.Map // Authorization headers of repository calls
+	lookups   atomic.Int64 // GET /repos/{o}/{r}/installation
+	seen      sync.Map     // Authorization headers of repository calls
 }
 
 func (a *appServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -68,6 +69,14 @@ func (a *appServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusCreated)
 		_ = json.NewEncoder(w).Encode(map[string]any{"token": fmt.Sprintf("ghs_secret%d", n),
 			"expires_at": a.clock.Now().Add(a.life).UTC().Format(time.RFC3339)})
+	case strings.HasPrefix(r.URL.Path, "/repos/") && strings.HasSuffix(r.URL.Path, "/installation"):
+		if _, err := jwt.Parse(auth, func(*jwt.Token) (any, error) { return &a.key.PublicKey, nil },
+			jwt.WithValidMethods([]string{"RS256"}), jwt.WithTimeFunc(a.clock.Now)); err != nil {
+			http.Error(w, `{"message":"A JSON web token could not be decoded"}`, http.StatusUnauthorized)
+			return
+		}
+		a.lookups.Add(1)
+		_ = json.NewEncoder(w).Encode(map[string]any{"id": 7})
 	case strings.HasPrefix(r.URL.Path, "/repos/"):
 		a.seen.Store(auth, true)
 		_ = json.NewEncoder(w).Encode(map[string]any{"id": 1})
@@ -77,6 +86,10 @@ func (a *appServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func newAppServer(t *testing.T, life time.Duration) (*appServer, *Source) {
+	return newAppServerFor(t, life, 7)
+}
+
+func newAppServerFor(t *testing.T, life time.Duration, installation int64) (*appServer, *Source) {
 	t.Helper()
 	key, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
@@ -86,7 +99,7 @@ func newAppServer(t *testing.T, life time.Duration) (*appServer, *Source) {
 	a := &appServer{t: t, key: key, clock: clock, life: life}
 	srv := httptest.NewServer(a)
 	t.Cleanup(srv.Close)
-	s, err := New(Config{AppID: 42, Key: key, InstallationID: 7, BaseURL: srv.URL, Now: clock.Now})
+	s, err := New(Config{AppID: 42, Key: key, InstallationID: installation, BaseURL: srv.URL, Now: clock.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,5 +218,29 @@ func TestTransportPutsTheTokenOnRequests(t *testing.T) {
 	// The exchange met a 401, but the request itself was never sent.
 	if v := githubtools.Classify(err); v != tools.VerdictNotSent {
 		t.Errorf("Classify(%v) = %s, want not_sent", err, v)
+	}
+}
+
+// TestInstallationIsLookedUpOncePerRepository: without a configured
+// installation, a repository's is asked of GitHub on its first request
+// (with the JWT) and kept; GitHub's names are case-insensitive.
+func TestInstallationIsLookedUpOncePerRepository(t *testing.T) {
+	a, s := newAppServerFor(t, time.Hour, 0)
+	hc := &http.Client{Transport: s.Transport(nil)}
+	for _, path := range []string{"repos/o/r", "repos/o/r/pulls", "repos/O/R/contents/x", "repos/o/other"} {
+		resp, err := hc.Get(s.api.BaseURL.String() + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	if n := a.lookups.Load(); n != 2 {
+		t.Errorf("%d installation look-ups for two repositories, want 2", n)
+	}
+	if n := a.exchanges.Load(); n != 1 {
+		t.Errorf("%d token exchanges for one installation, want 1", n)
+	}
+	if _, err := hc.Get(s.api.BaseURL.String() + "user"); !errors.Is(err, ErrExchange) || !strings.Contains(err.Error(), "CAPSTAN_GITHUB_APP_INSTALLATION_ID") {
+		t.Errorf("a request naming no repository: %v, want an ErrExchange pointing at CAPSTAN_GITHUB_APP_INSTALLATION_ID", err)
 	}
 }
