@@ -101,8 +101,9 @@ func New(cfg Config) (*Source, error) {
 func (s *Source) InstallationID() int64 { return s.cfg.InstallationID }
 
 // JWT returns a fresh App JWT: RS256, issued 60 s in the past (GitHub's
-// advice against clock drift), expiring 9 minutes after that (GitHub takes
-// at most 10), the App id as issuer.
+// advice against clock drift), expiring 9 minutes from now (GitHub takes
+// at most 10 ahead), the App id as issuer. It is signed per call and kept
+// nowhere.
 func (s *Source) JWT() (string, error) {
 	now := s.cfg.Now()
 	claims := jwt.RegisteredClaims{
