@@ -69,10 +69,11 @@ type cached struct {
 	flight          *flight // the exchange in flight; nil when none
 }
 
-// flight is one exchange: err is set before done is closed.
+// flight is one exchange: token or err is set before done is closed.
 type flight struct {
-	done chan struct{}
-	err  error
+	done  chan struct{}
+	token string
+	err   error
 }
 
 // New returns a Source for cfg.
@@ -214,12 +215,7 @@ func (s *Source) Token(ctx context.Context, id int64) (string, error) {
 		return "", fmt.Errorf("%w: GitHub App %d: waiting for a token of installation %d: %w", ErrExchange, s.cfg.AppID, id, ctx.Err())
 	case <-f.done:
 	}
-	if f.err != nil {
-		return "", f.err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return c.token, nil
+	return f.token, f.err
 }
 
 // exchange gets installation id a new token and ends flight f. It runs
@@ -240,6 +236,7 @@ func (s *Source) exchange(ctx context.Context, id int64, c *cached, f *flight) {
 		f.err = fmt.Errorf("%w: GitHub App %d: installation %d answered a token that is empty or already expired", ErrExchange, s.cfg.AppID, id)
 	default:
 		c.token, c.issued, c.expires = tok.GetToken(), now, tok.GetExpiresAt().Time
+		f.token = c.token
 	}
 }
 
