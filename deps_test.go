@@ -19,6 +19,7 @@ var clientSDKs = []string{
 	"github.com/sony/gobreaker",
 	"github.com/openai/openai-go",
 	"github.com/anthropics/anthropic-sdk-go",
+	"github.com/modelcontextprotocol/go-sdk",
 }
 
 // TestWorkflowAndStarterLinkNoClientSDK runs `go list -deps` over the

@@ -46,6 +46,13 @@ type Ledger interface {
 	GetItems(ctx context.Context, refs []string) ([][]byte, error)
 	CommitTurn(ctx context.Context, turnID string, output []byte, items ...[]byte) ([]byte, error)
 	GetTurn(ctx context.Context, turnID string) ([]byte, error)
+	RecordDecision(ctx context.Context, d ledger.Decision) (ledger.Decision, bool, error)
+}
+
+// BranchReader names a repository's ("owner/name") default branch;
+// "" when it is not known.
+type BranchReader interface {
+	DefaultBranch(ctx context.Context, repo string) (string, error)
 }
 
 // SlackPoster posts a message; *slack.Client satisfies it.
@@ -67,6 +74,11 @@ type Deps struct {
 	// can only record a person's verdict, and otherwise fails as
 	// worker_misconfigured.
 	Reconcilers *reconcilers.Set
+	// DefaultBranches reads a repository's default branch
+	// (githubtools.RepoBranches, cached per worker), which the policy's
+	// default/base-branch rule guards like the task's base branch. Nil:
+	// the default branch is not known, and the rule guards the base alone.
+	DefaultBranches BranchReader
 	// Identity names this worker in lease owners. Required.
 	Identity string
 	// Breakers guard every call to a model provider, GitHub and Slack

@@ -27,23 +27,33 @@ import (
 //     State is denied. A denial is no policy refusal: the workflow does
 //     not count it toward the refusal limit.
 
-// approvalGate settles a require_approval decision d on the call in: a
-// refusal in a task that cannot ask a person; let through with an
-// approval; otherwise not refused, and awaits says the call waits.
+// approvalGate settles a require_approval decision d on the call in as the
+// ledger records it: a refusal in a task that cannot ask a person, else a
+// call that waits (not refused).
 func approvalGate(in contract.ExecuteToolInput, d *contract.PolicyDecision) {
-	switch {
-	case !in.Approvals:
-		d.Reason += awaitingApproval
-	case in.Approval != nil:
-		d.Refused, d.Approved = false, true
-	default:
+	if in.Approvals {
 		d.Refused = false
+	} else {
+		d.Reason += awaitingApproval
 	}
 }
 
+// approvedBy lets through the call in, whose recorded decision d waits for
+// a person, when in carries the person's approval. The ledger keeps the
+// policy's decision (require_approval), not the answer: the answer is the
+// workflow's, in its history, and comes with every call that needs it.
+func approvedBy(in contract.ExecuteToolInput, d *contract.PolicyDecision) {
+	if in.Approvals && in.Approval != nil && d.Effect == requireApproval && !d.Refused {
+		d.Approved = true
+	}
+}
+
+// requireApproval is the policy effect that asks a person.
+const requireApproval = "require_approval"
+
 // awaits is whether decision d leaves the call waiting for a person.
 func awaits(d *contract.PolicyDecision) bool {
-	return d != nil && !d.Refused && !d.Approved && d.Effect == "require_approval"
+	return d != nil && !d.Refused && !d.Approved && d.Effect == requireApproval
 }
 
 // awaiting is the result of a call that waits for a person's approval:

@@ -29,8 +29,12 @@ import (
 // a read-only tool, "<service>/write" for every other, the service being
 // what the tool's name starts with ("github_get_file" → github/read). A
 // mutation's read before its write goes through the write breaker with it:
-// it is one call of the tool.
+// it is one call of the tool. A tool that names its breaker
+// (tools.Guarded: an MCP tool, mcp/<server>) goes through that one.
 func toolBreaker(t tools.Tool) breaker.Key {
+	if g, ok := t.(tools.Guarded); ok {
+		return breaker.Key(g.Breaker())
+	}
 	service, _, _ := strings.Cut(t.Name(), "_")
 	if t.Class() == tools.ReadOnly {
 		return breaker.Key(service + "/read")

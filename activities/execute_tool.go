@@ -28,9 +28,10 @@ const verifyTimeout = 15 * time.Second
 // ExecuteTool performs one operation at most once (docs/design.md §5.4):
 //
 //  0. when the task has a policy context (in.Policy), decide the call
-//     against the task's policy (policy.go); a refusal is a tool error the
-//     model reads, with no ledger row, nothing claimed and nothing sent,
-//     and the decision comes back in the result either way;
+//     against the task's policy (policy.go) and record the decision in the
+//     ledger, once per operation; a refusal is a tool error the model
+//     reads, nothing claimed and nothing sent, and the decision comes back
+//     in the result either way;
 //  1. claim the operation in the ledger; if it already SUCCEEDED, return the
 //     stored result without calling anything (Replayed);
 //  2. when the tool is a tools.Preparer, read the facts its reconciler will
@@ -147,6 +148,12 @@ func (a *Activities) executeTool(ctx context.Context, in contract.ExecuteToolInp
 // person's approval (approval.go) go no further either. stop says the call
 // goes no further: res (or err) is the answer.
 func (a *Activities) screen(ctx context.Context, in contract.ExecuteToolInput, tool tools.Tool, args json.RawMessage, res contract.ExecuteToolResult) (tools.Identity, contract.ExecuteToolResult, bool, error) {
+	if err := a.schemaKept(ctx, in, tool); errors.Is(err, tools.ErrRefused) {
+		res, err = a.refused(ctx, in, res, err)
+		return tools.Identity{}, res, true, err
+	} else if err != nil {
+		return tools.Identity{}, res, true, err
+	}
 	id, err := tool.Identify(args)
 	if err != nil {
 		// The model turn validated these arguments; reaching here means the

@@ -1,6 +1,10 @@
 package activities
 
-import "context"
+import (
+	"context"
+
+	"github.com/capstanhq/capstan/internal/contract"
+)
 
 // What the breaker is told of a call's ending, for the tests.
 var (
@@ -17,4 +21,33 @@ const SegmentItems = segmentItems
 func (a *Activities) ManifestRefs(ctx context.Context, ref string) ([]string, error) {
 	_, refs, err := a.manifestRefs(ctx, ref)
 	return refs, err
+}
+
+// Decide is the policy's decision on the call of the tool named by
+// in.Tool with args, recorded in the ledger, as ExecuteTool makes it.
+func (a *Activities) Decide(ctx context.Context, in contract.ExecuteToolInput, args []byte) (*contract.PolicyDecision, error) {
+	tool, err := a.Tools.Get(in.Tool)
+	if err != nil {
+		return nil, err
+	}
+	return a.decide(ctx, in, tool, args)
+}
+
+// PinnedOffer and CallSchemaHash are what ModelTurn offers and records of
+// the tools a task fixed at its start (changeMCPToolsPinned).
+func PinnedOffer(a *Activities, set *contract.ToolSet) []string {
+	var names []string
+	for _, s := range a.pinnedOffer(a.Tools.Specs(), set) {
+		names = append(names, s.Name)
+	}
+	return names
+}
+
+// CallSchemaHash is the schema hash a call of t records in its turn.
+var CallSchemaHash = callSchemaHash
+
+// ValidateToolCall is ModelTurn's check of a call as its attempt finishes,
+// for a task with the fixed set of tools set.
+func ValidateToolCall(a *Activities, set *contract.ToolSet, name string, args []byte) error {
+	return a.toolCallValidator(set)(name, args)
 }

@@ -142,6 +142,11 @@ func (l *guardedLedger) GetTurn(ctx context.Context, turnID string) (out []byte,
 	return out, err
 }
 
+func (l *guardedLedger) RecordDecision(ctx context.Context, d ledger.Decision) (stored ledger.Decision, created bool, err error) {
+	err = l.call(ctx, func() error { stored, created, err = l.Ledger.RecordDecision(ctx, d); return err })
+	return stored, created, err
+}
+
 // ledgerWait is how long the workflow should wait before trying again an
 // activity the unavailable ledger stopped (err wraps
 // ledger.ErrUnavailable): the time left in the breaker's open period when

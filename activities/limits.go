@@ -22,5 +22,5 @@ func (a *Activities) WorkerLimits(_ context.Context, _ contract.WorkerLimitsInpu
 	if prices == nil {
 		prices = config.DefaultModelPrices
 	}
-	return contract.WorkerLimitsResult{Limits: l, Budget: budget, Prices: prices}, nil
+	return contract.WorkerLimitsResult{Limits: l, Budget: budget, Prices: prices, Tools: a.toolPins()}, nil
 }

@@ -53,7 +53,7 @@ func (a *Activities) attempt(ctx context.Context, in contract.ModelTurnInput, pr
 		Provider: provider,
 		Request:  req,
 		Limits:   in.Limits,
-		Validate: a.validateToolCall,
+		Validate: a.toolCallValidator(in.Tools),
 		// The provider has begun to answer: a breaker taking one call at
 		// a time after a failure need not wait out the stream.
 		Opened:    permit.Answered,

@@ -15,6 +15,7 @@ import (
 	"github.com/capstanhq/capstan/internal/ledger"
 	"github.com/capstanhq/capstan/internal/logids"
 	"github.com/capstanhq/capstan/internal/model"
+	"github.com/capstanhq/capstan/internal/tools"
 )
 
 // ModelTurn runs one attempt of one turn (model.Attempt): it streams the
@@ -66,7 +67,11 @@ func (a *Activities) modelTurn(ctx context.Context, in contract.ModelTurnInput, 
 	if err != nil {
 		return contract.ModelTurnResult{}, err // ledger trouble: let Temporal retry
 	}
-	req := model.Request{Model: ref.Model, Messages: msgs, Tools: a.offered(in.Policy)}
+	offered, err := a.offered(ctx, in.Policy, &commit)
+	if err != nil {
+		return contract.ModelTurnResult{}, err
+	}
+	req := model.Request{Model: ref.Model, Messages: msgs, Tools: a.pinnedOffer(offered, in.Tools)}
 	from, to := 0, 0 // of a compaction: the items the summary replaces
 	if in.Compact {
 		if from, to = compactionSpan(msgs); from == to {
@@ -127,7 +132,7 @@ func (a *Activities) commitAnswer(ctx context.Context, in contract.ModelTurnInpu
 	if err != nil {
 		return contract.ModelTurnResult{}, err
 	}
-	calls, err := a.toolCallRefs(out.ToolCalls, pending)
+	calls, err := a.toolCallRefs(out.ToolCalls, pending, in.Tools)
 	if err != nil {
 		return contract.ModelTurnResult{}, err
 	}
@@ -207,31 +212,42 @@ func (a *Activities) commitTurn(ctx context.Context, turnID string, out contract
 // toolCallRefs names each committed call for the workflow: its identity
 // (validated by Finish already) and a reference to its arguments, which
 // are held in pending to be stored with the turn's commit.
-func (a *Activities) toolCallRefs(calls []model.ToolCall, pending *pendingItems) ([]contract.ToolCallRef, error) {
+func (a *Activities) toolCallRefs(calls []model.ToolCall, pending *pendingItems, set *contract.ToolSet) ([]contract.ToolCallRef, error) {
 	refs := make([]contract.ToolCallRef, 0, len(calls))
 	for _, c := range calls {
 		t, err := a.Tools.Get(c.Name)
 		if err != nil {
 			return nil, err
 		}
-		id, err := t.Identify(c.Arguments)
-		if err != nil {
-			return nil, err
+		var id tools.Identity
+		if !drifted(t, set) { // a drifted call is refused by ExecuteTool
+			if id, err = t.Identify(c.Arguments); err != nil {
+				return nil, err
+			}
 		}
 		args := pending.add(c.Arguments)
 		refs = append(refs, contract.ToolCallRef{ID: c.ID, Name: c.Name, Class: string(t.Class()),
-			BusinessKey: id.BusinessKey, Arguments: args, Summary: t.Summary(c.Arguments)})
+			BusinessKey: id.BusinessKey, Arguments: args, Summary: t.Summary(c.Arguments), SchemaHash: callSchemaHash(t, set)})
 	}
 	return refs, nil
 }
 
-// validateToolCall accepts a tool call only for a registered tool with
-// arguments its schema accepts, so a malformed call never reaches ExecuteTool.
-func (a *Activities) validateToolCall(name string, args json.RawMessage) error {
-	t, err := a.Tools.Get(name)
-	if err != nil {
+// toolCallValidator accepts a tool call only for a registered tool with
+// arguments its schema accepts, so a malformed call never reaches
+// ExecuteTool — except a call of a tool that drifted from the task's fixed
+// set (drifted): that one is committed as made, and ExecuteTool refuses it
+// with a message the model reads, rather than the attempt failing as
+// invalid.
+func (a *Activities) toolCallValidator(set *contract.ToolSet) func(string, json.RawMessage) error {
+	return func(name string, args json.RawMessage) error {
+		t, err := a.Tools.Get(name)
+		if err != nil {
+			return err
+		}
+		if drifted(t, set) {
+			return nil
+		}
+		_, err = t.Identify(args)
 		return err
 	}
-	_, err = t.Identify(args)
-	return err
 }

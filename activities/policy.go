@@ -2,13 +2,16 @@ package activities
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/capstanhq/capstan/internal/contract"
+	"github.com/capstanhq/capstan/internal/ledger"
 	"github.com/capstanhq/capstan/internal/model"
 	"github.com/capstanhq/capstan/internal/policy"
 	"github.com/capstanhq/capstan/internal/tools"
@@ -17,10 +20,12 @@ import (
 // This file is the task's policy at the tool boundary (docs/design.md
 // §5.8): ExecuteTool decides every call against the policy the task was
 // started with (contract.TaskPolicy, in its input) before anything is
-// claimed or sent. A refusal is a tool error the model reads; it leaves no
-// ledger row (nothing was claimed), and its decision goes back to the
-// workflow in the activity's result, which journals it and counts it
-// toward the task's refusal limit.
+// claimed or sent, and records the decision in the ledger once per
+// operation (ledger.Decision): a repeated call of the operation gets the
+// recorded decision. A refusal is a tool error the model reads; nothing is
+// claimed or sent, and its decision goes back to the workflow in the
+// activity's result, which journals it and counts it toward the task's
+// refusal limit.
 
 // awaitingApproval is what a require_approval decision adds to its reason
 // in a task that cannot ask a person (started before approvals), which
@@ -30,16 +35,17 @@ const awaitingApproval = "; it needs a person's approval, which this task cannot
 // decide is the task's policy's decision on the call of tool with args
 // (which Identify accepted), counted in capstan_policy_decisions_total; nil
 // when the task has no policy context (started before
-// changePolicyAtToolBoundary). It does no I/O.
-func (a *Activities) decide(in contract.ExecuteToolInput, tool tools.Tool, args json.RawMessage) (*contract.PolicyDecision, error) {
+// changePolicyAtToolBoundary). Its only I/O is loading a policy this
+// worker has not compiled yet (compiled).
+func (a *Activities) decide(ctx context.Context, in contract.ExecuteToolInput, tool tools.Tool, args json.RawMessage) (*contract.PolicyDecision, error) {
 	if in.Policy == nil {
 		return nil, nil
 	}
-	p, err := a.compiled(in.Policy)
+	p, err := a.compiled(ctx, in.Policy)
 	if err != nil {
-		return nil, temporal.NewNonRetryableApplicationError(err.Error(), contract.ErrTypeWorkerConfig, err)
+		return nil, err
 	}
-	c := policy.Call{Tool: tool.Name(), Class: tool.Class(), Writes: tool.Class() != tools.ReadOnly}
+	c := policy.Call{Tool: tool.Name(), Class: tool.Class(), Server: toolServer(tool), Writes: tool.Class() != tools.ReadOnly}
 	if tg, ok := tool.(tools.Targeted); ok {
 		t, err := tg.Target(args)
 		if err != nil {
@@ -47,13 +53,37 @@ func (a *Activities) decide(in contract.ExecuteToolInput, tool tools.Tool, args 
 		}
 		c.Repository, c.Branch, c.Path, c.From, c.Into, c.CreatesBranch = t.Repository, t.Branch, t.Path, t.From, t.Into, t.CreatesBranch
 	}
-	d := p.Decide(c, policyTask(in.Policy))
-	a.Metrics.PolicyDecision(string(d.Effect), d.Rule)
+	task := policyTask(in.Policy)
+	if task.DefaultBranch, err = a.defaultBranch(ctx, c, in.Policy); err != nil {
+		return nil, err
+	}
+	d := p.Decide(c, task)
 	out := &contract.PolicyDecision{Effect: string(d.Effect), Rule: d.Rule, Reason: d.Reason, Refused: !d.Allowed()}
 	if d.NeedsApproval() {
 		approvalGate(in, out)
 	}
-	return out, nil
+	stored, err := a.recordDecision(ctx, in, out)
+	if err != nil {
+		return nil, err
+	}
+	approvedBy(in, stored)
+	return stored, nil
+}
+
+// recordDecision records d as the decision on the operation in the ledger,
+// once: when the operation has one already (a repeated ExecuteTool), that
+// one is the decision, whatever the policy says now. Only a new record is
+// counted in capstan_policy_decisions_total.
+func (a *Activities) recordDecision(ctx context.Context, in contract.ExecuteToolInput, d *contract.PolicyDecision) (*contract.PolicyDecision, error) {
+	stored, created, err := a.Ledger.RecordDecision(ctx, ledger.Decision{OperationID: in.OperationID, Tenant: in.Tenant,
+		TaskID: in.TaskID, Tool: in.Tool, Effect: d.Effect, Rule: d.Rule, Reason: d.Reason, Refused: d.Refused})
+	if err != nil {
+		return nil, fmt.Errorf("record the policy's decision on operation %s: %w", in.OperationID, err)
+	}
+	if created {
+		a.Metrics.PolicyDecision(stored.Effect, stored.Rule)
+	}
+	return &contract.PolicyDecision{Effect: stored.Effect, Rule: stored.Rule, Reason: stored.Reason, Refused: stored.Refused}, nil
 }
 
 // admit has the task's policy decide the call before anything is claimed
@@ -62,7 +92,7 @@ func (a *Activities) decide(in contract.ExecuteToolInput, tool tools.Tool, args 
 // returns the result to give, with refused true.
 func (a *Activities) admit(ctx context.Context, in contract.ExecuteToolInput, tool tools.Tool, args json.RawMessage, res contract.ExecuteToolResult) (contract.ExecuteToolResult, bool, error) {
 	var err error
-	if res.Decision, err = a.decide(in, tool, args); err != nil {
+	if res.Decision, err = a.decide(ctx, in, tool, args); err != nil {
 		return res, true, err
 	}
 	if res.Decision == nil || !res.Decision.Refused {
@@ -75,27 +105,48 @@ func (a *Activities) admit(ctx context.Context, in contract.ExecuteToolInput, to
 // offered are the tools offered to the model: every registered one but
 // those the task's policy refuses whatever their arguments
 // (policy.AlwaysRefused), which only a policy file's rules can do. A
-// policy that does not compile offers every tool; ExecuteTool then fails
-// the task worker_misconfigured on its first call.
-func (a *Activities) offered(tp *contract.TaskPolicy) []model.ToolSpec {
+// context that carries the file's text under a reference (the chain's first
+// turn, changePolicyByReference) has the text stored with the turn's
+// commit (pending), where every later call finds it. Its policy is
+// compiled as ExecuteTool's is (compiled): one that does not compile fails
+// the turn worker_misconfigured, naming the rule and the line, as it would
+// fail the task's first tool call.
+func (a *Activities) offered(ctx context.Context, tp *contract.TaskPolicy, pending *pendingItems) ([]model.ToolSpec, error) {
 	specs := a.Tools.Specs()
-	if tp == nil || tp.Source == "" {
-		return specs
+	if tp == nil || (!contract.HasPolicyText(tp) && tp.SourceRef == "") {
+		return specs, nil
 	}
-	p, err := a.compiled(tp)
+	if contract.HasPolicyText(tp) && tp.SourceRef != "" {
+		pending.add(contract.PolicyItem(tp.File, tp.Source))
+	}
+	p, err := a.compiled(ctx, tp)
 	if err != nil {
-		return specs
+		return nil, err
 	}
 	out := make([]model.ToolSpec, 0, len(specs))
 	for _, s := range specs {
 		if tool, err := a.Tools.Get(s.Name); err == nil {
-			if _, refused := p.AlwaysRefused(s.Name, tool.Class(), "", policyTask(tp)); refused {
+			if _, refused := p.AlwaysRefused(s.Name, tool.Class(), toolServer(tool), policyTask(tp)); refused {
 				continue
 			}
 		}
 		out = append(out, s)
 	}
-	return out
+	return out, nil
+}
+
+// defaultBranch is the default branch of the repository a write goes to,
+// when it is one of the task's (a write elsewhere is refused by
+// default/repository whatever its branch): read before the write is
+// decided, through the worker's cache (Deps.DefaultBranches). "" for a
+// read, or when the worker cannot read default branches.
+func (a *Activities) defaultBranch(ctx context.Context, c policy.Call, tp *contract.TaskPolicy) (string, error) {
+	if a.DefaultBranches == nil || !c.Writes || c.Repository == "" || !slices.ContainsFunc(tp.Repositories, func(r string) bool {
+		return strings.EqualFold(r, c.Repository)
+	}) {
+		return "", nil
+	}
+	return a.DefaultBranches.DefaultBranch(ctx, c.Repository)
 }
 
 // policyTask is what the policy knows of the task.
@@ -105,21 +156,59 @@ func policyTask(tp *contract.TaskPolicy) policy.Task {
 }
 
 // compiled is the task's policy, compiled once per worker for each policy
-// text (by its hash): the defaults alone when the task has no file.
-func (a *Activities) compiled(tp *contract.TaskPolicy) (*policy.Policy, error) {
-	if tp.Source == "" {
+// file (cached by its reference, ledger.ItemRef of contract.PolicyItem):
+// the defaults alone when the task has no file. A context that names the
+// file by SourceRef without its text (changePolicyByReference) has it
+// loaded from the ledger on this worker's first call. A file that does not
+// compile, or cannot be found, is a worker_misconfigured error; ledger
+// trouble is an error Temporal retries.
+func (a *Activities) compiled(ctx context.Context, tp *contract.TaskPolicy) (*policy.Policy, error) {
+	if !contract.HasPolicyText(tp) && tp.SourceRef == "" {
 		return policy.Builtin(), nil
 	}
-	key := sha256.Sum256([]byte(tp.File + "\x00" + tp.Source))
+	key := tp.SourceRef
+	if key == "" {
+		key = ledger.ItemRef(contract.PolicyItem(tp.File, tp.Source))
+	}
 	if p, ok := a.policies.Load(key); ok {
 		return p.(*policy.Policy), nil
 	}
-	p, err := policy.Parse(tp.File, []byte(tp.Source))
+	file, source, err := a.policyText(ctx, tp, key)
 	if err != nil {
-		return nil, fmt.Errorf("the task's policy, which its starter accepted, does not compile on this worker: %w", err)
+		return nil, err
+	}
+	p, err := policy.Parse(file, []byte(source))
+	if err != nil {
+		err = fmt.Errorf("the task's policy, which its starter accepted, does not compile on this worker: %w", err)
+		return nil, temporal.NewNonRetryableApplicationError(err.Error(), contract.ErrTypeWorkerConfig, err)
 	}
 	a.policies.Store(key, p)
 	return p, nil
+}
+
+// policyText is the name and text of the task's policy file: from its
+// context, or from the ledger item key names.
+func (a *Activities) policyText(ctx context.Context, tp *contract.TaskPolicy, key string) (string, string, error) {
+	if contract.HasPolicyText(tp) {
+		if tp.SourceRef != "" && ledger.ItemRef(contract.PolicyItem(tp.File, tp.Source)) != tp.SourceRef {
+			msg := fmt.Sprintf("the task's policy file %s does not match its reference %s", tp.File, tp.SourceRef)
+			return "", "", temporal.NewNonRetryableApplicationError(msg, contract.ErrTypeWorkerConfig, nil)
+		}
+		return tp.File, tp.Source, nil
+	}
+	data, err := a.Ledger.GetItem(ctx, key)
+	if errors.Is(err, ledger.ErrNotFound) {
+		msg := fmt.Sprintf("the task's policy file %s (%s) is not in the ledger; its first turn stores it, so that turn ran on a worker older than this one", tp.File, key)
+		return "", "", temporal.NewNonRetryableApplicationError(msg, contract.ErrTypeWorkerConfig, err)
+	}
+	if err != nil {
+		return "", "", fmt.Errorf("load the task's policy file %s: %w", tp.File, err)
+	}
+	file, source, err := contract.ParsePolicyItem(data)
+	if err != nil {
+		return "", "", temporal.NewNonRetryableApplicationError(err.Error(), contract.ErrTypeWorkerConfig, err)
+	}
+	return file, source, nil
 }
 
 // policyRefusal is the tool error of a call the policy refused: the rule,

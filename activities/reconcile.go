@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 
 	"github.com/capstanhq/capstan"
 	"github.com/capstanhq/capstan/internal/backoff"
+	"github.com/capstanhq/capstan/internal/breaker"
 	"github.com/capstanhq/capstan/internal/config"
 	"github.com/capstanhq/capstan/internal/contract"
 	"github.com/capstanhq/capstan/internal/ledger"
@@ -25,17 +27,13 @@ import (
 
 // Backoff between the questions of one Reconcile while the effect is not
 // seen yet or the question could not be asked: full jitter, doubling from
-// 1 s to 10 s, never past the end of the consistency window.
-var reconcileBackoff = backoff.Policy{Base: time.Second, Cap: 10 * time.Second}
+// 0.5 s to 5 s, never past the end of the consistency window. The first
+// question is asked at once and found is concluded the moment it is seen
+// (issue 18: ask early, conclude late); only absent waits for the window.
+var reconcileBackoff = backoff.Policy{Base: 500 * time.Millisecond, Cap: 5 * time.Second}
 
 // ReconcileProgress is Reconcile's heartbeat detail.
-type ReconcileProgress struct {
-	Asked int    `json:"asked"`
-	Last  string `json:"last,omitempty"` // the last observation, or why the last question failed
-	// Waiting says why the question being asked is waiting, as its lookup
-	// told (a rate limit's Retry-After); empty when it is not.
-	Waiting string `json:"waiting,omitempty"`
-}
+type ReconcileProgress = contract.ReconcileProgress
 
 // recoveredNote is the tool message, and the ledger's result, of an
 // operation found after the fact: the model learns that its call took effect
@@ -193,7 +191,7 @@ func validResolution(r *contract.Resolution) error {
 // holds it, with the arguments it was sent with. A worker without
 // reconcilers fails as misconfigured.
 func (a *Activities) question(ctx context.Context, in contract.ReconcileInput, op ledger.Operation, deadline time.Time, window time.Duration) (reconcilers.Question, error) {
-	q := reconcilers.Question{Kind: op.Kind, Deadline: deadline, Window: window,
+	q := reconcilers.Question{Kind: op.Kind, Deadline: deadline, Window: window, Resend: in.Resend,
 		Sent: tools.Sent{Call: tools.Call{OperationID: op.ID, Facts: op.Facts}, Since: op.CreatedAt}}
 	if a.Reconcilers == nil {
 		return q, temporal.NewNonRetryableApplicationError(
@@ -218,6 +216,9 @@ func (a *Activities) question(ctx context.Context, in contract.ReconcileInput, o
 // verdict.
 func (a *Activities) askUntilSure(ctx context.Context, in contract.ReconcileInput, op ledger.Operation, q reconcilers.Question, clock func() time.Time) (contract.ReconcileResult, error) {
 	progress := &reconcileProgress{}
+	if e, err := a.Reconcilers.Effect(q.Kind, q.Sent); err == nil {
+		progress.p.LookingFor, progress.p.AbsentBy = e.Key(), q.Deadline // shown by starter follow
+	}
 	stop := a.startReconcileHeartbeat(ctx, progress)
 	defer stop()
 	// A lookup that waits of its own accord (Slack's Retry-After) says so
@@ -231,7 +232,7 @@ func (a *Activities) askUntilSure(ctx context.Context, in contract.ReconcileInpu
 		}
 	})
 
-	ans, err := a.Reconcilers.Reconcile(ctx, q, reconcilers.Pace{Now: clock, Backoff: a.reconcileBackoff,
+	ans, err := a.Reconcilers.Reconcile(ctx, q, reconcilers.Pace{Now: clock, Backoff: a.reconcileBackoff, Resending: a.resending(op.Kind),
 		Asked: func(asked int, last string) {
 			progress.set(asked, last)
 			if activity.IsActivity(ctx) {
@@ -419,7 +420,7 @@ type reconcileProgress struct {
 
 func (r *reconcileProgress) set(asked int, last string) {
 	r.mu.Lock()
-	r.p = ReconcileProgress{Asked: asked, Last: last}
+	r.p = ReconcileProgress{Asked: asked, Last: last, LookingFor: r.p.LookingFor, AbsentBy: r.p.AbsentBy}
 	r.mu.Unlock()
 }
 
@@ -476,4 +477,19 @@ func (a *Activities) startReconcileHeartbeat(ctx context.Context, progress *reco
 // from Deps.Random.
 func (a *Activities) reconcileBackoff(n int) time.Duration {
 	return reconcileBackoff.Delay(n+1, 0, a.Random())
+}
+
+// resending gates a reconciler's re-send of a write of kind (a tool's
+// name) through its service's write breaker, as ExecuteTool's sends are
+// (toolBreaker): while it is open nothing is sent, and the re-send's
+// outcome is judged as a call's (toolHealth).
+func (a *Activities) resending(kind string) func() (func(error), bool) {
+	return func() (func(error), bool) {
+		service, _, _ := strings.Cut(kind, "_")
+		permit, err := a.Breakers.Allow(breaker.Key(service + "/write"))
+		if err != nil {
+			return nil, false
+		}
+		return func(err error) { permit.Done(toolHealth(err)) }, true
+	}
 }

@@ -223,6 +223,11 @@ func TestReconcileFindsAPullRequestRecordedUnknown(t *testing.T) {
 	if len(beats) == 0 || beats[0].Asked != 1 || !strings.Contains(beats[0].Last, "carries the operation's marker") {
 		t.Errorf("heartbeats %+v, want a first one after the first question, with its answer", beats)
 	}
+	// It says what it looks for and until when (starter follow shows it).
+	if len(beats) > 0 && (!strings.Contains(beats[0].LookingFor, "a pull request of") || beats[0].AbsentBy.IsZero() ||
+		!strings.Contains(beats[0].Line(), "; absent if not seen by ")) {
+		t.Errorf("heartbeat %+v, want what the reconciler looks for and the end of its window", beats[0])
+	}
 
 	// The lost attempt wakes up and records what it thinks happened: fenced.
 	for _, st := range []capstan.Outcome{capstan.OutcomeFailed, capstan.OutcomeUnknown, capstan.OutcomeSucceeded} {

@@ -26,7 +26,7 @@ type methodTime struct {
 
 // ledgerMethods names the methods of activities.Ledger, by index.
 var ledgerMethods = [...]string{"Claim", "MarkRunning", "Renew", "Complete", "Release", "TakeForReconcile",
-	"Get", "PutItem", "GetItem", "GetItems", "CommitTurn", "GetTurn"}
+	"Get", "PutItem", "GetItem", "GetItems", "CommitTurn", "GetTurn", "RecordDecision"}
 
 const (
 	mClaim = iota
@@ -41,6 +41,7 @@ const (
 	mGetItems
 	mCommitTurn
 	mGetTurn
+	mRecordDecision
 )
 
 // byMethod returns, per method name, its calls and the time inside them.
@@ -149,4 +150,9 @@ func (d *timedLedger) CommitTurn(ctx context.Context, turnID string, output []by
 func (d *timedLedger) GetTurn(ctx context.Context, turnID string) ([]byte, error) {
 	defer d.t.since(mGetTurn, time.Now())
 	return d.l.GetTurn(ctx, turnID)
+}
+
+func (d *timedLedger) RecordDecision(ctx context.Context, dec ledger.Decision) (ledger.Decision, bool, error) {
+	defer d.t.since(mRecordDecision, time.Now())
+	return d.l.RecordDecision(ctx, dec)
 }

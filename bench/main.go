@@ -158,6 +158,9 @@ func measure(ctx context.Context, e *env, res *results, dir string) error {
 	progress("ledger claims per second")
 	res.claims = runClaims(ctx)
 
+	progress("the policy's cost per tool call")
+	res.policy = runPolicy(ctx)
+
 	progress("history: a %d-turn capstan task in the background", longTurns)
 	longDone := make(chan historyRow, 1)
 	longSandbox, err := sandbox.Start(sandbox.Options{})

@@ -17,6 +17,7 @@ type results struct {
 	loadAfter  string
 	load       loadResults
 	claims     []claimRow
+	policy     policyRow
 	history    []historyRow
 	// demoHistory is the history of one demo task of each kind.
 	demoHistory map[kind]historyRow
@@ -331,6 +332,8 @@ func (r *results) markdown() string {
 			p("| %s | %.0f | %.0f |", c.store, c.perSec[1], c.perSec[8])
 		}
 	}
+
+	r.policyTable(p)
 
 	p("")
 	p("## History")

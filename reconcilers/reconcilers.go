@@ -95,6 +95,9 @@ type Question struct {
 	// reasons given.
 	Deadline time.Time
 	Window   time.Duration
+	// Resend lets an effect that is a tools.Settler be settled by sending
+	// the call again once its first lookup saw nothing (see Reconcile).
+	Resend bool
 }
 
 // Pace is how a reconciliation waits and reports; the caller injects it.
@@ -106,6 +109,10 @@ type Pace struct {
 	// Asked, when set, hears after each question how many have been asked
 	// and what the last one saw, or why it could not ask.
 	Asked func(asked int, last string)
+	// Resending, when set, is asked before a Settler is sent again (the
+	// dependency's breaker): ok false sends nothing and the lookups go on;
+	// done hears the re-send's error (nil: it was answered and settled).
+	Resending func() (done func(err error), ok bool)
 }
 
 // Answer is what a reconciliation concluded.
@@ -122,7 +129,10 @@ type Answer struct {
 }
 
 // Reconcile asks about q's operation until the verdict rules (see the
-// package documentation) give a final answer. Its errors: one wrapping
+// package documentation) give a final answer. With q.Resend, an effect
+// that is a tools.Settler whose first lookup answered NotSeen is sent
+// again, once: Found or Ambiguous from it is the answer at once; an error
+// from it settles nothing, and the lookups go on through the window. Its errors: one wrapping
 // tools.ErrNotConfigured before any question (this worker cannot ask about
 // q.Kind), or one wrapping the context's error if ctx ends first, or a
 // lookup that answered an outcome it should not have. None is a verdict;
@@ -138,6 +148,10 @@ func (s *Set) Reconcile(ctx context.Context, q Question, p Pace) (Answer, error)
 	}
 	ans := Answer{Key: effect.Key()}
 	failed := 0
+	var settler tools.Settler // asked once, after the first NotSeen
+	if s, ok := effect.(tools.Settler); ok && q.Resend {
+		settler = s
+	}
 	for n := 0; ; n++ {
 		askedAt := p.Now()
 		obs, err := effect.Find(ctx)
@@ -166,6 +180,32 @@ func (s *Set) Reconcile(ctx context.Context, q Question, p Pace) (Answer, error)
 		case obs.Outcome == tools.Ambiguous:
 			ans.State, ans.Reason = capstan.OutcomeNeedsHuman, obs.Detail
 			return ans, nil
+		case obs.Outcome == tools.NotSeen && settler != nil:
+			// The service holds one effect per key: send again, once.
+			sobs, serr, sent := p.settle(ctx, settler)
+			settler = nil
+			if !sent {
+				p.asked(ans.Asked, "not sent again: its breaker is open")
+				break
+			}
+			ans.Asked++
+			if ctx.Err() != nil {
+				return ans, fmt.Errorf("interrupted: %w", ctx.Err())
+			}
+			if serr != nil {
+				p.asked(ans.Asked, "sent again, nothing settled: "+serr.Error())
+				break // look on within the window
+			}
+			p.asked(ans.Asked, sobs.Detail)
+			switch sobs.Outcome {
+			case tools.Found:
+				ans.State, ans.ExternalID, ans.Reason = capstan.OutcomeSucceeded, sobs.ExternalID, sobs.Detail
+				return ans, nil
+			case tools.Ambiguous:
+				ans.State, ans.Reason = capstan.OutcomeNeedsHuman, sobs.Detail
+				return ans, nil
+			}
+			return ans, fmt.Errorf("the re-send of %s answered %q", q.Kind, sobs.Outcome)
 		case obs.Outcome == tools.NotSeen:
 			if end {
 				ans.State, ans.Reason = capstan.OutcomeAbsent, fmt.Sprintf("not seen through the %s consistency window (%d questions): %s",
@@ -179,6 +219,21 @@ func (s *Set) Reconcile(ctx context.Context, q Question, p Pace) (Answer, error)
 			return ans, fmt.Errorf("interrupted: %w", err)
 		}
 	}
+}
+
+// settle sends the call again through p.Resending; sent is false when
+// that refused it.
+func (p Pace) settle(ctx context.Context, s tools.Settler) (tools.Observation, error, bool) {
+	done := func(error) {}
+	if p.Resending != nil {
+		var ok bool
+		if done, ok = p.Resending(); !ok {
+			return tools.Observation{}, nil, false
+		}
+	}
+	obs, err := s.Settle(ctx)
+	done(err)
+	return obs, err, true
 }
 
 func (p Pace) asked(n int, last string) {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 	enumspb "go.temporal.io/api/enums/v1"
+	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 
@@ -83,8 +84,11 @@ type delta struct {
 
 // poll is what one round of questions to the server found.
 type poll struct {
-	closed   bool
-	running  []contract.AttemptReport // pending ModelTurn attempts
+	closed  bool
+	running []contract.AttemptReport // pending ModelTurn attempts
+	// looking says, for each pending Reconcile, what its reconciler looks
+	// for and until when (contract.ReconcileProgress.Line).
+	looking  []string
 	progress workflows.Progress
 	ok       bool // progress was answered
 }
@@ -133,6 +137,7 @@ func (f *follower) run(ctx context.Context) (workflows.TaskResult, error) {
 			if p.ok {
 				v.apply(p.progress)
 			}
+			v.looking = p.looking
 		case <-render.C:
 			v.flushSettled(false)
 			v.render()
@@ -175,7 +180,7 @@ wait:
 		}
 	}
 	v.flushSettled(true)
-	v.ops, v.retry, v.waiting, v.human = nil, nil, "", nil
+	v.ops, v.retry, v.waiting, v.human, v.looking = nil, nil, "", nil, nil
 	v.clear()
 	return res, nil
 }
@@ -219,6 +224,7 @@ func (f *follower) poll(ctx context.Context, out chan<- poll) {
 		desc, err := describe(ctx, f.c, f.wid)
 		if err == nil {
 			p.closed = desc.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
+			p.looking = reconcilersLooking(desc.GetPendingActivities())
 			for _, pa := range desc.GetPendingActivities() {
 				var r contract.AttemptReport
 				if pa.GetActivityType().GetName() != "ModelTurn" || len(pa.GetHeartbeatDetails().GetPayloads()) == 0 ||
@@ -286,4 +292,21 @@ func (f *follower) subscribe(ctx context.Context, url, attemptID string, out cha
 			return
 		}
 	}
+}
+
+// reconcilersLooking is a line for each pending Reconcile that says what
+// it looks for and until when, from its heartbeat details.
+func reconcilersLooking(pending []*workflowpb.PendingActivityInfo) []string {
+	var out []string
+	for _, pa := range pending {
+		var r contract.ReconcileProgress
+		if pa.GetActivityType().GetName() != contract.ActivityReconcile || len(pa.GetHeartbeatDetails().GetPayloads()) == 0 ||
+			converter.GetDefaultDataConverter().FromPayloads(pa.GetHeartbeatDetails(), &r) != nil {
+			continue
+		}
+		if l := r.Line(); l != "" {
+			out = append(out, "reconciler: "+l)
+		}
+	}
+	return out
 }

@@ -49,6 +49,7 @@ type liveView struct {
 	ops       []workflows.OperationRecord
 	waiting   string
 	human     []string
+	looking   []string // what each pending reconciler looks for, until when
 
 	pending   []string // terminal: lines to print for good at the next render
 	liveLines int      // terminal: lines of the live region on screen
@@ -290,6 +291,9 @@ func (v *liveView) liveRegion() []string {
 	}
 	if v.waiting != "" {
 		out = append(out, cut(v.waiting, v.width))
+	}
+	for _, l := range v.looking {
+		out = append(out, cut(clean(l), v.width))
 	}
 	for _, id := range v.human {
 		out = append(out, cut("needs a person: "+shortLine(v.taskID, id)+" (starter status "+v.taskID+")", v.width))

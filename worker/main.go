@@ -3,6 +3,12 @@
 // default "capstan").
 //
 //	worker [--log-format json|text] [--log-level LEVEL] [--stop-timeout DURATION]
+//	worker --mcp-check FILE
+//
+// With --mcp-check the worker only connects to every MCP server of FILE
+// (the CAPSTAN_MCP_CONFIG format), lists the tools it would offer with
+// their classes, and exits: 0 when every server answered, 1 with one
+// sentence naming the server and the field otherwise.
 //
 // Configuration is read from the environment (see the README); secrets stay
 // in this process and never enter workflow history. The worker reaches the
@@ -30,6 +36,7 @@ import (
 	"time"
 
 	"github.com/capstanhq/capstan/internal/config"
+	"github.com/capstanhq/capstan/internal/mcp"
 	"github.com/capstanhq/capstan/internal/workerapp"
 )
 
@@ -48,7 +55,9 @@ func run(args []string, lookupEnv func(string) (string, bool), stdout, stderr io
 	var (
 		logFormat, logLevel string
 		stopTimeout         time.Duration
+		mcpCheck            string
 	)
+	fs.StringVar(&mcpCheck, "mcp-check", "", "connect to the MCP servers of this file, list their tools with their classes, and exit")
 	fs.StringVar(&logFormat, "log-format", "json", "log format: json or text")
 	fs.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.DurationVar(&stopTimeout, "stop-timeout", 30*time.Second, "on SIGINT/SIGTERM, how long running activities may take to finish")
@@ -74,6 +83,9 @@ func run(args []string, lookupEnv func(string) (string, bool), stdout, stderr io
 		fmt.Fprintf(stderr, "worker: %v\n", err)
 		return 2
 	}
+	if mcpCheck != "" {
+		return checkMCP(mcpCheck, lookupEnv, stdout, stderr)
+	}
 	live, err := config.LiveStreamFromLookupEnv(lookupEnv)
 	if err != nil {
 		fmt.Fprintf(stderr, "worker: %v\n", err)
@@ -89,6 +101,21 @@ func run(args []string, lookupEnv func(string) (string, bool), stdout, stderr io
 		Stdout:      stdout,
 		StopTimeout: stopTimeout,
 	})
+	if err != nil {
+		fmt.Fprintf(stderr, "worker: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// checkMCP is worker --mcp-check FILE.
+func checkMCP(file string, lookupEnv func(string) (string, bool), stdout, stderr io.Writer) int {
+	cfg, err := mcp.Load(file, lookupEnv)
+	if err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		err = mcp.Check(ctx, cfg, stdout, nil)
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "worker: %v\n", err)
 		return 1

@@ -85,6 +85,9 @@ type task struct {
 	// state of those approvals.
 	approvals bool
 	approval  approvalBook
+	// pinTools: the first run fixes the task's MCP tools in t.in.Tools
+	// (changeMCPToolsPinned; limits.go).
+	pinTools bool
 }
 
 // AgentTask runs one agent task: turns until the model answers without tool
@@ -105,6 +108,7 @@ func AgentTask(ctx workflow.Context, in AgentTaskInput) (TaskResult, error) {
 		t.startPolicy(ctx)
 		t.startApprovals(ctx)
 		t.budgets = workflow.GetVersion(ctx, changeBudgets, workflow.DefaultVersion, 1) != workflow.DefaultVersion
+		t.pinTools = workflow.GetVersion(ctx, changeMCPToolsPinned, workflow.DefaultVersion, 1) != workflow.DefaultVersion
 		t.result = TaskResult{
 			TaskID: in.TaskID, WorkflowID: workflow.GetInfo(ctx).WorkflowExecution.ID, Model: in.Model,
 			Turns: []TurnRecord{}, Operations: []OperationRecord{}, Deliveries: []DeliveryRecord{},

@@ -54,7 +54,9 @@ func (t *task) settleCancelled(ctx workflow.Context) {
 		if !open(op.readOnly(), rec.State) {
 			continue
 		}
-		t.settleOnce(ctx, t.toolEffect(op.tid, op), func(r contract.ReconcileResult) {
+		e := t.toolEffect(op.tid, op)
+		e.resends = false // a cancelled task sends nothing more
+		t.settleOnce(ctx, e, func(r contract.ReconcileResult) {
 			switch r.Verdict {
 			case capstan.VerdictAbsent:
 				rec.State, rec.Reason = capstan.OutcomeAbsent, r.Reason

@@ -129,6 +129,13 @@ func TestCancelSettlesEveryEffectNotKnown(t *testing.T) {
 			if got := tc.stateOf(res); got != capstan.OutcomeSucceeded {
 				t.Errorf("the effect ends %s, want succeeded: the reconciler found it", got)
 			}
+			// changeSettleBySending: a running task's tool operation may
+			// be sent again by its reconciler; a delivery never, and
+			// nothing once the task is cancelled.
+			if asked[0].Resend != (asked[0].ToolCallID != "") || asked[1].Resend {
+				t.Errorf("Resend = %v before the cancel (tool call %q), %v after; want true only for a running task's tool operation",
+					asked[0].Resend, asked[0].ToolCallID, asked[1].Resend)
+			}
 		})
 		t.Run(tc.name+", task started before the change", func(t *testing.T) {
 			res, asked := cancelWhileUnsettled(t, true, tc.setup)

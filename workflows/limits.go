@@ -39,6 +39,9 @@ func (t *task) settleLimits(ctx workflow.Context) error {
 	}
 	t.note(ctx, "model limits: idle %s, first event %s, attempt %s, heartbeat %s (%s)",
 		l.Idle, l.FirstEvent, l.Total, l.HeartbeatTimeout, limitsSource(own))
+	if t.pinTools {
+		t.pinMCPTools(ctx, res.Tools)
+	}
 	if t.budgets {
 		return t.settleBudget(ctx, res)
 	}
@@ -64,4 +67,21 @@ func limitsSource(own model.Limits) string {
 		return "all the worker's"
 	}
 	return "the task set " + strings.Join(set, ", ") + "; the rest are the worker's"
+}
+
+// pinMCPTools fixes the task's MCP tools (changeMCPToolsPinned): those of
+// the worker running its first step, with their schema hashes, as the
+// WorkerLimits answer recorded in history gives them. The set is kept in
+// the task's input, so it outlives continue-as-new; it is set even when
+// empty, so a task started on a worker without MCP tools is offered none.
+func (t *task) pinMCPTools(ctx workflow.Context, pins []contract.ToolPin) {
+	t.in.Tools = &contract.ToolSet{Pins: append([]contract.ToolPin{}, pins...)}
+	if len(pins) == 0 {
+		return
+	}
+	names := make([]string, len(pins))
+	for i, p := range pins {
+		names[i] = p.Name
+	}
+	t.note(ctx, "MCP tools fixed for this task: %s", strings.Join(names, ", "))
 }

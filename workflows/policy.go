@@ -8,6 +8,7 @@ import (
 	"github.com/capstanhq/capstan"
 	"github.com/capstanhq/capstan/internal/config"
 	"github.com/capstanhq/capstan/internal/contract"
+	"github.com/capstanhq/capstan/internal/ledger"
 )
 
 // This file is the workflow's side of the task's policy (docs/design.md
@@ -28,6 +29,11 @@ func (t *task) startPolicy(ctx workflow.Context) {
 	t.policy = true
 	if t.in.Policy == nil {
 		t.in.Policy = derivedPolicy(t.in)
+	}
+	tp := t.in.Policy
+	if tp.Source != "" && tp.SourceRef == "" &&
+		workflow.GetVersion(ctx, changePolicyByReference, workflow.DefaultVersion, 1) == 1 {
+		tp.SourceRef = ledger.ItemRef(contract.PolicyItem(tp.File, tp.Source))
 	}
 }
 
@@ -57,9 +63,27 @@ func commentRepos(cs []contract.CommentTarget) []string {
 	return out
 }
 
-// toolPolicy is the policy context ExecuteTool decides with; nil for a
-// chain started before changePolicyAtToolBoundary.
+// toolPolicy is the policy context ExecuteTool decides with, and ModelTurn
+// offers tools with; nil for a chain started before
+// changePolicyAtToolBoundary. Under changePolicyByReference it names the
+// file's text by SourceRef without carrying it (firstTurnPolicy does).
 func (t *task) toolPolicy() *contract.TaskPolicy {
+	if !t.policy {
+		return nil
+	}
+	if t.in.Policy.SourceRef == "" {
+		return t.in.Policy
+	}
+	tp := *t.in.Policy
+	tp.Source = contract.PolicyPlaceholder(tp.SourceRef)
+	return &tp
+}
+
+// firstTurnPolicy is the policy context of the chain's first turn's
+// ModelTurn inputs: the whole context, the file's text included, which the
+// activity stores with the turn's commit under SourceRef, before any call
+// can need it.
+func (t *task) firstTurnPolicy() *contract.TaskPolicy {
 	if !t.policy {
 		return nil
 	}

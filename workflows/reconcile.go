@@ -8,6 +8,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/capstanhq/capstan"
+	"github.com/capstanhq/capstan/internal/config"
 	"github.com/capstanhq/capstan/internal/contract"
 )
 
@@ -46,6 +47,9 @@ type effect struct {
 	// with backoff after its re-executions are spent (retryAbsent), never
 	// put to a person.
 	dependency string
+	// resends: the reconciler may settle the write by sending it again
+	// (contract.ReconcileInput.Resend), since changeSettleBySending.
+	resends bool
 }
 
 // recover settles an effect whose outcome is unknown (docs/design.md §5.4
@@ -140,6 +144,7 @@ func (t *task) toolEffect(tid string, op declared) effect {
 		absent:      func(r contract.ReconcileResult, _ int) { rec.State, rec.Reason = capstan.OutcomeAbsent, r.Reason },
 		needsPerson: func(reason string) { rec.State, rec.Reason = capstan.OutcomeNeedsHuman, reason },
 		dependency:  dependencyOf(op.call.Name),
+		resends:     true,
 	}
 }
 
@@ -159,6 +164,12 @@ func (t *task) reconcile(ctx workflow.Context, e effect, since time.Time, resolu
 	actx := workflow.WithActivityOptions(ctx, opts)
 	in := e.input
 	in.Tenant, in.TaskID, in.Scope, in.Since, in.Window, in.Resolution = t.in.Tenant, t.in.TaskID, t.scope, since, t.in.ReconcileWindow, resolution
+	settles := resolution == nil && workflow.GetVersion(ctx, changeSettleBySending, workflow.DefaultVersion, 1) != workflow.DefaultVersion
+	in.Resend = e.resends && settles
+	if settles {
+		defer workflow.SetCurrentDetails(ctx, "")
+		workflow.SetCurrentDetails(ctx, reconcilingDetails(e, workflow.Now(ctx).Add(reconcileWindow(t.in.ReconcileWindow))))
+	}
 	var r contract.ReconcileResult
 	err := workflow.ExecuteActivity(actx, contract.ActivityReconcile, in).Get(ctx, &r)
 	// A reconciliation the ledger kept from running asked nothing: it is
@@ -183,4 +194,22 @@ func (t *task) reconcile(ctx workflow.Context, e effect, since time.Time, resolu
 // markSettled updates the count of unknown operations.
 func (t *task) markSettled(ctx workflow.Context) {
 	_ = workflow.UpsertTypedSearchAttributes(ctx, AttrUnknownOps.ValueSet(int64(t.unknownOps())))
+}
+
+// reconcilingDetails is the task's current details while a reconciler
+// looks for e's effect: what it looks for and the latest it is absent by
+// (the window runs from the ledger's record of the send, no later than
+// now; the reconciler's heartbeat, which starter follow shows, has the
+// exact time).
+func reconcilingDetails(e effect, by time.Time) string {
+	return fmt.Sprintf("**Reconciling** operation `%s`: looking for the effect of %s; absent if not seen by %s at the latest.",
+		e.opID, e.summary, by.UTC().Format("15:04:05 UTC"))
+}
+
+// reconcileWindow is the consistency window a task's reconciliations use.
+func reconcileWindow(w time.Duration) time.Duration {
+	if w <= 0 {
+		return config.DefaultReconcileWindow
+	}
+	return w
 }

@@ -59,9 +59,10 @@ func (t *task) runTurn(ctx workflow.Context, turn int) (contract.ModelTurnResult
 	ts := &turnState{turn: turn, tid: tid, rec: &t.result.Turns[len(t.result.Turns)-1]}
 	ts.guard.persistent = t.fullTurnGuard && t.in.Persistent
 	in := contract.ModelTurnInput{TaskID: t.in.TaskID, Scope: t.scope, TurnID: tid, Model: t.model(),
-		Limits: t.in.ModelLimits.WithDefaults(), Transcript: t.transcript, Append: t.append, Policy: t.toolPolicy()}
+		Limits: t.in.ModelLimits.WithDefaults(), Transcript: t.transcript, Append: t.append, Policy: t.toolPolicy(),
+		Tools: t.in.Tools}
 	if t.transcript == "" {
-		in.Seed = t.seed()
+		in.Seed, in.Policy = t.seed(), t.firstTurnPolicy()
 	}
 	out, err := t.callModel(ctx, ts, &in, "")
 	if err != nil || !t.fullTurnGuard {

@@ -66,6 +66,12 @@ type AgentTaskInput struct {
 	// Prices are the prices of the task's models, taken from its first
 	// worker's table with its budget.
 	Prices map[string]config.Price `json:"prices,omitempty"`
+	// Tools are the MCP tools, with their schema hashes, of the worker
+	// that ran the task's first step (changeMCPToolsPinned): the task
+	// offers only these, and refuses a call of one whose schema changed.
+	// Nil for a task started before (its model is offered each worker's
+	// tools as they are).
+	Tools *contract.ToolSet `json:"tools,omitempty"`
 	// Checkpoint is set when the task continues as new.
 	Checkpoint *Checkpoint `json:"checkpoint,omitempty"`
 }

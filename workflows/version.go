@@ -24,7 +24,10 @@ import "go.temporal.io/sdk/workflow"
 //	v9  changeResolveOnce
 //	v10 changeLedgerOutageWaits, changeLedgerKeysPerChain
 //	v11 changePolicyAtToolBoundary, changeBudgets
-const HistoryVersion = "v11"
+//	v12 changeTruncateWaitsForLedger, changeAbsentWritesRetried,
+//	    changeApprovals, changePolicyByReference, changeMCPToolsPinned,
+//	    changeSettleBySending
+const HistoryVersion = "v12"
 
 // Changes to workflow logic, each read with workflow.GetVersion where the
 // logic forks. A change id — the string, which histories record — is never
@@ -164,6 +167,41 @@ const (
 	// Read once, as the chain's first run starts, by a chain with a policy
 	// context; a continued run takes it from its checkpoint.
 	changeApprovals = "approvals"
+
+	// changePolicyByReference: a task whose policy context holds a policy
+	// file's text names it by reference (TaskPolicy.SourceRef, the ledger
+	// item contract.PolicyItem): the text travels in the chain's first
+	// turn's ModelTurn inputs only, which store it with the turn, and
+	// every other ModelTurn and ExecuteTool input carries the context
+	// without it, so history no longer grows by the file's size per call.
+	// Read once, as the chain's first run starts, and only for a task with
+	// a file; the reference is carried by continue-as-new in the input. A
+	// chain started before keeps sending the text.
+	changePolicyByReference = "policy-by-reference"
+
+	// changeMCPToolsPinned: the set of tools whose schema a server may
+	// change (MCP tools), each with its schema hash, is fixed when the
+	// chain's first run starts — from the worker that runs it, through the
+	// WorkerLimits local activity, recorded in history — and kept in the
+	// task's input (AgentTaskInput.Tools); every model turn is given it
+	// (ModelTurnInput.Tools): only those tools are offered, and a call
+	// records the hash the tool was fixed with, so ExecuteTool refuses a
+	// call of a tool that vanished or changed its schema under the
+	// running task. Read once, as the chain's first run starts; a
+	// continued run has the set in its input.
+	changeMCPToolsPinned = "mcp-tools-pinned"
+
+	// changeSettleBySending: the Reconcile of a running task's tool
+	// operation may settle a conditional write whose service refuses a
+	// second effect — a pull request (one open per head and base), a
+	// branch (one per name) — by sending it again with the same operation
+	// id after one lookup saw nothing (contract.ReconcileInput.Resend,
+	// docs/design.md §5.5): created is found, refused as already there is
+	// read back and found if it is the operation's. Such a write settles
+	// in seconds instead of a consistency window and a re-execution. A
+	// cancelled task's reconciliation never sends. Read where each
+	// Reconcile's input is built.
+	changeSettleBySending = "settle-by-sending"
 )
 
 // inEffect reports whether change, one of those through

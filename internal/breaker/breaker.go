@@ -117,12 +117,15 @@ type Set struct {
 
 	mu       sync.Mutex
 	breakers map[Key]*entry
+	// perKey are the thresholds of the keys configured apart (Configure).
+	perKey map[Key]config.BreakerSettings
 }
 
 // entry is one breaker, the end of its current open period (which gobreaker
 // keeps to itself), and its trial slot.
 type entry struct {
-	cb *gobreaker.TwoStepCircuitBreaker[struct{}]
+	cb       *gobreaker.TwoStepCircuitBreaker[struct{}]
+	settings config.BreakerSettings
 
 	mu        sync.Mutex
 	openUntil time.Time
@@ -150,6 +153,29 @@ func NewSet(s config.BreakerSettings, o Options) (*Set, error) {
 // Settings returns the thresholds of the Set's breakers.
 func (s *Set) Settings() config.BreakerSettings { return s.settings }
 
+// Configure gives key's breaker thresholds of its own (an MCP server's
+// capstan.breaker), in place of the Set's. It must be called before the
+// key's first use; it fails on settings their Validate refuses, or on a key
+// already in use. Configure on a nil Set does nothing.
+func (s *Set) Configure(key Key, st config.BreakerSettings) error {
+	if s == nil {
+		return nil
+	}
+	if err := st.Validate(); err != nil {
+		return fmt.Errorf("breaker %s: %w", key, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, used := s.breakers[key]; used {
+		return fmt.Errorf("breaker %s is already in use: configure it before its first call", key)
+	}
+	if s.perKey == nil {
+		s.perKey = map[Key]config.BreakerSettings{}
+	}
+	s.perKey[key] = st
+	return nil
+}
+
 // errFailure and errIgnored carry a Permit's outcome into gobreaker.
 var (
 	errFailure = errors.New("breaker: the call failed")
@@ -162,8 +188,11 @@ func (s *Set) breaker(key Key) *entry {
 	if e, ok := s.breakers[key]; ok {
 		return e
 	}
-	e := &entry{}
 	st := s.settings
+	if own, ok := s.perKey[key]; ok {
+		st = own
+	}
+	e := &entry{settings: st}
 	e.cb = gobreaker.NewTwoStepCircuitBreaker[struct{}](gobreaker.Settings{
 		Name:         string(key),
 		MaxRequests:  1, // one half-open probe
@@ -191,7 +220,7 @@ func (s *Set) changed(key Key, e *entry, from, to State) {
 	t := Transition{Key: key, From: from, To: to, At: time.Now()}
 	e.mu.Lock()
 	if to == StateOpen {
-		e.openUntil = t.At.Add(s.settings.OpenFor)
+		e.openUntil = t.At.Add(e.settings.OpenFor)
 		t.OpenUntil = e.openUntil
 	} else {
 		e.openUntil = time.Time{}
@@ -200,7 +229,7 @@ func (s *Set) changed(key Key, e *entry, from, to State) {
 	attrs := []any{"breaker", string(key), "from", string(from), "to", string(to)}
 	if to == StateOpen {
 		s.opts.Logger.Warn("breaker opened: nothing is sent to "+string(key)+" until the open period ends",
-			append(attrs, "open_for", s.settings.OpenFor.String(), "open_until", t.OpenUntil)...)
+			append(attrs, "open_for", e.settings.OpenFor.String(), "open_until", t.OpenUntil)...)
 	} else {
 		s.opts.Logger.Info("breaker state changed", attrs...)
 	}
@@ -262,7 +291,7 @@ func (s *Set) Allow(key Key) (*Permit, error) {
 	}
 	e.mu.Unlock()
 	if busy {
-		return nil, &OpenError{Key: key, State: StateClosed, Wait: min(trialWait, s.settings.OpenFor)}
+		return nil, &OpenError{Key: key, State: StateClosed, Wait: min(trialWait, e.settings.OpenFor)}
 	}
 	p := &Permit{entry: e, trial: trial}
 	done, err := e.cb.Allow()
@@ -276,7 +305,7 @@ func (s *Set) Allow(key Key) (*Permit, error) {
 		e.mu.Unlock()
 		return nil, &OpenError{Key: key, State: StateOpen, Wait: max(left, 0)}
 	case errors.Is(err, gobreaker.ErrTooManyRequests):
-		return nil, &OpenError{Key: key, State: StateHalfOpen, Wait: min(halfOpenWait, s.settings.OpenFor)}
+		return nil, &OpenError{Key: key, State: StateHalfOpen, Wait: min(halfOpenWait, e.settings.OpenFor)}
 	case err != nil:
 		return nil, fmt.Errorf("breaker %s: %w", key, err)
 	}

@@ -413,3 +413,33 @@ func rounds(s *breaker.Set, key breaker.Key, n int, o breaker.Outcome) int {
 	}
 	return sent
 }
+
+func TestConfiguredKeyHasItsOwnThresholds(t *testing.T) {
+	t.Parallel()
+	s, _, _ := newSet(t, quick)
+	own := quick
+	own.ConsecutiveFailures, own.OpenFor = 2, time.Hour
+	key := breaker.Key("mcp/tickets")
+	if err := s.Configure(key, own); err != nil {
+		t.Fatal(err)
+	}
+	call(t, s, key, breaker.Failure)
+	call(t, s, key, breaker.Failure)
+	if open := refused(t, s, key, breaker.StateOpen); open.Wait <= quick.OpenFor {
+		t.Errorf("wait %s: the key's own open period (1h) was not used", open.Wait)
+	}
+	// Other keys keep the Set's thresholds.
+	call(t, s, breaker.GitHubWrite, breaker.Failure)
+	call(t, s, breaker.GitHubWrite, breaker.Failure)
+	if st := s.State(breaker.GitHubWrite); st != breaker.StateClosed {
+		t.Errorf("github/write is %s after 2 failures, want closed", st)
+	}
+	if err := s.Configure(key, own); err == nil {
+		t.Error("configuring a key in use was accepted")
+	}
+	bad := own
+	bad.FailureRatio = 3
+	if err := s.Configure("mcp/other", bad); err == nil {
+		t.Error("bad settings were accepted")
+	}
+}

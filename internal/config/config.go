@@ -41,6 +41,9 @@ type Config struct {
 	// PolicyFile (CAPSTAN_POLICY) is the path of the policy file; "" for
 	// the default rules alone.
 	PolicyFile string
+	// MCPConfig (CAPSTAN_MCP_CONFIG) is the path of the worker's MCP
+	// servers file (internal/mcp); "" for none.
+	MCPConfig string
 	// PolicyRefusals (CAPSTAN_POLICY_REFUSALS) is how many of its calls
 	// the policy refuses in one task before the task fails
 	// policy_violation; the starter fixes it in the task's input.
@@ -166,6 +169,7 @@ func FromLookupEnv(lookup func(string) (string, bool)) Config {
 	c.readGitHubApp(getenv)
 	c.BranchPrefix = or("CAPSTAN_BRANCH_PREFIX", DefaultBranchPrefix)
 	c.PolicyFile = strings.TrimSpace(getenv("CAPSTAN_POLICY"))
+	c.MCPConfig = strings.TrimSpace(getenv("CAPSTAN_MCP_CONFIG"))
 	c.PolicyRefusals = c.positiveInt(getenv, "CAPSTAN_POLICY_REFUSALS", DefaultPolicyRefusals)
 	c.AnthropicBaseURL = withSlash(or("ANTHROPIC_BASE_URL", DefaultAnthropicBaseURL))
 	c.modelSet = strings.TrimSpace(getenv("CAPSTAN_MODEL")) != ""

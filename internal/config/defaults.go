@@ -111,6 +111,11 @@ const (
 	// for a ledger it cannot read or write (CAPSTAN_LEDGER_OUTAGE_LIMIT)
 	// before it fails ledger_unavailable.
 	DefaultLedgerOutageLimit = 30 * time.Minute
+	// DefaultMCPConnectTimeout bounds starting or reaching an MCP server
+	// and its initialisation; DefaultMCPCallTimeout one call of its tools
+	// (a server's capstan.connect_timeout and capstan.call_timeout).
+	DefaultMCPConnectTimeout = 10 * time.Second
+	DefaultMCPCallTimeout    = 2 * time.Minute
 
 	// DefaultPolicyRefusals is how many of its tool calls a task's policy
 	// refuses before the task fails policy_violation
@@ -271,12 +276,14 @@ var Settings = []Setting{
 			showDuration(DefaultStreamRetain) + " after its last change, checked every " + showDuration(DefaultStreamSweepEvery)},
 	{Name: "CAPSTAN_BRANCH_PREFIX", Default: code(DefaultBranchPrefix), Reader: "starter",
 		Meaning: "what every branch a task creates must start with (the policy's `default/branch-prefix` rule, docs/design.md §5.8); fixed in the task's input when `starter run` starts it"},
-	{Name: "CAPSTAN_POLICY", Default: none, Reader: "starter",
-		Meaning: "path of a YAML policy file whose rules decide tool calls before the default rules (docs/design.md §5.8); unset, the defaults alone. `starter run` reads it and records its text in the task's input, so the task keeps those rules whatever is deployed later; a bad file is refused with one sentence naming its line, and nothing is started. `starter policy check FILE` validates one, `starter policy explain` shows which rule decides a call"},
+	{Name: "CAPSTAN_POLICY", Default: none, Reader: "worker and starter",
+		Meaning: "path of a YAML policy file whose rules decide tool calls before the default rules (docs/design.md §5.8); unset, the defaults alone. `starter run` reads it and records its text in the task's input, so the task keeps those rules whatever is deployed later; a bad file is refused with one sentence naming its line and rule, and nothing is started. A worker checks it as it starts and stops with that sentence (a task decides with the text its starter recorded, not the worker's). `starter policy check FILE` validates one, `starter policy explain` shows which rule decides a call"},
 	{Name: "CAPSTAN_POLICY_REFUSALS", Default: code(DefaultPolicyRefusals), Reader: "starter",
 		Meaning: "how many tool calls the task's policy refuses before the task fails with `policy_violation` (each refusal before that is a tool error the model reads); fixed in the task's input; `starter run --max-refusals` overrides it"},
 	{Name: "CAPSTAN_APPROVAL_TIMEOUT", Default: code(DefaultApprovalTimeout), Reader: "starter",
 		Meaning: "how long an operation waits for a person's approval (`starter approve`, `starter deny`; docs/design.md §5.9) before it is denied with the reason \"no approval within …\"; fixed in the task's input; `starter run --approval-timeout` overrides it"},
+	{Name: "CAPSTAN_MCP_CONFIG", Default: none, Reader: "worker",
+		Meaning: "path of a JSON file of MCP servers whose tools the agent may call, in the `mcpServers` convention (`command`/`args`/`env` or `url`/`headers`, `${VAR}` expanded from the worker's environment and never written to history), with capstan's settings per server under `capstan` (README: MCP servers). The worker connects to every server at start; a bad file or an unreachable server stops it with one sentence naming the server and the field. `worker --mcp-check FILE` connects and lists the tools with their classes"},
 	{Name: "CAPSTAN_LEDGER_GC_EVERY", Default: "`0` (off)", Reader: "worker",
 		Meaning: "how often the worker runs the ledger's retention, as `starter gc` does once: it deletes the ledger rows of tasks that are closed and that Temporal no longer has (past their namespace's retention, or deleted), never a running or still-retained task's, nor those of tasks started before ledger keys were scoped. Safe on every worker of a pool at once"},
 	{Name: "CAPSTAN_LEDGER_GC_OLDER_THAN", Default: code(DefaultLedgerGCOlderThan), Reader: "worker",

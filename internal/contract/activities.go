@@ -51,6 +51,12 @@ type ModelTurnInput struct {
 	// the tools it refuses whatever their arguments are not offered to the
 	// model. Nil offers every tool.
 	Policy *TaskPolicy `json:",omitempty"`
+	// Tools is the task's fixed set of MCP tools (changeMCPToolsPinned):
+	// an MCP tool not in it is not offered, and a call of one records the
+	// schema hash it was fixed with. Nil (a task started before, or a
+	// worker without MCP tools at its start) offers the worker's tools as
+	// they are.
+	Tools *ToolSet `json:",omitempty"`
 }
 
 // ModelTurnResult is the committed output of a completed attempt.
@@ -85,6 +91,11 @@ type ToolCallRef struct {
 	BusinessKey string // empty when the tool has none
 	Arguments   string // ref of the arguments in the ledger
 	Summary     string // what the Temporal UI shows for the call
+	// SchemaHash is, for a tool whose schema its server may change (an MCP
+	// tool), the hash of the input schema the model was offered and its
+	// arguments were checked against; ExecuteTool refuses the call if the
+	// tool's schema is another by then. Empty for the built-in tools.
+	SchemaHash string `json:",omitempty"`
 }
 
 // AttemptReport describes an attempt that did not complete; it is the detail
@@ -151,74 +162,6 @@ type ExecuteToolInput struct {
 	// timeout: nothing is claimed or sent; the denial is committed as the
 	// tool message the model reads, and State is denied.
 	Denial *Denial `json:",omitempty"`
-}
-
-// Approval is a person's approval of one operation (starter approve).
-type Approval struct {
-	By   string `json:"by"`
-	Note string `json:"note,omitempty"`
-}
-
-// Denial is a person's denial of one operation (starter deny), or, with By
-// empty, the approval's timeout.
-type Denial struct {
-	By     string `json:"by,omitempty"`
-	Reason string `json:"reason"`
-}
-
-// AwaitingApproval is what ExecuteTool reports of a call that waits for a
-// person's approval: nothing was claimed or sent.
-type AwaitingApproval struct {
-	// Summary is one line: what the call would create, where ("pull
-	// request capstan/x → main in acme/payments").
-	Summary string `json:"summary"`
-	// Effect names the call's effect: its tool and canonical arguments
-	// (a hash, the ledger's request hash), so the task answers the same
-	// effect asked again as it was answered before.
-	Effect string `json:"effect"`
-}
-
-// TaskPolicy is what a task's policy decides with (internal/policy.Task and
-// the policy itself), fixed when the task starts and recorded in its
-// history, so a worker deploy does not change a running task's rules. It
-// holds no secret.
-type TaskPolicy struct {
-	// Repositories are OWNER/NAME of the repositories the task may touch:
-	// its --repo, the repository of each --comment, each --allow-repo.
-	Repositories []string `json:"repositories,omitempty"`
-	// Base is the task's base branch.
-	Base string `json:"base,omitempty"`
-	// BranchPrefix starts every branch the task creates
-	// (CAPSTAN_BRANCH_PREFIX); "" means the default.
-	BranchPrefix string `json:"branch_prefix,omitempty"`
-	Tenant       string `json:"tenant,omitempty"`
-	// Labels are the task's labels (--label KEY=VALUE).
-	Labels map[string]string `json:"labels,omitempty"`
-	// File names the policy file (CAPSTAN_POLICY) the starter read, and
-	// Source is its text; both "" when the defaults alone apply.
-	File   string `json:"file,omitempty"`
-	Source string `json:"source,omitempty"`
-	// MaxRefusals is how many refusals the task takes before it fails
-	// policy_violation (CAPSTAN_POLICY_REFUSALS); zero means the default.
-	MaxRefusals int `json:"max_refusals,omitempty"`
-	// RequireApproval are tool names and safety classes (--require-approval)
-	// whose calls, when the policy allows them, wait for a person's
-	// approval (policy.Task.RequireApproval).
-	RequireApproval []string `json:"require_approval,omitempty"`
-}
-
-// PolicyDecision is the decision of a task's policy on one call, as the
-// activity reports it to the workflow (internal/policy.Decision).
-type PolicyDecision struct {
-	Effect string // allow, deny or require_approval
-	Rule   string
-	Reason string
-	// Refused says nothing was sent: a deny, or a require_approval of a
-	// task that cannot ask a person (ExecuteToolInput.Approvals false).
-	Refused bool
-	// Approved: a require_approval decision on a call that carried a
-	// person's approval, which let it through.
-	Approved bool `json:",omitempty"`
 }
 
 // ExecuteToolResult is how the operation ended. A tool that refused the
@@ -314,6 +257,14 @@ type ReconcileInput struct {
 	// Channel is the Slack channel a delivery was posted to, as Deliver was
 	// given it. Empty for a tool operation.
 	Channel string
+	// Resend lets the reconciler settle a conditional write whose service
+	// refuses a second effect (tools.Settler: a pull request, a branch) by
+	// sending it again with the same operation id once its lookup saw
+	// nothing, instead of waiting out the window (docs/design.md §5.5).
+	// The workflow sets it for a running task's tool operation since
+	// changeSettleBySending; never for a cancelled task's, which sends
+	// nothing more. False: look only.
+	Resend bool `json:",omitempty"`
 }
 
 // Resolution is what a person decided about an operation nobody else could
@@ -374,6 +325,37 @@ type WorkerLimitsResult struct {
 	// Prices its price table (CAPSTAN_MODEL_PRICES), by provider:model.
 	Budget Budget                  `json:"budget,omitzero"`
 	Prices map[string]config.Price `json:"prices,omitempty"`
+	// Tools are the worker's tools whose schema their server may change
+	// (MCP tools), each with the hash of its schema now: a task started
+	// since changeMCPToolsPinned keeps them as its ToolSet.
+	Tools []ToolPin `json:"tools,omitempty"`
+}
+
+// ToolPin is one tool of a task's fixed set, with the hash of the input
+// schema it had when the task started.
+type ToolPin struct {
+	Name       string `json:"name"`
+	SchemaHash string `json:"schema_hash"`
+}
+
+// ToolSet is the set of tools with changeable schemas (MCP tools) a task
+// fixed when it started, recorded in its input: only these are offered to
+// its model, and a call of one whose schema is another by then is refused.
+type ToolSet struct {
+	Pins []ToolPin `json:"pins"`
+}
+
+// Pin returns the pin of the tool called name.
+func (s *ToolSet) Pin(name string) (ToolPin, bool) {
+	if s == nil {
+		return ToolPin{}, false
+	}
+	for _, p := range s.Pins {
+		if p.Name == name {
+			return p, true
+		}
+	}
+	return ToolPin{}, false
 }
 
 // Budget is a task's ceiling on what its model requests spend

@@ -11,6 +11,7 @@ import (
 
 	"github.com/capstanhq/capstan/internal/contract"
 	"github.com/capstanhq/capstan/internal/model"
+	"github.com/capstanhq/capstan/internal/policy"
 )
 
 // throughTemporal is err as the workflow gets it: encoded by the SDK's own
@@ -79,5 +80,24 @@ func TestAtBoundaryMessageNamesTheTypeOnce(t *testing.T) {
 	want := "other request hash; and handing operation op-1 back failed: ledger closed (type: OperationConflict, retryable: false): hash 1 ≠ hash 2"
 	if got != want {
 		t.Errorf("message\n got %q\nwant %q", got, want)
+	}
+}
+
+// A context that names its policy file by reference carries a placeholder
+// text that no policy file can be: a worker that predates references fails
+// to compile it (policy.Parse refuses its only key) rather than reading ""
+// as "no file" and deciding with the defaults alone.
+func TestPolicyPlaceholderIsNoText(t *testing.T) {
+	t.Parallel()
+	ref := "sha256:" + strings.Repeat("ab", 32)
+	tp := &contract.TaskPolicy{File: "policy.yaml", Source: contract.PolicyPlaceholder(ref), SourceRef: ref}
+	if contract.HasPolicyText(tp) {
+		t.Errorf("HasPolicyText(%q) = true, want false", tp.Source)
+	}
+	if !contract.HasPolicyText(&contract.TaskPolicy{Source: "rules: []\n"}) || contract.HasPolicyText(&contract.TaskPolicy{}) || contract.HasPolicyText(nil) {
+		t.Error("HasPolicyText misreads a real text, an empty one or none")
+	}
+	if _, err := policy.Parse("policy.yaml", []byte(tp.Source)); err == nil || !strings.Contains(err.Error(), "unknown key") {
+		t.Errorf("policy.Parse(placeholder) = %v, want the unknown-key refusal an older worker gives", err)
 	}
 }

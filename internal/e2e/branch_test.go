@@ -202,9 +202,9 @@ func waitSettled(t *testing.T, env []string, taskID string) workflows.TaskResult
 
 // TestBranchAbsentFiveTimesAsksNoPerson: GitHub answers the branch's create
 // 502 five times in a row, acting on none, then creates it. Each 502 is an
-// unknown outcome the reconciler confirms absent; a write capstan knows did
-// not happen is executed again with backoff, never put to a person. The
-// task completes with one branch.
+// unknown outcome: the reconciler sends it again (issue 18) or confirms it
+// absent; a write capstan knows did not happen is executed again with
+// backoff, never put to a person. The task completes with one branch.
 func TestBranchAbsentFiveTimesAsksNoPerson(t *testing.T) {
 	sb := startSandbox(t)
 	if err := sb.GitHub.AddFault(sandbox.FaultRule{Endpoint: "git/create-ref", Kind: sandbox.FaultFail, Status: http.StatusBadGateway, Times: 5}); err != nil {
@@ -230,9 +230,12 @@ func TestBranchAbsentFiveTimesAsksNoPerson(t *testing.T) {
 	if st := sb.GitHub.Stats(); st.BranchesCreated != 1 || st.PullRequestsCreated != 1 {
 		t.Errorf("github stats = %+v, want exactly 1 branch and 1 pull request", st)
 	}
+	// Each unknown is settled by the reconciler sending the branch again
+	// (issue 18), whose 502s count among the five; or, its re-sends spent,
+	// by the workflow executing it again with backoff. Either way no person.
 	journal := strings.Join(queryJournal(t, taskID), "\n")
-	if !strings.Contains(journal, "github keeps failing; executing it again with the same id") {
-		t.Errorf("the journal does not say the branch was executed again past its re-executions:\n%s", journal)
+	if !strings.Contains(journal, "github keeps failing; executing it again with the same id") && !strings.Contains(journal, "recovered") {
+		t.Errorf("the journal says neither that the branch was executed again nor that it was recovered:\n%s", journal)
 	}
 	if strings.Contains(journal, "needs a person") {
 		t.Errorf("a person was asked about a branch known not to exist:\n%s", journal)

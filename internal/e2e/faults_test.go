@@ -71,7 +71,14 @@ const (
 	settleReadBack                         // answer lost → the attempt read the write back: in place
 	settleReadBackAbsent                   // 5xx → the attempt read the write back: not in place → written again
 	settleByPerson                         // unknown, the reconciler cannot ask → a person resolves it found
+	settleAny                              // however it is settled: only the effects and the times are checked
+	settleSentAgain                        // unknown → the reconciler saw none, sent it again with the same id → found (issue 18)
 )
+
+// resentByReconciler are the endpoints whose ambiguous writes a reconciler
+// settles by sending them again (tools.Settler): GitHub holds one open pull
+// request per head and base, one branch per name.
+var resentByReconciler = map[string]bool{"pulls/create": true, "git/create-ref": true}
 
 // faultRow is one row of the table.
 type faultRow struct {
@@ -99,6 +106,7 @@ type faultReport struct {
 	outcome   string
 	total     time.Duration // task start to completion
 	fromFault time.Duration // the fault (first faulted request, or the signal) to completion
+	settled   time.Duration // the fault to the faulted operation's last ledger record
 }
 
 // TestFaultTable runs every fault of issue 6 end to end and checks, for
@@ -180,6 +188,9 @@ func faultRows() []faultRow {
 	}
 	for _, w := range writes {
 		fail, lost := settleResent, settleFound
+		if resentByReconciler[w.endpoint] {
+			fail = settleSentAgain
+		}
 		if w.readBack {
 			fail, lost = settleReadBackAbsent, settleReadBack
 		}
@@ -343,6 +354,9 @@ func runFaultRow(t *testing.T, i int, row faultRow, rep *faultReport) {
 	}
 	if !faultAt.IsZero() {
 		rep.fromFault = closed.Sub(faultAt)
+		if row.want == settleAny {
+			rep.settled = settledAt(t, env, taskID, row).Sub(faultAt)
+		}
 	}
 
 	n := countEffects(sb)
@@ -406,6 +420,9 @@ func checkSettlement(t *testing.T, row faultRow, res workflows.TaskResult, journ
 				!slices.ContainsFunc(also, func(s string) bool { return !strings.Contains(l, s) })
 		})
 	}
+	if row.want == settleAny {
+		return describeSettlement(journal)
+	}
 	if row.want == settleNormally {
 		for _, l := range journal {
 			if strings.Contains(l, " is unknown") {
@@ -431,7 +448,7 @@ func checkSettlement(t *testing.T, row faultRow, res workflows.TaskResult, journ
 		t.Fatalf("no operation for %s in %+v, %+v", row.endpoint, res.Operations, res.Deliveries)
 	}
 	wasUnknown := logged(opID, "is unknown")
-	wantUnknown := row.want == settleFound || row.want == settleResent || row.want == settleByPerson
+	wantUnknown := row.want == settleFound || row.want == settleResent || row.want == settleByPerson || row.want == settleSentAgain
 	if wasUnknown != wantUnknown {
 		t.Errorf("operation %s: journalled unknown = %v, want %v", opID, wasUnknown, wantUnknown)
 	}
@@ -454,8 +471,11 @@ func checkSettlement(t *testing.T, row faultRow, res workflows.TaskResult, journ
 			t.Errorf("operation %s: recovered = %v, journal recovered = %v, absent = %v; want found by the reconciler, never absent",
 				opID, recovered, logged(opID, "recovered"), logged(opID, "is absent"))
 		}
-		if writes != 1 {
-			t.Errorf("%s was requested %d times, want once: a found effect is never sent again", row.endpoint, writes)
+		// A lagging list hides the effect from the first lookup: a
+		// reconciler that may send again does, and GitHub refuses it
+		// (422), which is no second effect (the counts above).
+		if maxWrites := 1 + btoi(row.list != "" && resentByReconciler[row.endpoint]); writes < 1 || writes > maxWrites {
+			t.Errorf("%s was requested %d times, want once (at most %d): a found effect is never made again", row.endpoint, writes, maxWrites)
 		}
 		if toolCallID != "" {
 			if msg := toolMessage(t, sb, toolCallID); !strings.Contains(msg, `"recovered":true`) {
@@ -474,6 +494,15 @@ func checkSettlement(t *testing.T, row faultRow, res workflows.TaskResult, journ
 			how += fmt.Sprintf(" on ask %d of %s", asks, row.list)
 		}
 		return how + " → completed"
+	case settleSentAgain:
+		if !recovered || !logged(opID, "recovered") || logged(opID, "is absent") {
+			t.Errorf("operation %s: recovered = %v, journal absent = %v; want found by the reconciler's re-send, never absent",
+				opID, recovered, logged(opID, "is absent"))
+		}
+		if writes != 2 {
+			t.Errorf("%s was requested %d times, want 2 (the refused one, the reconciler's re-send)", row.endpoint, writes)
+		}
+		return "unknown → reconciler: none seen → sent again with the same id → found → completed"
 	case settleResent:
 		if recovered || !logged(opID, "is absent", "executing it again with the same id (1/") {
 			t.Errorf("operation %s: recovered = %v, journal absent = %v; want absent, then executed again once", opID, recovered, logged(opID, "is absent"))
@@ -642,4 +671,11 @@ func (w *requestWatch) countSince(endpoint string, since time.Time) int {
 		}
 	}
 	return n
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

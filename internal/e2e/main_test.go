@@ -33,6 +33,7 @@ var (
 	workerBin     string
 	starterBin    string
 	sandboxBin    string
+	sandboxMCPBin string
 )
 
 func TestMain(m *testing.M) {
@@ -60,7 +61,7 @@ func runMain(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		return 1
 	}
-	workerBin, starterBin, sandboxBin = bins.Worker, bins.Starter, bins.Sandbox
+	workerBin, starterBin, sandboxBin, sandboxMCPBin = bins.Worker, bins.Starter, bins.Sandbox, bins.SandboxMCP
 	return m.Run()
 }
 

@@ -97,6 +97,24 @@ type ClaimResult struct {
 	Op     Operation
 }
 
+// Decision is the decision of a task's policy on one operation
+// (docs/design.md §5.8), recorded before anything is claimed or sent, once
+// per operation id: a refused operation has its decision and no
+// operations row. Retention deletes it with its chain's operations (its
+// id carries the chain's scope).
+type Decision struct {
+	OperationID string
+	Tenant      string
+	TaskID      string
+	Tool        string
+	Effect      string // allow, deny or require_approval
+	Rule        string
+	Reason      string
+	// Refused says nothing was, or will be, sent for the operation.
+	Refused   bool
+	CreatedAt time.Time
+}
+
 // Completion records how a claimed operation ended.
 type Completion struct {
 	ID         string
@@ -168,6 +186,15 @@ type Store interface {
 	CommitTurn(ctx context.Context, turnID string, output []byte, items ...[]byte) ([]byte, error)
 	// GetTurn returns a turn's committed output, or ErrNotFound.
 	GetTurn(ctx context.Context, turnID string) ([]byte, error)
+
+	// RecordDecision records the policy's decision on an operation,
+	// once: the first record of an operation id wins, and every later one
+	// — a repeated ExecuteTool of the operation — gets it back instead of
+	// its own (stored), with created false. CreatedAt is the ledger's.
+	RecordDecision(ctx context.Context, d Decision) (stored Decision, created bool, err error)
+	// Decisions lists a task's recorded decisions, oldest first; none is
+	// an empty slice.
+	Decisions(ctx context.Context, taskID string) ([]Decision, error)
 
 	// Retention deletes the rows of chains Temporal no longer has
 	// (starter gc).

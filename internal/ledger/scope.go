@@ -61,6 +61,8 @@ func (c Chain) OperationMark() string { return ":" + c.TaskID + ":" + c.Scope + 
 // Removed counts what retention deleted, or would delete (a dry run).
 type Removed struct {
 	Tasks, Operations, Turns, Items int
+	// Decisions are the chain's policy decisions (Decision).
+	Decisions int
 	// Bytes are the bytes of the deleted items, turn outputs and
 	// operation results.
 	Bytes int64
@@ -72,6 +74,7 @@ func (r *Removed) Add(o Removed) {
 	r.Operations += o.Operations
 	r.Turns += o.Turns
 	r.Items += o.Items
+	r.Decisions += o.Decisions
 	r.Bytes += o.Bytes
 }
 
@@ -86,7 +89,7 @@ type Retention interface {
 	// Chains lists the chains whose last turn commit is before before,
 	// oldest first.
 	Chains(ctx context.Context, before time.Time) ([]Chain, error)
-	// RemoveChain deletes the chain's row, its operations and turns, its
+	// RemoveChain deletes the chain's row, its operations, decisions and turns, its
 	// item ownership, and the items no other chain (nor a task without a
 	// scope) refers to, in one transaction, and counts them. With dryRun
 	// it counts the same and deletes nothing.

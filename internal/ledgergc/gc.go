@@ -87,7 +87,7 @@ func Run(ctx context.Context, st ledger.Retention, svc Describer, opts Options) 
 		}
 		rep.Removed.Add(r)
 		opts.Logger.InfoContext(ctx, "ledger gc: chain removed", "scope", c.Scope, "namespace", c.Namespace,
-			"workflow_id", c.WorkflowID, "dry_run", opts.DryRun, "operations", r.Operations, "turns", r.Turns, "items", r.Items, "bytes", r.Bytes)
+			"workflow_id", c.WorkflowID, "dry_run", opts.DryRun, "operations", r.Operations, "decisions", r.Decisions, "turns", r.Turns, "items", r.Items, "bytes", r.Bytes)
 	}
 	rep.Unscoped, err = st.CountUnscoped(ctx)
 	return rep, err

@@ -120,6 +120,7 @@ type ghRepo struct {
 	id          int64
 	created     time.Time
 	branches    map[string]string    // branch name -> head commit sha
+	defaultBr   string               // the default branch; "" means main
 	branchMade  map[string]time.Time // branch name -> when git/create-ref made it; zero for main
 	commits     map[string]*ghCommit
 	issues      map[int]*ghIssue // pull requests are issues too, as on GitHub
@@ -377,7 +378,7 @@ func (g *GitHub) getRepo(w http.ResponseWriter, r *http.Request) {
 	defer g.dataMu.Unlock()
 	rp, u := g.repoLocked(r), ghBases(r)
 	writeJSONBody(w, http.StatusOK, map[string]any{"id": rp.id, "name": rp.name, "full_name": rp.owner + "/" + rp.name,
-		"owner": ghUser(rp.owner), "private": false, "default_branch": "main",
+		"owner": ghUser(rp.owner), "private": false, "default_branch": rp.defaultBranch(),
 		"html_url": u.web + rp.owner + "/" + rp.name, "url": u.api + "repos/" + rp.owner + "/" + rp.name,
 		"created_at": rp.created, "updated_at": rp.created})
 }

@@ -356,7 +356,7 @@ func (rp *ghRepo) pullJSON(u ghURLs, is *ghIssue, comments int) map[string]any {
 	side := func(branch, sha string) map[string]any {
 		return map[string]any{"label": rp.owner + ":" + branch, "ref": branch, "sha": sha, "user": ghUser(rp.owner),
 			"repo": map[string]any{"id": rp.id, "name": rp.name, "full_name": rp.full(), "owner": ghUser(rp.owner),
-				"html_url": u.web + rp.full(), "url": api, "default_branch": "main"}}
+				"html_url": u.web + rp.full(), "url": api, "default_branch": rp.defaultBranch()}}
 	}
 	var closed any
 	if !is.closed.IsZero() {

@@ -66,21 +66,25 @@ type Binaries struct {
 	// Sandbox serves the offline fakes; an ordinary worker is pointed at
 	// it through its base-URL settings, as in `make demo`.
 	Sandbox string
+	// SandboxMCP is the sandbox's MCP server (stdio, or --http), which a
+	// worker starts as a server of its CAPSTAN_MCP_CONFIG.
+	SandboxMCP string
 }
 
-// BuildBinaries builds ./worker, ./starter and the sandbox program
-// (internal/sandbox/cmd/sandbox) into dir and returns their paths. Under
+// BuildBinaries builds ./worker, ./starter, the sandbox program
+// (internal/sandbox/cmd/sandbox) and its MCP server (cmd/sandbox-mcp) into dir and returns their paths. Under
 // `go test -race` they are built with -race as well, so the stream
 // goroutine, the watchdogs and the parallel reads are race-checked where
 // they really run; a race report makes the binary exit 66, which the
 // end-to-end tests see as a failure.
 func BuildBinaries(dir string) (Binaries, error) {
-	bins := Binaries{Worker: filepath.Join(dir, "worker"), Starter: filepath.Join(dir, "starter"), Sandbox: filepath.Join(dir, "sandbox")}
+	bins := Binaries{Worker: filepath.Join(dir, "worker"), Starter: filepath.Join(dir, "starter"), Sandbox: filepath.Join(dir, "sandbox"),
+		SandboxMCP: filepath.Join(dir, "sandbox-mcp")}
 	args := []string{"build"}
 	if RaceEnabled {
 		args = append(args, "-race")
 	}
-	args = append(args, "-o", dir+string(filepath.Separator), "./worker", "./starter", "./internal/sandbox/cmd/sandbox")
+	args = append(args, "-o", dir+string(filepath.Separator), "./worker", "./starter", "./internal/sandbox/cmd/sandbox", "./internal/sandbox/cmd/sandbox-mcp")
 	cmd := exec.Command("go", args...)
 	cmd.Dir = RepoRoot()
 	out, err := cmd.CombinedOutput()

@@ -106,3 +106,25 @@ type ReadBack interface {
 	// asked, and says nothing about the URL.
 	ReadBack(ctx context.Context, url string) (Observation, error)
 }
+
+// Settler is implemented by an Effect whose service cannot hold a second
+// effect for the operation's key: GitHub refuses a second open pull
+// request for a head and base, and a second branch of a name. For such an
+// effect a lookup that saw nothing need not wait out the consistency
+// window: sending the call again, with the same operation id, either makes
+// the one effect (the first send did not) or is refused because it exists
+// (the first send did, and the lookup lagged behind it), and the refusal is
+// read back and checked.
+type Settler interface {
+	Effect
+	// Settle sends the call again, once, and says what became of it. It is
+	// asked only after Find answered NotSeen. Found, with ExternalID in the
+	// form Execute records, is the effect: made now, or refused as already
+	// there and read back as the operation's. Ambiguous: refused, and what
+	// is there cannot be told the operation's. An error says nothing about
+	// the effect — the request failed with its outcome unknown, it was
+	// refused for another reason, or what refused it could not be read
+	// back yet — and the caller goes on looking within the window, as for
+	// an effect without that guarantee.
+	Settle(ctx context.Context) (Observation, error)
+}

@@ -118,3 +118,12 @@ var ErrUnknownTool = errors.New("unknown tool")
 // effect: no client configured, no operation id to reconcile by, a write the
 // target cannot take. Nothing happened, and repeating the call fails again.
 var ErrRefused = errors.New("refused")
+
+// Guarded is implemented by a tool whose calls go through a breaker it
+// names itself — an MCP tool's is its server's, "mcp/<server>" — rather
+// than the one its name and class give ("<service>/read", "<service>/write").
+type Guarded interface {
+	// Breaker is the key of the breaker every call of the tool goes
+	// through.
+	Breaker() string
+}

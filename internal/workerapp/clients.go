@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 
+	gogithub "github.com/google/go-github/v62/github"
 	"github.com/slack-go/slack"
 
 	"github.com/capstanhq/capstan/internal/calltimeout"
@@ -29,6 +30,8 @@ type Clients struct {
 	Providers map[string]model.Provider
 	// Tools are the tools the model may call, over GitHub.
 	Tools *tools.Registry
+	// DefaultBranches reads repositories' default branches, once each.
+	DefaultBranches *githubtools.RepoBranches
 	// Slack is nil when SLACK_BOT_TOKEN is not set.
 	Slack *slack.Client
 	// GitHubApp holds the installation tokens when the worker acts as a
@@ -36,32 +39,33 @@ type Clients struct {
 	GitHubApp *ghapp.Source
 }
 
-// githubTools builds the GitHub tools over one go-github client whose calls
-// go through timeouts: authenticated with GITHUB_TOKEN, or, for a GitHub
-// App, with installation tokens its Source puts on each request, the App's
-// bot login then being the account whose markers lookups believe.
-func githubTools(cfg config.Config, timeouts *calltimeout.Transport) ([]tools.Tool, *ghapp.Source, error) {
+// githubClient is the worker's one go-github client, whose calls go
+// through timeouts, and the account capstan writes as: authenticated with
+// GITHUB_TOKEN, whose user GET /user names; or, for a GitHub App, with
+// installation tokens its Source puts on each request, the App's bot login
+// being the account whose markers lookups believe.
+func githubClient(cfg config.Config, timeouts *calltimeout.Transport) (*gogithub.Client, githubtools.Self, *ghapp.Source, error) {
 	if !cfg.GitHubApp.Set() {
 		gh, err := githubtools.NewClient(cfg.GitHubAPIURL, cfg.GitHubToken, &http.Client{Transport: timeouts})
 		if err != nil {
-			return nil, nil, fmt.Errorf("GITHUB_API_URL: %w", err)
+			return nil, nil, nil, fmt.Errorf("GITHUB_API_URL: %w", err)
 		}
-		return githubtools.Tools(gh), nil, nil
+		return gh, githubtools.AuthenticatedUser(gh), nil, nil
 	}
 	key, err := cfg.GitHubApp.Key()
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	src, err := ghapp.New(ghapp.Config{AppID: cfg.GitHubApp.ID, Key: key, InstallationID: cfg.GitHubApp.InstallationID,
 		BaseURL: cfg.GitHubAPIURL, Base: timeouts})
 	if err != nil {
-		return nil, nil, fmt.Errorf("GITHUB_API_URL: %w", err)
+		return nil, nil, nil, fmt.Errorf("GITHUB_API_URL: %w", err)
 	}
 	gh, err := githubtools.NewClient(cfg.GitHubAPIURL, "", &http.Client{Transport: src.Transport(timeouts)})
 	if err != nil {
-		return nil, nil, fmt.Errorf("GITHUB_API_URL: %w", err)
+		return nil, nil, nil, fmt.Errorf("GITHUB_API_URL: %w", err)
 	}
-	return githubtools.ToolsAs(gh, src), src, nil
+	return gh, src, src, nil
 }
 
 // CheckGitHubApp makes sure, at startup, that the worker can act as its
@@ -92,14 +96,17 @@ func NewClients(cfg config.Config, logger *slog.Logger) (Clients, error) {
 	// write's a little past GitHub's own ten seconds). Model providers
 	// stream and have watchdogs of their own instead.
 	ghTimeouts := &calltimeout.Transport{Read: cfg.GitHubTimeouts.Read, Write: cfg.GitHubTimeouts.Write}
-	ghTools, app, err := githubTools(cfg, ghTimeouts)
+	gh, self, app, err := githubClient(cfg, ghTimeouts)
 	if err != nil {
 		return Clients{}, err
 	}
 	cl := Clients{
 		Providers: modelProviders(cfg, logger),
-		Tools:     tools.NewRegistry(ghTools...),
-		GitHubApp: app,
+		Tools:     tools.NewRegistry(githubtools.ToolsAs(gh, self)...),
+		// The policy's default/base-branch rule guards each repository's
+		// default branch too (docs/design.md §5.8).
+		DefaultBranches: githubtools.NewRepoBranches(gh),
+		GitHubApp:       app,
 	}
 	if cfg.SlackBotToken != "" {
 		cl.Slack = slack.New(cfg.SlackBotToken, slack.OptionHTTPClient(&http.Client{Transport: &calltimeout.Transport{

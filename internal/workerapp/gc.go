@@ -32,7 +32,7 @@ func (w *Worker) runLedgerGC(ctx context.Context) {
 			w.logger.Warn("ledger gc pass failed", "error", err)
 		} else if err == nil {
 			r := rep.Removed
-			w.logger.Info("ledger gc pass", "tasks", r.Tasks, "operations", r.Operations, "turns", r.Turns, "items", r.Items,
+			w.logger.Info("ledger gc pass", "tasks", r.Tasks, "operations", r.Operations, "decisions", r.Decisions, "turns", r.Turns, "items", r.Items,
 				"bytes", r.Bytes, "kept", rep.Kept, "unchecked", rep.Unchecked)
 		}
 		next.Reset(every)

@@ -36,8 +36,10 @@ import (
 	"github.com/capstanhq/capstan/internal/ledger/ledgerdsn"
 	"github.com/capstanhq/capstan/internal/livestream"
 	"github.com/capstanhq/capstan/internal/logids"
+	"github.com/capstanhq/capstan/internal/mcp"
 	"github.com/capstanhq/capstan/internal/metrics"
 	"github.com/capstanhq/capstan/internal/model"
+	"github.com/capstanhq/capstan/internal/policy"
 	"github.com/capstanhq/capstan/internal/tools/slackpost"
 	"github.com/capstanhq/capstan/reconcilers"
 	"github.com/capstanhq/capstan/workflows"
@@ -99,6 +101,7 @@ type Worker struct {
 	liveHub       *livestream.Hub // nil when CAPSTAN_STREAM_ADDR is empty
 	liveServer    *livestream.Server
 	gc            config.LedgerGC // the periodic ledger retention Run runs (gc.go)
+	mcp           *mcp.Pool       // the MCP servers of CAPSTAN_MCP_CONFIG; nil for none (mcp.go)
 }
 
 // Run builds a worker from o and polls until ctx is cancelled, then stops
@@ -140,6 +143,9 @@ func New(ctx context.Context, o Options) (_ *Worker, err error) {
 	if err := cfg.ValidateWorker(); err != nil {
 		return nil, err
 	}
+	if err := checkPolicy(cfg.PolicyFile); err != nil {
+		return nil, err
+	}
 	if err := w.serveMetrics(cfg.MetricsAddr, o.Stdout); err != nil {
 		return nil, err
 	}
@@ -157,8 +163,14 @@ func New(ctx context.Context, o Options) (_ *Worker, err error) {
 	if err := clients.CheckGitHubApp(ctx); err != nil {
 		return nil, err
 	}
+	if clients, err = w.openMCP(ctx, cfg, clients); err != nil {
+		return nil, err
+	}
 	breakers, err := w.newBreakers(cfg, clients)
 	if err != nil {
+		return nil, err
+	}
+	if err := w.configureMCPBreakers(breakers); err != nil {
 		return nil, err
 	}
 
@@ -200,9 +212,11 @@ func (w *Worker) newActivities(cfg config.Config, cl Clients, breakers *breaker.
 		Ledger:    led,
 		Providers: cl.Providers,
 		Tools:     cl.Tools,
-		Identity:  w.identity,
-		Breakers:  breakers,
-		Lease:     cfg.Lease,
+		// Read before a write is decided, once per repository.
+		DefaultBranches: cl.DefaultBranches,
+		Identity:        w.identity,
+		Breakers:        breakers,
+		Lease:           cfg.Lease,
 		// How long a task waits for this worker's ledger in one outage.
 		LedgerOutageLimit: cfg.LedgerOutageLimit,
 		// The limits a task leaves unset: see activities.WorkerLimits.
@@ -254,6 +268,9 @@ func (w *Worker) newBreakers(cfg config.Config, cl Clients) (*breaker.Set, error
 		known := []breaker.Key{breaker.GitHubRead, breaker.GitHubWrite, breaker.SlackPost, breaker.Ledger}
 		for _, name := range sortedKeys(cl.Providers) {
 			known = append(known, breaker.Model(name))
+		}
+		for _, name := range w.mcp.Servers() {
+			known = append(known, breaker.Key("mcp/"+name))
 		}
 		for _, k := range known {
 			w.metrics.BreakerTransition(string(k), "", string(set.State(k)))
@@ -327,6 +344,7 @@ func (w *Worker) Close() {
 	if w.ledger != nil {
 		_ = w.ledger.Close()
 	}
+	w.mcp.Close()
 }
 
 // dialFromEnvironment is config.DialTemporal, bounded by dialTimeout.
@@ -338,4 +356,19 @@ func newIdentity() string {
 	b := make([]byte, 3)
 	_, _ = rand.Read(b)
 	return fmt.Sprintf("capstan-worker@%s/%d/%s", config.Hostname(), os.Getpid(), hex.EncodeToString(b))
+}
+
+// checkPolicy refuses a worker whose CAPSTAN_POLICY does not load: the one
+// sentence of policy.Load, naming the file, the line and the rule. A task
+// decides with the text its starter recorded, not with the worker's file;
+// the check stops a pool deployed with a broken file before it serves
+// anything, as `starter run` refuses to start a task with one.
+func checkPolicy(file string) error {
+	if file == "" {
+		return nil
+	}
+	if _, err := policy.Load(file); err != nil {
+		return fmt.Errorf("CAPSTAN_POLICY: %w", err)
+	}
+	return nil
 }

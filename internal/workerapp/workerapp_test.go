@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -29,6 +30,34 @@ func TestNewRefusesABadConfigurationBeforeConnecting(t *testing.T) {
 	_, err := New(context.Background(), Options{Config: cfg, Dial: refuseDial(t)})
 	if err == nil || !strings.Contains(err.Error(), "OPENAI_API_KEY is not set") {
 		t.Fatalf("New = %v, want the missing key named", err)
+	}
+}
+
+// TestNewRefusesABadPolicyFile: a CAPSTAN_POLICY that does not compile
+// stops the worker at start with one sentence naming the file, the line
+// and the rule, before anything is served or dialled; a good one passes.
+func TestNewRefusesABadPolicyFile(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(bad, []byte("rules:\n  - name: fine\n    tool: github_comment\n    effect: deny\n    reason: no\n  - name: broken\n    when: labels[\"env\"] ==\n    effect: allow\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := config.FromEnv(func(k string) string {
+		return map[string]string{"OPENAI_API_KEY": "k", "GITHUB_TOKEN": "g", "CAPSTAN_METRICS_ADDR": "", "CAPSTAN_POLICY": bad}[k]
+	})
+	_, err := New(context.Background(), Options{Config: cfg, Dial: refuseDial(t)})
+	if err == nil || !strings.Contains(err.Error(), "CAPSTAN_POLICY: policy file "+bad+", line 7, rule \"broken\"") || strings.Count(err.Error(), "\n") != 0 {
+		t.Fatalf("New = %v, want one sentence naming %s, line 7, rule \"broken\"", err, bad)
+	}
+	if err := checkPolicy(""); err != nil {
+		t.Errorf("no policy file: %v", err)
+	}
+	good := filepath.Join(dir, "good.yaml")
+	if err := os.WriteFile(good, []byte("rules:\n  - name: fine\n    tool: github_comment\n    effect: deny\n    reason: no\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := checkPolicy(good); err != nil {
+		t.Errorf("a good file: %v", err)
 	}
 }
 

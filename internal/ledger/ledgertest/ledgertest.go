@@ -148,6 +148,7 @@ var cases = []testCase{
 	{"CommitTurnStoresItems", testCommitTurnStoresItems},
 	{"ConcurrentWritesFailAlone", testConcurrentWritesFailAlone},
 	{"RetentionRemovesOneChain", testRetentionRemovesOneChain},
+	{"DecisionRecordedOnce", testDecisionRecordedOnce},
 }
 
 // h is the harness one subtest works with.

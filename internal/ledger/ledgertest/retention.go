@@ -12,7 +12,8 @@ import (
 // chainRows are the ids and refs chainWrites wrote.
 type chainRows struct {
 	turn, op, own, msg, turnItem string
-	bytes                        int64 // of own, msg, turnItem, the turn's output and the op's result
+	decided                      string // an operation with a decision and no row: refused
+	bytes                        int64  // of own, msg, turnItem, the turn's output and the op's result
 }
 
 // chainWrites makes the writes a task of chain scope makes — items it
@@ -53,6 +54,11 @@ func (h *h) chainWrites(ctx context.Context, scope, tag string) chainRows {
 		h.Fatalf("Complete %s: %v", r.op, err)
 	}
 	r.msg = ledger.ItemRef([]byte(msg))
+	r.decided = r.op + ":refused"
+	if _, _, err := h.s.RecordDecision(ctx, ledger.Decision{OperationID: r.decided, Tenant: "ten", TaskID: "T", Tool: "tool",
+		Effect: "deny", Rule: "default/repository", Reason: "outside", Refused: true}); err != nil {
+		h.Fatalf("RecordDecision %s: %v", r.decided, err)
+	}
 	r.bytes = int64(len(own) + len(msg) + len(turnItem) + len(output) + len(result))
 	return r
 }
@@ -62,7 +68,7 @@ func scopeOf(token, run string) ledger.Scope {
 }
 
 // Retention removes exactly one chain's rows: its turns, its operations
-// (found by the scope in their ids), its row in the tasks table, and the
+// and policy decisions (found by the scope in their ids), its row in the tasks table, and the
 // items no one else refers to; another chain of the same task id, the rows
 // of a task without a scope, and items shared with either stay. A dry run
 // counts the same and deletes nothing.
@@ -95,7 +101,7 @@ func testRetentionRemovesOneChain(h *h) {
 		h.Fatalf("chain A = %+v; want scope %s, the last run run-2, created at the epoch, updated a minute later", ca, a)
 	}
 	// A's turn output was committed first, so the second commit kept it.
-	want := ledger.Removed{Tasks: 1, Operations: 1, Turns: 1, Items: 2, Bytes: rowsA.bytes - int64(len("own item of A"))}
+	want := ledger.Removed{Tasks: 1, Operations: 1, Decisions: 1, Turns: 1, Items: 2, Bytes: rowsA.bytes - int64(len("own item of A"))}
 	dry, err := h.s.RemoveChain(h.ctx, ca, true)
 	if err != nil || dry != want {
 		h.Fatalf("RemoveChain(A, dry run) = %+v, %v; want %+v", dry, err, want)
@@ -134,6 +140,9 @@ func testRetentionRemovesOneChain(h *h) {
 			h.Fatalf("operation %s after A's removal: %v", op, err)
 		}
 	}
+	if ds, err := h.s.Decisions(h.ctx, "T"); err != nil || len(ds) != 2 || ds[0].OperationID+ds[1].OperationID != old.decided+rowsB.decided {
+		h.Fatalf("decisions of T after A's removal = %+v, %v; want B's and the unscoped task's", ds, err)
+	}
 	if again, err := h.s.RemoveChain(h.ctx, ca, false); err != nil || again != (ledger.Removed{}) {
 		h.Fatalf("RemoveChain(A) again = %+v, %v; want nothing removed", again, err)
 	}
@@ -141,7 +150,7 @@ func testRetentionRemovesOneChain(h *h) {
 		h.Fatalf("CountUnscoped = %+v, %v; want the unscoped task's 1 operation and 1 turn", u, err)
 	}
 	// B was the last chain to refer to the shared item: it goes with B.
-	wantB := ledger.Removed{Tasks: 1, Operations: 1, Turns: 1, Items: 4, Bytes: rowsB.bytes + int64(len("an item the chains share"))}
+	wantB := ledger.Removed{Tasks: 1, Operations: 1, Decisions: 1, Turns: 1, Items: 4, Bytes: rowsB.bytes + int64(len("an item the chains share"))}
 	if got, err := h.s.RemoveChain(h.ctx, cs[1], false); err != nil || got != wantB {
 		h.Fatalf("RemoveChain(B) = %+v, %v; want %+v", got, err, wantB)
 	}

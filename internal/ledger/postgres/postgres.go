@@ -220,6 +220,19 @@ var migrations = []string{
 	);
 	CREATE INDEX item_refs_scope ON item_refs (scope);
 	INSERT INTO item_refs (ref, scope) SELECT ref, '' FROM items;`,
+	// The policy's decision on each operation (ledger.Decision).
+	`CREATE TABLE decisions (
+		operation_id text COLLATE "C" NOT NULL PRIMARY KEY,
+		tenant       text        NOT NULL DEFAULT '',
+		task_id      text        NOT NULL DEFAULT '',
+		tool         text        NOT NULL DEFAULT '',
+		effect       text        NOT NULL,
+		rule         text        NOT NULL,
+		reason       text        NOT NULL DEFAULT '',
+		refused      boolean     NOT NULL,
+		created_at   timestamptz NOT NULL
+	);
+	CREATE INDEX decisions_task_id ON decisions (task_id, created_at, operation_id);`,
 }
 
 // migrationLock is the first key of the advisory lock that serializes the

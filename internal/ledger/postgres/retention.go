@@ -64,6 +64,8 @@ func (s *Store) RemoveChain(ctx context.Context, c ledger.Chain, dryRun bool) (l
 		}{
 			{`WITH d AS (DELETE FROM operations WHERE task_id = $1 AND strpos(operation_id, $2) > 0 RETURNING result)
 				SELECT count(*), coalesce(sum(length(result)), 0) FROM d`, []any{c.TaskID, c.OperationMark()}, &r.Operations},
+			{`WITH d AS (DELETE FROM decisions WHERE task_id = $1 AND strpos(operation_id, $2) > 0 RETURNING 1)
+				SELECT count(*), 0 FROM d`, []any{c.TaskID, c.OperationMark()}, &r.Decisions},
 			{`WITH d AS (DELETE FROM turns WHERE scope = $1 RETURNING output)
 				SELECT count(*), coalesce(sum(length(output)), 0) FROM d`, []any{c.Scope}, &r.Turns},
 			{`WITH d AS (DELETE FROM items i WHERE ref IN (SELECT ref FROM item_refs WHERE scope = $1)

@@ -71,6 +71,8 @@ func (s *Store) RemoveChain(ctx context.Context, c ledger.Chain, dryRun bool) (l
 		}{
 			{`SELECT count(*), coalesce(sum(length(result)), 0) FROM operations WHERE task_id = ? AND instr(operation_id, ?) > 0`,
 				`DELETE FROM operations WHERE task_id = ? AND instr(operation_id, ?) > 0`, ops, &r.Operations},
+			{`SELECT count(*), 0 FROM decisions WHERE task_id = ? AND instr(operation_id, ?) > 0`,
+				`DELETE FROM decisions WHERE task_id = ? AND instr(operation_id, ?) > 0`, ops, &r.Decisions},
 			{`SELECT count(*), coalesce(sum(length(output)), 0) FROM turns WHERE scope = ?`,
 				`DELETE FROM turns WHERE scope = ?`, scope, &r.Turns},
 			{`SELECT count(*), coalesce(sum(size), 0) FROM items WHERE ref IN (SELECT ref FROM item_refs WHERE scope = ?1)

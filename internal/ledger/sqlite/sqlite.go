@@ -49,8 +49,9 @@ import (
 // schemaVersion is stored in PRAGMA user_version. Open refuses a database
 // written by a newer schema. Version 2 added the turns table, version 3 the
 // operations' facts column, version 4 the chains of retention: the turns'
-// scope column, the tasks table and item ownership (item_refs).
-const schemaVersion = 4
+// scope column, the tasks table and item ownership (item_refs), version 5
+// the policy's decisions.
+const schemaVersion = 5
 
 const busyTimeoutMillis = 5000
 
@@ -296,6 +297,18 @@ CREATE TABLE IF NOT EXISTS item_refs (       -- since schema version 4: who refe
 	PRIMARY KEY (ref, scope)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS item_refs_scope ON item_refs (scope);
+CREATE TABLE IF NOT EXISTS decisions (       -- since schema version 5: the policy's decision per operation
+	operation_id TEXT    NOT NULL PRIMARY KEY,
+	tenant       TEXT    NOT NULL DEFAULT '',
+	task_id      TEXT    NOT NULL DEFAULT '',
+	tool         TEXT    NOT NULL DEFAULT '',
+	effect       TEXT    NOT NULL,
+	rule         TEXT    NOT NULL,
+	reason       TEXT    NOT NULL DEFAULT '',
+	refused      INTEGER NOT NULL,           -- 0 or 1
+	created_at   INTEGER NOT NULL            -- UTC Unix nanoseconds
+);
+CREATE INDEX IF NOT EXISTS decisions_task_id ON decisions (task_id, created_at, operation_id);
 `
 
 // migrate creates the schema if missing and upgrades an older one. It is

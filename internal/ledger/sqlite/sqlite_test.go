@@ -306,6 +306,9 @@ func TestUpgradeFromVersion2AddsFacts(t *testing.T) {
 		if got, err := s.Get(ctx, id); err != nil || string(got.Facts) != string(facts) {
 			t.Fatalf("round %d: Get after MarkRunning on the upgraded ledger: facts %q, %v; want %q", round, got.Facts, err, facts)
 		}
+		if _, created, err := s.RecordDecision(ctx, ledger.Decision{OperationID: id, TaskID: "T", Effect: "allow", Rule: "default/allow"}); err != nil || !created {
+			t.Fatalf("round %d: RecordDecision on the upgraded ledger: %v, %v; want created", round, created, err)
+		}
 		if err := s.Close(); err != nil {
 			t.Fatal(err)
 		}
@@ -313,8 +316,8 @@ func TestUpgradeFromVersion2AddsFacts(t *testing.T) {
 		if err := rawDB(t, path).QueryRow("PRAGMA user_version").Scan(&v); err != nil {
 			t.Fatal(err)
 		}
-		if v != 4 {
-			t.Fatalf("round %d: user_version %d after the upgrade, want 4", round, v)
+		if v != 5 {
+			t.Fatalf("round %d: user_version %d after the upgrade, want 5", round, v)
 		}
 		// Round 1 opens a database that says 2 but has the column.
 		if _, err := rawDB(t, path).Exec("PRAGMA user_version = 2"); err != nil {

@@ -143,7 +143,7 @@ func createPullRequestTool(c *gogithub.Client, self Self) tools.Tool {
 				}
 			}
 			return pullRequestEffect{c: c, self: self, repo: a.repo, head: a.head, base: a.base, opID: s.OperationID,
-				headSHA: facts.HeadSHA, since: s.Since}, nil
+				headSHA: facts.HeadSHA, since: s.Since, title: a.title, body: a.body}, nil
 		},
 	}}}
 }
@@ -166,6 +166,9 @@ type pullRequestEffect struct {
 	// before it (minus tools.ClockMargin) is not the operation's. Zero:
 	// unknown.
 	since time.Time
+	// title and body are what the call sent (the body without its
+	// marker): Settle sends them again.
+	title, body string
 }
 
 func (e pullRequestEffect) Key() string {

@@ -1,0 +1,68 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+
+	"github.com/capstanhq/capstan/internal/ledger"
+)
+
+const decisionColumns = "operation_id, tenant, task_id, tool, effect, rule, reason, refused, created_at"
+
+// RecordDecision implements ledger.Store: INSERT OR IGNORE and a read back
+// in one write transaction, so the first record of an operation wins.
+func (s *Store) RecordDecision(ctx context.Context, d ledger.Decision) (ledger.Decision, bool, error) {
+	if d.OperationID == "" {
+		return d, false, fmt.Errorf("ledger/sqlite: record decision: empty operation id")
+	}
+	var stored ledger.Decision
+	var created bool
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, "INSERT OR IGNORE INTO decisions ("+decisionColumns+") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+			d.OperationID, d.Tenant, d.TaskID, d.Tool, d.Effect, d.Rule, d.Reason, d.Refused, toNanos(s.now().UTC()))
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return err
+		}
+		created = n == 1
+		stored, err = scanDecision(tx.QueryRowContext(ctx, "SELECT "+decisionColumns+" FROM decisions WHERE operation_id = ?", d.OperationID))
+		return err
+	})
+	if err != nil {
+		return ledger.Decision{}, false, unavailable(fmt.Errorf("ledger/sqlite: record decision on %s: %w", d.OperationID, err))
+	}
+	return stored, created, nil
+}
+
+// Decisions implements ledger.Store.
+func (s *Store) Decisions(ctx context.Context, taskID string) ([]ledger.Decision, error) {
+	rows, err := s.r.QueryContext(ctx, "SELECT "+decisionColumns+" FROM decisions WHERE task_id = ? ORDER BY created_at, operation_id", taskID)
+	if err != nil {
+		return nil, unavailable(fmt.Errorf("ledger/sqlite: list decisions of %q: %w", taskID, err))
+	}
+	defer rows.Close()
+	out := []ledger.Decision{}
+	for rows.Next() {
+		d, err := scanDecision(rows)
+		if err != nil {
+			return nil, unavailable(fmt.Errorf("ledger/sqlite: list decisions of %q: %w", taskID, err))
+		}
+		out = append(out, d)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, unavailable(fmt.Errorf("ledger/sqlite: list decisions of %q: %w", taskID, err))
+	}
+	return out, nil
+}
+
+func scanDecision(r interface{ Scan(...any) error }) (ledger.Decision, error) {
+	var d ledger.Decision
+	var created sql.NullInt64
+	err := r.Scan(&d.OperationID, &d.Tenant, &d.TaskID, &d.Tool, &d.Effect, &d.Rule, &d.Reason, &d.Refused, &created)
+	d.CreatedAt = fromNanos(created)
+	return d, err
+}

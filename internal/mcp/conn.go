@@ -1,0 +1,327 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"os/exec"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/capstanhq/capstan/internal/backoff"
+)
+
+// restartPolicy spaces the restarts of a stdio server that died: full
+// jitter, doubling from half a second to 30 s.
+var restartPolicy = backoff.Policy{Base: 500 * time.Millisecond, Cap: 30 * time.Second}
+
+// ErrNotConnected reports a call made while the server could not be
+// reached: nothing was sent.
+var ErrNotConnected = errors.New("the MCP server is not connected")
+
+// Conn is the worker's connection to one server: it connects (starting a
+// stdio server's process), keeps the server's tool list, and, for a stdio
+// server, restarts the process with backoff when it dies. Safe for
+// concurrent use.
+type Conn struct {
+	server *Server
+	logger *slog.Logger
+	client *sdk.Client
+
+	mu       sync.Mutex
+	session  *sdk.ClientSession
+	tools    map[string]*sdk.Tool
+	restarts int
+	closed   bool
+	// changed is closed and replaced whenever the tool list changes, so a
+	// watcher can wait for it.
+	changed chan struct{}
+	done    chan struct{}
+}
+
+// Dial connects to s and lists its tools. A stdio server that dies later
+// is restarted in the background; an HTTP server is reached again on the
+// next call after its session ended.
+func Dial(ctx context.Context, s *Server, logger *slog.Logger) (*Conn, error) {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	c := &Conn{server: s, logger: logger.With("mcp_server", s.Name), changed: make(chan struct{}), done: make(chan struct{})}
+	c.client = sdk.NewClient(&sdk.Implementation{Name: "capstan", Version: "1"}, &sdk.ClientOptions{
+		Capabilities: &sdk.ClientCapabilities{},
+		ToolListChangedHandler: func(ctx context.Context, _ *sdk.ToolListChangedRequest) {
+			go c.refresh(context.WithoutCancel(ctx))
+		},
+	})
+	if _, err := c.connect(ctx); err != nil {
+		return nil, fmt.Errorf("mcp server %s: %w", s, err)
+	}
+	return c, nil
+}
+
+// Server is the server this connection reaches.
+func (c *Conn) Server() *Server { return c.server }
+
+// transport builds a transport of the server, from its expanded values.
+func (c *Conn) transport() sdk.Transport {
+	e := c.server.expanded
+	if c.server.Stdio() {
+		cmd := exec.Command(e.command, e.args...)
+		cmd.Env = append(os.Environ(), e.env...)
+		cmd.Dir = e.cwd
+		cmd.Stderr = &logWriter{logger: c.logger}
+		return &sdk.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}
+	}
+	return &sdk.StreamableClientTransport{
+		Endpoint: e.url,
+		// No transparent retries: a request whose answer is lost is
+		// capstan's to judge.
+		MaxRetries: -1,
+		HTTPClient: &http.Client{Transport: headerTransport{headers: e.headers, base: http.DefaultTransport}},
+	}
+}
+
+// connect opens a session (unless one is open) and lists the tools.
+func (c *Conn) connect(ctx context.Context) (*sdk.ClientSession, error) {
+	c.mu.Lock()
+	if c.session != nil {
+		s := c.session
+		c.mu.Unlock()
+		return s, nil
+	}
+	if c.closed {
+		c.mu.Unlock()
+		return nil, ErrNotConnected
+	}
+	c.mu.Unlock()
+	cctx, cancel := context.WithTimeout(ctx, c.server.Capstan.ConnectTimeout)
+	defer cancel()
+	session, err := c.client.Connect(cctx, c.transport(), nil)
+	if err != nil {
+		return nil, fmt.Errorf("%w: connect: %v", ErrNotConnected, err)
+	}
+	list, err := listTools(cctx, session)
+	if err != nil {
+		_ = session.Close()
+		return nil, fmt.Errorf("%w: list tools: %v", ErrNotConnected, err)
+	}
+	c.mu.Lock()
+	if c.session != nil || c.closed { // another caller connected first, or Close
+		s, closed := c.session, c.closed
+		c.mu.Unlock()
+		_ = session.Close()
+		if closed {
+			return nil, ErrNotConnected
+		}
+		return s, nil
+	}
+	c.session = session
+	c.setTools(list)
+	c.mu.Unlock()
+	go c.watch(session)
+	return session, nil
+}
+
+func listTools(ctx context.Context, session *sdk.ClientSession) (map[string]*sdk.Tool, error) {
+	tools := map[string]*sdk.Tool{}
+	for t, err := range session.Tools(ctx, nil) {
+		if err != nil {
+			return nil, err
+		}
+		tools[t.Name] = t
+	}
+	return tools, nil
+}
+
+// setTools replaces the tool list; c.mu is held.
+func (c *Conn) setTools(list map[string]*sdk.Tool) {
+	c.tools = list
+	close(c.changed)
+	c.changed = make(chan struct{})
+}
+
+// refresh lists the tools again after the server said they changed.
+func (c *Conn) refresh(ctx context.Context) {
+	c.mu.Lock()
+	session := c.session
+	c.mu.Unlock()
+	if session == nil {
+		return
+	}
+	lctx, cancel := context.WithTimeout(ctx, c.server.Capstan.ConnectTimeout)
+	defer cancel()
+	list, err := listTools(lctx, session)
+	if err != nil {
+		c.logger.Warn("mcp: listing the tools again after the server said they changed failed", "error", err)
+		return
+	}
+	c.mu.Lock()
+	if c.session == session {
+		c.setTools(list)
+	}
+	c.mu.Unlock()
+}
+
+// watch waits for session to end. A stdio server's process is then
+// started again, after a jittered backoff that grows with each restart in
+// a row (reset once a session lasted a minute); an HTTP session is opened
+// again by the next call.
+func (c *Conn) watch(session *sdk.ClientSession) {
+	started := time.Now()
+	err := session.Wait()
+	c.mu.Lock()
+	if c.session == session {
+		c.session = nil
+	}
+	closed := c.closed
+	if time.Since(started) > time.Minute {
+		c.restarts = 0
+	}
+	c.restarts++
+	n := c.restarts
+	c.mu.Unlock()
+	if closed || !c.server.Stdio() {
+		return
+	}
+	wait := restartPolicy.Delay(n, 0, rand.Float64())
+	c.logger.Warn("mcp: the server's process ended; starting it again", "error", err, "restart", n, "after", wait.String())
+	select {
+	case <-time.After(wait):
+	case <-c.done:
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), c.server.Capstan.ConnectTimeout)
+	defer cancel()
+	if _, err := c.connect(ctx); err != nil {
+		c.logger.Warn("mcp: starting the server again failed; the next call tries again", "error", err)
+	}
+}
+
+// Tools returns the server's tools as last listed, by name.
+func (c *Conn) Tools() map[string]*sdk.Tool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make(map[string]*sdk.Tool, len(c.tools))
+	for k, v := range c.tools {
+		out[k] = v
+	}
+	return out
+}
+
+// Tool returns the server's tool called name as last listed, or nil.
+func (c *Conn) Tool(name string) *sdk.Tool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.tools[name]
+}
+
+// Changed returns a channel closed at the next change of the tool list.
+func (c *Conn) Changed() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.changed
+}
+
+// MetaOperationID is the key of _meta under which every call carries its
+// operation id, the same on every retry.
+const MetaOperationID = "io.capstan/operation_id"
+
+// Call calls the server's tool name with args (a JSON object), carrying
+// operationID in the request's _meta, bounded by the server's call
+// timeout. When no session could be opened the error wraps ErrNotConnected:
+// nothing was sent. Any other error came after the request may have been
+// written.
+func (c *Conn) Call(ctx context.Context, name string, args json.RawMessage, operationID string) (*sdk.CallToolResult, error) {
+	session, err := c.connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.server.Capstan.CallTimeout)
+	defer cancel()
+	params := &sdk.CallToolParams{Name: name, Arguments: args}
+	if operationID != "" {
+		params.Meta = sdk.Meta{MetaOperationID: operationID}
+	}
+	res, err := session.CallTool(ctx, params)
+	var wire *jsonrpc.Error
+	if err != nil && !errors.As(err, &wire) && ctx.Err() == nil {
+		// Not an answer of the server, nor our own deadline: the
+		// transport failed, and the session with it. The next call opens
+		// another.
+		c.forget(session)
+	}
+	if err != nil && ctx.Err() == context.DeadlineExceeded {
+		err = fmt.Errorf("no answer within the server's call timeout %s: %w", c.server.Capstan.CallTimeout, err)
+	}
+	return res, err
+}
+
+// forget drops and closes session, whose transport failed, so the next
+// call opens another (a stdio server's process is stopped with it, and its
+// watcher starts it again).
+func (c *Conn) forget(session *sdk.ClientSession) {
+	c.mu.Lock()
+	if c.session == session {
+		c.session = nil
+	}
+	c.mu.Unlock()
+	_ = session.Close()
+}
+
+// Close ends the session (and a stdio server's process) and stops
+// restarting it.
+func (c *Conn) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	close(c.done)
+	session := c.session
+	c.session = nil
+	c.mu.Unlock()
+	if session != nil {
+		return session.Close()
+	}
+	return nil
+}
+
+// headerTransport adds the configured headers to every request.
+type headerTransport struct {
+	headers map[string]string
+	base    http.RoundTripper
+}
+
+func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	for k, v := range t.headers {
+		r.Header.Set(k, v)
+	}
+	return t.base.RoundTrip(r)
+}
+
+// logWriter logs a stdio server's standard error, line by line.
+type logWriter struct {
+	logger *slog.Logger
+}
+
+func (w *logWriter) Write(p []byte) (int, error) {
+	w.logger.Info("mcp server stderr", "line", string(trimNewline(p)))
+	return len(p), nil
+}
+
+func trimNewline(p []byte) []byte {
+	for len(p) > 0 && (p[len(p)-1] == '\n' || p[len(p)-1] == '\r') {
+		p = p[:len(p)-1]
+	}
+	return p
+}

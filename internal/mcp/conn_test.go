@@ -1,0 +1,228 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/capstanhq/capstan"
+	"github.com/capstanhq/capstan/internal/sandbox/mcpserver"
+	"github.com/capstanhq/capstan/internal/tools"
+)
+
+// stateVar, set, makes the test binary the sandbox MCP server over stdio,
+// with its state in the file it names.
+const stateVar = "CAPSTAN_TEST_MCP_STATE"
+
+func TestMain(m *testing.M) {
+	if path := os.Getenv(stateVar); path != "" {
+		store, err := mcpserver.OpenFile(path)
+		if err == nil {
+			err = mcpserver.ServeStdio(context.Background(), store, mcpserver.Options{})
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+const sandboxTools = `"tools": {"create_ticket": {"class": "unsafe", "lookup": "find_ticket"}, "upsert_ticket": {"class": "idempotent"}}`
+
+// stdioServer configures the sandbox server over stdio, state in a file.
+func stdioServer(t *testing.T, callTimeout string) (*Server, *mcpserver.Store) {
+	t.Helper()
+	state := filepath.Join(t.TempDir(), "state.json")
+	store, err := mcpserver.OpenFile(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	self, _ := os.Executable()
+	data := fmt.Sprintf(`{"mcpServers": {"sb": {"command": %q, "env": {%q: "${STATE}"},
+	  "capstan": {"call_timeout": %q, %s}}}}`, self, stateVar, callTimeout, sandboxTools)
+	c, err := Parse("test.json", []byte(data), env(map[string]string{"STATE": state}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c.Servers["sb"], store
+}
+
+// httpServer configures the sandbox server over streamable HTTP.
+func httpServer(t *testing.T, callTimeout string) (*Server, *mcpserver.Store, *httptest.Server) {
+	t.Helper()
+	store := mcpserver.NewStore()
+	ts := httptest.NewServer(mcpserver.Handler(store, mcpserver.Options{}))
+	t.Cleanup(func() { ts.CloseClientConnections(); ts.Close() })
+	data := fmt.Sprintf(`{"mcpServers": {"sb": {"url": %q, "headers": {"X-Token": "${TOKEN}"},
+	  "capstan": {"call_timeout": %q, %s}}}}`, ts.URL, callTimeout, sandboxTools)
+	c, err := Parse("test.json", []byte(data), env(map[string]string{"TOKEN": "tok"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c.Servers["sb"], store, ts
+}
+
+func openTools(t *testing.T, s *Server) (*Conn, map[string]tools.Tool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c, err := Dial(ctx, s, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	ts, err := ServerTools(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]tools.Tool{}
+	for _, tool := range ts {
+		byName[tool.Name()] = tool
+	}
+	return c, byName
+}
+
+func state(t *testing.T, s *mcpserver.Store) mcpserver.State {
+	t.Helper()
+	st, err := s.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+func TestToolsOverHTTPCarryTheOperationIDAndTheirClasses(t *testing.T) {
+	s, store, _ := httpServer(t, "5s")
+	_, ts := openTools(t, s)
+	create := ts["mcp__sb__create_ticket"]
+	if create == nil || create.Class() != capstan.ClassUnsafe {
+		t.Fatalf("create_ticket: %v", create)
+	}
+	if _, ok := create.(tools.Finder); !ok {
+		t.Error("create_ticket has a look-up configured but is no Finder")
+	}
+	if c := ts["mcp__sb__upsert_ticket"].Class(); c != capstan.ClassIdempotent {
+		t.Errorf("upsert_ticket class %s", c)
+	}
+	// Not trusted: the annotations of find_ticket (read-only) are not believed.
+	if c := ts["mcp__sb__find_ticket"].Class(); c != capstan.ClassUnsafe {
+		t.Errorf("find_ticket class %s, want unsafe (server not trusted)", c)
+	}
+	if _, ok := ts["mcp__sb__search_tickets"].(tools.Finder); ok {
+		t.Error("search_tickets has no look-up but is a Finder")
+	}
+	args := json.RawMessage(`{"title":"first"}`)
+	if _, err := create.Identify(args); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := create.Identify(json.RawMessage(`{"title":1}`)); !errors.Is(err, tools.ErrInvalidArguments) {
+		t.Errorf("a schema violation: %v", err)
+	}
+	res, err := create.Execute(context.Background(), tools.Call{OperationID: "op-1", Arguments: args})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ExternalID != "T-1" {
+		t.Errorf("external id %q", res.ExternalID)
+	}
+	st := state(t, store)
+	if len(st.Calls) != 1 || st.Calls[0].OperationID != "op-1" || st.Effects("") != 1 {
+		t.Errorf("state %+v", st)
+	}
+	// The look-up finds it.
+	e, err := create.(tools.Finder).Effect(tools.Sent{Call: tools.Call{OperationID: "op-1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	obs, err := e.Find(context.Background())
+	if err != nil || obs.Outcome != tools.Found || obs.ExternalID != "T-1" {
+		t.Errorf("look-up: %+v, %v", obs, err)
+	}
+	e, _ = create.(tools.Finder).Effect(tools.Sent{Call: tools.Call{OperationID: "op-2"}})
+	if obs, err := e.Find(context.Background()); err != nil || obs.Outcome != tools.NotSeen {
+		t.Errorf("look-up of an operation never sent: %+v, %v", obs, err)
+	}
+	_ = store.Fault("find_ticket", mcpserver.FaultUnknown)
+	if obs, err := e.Find(context.Background()); err != nil || obs.Outcome != tools.Ambiguous {
+		t.Errorf("look-up that cannot tell: %+v, %v", obs, err)
+	}
+}
+
+func TestOutcomesOfFaults(t *testing.T) {
+	s, store, srv := httpServer(t, "300ms")
+	_, ts := openTools(t, s)
+	create := ts["mcp__sb__create_ticket"]
+	call := func(op string) error {
+		_, err := create.Execute(context.Background(), tools.Call{OperationID: op, Arguments: json.RawMessage(`{"title":"x"}`)})
+		return err
+	}
+	cases := []struct {
+		fault   string
+		verdict tools.Verdict
+		effects int
+	}{
+		{mcpserver.FaultError, tools.VerdictFailed, 0},
+		{mcpserver.FaultInvalid, tools.VerdictFailed, 0},
+		{mcpserver.FaultHang, tools.VerdictUnknown, 0},
+		{mcpserver.FaultDrop, tools.VerdictUnknown, 1},
+	}
+	for i, tc := range cases {
+		before := state(t, store).Effects("")
+		_ = store.Fault("create_ticket", tc.fault)
+		err := call(fmt.Sprintf("op-%d", i))
+		if got := tools.Classify(err); got != tc.verdict {
+			t.Errorf("%s: verdict %s (%v), want %s", tc.fault, got, err, tc.verdict)
+		}
+		if got := state(t, store).Effects("") - before; got != tc.effects {
+			t.Errorf("%s: %d effects, want %d", tc.fault, got, tc.effects)
+		}
+	}
+	srv.CloseClientConnections()
+	srv.Close()
+	// A call after the server went finds the session's stream broken
+	// (unknown: the client cannot tell whether the request left) or the
+	// server refusing the connection (not_sent); never failed.
+	for _, op := range []string{"op-down", "op-down-2"} {
+		if err := call(op); tools.Classify(err) != tools.VerdictNotSent && tools.Classify(err) != tools.VerdictUnknown {
+			t.Errorf("a server gone: %v (%s), want not_sent or unknown", err, tools.Classify(err))
+		}
+	}
+}
+
+func TestStdioServerKilledMidCallIsRestarted(t *testing.T) {
+	s, store := stdioServer(t, "5s")
+	c, ts := openTools(t, s)
+	upsert := ts["mcp__sb__upsert_ticket"]
+	args := json.RawMessage(`{"key":"k","title":"x"}`)
+	changed := c.Changed()
+	_ = store.Fault("upsert_ticket", mcpserver.FaultCrash)
+	_, err := upsert.Execute(context.Background(), tools.Call{OperationID: "op-1", Arguments: args})
+	if v := tools.Classify(err); v != tools.VerdictUnknown {
+		t.Fatalf("a crash mid-call: verdict %s (%v), want unknown", v, err)
+	}
+	select { // the process is started again and lists its tools
+	case <-changed:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the server was not started again")
+	}
+	// An idempotent tool's retry carries the same operation id: one effect.
+	res, err := upsert.Execute(context.Background(), tools.Call{OperationID: "op-1", Arguments: args})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := state(t, store)
+	if st.Effects("") != 1 || res.ExternalID != "T-1" {
+		t.Errorf("after the retry: %d effects, external id %q; want 1 and T-1", st.Effects(""), res.ExternalID)
+	}
+	if calls := st.CallsOf("upsert_ticket"); len(calls) != 2 || calls[0].OperationID != "op-1" || calls[1].OperationID != "op-1" {
+		t.Errorf("calls %+v", calls)
+	}
+}

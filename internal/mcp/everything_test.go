@@ -1,0 +1,81 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/capstanhq/capstan"
+	"github.com/capstanhq/capstan/internal/tools"
+)
+
+// everythingVar names the mcp-server-everything binary for
+// TestServerCapstanDidNotWrite.
+const everythingVar = "CAPSTAN_MCP_EVERYTHING"
+
+// An MCP server capstan did not write — the reference server
+// @modelcontextprotocol/server-everything, over stdio — listed, classed
+// and called through the same tools: its arguments checked against its
+// own schemas, its text and structured content given to the model, its
+// image described and not inlined.
+func TestServerCapstanDidNotWrite(t *testing.T) {
+	bin := os.Getenv(everythingVar)
+	if bin == "" {
+		bin, _ = exec.LookPath("mcp-server-everything")
+	}
+	if bin == "" {
+		t.Skipf("no mcp-server-everything: set %s to its binary (npm install @modelcontextprotocol/server-everything; node_modules/.bin/mcp-server-everything) to run this test", everythingVar)
+	}
+	cfg, err := Parse("everything.json", []byte(fmt.Sprintf(`{"mcpServers": {"everything": {"command": %q, "args": ["stdio"],
+	  "capstan": {"trusted": true, "connect_timeout": "60s", "tools": {"get-sum": {"class": "idempotent"}}}}}}`, bin)), env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	p, err := Open(ctx, cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	byName := map[string]tools.Tool{}
+	for _, tool := range p.Tools() {
+		byName[tool.Name()] = tool
+	}
+	echo, sum, image := byName["mcp__everything__echo"], byName["mcp__everything__get-sum"], byName["mcp__everything__get-tiny-image"]
+	if echo == nil || sum == nil || image == nil {
+		t.Fatalf("tools %v: want echo, get-sum and get-tiny-image", p.Tools())
+	}
+	if echo.Class() != capstan.ClassReadOnly || sum.Class() != capstan.ClassIdempotent {
+		t.Errorf("classes: echo %s (the trusted server's readOnlyHint), get-sum %s (configured)", echo.Class(), sum.Class())
+	}
+	if _, err := echo.Identify(json.RawMessage(`{"message": 1}`)); !errors.Is(err, tools.ErrInvalidArguments) {
+		t.Errorf("echo with a number: %v, want its own schema to refuse it", err)
+	}
+	call := func(tool tools.Tool, args string) string {
+		t.Helper()
+		if _, err := tool.Identify(json.RawMessage(args)); err != nil {
+			t.Fatalf("%s %s: %v", tool.Name(), args, err)
+		}
+		res, err := tool.Execute(ctx, tools.Call{OperationID: "op-" + tool.Name(), Arguments: json.RawMessage(args)})
+		if err != nil {
+			t.Fatalf("%s: %v", tool.Name(), err)
+		}
+		return string(res.Output)
+	}
+	if out := call(echo, `{"message": "hello capstan"}`); !strings.Contains(out, "hello capstan") {
+		t.Errorf("echo answered %s", out)
+	}
+	if out := call(sum, `{"a": 2, "b": 3}`); !strings.Contains(out, "5") {
+		t.Errorf("get-sum answered %s", out)
+	}
+	if out := call(image, `{}`); !strings.Contains(out, "an image (image/png") || len(out) > 1000 {
+		t.Errorf("get-tiny-image answered %s: want the image described, not inlined", out)
+	}
+}

@@ -1,0 +1,90 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/capstanhq/capstan/internal/tools"
+)
+
+// lookedUp is a tool whose operator named a look-up tool: a tools.Finder,
+// so an operation of it whose answer was lost is settled by asking the
+// look-up, never by sending it again blindly. A tool without a look-up is
+// no Finder: its unknown operations go to a person (starter resolve).
+type lookedUp struct {
+	*Tool
+}
+
+// Effect is the look-up of s's operation.
+func (t *lookedUp) Effect(s tools.Sent) (tools.Effect, error) {
+	if s.OperationID == "" {
+		return nil, fmt.Errorf("no operation id to look up")
+	}
+	return lookup{tool: t.Tool, operationID: s.OperationID}, nil
+}
+
+// lookup asks the look-up tool about one operation.
+type lookup struct {
+	tool        *Tool
+	operationID string
+}
+
+// Key says what is looked for.
+func (l lookup) Key() string {
+	return fmt.Sprintf("what %s/%s says of operation %s", l.tool.Server(), l.tool.lookup, l.operationID)
+}
+
+// lookupAnswer is the look-up tool's structured content.
+type lookupAnswer struct {
+	Status     string `json:"status"`
+	ExternalID string `json:"external_id"`
+}
+
+// Find calls the look-up tool with {"operation_id": …} once: its
+// structured content's status found, absent or unknown is the observation
+// (found, not seen, ambiguous). An error answer, or a status it does not
+// know, means the question could not be asked.
+func (l lookup) Find(ctx context.Context) (tools.Observation, error) {
+	args, _ := json.Marshal(map[string]string{"operation_id": l.operationID})
+	// The look-up carries no operation id of its own: it has no effect.
+	res, err := l.tool.conn.Call(ctx, l.tool.lookup, args, "")
+	if err != nil {
+		return tools.Observation{}, fmt.Errorf("look-up %s/%s: %w", l.tool.Server(), l.tool.lookup, err)
+	}
+	ans, err := readAnswer(res)
+	if err != nil {
+		return tools.Observation{}, fmt.Errorf("look-up %s/%s: %w", l.tool.Server(), l.tool.lookup, err)
+	}
+	asked := fmt.Sprintf("asked %s/%s about operation %s", l.tool.Server(), l.tool.lookup, l.operationID)
+	switch ans.Status {
+	case "found":
+		return tools.Observation{Outcome: tools.Found, ExternalID: ans.ExternalID,
+			Detail: fmt.Sprintf("%s: found %s", asked, ans.ExternalID)}, nil
+	case "absent":
+		return tools.Observation{Outcome: tools.NotSeen, Detail: asked + ": absent"}, nil
+	default: // unknown
+		return tools.Observation{Outcome: tools.Ambiguous, Detail: asked + ": the server cannot tell"}, nil
+	}
+}
+
+func readAnswer(res *sdk.CallToolResult) (lookupAnswer, error) {
+	if res.IsError {
+		return lookupAnswer{}, fmt.Errorf("answered an error: %s", textOf(res))
+	}
+	var ans lookupAnswer
+	b, err := json.Marshal(res.StructuredContent)
+	if err == nil {
+		err = json.Unmarshal(b, &ans)
+	}
+	if err != nil || res.StructuredContent == nil {
+		return lookupAnswer{}, fmt.Errorf(`answered no structuredContent {"status": "found"|"absent"|"unknown", "external_id": …}`)
+	}
+	switch ans.Status {
+	case "found", "absent", "unknown":
+		return ans, nil
+	}
+	return lookupAnswer{}, fmt.Errorf(`answered status %q, not found, absent or unknown`, ans.Status)
+}

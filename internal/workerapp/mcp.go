@@ -1,0 +1,55 @@
+package workerapp
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"github.com/capstanhq/capstan/internal/breaker"
+	"github.com/capstanhq/capstan/internal/config"
+	"github.com/capstanhq/capstan/internal/mcp"
+	"github.com/capstanhq/capstan/internal/tools"
+)
+
+// openMCP connects to the MCP servers of CAPSTAN_MCP_CONFIG, when set, and
+// returns cl with their tools added to the registry beside the built-in
+// ones. A bad file, an unreachable server or a tool setting naming a tool
+// its server does not offer stops the worker with one sentence naming the
+// server and the field. The values ${VAR} expands to go only into the
+// connections.
+func (w *Worker) openMCP(ctx context.Context, cfg config.Config, cl Clients) (Clients, error) {
+	if cfg.MCPConfig == "" {
+		return cl, nil
+	}
+	file, err := mcp.Load(cfg.MCPConfig, os.LookupEnv)
+	if err != nil {
+		return cl, fmt.Errorf("CAPSTAN_MCP_CONFIG: %w", err)
+	}
+	w.mcp, err = mcp.Open(ctx, file, w.logger)
+	if err != nil {
+		return cl, fmt.Errorf("CAPSTAN_MCP_CONFIG: %w", err)
+	}
+	all := make([]tools.Tool, 0, len(cl.Tools.Names())+len(w.mcp.Tools()))
+	for _, name := range cl.Tools.Names() {
+		t, _ := cl.Tools.Get(name) // a name the registry lists
+		all = append(all, t)
+	}
+	for _, t := range w.mcp.Tools() {
+		all = append(all, t)
+		m := mcp.Unwrap(t)
+		w.logger.Info("mcp tool offered", "tool", t.Name(), "server", m.Server(), "class", string(t.Class()), "lookup", m.Lookup())
+	}
+	cl.Tools = tools.NewRegistry(all...)
+	return cl, nil
+}
+
+// configureMCPBreakers gives each MCP server that sets breaker thresholds
+// (capstan.breaker) its own, on its breaker mcp/<server>.
+func (w *Worker) configureMCPBreakers(set *breaker.Set) error {
+	for key, st := range w.mcp.Breakers() {
+		if err := set.Configure(breaker.Key(key), st); err != nil {
+			return fmt.Errorf("CAPSTAN_MCP_CONFIG: %w", err)
+		}
+	}
+	return nil
+}
