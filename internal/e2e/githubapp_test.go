@@ -1,10 +1,12 @@
 package e2e
 
 import (
+	"bytes"
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/x509"
 	"encoding/pem"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -29,7 +31,7 @@ const appTokenLifetime = 30 * time.Second
 // marker — which it believes only as written by the App's bot. The task
 // completes with exactly one branch, one file and one pull request, by
 // the bot; no request met an expired token; and no token is in the
-// workflow's history or the worker's output.
+// workflow's history, the ledger or the worker's output.
 func TestGitHubAppTokensOutliveNoTask(t *testing.T) {
 	key, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
@@ -107,6 +109,22 @@ func TestGitHubAppTokensOutliveNoTask(t *testing.T) {
 	}
 	if strings.Contains(history.String(), "ghs_") || strings.Contains(history.String(), "PRIVATE KEY") {
 		t.Error("the workflow's history holds an installation token or the App's key")
+	}
+	// Nor is one in the ledger's file (with its write-ahead log).
+	ledgerRead := false
+	for _, kv := range env {
+		if dsn, ok := strings.CutPrefix(kv, "CAPSTAN_LEDGER_DSN=sqlite://"); ok {
+			for _, f := range []string{dsn, dsn + "-wal"} {
+				b, err := os.ReadFile(f)
+				ledgerRead = ledgerRead || (err == nil && len(b) > 0)
+				if bytes.Contains(b, []byte("ghs_")) {
+					t.Errorf("the ledger's %s holds an installation token", f)
+				}
+			}
+		}
+	}
+	if !ledgerRead {
+		t.Error("the ledger's file was not found to search")
 	}
 }
 
