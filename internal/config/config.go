@@ -26,6 +26,9 @@ type Config struct {
 	OpenAIAPIKey  string // OPENAI_API_KEY
 	OpenAIBaseURL string // OPENAI_BASE_URL
 	GitHubToken   string // GITHUB_TOKEN
+	// GitHubApp (CAPSTAN_GITHUB_APP_*) is the GitHub App the worker acts
+	// as instead of GitHubToken; at most one of the two is set.
+	GitHubApp     GitHubApp
 	GitHubAPIURL  string // GITHUB_API_URL, with a trailing slash
 	SlackBotToken string // SLACK_BOT_TOKEN
 	SlackAPIURL   string // SLACK_API_URL, with a trailing slash
@@ -163,6 +166,7 @@ func FromLookupEnv(lookup func(string) (string, bool)) Config {
 		MetricsAddr:   DefaultMetricsAddr,
 	}
 	c.AnthropicAPIKey = getenv("ANTHROPIC_API_KEY")
+	c.readGitHubApp(getenv)
 	c.BranchPrefix = or("CAPSTAN_BRANCH_PREFIX", DefaultBranchPrefix)
 	c.PolicyFile = strings.TrimSpace(getenv("CAPSTAN_POLICY"))
 	c.MCPConfig = strings.TrimSpace(getenv("CAPSTAN_MCP_CONFIG"))
@@ -275,8 +279,8 @@ func (c Config) ValidateWorker() error {
 	if err := checkBaseURL(c.AnthropicBaseURL); err != nil {
 		errs = append(errs, fmt.Errorf("ANTHROPIC_BASE_URL=%q %v (such as %s)", c.AnthropicBaseURL, err, DefaultAnthropicBaseURL))
 	}
-	if c.GitHubToken == "" {
-		errs = append(errs, errors.New("GITHUB_TOKEN is not set: set it to a token that may push branches and open pull requests (or, offline, point the worker at the sandbox program: make demo)"))
+	if err := c.checkGitHubAuth(); err != nil {
+		errs = append(errs, err)
 	}
 	if err := checkListenAddr(c.MetricsAddr); err != nil {
 		errs = append(errs, fmt.Errorf("CAPSTAN_METRICS_ADDR=%q %v (such as %s, or :9464 for every interface; set it empty to serve no metrics)",

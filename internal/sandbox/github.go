@@ -20,13 +20,18 @@ import (
 // Repositories.GetContents, CreateFile and UpdateFile; PullRequests.List,
 // Create, Get and Edit (title, body, close and reopen); Issues.Create; and
 // Issues.CreateComment and ListComments (per issue or repository-wide); and
-// Users.Get("") (GET /user, the authenticated user). Unknown routes answer
-// 404 {"message":"Not Found"}. Authentication is counted, never required,
-// except by GET /user (401 without a token).
+// Users.Get("") (GET /user, the authenticated user); and, for a GitHub App
+// (SetApp), Apps.Get, FindRepositoryInstallation and
+// CreateInstallationToken. Unknown routes answer 404
+// {"message":"Not Found"}. Authentication is counted, never required,
+// except by GET /user (401 without a token), the Apps endpoints (the App's
+// JWT), and for an installation token, which must be one the fake issued
+// and has not expired.
 //
 // Every pull request, issue and comment records its author, the user of the
 // token that wrote it, as "user" in its JSON: a token made by
-// SandboxUserToken(login) is that login's, any other token — and a request
+// SandboxUserToken(login) is that login's, an installation token the App's
+// bot's ("<slug>[bot]"), any other token — and a request
 // without one — is GitHubLogin's, the sandbox's own account. So a test can
 // write as someone other than capstan.
 //
@@ -69,6 +74,7 @@ type GitHub struct {
 	repos  map[string]*ghRepo // by lower-case "owner/name": GitHub is case-insensitive there
 	seq    int64              // global ids (commits, pull requests, comments), like GitHub's
 	stats  GitHubStats
+	apps   appState // the GitHub App, when SetApp gave one (github_app.go)
 }
 
 // GitHubStats counts what the fake has seen and done.
@@ -82,6 +88,11 @@ type GitHubStats struct {
 	FilesWritten        int64 `json:"files_written"`
 	PullRequestsCreated int64 `json:"pull_requests_created"`
 	CommentsCreated     int64 `json:"comments_created"`
+	// AppTokensIssued counts installation tokens issued (SetApp);
+	// RefusedTokens the requests refused for an expired or unknown one
+	// (both left out of /_sandbox/stats while 0).
+	AppTokensIssued int64 `json:"app_tokens_issued,omitempty"`
+	RefusedTokens   int64 `json:"refused_tokens,omitempty"`
 }
 
 // SandboxPR is a pull request as stored by the fake.
@@ -176,6 +187,9 @@ func NewGitHub() *GitHub {
 		{"issues/get-comment", "", g.getComment},
 		{"issues/create-comment", "POST " + r + "/issues/{number}/comments", g.createComment},
 		{"users/get-authenticated", "GET /user", g.getAuthenticatedUser},
+		{"apps/get-authenticated", "GET /app", g.getApp},
+		{"apps/get-repo-installation", "GET " + r + "/installation", g.getRepoInstallation},
+		{"apps/create-installation-access-token", "POST /app/installations/{id}/access_tokens", g.createInstallationToken},
 	}
 	endpoints := make([]string, 0, len(routes))
 	for _, rt := range routes {
@@ -207,6 +221,10 @@ func (g *GitHub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // request counters, then handle.
 func (g *GitHub) endpoint(name string, handle http.HandlerFunc) http.Handler {
 	act := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r, ok := g.checkInstallationToken(w, r)
+		if !ok {
+			return
+		}
 		g.dataMu.Lock()
 		g.stats.Requests++
 		if r.Header.Get("Authorization") != "" {
@@ -226,6 +244,9 @@ func (g *GitHub) serve(w http.ResponseWriter, r *http.Request) {
 	i := strings.Index(p, "/repos/")
 	if i < 0 && strings.HasSuffix(p, "/user") {
 		i = len(p) - len("/user") // GET /user, under the same mount prefix
+	}
+	if i < 0 {
+		i = appPathStart(p)
 	}
 	if i < 0 {
 		ghError(w, http.StatusNotFound, "Not Found")

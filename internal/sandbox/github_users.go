@@ -22,6 +22,9 @@ func SandboxUserToken(login string) string { return sandboxUserPrefix + login }
 // ghLogin is the login of the user the request's token belongs to, and
 // whether it carried a token at all.
 func ghLogin(r *http.Request) (string, bool) {
+	if login, ok := r.Context().Value(ghLoginKey{}).(string); ok && login != "" {
+		return login, true // an installation token's: its App's bot
+	}
 	auth := r.Header.Get("Authorization")
 	token := auth
 	for _, scheme := range []string{"Bearer ", "token ", "Basic "} {

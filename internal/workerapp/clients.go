@@ -1,16 +1,19 @@
 package workerapp
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"maps"
 	"net/http"
 	"slices"
 
+	gogithub "github.com/google/go-github/v62/github"
 	"github.com/slack-go/slack"
 
 	"github.com/capstanhq/capstan/internal/calltimeout"
 	"github.com/capstanhq/capstan/internal/config"
+	"github.com/capstanhq/capstan/internal/ghapp"
 	"github.com/capstanhq/capstan/internal/model"
 	"github.com/capstanhq/capstan/internal/model/anthropic"
 	"github.com/capstanhq/capstan/internal/model/openai"
@@ -31,25 +34,79 @@ type Clients struct {
 	DefaultBranches *githubtools.RepoBranches
 	// Slack is nil when SLACK_BOT_TOKEN is not set.
 	Slack *slack.Client
+	// GitHubApp holds the installation tokens when the worker acts as a
+	// GitHub App (CAPSTAN_GITHUB_APP_ID); nil with a GITHUB_TOKEN.
+	GitHubApp *ghapp.Source
+}
+
+// githubClient is the worker's one go-github client, whose calls go
+// through timeouts, and the account capstan writes as: authenticated with
+// GITHUB_TOKEN, whose user GET /user names; or, for a GitHub App, with
+// installation tokens its Source puts on each request, the App's bot login
+// being the account whose markers lookups believe.
+func githubClient(cfg config.Config, timeouts *calltimeout.Transport) (*gogithub.Client, githubtools.Self, *ghapp.Source, error) {
+	if !cfg.GitHubApp.Set() {
+		gh, err := githubtools.NewClient(cfg.GitHubAPIURL, cfg.GitHubToken, &http.Client{Transport: timeouts})
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("GITHUB_API_URL: %w", err)
+		}
+		return gh, githubtools.AuthenticatedUser(gh), nil, nil
+	}
+	key, err := cfg.GitHubApp.Key()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	src, err := ghapp.New(ghapp.Config{AppID: cfg.GitHubApp.ID, Key: key, InstallationID: cfg.GitHubApp.InstallationID,
+		BaseURL: cfg.GitHubAPIURL, Base: timeouts})
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("GITHUB_API_URL: %w", err)
+	}
+	gh, err := githubtools.NewClient(cfg.GitHubAPIURL, "", &http.Client{Transport: src.Transport(timeouts)})
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("GITHUB_API_URL: %w", err)
+	}
+	return gh, src, src, nil
+}
+
+// CheckGitHubApp makes sure, at startup, that the worker can act as its
+// GitHub App: GitHub takes the App's JWT (GET /app, which also names its
+// bot) and, with a configured installation, gives a token for it. A wrong
+// id, key or installation is one sentence here instead of a failure in
+// the middle of a task. Without an App it does nothing.
+func (cl Clients) CheckGitHubApp(ctx context.Context) error {
+	if cl.GitHubApp == nil {
+		return nil
+	}
+	if _, err := cl.GitHubApp.Login(ctx); err != nil {
+		return fmt.Errorf("act as the GitHub App (check CAPSTAN_GITHUB_APP_ID and its private key): %w", err)
+	}
+	if id := cl.GitHubApp.InstallationID(); id != 0 {
+		if _, err := cl.GitHubApp.Token(ctx, id); err != nil {
+			return fmt.Errorf("act as the GitHub App's installation (check CAPSTAN_GITHUB_APP_INSTALLATION_ID): %w", err)
+		}
+	}
+	return nil
 }
 
 // NewClients builds the clients of cfg. It fails only on a GitHub API URL
-// go-github cannot use.
+// go-github cannot use or a GitHub App private key it cannot read; it
+// calls nothing (CheckGitHubApp does).
 func NewClients(cfg config.Config, logger *slog.Logger) (Clients, error) {
 	// Each call to GitHub or Slack is bounded by its kind's timeout (a
 	// write's a little past GitHub's own ten seconds). Model providers
 	// stream and have watchdogs of their own instead.
-	ghHTTP := &http.Client{Transport: &calltimeout.Transport{Read: cfg.GitHubTimeouts.Read, Write: cfg.GitHubTimeouts.Write}}
-	gh, err := githubtools.NewClient(cfg.GitHubAPIURL, cfg.GitHubToken, ghHTTP)
+	ghTimeouts := &calltimeout.Transport{Read: cfg.GitHubTimeouts.Read, Write: cfg.GitHubTimeouts.Write}
+	gh, self, app, err := githubClient(cfg, ghTimeouts)
 	if err != nil {
-		return Clients{}, fmt.Errorf("GITHUB_API_URL: %w", err)
+		return Clients{}, err
 	}
 	cl := Clients{
 		Providers: modelProviders(cfg, logger),
-		Tools:     tools.NewRegistry(githubtools.Tools(gh)...),
+		Tools:     tools.NewRegistry(githubtools.ToolsAs(gh, self)...),
 		// The policy's default/base-branch rule guards each repository's
 		// default branch too (docs/design.md §5.8).
 		DefaultBranches: githubtools.NewRepoBranches(gh),
+		GitHubApp:       app,
 	}
 	if cfg.SlackBotToken != "" {
 		cl.Slack = slack.New(cfg.SlackBotToken, slack.OptionHTTPClient(&http.Client{Transport: &calltimeout.Transport{

@@ -160,6 +160,9 @@ func New(ctx context.Context, o Options) (_ *Worker, err error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := clients.CheckGitHubApp(ctx); err != nil {
+		return nil, err
+	}
 	if clients, err = w.openMCP(ctx, cfg, clients); err != nil {
 		return nil, err
 	}

@@ -7,6 +7,7 @@
 //
 //	sandbox [--env-file FILE] [--task-queue capstan-sandbox]
 //	        [--model-addr ADDR] [--github-addr ADDR] [--slack-addr ADDR]
+//	        [--github-app [--github-app-token-lifetime 1h]]
 //
 // Once all three servers listen it prints their URLs and the environment
 // that points a worker at them (KEY=value lines, also written to --env-file
@@ -20,6 +21,13 @@
 //	SLACK_API_URL       the Slack server's /api/
 //	OPENAI_API_KEY, ANTHROPIC_API_KEY, GITHUB_TOKEN, SLACK_BOT_TOKEN
 //	                    a token that is not a secret: the fakes accept any
+//
+// With --github-app the GitHub server hosts a GitHub App (GitHub.SetApp)
+// with a key made at start, and GITHUB_TOKEN gives way to
+// CAPSTAN_GITHUB_APP_ID and CAPSTAN_GITHUB_APP_PRIVATE_KEY_FILE (a file of
+// its own, removed at exit): the worker then acts as the App, with
+// installation tokens of --github-app-token-lifetime, and writes as
+// capstan-sandbox[bot].
 //
 // The model server plays the script the request's model names, so a task
 // run with --model openai:demo (or anthropic:demo) plays the demo script;
@@ -39,6 +47,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/capstanhq/capstan/internal/config"
 	"github.com/capstanhq/capstan/internal/sandbox"
@@ -55,6 +64,10 @@ type options struct {
 	envFile   string
 	taskQueue string
 	listen    sandbox.Options
+	// githubApp makes the GitHub server host a GitHub App, whose id and
+	// private key the environment gives instead of GITHUB_TOKEN.
+	githubApp        bool
+	appTokenLifetime time.Duration
 }
 
 // run serves until ctx ends and returns the exit code.
@@ -71,6 +84,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	defer sb.Close()
 
 	env := sb.WorkerEnv(o.taskQueue)
+	if o.githubApp {
+		var remove func()
+		if env, remove, err = serveApp(sb, env, o.appTokenLifetime); err != nil {
+			fmt.Fprintf(stderr, "sandbox: --github-app: %v\n", err)
+			return 1
+		}
+		defer remove()
+	}
 	if o.envFile != "" {
 		if err := writeEnvFile(o.envFile, env); err != nil {
 			fmt.Fprintf(stderr, "sandbox: --env-file: %v\n", err)
@@ -101,8 +122,10 @@ func parseFlags(args []string, stderr io.Writer) (options, int) {
 	fs.StringVar(&o.listen.ModelAddr, "model-addr", "127.0.0.1:0", "host:port of the model server (port 0: a free one)")
 	fs.StringVar(&o.listen.GitHubAddr, "github-addr", "127.0.0.1:0", "host:port of the GitHub server")
 	fs.StringVar(&o.listen.SlackAddr, "slack-addr", "127.0.0.1:0", "host:port of the Slack server")
+	fs.BoolVar(&o.githubApp, "github-app", false, "the GitHub server hosts a GitHub App: the environment gives the worker its id and private key (a file, removed at exit) instead of GITHUB_TOKEN")
+	fs.DurationVar(&o.appTokenLifetime, "github-app-token-lifetime", time.Hour, "how long the App's installation tokens live (with --github-app)")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: sandbox [--env-file FILE] [--task-queue QUEUE] [--model-addr ADDR] [--github-addr ADDR] [--slack-addr ADDR]")
+		fmt.Fprintln(stderr, "usage: sandbox [--env-file FILE] [--task-queue QUEUE] [--model-addr ADDR] [--github-addr ADDR] [--slack-addr ADDR] [--github-app [--github-app-token-lifetime D]]")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
