@@ -8,14 +8,17 @@ import (
 
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/capstanhq/capstan"
 	"github.com/capstanhq/capstan/internal/backoff"
 	"github.com/capstanhq/capstan/internal/config"
 	"github.com/capstanhq/capstan/internal/contract"
 )
 
-// This file is what a task does with a tool write that a reconciler keeps
-// confirming absent (changeAbsentWritesRetried): capstan knows the effect
-// did not happen, so it is not a question for a person. It is a dependency
+// This file is what a task does with a conditional or idempotent tool
+// write that a reconciler keeps confirming absent
+// (changeAbsentWritesRetried): capstan knows the effect did not happen,
+// and the service keeps a repeat from making a second one, so it is not a
+// question for a person. It is a dependency
 // that keeps failing, and is treated as one: executed again with the same
 // operation id after a jittered backoff, for as long as the task's
 // dependency outage limit, then the task fails dependency_unavailable.
@@ -60,6 +63,19 @@ func (t *task) backOffAbsent(ctx workflow.Context, e effect, r contract.Reconcil
 	t.result.Waiting = ""
 	workflow.SetCurrentDetails(ctx, "")
 	return err
+}
+
+// absentRetried is the dependency of a call whose confirmed absence is
+// retried rather than put to a person: a conditional or idempotent write,
+// whose service itself keeps a repeat from making a second effect. An
+// unsafe write's "absent" rests on a list that may lag past the window, so
+// after its re-executions a person still decides: "" for it.
+func absentRetried(c contract.ToolCallRef) string {
+	switch capstan.Class(c.Class) {
+	case capstan.ClassConditional, capstan.ClassIdempotent:
+		return dependencyOf(c.Name)
+	}
+	return ""
 }
 
 // dependencyOf names the service a tool writes to, for the journal and the

@@ -26,6 +26,8 @@ import (
 var (
 	prCall = contract.ToolCallRef{ID: "call_pr", Name: "github_create_pull_request", Class: "conditional",
 		BusinessKey: "pr:create:acme/app:feat:main", Arguments: "sha256:01", Summary: "create_pull_request acme/app feat → main"}
+	commentCall = contract.ToolCallRef{ID: "call_comment", Name: "github_comment", Class: "unsafe",
+		Arguments: "sha256:03", Summary: "comment on acme/app#1"}
 	readCall = contract.ToolCallRef{ID: "call_read", Name: "github_get_file", Class: "read_only",
 		Arguments: "sha256:02", Summary: "get_file acme/app README.md"}
 )
@@ -266,6 +268,10 @@ func TestFailureMapping(t *testing.T) {
 			status: workflows.StatusCompleted, opState: capstan.OutcomeSucceeded, journal: "executing it again with the same id (1/2)"},
 		{name: "absent every time: the dependency is down, no person asked", setup: reconciles(appErr(contract.ErrTypeOperationUnknown), capstan.VerdictAbsent),
 			status: workflows.StatusFailed, code: workflows.FailDependencyUnavailable, opState: capstan.OutcomeAbsent, journal: "github keeps failing; executing it again with the same id in"},
+		{name: "unsafe write absent every time: its list may lag, a person decides", setup: func(env *testsuite.TestWorkflowEnvironment) {
+			toolFails(commentCall, appErr(contract.ErrTypeOperationUnknown))(env)
+			env.OnActivity(a.Reconcile, mock.Anything, mock.Anything).Return(reconciled(capstan.VerdictAbsent), nil)
+		}, status: workflows.StatusFailed, code: workflows.FailNeedsHumanTimeout, opState: capstan.OutcomeNeedsHuman, journal: "executed 2 more times and is still not confirmed"},
 		{name: "absent five times, then executed", setup: reconcilesAbsentThenSucceeds(5),
 			status: workflows.StatusCompleted, opState: capstan.OutcomeSucceeded, journal: "(execution 5; gives up at"},
 		{name: "indeterminate, nobody answers", setup: reconciles(appErr(contract.ErrTypeOperationUnknown), capstan.VerdictIndeterminate),

@@ -43,9 +43,9 @@ type effect struct {
 	// otherwise a person decides.
 	exhausted func(ctx workflow.Context, r contract.ReconcileResult) error
 	// dependency, when set, names what a write confirmed absent depends
-	// on: since changeAbsentWritesRetried such a write is executed again
-	// with backoff after its re-executions are spent (retryAbsent), never
-	// put to a person.
+	// on: since changeAbsentWritesRetried such a write (conditional or
+	// idempotent) is executed again with backoff after its re-executions
+	// are spent (retryAbsent), never put to a person.
 	dependency string
 	// resends: the reconciler may settle the write by sending it again
 	// (contract.ReconcileInput.Resend), since changeSettleBySending.
@@ -143,7 +143,7 @@ func (t *task) toolEffect(tid string, op declared) effect {
 		},
 		absent:      func(r contract.ReconcileResult, _ int) { rec.State, rec.Reason = capstan.OutcomeAbsent, r.Reason },
 		needsPerson: func(reason string) { rec.State, rec.Reason = capstan.OutcomeNeedsHuman, reason },
-		dependency:  dependencyOf(op.call.Name),
+		dependency:  absentRetried(op.call),
 		resends:     true,
 	}
 }
