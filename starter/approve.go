@@ -2,11 +2,9 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/spf13/cobra"
-	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
 	"github.com/capstanhq/capstan/workflows"
@@ -61,22 +59,9 @@ func (a *app) answerApproval(cmd *cobra.Command, args []string, update string, r
 		return usagef("--as needs a name")
 	}
 	return a.withTask(func(ctx context.Context, c client.Client, _ client.Options, taskID string) error {
-		handle, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
-			WorkflowID:   workflows.WorkflowID(taskID),
-			UpdateName:   update,
-			Args:         []any{req},
-			WaitForStage: client.WorkflowUpdateStageCompleted,
-		})
-		var nf *serviceerror.NotFound
-		switch {
-		case errors.As(err, &nf):
-			return usagef("no running task %s (workflow %s)", taskID, workflows.WorkflowID(taskID))
-		case err != nil:
-			return usagef("task %s refused the %s: %v", taskID, update, unwrapUpdateError(err))
-		}
 		var res workflows.ApprovalResult
-		if err := handle.Get(ctx, &res); err != nil {
-			return usagef("task %s refused the %s: %v", taskID, update, unwrapUpdateError(err))
+		if err := sendUpdate(ctx, c, taskID, update, "the "+update, req, &res); err != nil {
+			return err
 		}
 		fmt.Fprintf(a.stdout, "task %s: operation %s %s by %s: %s\n", taskID, res.OperationID, res.Decision, res.By, res.Summary)
 		return nil

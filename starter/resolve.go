@@ -54,9 +54,22 @@ func (a *app) resolveCommand() *cobra.Command {
 }
 
 func (a *app) resolve(ctx context.Context, c client.Client, taskID string, req workflows.ResolveRequest) error {
+	var res workflows.ResolveResult
+	if err := sendUpdate(ctx, c, taskID, workflows.UpdateResolve, "the resolution", req, &res); err != nil {
+		return err
+	}
+	fmt.Fprintf(a.stdout, "task %s: operation %s resolved as %s by %s\n", taskID, res.OperationID, res.Decision, req.ResolvedBy)
+	return nil
+}
+
+// sendUpdate sends the task's update, waits until the task has taken it,
+// and decodes its answer into res. A task that is not running, or whose
+// validator or handler refused the update (what names it), is one
+// sentence for exit status 2; nothing was recorded.
+func sendUpdate(ctx context.Context, c client.Client, taskID, update, what string, req, res any) error {
 	handle, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
 		WorkflowID:   workflows.WorkflowID(taskID),
-		UpdateName:   workflows.UpdateResolve,
+		UpdateName:   update,
 		Args:         []any{req},
 		WaitForStage: client.WorkflowUpdateStageCompleted,
 	})
@@ -65,14 +78,11 @@ func (a *app) resolve(ctx context.Context, c client.Client, taskID string, req w
 	case errors.As(err, &nf):
 		return usagef("no running task %s (workflow %s)", taskID, workflows.WorkflowID(taskID))
 	case err != nil:
-		// The task's validator refused it: nothing was recorded.
-		return usagef("task %s refused the resolution: %v", taskID, unwrapUpdateError(err))
+		return usagef("task %s refused %s: %v", taskID, what, unwrapUpdateError(err))
 	}
-	var res workflows.ResolveResult
-	if err := handle.Get(ctx, &res); err != nil {
-		return usagef("task %s refused the resolution: %v", taskID, unwrapUpdateError(err))
+	if err := handle.Get(ctx, res); err != nil {
+		return usagef("task %s refused %s: %v", taskID, what, unwrapUpdateError(err))
 	}
-	fmt.Fprintf(a.stdout, "task %s: operation %s resolved as %s by %s\n", taskID, res.OperationID, res.Decision, req.ResolvedBy)
 	return nil
 }
 
