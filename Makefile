@@ -5,6 +5,7 @@
 #   make down   stop what `make demo` started
 #   make test   go vet, staticcheck, the gofmt check and the race-enabled
 #               test suite, end to end against a real Temporal dev server
+#   make test-long  the long runs (load, game day, rolling deploy, fairness)
 #   make bench  capstan against a bare Temporal workflow, the ledger, history
 #               growth and a downed dependency; writes bench/results/
 
@@ -18,7 +19,7 @@ STATICCHECK := $(BIN)/staticcheck
 # Tests find the pinned CLI here (testsuite.DevServerOptions.ExistingPath).
 export CAPSTAN_TEMPORAL_BIN := $(TEMPORAL)
 
-.PHONY: demo down test build vet lint fmt-check temporal clean record-history compose-config bench
+.PHONY: demo down test test-long build vet lint fmt-check temporal clean record-history compose-config bench
 
 $(TEMPORAL):
 	@echo "installing the Temporal CLI $(TEMPORAL_VERSION) into $(BIN) (a few minutes the first time)"
@@ -48,6 +49,11 @@ lint: $(STATICCHECK) fmt-check
 
 test: $(TEMPORAL) vet lint
 	go test -race -count=1 -timeout 25m ./...
+
+# The long runs — a game day, a rolling deploy, fairness under a burst, load —
+# are the e2e tests named TestLong…; `make test` compiles them and skips them.
+test-long: $(TEMPORAL)
+	CAPSTAN_LONG=1 go test -count=1 -timeout 30m -run '^TestLong' -v ./internal/e2e/
 
 # The benchmark (bench/, a program, not a test): about ten minutes on two
 # idle cores. It measures capstan beside a bare Temporal workflow doing the

@@ -64,7 +64,7 @@ func (o *outage) between(key string, from, to time.Time) int {
 	return n
 }
 
-// TestModelOutageUnderLoad is issue 7's second "done when": 50 sandbox
+// TestLongModelOutageUnderLoad is issue 7's second "done when": 50 sandbox
 // tasks start at once on two workers while the model provider is down for
 // 20 s, then it is back. While it is down, the provider receives from each
 // worker at most the breaker threshold plus one half-open probe per open
@@ -83,7 +83,8 @@ func (o *outage) between(key string, from, to time.Time) int {
 // it. The log of each worker's transitions (in the test's output) shows how
 // many went out before the breaker opened, in each open period and in each
 // half-open probe.
-func TestModelOutageUnderLoad(t *testing.T) {
+func TestLongModelOutageUnderLoad(t *testing.T) {
+	requireLong(t)
 	const (
 		tasks     = 50
 		threshold = 5
