@@ -403,12 +403,21 @@ func resolveHint(res workflows.TaskResult, opID string) []string {
 // taskIDOf is the task id of a task's workflow id.
 func taskIDOf(wid string) string { return strings.TrimPrefix(wid, "task-") }
 
-// approvalLines say which operations were denied, and why, and which wait
-// for approval, with the commands that answer, one argument a line so that
-// they fit; each pastes as one shell command.
+// approvalLines say which operations were approved, and by whom (a
+// person's name, or mcp:<client> through starter mcp serve), which were
+// denied, and why, and which wait for approval, with the commands that
+// answer, one argument a line so that they fit; each pastes as one shell
+// command.
 func approvalLines(res workflows.TaskResult) []string {
 	var lines []string
 	for _, op := range res.Operations {
+		if a := op.Approval; a != nil && a.Decision == workflows.DecisionApproved && a.By != "" && op.State != capstan.OutcomeAwaitingApproval {
+			line := fmt.Sprintf("approved: operation %s by %s", opLabel(res.TaskID, op), clean(a.By))
+			if a.Note != "" {
+				line += ": " + clean(a.Note)
+			}
+			lines = append(lines, wrap(line, Columns, "", "  ")...)
+		}
 		if op.State == capstan.OutcomeDenied {
 			lines = append(lines, wrap(fmt.Sprintf("denied: operation %s: %s", opLabel(res.TaskID, op), op.Reason), Columns, "", "  ")...)
 		}
