@@ -48,9 +48,12 @@ const approverNameRunes = 64
 // mcpCommand is `starter mcp`.
 func (a *app) mcpCommand() *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "mcp",
-		Short: "Capstan and the Model Context Protocol",
+		Use:   "mcp serve [--allow-approve]",
+		Short: "Capstan as an MCP server",
 		Args:  usageArgs(cobra.NoArgs),
+		RunE: func(*cobra.Command, []string) error {
+			return usagef("mcp needs a subcommand: serve [--allow-approve]")
+		},
 	}
 	var allowApprove bool
 	serve := &cobra.Command{
@@ -63,7 +66,13 @@ func (a *app) mcpCommand() *cobra.Command {
 			}
 			s := a.newMCPServer(allowApprove, a.dial)
 			defer s.close()
-			return s.server.Run(cmd.Context(), &sdk.StdioTransport{})
+			err := s.server.Run(cmd.Context(), &sdk.StdioTransport{})
+			if errors.Is(err, context.Canceled) && cmd.Context().Err() != nil {
+				// SIGINT or SIGTERM: how a client stops a server that
+				// outlived its closed stdin. A clean end.
+				return nil
+			}
+			return err
 		},
 	}
 	serve.Flags().BoolVar(&allowApprove, "allow-approve", false,

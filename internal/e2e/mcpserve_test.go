@@ -219,14 +219,8 @@ func TestMCPServeRunsFollowsAndApprovesTasks(t *testing.T) {
 	if answer.Decision != workflows.DecisionApproved || answer.By != want || answer.OperationID != opID {
 		t.Errorf("approve_task answered %+v, want approved by %s", answer, want)
 	}
-	var statusText string
-	res = mcpPollStatus(t, approving, approvalID, "the task's end", func(r workflows.TaskResult) bool {
-		if r.Status == workflows.StatusRunning {
-			return false
-		}
-		_, statusText = mcpCallRaw(t, approving, "task_status", map[string]any{"task_id": approvalID})
-		return true
-	})
+	res = mcpPollStatus(t, approving, approvalID, "the task's end", func(r workflows.TaskResult) bool { return r.Status != workflows.StatusRunning })
+	_, statusText := mcpCallRaw(t, approving, "task_status", map[string]any{"task_id": approvalID})
 	if res.Status != workflows.StatusCompleted {
 		t.Fatalf("task %s ended %s (%s): %s", approvalID, res.Status, res.FailureCode, res.Message)
 	}
