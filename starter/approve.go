@@ -38,9 +38,6 @@ func (a *app) denyCommand() *cobra.Command {
 		Short: "Deny an operation that waits for approval: nothing is sent, and the model is told the reason",
 		Args:  usageArgs(cobra.ExactArgs(2)),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if reason == "" {
-				return usagef("deny needs --reason TEXT: the model reads it as the tool's result")
-			}
 			req := workflows.ApprovalRequest{OperationID: args[1], By: as, Reason: reason}
 			return a.answerApproval(cmd, args, workflows.UpdateDeny, req)
 		},
@@ -50,20 +47,49 @@ func (a *app) denyCommand() *cobra.Command {
 	return cmd
 }
 
-// answerApproval sends the update and prints what the task took. The
-// update returns only once the task has taken the answer; a refusal (the
-// operation waits for no approval, or somebody answered first) is one
-// sentence and exit status 2.
+// answerApproval sends the update and prints what the task took.
 func (a *app) answerApproval(cmd *cobra.Command, args []string, update string, req workflows.ApprovalRequest) error {
+	if err := checkApproval(update, req); err != nil {
+		return err
+	}
+	return a.withTask(func(ctx context.Context, c client.Client, _ client.Options, taskID string) error {
+		res, err := sendApproval(ctx, c, taskID, update, req)
+		if err != nil {
+			return err
+		}
+		fmt.Fprint(a.stdout, approvalText(taskID, res))
+		return nil
+	})(cmd, args)
+}
+
+// checkApproval refuses, before anything is sent, an answer that names
+// nobody and a denial without a reason: one sentence, a usage error.
+func checkApproval(update string, req workflows.ApprovalRequest) error {
+	if update == workflows.UpdateDeny && req.Reason == "" {
+		return usagef("deny needs --reason TEXT: the model reads it as the tool's result")
+	}
 	if req.By == "" {
 		return usagef("--as needs a name")
 	}
-	return a.withTask(func(ctx context.Context, c client.Client, _ client.Options, taskID string) error {
-		var res workflows.ApprovalResult
-		if err := sendUpdate(ctx, c, taskID, update, "the "+update, req, &res); err != nil {
-			return err
-		}
-		fmt.Fprintf(a.stdout, "task %s: operation %s %s by %s: %s\n", taskID, res.OperationID, res.Decision, res.By, res.Summary)
-		return nil
-	})(cmd, args)
+	return nil
+}
+
+// sendApproval sends the approve or deny update (checkApproval first) and
+// returns what the task took. The update returns only once the task has
+// taken the answer; a refusal (the operation waits for no approval, or
+// somebody answered first) is one sentence, a usage error (exit status 2).
+// `starter approve`, `starter deny`, approve_task and deny_task answer
+// through it.
+func sendApproval(ctx context.Context, c client.Client, taskID, update string, req workflows.ApprovalRequest) (workflows.ApprovalResult, error) {
+	var res workflows.ApprovalResult
+	if err := checkApproval(update, req); err != nil {
+		return res, err
+	}
+	err := sendUpdate(ctx, c, taskID, update, "the "+update, req, &res)
+	return res, err
+}
+
+// approvalText is the line `starter approve` and `starter deny` print.
+func approvalText(taskID string, res workflows.ApprovalResult) string {
+	return fmt.Sprintf("task %s: operation %s %s by %s: %s\n", taskID, res.OperationID, res.Decision, res.By, res.Summary)
 }

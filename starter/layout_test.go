@@ -296,8 +296,8 @@ func TestStatusOfAnOlderTaskPrintsTodaysWords(t *testing.T) {
 
 // TestStatusShowsApprovals: an operation awaiting approval is printed with
 // what it would create and the approve and deny commands, one argument a
-// line with the short operation id; a denied one with its reason; every
-// line fits.
+// line with the short operation id; a denied one with its reason; an
+// approved one with who approved it; every line fits.
 func TestStatusShowsApprovals(t *testing.T) {
 	t.Parallel()
 	res := longResult()
@@ -305,6 +305,7 @@ func TestStatusShowsApprovals(t *testing.T) {
 	pr.State, pr.Reason, pr.Summary = capstan.OutcomeAwaitingApproval, "", "pull request agent/fix-the-flaky-retry-test → main in acme-corporation/payments-service"
 	res.Operations = append(res.Operations, workflows.OperationRecord{OperationID: "acme-tenant:" + longTask + ":t1:github_put_file:1",
 		Tool: "github_put_file", TurnID: longTask + "/t1", State: capstan.OutcomeDenied, Reason: "denied by bob@host: not during the freeze"})
+	res.Operations[0].Approval = &workflows.ApprovalRecord{Decision: workflows.DecisionApproved, By: "mcp:claude-desktop", Note: "branch is fine"}
 	var out bytes.Buffer
 	printResult(&out, res, "http://localhost:8233/namespaces/default/workflows/task-"+longTask)
 	t.Logf("\n%s", out.String())
@@ -322,5 +323,9 @@ func TestStatusShowsApprovals(t *testing.T) {
 	}
 	if words := strings.Join(strings.Fields(out.String()), " "); !strings.Contains(words, pr.Summary) {
 		t.Errorf("status does not say what waits: %q", pr.Summary)
+	}
+	approved := "approved: operation " + opLabel(res.TaskID, res.Operations[0]) + " by mcp:claude-desktop: branch is fine"
+	if words := strings.Join(strings.Fields(out.String()), " "); !strings.Contains(words, approved) {
+		t.Errorf("status does not say who approved: %q", approved)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
@@ -54,6 +55,18 @@ func (a *app) runCommand() *cobra.Command {
 		},
 	}
 	fl := cmd.Flags()
+	f.register(fl)
+	fl.BoolVar(&f.wait, "wait", false, "wait for the task to end and print its result")
+	fl.BoolVar(&f.follow, "follow", false, "watch the task live (as starter follow does) until it ends, then print its result")
+	fl.BoolVar(&f.json, "json", false, "print machine-readable JSON")
+	return cmd
+}
+
+// register declares the flags that describe the task, every flag of
+// `starter run` but --wait, --follow and --json, on fl: the run command's
+// flags, and the flags run_task's input becomes (mcpserve.go), so that
+// both take the same defaults and refuse the same values in the same words.
+func (f *runFlags) register(fl *pflag.FlagSet) {
 	fl.StringVar(&f.prompt, "prompt", "", "what the agent should do (required)")
 	fl.StringVar(&f.repo, "repo", "", "GitHub repository the agent works on, OWNER/NAME")
 	fl.StringVar(&f.base, "base", config.DefaultBaseBranch, "base branch for the agent's changes")
@@ -75,10 +88,6 @@ func (a *app) runCommand() *cobra.Command {
 	fl.Int64Var(&f.budget.maxTokens, "max-tokens", 0, "the task's token budget: input plus output tokens of all its model requests, abandoned ones included; past it the task fails with budget_exhausted (default $CAPSTAN_MAX_TOKENS_PER_TASK of the worker, or 2000000)")
 	fl.Float64Var(&f.budget.maxCost, "max-cost", 0, "the task's cost budget in US dollars, priced by CAPSTAN_MODEL_PRICES; every model of the task needs a price (default $CAPSTAN_MAX_COST_PER_TASK of the worker, or none)")
 	fl.DurationVar(&f.humanTimeout, "human-timeout", config.DefaultHumanTimeout, "how long the task waits for a person to resolve an operation before it fails with needs_human_timeout")
-	fl.BoolVar(&f.wait, "wait", false, "wait for the task to end and print its result")
-	fl.BoolVar(&f.follow, "follow", false, "watch the task live (as starter follow does) until it ends, then print its result")
-	fl.BoolVar(&f.json, "json", false, "print machine-readable JSON")
-	return cmd
 }
 
 // demoCommand runs the sample task on the sandbox's own queue, where `make
@@ -214,14 +223,24 @@ func (a *app) dial(ctx context.Context) (client.Client, client.Options, error) {
 	return config.DialTemporal(ctx, "capstan-starter@"+config.Hostname(), tlog.NewStructuredLogger(quiet), nil, 10*time.Second)
 }
 
-// start starts the task on queue and, with wait, follows it to its end:
-// with live, in the live view (followLive).
-func (a *app) start(ctx context.Context, queue string, in workflows.AgentTaskInput, wait, asJSON, live bool) error {
-	c, opts, err := a.dial(ctx)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
+// startedTask is a task just started: `starter run --json`'s answer, and
+// run_task's.
+type startedTask struct {
+	TaskID     string `json:"task_id"`
+	WorkflowID string `json:"workflow_id"`
+	RunID      string `json:"run_id"`
+	UIURL      string `json:"ui_url"`
+}
+
+// text is what `starter run` prints for it without --json.
+func (s startedTask) text() string {
+	return fmt.Sprintf("started task %s\nworkflow: %s\nui: %s\n", s.TaskID, s.WorkflowID, s.UIURL)
+}
+
+// startTask starts the task of in on queue, and only that: a task id that
+// ran or runs already is one sentence (a usage error), nothing started.
+// `starter run`, `starter demo` and run_task start tasks through it.
+func (a *app) startTask(ctx context.Context, c client.Client, opts client.Options, queue string, in workflows.AgentTaskInput) (startedTask, error) {
 	wid := workflows.WorkflowID(in.TaskID)
 	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID:                                       wid,
@@ -237,19 +256,34 @@ func (a *app) start(ctx context.Context, queue string, in workflows.AgentTaskInp
 	if errors.As(err, &started) {
 		if desc, derr := describe(ctx, c, wid); derr == nil &&
 			desc.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
-			return usagef("task %s already ran (workflow %s) and task ids are never reused; pick another --id", in.TaskID, wid)
+			return startedTask{}, usagef("task %s already ran (workflow %s) and task ids are never reused; pick another --id", in.TaskID, wid)
 		}
-		return usagef("task %s is already running (workflow %s); pick another --id", in.TaskID, wid)
+		return startedTask{}, usagef("task %s is already running (workflow %s); pick another --id", in.TaskID, wid)
 	}
 	if err != nil {
-		return fmt.Errorf("start task %s: %w", in.TaskID, err)
+		return startedTask{}, fmt.Errorf("start task %s: %w", in.TaskID, err)
 	}
-	ui := a.cfg.WorkflowURL(opts.Namespace, wid)
+	return startedTask{TaskID: in.TaskID, WorkflowID: wid, RunID: run.GetRunID(), UIURL: a.cfg.WorkflowURL(opts.Namespace, wid)}, nil
+}
+
+// start starts the task on queue and, with wait, follows it to its end:
+// with live, in the live view (followLive).
+func (a *app) start(ctx context.Context, queue string, in workflows.AgentTaskInput, wait, asJSON, live bool) error {
+	c, opts, err := a.dial(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	st, err := a.startTask(ctx, c, opts, queue, in)
+	if err != nil {
+		return err
+	}
+	wid, ui := st.WorkflowID, st.UIURL
 	if !wait {
 		if asJSON {
-			return printJSON(a.stdout, map[string]string{"task_id": in.TaskID, "workflow_id": wid, "run_id": run.GetRunID(), "ui_url": ui})
+			return printJSON(a.stdout, st)
 		}
-		fmt.Fprintf(a.stdout, "started task %s\nworkflow: %s\nui: %s\n", in.TaskID, wid, ui)
+		fmt.Fprint(a.stdout, st.text())
 		return nil
 	}
 	info := a.stdout
@@ -264,7 +298,7 @@ func (a *app) start(ctx context.Context, queue string, in workflows.AgentTaskInp
 	if !asJSON {
 		stopJournal = a.follow(ctx, c, wid)
 	}
-	res, err := awaitResult(ctx, c, wid, run.GetRunID())
+	res, err := awaitResult(ctx, c, wid, st.RunID)
 	stopJournal()
 	stopTalking()
 	if err != nil {

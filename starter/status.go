@@ -29,28 +29,14 @@ func (a *app) statusCommand() *cobra.Command {
 		Short: "Show a task's status, turns, operations and deliveries",
 		Args:  usageArgs(cobra.ExactArgs(1)),
 		RunE: a.withTask(func(ctx context.Context, c client.Client, opts client.Options, taskID string) error {
-			wid := workflows.WorkflowID(taskID)
-			desc, err := describe(ctx, c, wid)
+			res, err := taskStatus(ctx, c, taskID)
 			if err != nil {
-				return notFound(err, taskID)
-			}
-			var res workflows.TaskResult
-			if desc.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
-				v, err := c.QueryWorkflow(ctx, wid, "", workflows.QueryStatus)
-				if err != nil {
-					return fmt.Errorf("ask task %s for its status (is a worker running?): %w", taskID, err)
-				}
-				if err := v.Get(&res); err != nil {
-					return fmt.Errorf("decode status of task %s: %w", taskID, err)
-				}
-			} else if res, err = awaitResult(ctx, c, wid, ""); err != nil {
 				return err
 			}
-			ui := a.cfg.WorkflowURL(opts.Namespace, wid)
 			if asJSON {
 				return printJSON(a.stdout, res)
 			}
-			printResult(a.stdout, res, ui)
+			printResult(a.stdout, res, a.cfg.WorkflowURL(opts.Namespace, workflows.WorkflowID(taskID)))
 			return nil
 		}),
 	}
@@ -65,42 +51,97 @@ func (a *app) listCommand() *cobra.Command {
 		Short: "List recent tasks",
 		Args:  usageArgs(cobra.NoArgs),
 		RunE: a.withClient(func(ctx context.Context, c client.Client, opts client.Options, _ []string) error {
-			query := "WorkflowType = 'AgentTask'"
-			if needsHuman {
-				query += fmt.Sprintf(" AND %s = true AND ExecutionStatus = 'Running'", workflows.AttrNeedsHuman.GetName())
-			}
-			if awaitingApproval {
-				query += fmt.Sprintf(" AND %s = true AND ExecutionStatus = 'Running'", workflows.AttrAwaitingApproval.GetName())
-			}
-			resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
-				Namespace: opts.Namespace, PageSize: 50, Query: query,
-			})
+			tasks, err := listTasks(ctx, c, opts.Namespace, needsHuman, awaitingApproval)
 			if err != nil {
-				return fmt.Errorf("list tasks: %w", err)
+				return err
 			}
-			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "TASK\tSTATUS\tREPO\tSTARTED")
-			for _, e := range resp.GetExecutions() {
-				status := strings.ToLower(strings.TrimPrefix(e.GetStatus().String(), "WORKFLOW_EXECUTION_STATUS_"))
-				repo := ""
-				if sa := e.GetSearchAttributes().GetIndexedFields(); sa != nil {
-					var s string
-					if p, ok := sa[workflows.AttrStatus.GetName()]; ok && converter.GetDefaultDataConverter().FromPayload(p, &s) == nil && s != "" {
-						status = s
-					}
-					if p, ok := sa[workflows.AttrRepo.GetName()]; ok {
-						_ = converter.GetDefaultDataConverter().FromPayload(p, &repo)
-					}
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", strings.TrimPrefix(e.GetExecution().GetWorkflowId(), "task-"), status, repo,
-					e.GetStartTime().AsTime().Local().Format(time.DateTime))
-			}
-			return tw.Flush()
+			return writeTaskList(a.stdout, tasks)
 		}),
 	}
 	cmd.Flags().BoolVar(&needsHuman, "needs-human", false, "only running tasks that wait for a person (starter resolve)")
 	cmd.Flags().BoolVar(&awaitingApproval, "awaiting-approval", false, "only running tasks with an operation that waits for approval (starter approve, starter deny)")
 	return cmd
+}
+
+// taskStatus is the task's result so far, asked of the running task
+// (its status query: a worker must be running), or its result once it
+// ended. `starter status` and task_status answer with it.
+func taskStatus(ctx context.Context, c client.Client, taskID string) (workflows.TaskResult, error) {
+	wid := workflows.WorkflowID(taskID)
+	desc, err := describe(ctx, c, wid)
+	if err != nil {
+		return workflows.TaskResult{}, notFound(err, taskID)
+	}
+	if desc.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		return awaitResult(ctx, c, wid, "")
+	}
+	var res workflows.TaskResult
+	v, err := c.QueryWorkflow(ctx, wid, "", workflows.QueryStatus)
+	if err != nil {
+		return res, fmt.Errorf("ask task %s for its status (is a worker running?): %w", taskID, err)
+	}
+	if err := v.Get(&res); err != nil {
+		return res, fmt.Errorf("decode status of task %s: %w", taskID, err)
+	}
+	return res, nil
+}
+
+// listedTask is one row of `starter list`, and of list_tasks.
+type listedTask struct {
+	TaskID string `json:"task_id"`
+	// Status is the task's own status (its search attribute), else the
+	// workflow's: running, completed, failed, …
+	Status  string    `json:"status"`
+	Repo    string    `json:"repo,omitempty"`
+	Started time.Time `json:"started"`
+}
+
+// listTasks lists the 50 most recent tasks of the namespace; needsHuman
+// and awaitingApproval keep only the running ones that wait for a person's
+// resolve, or for an approval.
+func listTasks(ctx context.Context, c client.Client, namespace string, needsHuman, awaitingApproval bool) ([]listedTask, error) {
+	query := "WorkflowType = 'AgentTask'"
+	if needsHuman {
+		query += fmt.Sprintf(" AND %s = true AND ExecutionStatus = 'Running'", workflows.AttrNeedsHuman.GetName())
+	}
+	if awaitingApproval {
+		query += fmt.Sprintf(" AND %s = true AND ExecutionStatus = 'Running'", workflows.AttrAwaitingApproval.GetName())
+	}
+	resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
+		Namespace: namespace, PageSize: 50, Query: query,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list tasks: %w", err)
+	}
+	tasks := []listedTask{}
+	for _, e := range resp.GetExecutions() {
+		t := listedTask{
+			TaskID:  strings.TrimPrefix(e.GetExecution().GetWorkflowId(), "task-"),
+			Status:  strings.ToLower(strings.TrimPrefix(e.GetStatus().String(), "WORKFLOW_EXECUTION_STATUS_")),
+			Started: e.GetStartTime().AsTime(),
+		}
+		if sa := e.GetSearchAttributes().GetIndexedFields(); sa != nil {
+			var s string
+			if p, ok := sa[workflows.AttrStatus.GetName()]; ok && converter.GetDefaultDataConverter().FromPayload(p, &s) == nil && s != "" {
+				t.Status = s
+			}
+			if p, ok := sa[workflows.AttrRepo.GetName()]; ok {
+				_ = converter.GetDefaultDataConverter().FromPayload(p, &t.Repo)
+			}
+		}
+		tasks = append(tasks, t)
+	}
+	return tasks, nil
+}
+
+// writeTaskList prints tasks as `starter list`'s table.
+func writeTaskList(w io.Writer, tasks []listedTask) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TASK\tSTATUS\tREPO\tSTARTED")
+	for _, t := range tasks {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", t.TaskID, t.Status, t.Repo, t.Started.Local().Format(time.DateTime))
+	}
+	return tw.Flush()
 }
 
 func (a *app) cancelCommand() *cobra.Command {
@@ -362,12 +403,21 @@ func resolveHint(res workflows.TaskResult, opID string) []string {
 // taskIDOf is the task id of a task's workflow id.
 func taskIDOf(wid string) string { return strings.TrimPrefix(wid, "task-") }
 
-// approvalLines say which operations were denied, and why, and which wait
-// for approval, with the commands that answer, one argument a line so that
-// they fit; each pastes as one shell command.
+// approvalLines say which operations were approved, and by whom (a
+// person's name, or mcp:<client> through starter mcp serve), which were
+// denied, and why, and which wait for approval, with the commands that
+// answer, one argument a line so that they fit; each pastes as one shell
+// command.
 func approvalLines(res workflows.TaskResult) []string {
 	var lines []string
 	for _, op := range res.Operations {
+		if a := op.Approval; a != nil && a.Decision == workflows.DecisionApproved && a.By != "" && op.State != capstan.OutcomeAwaitingApproval {
+			line := fmt.Sprintf("approved: operation %s by %s", opLabel(res.TaskID, op), clean(a.By))
+			if a.Note != "" {
+				line += ": " + clean(a.Note)
+			}
+			lines = append(lines, wrap(line, Columns, "", "  ")...)
+		}
 		if op.State == capstan.OutcomeDenied {
 			lines = append(lines, wrap(fmt.Sprintf("denied: operation %s: %s", opLabel(res.TaskID, op), op.Reason), Columns, "", "  ")...)
 		}
