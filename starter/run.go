@@ -12,9 +12,11 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	tlog "go.temporal.io/sdk/log"
 
 	"github.com/capstanhq/capstan/internal/config"
@@ -54,13 +56,24 @@ func (a *app) runCommand() *cobra.Command {
 		},
 	}
 	fl := cmd.Flags()
+	taskFlags(fl, &f)
+	fl.StringVar(&f.id, "id", "", "task id (default: generated); the workflow id is task-<id>")
+	fl.BoolVar(&f.wait, "wait", false, "wait for the task to end and print its result")
+	fl.BoolVar(&f.follow, "follow", false, "watch the task live (as starter follow does) until it ends, then print its result")
+	fl.BoolVar(&f.json, "json", false, "print machine-readable JSON")
+	return cmd
+}
+
+// taskFlags declares the flags that describe a task — everything of
+// `starter run` but its id and how to wait — on fl, into f; `starter
+// schedule create` takes the same.
+func taskFlags(fl *pflag.FlagSet, f *runFlags) {
 	fl.StringVar(&f.prompt, "prompt", "", "what the agent should do (required)")
 	fl.StringVar(&f.repo, "repo", "", "GitHub repository the agent works on, OWNER/NAME")
 	fl.StringVar(&f.base, "base", config.DefaultBaseBranch, "base branch for the agent's changes")
 	fl.StringVar(&f.slack, "slack", "", "Slack channel that receives the final answer")
 	fl.StringArrayVar(&f.comments, "comment", nil, "also post the final answer as a comment on OWNER/NAME#N, an issue or pull request (repeatable)")
 	fl.StringVar(&f.model, "model", "", "model as PROVIDER:MODEL (default $CAPSTAN_MODEL or "+config.DefaultModel+")")
-	fl.StringVar(&f.id, "id", "", "task id (default: generated); the workflow id is task-<id>")
 	fl.StringVar(&f.tenant, "tenant", config.DefaultTenant, "tenant the task's operations belong to")
 	fl.StringArrayVar(&f.allowRepos, "allow-repo", nil, "a further repository, OWNER/NAME, the task's policy lets it read and write besides --repo and the --comment ones (repeatable)")
 	fl.StringArrayVar(&f.labels, "label", nil, "a label of the task, KEY=VALUE, which policy rules can read (repeatable)")
@@ -75,10 +88,6 @@ func (a *app) runCommand() *cobra.Command {
 	fl.Int64Var(&f.budget.maxTokens, "max-tokens", 0, "the task's token budget: input plus output tokens of all its model requests, abandoned ones included; past it the task fails with budget_exhausted (default $CAPSTAN_MAX_TOKENS_PER_TASK of the worker, or 2000000)")
 	fl.Float64Var(&f.budget.maxCost, "max-cost", 0, "the task's cost budget in US dollars, priced by CAPSTAN_MODEL_PRICES; every model of the task needs a price (default $CAPSTAN_MAX_COST_PER_TASK of the worker, or none)")
 	fl.DurationVar(&f.humanTimeout, "human-timeout", config.DefaultHumanTimeout, "how long the task waits for a person to resolve an operation before it fails with needs_human_timeout")
-	fl.BoolVar(&f.wait, "wait", false, "wait for the task to end and print its result")
-	fl.BoolVar(&f.follow, "follow", false, "watch the task live (as starter follow does) until it ends, then print its result")
-	fl.BoolVar(&f.json, "json", false, "print machine-readable JSON")
-	return cmd
 }
 
 // demoCommand runs the sample task on the sandbox's own queue, where `make
@@ -159,6 +168,8 @@ func (a *app) taskInput(f runFlags) (workflows.AgentTaskInput, error) {
 		id = newTaskID()
 	} else if !idPattern.MatchString(id) {
 		return in, usagef("--id %q may only hold letters, digits, '.', '_' and '-' (at most 100)", id)
+	} else if workflows.IsScheduledTaskID(id) {
+		return in, usagef("--id %q ends as a scheduled run's task id does (-YYYYMMDDTHHMMSSZ), which only a schedule gives", id)
 	}
 	if !idPattern.MatchString(f.tenant) {
 		return in, usagef("--tenant %q may only hold letters, digits, '.', '_' and '-'", f.tenant)
@@ -223,40 +234,53 @@ func (a *app) start(ctx context.Context, queue string, in workflows.AgentTaskInp
 	}
 	defer c.Close()
 	wid := workflows.WorkflowID(in.TaskID)
+	startID := newStartID()
 	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID:                                       wid,
 		TaskQueue:                                queue,
 		WorkflowExecutionErrorWhenAlreadyStarted: true,
+		// A running task with this id is not started again: the start
+		// returns it, and attached says whether it runs with this input.
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 		// A task id names its operations in the ledger; a second task under
 		// the same id would replay the first one's effects, so ids are
 		// never reused.
 		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
 		StaticSummary:         summary(in),
+		Memo:                  map[string]any{memoInputHash: inputHash(in), memoStartID: startID},
 	}, workflows.AgentTask, in)
 	var started *serviceerror.WorkflowExecutionAlreadyStarted
 	if errors.As(err, &started) {
-		if desc, derr := describe(ctx, c, wid); derr == nil &&
-			desc.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
-			return usagef("task %s already ran (workflow %s) and task ids are never reused; pick another --id", in.TaskID, wid)
-		}
-		return usagef("task %s is already running (workflow %s); pick another --id", in.TaskID, wid)
+		return usagef("task %s already ran (workflow %s) and task ids are never reused; pick another --id", in.TaskID, wid)
 	}
 	if err != nil {
 		return fmt.Errorf("start task %s: %w", in.TaskID, err)
 	}
+	dc := opts.DataConverter
+	if dc == nil {
+		dc = converter.GetDefaultDataConverter()
+	}
+	joined, err := attached(ctx, c, dc, run, in, startID)
+	if err != nil {
+		return err
+	}
+	verb := "started task"
+	if joined {
+		verb = "attached to running task"
+	}
 	ui := a.cfg.WorkflowURL(opts.Namespace, wid)
 	if !wait {
 		if asJSON {
-			return printJSON(a.stdout, map[string]string{"task_id": in.TaskID, "workflow_id": wid, "run_id": run.GetRunID(), "ui_url": ui})
+			return printJSON(a.stdout, map[string]any{"task_id": in.TaskID, "workflow_id": wid, "run_id": run.GetRunID(), "ui_url": ui, "attached": joined})
 		}
-		fmt.Fprintf(a.stdout, "started task %s\nworkflow: %s\nui: %s\n", in.TaskID, wid, ui)
+		fmt.Fprintf(a.stdout, "%s %s\nworkflow: %s\nui: %s\n", verb, in.TaskID, wid, ui)
 		return nil
 	}
 	info := a.stdout
 	if asJSON {
 		info = a.stderr
 	}
-	fmt.Fprintf(info, "started task %s\nui: %s\n", in.TaskID, ui)
+	fmt.Fprintf(info, "%s %s\nui: %s\n", verb, in.TaskID, ui)
 	if live {
 		return a.followLive(ctx, c, wid, ui)
 	}

@@ -92,7 +92,7 @@ func (a *app) listCommand() *cobra.Command {
 						_ = converter.GetDefaultDataConverter().FromPayload(p, &repo)
 					}
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", strings.TrimPrefix(e.GetExecution().GetWorkflowId(), "task-"), status, repo,
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", workflows.TaskIDOf(e.GetExecution().GetWorkflowId()), status, repo,
 					e.GetStartTime().AsTime().Local().Format(time.DateTime))
 			}
 			return tw.Flush()
@@ -156,7 +156,7 @@ func awaitResult(ctx context.Context, c client.Client, wid, runID string) (workf
 		return res, nil
 	}
 	if ctx.Err() != nil {
-		return res, fmt.Errorf("stopped waiting for %s; the task goes on (starter status %s)", wid, strings.TrimPrefix(wid, "task-"))
+		return res, fmt.Errorf("stopped waiting for %s; the task goes on (starter status %s)", wid, workflows.TaskIDOf(wid))
 	}
 	var appErr *temporal.ApplicationError
 	if errors.As(err, &appErr) && appErr.HasDetails() && appErr.Details(&res) == nil {
@@ -166,7 +166,7 @@ func awaitResult(ctx context.Context, c client.Client, wid, runID string) (workf
 	if errors.As(err, &canErr) && canErr.HasDetails() && canErr.Details(&res) == nil {
 		return res, nil
 	}
-	res = workflows.TaskResult{TaskID: strings.TrimPrefix(wid, "task-"), WorkflowID: wid, Status: workflows.StatusFailed, Message: err.Error()}
+	res = workflows.TaskResult{TaskID: workflows.TaskIDOf(wid), WorkflowID: wid, Status: workflows.StatusFailed, Message: err.Error()}
 	var term *temporal.TerminatedError
 	var timeout *temporal.TimeoutError
 	switch {
@@ -360,7 +360,7 @@ func resolveHint(res workflows.TaskResult, opID string) []string {
 }
 
 // taskIDOf is the task id of a task's workflow id.
-func taskIDOf(wid string) string { return strings.TrimPrefix(wid, "task-") }
+func taskIDOf(wid string) string { return workflows.TaskIDOf(wid) }
 
 // approvalLines say which operations were denied, and why, and which wait
 // for approval, with the commands that answer, one argument a line so that
