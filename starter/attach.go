@@ -51,10 +51,11 @@ func newStartID() string {
 // and nothing about it has changed: a start that finds a running workflow
 // changes nothing.
 func attached(ctx context.Context, c client.Client, dc converter.DataConverter, run client.WorkflowRun, in workflows.AgentTaskInput, startID string) (bool, error) {
-	desc, err := c.DescribeWorkflowExecution(ctx, run.GetID(), run.GetRunID())
+	d, err := c.DescribeWorkflow(ctx, run.GetID(), run.GetRunID())
 	if err != nil {
 		return false, fmt.Errorf("describe task %s: %w", in.TaskID, err)
 	}
+	desc := d.RawResponse
 	fields := desc.GetWorkflowExecutionInfo().GetMemo().GetFields()
 	var gotStart, gotHash string
 	if p := fields[memoStartID]; p != nil {

@@ -13,6 +13,11 @@
 //	starter cancel TASK_ID
 //	starter demo
 //	starter gc --older-than DURATION [--dry-run]
+//	starter schedule create --id SCHEDULE_ID (--cron EXPR | --every D) [--overlap POLICY] --prompt TEXT [task flags of run]
+//	starter schedule (list | describe SCHEDULE_ID | pause SCHEDULE_ID [--unpause] | delete SCHEDULE_ID)
+//
+// run --id of a running task with the same arguments attaches to it; with
+// other arguments it is refused, naming what differs.
 //
 // Exit status: 0 completed (or started, without --wait), 1 failed or
 // cancelled or an environment problem, 2 bad usage. Bad input is refused

@@ -70,7 +70,7 @@ func (a *app) scheduleCreateCommand() *cobra.Command {
 				case errors.Is(err, temporal.ErrScheduleAlreadyRunning):
 					return usagef("schedule %s already exists; delete it first or pick another --id", opts.ID)
 				case errors.As(err, &invalid) && cron != "":
-					return usagef("--cron %q is not a schedule Temporal reads (%s)", cron, strings.TrimSuffix(invalid.Message, "."))
+					return usagef("--cron %q is not a cron expression Temporal reads (%s)", cron, strings.TrimSuffix(invalid.Message, "."))
 				case err != nil:
 					return fmt.Errorf("create schedule %s: %w", opts.ID, err)
 				}

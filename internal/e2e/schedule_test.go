@@ -22,8 +22,10 @@ type scheduleState struct {
 	Running        []string `json:"running_tasks"`
 	Overlap        string   `json:"overlap"`
 	Recent         []struct {
-		TaskID     string `json:"task_id"`
-		WorkflowID string `json:"workflow_id"`
+		TaskID      string    `json:"task_id"`
+		WorkflowID  string    `json:"workflow_id"`
+		ScheduledAt time.Time `json:"scheduled_at"`
+		StartedAt   time.Time `json:"started_at"`
 	} `json:"recent_runs"`
 }
 
@@ -143,6 +145,15 @@ func TestScheduleStartsTasksSkipsOverlapPausesAndDeletes(t *testing.T) {
 	rowsA, rowsB := ledgerOps(t, env, taskA), ledgerOps(t, env, taskB)
 	if taskA == taskB || len(rowsA) == 0 || len(rowsB) == 0 || slices.ContainsFunc(rowsA, func(id string) bool { return slices.Contains(rowsB, id) }) {
 		t.Errorf("tasks %s and %s: ledger rows %q and %q; want two tasks with rows of their own", taskA, taskB, rowsA, rowsB)
+	}
+
+	// On time: each run was scheduled on a 5 s boundary, and its task id
+	// names that time.
+	for _, r := range s.Recent {
+		if r.ScheduledAt.UnixNano()%int64(5*time.Second) != 0 || r.TaskID != workflows.ScheduledTaskID(sid, r.ScheduledAt) {
+			t.Errorf("run %s scheduled at %s: want a 5 s boundary named by the task id", r.TaskID, r.ScheduledAt)
+		}
+		t.Logf("run %s started %s after its scheduled time", r.TaskID, r.StartedAt.Sub(r.ScheduledAt))
 	}
 
 	// Paused: two more intervals pass and nothing starts.
