@@ -1,12 +1,14 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -300,8 +302,12 @@ func assertNotStarted(t *testing.T, taskID string) {
 // the id of a running task and the same arguments attaches to it — the
 // same workflow run, nothing started — and with other arguments refuses
 // in one sentence saying what differs, exit 2, leaving the task alone.
+//
+// Attached with --wait, the starter follows the task to its end and prints
+// its result, as it does a task it started.
 func TestStarterAttachesToARunningTaskWithTheSameArguments(t *testing.T) {
-	env := baseEnv(t, "e2e-no-worker") // no worker: the task stays running
+	sb := startSandbox(t)
+	env := endpointEnv(t, "e2e-attach", sb) // no worker until the end: the task stays running
 	id := fmt.Sprintf("e2e-dup-%d", time.Now().UnixNano())
 	args := []string{"run", "--prompt", "wait for me", "--model", "openai:hello", "--repo", "acme/app", "--id", id}
 	first := runStarter(t, env, args...)
@@ -346,8 +352,21 @@ func TestStarterAttachesToARunningTaskWithTheSameArguments(t *testing.T) {
 		t.Fatalf("task after the refused and attached starts: %v (history %d events), %v; want the first run still running, untouched",
 			desc.GetWorkflowExecutionInfo().GetStatus(), desc.GetWorkflowExecutionInfo().GetHistoryLength(), err)
 	}
-	c := runStarter(t, env, "cancel", id)
-	if c.code != 0 {
-		t.Fatalf("cancel: exit %d, stderr %q", c.code, c.stderr)
+
+	var stdout bytes.Buffer
+	var stderr syncBuffer
+	follow := exec.Command(starterBin, append(slices.Clone(args), "--wait", "--json")...)
+	follow.Env, follow.Stdout, follow.Stderr = env, &stdout, &stderr
+	if err := follow.Start(); err != nil {
+		t.Fatal(err)
+	}
+	stderr.waitFor(t, "attached to running task "+id, time.Minute)
+	startWorker(t, env)
+	if err := follow.Wait(); err != nil {
+		t.Fatalf("attached --wait: %v, stderr %s", err, stderr.String())
+	}
+	res := decodeResult(t, result{stdout: stdout.String(), stderr: stderr.String()})
+	if res.Status != workflows.StatusCompleted || res.TaskID != id {
+		t.Fatalf("attached --wait printed task %s %s (%s); want %s completed", res.TaskID, res.Status, res.Message, id)
 	}
 }
