@@ -14,6 +14,11 @@
 //	starter demo
 //	starter gc --older-than DURATION [--dry-run]
 //	starter mcp serve [--allow-approve]
+//	starter schedule create --id SCHEDULE_ID (--cron EXPR | --every D) [--overlap POLICY] --prompt TEXT [task flags of run]
+//	starter schedule (list | describe SCHEDULE_ID | pause SCHEDULE_ID [--unpause] | delete SCHEDULE_ID)
+//
+// run --id of a running task with the same arguments attaches to it; with
+// other arguments it is refused, naming what differs.
 //
 // Exit status: 0 completed (or started, without --wait), 1 failed or
 // cancelled or an environment problem, 2 bad usage. Bad input is refused
@@ -76,7 +81,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{msg: err.Error()} })
-	root.AddCommand(a.runCommand(), a.statusCommand(), a.listCommand(), a.cancelCommand(), a.resolveCommand(), a.approveCommand(), a.denyCommand(), a.demoCommand(), a.followCommand(), a.gcCommand(), a.mcpCommand())
+	root.AddCommand(a.runCommand(), a.statusCommand(), a.listCommand(), a.cancelCommand(), a.resolveCommand(), a.approveCommand(), a.denyCommand(), a.demoCommand(), a.followCommand(), a.gcCommand(), a.scheduleCommand(), a.mcpCommand())
 
 	err := root.ExecuteContext(ctx)
 	var ue *usageError

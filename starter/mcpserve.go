@@ -236,6 +236,7 @@ func (in runTaskInput) flags() (runFlags, error) {
 	fs := pflag.NewFlagSet(toolRunTask, pflag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	f.register(fs)
+	f.registerID(fs)
 	if err := fs.Parse(in.args()); err != nil {
 		return f, usagef("%v", err)
 	}

@@ -13,7 +13,11 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/pflag"
+	commonpb "go.temporal.io/api/common/v1"
+	workflowpb "go.temporal.io/api/workflow/v1"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 
 	"github.com/capstanhq/capstan/internal/config"
 	"github.com/capstanhq/capstan/workflows"
@@ -25,14 +29,34 @@ type fakeTemporal struct {
 	client.Client
 	mu      sync.Mutex
 	started []workflows.AgentTaskInput
+	memos   []map[string]any
 	updates []client.UpdateWorkflowOptions
 }
 
-func (f *fakeTemporal) ExecuteWorkflow(_ context.Context, _ client.StartWorkflowOptions, _ any, args ...any) (client.WorkflowRun, error) {
+func (f *fakeTemporal) ExecuteWorkflow(_ context.Context, o client.StartWorkflowOptions, _ any, args ...any) (client.WorkflowRun, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.started = append(f.started, args[0].(workflows.AgentTaskInput))
-	return fakeRun{}, nil
+	f.memos = append(f.memos, o.Memo)
+	return fakeRun{id: o.ID}, nil
+}
+
+// DescribeWorkflow answers for the task just started, with the memo its
+// start set: every start here makes its task, none attaches.
+func (f *fakeTemporal) DescribeWorkflow(_ context.Context, _, _ string) (*client.WorkflowExecutionDescription, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fields := map[string]*commonpb.Payload{}
+	for k, v := range f.memos[len(f.memos)-1] {
+		p, err := converter.GetDefaultDataConverter().ToPayload(v)
+		if err != nil {
+			return nil, err
+		}
+		fields[k] = p
+	}
+	return &client.WorkflowExecutionDescription{RawResponse: &workflowservice.DescribeWorkflowExecutionResponse{
+		WorkflowExecutionInfo: &workflowpb.WorkflowExecutionInfo{Memo: &commonpb.Memo{Fields: fields}},
+	}}, nil
 }
 
 func (f *fakeTemporal) UpdateWorkflow(_ context.Context, o client.UpdateWorkflowOptions) (client.WorkflowUpdateHandle, error) {
@@ -45,8 +69,12 @@ func (f *fakeTemporal) UpdateWorkflow(_ context.Context, o client.UpdateWorkflow
 
 func (f *fakeTemporal) Close() {}
 
-type fakeRun struct{ client.WorkflowRun }
+type fakeRun struct {
+	client.WorkflowRun
+	id string
+}
 
+func (r fakeRun) GetID() string  { return r.id }
 func (fakeRun) GetRunID() string { return "run-1" }
 
 type fakeUpdate struct {

@@ -16,6 +16,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	tlog "go.temporal.io/sdk/log"
 
 	"github.com/capstanhq/capstan/internal/config"
@@ -56,6 +57,7 @@ func (a *app) runCommand() *cobra.Command {
 	}
 	fl := cmd.Flags()
 	f.register(fl)
+	f.registerID(fl)
 	fl.BoolVar(&f.wait, "wait", false, "wait for the task to end and print its result")
 	fl.BoolVar(&f.follow, "follow", false, "watch the task live (as starter follow does) until it ends, then print its result")
 	fl.BoolVar(&f.json, "json", false, "print machine-readable JSON")
@@ -63,9 +65,10 @@ func (a *app) runCommand() *cobra.Command {
 }
 
 // register declares the flags that describe the task, every flag of
-// `starter run` but --wait, --follow and --json, on fl: the run command's
-// flags, and the flags run_task's input becomes (mcpserve.go), so that
-// both take the same defaults and refuse the same values in the same words.
+// `starter run` but --id, --wait, --follow and --json, on fl: the run
+// command's flags, the flags run_task's input becomes (mcpserve.go) and
+// those of `starter schedule create`, so that all take the same defaults
+// and refuse the same values in the same words.
 func (f *runFlags) register(fl *pflag.FlagSet) {
 	fl.StringVar(&f.prompt, "prompt", "", "what the agent should do (required)")
 	fl.StringVar(&f.repo, "repo", "", "GitHub repository the agent works on, OWNER/NAME")
@@ -73,7 +76,6 @@ func (f *runFlags) register(fl *pflag.FlagSet) {
 	fl.StringVar(&f.slack, "slack", "", "Slack channel that receives the final answer")
 	fl.StringArrayVar(&f.comments, "comment", nil, "also post the final answer as a comment on OWNER/NAME#N, an issue or pull request (repeatable)")
 	fl.StringVar(&f.model, "model", "", "model as PROVIDER:MODEL (default $CAPSTAN_MODEL or "+config.DefaultModel+")")
-	fl.StringVar(&f.id, "id", "", "task id (default: generated); the workflow id is task-<id>")
 	fl.StringVar(&f.tenant, "tenant", config.DefaultTenant, "tenant the task's operations belong to")
 	fl.StringArrayVar(&f.allowRepos, "allow-repo", nil, "a further repository, OWNER/NAME, the task's policy lets it read and write besides --repo and the --comment ones (repeatable)")
 	fl.StringArrayVar(&f.labels, "label", nil, "a label of the task, KEY=VALUE, which policy rules can read (repeatable)")
@@ -88,6 +90,12 @@ func (f *runFlags) register(fl *pflag.FlagSet) {
 	fl.Int64Var(&f.budget.maxTokens, "max-tokens", 0, "the task's token budget: input plus output tokens of all its model requests, abandoned ones included; past it the task fails with budget_exhausted (default $CAPSTAN_MAX_TOKENS_PER_TASK of the worker, or 2000000)")
 	fl.Float64Var(&f.budget.maxCost, "max-cost", 0, "the task's cost budget in US dollars, priced by CAPSTAN_MODEL_PRICES; every model of the task needs a price (default $CAPSTAN_MAX_COST_PER_TASK of the worker, or none)")
 	fl.DurationVar(&f.humanTimeout, "human-timeout", config.DefaultHumanTimeout, "how long the task waits for a person to resolve an operation before it fails with needs_human_timeout")
+}
+
+// registerID declares --id, the task's own id, for `starter run` and
+// run_task (a schedule's runs take theirs from the schedule).
+func (f *runFlags) registerID(fl *pflag.FlagSet) {
+	fl.StringVar(&f.id, "id", "", "task id (default: generated); the workflow id is task-<id>")
 }
 
 // demoCommand runs the sample task on the sandbox's own queue, where `make
@@ -168,6 +176,8 @@ func (a *app) taskInput(f runFlags) (workflows.AgentTaskInput, error) {
 		id = newTaskID()
 	} else if !idPattern.MatchString(id) {
 		return in, usagef("--id %q may only hold letters, digits, '.', '_' and '-' (at most 100)", id)
+	} else if workflows.IsScheduledTaskID(id) {
+		return in, usagef("--id %q ends as a scheduled run's task id does (-YYYYMMDDTHHMMSSZ), which only a schedule gives", id)
 	}
 	if !idPattern.MatchString(f.tenant) {
 		return in, usagef("--tenant %q may only hold letters, digits, '.', '_' and '-'", f.tenant)
@@ -230,43 +240,65 @@ type startedTask struct {
 	WorkflowID string `json:"workflow_id"`
 	RunID      string `json:"run_id"`
 	UIURL      string `json:"ui_url"`
+	// Attached: the task was running already, started with this input,
+	// and this call attached to it rather than starting one.
+	Attached bool `json:"attached"`
+}
+
+func (s startedTask) verb() string {
+	if s.Attached {
+		return "attached to running task"
+	}
+	return "started task"
 }
 
 // text is what `starter run` prints for it without --json.
 func (s startedTask) text() string {
-	return fmt.Sprintf("started task %s\nworkflow: %s\nui: %s\n", s.TaskID, s.WorkflowID, s.UIURL)
+	return fmt.Sprintf("%s %s\nworkflow: %s\nui: %s\n", s.verb(), s.TaskID, s.WorkflowID, s.UIURL)
 }
 
-// startTask starts the task of in on queue, and only that: a task id that
-// ran or runs already is one sentence (a usage error), nothing started.
-// `starter run`, `starter demo` and run_task start tasks through it.
+// startTask starts the task of in on queue, or attaches to the task of its
+// id that is running with the same input. A task id that ran already, or
+// runs with another input, is one sentence (a usage error), nothing
+// started or changed. `starter run`, `starter demo` and run_task start
+// tasks through it.
 func (a *app) startTask(ctx context.Context, c client.Client, opts client.Options, queue string, in workflows.AgentTaskInput) (startedTask, error) {
 	wid := workflows.WorkflowID(in.TaskID)
+	startID := newStartID()
 	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID:                                       wid,
 		TaskQueue:                                queue,
 		WorkflowExecutionErrorWhenAlreadyStarted: true,
+		// A running task with this id is not started again: the start
+		// returns it, and attached says whether it runs with this input.
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 		// A task id names its operations in the ledger; a second task under
 		// the same id would replay the first one's effects, so ids are
 		// never reused.
 		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
 		StaticSummary:         summary(in),
+		Memo:                  map[string]any{memoInputHash: inputHash(in), memoStartID: startID},
 	}, workflows.AgentTask, in)
 	var started *serviceerror.WorkflowExecutionAlreadyStarted
 	if errors.As(err, &started) {
-		if desc, derr := describe(ctx, c, wid); derr == nil &&
-			desc.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
-			return startedTask{}, usagef("task %s already ran (workflow %s) and task ids are never reused; pick another --id", in.TaskID, wid)
-		}
-		return startedTask{}, usagef("task %s is already running (workflow %s); pick another --id", in.TaskID, wid)
+		return startedTask{}, usagef("task %s already ran (workflow %s) and task ids are never reused; pick another --id", in.TaskID, wid)
 	}
 	if err != nil {
 		return startedTask{}, fmt.Errorf("start task %s: %w", in.TaskID, err)
 	}
-	return startedTask{TaskID: in.TaskID, WorkflowID: wid, RunID: run.GetRunID(), UIURL: a.cfg.WorkflowURL(opts.Namespace, wid)}, nil
+	dc := opts.DataConverter
+	if dc == nil {
+		dc = converter.GetDefaultDataConverter()
+	}
+	joined, err := attached(ctx, c, dc, run, in, startID)
+	if err != nil {
+		return startedTask{}, err
+	}
+	return startedTask{TaskID: in.TaskID, WorkflowID: wid, RunID: run.GetRunID(), UIURL: a.cfg.WorkflowURL(opts.Namespace, wid), Attached: joined}, nil
 }
 
-// start starts the task on queue and, with wait, follows it to its end:
+// start starts the task on queue, or attaches to the running task of its
+// id started with the same input, and, with wait, follows it to its end:
 // with live, in the live view (followLive).
 func (a *app) start(ctx context.Context, queue string, in workflows.AgentTaskInput, wait, asJSON, live bool) error {
 	c, opts, err := a.dial(ctx)
@@ -290,7 +322,7 @@ func (a *app) start(ctx context.Context, queue string, in workflows.AgentTaskInp
 	if asJSON {
 		info = a.stderr
 	}
-	fmt.Fprintf(info, "started task %s\nui: %s\n", in.TaskID, ui)
+	fmt.Fprintf(info, "%s %s\nui: %s\n", st.verb(), in.TaskID, ui)
 	if live {
 		return a.followLive(ctx, c, wid, ui)
 	}

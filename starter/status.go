@@ -116,7 +116,7 @@ func listTasks(ctx context.Context, c client.Client, namespace string, needsHuma
 	tasks := []listedTask{}
 	for _, e := range resp.GetExecutions() {
 		t := listedTask{
-			TaskID:  strings.TrimPrefix(e.GetExecution().GetWorkflowId(), "task-"),
+			TaskID:  workflows.TaskIDOf(e.GetExecution().GetWorkflowId()),
 			Status:  strings.ToLower(strings.TrimPrefix(e.GetStatus().String(), "WORKFLOW_EXECUTION_STATUS_")),
 			Started: e.GetStartTime().AsTime(),
 		}
@@ -197,7 +197,7 @@ func awaitResult(ctx context.Context, c client.Client, wid, runID string) (workf
 		return res, nil
 	}
 	if ctx.Err() != nil {
-		return res, fmt.Errorf("stopped waiting for %s; the task goes on (starter status %s)", wid, strings.TrimPrefix(wid, "task-"))
+		return res, fmt.Errorf("stopped waiting for %s; the task goes on (starter status %s)", wid, workflows.TaskIDOf(wid))
 	}
 	var appErr *temporal.ApplicationError
 	if errors.As(err, &appErr) && appErr.HasDetails() && appErr.Details(&res) == nil {
@@ -207,7 +207,7 @@ func awaitResult(ctx context.Context, c client.Client, wid, runID string) (workf
 	if errors.As(err, &canErr) && canErr.HasDetails() && canErr.Details(&res) == nil {
 		return res, nil
 	}
-	res = workflows.TaskResult{TaskID: strings.TrimPrefix(wid, "task-"), WorkflowID: wid, Status: workflows.StatusFailed, Message: err.Error()}
+	res = workflows.TaskResult{TaskID: workflows.TaskIDOf(wid), WorkflowID: wid, Status: workflows.StatusFailed, Message: err.Error()}
 	var term *temporal.TerminatedError
 	var timeout *temporal.TimeoutError
 	switch {
@@ -401,7 +401,7 @@ func resolveHint(res workflows.TaskResult, opID string) []string {
 }
 
 // taskIDOf is the task id of a task's workflow id.
-func taskIDOf(wid string) string { return strings.TrimPrefix(wid, "task-") }
+func taskIDOf(wid string) string { return workflows.TaskIDOf(wid) }
 
 // approvalLines say which operations were approved, and by whom (a
 // person's name, or mcp:<client> through starter mcp serve), which were

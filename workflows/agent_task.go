@@ -101,6 +101,9 @@ func AgentTask(ctx workflow.Context, in AgentTaskInput) (TaskResult, error) {
 		t.budgets = cp.Result.Spend != nil
 		t.approvals, t.approval.answered = cp.Approvals, cp.Answered
 	} else {
+		if id := scheduledTaskID(ctx); id != "" {
+			t.in.TaskID = id
+		}
 		if workflow.GetVersion(ctx, changeLedgerKeysPerChain, workflow.DefaultVersion, 1) != workflow.DefaultVersion {
 			info := workflow.GetInfo(ctx)
 			t.scope = ChainScope(info.Namespace, info.FirstRunID)
@@ -110,7 +113,7 @@ func AgentTask(ctx workflow.Context, in AgentTaskInput) (TaskResult, error) {
 		t.budgets = workflow.GetVersion(ctx, changeBudgets, workflow.DefaultVersion, 1) != workflow.DefaultVersion
 		t.pinTools = workflow.GetVersion(ctx, changeMCPToolsPinned, workflow.DefaultVersion, 1) != workflow.DefaultVersion
 		t.result = TaskResult{
-			TaskID: in.TaskID, WorkflowID: workflow.GetInfo(ctx).WorkflowExecution.ID, Model: in.Model,
+			TaskID: t.in.TaskID, WorkflowID: workflow.GetInfo(ctx).WorkflowExecution.ID, Model: in.Model,
 			Turns: []TurnRecord{}, Operations: []OperationRecord{}, Deliveries: []DeliveryRecord{},
 		}
 	}

@@ -6,10 +6,53 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"time"
 )
 
-// WorkflowID is the workflow id of a task.
-func WorkflowID(taskID string) string { return "task-" + taskID }
+// WorkflowID is the workflow id of a task: "task-" and its id. A scheduled
+// run's task id (ScheduledTaskID, "SID-20261202T160500Z") maps to the
+// workflow id Temporal's scheduler gives that run: the schedule action's
+// workflow id, "task-SID", then "-" and the run's scheduled time in RFC 3339
+// ("task-SID-2026-12-02T16:05:00Z"). starter run refuses ids of that form
+// (IsScheduledTaskID), so the mapping names one workflow.
+func WorkflowID(taskID string) string {
+	if m := scheduledTaskIDForm.FindStringSubmatch(taskID); m != nil {
+		if at, err := time.Parse(scheduledTimeLayout, m[2]); err == nil {
+			return "task-" + m[1] + "-" + at.Format(time.RFC3339)
+		}
+	}
+	return "task-" + taskID
+}
+
+// TaskIDOf is the task id of a task's workflow id, WorkflowID's inverse.
+func TaskIDOf(workflowID string) string {
+	id := strings.TrimPrefix(workflowID, "task-")
+	if m := scheduledWorkflowID.FindStringSubmatch(id); m != nil {
+		if at, err := time.Parse(time.RFC3339, m[2]); err == nil {
+			return ScheduledTaskID(m[1], at)
+		}
+	}
+	return id
+}
+
+// ScheduledTaskID is the task id of the run of schedule scheduleID
+// scheduled for at: the schedule id, "-", and the time in UTC to the
+// second, with no ":" ("SID-20261202T160500Z"). Every run of a schedule is
+// a task of its own, so no two runs share operation ids or ledger rows.
+func ScheduledTaskID(scheduleID string, at time.Time) string {
+	return scheduleID + "-" + at.UTC().Format(scheduledTimeLayout)
+}
+
+// IsScheduledTaskID reports whether id has the form of a scheduled run's
+// task id, which only a schedule gives.
+func IsScheduledTaskID(id string) bool { return scheduledTaskIDForm.MatchString(id) }
+
+const scheduledTimeLayout = "20060102T150405Z"
+
+var (
+	scheduledTaskIDForm = regexp.MustCompile(`^(.+)-(\d{8}T\d{6}Z)$`)
+	scheduledWorkflowID = regexp.MustCompile(`^(.+)-(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z)$`)
+)
 
 // ChainScope is the token that scopes a task's ledger keys to its namespace
 // and execution chain (docs/design.md §5.2): "~" and the first 12 hex digits

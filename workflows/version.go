@@ -202,6 +202,17 @@ const (
 	// cancelled task's reconciliation never sends. Read where each
 	// Reconcile's input is built.
 	changeSettleBySending = "settle-by-sending"
+
+	// changeScheduledTaskIDs: a task a Temporal Schedule started (starter
+	// schedule create) takes its task id from the schedule's id and the
+	// run's scheduled time (ScheduledTaskID, "SID-20261202T160500Z"),
+	// read from the search attributes TemporalScheduledById and
+	// TemporalScheduledStartTime of its start, instead of its input's
+	// TaskID, which every run of the schedule shares: each run is a task
+	// of its own, with its own turn, operation and delivery ids. Read once,
+	// as the chain's first run starts, and only by a run a schedule
+	// started; a continued run has the id in its input.
+	changeScheduledTaskIDs = "scheduled-task-ids"
 )
 
 // inEffect reports whether change, one of those through

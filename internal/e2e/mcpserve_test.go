@@ -128,7 +128,8 @@ func mcpPollStatus(t *testing.T, cs *sdk.ClientSession, taskID, what string, don
 // `starter mcp serve` over stdio, hands it the demo task with run_task and
 // follows it with task_status to its end (a real worker, the sandbox's
 // GitHub and model); list_tasks lists it. Bad input is the tool error
-// `starter run` prints, nothing started, and a task id is never reused.
+// `starter run` prints, nothing started, and a task id is never reused for
+// other arguments.
 // Without --allow-approve the server offers no approve or deny; with it, a
 // pull request awaiting approval is approved through approve_task, sent
 // once, and recorded as approved by mcp:<the client's name>.
@@ -167,8 +168,8 @@ func TestMCPServeRunsFollowsAndApprovesTasks(t *testing.T) {
 		want string
 	}{
 		{map[string]any{"prompt": prPrompt, "max_turns": 5000}, "--max-turns 5000 is out of range (1 to 1000)"},
-		// Already running, or already ran: task ids are never reused.
-		{map[string]any{"prompt": prPrompt, "repo": branchRepo, "model": "openai:demo", "id": plainID}, "task " + plainID + " is already running"},
+		// Running with other arguments, or already ran: never started again.
+		{map[string]any{"prompt": prPrompt + " (another)", "repo": branchRepo, "model": "openai:demo", "id": plainID}, "task " + plainID + " is running with another --prompt"},
 	} {
 		res, text := mcpCallRaw(t, plain, "run_task", tc.args)
 		if strings.Contains(text, "already ran") {

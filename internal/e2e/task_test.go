@@ -1,13 +1,16 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -295,28 +298,75 @@ func assertNotStarted(t *testing.T, taskID string) {
 	}
 }
 
-// TestStarterRefusesARunningTaskID: a second start of a running task id is
-// bad usage and leaves the running task alone.
-func TestStarterRefusesARunningTaskID(t *testing.T) {
-	env := baseEnv(t, "e2e-no-worker") // no worker: the task stays running
+// TestStarterAttachesToARunningTaskWithTheSameArguments: starter run with
+// the id of a running task and the same arguments attaches to it — the
+// same workflow run, nothing started — and with other arguments refuses
+// in one sentence saying what differs, exit 2, leaving the task alone.
+//
+// Attached with --wait, the starter follows the task to its end and prints
+// its result, as it does a task it started.
+func TestStarterAttachesToARunningTaskWithTheSameArguments(t *testing.T) {
+	sb := startSandbox(t)
+	env := endpointEnv(t, "e2e-attach", sb) // no worker until the end: the task stays running
 	id := fmt.Sprintf("e2e-dup-%d", time.Now().UnixNano())
-	first := runStarter(t, env, "run", "--prompt", "wait for me", "--model", "openai:hello", "--id", id)
-	if first.code != 0 || !strings.Contains(first.stdout, "task-"+id) || !strings.Contains(first.stdout, "/namespaces/default/workflows/task-"+id) {
+	args := []string{"run", "--prompt", "wait for me", "--model", "openai:hello", "--repo", "acme/app", "--id", id}
+	first := runStarter(t, env, args...)
+	if first.code != 0 || !strings.Contains(first.stdout, "started task "+id) || !strings.Contains(first.stdout, "/namespaces/default/workflows/task-"+id) {
 		t.Fatalf("first run: exit %d, stdout %q, stderr %q; want the workflow id and UI link", first.code, first.stdout, first.stderr)
 	}
 	t.Cleanup(func() {
 		_ = temporal.TerminateWorkflow(context.Background(), workflows.WorkflowID(id), "", "test over")
 	})
-	second := runStarter(t, env, "run", "--prompt", "again", "--model", "openai:hello", "--id", id)
-	if second.code != 2 || !strings.Contains(second.stderr, "already running") {
-		t.Fatalf("second run: exit %d, stderr %q; want exit 2 and 'already running'", second.code, second.stderr)
-	}
 	desc, err := describe(context.Background(), workflows.WorkflowID(id))
-	if err != nil || desc.GetWorkflowExecutionInfo().GetStatus() != enums.WORKFLOW_EXECUTION_STATUS_RUNNING {
-		t.Fatalf("first task after the refused start: %v, %v; want still running", desc.GetWorkflowExecutionInfo().GetStatus(), err)
+	if err != nil {
+		t.Fatal(err)
 	}
-	c := runStarter(t, env, "cancel", id)
-	if c.code != 0 {
-		t.Fatalf("cancel: exit %d, stderr %q", c.code, c.stderr)
+	runID := desc.GetWorkflowExecutionInfo().GetExecution().GetRunId()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", "--prompt", "again", "--model", "openai:hello", "--repo", "acme/app", "--id", id}, "task " + id + " is running with another --prompt;"},
+		{[]string{"run", "--prompt", "wait for me", "--model", "openai:hello", "--repo", "acme/other", "--id", id}, "task " + id + " is running with --repo acme/app, not acme/other;"},
+		{append(slices.Clone(args), "--max-turns", "7"), "is running with --max-turns 20, not 7;"},
+	} {
+		r := runStarter(t, env, tc.args...)
+		if r.code != 2 || !strings.Contains(r.stderr, tc.want) || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 {
+			t.Errorf("starter %s: exit %d, stderr %q; want exit 2 and one line saying %q", strings.Join(tc.args, " "), r.code, r.stderr, tc.want)
+		}
+	}
+	again := runStarter(t, env, append(slices.Clone(args), "--json")...)
+	var out struct {
+		RunID    string `json:"run_id"`
+		Attached bool   `json:"attached"`
+	}
+	if again.code != 0 || json.Unmarshal([]byte(again.stdout), &out) != nil || !out.Attached || out.RunID != runID {
+		t.Fatalf("same arguments again: exit %d, stdout %q, stderr %q; want attached to run %s", again.code, again.stdout, again.stderr, runID)
+	}
+	if text := runStarter(t, env, args...); text.code != 0 || !strings.Contains(text.stdout, "attached to running task "+id) {
+		t.Errorf("same arguments again: exit %d, stdout %q; want 'attached to running task %s'", text.code, text.stdout, id)
+	}
+	desc, err = describe(context.Background(), workflows.WorkflowID(id))
+	if err != nil || desc.GetWorkflowExecutionInfo().GetStatus() != enums.WORKFLOW_EXECUTION_STATUS_RUNNING ||
+		desc.GetWorkflowExecutionInfo().GetExecution().GetRunId() != runID || desc.GetWorkflowExecutionInfo().GetHistoryLength() > 2 {
+		t.Fatalf("task after the refused and attached starts: %v (history %d events), %v; want the first run still running, untouched",
+			desc.GetWorkflowExecutionInfo().GetStatus(), desc.GetWorkflowExecutionInfo().GetHistoryLength(), err)
+	}
+
+	var stdout bytes.Buffer
+	var stderr syncBuffer
+	follow := exec.Command(starterBin, append(slices.Clone(args), "--wait", "--json")...)
+	follow.Env, follow.Stdout, follow.Stderr = env, &stdout, &stderr
+	if err := follow.Start(); err != nil {
+		t.Fatal(err)
+	}
+	stderr.waitFor(t, "attached to running task "+id, time.Minute)
+	startWorker(t, env)
+	if err := follow.Wait(); err != nil {
+		t.Fatalf("attached --wait: %v, stderr %s", err, stderr.String())
+	}
+	res := decodeResult(t, result{stdout: stdout.String(), stderr: stderr.String()})
+	if res.Status != workflows.StatusCompleted || res.TaskID != id {
+		t.Fatalf("attached --wait printed task %s %s (%s); want %s completed", res.TaskID, res.Status, res.Message, id)
 	}
 }
