@@ -127,7 +127,10 @@ func certaintyLimit(row faultRow) time.Duration {
 	const soon = 5 * time.Second
 	switch {
 	case row.stop != 0:
-		return row.window // handed on through the heartbeat timeout; a lookup finds it
+		// Within its stop timeout the held call may still finish; then the
+		// attempt hands it on at once (activities.HandOff) and a lookup
+		// finds it — the heartbeat timeout is not waited for.
+		return faultStopTimeout + soon
 	case row.endpoint == "chat.postMessage", row.endpoint == "issues/create-comment":
 		return row.window + soon
 	case row.slow:

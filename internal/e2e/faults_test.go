@@ -329,6 +329,12 @@ func runFaultRow(t *testing.T, i int, row faultRow, rep *faultReport) {
 		if row.stop == syscall.SIGTERM && !state.Success() {
 			t.Errorf("the worker stopped with SIGTERM exited %v, want a graceful exit 0:\n%s", state, first.logs())
 		}
+		// Its stop timeout cut the held call short: the attempt reported
+		// its own ending before the process went (activities.HandOff), so
+		// the next one did not wait for the heartbeat timeout.
+		if row.stop == syscall.SIGTERM && !strings.Contains(first.logs(), "activity handed on") {
+			t.Errorf("the worker stopped with SIGTERM logged no hand-off:\n%s", first.logs())
+		}
 		startWorker(t, env) // the same queue and ledger
 	case row.want == settleByPerson:
 		opID := waitNeedsHuman(t, env, taskID)
