@@ -7,7 +7,8 @@
 #               test suite, end to end against a real Temporal dev server
 #   make test-long  the long runs (load, game day, rolling deploy, fairness)
 #   make bench  capstan against a bare Temporal workflow, the ledger, history
-#               growth and a downed dependency; writes bench/results/
+#               growth, a downed dependency and time to certainty; writes
+#               bench/results/ (make bench-certainty: that last table alone)
 
 SHELL := /bin/bash
 BIN := $(CURDIR)/.bin
@@ -19,7 +20,7 @@ STATICCHECK := $(BIN)/staticcheck
 # Tests find the pinned CLI here (testsuite.DevServerOptions.ExistingPath).
 export CAPSTAN_TEMPORAL_BIN := $(TEMPORAL)
 
-.PHONY: demo down test test-long build vet lint fmt-check temporal clean record-history compose-config bench
+.PHONY: demo down test test-long build vet lint fmt-check temporal clean record-history compose-config bench bench-certainty
 
 $(TEMPORAL):
 	@echo "installing the Temporal CLI $(TEMPORAL_VERSION) into $(BIN) (a few minutes the first time)"
@@ -59,9 +60,15 @@ test-long: $(TEMPORAL)
 # idle cores. It measures capstan beside a bare Temporal workflow doing the
 # same work, writes bench/results/latest.md and latest.svg and prints the
 # table. With CAPSTAN_TEST_POSTGRES_DSN set (scripts/postgres.sh) it measures
-# the PostgreSQL ledger too. `make test` does not run it.
+# the PostgreSQL ledger too. It ends with the time-to-certainty table
+# (internal/e2e's faults, three runs); `make bench-certainty` produces that
+# table alone, in bench/results/time-to-certainty-latest.md. `make test`
+# does not run either.
 bench: $(TEMPORAL)
 	go run ./bench
+
+bench-certainty: $(TEMPORAL)
+	go run ./bench -certainty
 
 demo: $(TEMPORAL) build
 	@scripts/demo.sh

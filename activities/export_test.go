@@ -51,3 +51,6 @@ var CallSchemaHash = callSchemaHash
 func ValidateToolCall(a *Activities, set *contract.ToolSet, name string, args []byte) error {
 	return a.toolCallValidator(set)(name, args)
 }
+
+// HandedOn is handedOn: how a stopping worker reports an attempt's failure.
+var HandedOn = handedOn

@@ -27,7 +27,10 @@
 //     and 200 turns, capstan and bare, and the total over every run of a
 //     1,000-turn capstan task, which continues as new;
 //   - the requests a pool of workers sends to the model provider while it
-//     answers 503 for 20 s, with capstan's breakers off and on.
+//     answers 503 for 20 s, with capstan's breakers off and on;
+//   - time to certainty (certainty.go): from each fault of issue 18 to its
+//     operation settled, median and worst of three runs, before and after
+//     (`-certainty` measures only this, into time-to-certainty-latest.md).
 //
 // Reading the results: bench/results/latest.md opens with the targets, each
 // met or missed with its figures; where one is missed it shows where this
@@ -69,6 +72,8 @@ var (
 func run() int {
 	out := flag.String("out", filepath.Join(testenv.RepoRoot(), "bench", "results"), "directory for latest.md, latest.svg and the profiles")
 	quick := flag.Bool("quick", false, "a short run to try the bench: smaller N, fewer rounds, shorter tasks; not comparable, written to a temporary directory unless -out is given")
+	certaintyOnly := flag.Bool("certainty", false, "only the time-to-certainty table (internal/e2e's faults): written to time-to-certainty-latest.md")
+	flag.IntVar(&certaintyRuns, "certainty-runs", certaintyRuns, "how many times each time-to-certainty fault is run")
 	flag.Parse()
 	outSet := false
 	flag.Visit(func(f *flag.Flag) { outSet = outSet || f.Name == "out" })
@@ -95,6 +100,9 @@ func run() int {
 		return 1
 	}
 
+	if *certaintyOnly {
+		return runCertaintyOnly(ctx, dir, *out)
+	}
 	res := &results{started: time.Now(), quick: *quick, load: loadResults{}, loadBefore: loadAverage()}
 	progress("starting the Temporal dev server and the sandbox (scratch in %s)", dir)
 	e, err := startEnv(ctx, dir)
@@ -108,6 +116,9 @@ func run() int {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		return 1
 	}
+	progress("time to certainty: internal/e2e's faults, %d run(s)", certaintyRuns)
+	c := runCertainty(ctx, dir)
+	res.certainty = &c
 	res.took = time.Since(res.started)
 	res.loadAfter = loadAverage()
 	res.profiles = summarizeProfiles(dir, *out, res)
@@ -237,6 +248,25 @@ func planText(workers int) string {
 		parts = append(parts, fmt.Sprintf("%d (%d rounds)", p.n, p.rounds(workers)))
 	}
 	return strings.Join(parts, ", ")
+}
+
+// runCertaintyOnly is bench -certainty: the time-to-certainty table alone.
+func runCertaintyOnly(ctx context.Context, dir, out string) int {
+	progress("time to certainty: internal/e2e's faults, %d run(s)", certaintyRuns)
+	c := runCertainty(ctx, dir)
+	table := "# capstan bench: time to certainty\n\n" + fmt.Sprintf("`go run ./bench -certainty` on %s, load average %s at the end.\n\n",
+		time.Now().UTC().Format("2006-01-02 15:04 MST"), loadAverage()) + c.markdown()
+	if err := os.WriteFile(filepath.Join(out, "time-to-certainty-latest.md"), []byte(table), 0o644); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		return 1
+	}
+	fmt.Print(table)
+	if c.err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", c.err)
+		fmt.Fprintln(os.Stderr, c.output)
+		return 1
+	}
+	return 0
 }
 
 func onOff(on bool) string {

@@ -26,6 +26,8 @@ type results struct {
 	long     historyRow
 	outage   []outageRow
 	profiles profileSummary
+	// certainty is the time-to-certainty table (certainty.go).
+	certainty *certaintyResult
 }
 
 // Targets of issue 7.
@@ -404,6 +406,10 @@ func (r *results) markdown() string {
 			}
 			p("| %s | %d | %s | %d of %d | %s | %s |", onOff(o.breakers), o.requests, bound, o.completed, outageTasksRun, failed, o.recoveredIn.Round(time.Second))
 		}
+	}
+	if r.certainty != nil {
+		p("")
+		w.WriteString(r.certainty.markdown())
 	}
 	if r.profiles.text != "" {
 		p("")

@@ -79,7 +79,7 @@ func TestDetailsAreReadOnlyFromTheirOwnErrorType(t *testing.T) {
 func TestErrorTypesKeepTheirRecordedStrings(t *testing.T) {
 	t.Parallel()
 	want := []string{"ModelAttempt", "OperationConflict", "OperationInProgress", "OperationUnknown", "OperationNotSent",
-		"DeliveryFailed", "DeliveryNotSent", "WorkerConfig", "BreakerOpen", "InvalidResolution", "Transient"}
+		"DeliveryFailed", "DeliveryNotSent", "WorkerConfig", "BreakerOpen", "InvalidResolution", "Transient", "WorkerStopping"}
 	if fmt.Sprint(contract.ErrorTypes) != fmt.Sprint(want) {
 		t.Errorf("ErrorTypes = %v, want %v", contract.ErrorTypes, want)
 	}

@@ -62,13 +62,20 @@ const (
 	// delay the error carries. A ledger that could not be reached is not
 	// one: that is ErrTypeBreakerOpen of breaker "ledger".
 	ErrTypeTransient = "Transient"
+	// ErrTypeWorkerStopping: the worker running the attempt was asked to
+	// stop (SIGTERM) and the attempt ended unfinished after its stop
+	// timeout, having recorded where it stands (activities.HandOff).
+	// Temporal retries it, on another worker, after the short delay the
+	// error carries: the next attempt does not wait for a lease or a
+	// heartbeat timeout to run out.
+	ErrTypeWorkerStopping = "WorkerStopping"
 )
 
 // ErrorTypes are every error type above: the closed set.
 var ErrorTypes = []string{
 	ErrTypeModelAttempt, ErrTypeOperationConflict, ErrTypeOperationInProgress, ErrTypeOperationUnknown,
 	ErrTypeOperationNotSent, ErrTypeDeliveryFailed, ErrTypeDeliveryNotSent, ErrTypeWorkerConfig,
-	ErrTypeBreakerOpen, ErrTypeInvalidResolution, ErrTypeTransient,
+	ErrTypeBreakerOpen, ErrTypeInvalidResolution, ErrTypeTransient, ErrTypeWorkerStopping,
 }
 
 // ErrorTypeOf returns the type of the application error err is or wraps

@@ -1,7 +1,9 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
+	"os"
 	"slices"
 	"sort"
 	"strings"
@@ -82,6 +84,42 @@ func TestTimeToCertainty(t *testing.T) {
 	}
 	_ = tw.Flush()
 	t.Logf("time to certainty (reconcile window %s):\n%s", config.DefaultReconcileWindow, b.String())
+	writeCertainty(t, rows, reports, failed)
+}
+
+// certaintyFigure is one row's figures as TestTimeToCertainty hands them
+// to the bench (CAPSTAN_CERTAINTY_OUT): one JSON object a line.
+type certaintyFigure struct {
+	Name      string  `json:"name"`
+	Fault     string  `json:"fault"`
+	SettledMS float64 `json:"settled_ms"` // fault → settled
+	DoneMS    float64 `json:"done_ms"`    // fault → task done
+	Failed    bool    `json:"failed"`
+}
+
+// writeCertainty appends the run's figures to the file
+// CAPSTAN_CERTAINTY_OUT names, when it names one: how `make bench`
+// (bench/certainty.go) measures time to certainty with this test's faults.
+func writeCertainty(t *testing.T, rows []faultRow, reports []faultReport, failed []bool) {
+	file := os.Getenv("CAPSTAN_CERTAINTY_OUT")
+	if file == "" {
+		return
+	}
+	f, err := os.OpenFile(file, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	enc := json.NewEncoder(f)
+	for i, r := range reports {
+		if r.fault == "" {
+			continue // not run (-run chose other rows)
+		}
+		ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+		if err := enc.Encode(certaintyFigure{Name: rows[i].name, Fault: r.fault, SettledMS: ms(r.settled), DoneMS: ms(r.fromFault), Failed: failed[i]}); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // settledAt is the last ledger record of the operation row faults: when it
@@ -127,7 +165,10 @@ func certaintyLimit(row faultRow) time.Duration {
 	const soon = 5 * time.Second
 	switch {
 	case row.stop != 0:
-		return row.window // handed on through the heartbeat timeout; a lookup finds it
+		// Within its stop timeout the held call may still finish; then the
+		// attempt hands it on at once (activities.HandOff) and a lookup
+		// finds it — the heartbeat timeout is not waited for.
+		return faultStopTimeout + soon
 	case row.endpoint == "chat.postMessage", row.endpoint == "issues/create-comment":
 		return row.window + soon
 	case row.slow:

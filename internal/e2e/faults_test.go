@@ -324,12 +324,28 @@ func runFaultRow(t *testing.T, i int, row faultRow, rep *faultReport) {
 		if held < 0 || rows[held].State != capstan.OutcomeRunning {
 			t.Fatalf("ledger rows %+v while %s holds its answer; want its operation RUNNING", rows, row.endpoint)
 		}
+		// A stopped worker's pool goes on polling: the worker that takes
+		// over polls before the signal, so a SIGTERM row measures the
+		// hand-off, not a worker's start. (A SIGKILL row starts it after.)
+		var next *workerProcess
+		if row.stop == syscall.SIGTERM {
+			next = startWorker(t, env)
+			waitPolling(t, next)
+		}
 		faultAt = time.Now()
 		state := first.stop(t, row.stop, time.Minute)
 		if row.stop == syscall.SIGTERM && !state.Success() {
 			t.Errorf("the worker stopped with SIGTERM exited %v, want a graceful exit 0:\n%s", state, first.logs())
 		}
-		startWorker(t, env) // the same queue and ledger
+		// Its stop timeout cut the held call short: the attempt reported
+		// its own ending before the process went (activities.HandOff), so
+		// the next one did not wait for the heartbeat timeout.
+		if row.stop == syscall.SIGTERM && !strings.Contains(first.logs(), "activity handed on") {
+			t.Errorf("the worker stopped with SIGTERM logged no hand-off:\n%s", first.logs())
+		}
+		if next == nil {
+			startWorker(t, env) // the same queue and ledger
+		}
 	case row.want == settleByPerson:
 		opID := waitNeedsHuman(t, env, taskID)
 		prs := sb.GitHub.PullRequests(faultRepo)
@@ -389,6 +405,24 @@ func runFaultRow(t *testing.T, i int, row faultRow, rep *faultReport) {
 	rep.outcome = checkSettlement(t, row, res, journal, sb, seen, listSeen, faultAt)
 	if t.Failed() {
 		t.Logf("journal of %s:\n%s", taskID, strings.Join(journal, "\n"))
+	}
+}
+
+// waitPolling waits until w's SDK worker has started polling (its
+// "Started Worker" log line), which comes a moment after the worker
+// binary says it polls.
+func waitPolling(t *testing.T, w *workerProcess) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !strings.Contains(w.logs(), "Started Worker") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the second worker never started polling:\n%s", w.logs())
+		}
+		select {
+		case <-w.exited:
+			t.Fatalf("the second worker exited:\n%s", w.logs())
+		case <-time.After(50 * time.Millisecond):
+		}
 	}
 }
 

@@ -102,7 +102,15 @@ type Worker struct {
 	liveServer    *livestream.Server
 	gc            config.LedgerGC // the periodic ledger retention Run runs (gc.go)
 	mcp           *mcp.Pool       // the MCP servers of CAPSTAN_MCP_CONFIG; nil for none (mcp.go)
+	handOff       *activities.HandOff
 }
+
+// handOffWait bounds how long a stopped worker waits, once its stop
+// timeout has cancelled what was still running, for those activities to
+// record where they stand and report it (activities.HandOff) before it
+// closes the ledger and the client: a read-back and a ledger record at
+// most, each bounded by 15 s.
+const handOffWait = 35 * time.Second
 
 // Run builds a worker from o and polls until ctx is cancelled, then stops
 // gracefully and closes it: the whole life of a worker process.
@@ -192,8 +200,11 @@ func New(ctx context.Context, o Options) (_ *Worker, err error) {
 		return nil, err
 	}
 	// Once asked to stop, the worker stops polling and gives running
-	// activities StopTimeout to finish before their contexts are cancelled.
-	w.worker = worker.New(c, cfg.TaskQueue, worker.Options{Identity: w.identity, WorkerStopTimeout: o.StopTimeout, Interceptors: []interceptor.WorkerInterceptor{activities.Interceptor()}})
+	// activities StopTimeout to finish before their contexts are
+	// cancelled; those then hand their operations on (activities.HandOff).
+	w.handOff = activities.NewHandOff(c, w.logger)
+	w.worker = worker.New(c, cfg.TaskQueue, worker.Options{Identity: w.identity, WorkerStopTimeout: o.StopTimeout,
+		Interceptors: []interceptor.WorkerInterceptor{w.handOff.Interceptor()}})
 	w.worker.RegisterWorkflow(workflows.AgentTask)
 	w.worker.RegisterActivity(acts)
 	w.logger.Info("worker ready", "identity", w.identity, "task_queue", cfg.TaskQueue, "ledger", ledgerdsn.Redact(cfg.LedgerDSN))
@@ -301,11 +312,22 @@ func (w *Worker) Run(ctx context.Context) error {
 		w.runLedgerGC(gcCtx)
 	}()
 	defer func() { stopGC(); <-gcDone }() // a pass ends before the ledger closes
-	if err := w.worker.Run(stopped); err != nil {
+	err := w.worker.Run(stopped)
+	w.awaitHandOff()
+	if err != nil {
 		return fmt.Errorf("worker stopped: %w", err)
 	}
 	w.logger.Info("worker stopped")
 	return nil
+}
+
+// awaitHandOff waits, after the worker stopped, for the activities its
+// stop timeout cut short to report where they stand (activities.HandOff).
+func (w *Worker) awaitHandOff() {
+	if w.handOff != nil && !w.handOff.Wait(handOffWait) {
+		w.logger.Warn("stopping worker: activities still running after the hand-off wait; their heartbeat timeouts will tell the server",
+			"waited", handOffWait)
+	}
 }
 
 // Start starts polling and returns; Stop stops it. For a process that runs
@@ -318,7 +340,10 @@ func (w *Worker) Start() error {
 }
 
 // Stop stops polling gracefully, as Run does when its context ends.
-func (w *Worker) Stop() { w.worker.Stop() }
+func (w *Worker) Stop() {
+	w.worker.Stop()
+	w.awaitHandOff()
+}
 
 // Close releases what New opened: the Temporal client, the metrics and
 // live stream endpoints and the ledger. Stop the worker first.

@@ -7,7 +7,8 @@
 // works within Slack's limits on conversations.history — a channel id,
 // not a name; about one request a minute and 15 messages a page for apps
 // outside its Marketplace — by resolving names once, reading only from the
-// send on, and waiting out a 429's Retry-After. Posting it is
+// send on, sharing one read of a channel among the checks pending there,
+// and waiting out a 429's Retry-After. Posting it is
 // activities.Deliver's.
 package slackpost
 
@@ -17,6 +18,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -69,7 +71,9 @@ type History interface {
 
 // Messages finds delivered messages again: the tools.Finder of the
 // operations of Kind. It keeps, for the life of the value (one per worker),
-// who capstan is on Slack and the ids of the channels it looked up. It is
+// who capstan is on Slack and the ids of the channels it looked up, and
+// it shares each channel's history reads among the questions pending
+// there (historyReads: one read serves every check in the channel). It is
 // safe for concurrent use.
 type Messages struct {
 	c History
@@ -77,6 +81,7 @@ type Messages struct {
 	mu       sync.Mutex        // held while asking, so concurrent lookups ask once
 	self     *slackSelf        // nil until auth.test answered
 	channels map[string]string // channel name (without "#") -> id
+	reads    historyReads      // the channels' history reads, shared among questions (shared.go)
 }
 
 // slackSelf is who capstan is on Slack, as auth.test answered.
@@ -84,7 +89,9 @@ type slackSelf struct{ userID, botID string }
 
 // NewMessages returns the lookup of delivered messages over c. A nil c
 // makes every lookup fail with tools.ErrNotConfigured.
-func NewMessages(c History) *Messages { return &Messages{c: c, channels: map[string]string{}} }
+func NewMessages(c History) *Messages {
+	return &Messages{c: c, channels: map[string]string{}, reads: historyReads{now: time.Now}}
+}
 
 // Name is Kind.
 func (m *Messages) Name() string { return Kind }
@@ -160,41 +167,34 @@ func (e messageEffect) Find(ctx context.Context) (tools.Observation, error) {
 		return tools.Observation{}, err
 	}
 	oldest := e.since.Add(-tools.ClockMargin)
-	params := &slack.GetConversationHistoryParameters{ChannelID: id, Limit: historyPage,
-		Oldest: fmt.Sprintf("%d.%06d", oldest.Unix(), oldest.Nanosecond()/1e3), IncludeAllMetadata: true}
 	what := fmt.Sprintf("messages in %s since %s", e.channel, oldest.UTC().Format(time.RFC3339))
-	listed := 0
-	var w waited
-	var matches, forged []string
-	for page := 1; ; page++ {
-		var resp *slack.GetConversationHistoryResponse
-		err := w.retryLimited(ctx, "conversations.history of "+e.channel, func() (err error) {
-			resp, err = e.m.c.GetConversationHistoryContext(ctx, params)
-			return err
+	ours := func(msgs []slack.Message) bool {
+		return slices.ContainsFunc(msgs, func(m slack.Message) bool {
+			return m.Metadata.EventType == EventType && m.Metadata.EventPayload["operation_id"] == e.opID && self.posted(m)
 		})
-		if err != nil {
-			return tools.Observation{}, fmt.Errorf("read %s: %w", what, err)
-		}
-		listed += len(resp.Messages)
-		for _, m := range resp.Messages {
-			switch {
-			case m.Metadata.EventType != EventType || m.Metadata.EventPayload["operation_id"] != e.opID:
-			case self.posted(m):
-				matches = append(matches, m.Timestamp)
-			default:
-				forged = append(forged, fmt.Sprintf("%s by %s", m.Timestamp, cmp.Or(m.BotID, m.User)))
-			}
-		}
-		next := resp.ResponseMetaData.NextCursor
-		if !resp.HasMore || next == "" {
-			break
-		}
-		if page == maxPages {
-			return tools.Observation{}, fmt.Errorf("read %s: more than %d pages", what, maxPages)
-		}
-		params.Cursor = next
 	}
-	note := w.note()
+	r, err := e.m.reads.read(ctx, id, oldest, ours, func(ctx context.Context, from time.Time) ([]slack.Message, string, error) {
+		return e.m.history(ctx, e.channel, id, from)
+	})
+	if err != nil {
+		return tools.Observation{}, fmt.Errorf("read %s: %w", what, err)
+	}
+	var matches, forged []string
+	listed := 0
+	for _, m := range r.msgs {
+		if ts, ok := slackTime(m.Timestamp); ok && ts.Before(oldest) {
+			continue // a shared read from earlier on; not this question's
+		}
+		listed++
+		switch {
+		case m.Metadata.EventType != EventType || m.Metadata.EventPayload["operation_id"] != e.opID:
+		case self.posted(m):
+			matches = append(matches, m.Timestamp)
+		default:
+			forged = append(forged, fmt.Sprintf("%s by %s", m.Timestamp, cmp.Or(m.BotID, m.User)))
+		}
+	}
+	note := r.note
 	if len(forged) > 0 {
 		note += fmt.Sprintf(" (ignored, as not posted by capstan: %s)", strings.Join(forged, ", "))
 	}
@@ -207,6 +207,35 @@ func (e messageEffect) Find(ctx context.Context) (tools.Observation, error) {
 	default:
 		return tools.Observation{Outcome: tools.Ambiguous,
 			Detail: fmt.Sprintf("%d %s posted by capstan carry the operation's id: %s%s", len(matches), what, strings.Join(matches, ", "), note)}, nil
+	}
+}
+
+// history reads channel (whose id is id) from oldest on, with all
+// metadata, following cursors, waiting out Slack's rate limits: every
+// message and a note of the waits.
+func (m *Messages) history(ctx context.Context, channel, id string, oldest time.Time) ([]slack.Message, string, error) {
+	params := &slack.GetConversationHistoryParameters{ChannelID: id, Limit: historyPage,
+		Oldest: fmt.Sprintf("%d.%06d", oldest.Unix(), oldest.Nanosecond()/1e3), IncludeAllMetadata: true}
+	var w waited
+	var msgs []slack.Message
+	for page := 1; ; page++ {
+		var resp *slack.GetConversationHistoryResponse
+		err := w.retryLimited(ctx, "conversations.history of "+channel, func() (err error) {
+			resp, err = m.c.GetConversationHistoryContext(ctx, params)
+			return err
+		})
+		if err != nil {
+			return nil, "", err
+		}
+		msgs = append(msgs, resp.Messages...)
+		next := resp.ResponseMetaData.NextCursor
+		if !resp.HasMore || next == "" {
+			return msgs, w.note(), nil
+		}
+		if page == maxPages {
+			return nil, "", fmt.Errorf("more than %d pages", maxPages)
+		}
+		params.Cursor = next
 	}
 }
 

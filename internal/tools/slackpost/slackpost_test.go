@@ -189,3 +189,73 @@ func TestMessagesEffectRefuses(t *testing.T) {
 		}
 	}
 }
+
+// countingHistory counts the conversations.history requests it passes on.
+type countingHistory struct {
+	slackpost.History
+	mu    sync.Mutex
+	reads int
+}
+
+func (c *countingHistory) GetConversationHistoryContext(ctx context.Context, p *slack.GetConversationHistoryParameters) (*slack.GetConversationHistoryResponse, error) {
+	c.mu.Lock()
+	c.reads++
+	c.mu.Unlock()
+	return c.History.GetConversationHistoryContext(ctx, p)
+}
+
+func (c *countingHistory) count() int { c.mu.Lock(); defer c.mu.Unlock(); return c.reads }
+
+// Slack limits conversations.history per app, so the checks pending in one
+// channel share its reads (issue 18): twelve checks at once cost one read.
+// A read that began before a question answers it only with what it saw: a
+// message posted since, or one it did not see, takes a read of its own.
+func TestMessagesChecksInOneChannelShareARead(t *testing.T) {
+	sb := sandbox.NewSlack()
+	srv := httptest.NewServer(sb)
+	t.Cleanup(srv.Close)
+	sc := slack.New("xoxb-test", slack.OptionAPIURL(srv.URL+"/api/"))
+	ctx := context.Background()
+	claimed := time.Now()
+	const n = 12
+	for i := range n {
+		if _, _, err := sc.PostMessageContext(ctx, "#shared", slack.MsgOptionText("done", false),
+			slack.MsgOptionMetadata(slackpost.Metadata(fmt.Sprintf("op-%d", i), "T"))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hist := &countingHistory{History: sc}
+	m := slackpost.NewMessages(hist)
+	find := func(opID string) (tools.Observation, error) {
+		effect, err := m.Effect(tools.Sent{Call: tools.Call{OperationID: opID, Arguments: slackpost.Arguments("#shared")}, Since: claimed})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return effect.Find(ctx)
+	}
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			if obs, err := find(fmt.Sprintf("op-%d", i)); err != nil || obs.Outcome != tools.Found {
+				t.Errorf("check %d: %+v, %v; want found", i, obs, err)
+			}
+		})
+	}
+	wg.Wait()
+	if got := hist.count(); got != 1 {
+		t.Fatalf("%d pending checks in one channel read its history %d times, want 1", n, got)
+	}
+
+	// Not seen by the shared read: a question asked since needs a read
+	// begun after it, which finds a message posted meanwhile.
+	if _, _, err := sc.PostMessageContext(ctx, "#shared", slack.MsgOptionText("late", false),
+		slack.MsgOptionMetadata(slackpost.Metadata("op-late", "T"))); err != nil {
+		t.Fatal(err)
+	}
+	if obs, err := find("op-late"); err != nil || obs.Outcome != tools.Found || hist.count() != 2 {
+		t.Errorf("a message posted after the shared read: %+v, %v after %d reads; want found by a second read", obs, err, hist.count())
+	}
+	if obs, err := find("op-never"); err != nil || obs.Outcome != tools.NotSeen || hist.count() != 3 {
+		t.Errorf("a message never posted: %+v, %v after %d reads; want not seen by a read of its own", obs, err, hist.count())
+	}
+}
