@@ -17,6 +17,7 @@ import (
 	"go.temporal.io/sdk/client"
 	tlog "go.temporal.io/sdk/log"
 
+	"github.com/capstanhq/capstan/internal/codec"
 	"github.com/capstanhq/capstan/internal/config"
 	"github.com/capstanhq/capstan/internal/contract"
 	"github.com/capstanhq/capstan/internal/model"
@@ -211,7 +212,14 @@ func newTaskID() string {
 
 func (a *app) dial(ctx context.Context) (client.Client, client.Options, error) {
 	quiet := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-	return config.DialTemporal(ctx, "capstan-starter@"+config.Hostname(), tlog.NewStructuredLogger(quiet), nil, 10*time.Second)
+	if err := a.cfg.CheckCodecKeys(); err != nil {
+		return nil, client.Options{}, err
+	}
+	keys, err := codec.New(a.cfg.CodecKeys)
+	if err != nil {
+		return nil, client.Options{}, err
+	}
+	return config.DialTemporal(ctx, "capstan-starter@"+config.Hostname(), tlog.NewStructuredLogger(quiet), nil, codec.PayloadCodec(keys), 10*time.Second)
 }
 
 // start starts the task on queue and, with wait, follows it to its end:
