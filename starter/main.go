@@ -13,6 +13,7 @@
 //	starter cancel TASK_ID
 //	starter demo
 //	starter gc --older-than DURATION [--dry-run]
+//	starter codec-server [--addr HOST:PORT] [--cors-origin URL] [--codec-auth TOKEN]
 //
 // Exit status: 0 completed (or started, without --wait), 1 failed or
 // cancelled or an environment problem, 2 bad usage. Bad input is refused
@@ -75,7 +76,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{msg: err.Error()} })
-	root.AddCommand(a.runCommand(), a.statusCommand(), a.listCommand(), a.cancelCommand(), a.resolveCommand(), a.approveCommand(), a.denyCommand(), a.demoCommand(), a.followCommand(), a.gcCommand())
+	root.AddCommand(a.runCommand(), a.statusCommand(), a.listCommand(), a.cancelCommand(), a.resolveCommand(), a.approveCommand(), a.denyCommand(), a.demoCommand(), a.followCommand(), a.gcCommand(), a.codecServerCommand())
 
 	err := root.ExecuteContext(ctx)
 	var ue *usageError
