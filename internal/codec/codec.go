@@ -1,5 +1,5 @@
 // Package codec encrypts what capstan keeps of a task's contents
-// (docs/design.md §9.5): every payload Temporal stores (a PayloadCodec for
+// (docs/design.md §9.4): every payload Temporal stores (a PayloadCodec for
 // the SDK's converter.NewCodecDataConverter), and the ledger's stored
 // contents (a ledger.Sealer). Both use AES-256-GCM with the keys of
 // CAPSTAN_CODEC_KEYS.
