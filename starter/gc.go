@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 	"go.temporal.io/sdk/client"
 
+	"github.com/capstanhq/capstan/internal/codec"
 	"github.com/capstanhq/capstan/internal/ledger/ledgerdsn"
 	"github.com/capstanhq/capstan/internal/ledgergc"
 )
@@ -42,7 +43,11 @@ func (a *app) gcCommand() *cobra.Command {
 
 func (a *app) gc(ctx context.Context, c client.Client, olderThan time.Duration, dryRun bool) error {
 	quiet := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	st, err := ledgerdsn.Open(ctx, a.cfg.LedgerDSN, ledgerdsn.Options{Logger: quiet})
+	keys, err := codec.New(a.cfg.CodecKeys)
+	if err != nil {
+		return err
+	}
+	st, err := ledgerdsn.Open(ctx, a.cfg.LedgerDSN, ledgerdsn.Options{Logger: quiet, Sealer: codec.Sealer(keys)})
 	if err != nil {
 		return err
 	}

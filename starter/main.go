@@ -13,6 +13,7 @@
 //	starter cancel TASK_ID
 //	starter demo
 //	starter gc --older-than DURATION [--dry-run]
+//	starter codec-server [--addr HOST:PORT] [--cors-origin URL] [--codec-auth TOKEN]
 //	starter mcp serve [--allow-approve]
 //	starter schedule create --id SCHEDULE_ID (--cron EXPR | --every D) [--overlap POLICY] --prompt TEXT [task flags of run]
 //	starter schedule (list | describe SCHEDULE_ID | pause SCHEDULE_ID [--unpause] | delete SCHEDULE_ID)
@@ -81,7 +82,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{msg: err.Error()} })
-	root.AddCommand(a.runCommand(), a.statusCommand(), a.listCommand(), a.cancelCommand(), a.resolveCommand(), a.approveCommand(), a.denyCommand(), a.demoCommand(), a.followCommand(), a.gcCommand(), a.scheduleCommand(), a.mcpCommand())
+	root.AddCommand(a.runCommand(), a.statusCommand(), a.listCommand(), a.cancelCommand(), a.resolveCommand(), a.approveCommand(), a.denyCommand(), a.demoCommand(), a.followCommand(), a.gcCommand(), a.scheduleCommand(), a.mcpCommand(), a.codecServerCommand())
 
 	err := root.ExecuteContext(ctx)
 	var ue *usageError

@@ -19,6 +19,7 @@ import (
 	"go.temporal.io/sdk/converter"
 	tlog "go.temporal.io/sdk/log"
 
+	"github.com/capstanhq/capstan/internal/codec"
 	"github.com/capstanhq/capstan/internal/config"
 	"github.com/capstanhq/capstan/internal/contract"
 	"github.com/capstanhq/capstan/internal/model"
@@ -230,7 +231,14 @@ func newTaskID() string {
 
 func (a *app) dial(ctx context.Context) (client.Client, client.Options, error) {
 	quiet := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-	return config.DialTemporal(ctx, "capstan-starter@"+config.Hostname(), tlog.NewStructuredLogger(quiet), nil, 10*time.Second)
+	if err := a.cfg.CheckCodecKeys(); err != nil {
+		return nil, client.Options{}, err
+	}
+	keys, err := codec.New(a.cfg.CodecKeys)
+	if err != nil {
+		return nil, client.Options{}, err
+	}
+	return config.DialTemporal(ctx, "capstan-starter@"+config.Hostname(), tlog.NewStructuredLogger(quiet), nil, codec.PayloadCodec(keys), 10*time.Second)
 }
 
 // startedTask is a task just started: `starter run --json`'s answer, and

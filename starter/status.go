@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/capstanhq/capstan/internal/codec"
 	"io"
 	"strings"
 	"text/tabwriter"
@@ -198,6 +199,9 @@ func awaitResult(ctx context.Context, c client.Client, wid, runID string) (workf
 	}
 	if ctx.Err() != nil {
 		return res, fmt.Errorf("stopped waiting for %s; the task goes on (starter status %s)", wid, workflows.TaskIDOf(wid))
+	}
+	if errors.Is(err, codec.ErrUnknownKey) || errors.Is(err, codec.ErrCorrupt) {
+		return res, err // the keys are wrong, not the task
 	}
 	var appErr *temporal.ApplicationError
 	if errors.As(err, &appErr) && appErr.HasDetails() && appErr.Details(&res) == nil {

@@ -116,6 +116,14 @@ type Config struct {
 	// LedgerGC is the worker's periodic ledger retention
 	// (CAPSTAN_LEDGER_GC_EVERY, CAPSTAN_LEDGER_GC_OLDER_THAN).
 	LedgerGC LedgerGC
+	// CodecKeys (CAPSTAN_CODEC_KEYS) encrypt payloads and the ledger's
+	// stored contents, the first encrypting; none when unset (internal/codec).
+	CodecKeys []CodecKey
+	// CodecAuth (CAPSTAN_CODEC_AUTH) is the bearer token `starter
+	// codec-server` requires; CodecAddr (CAPSTAN_CODEC_ADDR) where it
+	// listens; CodecOrigin (CAPSTAN_CODEC_CORS_ORIGIN) the browser origin
+	// it answers, by default the UI's (CAPSTAN_UI_URL).
+	CodecAuth, CodecAddr, CodecOrigin string
 
 	// modelSet records that CAPSTAN_MODEL was given, so a worker can refuse
 	// to serve a default model it has no key for (the built-in default
@@ -123,6 +131,9 @@ type Config struct {
 	modelSet bool
 	// problems are the values FromEnv could not read; Validate* report them.
 	problems []error
+	// codecProblem is why CAPSTAN_CODEC_KEYS could not be read (also in
+	// problems), for commands that validate nothing else (CheckCodecKeys).
+	codecProblem error
 }
 
 // FromEnv reads the configuration through getenv and fills every default.
@@ -167,6 +178,15 @@ func FromLookupEnv(lookup func(string) (string, bool)) Config {
 	}
 	c.AnthropicAPIKey = getenv("ANTHROPIC_API_KEY")
 	c.readGitHubApp(getenv)
+	if keys, err := ParseCodecKeys(getenv("CAPSTAN_CODEC_KEYS")); err != nil {
+		c.problems = append(c.problems, err)
+		c.codecProblem = err
+	} else {
+		c.CodecKeys = keys
+	}
+	c.CodecAuth = strings.TrimSpace(getenv("CAPSTAN_CODEC_AUTH"))
+	c.CodecAddr = or("CAPSTAN_CODEC_ADDR", DefaultCodecAddr)
+	c.CodecOrigin = strings.TrimRight(or("CAPSTAN_CODEC_CORS_ORIGIN", c.UIURL), "/")
 	c.BranchPrefix = or("CAPSTAN_BRANCH_PREFIX", DefaultBranchPrefix)
 	c.PolicyFile = strings.TrimSpace(getenv("CAPSTAN_POLICY"))
 	c.MCPConfig = strings.TrimSpace(getenv("CAPSTAN_MCP_CONFIG"))
@@ -334,6 +354,11 @@ func (c Config) checkModelKey() error {
 func (c Config) ValidateStarter() error {
 	return join(c.problems)
 }
+
+// CheckCodecKeys is the one sentence saying why CAPSTAN_CODEC_KEYS could
+// not be read, or nil: every command that talks to Temporal or the ledger
+// stops on it rather than read or write without the keys it was given.
+func (c Config) CheckCodecKeys() error { return c.codecProblem }
 
 // join is errors.Join on one line: binaries print one sentence.
 func join(errs []error) error {

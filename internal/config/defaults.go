@@ -63,6 +63,9 @@ const (
 	// CAPSTAN_STREAM_TOKEN and CAPSTAN_STREAM_URL to an address its
 	// followers can reach.
 	DefaultStreamAddr = "127.0.0.1:9465"
+	// DefaultCodecAddr is where `starter codec-server` listens: loopback
+	// only, since whoever reaches it with the token reads every task.
+	DefaultCodecAddr = "127.0.0.1:8089"
 	// DefaultStreamMaxConns caps the connections a worker's stream
 	// endpoint holds at once (CAPSTAN_STREAM_MAX_CONNS); one more is
 	// answered 503. A follower holds one per attempt it reads.
@@ -269,6 +272,14 @@ var Settings = []Setting{
 		Meaning: "the URL followers use to reach that endpoint, for a pool across machines or behind a proxy (`http://worker-1.internal:9465`)"},
 	{Name: "CAPSTAN_STREAM_TOKEN", Default: none, Reader: "worker and starter",
 		Meaning: "the bearer token the live stream requires of every follower, which `starter follow` and `run --follow` send (`Authorization: Bearer …`). Unset, the worker serves its live stream to loopback clients only (others get 403), whatever `CAPSTAN_STREAM_ADDR` listens on. Over a network, put TLS in front (a proxy, advertised by an `https://` `CAPSTAN_STREAM_URL`): the token travels in every request"},
+	{Name: "CAPSTAN_CODEC_KEYS", Default: "none: nothing is encrypted", Reader: "worker and starter",
+		Meaning: "AES-256-GCM keys that encrypt every payload in Temporal's history (through the SDK's codec data converter) and the ledger's stored contents: `id:base64` pairs separated by commas, newest first (`openssl rand -base64 32` makes a key). The first key encrypts; any listed key decrypts what its id encrypted, so a rotation puts the new key first and keeps the old one after it. Plaintext rows of an older ledger stay readable. A malformed value stops the binary with one sentence; a payload whose key id is not listed is an error naming that id. Every worker and starter of a pool needs the same keys"},
+	{Name: "CAPSTAN_CODEC_AUTH", Default: none, Reader: "starter",
+		Meaning: "the token `starter codec-server` requires (`Authorization: Bearer …`, as `temporal workflow show --codec-auth 'Bearer …'` sends; or as the first path segment of the endpoint, for the web UI); required to run it"},
+	{Name: "CAPSTAN_CODEC_ADDR", Default: code(DefaultCodecAddr), Reader: "starter",
+		Meaning: "`host:port` where `starter codec-server` listens (`--addr`); loopback by default, since whoever holds the token reads every task through it"},
+	{Name: "CAPSTAN_CODEC_CORS_ORIGIN", Default: "`CAPSTAN_UI_URL`", Reader: "starter",
+		Meaning: "the browser origin `starter codec-server` answers with CORS headers (`--cors-origin`): the Temporal web UI's"},
 	{Name: "CAPSTAN_STREAM_MAX_CONNS", Default: code(DefaultStreamMaxConns), Reader: "worker",
 		Meaning: "connections its live stream holds at once (a follower holds one per attempt it reads); one more is answered 503"},
 	{Name: "CAPSTAN_STREAM_WRITE_TIMEOUT", Default: code(DefaultStreamWriteTimeout), Reader: "worker",

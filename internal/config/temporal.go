@@ -8,15 +8,20 @@ import (
 
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/contrib/envconfig"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/temporal"
 )
 
 // DialTemporal connects to the Temporal server named by the SDK's envconfig
 // (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_PROFILE, the config file
 // for TLS and API keys). It fails within timeout with a sentence naming the
 // address when the server cannot be reached. metrics, when not nil, receives
-// the SDK's own metrics (the worker's Prometheus endpoint).
-func DialTemporal(ctx context.Context, identity string, logger log.Logger, metrics client.MetricsHandler, timeout time.Duration) (client.Client, client.Options, error) {
+// the SDK's own metrics (the worker's Prometheus endpoint). codec, when not
+// nil, encodes every payload the client and its workers write, and the
+// messages and stack traces of failures (CAPSTAN_CODEC_KEYS,
+// internal/codec); nil leaves them plain.
+func DialTemporal(ctx context.Context, identity string, logger log.Logger, metrics client.MetricsHandler, codec converter.PayloadCodec, timeout time.Duration) (client.Client, client.Options, error) {
 	opts, err := envconfig.LoadDefaultClientOptions()
 	if err != nil {
 		return nil, opts, fmt.Errorf("read Temporal client configuration: %w", err)
@@ -33,6 +38,11 @@ func DialTemporal(ctx context.Context, identity string, logger log.Logger, metri
 	opts.Logger = logger
 	if metrics != nil {
 		opts.MetricsHandler = metrics
+	}
+	if codec != nil {
+		opts.DataConverter = converter.NewCodecDataConverter(converter.GetDefaultDataConverter(), codec)
+		opts.FailureConverter = temporal.NewDefaultFailureConverter(temporal.DefaultFailureConverterOptions{
+			DataConverter: opts.DataConverter, EncodeCommonAttributes: true})
 	}
 	dctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()

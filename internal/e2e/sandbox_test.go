@@ -100,6 +100,9 @@ func TestWorkerStartupErrors(t *testing.T) {
 		{"bad idle timeout", func(e []string) []string {
 			return append(e, "OPENAI_API_KEY=x", "GITHUB_TOKEN=x", "CAPSTAN_MODEL_IDLE_TIMEOUT=soon")
 		}, nil, 1, "CAPSTAN_MODEL_IDLE_TIMEOUT"},
+		{"malformed codec keys", func(e []string) []string {
+			return append(e, "OPENAI_API_KEY=x", "GITHUB_TOKEN=x", "CAPSTAN_CODEC_KEYS=k1:not-base64")
+		}, nil, 1, `CAPSTAN_CODEC_KEYS: the key of id "k1" is not 32 bytes in standard base64`},
 		{"bad flag", func(e []string) []string { return e }, []string{"--frobnicate"}, 2, "frobnicate"},
 		{"--sandbox is gone", func(e []string) []string { return e }, []string{"--sandbox"}, 2, "the sandbox is its own program"},
 	}

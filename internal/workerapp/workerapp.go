@@ -24,12 +24,14 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/interceptor"
 	tlog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
 
 	"github.com/capstanhq/capstan/activities"
 	"github.com/capstanhq/capstan/internal/breaker"
+	"github.com/capstanhq/capstan/internal/codec"
 	"github.com/capstanhq/capstan/internal/config"
 	"github.com/capstanhq/capstan/internal/contract"
 	"github.com/capstanhq/capstan/internal/ledger"
@@ -135,8 +137,12 @@ func New(ctx context.Context, o Options) (_ *Worker, err error) {
 	if o.Stdout == nil {
 		o.Stdout = io.Discard
 	}
+	keys, err := codec.New(cfg.CodecKeys)
+	if err != nil {
+		return nil, err
+	}
 	if o.Dial == nil {
-		o.Dial = dialFromEnvironment
+		o.Dial = dialFromEnvironment(codec.PayloadCodec(keys))
 	}
 	w := &Worker{identity: o.Identity, taskQueue: cfg.TaskQueue, logger: logids.Logger(o.Logger), gc: cfg.LedgerGC}
 	if w.identity == "" {
@@ -160,7 +166,7 @@ func New(ctx context.Context, o Options) (_ *Worker, err error) {
 	if err := w.serveLive(o.LiveStream, o.Stdout); err != nil {
 		return nil, err
 	}
-	w.ledger, err = ledgerdsn.Open(ctx, cfg.LedgerDSN, ledgerdsn.Options{Logger: w.logger})
+	w.ledger, err = ledgerdsn.Open(ctx, cfg.LedgerDSN, ledgerdsn.Options{Logger: w.logger, Sealer: codec.Sealer(keys)})
 	if err != nil {
 		return nil, fmt.Errorf("open the ledger (CAPSTAN_LEDGER_DSN): %w", err)
 	}
@@ -372,9 +378,12 @@ func (w *Worker) Close() {
 	w.mcp.Close()
 }
 
-// dialFromEnvironment is config.DialTemporal, bounded by dialTimeout.
-func dialFromEnvironment(ctx context.Context, identity string, logger tlog.Logger, m client.MetricsHandler) (client.Client, client.Options, error) {
-	return config.DialTemporal(ctx, identity, logger, m, dialTimeout)
+// dialFromEnvironment is config.DialTemporal, bounded by dialTimeout,
+// payloads encoded by pc (nil: plain).
+func dialFromEnvironment(pc converter.PayloadCodec) DialFunc {
+	return func(ctx context.Context, identity string, logger tlog.Logger, m client.MetricsHandler) (client.Client, client.Options, error) {
+		return config.DialTemporal(ctx, identity, logger, m, pc, dialTimeout)
+	}
 }
 
 func newIdentity() string {

@@ -53,6 +53,11 @@ type Options struct {
 	// Logger receives the store's claim decisions and rejected stale-fence
 	// writes. Defaults to slog.Default().
 	Logger *slog.Logger
+	// Sealer, when not nil, encrypts what the ledger stores of a task's
+	// contents — transcript items, turn outputs, operation results — and
+	// decrypts it as it is read (ledger.Sealer, internal/codec); nil
+	// stores them plain, as before.
+	Sealer ledger.Sealer
 }
 
 // Open opens the ledger named by dsn. Errors name the DSN, its password
@@ -71,13 +76,16 @@ func Open(ctx context.Context, dsn string, opts Options) (ledger.Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("CAPSTAN_LEDGER_DSN %q: %w", Redact(dsn), err)
 	}
+	if opts.Sealer != nil {
+		s = ledger.Sealed(s, opts.Sealer)
+	}
 	return s, nil
 }
 
 // openSQLite and openPostgres return a nil interface, not a typed nil, on
 // error.
 func openSQLite(ctx context.Context, path string, opts Options) (ledger.Store, error) {
-	s, err := sqlite.Open(ctx, path, sqlite.Options{Now: opts.Now, Logger: opts.Logger})
+	s, err := sqlite.Open(ctx, path, sqlite.Options{Now: opts.Now, Logger: opts.Logger, Sealer: opts.Sealer})
 	if err != nil {
 		return nil, err
 	}
@@ -85,7 +93,7 @@ func openSQLite(ctx context.Context, path string, opts Options) (ledger.Store, e
 }
 
 func openPostgres(ctx context.Context, dsn string, opts Options) (ledger.Store, error) {
-	s, err := postgres.Open(ctx, dsn, postgres.Options{Logger: opts.Logger})
+	s, err := postgres.Open(ctx, dsn, postgres.Options{Logger: opts.Logger, Sealer: opts.Sealer})
 	if err != nil {
 		return nil, err
 	}

@@ -77,7 +77,13 @@ const Lease = 30 * time.Second
 // Subtests run one after another, never in parallel.
 func Run(t *testing.T, newStore func(t *testing.T, now func() time.Time) ledger.Store) {
 	t.Helper()
+	run(t, newStore, false)
+}
+
+func run(t *testing.T, newStore func(t *testing.T, now func() time.Time) ledger.Store, sealed bool) {
+	t.Helper()
 	runCases(t, cases, func(h *h) {
+		h.sealed = sealed
 		if h.s = newStore(h.T, h.clock.Now); h.s == nil {
 			h.Fatal("newStore returned nil")
 		}
@@ -158,6 +164,9 @@ type h struct {
 	ctx   context.Context
 	clock *Clock
 	s     ledger.Store
+	// sealed: s encrypts what it stores (RunSealed), so stored sizes
+	// (Removed.Bytes) are the ciphertext's, not the plaintext's.
+	sealed bool
 	// open opens another store on s's database; set only in RunShared.
 	open func() (ledger.Store, error)
 	// rewrite sets an operation's state column as given; set only in

@@ -23,7 +23,9 @@ func (s *Store) PutItem(ctx context.Context, data []byte) (string, error) {
 	// chain known again, and the next retention collects it.
 	now := s.nowArg()
 	queueChain(b, ledger.ScopeOf(ctx), now)
-	queueItems(ctx, b, [][]byte{data}, now)
+	if err := s.queueItems(ctx, b, [][]byte{data}, now); err != nil {
+		return "", fmt.Errorf("ledger/postgres: put item %s: %w", ref, err)
+	}
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
 		return "", unavailable(fmt.Errorf("ledger/postgres: put item %s (%d bytes): %w", ref, len(data), err))
 	}
@@ -43,21 +45,24 @@ const itemLock int32 = 0x63617069
 // by the chain of ctx's scope ("" for none), behind the item lock held
 // shared. b must run as one transaction (a batch or inside one), which
 // holds the lock.
-func queueItems(ctx context.Context, b *pgx.Batch, items [][]byte, now any) {
+// Items are sealed (ledger.SealItem) before they are queued; a sealer's
+// failure queues nothing more and is returned.
+func (s *Store) queueItems(ctx context.Context, b *pgx.Batch, items [][]byte, now any) error {
 	if len(items) == 0 {
-		return
+		return nil
 	}
 	scope := ledger.ScopeOf(ctx).Token
 	b.Queue("SELECT pg_advisory_xact_lock_shared($1, hashtext(coalesce(current_schema(), '')))", itemLock)
-	for _, data := range items {
-		if data == nil {
-			data = []byte{}
+	for _, plain := range items {
+		ref, data, err := ledger.SealItem(s.sealer, plain)
+		if err != nil {
+			return err
 		}
-		ref := ledger.ItemRef(data)
 		b.Queue("INSERT INTO items (ref, data, size, created_at) VALUES ($1, $2, $3, "+dbNow(4)+") ON CONFLICT (ref) DO NOTHING",
 			ref, data, len(data), now)
 		b.Queue("INSERT INTO item_refs (ref, scope) VALUES ($1, $2) ON CONFLICT DO NOTHING", ref, scope)
 	}
+	return nil
 }
 
 // GetItem implements ledger.Store. A malformed reference is an error that is
@@ -75,13 +80,7 @@ func (s *Store) GetItem(ctx context.Context, ref string) ([]byte, error) {
 	if err != nil {
 		return nil, unavailable(fmt.Errorf("ledger/postgres: get item %s: %w", ref, err))
 	}
-	if err := ledger.CheckItem(ref, data); err != nil {
-		return nil, unavailable(fmt.Errorf("ledger/postgres: get item %s: %w", ref, err))
-	}
-	if data == nil {
-		data = []byte{}
-	}
-	return data, nil
+	return s.openItem(ref, data)
 }
 
 // GetItems implements ledger.Store: one query for every reference.
@@ -104,14 +103,29 @@ func (s *Store) GetItems(ctx context.Context, refs []string) ([][]byte, error) {
 			if err := rows.Scan(&ref, &data); err != nil {
 				return nil, unavailable(fmt.Errorf("ledger/postgres: get items: %w", err))
 			}
-			if err := ledger.CheckItem(ref, data); err != nil {
-				return nil, unavailable(fmt.Errorf("ledger/postgres: get item %s: %w", ref, err))
+			plain, err := s.openItem(ref, data)
+			if err != nil {
+				return nil, err
 			}
-			found[ref] = data
+			found[ref] = plain
 		}
 		if err := rows.Err(); err != nil {
 			return nil, unavailable(fmt.Errorf("ledger/postgres: get items: %w", err))
 		}
 	}
 	return ledger.ItemsInOrder(refs, found, "ledger/postgres")
+}
+
+// openItem is the plaintext of the bytes stored under ref
+// (ledger.OpenItem): one that cannot be decrypted is that answer; one that
+// does not match its reference is reported as the ledger failing to read.
+func (s *Store) openItem(ref string, stored []byte) ([]byte, error) {
+	data, err := ledger.OpenItem(s.sealer, ref, stored)
+	switch {
+	case errors.Is(err, ledger.ErrUndecryptable):
+		return nil, fmt.Errorf("ledger/postgres: get item %s: %w", ref, err)
+	case err != nil:
+		return nil, unavailable(fmt.Errorf("ledger/postgres: get item %s: %w", ref, err))
+	}
+	return data, nil
 }

@@ -234,7 +234,9 @@ func (s *Store) Complete(ctx context.Context, c ledger.Completion) error {
 					result = $3, error = $4, lease_expires_at = NULL, updated_at = $5
 					WHERE operation_id = $6 AND fence = $7`,
 					string(c.State), c.ExternalID, c.Result, c.Error, now, c.ID, c.Fence)
-				queueItems(ctx, b, c.Items, now)
+				if err := s.queueItems(ctx, b, c.Items, now); err != nil {
+					return err
+				}
 				return tx.SendBatch(ctx, b).Close()
 			})
 	}

@@ -59,6 +59,9 @@ type Options struct {
 	// Logger receives claim decisions (debug) and rejected stale-fence
 	// writes (warn). Defaults to slog.Default().
 	Logger *slog.Logger
+	// Sealer, when not nil, encrypts the items the store writes and
+	// decrypts those it reads (ledger.SealItem); nil stores them plain.
+	Sealer ledger.Sealer
 }
 
 // Store is a ledger.Store backed by one PostgreSQL database. It is safe for
@@ -71,6 +74,7 @@ type Store struct {
 	// in for the database's clock; nil in every worker.
 	testNow func() time.Time
 	closed  sync.Once
+	sealer  ledger.Sealer // Options.Sealer
 }
 
 var _ ledger.Store = (*Store)(nil)
@@ -87,7 +91,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	if cfg.ConnConfig.ConnectTimeout == 0 {
 		cfg.ConnConfig.ConnectTimeout = defaultConnectTimeout
 	}
-	s := &Store{server: serverName(cfg.ConnConfig), log: opts.Logger}
+	s := &Store{server: serverName(cfg.ConnConfig), log: opts.Logger, sealer: opts.Sealer}
 	if s.log == nil {
 		s.log = slog.Default()
 	}

@@ -411,3 +411,41 @@ func TestUpgradeFromVersion2AddsFacts(t *testing.T) {
 		t.Fatalf("schema version %d after the upgrade, want %d", v, postgres.SchemaVersion)
 	}
 }
+
+// With CAPSTAN_CODEC_KEYS, the database holds no item, turn output or
+// result in plaintext (ledgertest.RunSealed).
+func TestContractSealed(t *testing.T) {
+	t.Parallel()
+	pgtest.AdminDSN(t)
+	ledgertest.RunSealed(t, func(t *testing.T) string { return pgtest.NewLedger(t) }, func(t *testing.T, dsn string, now func() time.Time, sealer ledger.Sealer) (ledger.Store, func() []byte) {
+		s, err := postgres.Open(context.Background(), dsn, postgres.Options{Logger: testLogger(t), Sealer: sealer})
+		if err != nil {
+			t.Fatalf("Open: %v", err)
+		}
+		t.Cleanup(func() { s.Close() })
+		postgres.SetDatabaseClock(s, now)
+		var st ledger.Store = s
+		if sealer != nil {
+			st = ledger.Sealed(s, sealer)
+		}
+		return st, func() []byte {
+			conn := rawDB(t, dsn)
+			var all []byte
+			for _, q := range []string{"SELECT data FROM items", "SELECT output FROM turns", "SELECT coalesce(result, ''::bytea) FROM operations"} {
+				rows, err := conn.Query(context.Background(), q)
+				if err != nil {
+					t.Fatalf("%s: %v", q, err)
+				}
+				for rows.Next() {
+					var b []byte
+					if err := rows.Scan(&b); err != nil {
+						t.Fatal(err)
+					}
+					all = append(all, b...)
+				}
+				rows.Close()
+			}
+			return all
+		}
+	})
+}

@@ -22,7 +22,9 @@ func (s *Store) CommitTurn(ctx context.Context, turnID string, output []byte, it
 	}
 	now := s.nowArg() // the database's clock as each insert runs
 	b := &pgx.Batch{}
-	queueItems(ctx, b, items, now)
+	if err := s.queueItems(ctx, b, items, now); err != nil {
+		return nil, fmt.Errorf("ledger/postgres: commit turn %s: %w", turnID, err)
+	}
 	sc := ledger.ScopeOf(ctx)
 	// ON CONFLICT DO UPDATE with a no-op assignment returns the existing
 	// row, locked, so the first commit's output comes back to everyone.

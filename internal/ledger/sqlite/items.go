@@ -26,7 +26,7 @@ func (s *Store) PutItem(ctx context.Context, data []byte) (string, error) {
 		if err := upsertChain(ctx, tx, ledger.ScopeOf(ctx), now); err != nil {
 			return err
 		}
-		return putItems(ctx, tx, [][]byte{data}, now)
+		return s.putItems(ctx, tx, [][]byte{data}, now)
 	})
 	if err != nil {
 		return "", unavailable(fmt.Errorf("ledger/sqlite: put item %s (%d bytes): %w", ref, len(data), err))
@@ -36,13 +36,13 @@ func (s *Store) PutItem(ctx context.Context, data []byte) (string, error) {
 
 // putItems inserts items in tx, as PutItem would, each stamped now, and
 // records that the chain of ctx's scope refers to them (” for none).
-func putItems(ctx context.Context, tx *sql.Tx, items [][]byte, now time.Time) error {
+func (s *Store) putItems(ctx context.Context, tx *sql.Tx, items [][]byte, now time.Time) error {
 	scope := ledger.ScopeOf(ctx).Token
-	for _, data := range items {
-		if data == nil {
-			data = []byte{}
+	for _, plain := range items {
+		ref, data, err := ledger.SealItem(s.sealer, plain)
+		if err != nil {
+			return err
 		}
-		ref := ledger.ItemRef(data)
 		if _, err := tx.ExecContext(ctx,
 			"INSERT OR IGNORE INTO items (ref, data, size, created_at) VALUES (?, ?, ?, ?)",
 			ref, data, len(data), toNanos(now)); err != nil {
@@ -70,13 +70,7 @@ func (s *Store) GetItem(ctx context.Context, ref string) ([]byte, error) {
 	if err != nil {
 		return nil, unavailable(fmt.Errorf("ledger/sqlite: get item %s: %w", ref, err))
 	}
-	if err := ledger.CheckItem(ref, data); err != nil {
-		return nil, unavailable(fmt.Errorf("ledger/sqlite: get item %s: %w", ref, err))
-	}
-	if data == nil {
-		data = []byte{}
-	}
-	return data, nil
+	return s.openItem(ref, data)
 }
 
 // getItemsBatch is how many references one GetItems query asks for: well
@@ -115,13 +109,28 @@ func (s *Store) scanItems(ctx context.Context, q string, args []any, found map[s
 		if err := rows.Scan(&ref, &data); err != nil {
 			return unavailable(fmt.Errorf("ledger/sqlite: get items: %w", err))
 		}
-		if err := ledger.CheckItem(ref, data); err != nil {
-			return unavailable(fmt.Errorf("ledger/sqlite: get item %s: %w", ref, err))
+		plain, err := s.openItem(ref, data)
+		if err != nil {
+			return err
 		}
-		found[ref] = data
+		found[ref] = plain
 	}
 	if err := rows.Err(); err != nil {
 		return unavailable(fmt.Errorf("ledger/sqlite: get items: %w", err))
 	}
 	return nil
+}
+
+// openItem is the plaintext of the bytes stored under ref
+// (ledger.OpenItem): one that cannot be decrypted is that answer; one that
+// does not match its reference is reported as the ledger failing to read.
+func (s *Store) openItem(ref string, stored []byte) ([]byte, error) {
+	data, err := ledger.OpenItem(s.sealer, ref, stored)
+	switch {
+	case errors.Is(err, ledger.ErrUndecryptable):
+		return nil, fmt.Errorf("ledger/sqlite: get item %s: %w", ref, err)
+	case err != nil:
+		return nil, unavailable(fmt.Errorf("ledger/sqlite: get item %s: %w", ref, err))
+	}
+	return data, nil
 }

@@ -182,7 +182,7 @@ func (s *Store) Complete(ctx context.Context, c ledger.Completion) error {
 				if err != nil {
 					return err
 				}
-				return putItems(ctx, tx, c.Items, now)
+				return s.putItems(ctx, tx, c.Items, now)
 			})
 	}
 	if err != nil {

@@ -65,6 +65,9 @@ type Options struct {
 	// Logger receives claim decisions (debug) and rejected stale-fence
 	// writes (warn). Defaults to slog.Default().
 	Logger *slog.Logger
+	// Sealer, when not nil, encrypts the items the store writes and
+	// decrypts those it reads (ledger.SealItem); nil stores them plain.
+	Sealer ledger.Sealer
 }
 
 // Store is a ledger.Store backed by one SQLite file. It is safe for
@@ -79,6 +82,8 @@ type Store struct {
 	cerr   error
 
 	wq *writeQueue // every write goes through it (group commit, groupcommit.go)
+
+	sealer ledger.Sealer // Options.Sealer
 }
 
 var _ ledger.Store = (*Store)(nil)
@@ -100,7 +105,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("ledger/sqlite: open %q: create parent directory: %w", path, err)
 	}
 
-	s := &Store{path: abs, now: opts.Now, log: opts.Logger, wq: newWriteQueue()}
+	s := &Store{path: abs, now: opts.Now, log: opts.Logger, wq: newWriteQueue(), sealer: opts.Sealer}
 	if s.now == nil {
 		s.now = time.Now
 	}

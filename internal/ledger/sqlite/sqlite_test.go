@@ -14,6 +14,7 @@ import (
 
 	"github.com/capstanhq/capstan"
 	"github.com/capstanhq/capstan/internal/ledger"
+	"github.com/capstanhq/capstan/internal/ledger/ledgerdsn"
 	"github.com/capstanhq/capstan/internal/ledger/ledgertest"
 	"github.com/capstanhq/capstan/internal/ledger/sqlite"
 )
@@ -381,4 +382,44 @@ func TestCancelledWriteWritesNothing(t *testing.T) {
 	if _, err := s.Get(context.Background(), "op-1"); !errors.Is(err, ledger.ErrNotFound) {
 		t.Fatalf("Get after the cancelled claim: %v, want ErrNotFound", err)
 	}
+}
+
+// With CAPSTAN_CODEC_KEYS, the file holds no item, turn output or result
+// in plaintext (ledgertest.RunSealed).
+func TestContractSealed(t *testing.T) {
+	t.Parallel()
+	ledgertest.RunSealed(t, func(t *testing.T) string { return filepath.Join(t.TempDir(), "ledger.db") },
+		func(t *testing.T, where string, now func() time.Time, s ledger.Sealer) (ledger.Store, func() []byte) {
+			st, err := ledgerdsn.Open(context.Background(), where, ledgerdsn.Options{Now: now, Logger: testLogger(t), Sealer: s})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = st.Close() })
+			return st, func() []byte { return dumpSQLite(t, where) }
+		})
+}
+
+func dumpSQLite(t *testing.T, path string) []byte {
+	t.Helper()
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var all []byte
+	for _, q := range []string{"SELECT data FROM items", "SELECT output FROM turns", "SELECT coalesce(result, x'') FROM operations"} {
+		rows, err := db.Query(q)
+		if err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+		for rows.Next() {
+			var b []byte
+			if err := rows.Scan(&b); err != nil {
+				t.Fatal(err)
+			}
+			all = append(all, b...)
+		}
+		rows.Close()
+	}
+	return all
 }

@@ -22,7 +22,7 @@ func (s *Store) CommitTurn(ctx context.Context, turnID string, output []byte, it
 	var stored []byte
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		now := s.now().UTC()
-		if err := putItems(ctx, tx, items, now); err != nil {
+		if err := s.putItems(ctx, tx, items, now); err != nil {
 			return err
 		}
 		sc := ledger.ScopeOf(ctx)
