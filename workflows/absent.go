@@ -40,9 +40,10 @@ func (t *task) retriesAbsent(ctx workflow.Context, e effect) bool {
 }
 
 // backOffAbsent waits before the n-th execution of e beyond its
-// re-executions, journalled and in the current details; or fails the task
-// dependency_unavailable when that execution would come later than the
-// task's outage limit after first, when e was first unknown.
+// re-executions, journalled and in the current details; or, when that
+// execution would come later than the task's outage limit after first (when
+// e was first unknown), fails the task dependency_unavailable — a delivery
+// through its exhausted hook: dead-lettered, delivery_failed.
 func (t *task) backOffAbsent(ctx workflow.Context, e effect, r contract.ReconcileResult, n int, first time.Time) error {
 	limit := t.in.DependencyOutageLimit
 	if limit <= 0 {

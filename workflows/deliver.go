@@ -15,7 +15,9 @@ import (
 
 // maxDeliveryTries is how often a delivery is sent before it is
 // dead-lettered (docs/design.md §6): Temporal's tries of one Deliver, and
-// the sends after a reconciler confirmed an earlier one absent.
+// the sends after a reconciler confirmed an earlier one absent — past which,
+// since changeAbsentDeliveriesRetried, an absent one is sent again with
+// backoff until the task's dependency outage limit.
 const maxDeliveryTries = 3
 
 // target is where a task's final answer goes: a Slack channel, or a comment
