@@ -15,7 +15,9 @@ import (
 
 // maxDeliveryTries is how often a delivery is sent before it is
 // dead-lettered (docs/design.md §6): Temporal's tries of one Deliver, and
-// the sends after a reconciler confirmed an earlier one absent.
+// the sends after a reconciler confirmed an earlier one absent — past which,
+// since changeAbsentDeliveriesRetried, an absent one is sent again with
+// backoff until the task's dependency outage limit.
 const maxDeliveryTries = 3
 
 // target is where a task's final answer goes: a Slack channel, or a comment
@@ -44,6 +46,14 @@ func (d target) name() string {
 		return fmt.Sprintf("github:%s#%d", d.comment.Repo, d.comment.Number)
 	}
 	return "slack:" + d.slack
+}
+
+// dependency names the service a delivery to d depends on.
+func (d target) dependency() string {
+	if d.comment != nil {
+		return "github"
+	}
+	return "slack"
 }
 
 // label is the target in a sentence.
@@ -148,7 +158,10 @@ func (t *task) deadLetter(ctx workflow.Context, rec *DeliveryRecord) {
 }
 
 // deliveryEffect is a delivery as recover sees it: re-sent after a
-// confirmed absent until maxDeliveryTries sends, then dead-lettered.
+// confirmed absent until maxDeliveryTries sends; then, since
+// changeAbsentDeliveriesRetried, sent again with backoff until the task's
+// dependency outage limit (its dependency: slack or github), and only then
+// dead-lettered; before that change, dead-lettered at once.
 func (t *task) deliveryEffect(rec *DeliveryRecord, d target, text string) effect {
 	in := contract.ReconcileInput{OperationID: rec.OperationID, Channel: d.slack}
 	if d.comment != nil {
@@ -159,6 +172,8 @@ func (t *task) deliveryEffect(rec *DeliveryRecord, d target, text string) effect
 		summary:      "delivery to " + strings.ToLower(d.label()),
 		input:        in,
 		reexecutions: maxDeliveryTries - 1,
+		delivery:     true,
+		dependency:   d.dependency(),
 		execute: func(ctx workflow.Context) (string, string, error) {
 			unknown, err := t.post(ctx, rec, d, text)
 			if err == nil && unknown != "" {
@@ -174,7 +189,7 @@ func (t *task) deliveryEffect(rec *DeliveryRecord, d target, text string) effect
 		needsPerson: func(string) { rec.State = capstan.OutcomeNeedsHuman },
 		exhausted: func(ctx workflow.Context, r contract.ReconcileResult) error {
 			t.deadLetter(ctx, rec)
-			return fail(FailDeliveryFailed, "the final answer could not be delivered to %s after %d tries: %s", d.label(), maxDeliveryTries, r.Reason)
+			return fail(FailDeliveryFailed, "the final answer could not be delivered to %s after %d tries: %s", d.label(), rec.Tries, r.Reason)
 		},
 	}
 }

@@ -119,6 +119,26 @@ func deliveryReconciles(err error, verdict capstan.Verdict) func(*testsuite.Test
 	}
 }
 
+// deliveryAbsentThenPosted: the first n sends of the delivery end unknown
+// and are confirmed absent; the next one is posted.
+func deliveryAbsentThenPosted(n int) func(*testsuite.TestWorkflowEnvironment) {
+	return func(env *testsuite.TestWorkflowEnvironment) {
+		callsThenAnswers(readCall)(env)
+		env.OnActivity(a.ExecuteTool, mock.Anything, mock.Anything).Return(
+			contract.ExecuteToolResult{State: capstan.OutcomeSucceeded, Item: "sha256:20"}, nil)
+		sends := 0
+		env.OnActivity(a.Deliver, mock.Anything, mock.Anything).Return(
+			func(context.Context, contract.DeliverInput) (contract.DeliverResult, error) {
+				sends++
+				if sends <= n {
+					return contract.DeliverResult{}, temporal.NewNonRetryableApplicationError("502 Bad Gateway", contract.ErrTypeOperationUnknown, nil)
+				}
+				return contract.DeliverResult{ExternalID: "C1/1700000000.000100"}, nil
+			})
+		env.OnActivity(a.Reconcile, mock.Anything, mock.Anything).Return(reconciled(capstan.VerdictAbsent), nil)
+	}
+}
+
 func reconcilerFails(err error) func(*testsuite.TestWorkflowEnvironment) {
 	return func(env *testsuite.TestWorkflowEnvironment) {
 		toolFails(prCall, err)(env)
@@ -292,8 +312,14 @@ func TestFailureMapping(t *testing.T) {
 			status: workflows.StatusCompleted, delivery: capstan.OutcomeSucceeded, journal: "recovered: the message was there"},
 		{name: "delivery's worker lost, then found", setup: deliveryReconciles(heartbeatTimeout, capstan.VerdictFound),
 			status: workflows.StatusCompleted, delivery: capstan.OutcomeSucceeded, journal: "stopped answering (Heartbeat timeout)"},
-		{name: "delivery absent every time", setup: deliveryReconciles(appErr(contract.ErrTypeOperationUnknown), capstan.VerdictAbsent),
-			status: workflows.StatusFailed, code: workflows.FailDeliveryFailed, delivery: capstan.OutcomeFailed, journal: "after 3 tries"},
+		{name: "delivery absent every time: slack keeps failing, dead-lettered at the outage limit", setup: deliveryReconciles(appErr(contract.ErrTypeOperationUnknown), capstan.VerdictAbsent),
+			status: workflows.StatusFailed, code: workflows.FailDeliveryFailed, delivery: capstan.OutcomeFailed, journal: "slack keeps failing; executing it again with the same id in"},
+		{name: "before absent-deliveries-retried: delivery absent every time, dead-lettered after 3 tries", setup: func(env *testsuite.TestWorkflowEnvironment) {
+			deliveryReconciles(appErr(contract.ErrTypeOperationUnknown), capstan.VerdictAbsent)(env)
+			env.OnGetVersion("absent-deliveries-retried", workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
+		}, status: workflows.StatusFailed, code: workflows.FailDeliveryFailed, delivery: capstan.OutcomeFailed, journal: "after 3 tries"},
+		{name: "delivery absent four times, then posted", setup: deliveryAbsentThenPosted(4),
+			status: workflows.StatusCompleted, delivery: capstan.OutcomeSucceeded, journal: "(execution 4; gives up at"},
 		{name: "delivery indeterminate, nobody answers", setup: deliveryReconciles(appErr(contract.ErrTypeOperationUnknown), capstan.VerdictIndeterminate),
 			status: workflows.StatusFailed, code: workflows.FailNeedsHumanTimeout, delivery: capstan.OutcomeNeedsHuman, journal: "needs a person"},
 		{name: "delivery not sent three times", setup: deliveryFails(temporal.NewApplicationError("ratelimited", contract.ErrTypeDeliveryNotSent)),

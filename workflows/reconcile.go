@@ -47,6 +47,10 @@ type effect struct {
 	// idempotent) is executed again with backoff after its re-executions
 	// are spent (retryAbsent), never put to a person.
 	dependency string
+	// delivery: e is a delivery, whose retries past its sends are gated
+	// by changeAbsentDeliveriesRetried, and which exhausted dead-letters
+	// once the outage limit has passed.
+	delivery bool
 	// resends: the reconciler may settle the write by sending it again
 	// (contract.ReconcileInput.Resend), since changeSettleBySending.
 	resends bool

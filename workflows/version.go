@@ -27,6 +27,7 @@ import "go.temporal.io/sdk/workflow"
 //	v12 changeTruncateWaitsForLedger, changeAbsentWritesRetried,
 //	    changeApprovals, changePolicyByReference, changeMCPToolsPinned,
 //	    changeSettleBySending
+//	(next) changeAbsentDeliveriesRetried
 const HistoryVersion = "v12"
 
 // Changes to workflow logic, each read with workflow.GetVersion where the
@@ -213,6 +214,20 @@ const (
 	// as the chain's first run starts, and only by a run a schedule
 	// started; a continued run has the id in its input.
 	changeScheduledTaskIDs = "scheduled-task-ids"
+	// changeAbsentDeliveriesRetried: a delivery (the Slack post or comment
+	// of the final answer) a reconciler confirmed absent after each of its
+	// three sends is not dead-lettered at once: like a write under
+	// changeAbsentWritesRetried it is a dependency that keeps failing, and
+	// is sent again with the same operation id after the same jittered
+	// backoff (1 s doubling to 5 min), each send settled as the first
+	// (unknown → a look-up through the window), until the task's
+	// DependencyOutageLimit has passed since it was first unknown; then it
+	// is dead-lettered and the task fails delivery_failed, as before.
+	// Every send still follows a whole window in which it was not seen.
+	// Found by the game day (TestLongGameDay): a Slack post answered 502
+	// three times in a row failed a task whose work was done. No recorded
+	// history yet (the next label's). Read where the verdict forks.
+	changeAbsentDeliveriesRetried = "absent-deliveries-retried"
 )
 
 // inEffect reports whether change, one of those through

@@ -239,7 +239,7 @@ var Settings = []Setting{
 	{Name: "CAPSTAN_RECONCILE_WINDOW", Default: code(DefaultReconcileWindow), Reader: "starter",
 		Meaning: "how long a reconciler keeps looking for an effect it does not see yet (GitHub's and Slack's lists may lag behind their writes) before it calls it absent"},
 	{Name: "CAPSTAN_DEPENDENCY_OUTAGE_LIMIT", Default: code(DefaultDependencyOutageLimit), Reader: "starter",
-		Meaning: "how long a conditional or idempotent tool write (pull request, branch, file) that a reconciler confirmed did not happen is executed again, with backoff from 1 s to 5 min, before the task fails `dependency_unavailable` naming the dependency. A write known to be absent never waits for a person; fixed in the task's input when it starts"},
+		Meaning: "how long a conditional or idempotent tool write (pull request, branch, file) that a reconciler confirmed did not happen is executed again, with backoff from 1 s to 5 min, before the task fails `dependency_unavailable` naming the dependency. A write known to be absent never waits for a person. A delivery of the final answer confirmed absent after its three sends is likewise sent again until this limit, then dead-lettered (`delivery_failed`). Fixed in the task's input when it starts"},
 	{Name: "CAPSTAN_MODEL_CONNECT_TIMEOUT", Default: code(DefaultConnectTimeout), Reader: "worker",
 		Meaning: "dialling a model provider, TLS included"},
 	{Name: "CAPSTAN_GITHUB_WRITE_TIMEOUT", Default: code(DefaultWriteTimeout), Reader: "worker",
