@@ -116,6 +116,10 @@ const (
 	// (a server's capstan.connect_timeout and capstan.call_timeout).
 	DefaultMCPConnectTimeout = 10 * time.Second
 	DefaultMCPCallTimeout    = 2 * time.Minute
+	// DefaultMCPIdleTimeout ends an MCP call that neither answered nor
+	// reported progress for this long (capstan.idle_timeout); each
+	// progress notification starts it again.
+	DefaultMCPIdleTimeout = time.Minute
 
 	// DefaultPolicyRefusals is how many of its tool calls a task's policy
 	// refuses before the task fails policy_violation
