@@ -181,7 +181,11 @@ func TestMCPCancelledTaskCancelsTheCall(t *testing.T) {
 	if res.Status != workflows.StatusCancelled {
 		t.Fatalf("task: %s %s %s, want cancelled", res.Status, res.FailureCode, res.Message)
 	}
-	t.Logf("operations of the cancelled task: %+v", res.Operations)
+	// The call was cancelled after it was written: unknown, then settled
+	// by the look-up (nothing was made).
+	if len(res.Operations) != 1 || res.Operations[0].State != capstan.OutcomeAbsent {
+		t.Errorf("operations %+v, want the one call absent by its look-up", res.Operations)
+	}
 	// The SDK sends notifications/cancelled as the call's context ends,
 	// without waiting for it to be written.
 	deadline = time.After(30 * time.Second)
