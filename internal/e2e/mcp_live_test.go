@@ -92,6 +92,28 @@ func TestMCPIdempotentToolRetriedOverHTTP(t *testing.T) {
 	}
 }
 
+// Without a look-up, over streamable HTTP: a lost answer goes to a
+// person, whose resolve --found completes the task with the one ticket
+// (the stdio case, and --absent, are
+// TestMCPLostAnswerWithoutLookupGoesToAPerson; --absent over HTTP is
+// TestMCPHangEndsAtTheIdleTimeout).
+func TestMCPPersonFoundOverHTTP(t *testing.T) {
+	env, store := mcpWorkerOver(t, "http", "e2e-mcp-person-http", `{"call_timeout": "2s"}`,
+		map[string][]string{"create_ticket": {mcpserver.FaultDrop}})
+	taskID := runMCPTask(t, env, "e2e-mcp-person-http", "mcp-ticket")
+	opID := waitNeedsHuman(t, env, taskID)
+	const ticketURL = "https://tickets.example/T-1"
+	if r := runStarter(t, env, "resolve", taskID, opID, "--found", ticketURL, "--as", "ops"); r.code != 0 {
+		t.Fatalf("resolve --found: exit %d, %s %s", r.code, r.stdout, r.stderr)
+	}
+	op := oneOperation(t, waitResult(t, taskID), "mcp__tickets__create_ticket", capstan.OutcomeSucceeded)
+	st := mcpState(t, store)
+	if op.ExternalID != ticketURL || op.ResolvedBy != "ops" || st.Effects("") != 1 || len(st.CallsOf("create_ticket")) != 1 {
+		t.Errorf("operation %+v; server: %d tickets, %d calls; want %s resolved by ops, 1 ticket from 1 call",
+			op, st.Effects(""), len(st.CallsOf("create_ticket")), ticketURL)
+	}
+}
+
 // A slow call that reports progress outlives its idle timeout (progress
 // every 200 ms for 4 s, idle timeout 1.5 s): one call, carrying a progress
 // token, one ticket, nothing cancelled.
