@@ -101,8 +101,13 @@ type Deps struct {
 	// config.DefaultModelPrices.
 	Budget contract.Budget
 	Prices map[string]config.Price
-	Now    func() time.Time // default time.Now
-	Logger *slog.Logger     // default slog.Default()
+	// MCPResultCap is the most bytes of an MCP tool's result the model is
+	// shown (CAPSTAN_MCP_RESULT_CAP); a larger one is kept whole as a
+	// transcript item (mcp_result.go). Zero means
+	// config.DefaultMCPResultCap.
+	MCPResultCap int
+	Now          func() time.Time // default time.Now
+	Logger       *slog.Logger     // default slog.Default()
 	// Random draws the jitter of retry delays, uniform in [0,1); default
 	// math/rand/v2.Float64.
 	Random func() float64

@@ -211,6 +211,7 @@ func (a *Activities) perform(ctx context.Context, tool tools.Tool, call tools.Ca
 	out, err := tool.Execute(ctx, call)
 	permit.Done(toolHealth(err))
 	if err == nil {
+		out.Output = a.capMCPResult(ctx, tool, out.Output)
 		return toolOutcome{state: capstan.OutcomeSucceeded, result: out}
 	}
 	o := toolOutcome{err: err, verdict: tools.Classify(err)}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/capstanhq/capstan"
 	"github.com/capstanhq/capstan/activities"
+	"github.com/capstanhq/capstan/internal/config"
 	"github.com/capstanhq/capstan/internal/contract"
 	"github.com/capstanhq/capstan/internal/mcp"
 	"github.com/capstanhq/capstan/internal/model"
@@ -313,5 +314,47 @@ func TestMCPPolicyByServer(t *testing.T) {
 	}
 	if n := len(f.state(t).Calls); n != 0 {
 		t.Errorf("%d calls reached the server, want none", n)
+	}
+}
+
+// A result over the cap is kept whole in the ledger by reference: the
+// model's tool message holds the text cut to about the cap, with a note
+// naming the item; the workflow's result holds references and a short
+// preview, never the body.
+func TestMCPLargeResultIsKeptByReference(t *testing.T) {
+	t.Parallel()
+	f := newMCPFixture(t, `{"tools": {"upsert_ticket": {"class": "idempotent"}}}`)
+	_ = f.store.Fault("upsert_ticket", mcpserver.FaultBig)
+	res, err := f.execute(t, f.call(t, mcpUpsert, 1, `{"key":"k","title":"big"}`))
+	if err != nil || res.State != capstan.OutcomeSucceeded || res.ExternalID != "T-1" {
+		t.Fatalf("%+v, %v; want succeeded, T-1", res, err)
+	}
+	data, err := f.ledger.GetItem(context.Background(), res.Item)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var msg model.Message
+	_ = json.Unmarshal(data, &msg)
+	var doc struct {
+		Text      string `json:"text"`
+		Truncated struct {
+			Bytes int    `json:"bytes"`
+			Item  string `json:"item"`
+			Note  string `json:"note"`
+		} `json:"truncated"`
+	}
+	if err := json.Unmarshal([]byte(msg.Content), &doc); err != nil {
+		t.Fatalf("tool message %.200s: %v", msg.Content, err)
+	}
+	if len(msg.Content) > config.DefaultMCPResultCap || strings.Contains(msg.Content, mcpserver.BigTail) ||
+		!strings.HasPrefix(doc.Text, "ticket T-1") || doc.Truncated.Bytes <= mcpserver.BigSize || !strings.Contains(doc.Truncated.Note, doc.Truncated.Item) {
+		t.Errorf("the model is shown %d bytes: %.300s…; want the text cut under the cap with a note naming the item", len(msg.Content), msg.Content)
+	}
+	whole, err := f.ledger.GetItem(context.Background(), doc.Truncated.Item)
+	if err != nil || !strings.Contains(string(whole), mcpserver.BigTail) || len(whole) != doc.Truncated.Bytes {
+		t.Errorf("the item %s holds %d bytes (%v), want the whole result of %d", doc.Truncated.Item, len(whole), err, doc.Truncated.Bytes)
+	}
+	if len(res.Preview) > 400 || strings.Contains(res.Preview, mcpserver.BigTail) {
+		t.Errorf("preview %q, want a short one", res.Preview)
 	}
 }

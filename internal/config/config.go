@@ -44,6 +44,9 @@ type Config struct {
 	// MCPConfig (CAPSTAN_MCP_CONFIG) is the path of the worker's MCP
 	// servers file (internal/mcp); "" for none.
 	MCPConfig string
+	// MCPResultCap (CAPSTAN_MCP_RESULT_CAP) is the most bytes of an MCP
+	// tool's result the model is shown.
+	MCPResultCap int
 	// PolicyRefusals (CAPSTAN_POLICY_REFUSALS) is how many of its calls
 	// the policy refuses in one task before the task fails
 	// policy_violation; the starter fixes it in the task's input.
@@ -190,6 +193,7 @@ func FromLookupEnv(lookup func(string) (string, bool)) Config {
 	c.BranchPrefix = or("CAPSTAN_BRANCH_PREFIX", DefaultBranchPrefix)
 	c.PolicyFile = strings.TrimSpace(getenv("CAPSTAN_POLICY"))
 	c.MCPConfig = strings.TrimSpace(getenv("CAPSTAN_MCP_CONFIG"))
+	c.MCPResultCap = c.positiveInt(getenv, "CAPSTAN_MCP_RESULT_CAP", DefaultMCPResultCap)
 	c.PolicyRefusals = c.positiveInt(getenv, "CAPSTAN_POLICY_REFUSALS", DefaultPolicyRefusals)
 	c.AnthropicBaseURL = withSlash(or("ANTHROPIC_BASE_URL", DefaultAnthropicBaseURL))
 	c.modelSet = strings.TrimSpace(getenv("CAPSTAN_MODEL")) != ""

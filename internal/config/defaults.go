@@ -119,6 +119,14 @@ const (
 	// (a server's capstan.connect_timeout and capstan.call_timeout).
 	DefaultMCPConnectTimeout = 10 * time.Second
 	DefaultMCPCallTimeout    = 2 * time.Minute
+	// DefaultMCPIdleTimeout ends an MCP call that neither answered nor
+	// reported progress for this long (capstan.idle_timeout); each
+	// progress notification starts it again.
+	DefaultMCPIdleTimeout = time.Minute
+	// DefaultMCPResultCap is the most bytes of an MCP tool's result the
+	// model is shown (CAPSTAN_MCP_RESULT_CAP); a larger result is kept
+	// whole in the ledger, by reference.
+	DefaultMCPResultCap = 64 << 10
 
 	// DefaultPolicyRefusals is how many of its tool calls a task's policy
 	// refuses before the task fails policy_violation
@@ -295,6 +303,8 @@ var Settings = []Setting{
 		Meaning: "how long an operation waits for a person's approval (`starter approve`, `starter deny`; docs/design.md §5.9) before it is denied with the reason \"no approval within …\"; fixed in the task's input; `starter run --approval-timeout` overrides it"},
 	{Name: "CAPSTAN_MCP_CONFIG", Default: none, Reader: "worker",
 		Meaning: "path of a JSON file of MCP servers whose tools the agent may call, in the `mcpServers` convention (`command`/`args`/`env` or `url`/`headers`, `${VAR}` expanded from the worker's environment and never written to history), with capstan's settings per server under `capstan` (README: MCP servers). The worker connects to every server at start; a bad file or an unreachable server stops it with one sentence naming the server and the field. `worker --mcp-check FILE` connects and lists the tools with their classes"},
+	{Name: "CAPSTAN_MCP_RESULT_CAP", Default: code(DefaultMCPResultCap), Reader: "worker",
+		Meaning: "the most bytes of an MCP tool's result the model is shown. A larger result is kept whole in the ledger as a transcript item; the model is shown its text cut to about the cap (the structured content left out when it alone is over a quarter of it) with a note giving the full size and the item's reference, and the task's history holds only references and a short preview"},
 	{Name: "CAPSTAN_LEDGER_GC_EVERY", Default: "`0` (off)", Reader: "worker",
 		Meaning: "how often the worker runs the ledger's retention, as `starter gc` does once: it deletes the ledger rows of tasks that are closed and that Temporal no longer has (past their namespace's retention, or deleted), never a running or still-retained task's, nor those of tasks started before ledger keys were scoped. Safe on every worker of a pool at once"},
 	{Name: "CAPSTAN_LEDGER_GC_OLDER_THAN", Default: code(DefaultLedgerGCOlderThan), Reader: "worker",

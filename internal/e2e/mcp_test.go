@@ -69,7 +69,7 @@ func mcpWorkerWith(t *testing.T, name, server string) []string {
 
 // mcpWorkerWithSandbox is mcpWorkerWith, with the sandbox the worker's
 // model is.
-func mcpWorkerWithSandbox(t *testing.T, name, server string) ([]string, *sandbox.Sandbox) {
+func mcpWorkerWithSandbox(t *testing.T, name, server string, extraEnv ...string) ([]string, *sandbox.Sandbox) {
 	t.Helper()
 	sb := startSandbox(t)
 	cfgPath := filepath.Join(t.TempDir(), "mcp.json")
@@ -78,6 +78,7 @@ func mcpWorkerWithSandbox(t *testing.T, name, server string) ([]string, *sandbox
 	}
 	env := append(endpointEnv(t, name, sb), "CAPSTAN_MCP_CONFIG="+cfgPath, "MCP_TICKETS_SECRET="+mcpSecret,
 		"CAPSTAN_RECONCILE_WINDOW=2s")
+	env = append(env, extraEnv...)
 	startWorker(t, env)
 	return env, sb
 }

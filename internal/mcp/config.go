@@ -88,9 +88,14 @@ type Settings struct {
 	// idempotentHint) for the tools whose class is not configured.
 	Trusted bool
 	// ConnectTimeout bounds starting or reaching the server and its
-	// initialisation; CallTimeout bounds one tool call.
+	// initialisation; CallTimeout bounds one tool call, whatever progress
+	// it reports.
 	ConnectTimeout time.Duration
 	CallTimeout    time.Duration
+	// IdleTimeout ends a call after this long without an answer or a
+	// progress notification (each one starts it again), for the tools
+	// that set none of their own.
+	IdleTimeout time.Duration
 	// Breaker, when set, are the thresholds of the server's breaker
 	// mcp/<server>; nil takes the worker's (CAPSTAN_BREAKER_*).
 	Breaker *config.BreakerSettings
@@ -106,6 +111,18 @@ type ToolSettings struct {
 	// Lookup names another tool of the same server that tells whether an
 	// operation took effect, called with {"operation_id": "…"}.
 	Lookup string
+	// IdleTimeout, when set, is the tool's own idle timeout
+	// (Settings.IdleTimeout).
+	IdleTimeout time.Duration
+}
+
+// IdleTimeoutOf is the idle timeout of the server's tool name: its own, else
+// the server's.
+func (s Settings) IdleTimeoutOf(name string) time.Duration {
+	if d := s.Tools[name].IdleTimeout; d > 0 {
+		return d
+	}
+	return s.IdleTimeout
 }
 
 // fileJSON and its parts are the file's shape.
@@ -129,6 +146,7 @@ type settingsJSON struct {
 	Trusted        bool                `json:"trusted"`
 	ConnectTimeout string              `json:"connect_timeout"`
 	CallTimeout    string              `json:"call_timeout"`
+	IdleTimeout    string              `json:"idle_timeout"`
 	Breaker        *breakerJSON        `json:"breaker"`
 	Tools          map[string]toolJSON `json:"tools"`
 }
@@ -142,8 +160,9 @@ type breakerJSON struct {
 }
 
 type toolJSON struct {
-	Class  string `json:"class"`
-	Lookup string `json:"lookup"`
+	Class       string `json:"class"`
+	Lookup      string `json:"lookup"`
+	IdleTimeout string `json:"idle_timeout"`
 }
 
 // ErrConfig is wrapped by every error of Load and Parse.
@@ -253,7 +272,8 @@ func (s *Server) checkTransport(typ string) error {
 var classes = []capstan.Class{capstan.ClassReadOnly, capstan.ClassIdempotent, capstan.ClassUnsafe}
 
 func parseSettings(sj *settingsJSON) (Settings, error) {
-	st := Settings{ConnectTimeout: config.DefaultMCPConnectTimeout, CallTimeout: config.DefaultMCPCallTimeout, Tools: map[string]ToolSettings{}}
+	st := Settings{ConnectTimeout: config.DefaultMCPConnectTimeout, CallTimeout: config.DefaultMCPCallTimeout,
+		IdleTimeout: config.DefaultMCPIdleTimeout, Tools: map[string]ToolSettings{}}
 	if sj == nil {
 		return st, nil
 	}
@@ -263,6 +283,9 @@ func parseSettings(sj *settingsJSON) (Settings, error) {
 		return st, err
 	}
 	if st.CallTimeout, err = duration("capstan.call_timeout", sj.CallTimeout, config.DefaultMCPCallTimeout); err != nil {
+		return st, err
+	}
+	if st.IdleTimeout, err = duration("capstan.idle_timeout", sj.IdleTimeout, config.DefaultMCPIdleTimeout); err != nil {
 		return st, err
 	}
 	if sj.Breaker != nil {
@@ -276,6 +299,9 @@ func parseSettings(sj *settingsJSON) (Settings, error) {
 		tj := sj.Tools[tool]
 		ts := ToolSettings{Class: capstan.Class(tj.Class), Lookup: tj.Lookup}
 		field := fmt.Sprintf("capstan.tools.%s", tool)
+		if ts.IdleTimeout, err = duration(field+".idle_timeout", tj.IdleTimeout, 0); err != nil {
+			return st, err
+		}
 		switch {
 		case tj.Class == string(capstan.ClassConditional):
 			return st, fmt.Errorf("%s.class: conditional needs a business key capstan cannot know for an MCP tool; use unsafe with a lookup", field)

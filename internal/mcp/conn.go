@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -45,6 +46,11 @@ type Conn struct {
 	// watcher can wait for it.
 	changed chan struct{}
 	done    chan struct{}
+
+	// progress holds, by progress token, what a progress notification of
+	// a call in flight does: start its idle timer again.
+	progress sync.Map // string → func()
+	tokens   atomic.Uint64
 }
 
 // Dial connects to s and lists its tools. A stdio server that dies later
@@ -59,6 +65,11 @@ func Dial(ctx context.Context, s *Server, logger *slog.Logger) (*Conn, error) {
 		Capabilities: &sdk.ClientCapabilities{},
 		ToolListChangedHandler: func(ctx context.Context, _ *sdk.ToolListChangedRequest) {
 			go c.refresh(context.WithoutCancel(ctx))
+		},
+		ProgressNotificationHandler: func(_ context.Context, req *sdk.ProgressNotificationClientRequest) {
+			if f, ok := c.progress.Load(fmt.Sprint(req.Params.ProgressToken)); ok {
+				f.(func())()
+			}
 		},
 	})
 	if _, err := c.connect(ctx); err != nil {
@@ -234,32 +245,62 @@ func (c *Conn) Changed() <-chan struct{} {
 // operation id, the same on every retry.
 const MetaOperationID = "io.capstan/operation_id"
 
-// Call calls the server's tool name with args (a JSON object), carrying
-// operationID in the request's _meta, bounded by the server's call
-// timeout. When no session could be opened the error wraps ErrNotConnected:
-// nothing was sent. Any other error came after the request may have been
+// ErrIdle reports a call that neither answered nor reported progress
+// within its idle timeout; ErrCallTimeout one that did not answer within
+// the server's call timeout. Both came after the request may have been
 // written.
+var (
+	ErrIdle        = errors.New("no answer and no progress from the MCP server within the tool's idle timeout")
+	ErrCallTimeout = errors.New("no answer from the MCP server within its call timeout")
+)
+
+// Call calls the server's tool name with args (a JSON object), carrying
+// operationID in the request's _meta and a progress token of its own. The
+// call ends with ErrIdle after the tool's idle timeout passes without an
+// answer or a progress notification (each one starts it again), and with
+// ErrCallTimeout after the server's call timeout whatever the progress;
+// either way, and when ctx is cancelled, the SDK sends the server
+// notifications/cancelled. When no session could be opened the error wraps
+// ErrNotConnected: nothing was sent. Any other error came after the request
+// may have been written.
 func (c *Conn) Call(ctx context.Context, name string, args json.RawMessage, operationID string) (*sdk.CallToolResult, error) {
 	session, err := c.connect(ctx)
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, c.server.Capstan.CallTimeout)
-	defer cancel()
+	settings := c.server.Capstan
+	idle := settings.IdleTimeoutOf(name)
+	cctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	cctx, stop := context.WithTimeoutCause(cctx, settings.CallTimeout, ErrCallTimeout)
+	defer stop()
+	timer := time.AfterFunc(idle, func() { cancel(ErrIdle) })
+	defer timer.Stop()
+	token := fmt.Sprintf("capstan-%d", c.tokens.Add(1))
+	c.progress.Store(token, func() { timer.Reset(idle) })
+	defer c.progress.Delete(token)
+
 	params := &sdk.CallToolParams{Name: name, Arguments: args}
 	if operationID != "" {
 		params.Meta = sdk.Meta{MetaOperationID: operationID}
 	}
-	res, err := session.CallTool(ctx, params)
+	params.SetProgressToken(token)
+	res, err := session.CallTool(cctx, params)
 	var wire *jsonrpc.Error
-	if err != nil && !errors.As(err, &wire) && ctx.Err() == nil {
-		// Not an answer of the server, nor our own deadline: the
-		// transport failed, and the session with it. The next call opens
-		// another.
+	if err != nil && !errors.As(err, &wire) && cctx.Err() == nil {
+		// Not an answer of the server, nor a deadline: the transport
+		// failed, and the session with it. The next call opens another.
 		c.forget(session)
 	}
-	if err != nil && ctx.Err() == context.DeadlineExceeded {
-		err = fmt.Errorf("no answer within the server's call timeout %s: %w", c.server.Capstan.CallTimeout, err)
+	if err != nil && ctx.Err() == nil && cctx.Err() != nil {
+		// Our own clock ended it, not the caller: say which, without
+		// context.Canceled (the caller was not cancelled).
+		switch cause := context.Cause(cctx); cause {
+		case ErrIdle:
+			err = fmt.Errorf("%w (%s)", ErrIdle, idle)
+		case ErrCallTimeout:
+			err = fmt.Errorf("%w (%s)", ErrCallTimeout, settings.CallTimeout)
+		}
 	}
 	return res, err
 }

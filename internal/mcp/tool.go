@@ -216,43 +216,6 @@ func classify(err error) error {
 	return tools.WithVerdict(err, tools.VerdictUnknown)
 }
 
-// resultOutput is the JSON document the model is given: the text of the
-// result, the structured content when there is one, and a description of
-// every other content (images, audio, resources are described, not
-// inlined).
-func resultOutput(res *sdk.CallToolResult) json.RawMessage {
-	doc := map[string]any{}
-	if txt := textOf(res); txt != "" {
-		doc["text"] = txt
-	}
-	if res.StructuredContent != nil {
-		doc["structured"] = res.StructuredContent
-	}
-	var other []string
-	for _, c := range res.Content {
-		switch c := c.(type) {
-		case *sdk.TextContent:
-		case *sdk.ImageContent:
-			other = append(other, fmt.Sprintf("an image (%s, %d bytes), not shown", c.MIMEType, len(c.Data)))
-		case *sdk.AudioContent:
-			other = append(other, fmt.Sprintf("audio (%s, %d bytes), not shown", c.MIMEType, len(c.Data)))
-		case *sdk.ResourceLink:
-			other = append(other, fmt.Sprintf("a link to the resource %s", c.URI))
-		case *sdk.EmbeddedResource:
-			if c.Resource != nil {
-				other = append(other, fmt.Sprintf("the resource %s, not shown", c.Resource.URI))
-			}
-		default:
-			other = append(other, fmt.Sprintf("content of type %T, not shown", c))
-		}
-	}
-	if len(other) > 0 {
-		doc["other_content"] = other
-	}
-	b, _ := json.Marshal(doc)
-	return b
-}
-
 func textOf(res *sdk.CallToolResult) string {
 	var parts []string
 	for _, c := range res.Content {

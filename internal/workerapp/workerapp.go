@@ -240,8 +240,10 @@ func (w *Worker) newActivities(cfg config.Config, cl Clients, breakers *breaker.
 		ModelLimits: model.Limits(cfg.ModelLimits),
 		Budget:      contract.Budget{MaxTokens: cfg.MaxTokensPerTask, MaxCostUSD: cfg.MaxCostPerTask},
 		Prices:      cfg.ModelPrices,
-		Now:         time.Now,
-		Logger:      w.logger,
+		// The most of an MCP result the model is shown.
+		MCPResultCap: cfg.MCPResultCap,
+		Now:          time.Now,
+		Logger:       w.logger,
 	}
 	// Interfaces, not a *slack.Client, so that "no token" stays a nil
 	// interface the activities and reconcilers can test for.

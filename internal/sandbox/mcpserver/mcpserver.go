@@ -23,7 +23,12 @@
 // answer), "hang" (never answer, act on nothing), "crash" (act, then the
 // process exits: stdio only), "error" (answer isError: true, act on
 // nothing), "unknown" (find_ticket answers status unknown), "invalid"
-// (answer JSON-RPC -32602).
+// (answer JSON-RPC -32602), "slow" (report progress on the call's progress
+// token every SlowEvery for SlowFor, then act and answer), "big" (act, and
+// answer a text of BigSize bytes ending with BigTail).
+//
+// The server records every call's progress token, and every
+// notifications/cancelled it receives (State.Cancellations).
 package mcpserver
 
 import (
@@ -34,6 +39,7 @@ import (
 	"os"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -51,6 +57,16 @@ const (
 	FaultError   = "error"
 	FaultUnknown = "unknown"
 	FaultInvalid = "invalid"
+	FaultSlow    = "slow"
+	FaultBig     = "big"
+)
+
+// The shape of the faults slow and big.
+const (
+	SlowFor   = 4 * time.Second
+	SlowEvery = 200 * time.Millisecond
+	BigSize   = 200 << 10
+	BigTail   = "END-OF-THE-BIG-ANSWER"
 )
 
 // Options shape a server.
@@ -64,6 +80,7 @@ type Options struct {
 func New(store *Store, o Options) *sdk.Server {
 	s := sdk.NewServer(&sdk.Implementation{Name: "capstan-sandbox-mcp", Version: "1"}, nil)
 	h := &handlers{store: store}
+	s.AddReceivingMiddleware(recordCancellations(store))
 	yes, no := true, false
 	createSchema := map[string]any{"type": "object", "required": []any{"title"},
 		"properties": map[string]any{"title": map[string]any{"type": "string", "minLength": 1}}, "additionalProperties": false}
@@ -103,6 +120,26 @@ type handlers struct {
 	store *Store
 }
 
+// recordCancellations records every notifications/cancelled the server
+// receives.
+func recordCancellations(store *Store) sdk.Middleware {
+	return func(next sdk.MethodHandler) sdk.MethodHandler {
+		return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
+			if p, ok := req.GetParams().(*sdk.CancelledParams); ok && method == "notifications/cancelled" {
+				_ = store.Cancelled(fmt.Sprint(p.RequestID), p.Reason)
+			}
+			return next(ctx, method, req)
+		}
+	}
+}
+
+func progressToken(req *sdk.CallToolRequest) string {
+	if t := req.Params.GetProgressToken(); t != nil {
+		return fmt.Sprint(t)
+	}
+	return ""
+}
+
 func operationID(req *sdk.CallToolRequest) string {
 	op, _ := req.Params.Meta[MetaOperationID].(string)
 	return op
@@ -113,7 +150,7 @@ func text(s string) []sdk.Content { return []sdk.Content{&sdk.TextContent{Text: 
 // begin records the call and takes its fault; a fault that answers before
 // acting answers here (done).
 func (h *handlers) begin(ctx context.Context, req *sdk.CallToolRequest) (fault string, res *sdk.CallToolResult, err error, done bool) {
-	fault, ferr := h.store.Call(req.Params.Name, operationID(req), req.Params.Arguments)
+	fault, ferr := h.store.Call(req.Params.Name, operationID(req), progressToken(req), req.Params.Arguments)
 	if ferr != nil {
 		return "", nil, ferr, true
 	}
@@ -125,13 +162,42 @@ func (h *handlers) begin(ctx context.Context, req *sdk.CallToolRequest) (fault s
 		return fault, &sdk.CallToolResult{IsError: true, Content: text("the ticket system refused: scripted error")}, nil, true
 	case FaultInvalid:
 		return fault, nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "scripted invalid params"}, true
+	case FaultSlow:
+		if err := slowly(ctx, req); err != nil {
+			return fault, nil, err, true
+		}
 	}
 	return fault, nil, nil, false
+}
+
+// slowly reports progress on the call's token every SlowEvery for
+// SlowFor (without a token it just takes that long).
+func slowly(ctx context.Context, req *sdk.CallToolRequest) error {
+	token := req.Params.GetProgressToken()
+	tick := time.NewTicker(SlowEvery)
+	defer tick.Stop()
+	end := time.After(SlowFor)
+	for n := 1; ; n++ {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-end:
+			return nil
+		case <-tick.C:
+		}
+		if token != nil {
+			_ = req.Session.NotifyProgress(ctx, &sdk.ProgressNotificationParams{ProgressToken: token,
+				Progress: float64(n), Message: "still working"})
+		}
+	}
 }
 
 // after applies a fault that strikes once the tool acted.
 func after(ctx context.Context, fault string, res *sdk.CallToolResult) (*sdk.CallToolResult, error) {
 	switch fault {
+	case FaultBig:
+		body := strings.Repeat("the ticket system says a great deal. ", BigSize/37)
+		res.Content = append(res.Content, &sdk.TextContent{Text: body + BigTail})
 	case FaultDrop:
 		<-ctx.Done()
 		return nil, ctx.Err()

@@ -22,6 +22,14 @@ type State struct {
 	// changes it, kills the server, and the worker starts it again with
 	// the other schema.
 	SchemaVersion int `json:"schema_version,omitempty"`
+	// Cancellations are the notifications/cancelled received, in order.
+	Cancellations []Cancellation `json:"cancellations,omitempty"`
+}
+
+// Cancellation is one notifications/cancelled received.
+type Cancellation struct {
+	RequestID string `json:"request_id"`
+	Reason    string `json:"reason,omitempty"`
 }
 
 // Ticket is one effect.
@@ -35,10 +43,12 @@ type Ticket struct {
 
 // Call is one tool call received.
 type Call struct {
-	Tool        string          `json:"tool"`
-	OperationID string          `json:"operation_id"`
-	Arguments   json.RawMessage `json:"arguments,omitempty"`
-	Fault       string          `json:"fault,omitempty"`
+	Tool        string `json:"tool"`
+	OperationID string `json:"operation_id"`
+	// ProgressToken is the call's progress token; "" for none.
+	ProgressToken string          `json:"progress_token,omitempty"`
+	Arguments     json.RawMessage `json:"arguments,omitempty"`
+	Fault         string          `json:"fault,omitempty"`
 }
 
 func (s State) byOperation(op string) (Ticket, bool) {
@@ -165,13 +175,13 @@ func (s *Store) Fault(tool string, faults ...string) error {
 }
 
 // Call records a call and takes the next fault queued for its tool.
-func (s *Store) Call(tool, op string, args json.RawMessage) (string, error) {
+func (s *Store) Call(tool, op, token string, args json.RawMessage) (string, error) {
 	var fault string
 	err := s.update(func(st *State) {
 		if q := st.Faults[tool]; len(q) > 0 {
 			fault, st.Faults[tool] = q[0], q[1:]
 		}
-		st.Calls = append(st.Calls, Call{Tool: tool, OperationID: op, Arguments: args, Fault: fault})
+		st.Calls = append(st.Calls, Call{Tool: tool, OperationID: op, ProgressToken: token, Arguments: args, Fault: fault})
 	})
 	return fault, err
 }
@@ -199,4 +209,11 @@ func (s *Store) Make(tool, op, key, title string) (Ticket, error) {
 // this state serves.
 func (s *Store) SetSchemaVersion(v int) error {
 	return s.update(func(st *State) { st.SchemaVersion = v })
+}
+
+// Cancelled records a notifications/cancelled received.
+func (s *Store) Cancelled(requestID, reason string) error {
+	return s.update(func(st *State) {
+		st.Cancellations = append(st.Cancellations, Cancellation{RequestID: requestID, Reason: reason})
+	})
 }
