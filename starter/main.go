@@ -1,7 +1,7 @@
 // Command starter is how people and scripts start and watch capstan tasks:
 //
 //	starter run --prompt TEXT [--repo OWNER/NAME] [--base BRANCH] [--slack CHANNEL] [--comment OWNER/NAME#N]...
-//	            [--model PROVIDER:MODEL] [--id TASK_ID] [--tenant NAME] [--max-turns N]
+//	            [--model PROVIDER:MODEL] [--id TASK_ID] [--tenant NAME] [--priority 1..5] [--max-turns N]
 //	            [--idle-timeout D] [--max-duration D] [--human-timeout D] [--wait | --follow] [--json]
 //	starter status TASK_ID [--json]
 //	starter follow TASK_ID
@@ -13,6 +13,7 @@
 //	starter cancel TASK_ID
 //	starter demo
 //	starter gc --older-than DURATION [--dry-run]
+//	starter versions [--json]
 //
 // Exit status: 0 completed (or started, without --wait), 1 failed or
 // cancelled or an environment problem, 2 bad usage. Bad input is refused
@@ -50,9 +51,11 @@ func (e *taskEndedError) Error() string { return "task " + string(e.status) }
 
 // app carries what every command needs.
 type app struct {
-	cfg    config.Config
-	stdout io.Writer
-	stderr io.Writer
+	cfg config.Config
+	// priority is starter run --priority: 0 for the server's default.
+	priority int
+	stdout   io.Writer
+	stderr   io.Writer
 }
 
 func main() {
@@ -75,7 +78,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{msg: err.Error()} })
-	root.AddCommand(a.runCommand(), a.statusCommand(), a.listCommand(), a.cancelCommand(), a.resolveCommand(), a.approveCommand(), a.denyCommand(), a.demoCommand(), a.followCommand(), a.gcCommand())
+	root.AddCommand(a.runCommand(), a.statusCommand(), a.listCommand(), a.cancelCommand(), a.resolveCommand(), a.approveCommand(), a.denyCommand(), a.demoCommand(), a.followCommand(), a.gcCommand(), a.versionsCommand())
 
 	err := root.ExecuteContext(ctx)
 	var ue *usageError

@@ -16,6 +16,7 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	tlog "go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/capstanhq/capstan/internal/config"
 	"github.com/capstanhq/capstan/internal/contract"
@@ -29,7 +30,7 @@ type runFlags struct {
 	prompt, repo, base, slack, model, id, tenant string
 	comments, fallbacks, allowRepos, labels      []string
 	requireApproval                              []string
-	maxTurns, maxRefusals                        int
+	maxTurns, maxRefusals, priority              int
 	humanTimeout, idleTimeout, maxDuration       time.Duration
 	approvalTimeout                              time.Duration
 	wait, json, persistent, follow               bool
@@ -50,6 +51,10 @@ func (a *app) runCommand() *cobra.Command {
 			if f.follow && f.json {
 				return usagef("--follow shows the task live to a person; for JSON use --wait --json")
 			}
+			if f.priority < 0 || f.priority > maxPriority {
+				return usagef("--priority %d is out of range (1, the highest, to %d)", f.priority, maxPriority)
+			}
+			a.priority = f.priority
 			return a.start(cmd.Context(), a.cfg.TaskQueue, in, f.wait || f.follow, f.json, f.follow)
 		},
 	}
@@ -61,7 +66,8 @@ func (a *app) runCommand() *cobra.Command {
 	fl.StringArrayVar(&f.comments, "comment", nil, "also post the final answer as a comment on OWNER/NAME#N, an issue or pull request (repeatable)")
 	fl.StringVar(&f.model, "model", "", "model as PROVIDER:MODEL (default $CAPSTAN_MODEL or "+config.DefaultModel+")")
 	fl.StringVar(&f.id, "id", "", "task id (default: generated); the workflow id is task-<id>")
-	fl.StringVar(&f.tenant, "tenant", config.DefaultTenant, "tenant the task's operations belong to")
+	fl.StringVar(&f.tenant, "tenant", config.DefaultTenant, "tenant the task's operations belong to; also its search attribute CapstanTenant and the fairness key of all its workflow and activity tasks (weights: CAPSTAN_TENANT_WEIGHTS)")
+	fl.IntVar(&f.priority, "priority", 0, "the task's priority, 1 (highest) to 5, for all its workflow and activity tasks (default Temporal's, 3)")
 	fl.StringArrayVar(&f.allowRepos, "allow-repo", nil, "a further repository, OWNER/NAME, the task's policy lets it read and write besides --repo and the --comment ones (repeatable)")
 	fl.StringArrayVar(&f.labels, "label", nil, "a label of the task, KEY=VALUE, which policy rules can read (repeatable)")
 	fl.IntVar(&f.maxRefusals, "max-refusals", 0, "how many tool calls the policy refuses before the task fails with policy_violation (default $CAPSTAN_POLICY_REFUSALS or 3)")
@@ -203,6 +209,17 @@ func (a *app) taskInput(f runFlags) (workflows.AgentTaskInput, error) {
 	}, nil
 }
 
+// maxPriority is the lowest priority (Temporal's default number of
+// priority levels, matching.priorityLevels).
+const maxPriority = 5
+
+// taskPriority is the priority a task of tenant is started with: the
+// tenant as its fairness key, the tenant's CAPSTAN_TENANT_WEIGHTS weight,
+// and --priority (0: the server's default).
+func (a *app) taskPriority(tenant string) temporal.Priority {
+	return temporal.Priority{PriorityKey: a.priority, FairnessKey: tenant, FairnessWeight: a.cfg.TenantWeights.Weight(tenant)}
+}
+
 func newTaskID() string {
 	b := make([]byte, 3)
 	_, _ = rand.Read(b)
@@ -232,6 +249,11 @@ func (a *app) start(ctx context.Context, queue string, in workflows.AgentTaskInp
 		// never reused.
 		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
 		StaticSummary:         summary(in),
+		// The task's fairness key, weight and priority; the server gives
+		// them to every workflow and activity task of the workflow
+		// (an activity that sets no priority of its own inherits it).
+		Priority:              a.taskPriority(in.Tenant),
+		TypedSearchAttributes: temporal.NewSearchAttributes(workflows.AttrTenant.ValueSet(in.Tenant)),
 	}, workflows.AgentTask, in)
 	var started *serviceerror.WorkflowExecutionAlreadyStarted
 	if errors.As(err, &started) {

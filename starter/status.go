@@ -48,14 +48,24 @@ func (a *app) statusCommand() *cobra.Command {
 			}
 			ui := a.cfg.WorkflowURL(opts.Namespace, wid)
 			if asJSON {
-				return printJSON(a.stdout, res)
+				build, pinned := taskBuild(desc)
+				return printJSON(a.stdout, statusJSON{TaskResult: res, Build: build, Pinned: pinned})
 			}
 			printResult(a.stdout, res, ui)
+			fmt.Fprintln(a.stdout, buildLine(desc))
 			return nil
 		}),
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the status as JSON")
 	return cmd
+}
+
+// statusJSON is `starter status --json`: the task's result with the build
+// it runs on (taskBuild).
+type statusJSON struct {
+	workflows.TaskResult
+	Build  string `json:"build"`
+	Pinned bool   `json:"pinned"`
 }
 
 func (a *app) listCommand() *cobra.Command {

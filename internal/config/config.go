@@ -116,6 +116,15 @@ type Config struct {
 	// LedgerGC is the worker's periodic ledger retention
 	// (CAPSTAN_LEDGER_GC_EVERY, CAPSTAN_LEDGER_GC_OLDER_THAN).
 	LedgerGC LedgerGC
+	// Deployment (CAPSTAN_DEPLOYMENT_NAME, CAPSTAN_BUILD_ID) is the Worker
+	// Deployment Version the worker runs as; zero for unversioned.
+	Deployment Deployment
+	// TenantWeights (CAPSTAN_TENANT_WEIGHTS) are the fairness weights the
+	// starter gives a task of each named tenant.
+	TenantWeights TenantWeights
+	// ActivitySlots (CAPSTAN_ACTIVITY_SLOTS) is how many activities the
+	// worker runs at once; 0 for the SDK's default.
+	ActivitySlots int
 
 	// modelSet records that CAPSTAN_MODEL was given, so a worker can refuse
 	// to serve a default model it has no key for (the built-in default
@@ -197,6 +206,7 @@ func FromLookupEnv(lookup func(string) (string, bool)) Config {
 	c.LedgerOutageLimit = duration("CAPSTAN_LEDGER_OUTAGE_LIMIT", DefaultLedgerOutageLimit)
 	c.ApprovalTimeout = duration("CAPSTAN_APPROVAL_TIMEOUT", DefaultApprovalTimeout)
 	c.readBudgets(getenv)
+	c.readDeployment(getenv)
 	c.ModelLimits = ModelLimits{
 		FirstEvent:       duration("CAPSTAN_MODEL_FIRST_EVENT_TIMEOUT", DefaultModelLimits.FirstEvent),
 		Idle:             duration("CAPSTAN_MODEL_IDLE_TIMEOUT", DefaultModelLimits.Idle),

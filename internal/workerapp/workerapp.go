@@ -193,11 +193,15 @@ func New(ctx context.Context, o Options) (_ *Worker, err error) {
 	}
 	// Once asked to stop, the worker stops polling and gives running
 	// activities StopTimeout to finish before their contexts are cancelled.
-	w.worker = worker.New(c, cfg.TaskQueue, worker.Options{Identity: w.identity, WorkerStopTimeout: o.StopTimeout, Interceptors: []interceptor.WorkerInterceptor{activities.Interceptor()}})
+	w.worker = worker.New(c, cfg.TaskQueue, worker.Options{Identity: w.identity, WorkerStopTimeout: o.StopTimeout,
+		Interceptors: []interceptor.WorkerInterceptor{activities.Interceptor()}, DeploymentOptions: deploymentOptions(cfg.Deployment),
+		MaxConcurrentActivityExecutionSize: cfg.ActivitySlots})
 	w.worker.RegisterWorkflow(workflows.AgentTask)
 	w.worker.RegisterActivity(acts)
-	w.logger.Info("worker ready", "identity", w.identity, "task_queue", cfg.TaskQueue, "ledger", ledgerdsn.Redact(cfg.LedgerDSN))
-	fmt.Fprintf(o.Stdout, "worker %s polling task queue %q\n", w.identity, cfg.TaskQueue)
+	registerBuildExtras(w.worker)
+	w.logger.Info("worker ready", "identity", w.identity, "task_queue", cfg.TaskQueue, "ledger", ledgerdsn.Redact(cfg.LedgerDSN),
+		"deployment", cfg.Deployment.Name, "build_id", cfg.Deployment.BuildID)
+	fmt.Fprintf(o.Stdout, "worker %s polling task queue %q%s\n", w.identity, cfg.TaskQueue, versionNote(cfg.Deployment))
 	return w, nil
 }
 
