@@ -17,17 +17,19 @@ import (
 )
 
 // The fairness run's shape: tenant A's burst, tenant B's few, the worker's
-// activity slots, and how long each model answer takes (so the two slots,
-// not the machine, are the bottleneck).
+// activity slots, the sandbox script each task runs (a model turn, one
+// GitHub read, an answer) and how long the sandbox GitHub holds that read
+// (so the two slots, not the machine, are the bottleneck).
 const (
-	fairnessBurst      = 200
-	fairnessFew        = 5
-	fairnessSlots      = 2
-	fairnessModelDelay = time.Second
+	fairnessBurst     = 200
+	fairnessFew       = 5
+	fairnessSlots     = 2
+	fairnessModel     = "openai:turns-2"
+	fairnessReadDelay = 500 * time.Millisecond
 )
 
 // TestLongFairness: on a worker with two activity slots, tenant A starts
-// fairnessBurst one-turn tasks, then tenant B starts fairnessFew with
+// fairnessBurst short tasks, then tenant B starts fairnessFew with
 // `starter run --tenant B`. With fairness keys (the server runs with
 // matching.enableFairness), B's tasks complete while most of A's still
 // wait, within 3× the latency B's tasks have on an idle pool. The same
@@ -35,7 +37,7 @@ const (
 func TestLongFairness(t *testing.T) {
 	requireLong(t)
 	sb := startSandbox(t)
-	if err := sb.Model.AddFault(sandbox.FaultRule{Endpoint: "chat/completions", Kind: sandbox.FaultDelay, Delay: fairnessModelDelay}); err != nil {
+	if err := sb.GitHub.AddFault(sandbox.FaultRule{Endpoint: "repos/get-content", Kind: sandbox.FaultDelay, Delay: fairnessReadDelay}); err != nil {
 		t.Fatal(err)
 	}
 	queue := fmt.Sprintf("e2e-fair-%d", time.Now().UnixNano())
@@ -91,7 +93,7 @@ func fairnessRound(t *testing.T, env []string, queue, name string, burst int, ke
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if r := runStarter(t, env, "run", "--prompt", "Say hello.", "--model", "openai:hello", "--tenant", "B", "--id", id); r.code != 0 {
+			if r := runStarter(t, env, "run", "--prompt", "Read the README.", "--model", fairnessModel, "--tenant", "B", "--id", id); r.code != 0 {
 				t.Errorf("start %s: exit %d: %s", id, r.code, r.stderr)
 			}
 		}()
@@ -125,14 +127,14 @@ func fairnessRound(t *testing.T, env []string, queue, name string, burst int, ke
 	return f
 }
 
-// startDirect starts a one-turn task of tenant through the client, as
-// `starter run --prompt … --model openai:hello --tenant TENANT` would (the
+// startDirect starts a task of tenant through the client, as `starter run
+// --prompt … --model fairnessModel --tenant TENANT` would (the
 // input the starter builds for it); keys gives it the starter's priority,
 // else none. Starting two hundred tasks through the starter binary would
 // take longer than the slots take to run them, and there would be no burst.
 func startDirect(t *testing.T, queue, id, tenant string, keys bool) {
 	t.Helper()
-	in := workflows.AgentTaskInput{TaskID: id, Tenant: tenant, Prompt: "Say hello.", Model: "openai:hello", MaxTurns: config.DefaultMaxTurns,
+	in := workflows.AgentTaskInput{TaskID: id, Tenant: tenant, Prompt: "Read the README.", Model: fairnessModel, MaxTurns: config.DefaultMaxTurns,
 		HumanTimeout: config.DefaultHumanTimeout, ReconcileWindow: config.DefaultReconcileWindow,
 		DependencyOutageLimit: config.DefaultDependencyOutageLimit, ApprovalTimeout: config.DefaultApprovalTimeout}
 	opts := client.StartWorkflowOptions{ID: workflows.WorkflowID(id), TaskQueue: queue,
