@@ -91,9 +91,13 @@ set -a
 . "$STATE/sandbox.env"
 set +a
 
-if alive "$STATE/worker.pid"; then
+if alive "$STATE/worker.pid" && [ -s "$STATE/worker.build" ]; then
   echo "worker already running (pid $(cat "$STATE/worker.pid"))"
+  CAPSTAN_BUILD_ID=$(cat "$STATE/worker.build")
 else
+  # A worker of an older demo, unversioned, is replaced.
+  stop worker
+  echo "$CAPSTAN_BUILD_ID" >"$STATE/worker.build"
   echo "starting a worker pointed at the sandbox (log in .capstan/worker.log)"
   : >"$STATE/worker.log"
   nohup "$BIN/worker" --log-format text >"$STATE/worker.log" 2>&1 &
@@ -113,7 +117,7 @@ for i in $(seq 1 40); do
     echo "build $CAPSTAN_BUILD_ID is current in deployment $CAPSTAN_DEPLOYMENT_NAME"
     break
   fi
-  [ "$i" = 40 ] && { echo "could not make build $CAPSTAN_BUILD_ID current; see .capstan/deploy.log" >&2; exit 1; }
+  [ "$i" = 40 ] && { echo "could not make build $CAPSTAN_BUILD_ID current (a worker left from an older demo? make down, then make demo); see .capstan/deploy.log" >&2; exit 1; }
   sleep 0.5
 done
 
