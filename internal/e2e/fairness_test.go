@@ -25,7 +25,7 @@ const (
 	fairnessFew       = 5
 	fairnessSlots     = 2
 	fairnessModel     = "openai:turns-2"
-	fairnessReadDelay = 500 * time.Millisecond
+	fairnessReadDelay = time.Second
 )
 
 // TestLongFairness: on a worker with two activity slots, tenant A starts
@@ -44,9 +44,9 @@ func TestLongFairness(t *testing.T) {
 	env := append(endpointEnv(t, queue, sb), fmt.Sprintf("CAPSTAN_ACTIVITY_SLOTS=%d", fairnessSlots))
 	startWorker(t, env)
 
-	idle := fairnessRound(t, env, queue, "idle", 0, true)
-	fair := fairnessRound(t, env, queue, "fair", fairnessBurst, true)
-	unfair := fairnessRound(t, env, queue, "unfair", fairnessBurst, false)
+	idle := fairnessRound(t, sb, env, queue, "idle", 0, true)
+	fair := fairnessRound(t, sb, env, queue, "fair", fairnessBurst, true)
+	unfair := fairnessRound(t, sb, env, queue, "unfair", fairnessBurst, false)
 	for _, r := range []roundFigures{idle, fair, unfair} {
 		t.Logf("%-6s B's %d: max latency %s (each %v); A's %d: %d still open when B's last completed, all done %s after the burst began",
 			r.name, fairnessFew, r.bMax.Round(time.Millisecond), r.bEach, r.burst, r.aOpenAtB, r.aAll.Round(time.Second))
@@ -73,8 +73,9 @@ type roundFigures struct {
 // times. With keys, B's are started by `starter run --tenant B` (which sets
 // the fairness key) and A's with the same priority the starter gives; without,
 // both are started with no priority at all.
-func fairnessRound(t *testing.T, env []string, queue, name string, burst int, keys bool) roundFigures {
+func fairnessRound(t *testing.T, sb *sandbox.Sandbox, env []string, queue, name string, burst int, keys bool) roundFigures {
 	t.Helper()
+	readsBefore := sb.GitHub.Stats().Requests
 	stamp := time.Now().UnixNano()
 	var aIDs, bIDs []string
 	for i := range burst {
@@ -93,7 +94,7 @@ func fairnessRound(t *testing.T, env []string, queue, name string, burst int, ke
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if r := runStarter(t, env, "run", "--prompt", "Read the README.", "--model", fairnessModel, "--tenant", "B", "--id", id); r.code != 0 {
+			if r := runStarter(t, env, "run", "--prompt", "Read the README.", "--repo", branchRepo, "--model", fairnessModel, "--tenant", "B", "--id", id); r.code != 0 {
 				t.Errorf("start %s: exit %d: %s", id, r.code, r.stderr)
 			}
 		}()
@@ -124,6 +125,9 @@ func fairnessRound(t *testing.T, env []string, queue, name string, burst int, ke
 		}
 	}
 	f.aAll = aLast.Sub(aFirst)
+	if reads := sb.GitHub.Stats().Requests - readsBefore; reads < int64(burst+fairnessFew) {
+		t.Errorf("%s: the sandbox GitHub served %d requests, want at least one read per task (%d)", name, reads, burst+fairnessFew)
+	}
 	return f
 }
 
@@ -134,7 +138,7 @@ func fairnessRound(t *testing.T, env []string, queue, name string, burst int, ke
 // take longer than the slots take to run them, and there would be no burst.
 func startDirect(t *testing.T, queue, id, tenant string, keys bool) {
 	t.Helper()
-	in := workflows.AgentTaskInput{TaskID: id, Tenant: tenant, Prompt: "Read the README.", Model: fairnessModel, MaxTurns: config.DefaultMaxTurns,
+	in := workflows.AgentTaskInput{TaskID: id, Tenant: tenant, Prompt: "Read the README.", Repo: branchRepo, Model: fairnessModel, MaxTurns: config.DefaultMaxTurns,
 		HumanTimeout: config.DefaultHumanTimeout, ReconcileWindow: config.DefaultReconcileWindow,
 		DependencyOutageLimit: config.DefaultDependencyOutageLimit, ApprovalTimeout: config.DefaultApprovalTimeout}
 	opts := client.StartWorkflowOptions{ID: workflows.WorkflowID(id), TaskQueue: queue,
