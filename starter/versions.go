@@ -110,11 +110,11 @@ func buildVersionsReport(ctx context.Context, c client.Client, ns string) (versi
 		}
 		for _, e := range resp.GetExecutions() {
 			wid, rid := e.GetExecution().GetWorkflowId(), e.GetExecution().GetRunId()
-			desc, err := c.DescribeWorkflowExecution(ctx, wid, rid)
+			d, err := c.DescribeWorkflow(ctx, wid, rid)
 			if err != nil {
-				continue // it ended since the list
+				continue // it is gone since the list
 			}
-			build, pinned := taskBuild(desc)
+			build, pinned := taskBuild(d.RawResponse)
 			row := builds[build]
 			if row == nil {
 				row = &buildRow{Build: build, Pinned: pinned}

@@ -160,10 +160,10 @@ func waitClosed(t *testing.T, taskID string) (start, end time.Time) {
 	if res := waitLong(t, taskID); res.Status != workflows.StatusCompleted {
 		t.Fatalf("task %s ended %s (%s): %s", taskID, res.Status, res.FailureCode, res.Message)
 	}
-	d, err := temporal.DescribeWorkflowExecution(context.Background(), workflows.WorkflowID(taskID), "")
+	d, err := temporal.DescribeWorkflow(context.Background(), workflows.WorkflowID(taskID), "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	info := d.GetWorkflowExecutionInfo()
+	info := d.RawResponse.GetWorkflowExecutionInfo()
 	return info.GetStartTime().AsTime(), info.GetCloseTime().AsTime()
 }
