@@ -20,6 +20,10 @@ export CAPSTAN_LEDGER_DSN=${CAPSTAN_LEDGER_DSN:-sqlite://$STATE/ledger.db}
 # The sandbox's own queue (or the one CAPSTAN_TASK_QUEUE names); the sandbox
 # refuses to hand out capstan, the queue of real tasks.
 QUEUE=${CAPSTAN_TASK_QUEUE:-capstan-sandbox}
+# The worker runs under Worker Versioning as this deployment version, made
+# current below (README: deploying a new version).
+export CAPSTAN_DEPLOYMENT_NAME=${CAPSTAN_DEPLOYMENT_NAME:-capstan-demo}
+export CAPSTAN_BUILD_ID=${CAPSTAN_BUILD_ID:-$(git rev-parse --short=12 HEAD 2>/dev/null || echo dev)}
 
 alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
 healthy() { "$BIN/temporal" operator cluster health --address "$ADDR" >/dev/null 2>&1; }
@@ -49,6 +53,8 @@ else
     --search-attribute CapstanRepo=Keyword \
     --search-attribute CapstanDeadLetter=Bool \
     --search-attribute CapstanAwaitingApproval=Bool \
+    --search-attribute CapstanTenant=Keyword \
+    --dynamic-config-value matching.enableFairness=true \
     >"$STATE/temporal.log" 2>&1 &
   echo $! >"$STATE/temporal.pid"
   for _ in $(seq 1 120); do
@@ -85,9 +91,13 @@ set -a
 . "$STATE/sandbox.env"
 set +a
 
-if alive "$STATE/worker.pid"; then
+if alive "$STATE/worker.pid" && [ -s "$STATE/worker.build" ]; then
   echo "worker already running (pid $(cat "$STATE/worker.pid"))"
+  CAPSTAN_BUILD_ID=$(cat "$STATE/worker.build")
 else
+  # A worker of an older demo, unversioned, is replaced.
+  stop worker
+  echo "$CAPSTAN_BUILD_ID" >"$STATE/worker.build"
   echo "starting a worker pointed at the sandbox (log in .capstan/worker.log)"
   : >"$STATE/worker.log"
   nohup "$BIN/worker" --log-format text >"$STATE/worker.log" 2>&1 &
@@ -98,6 +108,18 @@ else
     sleep 0.5
   done
 fi
+
+# New tasks go to the current version: make this worker's build current
+# (its version exists once the worker has polled, so retry briefly).
+for i in $(seq 1 40); do
+  if "$BIN/temporal" worker deployment set-current-version --address "$ADDR" \
+      --deployment-name "$CAPSTAN_DEPLOYMENT_NAME" --build-id "$CAPSTAN_BUILD_ID" --yes >"$STATE/deploy.log" 2>&1; then
+    echo "build $CAPSTAN_BUILD_ID is current in deployment $CAPSTAN_DEPLOYMENT_NAME"
+    break
+  fi
+  [ "$i" = 40 ] && { echo "could not make build $CAPSTAN_BUILD_ID current (a worker left from an older demo? make down, then make demo); see .capstan/deploy.log" >&2; exit 1; }
+  sleep 0.5
+done
 
 "$BIN/starter" demo
 echo

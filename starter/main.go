@@ -1,7 +1,7 @@
 // Command starter is how people and scripts start and watch capstan tasks:
 //
 //	starter run --prompt TEXT [--repo OWNER/NAME] [--base BRANCH] [--slack CHANNEL] [--comment OWNER/NAME#N]...
-//	            [--model PROVIDER:MODEL] [--id TASK_ID] [--tenant NAME] [--max-turns N]
+//	            [--model PROVIDER:MODEL] [--id TASK_ID] [--tenant NAME] [--priority 1..5] [--max-turns N]
 //	            [--idle-timeout D] [--max-duration D] [--human-timeout D] [--wait | --follow] [--json]
 //	starter status TASK_ID [--json]
 //	starter follow TASK_ID
@@ -13,6 +13,7 @@
 //	starter cancel TASK_ID
 //	starter demo
 //	starter gc --older-than DURATION [--dry-run]
+//	starter versions [--json]
 //	starter codec-server [--addr HOST:PORT] [--cors-origin URL] [--codec-auth TOKEN]
 //	starter mcp serve [--allow-approve]
 //	starter schedule create --id SCHEDULE_ID (--cron EXPR | --every D) [--overlap POLICY] --prompt TEXT [task flags of run]
@@ -82,7 +83,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{msg: err.Error()} })
-	root.AddCommand(a.runCommand(), a.statusCommand(), a.listCommand(), a.cancelCommand(), a.resolveCommand(), a.approveCommand(), a.denyCommand(), a.demoCommand(), a.followCommand(), a.gcCommand(), a.scheduleCommand(), a.mcpCommand(), a.codecServerCommand())
+	root.AddCommand(a.runCommand(), a.statusCommand(), a.listCommand(), a.cancelCommand(), a.resolveCommand(), a.approveCommand(), a.denyCommand(), a.demoCommand(), a.followCommand(), a.gcCommand(), a.scheduleCommand(), a.mcpCommand(), a.codecServerCommand(), a.versionsCommand())
 
 	err := root.ExecuteContext(ctx)
 	var ue *usageError

@@ -168,7 +168,8 @@ type runTaskInput struct {
 	Comment         []string `json:"comment,omitempty" jsonschema:"also post the final answer as a comment on each OWNER/NAME#N"`
 	Model           string   `json:"model,omitempty" jsonschema:"model as PROVIDER:MODEL (default: the starter's CAPSTAN_MODEL)"`
 	ID              string   `json:"id,omitempty" jsonschema:"task id (default: generated); never reused"`
-	Tenant          string   `json:"tenant,omitempty" jsonschema:"tenant the task's operations belong to"`
+	Tenant          string   `json:"tenant,omitempty" jsonschema:"tenant the task's operations belong to, and its fairness key"`
+	Priority        int      `json:"priority,omitempty" jsonschema:"the task's priority, 1 (highest) to 5 (default 3)"`
 	AllowRepo       []string `json:"allow_repo,omitempty" jsonschema:"further repositories, OWNER/NAME, the task's policy lets it read and write"`
 	Label           []string `json:"label,omitempty" jsonschema:"labels of the task, KEY=VALUE, which policy rules can read"`
 	MaxRefusals     int      `json:"max_refusals,omitempty" jsonschema:"how many tool calls the policy refuses before the task fails"`
@@ -210,6 +211,7 @@ func (in runTaskInput) args() []string {
 	str("model", in.Model)
 	str("id", in.ID)
 	str("tenant", in.Tenant)
+	num("priority", int64(in.Priority))
 	list("allow-repo", in.AllowRepo)
 	list("label", in.Label)
 	num("max-refusals", int64(in.MaxRefusals))
@@ -277,7 +279,7 @@ func (s *mcpServer) taskStatus(ctx context.Context, _ *sdk.CallToolRequest, in t
 	if err != nil {
 		return nil, workflows.TaskResult{}, toolError(err)
 	}
-	res, err := taskStatus(ctx, c, in.TaskID)
+	res, _, err := taskStatus(ctx, c, in.TaskID)
 	if err != nil {
 		return nil, workflows.TaskResult{}, toolError(err)
 	}

@@ -18,6 +18,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	tlog "go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/capstanhq/capstan/internal/codec"
 	"github.com/capstanhq/capstan/internal/config"
@@ -32,7 +33,7 @@ type runFlags struct {
 	prompt, repo, base, slack, model, id, tenant string
 	comments, fallbacks, allowRepos, labels      []string
 	requireApproval                              []string
-	maxTurns, maxRefusals                        int
+	maxTurns, maxRefusals, priority              int
 	humanTimeout, idleTimeout, maxDuration       time.Duration
 	approvalTimeout                              time.Duration
 	wait, json, persistent, follow               bool
@@ -77,7 +78,8 @@ func (f *runFlags) register(fl *pflag.FlagSet) {
 	fl.StringVar(&f.slack, "slack", "", "Slack channel that receives the final answer")
 	fl.StringArrayVar(&f.comments, "comment", nil, "also post the final answer as a comment on OWNER/NAME#N, an issue or pull request (repeatable)")
 	fl.StringVar(&f.model, "model", "", "model as PROVIDER:MODEL (default $CAPSTAN_MODEL or "+config.DefaultModel+")")
-	fl.StringVar(&f.tenant, "tenant", config.DefaultTenant, "tenant the task's operations belong to")
+	fl.StringVar(&f.tenant, "tenant", config.DefaultTenant, "tenant the task's operations belong to; also its search attribute CapstanTenant and the fairness key of all its workflow and activity tasks (weights: CAPSTAN_TENANT_WEIGHTS)")
+	fl.IntVar(&f.priority, "priority", 0, "the task's priority, 1 (highest) to 5, for all its workflow and activity tasks (default Temporal's, 3)")
 	fl.StringArrayVar(&f.allowRepos, "allow-repo", nil, "a further repository, OWNER/NAME, the task's policy lets it read and write besides --repo and the --comment ones (repeatable)")
 	fl.StringArrayVar(&f.labels, "label", nil, "a label of the task, KEY=VALUE, which policy rules can read (repeatable)")
 	fl.IntVar(&f.maxRefusals, "max-refusals", 0, "how many tool calls the policy refuses before the task fails with policy_violation (default $CAPSTAN_POLICY_REFUSALS or 3)")
@@ -139,6 +141,9 @@ func (a *app) taskInput(f runFlags) (workflows.AgentTaskInput, error) {
 	}
 	if strings.TrimSpace(f.prompt) == "" {
 		return in, usagef("--prompt is required and must not be empty")
+	}
+	if f.priority < 0 || f.priority > maxPriority {
+		return in, usagef("--priority %d is out of range (1, the highest, to %d)", f.priority, maxPriority)
 	}
 	// The same rules as the tools, so a task never starts only to have its
 	// every call refused.
@@ -216,11 +221,22 @@ func (a *app) taskInput(f runFlags) (workflows.AgentTaskInput, error) {
 	}
 	return workflows.AgentTaskInput{
 		Budget: budget,
-		TaskID: id, Tenant: f.tenant, Prompt: f.prompt, Repo: f.repo, Base: f.base,
+		TaskID: id, Tenant: f.tenant, Priority: f.priority, Prompt: f.prompt, Repo: f.repo, Base: f.base,
 		SlackChannel: f.slack, Comments: comments, Model: m, Fallbacks: f.fallbacks, Persistent: f.persistent,
 		MaxTurns: f.maxTurns, ModelLimits: limits,
 		HumanTimeout: f.humanTimeout, ReconcileWindow: a.cfg.ReconcileWindow, DependencyOutageLimit: a.cfg.DependencyOutageLimit, Policy: tp, ApprovalTimeout: approvalTimeout,
 	}, nil
+}
+
+// maxPriority is the lowest priority (Temporal's default number of
+// priority levels, matching.priorityLevels).
+const maxPriority = 5
+
+// taskPriority is the priority a task of tenant is started with: the
+// tenant as its fairness key, the tenant's CAPSTAN_TENANT_WEIGHTS weight,
+// and --priority (0: the server's default).
+func (a *app) taskPriority(tenant string, priority int) temporal.Priority {
+	return temporal.Priority{PriorityKey: priority, FairnessKey: tenant, FairnessWeight: a.cfg.TenantWeights.Weight(tenant)}
 }
 
 func newTaskID() string {
@@ -286,6 +302,11 @@ func (a *app) startTask(ctx context.Context, c client.Client, opts client.Option
 		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
 		StaticSummary:         summary(in),
 		Memo:                  map[string]any{memoInputHash: inputHash(in), memoStartID: startID},
+		// The task's fairness key, weight and priority; the server gives
+		// them to every workflow and activity task of the workflow
+		// (an activity that sets no priority of its own inherits it).
+		Priority:              a.taskPriority(in.Tenant, in.Priority),
+		TypedSearchAttributes: temporal.NewSearchAttributes(workflows.AttrTenant.ValueSet(in.Tenant)),
 	}, workflows.AgentTask, in)
 	var started *serviceerror.WorkflowExecutionAlreadyStarted
 	if errors.As(err, &started) {

@@ -30,19 +30,30 @@ func (a *app) statusCommand() *cobra.Command {
 		Short: "Show a task's status, turns, operations and deliveries",
 		Args:  usageArgs(cobra.ExactArgs(1)),
 		RunE: a.withTask(func(ctx context.Context, c client.Client, opts client.Options, taskID string) error {
-			res, err := taskStatus(ctx, c, taskID)
+			res, desc, err := taskStatus(ctx, c, taskID)
 			if err != nil {
 				return err
 			}
+			ui := a.cfg.WorkflowURL(opts.Namespace, workflows.WorkflowID(taskID))
 			if asJSON {
-				return printJSON(a.stdout, res)
+				build, pinned := taskBuild(desc)
+				return printJSON(a.stdout, statusJSON{TaskResult: res, Build: build, Pinned: pinned})
 			}
-			printResult(a.stdout, res, a.cfg.WorkflowURL(opts.Namespace, workflows.WorkflowID(taskID)))
+			printResult(a.stdout, res, ui)
+			fmt.Fprintln(a.stdout, buildLine(desc))
 			return nil
 		}),
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the status as JSON")
 	return cmd
+}
+
+// statusJSON is `starter status --json`: the task's result with the build
+// it runs on (taskBuild).
+type statusJSON struct {
+	workflows.TaskResult
+	Build  string `json:"build"`
+	Pinned bool   `json:"pinned"`
 }
 
 func (a *app) listCommand() *cobra.Command {
@@ -67,24 +78,25 @@ func (a *app) listCommand() *cobra.Command {
 // taskStatus is the task's result so far, asked of the running task
 // (its status query: a worker must be running), or its result once it
 // ended. `starter status` and task_status answer with it.
-func taskStatus(ctx context.Context, c client.Client, taskID string) (workflows.TaskResult, error) {
+func taskStatus(ctx context.Context, c client.Client, taskID string) (workflows.TaskResult, *workflowservice.DescribeWorkflowExecutionResponse, error) {
 	wid := workflows.WorkflowID(taskID)
 	desc, err := describe(ctx, c, wid)
 	if err != nil {
-		return workflows.TaskResult{}, notFound(err, taskID)
+		return workflows.TaskResult{}, nil, notFound(err, taskID)
 	}
 	if desc.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
-		return awaitResult(ctx, c, wid, "")
+		res, err := awaitResult(ctx, c, wid, "")
+		return res, desc, err
 	}
 	var res workflows.TaskResult
 	v, err := c.QueryWorkflow(ctx, wid, "", workflows.QueryStatus)
 	if err != nil {
-		return res, fmt.Errorf("ask task %s for its status (is a worker running?): %w", taskID, err)
+		return res, desc, fmt.Errorf("ask task %s for its status (is a worker running?): %w", taskID, err)
 	}
 	if err := v.Get(&res); err != nil {
-		return res, fmt.Errorf("decode status of task %s: %w", taskID, err)
+		return res, desc, fmt.Errorf("decode status of task %s: %w", taskID, err)
 	}
-	return res, nil
+	return res, desc, nil
 }
 
 // listedTask is one row of `starter list`, and of list_tasks.

@@ -29,11 +29,14 @@ var (
 	// for a person's approval (docs/design.md §5.9; starter list
 	// --awaiting-approval).
 	AttrAwaitingApproval = temporal.NewSearchAttributeKeyBool("CapstanAwaitingApproval")
+	// AttrTenant is the task's tenant (AgentTaskInput.Tenant), set by the
+	// starter in the task's start options, never by the workflow.
+	AttrTenant = temporal.NewSearchAttributeKeyKeyword("CapstanTenant")
 )
 
-// SearchAttributes are every attribute AgentTask sets; a namespace must
-// have them registered before a task starts.
-var SearchAttributes = []temporal.SearchAttributeKey{AttrStatus, AttrNeedsHuman, AttrUnknownOps, AttrRepo, AttrDeadLetter, AttrAwaitingApproval}
+// SearchAttributes are every attribute a task has, set by AgentTask or at
+// its start; a namespace must have them registered before a task starts.
+var SearchAttributes = []temporal.SearchAttributeKey{AttrStatus, AttrNeedsHuman, AttrUnknownOps, AttrRepo, AttrDeadLetter, AttrAwaitingApproval, AttrTenant}
 
 func fail(code FailureCode, format string, args ...any) error {
 	return &taskError{code: code, msg: fmt.Sprintf(format, args...)}
@@ -164,6 +167,9 @@ func (t *task) note(ctx workflow.Context, format string, args ...any) {
 
 func (t *task) run(ctx workflow.Context) error {
 	t.fullTurnGuard = t.inEffect(ctx, changeFullTurnGuard)
+	if err := t.probeBuild(ctx); err != nil {
+		return err
+	}
 	first := t.nextTurn
 	final, answered := "", false
 	for turn := first; turn <= t.maxTurns(); turn++ {

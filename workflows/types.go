@@ -13,8 +13,13 @@ import (
 // AgentTaskInput starts a task. It carries no secret: tokens and keys live in
 // the workers' environment.
 type AgentTaskInput struct {
-	TaskID       string `json:"task_id"`
-	Tenant       string `json:"tenant"`
+	TaskID string `json:"task_id"`
+	Tenant string `json:"tenant"`
+	// Priority is the task's priority at start, 1 (highest) to 5, 0 for
+	// the server's default: the starter gives it, with the tenant as the
+	// fairness key, to the start (the server passes it to every workflow
+	// and activity task of the task). The workflow does not read it.
+	Priority     int    `json:"priority,omitempty"`
 	Prompt       string `json:"prompt"`
 	Repo         string `json:"repo,omitempty"` // owner/name the agent works on
 	Base         string `json:"base,omitempty"` // base branch, default main

@@ -237,3 +237,38 @@ const (
 func (t *task) inEffect(ctx workflow.Context, change string) bool {
 	return t.allThroughWorkerLimits || workflow.GetVersion(ctx, change, workflow.DefaultVersion, 1) != workflow.DefaultVersion
 }
+
+// A Change is one GetVersion change id of AgentTask, as `starter versions`
+// reports on it.
+type Change struct {
+	// ID is the change id histories record.
+	ID string
+	// CoveredBy is the umbrella marker that also puts the change in effect
+	// (changeAllThroughWorkerLimits); empty when only its own marker does.
+	CoveredBy string
+}
+
+// Changes are every change id above, oldest first (TestChangesListsEvery
+// checks the list against the declarations).
+var Changes = []Change{
+	{ID: changeOperationIDByPosition, CoveredBy: changeAllThroughWorkerLimits},
+	{ID: changeReconcileUnknown, CoveredBy: changeAllThroughWorkerLimits},
+	{ID: changeWorkflowWaitsOutBreakers, CoveredBy: changeAllThroughWorkerLimits},
+	{ID: changeFullTurnGuard, CoveredBy: changeAllThroughWorkerLimits},
+	{ID: changeLimitsFromWorker, CoveredBy: changeAllThroughWorkerLimits},
+	{ID: changeAllThroughWorkerLimits},
+	{ID: changeCancelSettlesEveryUnknown},
+	{ID: changeResolveOnce},
+	{ID: changeLedgerOutageWaits},
+	{ID: changeLedgerKeysPerChain},
+	{ID: changePolicyAtToolBoundary},
+	{ID: changeBudgets},
+	{ID: changeTruncateWaitsForLedger},
+	{ID: changeAbsentWritesRetried},
+	{ID: changeApprovals},
+	{ID: changePolicyByReference},
+	{ID: changeMCPToolsPinned},
+	{ID: changeSettleBySending},
+	{ID: changeScheduledTaskIDs},
+	{ID: changeAbsentDeliveriesRetried},
+}

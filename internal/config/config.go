@@ -127,6 +127,15 @@ type Config struct {
 	// listens; CodecOrigin (CAPSTAN_CODEC_CORS_ORIGIN) the browser origin
 	// it answers, by default the UI's (CAPSTAN_UI_URL).
 	CodecAuth, CodecAddr, CodecOrigin string
+	// Deployment (CAPSTAN_DEPLOYMENT_NAME, CAPSTAN_BUILD_ID) is the Worker
+	// Deployment Version the worker runs as; zero for unversioned.
+	Deployment Deployment
+	// TenantWeights (CAPSTAN_TENANT_WEIGHTS) are the fairness weights the
+	// starter gives a task of each named tenant.
+	TenantWeights TenantWeights
+	// ActivitySlots (CAPSTAN_ACTIVITY_SLOTS) is how many activities the
+	// worker runs at once; 0 for the SDK's default.
+	ActivitySlots int
 
 	// modelSet records that CAPSTAN_MODEL was given, so a worker can refuse
 	// to serve a default model it has no key for (the built-in default
@@ -221,6 +230,7 @@ func FromLookupEnv(lookup func(string) (string, bool)) Config {
 	c.LedgerOutageLimit = duration("CAPSTAN_LEDGER_OUTAGE_LIMIT", DefaultLedgerOutageLimit)
 	c.ApprovalTimeout = duration("CAPSTAN_APPROVAL_TIMEOUT", DefaultApprovalTimeout)
 	c.readBudgets(getenv)
+	c.readDeployment(getenv)
 	c.ModelLimits = ModelLimits{
 		FirstEvent:       duration("CAPSTAN_MODEL_FIRST_EVENT_TIMEOUT", DefaultModelLimits.FirstEvent),
 		Idle:             duration("CAPSTAN_MODEL_IDLE_TIMEOUT", DefaultModelLimits.Idle),

@@ -42,7 +42,7 @@ func TestMain(m *testing.M) {
 
 func runMain(m *testing.M) int {
 	ctx := context.Background()
-	srv, err := testenv.StartDevServer(ctx, nil)
+	srv, err := testenv.StartDevServer(ctx, nil, testenv.DevServerFlags...)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		return 1
@@ -101,8 +101,14 @@ type workerProcess struct {
 // The worker is stopped with SIGTERM at the end of the test.
 func startWorker(t *testing.T, env []string, args ...string) *workerProcess {
 	t.Helper()
+	return startWorkerBin(t, workerBin, env, args...)
+}
+
+// startWorkerBin is startWorker with another build of the worker binary.
+func startWorkerBin(t *testing.T, bin string, env []string, args ...string) *workerProcess {
+	t.Helper()
 	w := &workerProcess{lines: make(chan string, 64), exited: make(chan struct{})}
-	w.cmd = exec.Command(workerBin, args...)
+	w.cmd = exec.Command(bin, args...)
 	w.cmd.Env = env
 	out, err := w.cmd.StdoutPipe()
 	if err != nil {

@@ -93,3 +93,35 @@ func BuildBinaries(dir string) (Binaries, error) {
 	}
 	return bins, nil
 }
+
+// DevServerFlags are the dynamic settings every test's dev server and `make
+// demo`'s start with: fairness on (task queues dispatch by the tasks'
+// fairness keys and weights, `starter run --tenant`), and a deployment
+// version's drainage status refreshed within seconds rather than minutes,
+// so a test sees an old build drain.
+var DevServerFlags = []string{
+	"--dynamic-config-value", "matching.enableFairness=true",
+	"--dynamic-config-value", `matching.wv.VersionDrainageStatusRefreshInterval="2s"`,
+	"--dynamic-config-value", `matching.wv.VersionDrainageStatusVisibilityGracePeriod="2s"`,
+}
+
+// BuildWorker builds ./worker with the build tags into dir/name (-race as
+// BuildBinaries does) and returns its path: a second build of the worker
+// whose code differs, for a rolling deploy.
+func BuildWorker(dir, name string, tags ...string) (string, error) {
+	out := filepath.Join(dir, name)
+	args := []string{"build"}
+	if RaceEnabled {
+		args = append(args, "-race")
+	}
+	if len(tags) > 0 {
+		args = append(args, "-tags", strings.Join(tags, ","))
+	}
+	args = append(args, "-o", out, "./worker")
+	cmd := exec.Command("go", args...)
+	cmd.Dir = RepoRoot()
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", errors.New("go " + strings.Join(args, " ") + ": " + err.Error() + "\n" + string(b))
+	}
+	return out, nil
+}

@@ -210,11 +210,14 @@ func New(ctx context.Context, o Options) (_ *Worker, err error) {
 	// cancelled; those then hand their operations on (activities.HandOff).
 	w.handOff = activities.NewHandOff(c, w.logger)
 	w.worker = worker.New(c, cfg.TaskQueue, worker.Options{Identity: w.identity, WorkerStopTimeout: o.StopTimeout,
-		Interceptors: []interceptor.WorkerInterceptor{w.handOff.Interceptor()}})
+		Interceptors: []interceptor.WorkerInterceptor{w.handOff.Interceptor()}, DeploymentOptions: deploymentOptions(cfg.Deployment),
+		MaxConcurrentActivityExecutionSize: cfg.ActivitySlots})
 	w.worker.RegisterWorkflow(workflows.AgentTask)
 	w.worker.RegisterActivity(acts)
-	w.logger.Info("worker ready", "identity", w.identity, "task_queue", cfg.TaskQueue, "ledger", ledgerdsn.Redact(cfg.LedgerDSN))
-	fmt.Fprintf(o.Stdout, "worker %s polling task queue %q\n", w.identity, cfg.TaskQueue)
+	registerBuildExtras(w.worker)
+	w.logger.Info("worker ready", "identity", w.identity, "task_queue", cfg.TaskQueue, "ledger", ledgerdsn.Redact(cfg.LedgerDSN),
+		"deployment", cfg.Deployment.Name, "build_id", cfg.Deployment.BuildID)
+	fmt.Fprintf(o.Stdout, "worker %s polling task queue %q%s\n", w.identity, cfg.TaskQueue, versionNote(cfg.Deployment))
 	return w, nil
 }
 

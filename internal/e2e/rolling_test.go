@@ -1,0 +1,174 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	enums "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+
+	"github.com/capstanhq/capstan/internal/testenv"
+	"github.com/capstanhq/capstan/workflows"
+)
+
+// rollingHeld is how many tasks of the first build are held mid-way.
+const rollingHeld = 5
+
+// TestLongRollingDeploy: build v1 (the worker as shipped) runs rollingHeld
+// tasks, each held mid-way waiting for approval of its pull request. Build
+// v2 — the worker built with -tags capstan_rolling_v2, whose workflow runs
+// an activity v1 lacks before its first turn, a change deliberately not
+// behind GetVersion — is started and made current. Approved, the held
+// tasks finish on v1's worker with no nondeterminism error (a v1 history
+// replayed on v2's code would have one); new tasks run on v2 and run its
+// activity; v1 then drains (its drainage status says so) and its worker
+// stops gracefully.
+func TestLongRollingDeploy(t *testing.T) {
+	requireLong(t)
+	v2Bin, err := testenv.BuildWorker(t.TempDir(), "worker-v2", "capstan_rolling_v2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb := startSandbox(t)
+	deployment := fmt.Sprintf("e2e-rolling-%d", time.Now().UnixNano())
+	env := endpointEnv(t, deployment, sb)
+	envOf := func(build string) []string {
+		return append(append([]string(nil), env...), "CAPSTAN_DEPLOYMENT_NAME="+deployment, "CAPSTAN_BUILD_ID="+build)
+	}
+	v1 := startWorker(t, envOf("v1"))
+	setCurrent(t, deployment, "v1")
+
+	held := make([]string, rollingHeld)
+	ops := make([]string, rollingHeld)
+	for i := range held {
+		id, op := startApprovalTask(t, env, fmt.Sprintf("rolling-%d", i))
+		held[i], ops[i] = id, op.OperationID
+		assertBuild(t, env, id, deployment+"/v1")
+	}
+
+	startWorkerBin(t, v2Bin, envOf("v2"))
+	setCurrent(t, deployment, "v2")
+	t.Logf("v2 current; starter versions:\n%s", runStarter(t, env, "versions").stdout)
+
+	for i, id := range held {
+		if r := runStarter(t, env, "approve", id, ops[i]); r.code != 0 {
+			t.Fatalf("approve %s: exit %d: %s", id, r.code, r.stderr)
+		}
+	}
+	for _, id := range held {
+		res := waitLong(t, id)
+		if res.Status != workflows.StatusCompleted {
+			t.Errorf("held task %s ended %s (%s): %s", id, res.Status, res.FailureCode, res.Message)
+		}
+		assertBuild(t, env, id, deployment+"/v1")
+		if probes, wft := historyCounts(t, id); probes != 0 || wft != 0 {
+			t.Errorf("held task %s: %d build probes (want 0: it ran v1's code) and %d failed workflow tasks (want 0: no nondeterminism)", id, probes, wft)
+		}
+	}
+
+	for i := range 3 {
+		id := fmt.Sprintf("e2e-rolling-new-%d-%d", i, time.Now().UnixNano())
+		if r := runStarter(t, env, "run", "--prompt", prPrompt, "--repo", branchRepo, "--model", "openai:demo", "--id", id); r.code != 0 {
+			t.Fatalf("start %s: exit %d: %s", id, r.code, r.stderr)
+		}
+		if res := waitLong(t, id); res.Status != workflows.StatusCompleted {
+			t.Errorf("new task %s ended %s (%s): %s", id, res.Status, res.FailureCode, res.Message)
+		}
+		assertBuild(t, env, id, deployment+"/v2")
+		if probes, wft := historyCounts(t, id); probes != 1 || wft != 0 {
+			t.Errorf("new task %s: %d build probes (want 1: it ran v2's code) and %d failed workflow tasks (want 0)", id, probes, wft)
+		}
+	}
+
+	waitDrained(t, deployment, "v1")
+	if st := v1.stop(t, syscall.SIGTERM, time.Minute); !st.Success() {
+		t.Errorf("v1's worker exited %v after draining, want 0:\n%s", st, v1.logs())
+	}
+	t.Logf("v1 drained and stopped; starter versions:\n%s", runStarter(t, env, "versions").stdout)
+}
+
+// setCurrent makes build current in deployment, once its worker's poll has
+// registered the version (the server refuses a version it has not seen).
+func setCurrent(t *testing.T, deployment, build string) {
+	t.Helper()
+	h := temporal.WorkerDeploymentClient().GetHandle(deployment)
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		_, err := h.SetCurrentVersion(ctx, client.WorkerDeploymentSetCurrentVersionOptions{BuildID: build})
+		cancel()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("make %s/%s current: %v", deployment, build, err)
+		}
+		time.Sleep(time.Second) // the version appears with its first poll; there is no event to wait on
+	}
+}
+
+// assertBuild checks the build `starter status --json` reports for a task.
+func assertBuild(t *testing.T, env []string, taskID, want string) {
+	t.Helper()
+	r := runStarter(t, env, "status", taskID, "--json")
+	if !strings.Contains(r.stdout, `"build": "`+want+`"`) || !strings.Contains(r.stdout, `"pinned": true`) {
+		t.Errorf("starter status %s --json does not show build %s, pinned:\n%s", taskID, want, r.stdout)
+	}
+	if txt := runStarter(t, env, "status", taskID); !strings.Contains(txt.stdout, "build: "+want+" (pinned") {
+		t.Errorf("starter status %s does not show its build %s:\n%s", taskID, want, txt.stdout)
+	}
+}
+
+// waitLong waits for a task's result for as long as a loaded machine needs.
+func waitLong(t *testing.T, taskID string) workflows.TaskResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	var res workflows.TaskResult
+	if err := temporal.GetWorkflow(ctx, workflows.WorkflowID(taskID), "").Get(ctx, &res); err != nil {
+		t.Fatalf("task %s: %v", taskID, err)
+	}
+	return res
+}
+
+// historyCounts counts a task's scheduled build probes and its failed
+// workflow tasks (a nondeterminism error fails a workflow task).
+func historyCounts(t *testing.T, taskID string) (probes, failedWorkflowTasks int) {
+	t.Helper()
+	it := temporal.GetWorkflowHistory(context.Background(), workflows.WorkflowID(taskID), "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			t.Fatalf("history of %s: %v", taskID, err)
+		}
+		if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil && a.GetActivityType().GetName() == "CapstanBuildProbe" {
+			probes++
+		}
+		if ev.GetEventType() == enums.EVENT_TYPE_WORKFLOW_TASK_FAILED {
+			failedWorkflowTasks++
+		}
+	}
+	return probes, failedWorkflowTasks
+}
+
+// waitDrained waits until the server reports deployment/build drained: not
+// current, and no open pinned task of it left.
+func waitDrained(t *testing.T, deployment, build string) {
+	t.Helper()
+	h := temporal.WorkerDeploymentClient().GetHandle(deployment)
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		d, err := h.DescribeVersion(context.Background(), client.WorkerDeploymentDescribeVersionOptions{BuildID: build})
+		if err == nil && d.Info.DrainageInfo != nil && d.Info.DrainageInfo.DrainageStatus == client.WorkerDeploymentVersionDrainageStatusDrained {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s/%s not drained within 5 min (%+v, %v)", deployment, build, d.Info.DrainageInfo, err)
+		}
+		time.Sleep(2 * time.Second) // drainage is refreshed on the server's interval; there is no event to wait on
+	}
+}
