@@ -13,6 +13,7 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/capstanhq/capstan"
 	"github.com/capstanhq/capstan/internal/config"
@@ -101,15 +102,17 @@ func runRound(ctx context.Context, n int, start startFunc, check checkFunc) roun
 func (e *env) capstanStarter(queue, prefix string) startFunc {
 	return func(ctx context.Context, i int) (client.WorkflowRun, error) {
 		id := fmt.Sprintf("%s-%d", prefix, i)
+		in := workflows.AgentTaskInput{
+			TaskID: id, Tenant: config.DefaultTenant, Prompt: demoPrompt, Repo: demoRepo, Base: config.DefaultBaseBranch,
+			SlackChannel: demoSlack, Model: demoModel, MaxTurns: 10, ModelLimits: model.Limits(config.DefaultModelLimits),
+			ReconcileWindow: config.DefaultReconcileWindow, HumanTimeout: config.DefaultHumanTimeout,
+		}
 		return e.client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 			ID: workflows.WorkflowID(id), TaskQueue: queue,
 			WorkflowExecutionErrorWhenAlreadyStarted: true,
 			WorkflowIDReusePolicy:                    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
-		}, workflows.AgentTask, workflows.AgentTaskInput{
-			TaskID: id, Tenant: config.DefaultTenant, Prompt: demoPrompt, Repo: demoRepo, Base: config.DefaultBaseBranch,
-			SlackChannel: demoSlack, Model: demoModel, MaxTurns: 10, ModelLimits: model.Limits(config.DefaultModelLimits),
-			ReconcileWindow: config.DefaultReconcileWindow, HumanTimeout: config.DefaultHumanTimeout,
-		})
+			TypedSearchAttributes:                    temporal.NewSearchAttributes(workflows.StartAttributes(in)...),
+		}, workflows.AgentTask, in)
 	}
 }
 

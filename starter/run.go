@@ -306,7 +306,7 @@ func (a *app) startTask(ctx context.Context, c client.Client, opts client.Option
 		// them to every workflow and activity task of the workflow
 		// (an activity that sets no priority of its own inherits it).
 		Priority:              a.taskPriority(in.Tenant, in.Priority),
-		TypedSearchAttributes: temporal.NewSearchAttributes(workflows.AttrTenant.ValueSet(in.Tenant)),
+		TypedSearchAttributes: temporal.NewSearchAttributes(append(workflows.StartAttributes(in), workflows.AttrTenant.ValueSet(in.Tenant))...),
 	}, workflows.AgentTask, in)
 	var started *serviceerror.WorkflowExecutionAlreadyStarted
 	if errors.As(err, &started) {

@@ -132,7 +132,7 @@ func buildVersionsReport(ctx context.Context, c client.Client, ns string) (versi
 				return rep, err
 			}
 			for _, ch := range workflows.Changes {
-				if !markers[ch.ID] && (ch.CoveredBy == "" || !markers[ch.CoveredBy]) {
+				if !inEffect(markers, ch.ID) {
 					mayNeed[ch.ID] = append(mayNeed[ch.ID], strings.TrimPrefix(wid, "task-"))
 				}
 			}
@@ -196,4 +196,26 @@ func printVersions(w io.Writer, rep versionsReport) {
 	_ = tw.Flush()
 	fmt.Fprintln(w, "A pinned task replays only its own build's code: keep that build's workers until its row is gone.")
 	fmt.Fprintln(w, "An old branch can retire (GetVersion(ctx, id, 1, 1)) when no open unpinned task may take it; retire the recorded histories that predate it with it.")
+}
+
+// inEffect reports whether a task whose history holds markers runs change
+// at its newest version: by the change's own marker, or by an umbrella
+// marker that covers it, directly or through another umbrella
+// (all-changes-v13 covers all-changes-v7, which covers the first five).
+func inEffect(markers map[string]bool, change string) bool {
+	for id := change; id != ""; id = coveredBy(id) {
+		if markers[id] {
+			return true
+		}
+	}
+	return false
+}
+
+func coveredBy(change string) string {
+	for _, ch := range workflows.Changes {
+		if ch.ID == change {
+			return ch.CoveredBy
+		}
+	}
+	return ""
 }

@@ -64,3 +64,26 @@ func TestBuildLine(t *testing.T) {
 		}
 	}
 }
+
+// A change is in effect for a task by its own marker or by an umbrella's,
+// through every umbrella that covers it; a task with none of those may
+// take the change's old branch.
+func TestVersionMarkersCoverThroughUmbrellas(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		markers map[string]bool
+		change  string
+		want    bool
+	}{
+		{map[string]bool{"all-changes-v13": true}, "worker-limits", true},
+		{map[string]bool{"all-changes-v13": true}, "approvals", true},
+		{map[string]bool{"all-changes-v7": true}, "worker-limits", true},
+		{map[string]bool{"all-changes-v7": true}, "approvals", false},
+		{map[string]bool{"approvals": true}, "approvals", true},
+		{map[string]bool{}, "resolve-once-found-read-back", false},
+	} {
+		if got := inEffect(tc.markers, tc.change); got != tc.want {
+			t.Errorf("markers %v, change %s: in effect %t, want %t", tc.markers, tc.change, got, tc.want)
+		}
+	}
+}

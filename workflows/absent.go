@@ -36,7 +36,7 @@ func (t *task) retriesAbsent(ctx workflow.Context, e effect) bool {
 		change = changeAbsentDeliveriesRetried
 	}
 	return e.dependency != "" &&
-		workflow.GetVersion(ctx, change, workflow.DefaultVersion, 1) != workflow.DefaultVersion
+		t.since(ctx, change)
 }
 
 // backOffAbsent waits before the n-th execution of e beyond its

@@ -63,6 +63,9 @@ type task struct {
 	// as it started, so every change through changeLimitsFromWorker holds
 	// at its newest version (inEffect).
 	allThroughWorkerLimits bool
+	// allThroughV13: this run read changeAllThroughV13 as it started, so
+	// every change since changeAllThroughWorkerLimits holds (since).
+	allThroughV13 bool
 	// fullTurnGuard: the task runs the whole turn guard
 	// (changeFullTurnGuard): continuations, compaction, fallbacks,
 	// persistent mode, sliced waits.
@@ -97,24 +100,25 @@ type task struct {
 // calls, each tool call as an operation, then the delivery of the answer.
 func AgentTask(ctx workflow.Context, in AgentTaskInput) (TaskResult, error) {
 	t := &task{in: in, nextTurn: 1, waiting: map[string]bool{}, resolutions: map[string]ResolveRequest{}}
-	t.allThroughWorkerLimits = workflow.GetVersion(ctx, changeAllThroughWorkerLimits, workflow.DefaultVersion, 1) != workflow.DefaultVersion
+	t.allThroughV13 = workflow.GetVersion(ctx, changeAllThroughV13, workflow.DefaultVersion, 1) != workflow.DefaultVersion
+	t.allThroughWorkerLimits = t.allThroughV13 || workflow.GetVersion(ctx, changeAllThroughWorkerLimits, workflow.DefaultVersion, 1) != workflow.DefaultVersion
 	if cp := in.Checkpoint; cp != nil {
 		t.result, t.transcript, t.append, t.nextTurn, t.journal = cp.Result, cp.Transcript, cp.Append, cp.NextTurn, cp.Journal
 		t.modelIndex, t.scope, t.policy = cp.ModelIndex, cp.Scope, cp.Policy
 		t.budgets = cp.Result.Spend != nil
 		t.approvals, t.approval.answered = cp.Approvals, cp.Answered
 	} else {
-		if id := scheduledTaskID(ctx); id != "" {
+		if id := scheduledTaskID(ctx, t.allThroughV13); id != "" {
 			t.in.TaskID = id
 		}
-		if workflow.GetVersion(ctx, changeLedgerKeysPerChain, workflow.DefaultVersion, 1) != workflow.DefaultVersion {
+		if t.since(ctx, changeLedgerKeysPerChain) {
 			info := workflow.GetInfo(ctx)
 			t.scope = ChainScope(info.Namespace, info.FirstRunID)
 		}
 		t.startPolicy(ctx)
 		t.startApprovals(ctx)
-		t.budgets = workflow.GetVersion(ctx, changeBudgets, workflow.DefaultVersion, 1) != workflow.DefaultVersion
-		t.pinTools = workflow.GetVersion(ctx, changeMCPToolsPinned, workflow.DefaultVersion, 1) != workflow.DefaultVersion
+		t.budgets = t.since(ctx, changeBudgets)
+		t.pinTools = t.since(ctx, changeMCPToolsPinned)
 		t.result = TaskResult{
 			TaskID: t.in.TaskID, WorkflowID: workflow.GetInfo(ctx).WorkflowExecution.ID, Model: in.Model,
 			Turns: []TurnRecord{}, Operations: []OperationRecord{}, Deliveries: []DeliveryRecord{},
@@ -137,12 +141,10 @@ func AgentTask(ctx workflow.Context, in AgentTaskInput) (TaskResult, error) {
 	if err := t.setApprovalHandlers(ctx); err != nil {
 		return t.result, err
 	}
-	attrs := []temporal.SearchAttributeUpdate{AttrStatus.ValueSet(string(StatusRunning)), AttrNeedsHuman.ValueSet(false), AttrUnknownOps.ValueSet(0)}
-	if in.Repo != "" {
-		attrs = append(attrs, AttrRepo.ValueSet(in.Repo))
-	}
-	if err := workflow.UpsertTypedSearchAttributes(ctx, attrs...); err != nil {
-		return t.result, err
+	if !t.allThroughV13 || !startAttributesHold(ctx, in) {
+		if err := workflow.UpsertTypedSearchAttributes(ctx, StartAttributes(in)...); err != nil {
+			return t.result, err
+		}
 	}
 	if in.Checkpoint == nil {
 		if err := t.settleLimits(ctx); err != nil {
@@ -150,6 +152,36 @@ func AgentTask(ctx workflow.Context, in AgentTaskInput) (TaskResult, error) {
 		}
 	}
 	return t.finish(ctx, t.run(ctx))
+}
+
+// StartAttributes are the search attributes a task has as it starts:
+// running, no person needed, no unknown operation, its repository. The
+// starter sets them in the start's options; a run that finds them there
+// (changeAllThroughV13, startAttributesHold) does not upsert them again,
+// which saves an event and a visibility write per task.
+func StartAttributes(in AgentTaskInput) []temporal.SearchAttributeUpdate {
+	attrs := []temporal.SearchAttributeUpdate{AttrStatus.ValueSet(string(StatusRunning)), AttrNeedsHuman.ValueSet(false), AttrUnknownOps.ValueSet(0)}
+	if in.Repo != "" {
+		attrs = append(attrs, AttrRepo.ValueSet(in.Repo))
+	}
+	return attrs
+}
+
+// startAttributesHold reports whether the run started with the values
+// StartAttributes gives it (read from its start, so the same on replay).
+func startAttributesHold(ctx workflow.Context, in AgentTaskInput) bool {
+	sa := workflow.GetTypedSearchAttributes(ctx)
+	status, okStatus := sa.GetKeyword(AttrStatus)
+	needs, okNeeds := sa.GetBool(AttrNeedsHuman)
+	unknown, okUnknown := sa.GetInt64(AttrUnknownOps)
+	if !okStatus || status != string(StatusRunning) || !okNeeds || needs || !okUnknown || unknown != 0 {
+		return false
+	}
+	if in.Repo == "" {
+		return true
+	}
+	repo, ok := sa.GetKeyword(AttrRepo)
+	return ok && repo == in.Repo
 }
 
 func (t *task) maxTurns() int {

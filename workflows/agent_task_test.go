@@ -29,6 +29,7 @@ func TestExhaustedMutationIsUnknownNeverFailed(t *testing.T) {
 	env.RegisterActivity(&activities.Activities{})
 	env.OnGetVersion("all-changes-v7", workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
 	env.OnGetVersion("reconcile-unknown-operations", workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
+	env.OnGetVersion("all-changes-v13", workflow.DefaultVersion, 1).Return(workflow.DefaultVersion) // a task started before the v13 marker
 	env.OnActivity(a.ModelTurn, mock.Anything, mock.Anything).Return(contract.ModelTurnResult{
 		Transcript: "sha256:00",
 		ToolCalls: []contract.ToolCallRef{{ID: "call_1", Name: "github_create_pull_request", Class: "conditional",

@@ -76,7 +76,7 @@ func (t *task) startApprovals(ctx workflow.Context) {
 	if !t.policy {
 		return
 	}
-	t.approvals = workflow.GetVersion(ctx, changeApprovals, workflow.DefaultVersion, 1) != workflow.DefaultVersion
+	t.approvals = t.since(ctx, changeApprovals)
 }
 
 // setApprovalHandlers registers the approve and deny updates.

@@ -230,6 +230,7 @@ func TestChainBeforeApprovalsDoesNotAsk(t *testing.T) {
 	env := suite.NewTestWorkflowEnvironment()
 	env.RegisterActivity(&activities.Activities{})
 	env.OnGetVersion("approvals", workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
+	env.OnGetVersion("all-changes-v13", workflow.DefaultVersion, 1).Return(workflow.DefaultVersion) // a task started before the v13 marker
 	callsThenAnswers(prCall)(env)
 	var approvals []bool
 	env.OnActivity(a.ExecuteTool, mock.Anything, mock.Anything).Return(

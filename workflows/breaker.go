@@ -64,7 +64,7 @@ const ledgerBreaker = "ledger"
 // wait and fails the task once waiting d more would pass limit. Tasks
 // started before changeLedgerOutageWaits wait without a limit.
 func (t *task) ledgerOutage(ctx workflow.Context, d, limit time.Duration, what string) error {
-	if workflow.GetVersion(ctx, changeLedgerOutageWaits, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+	if !t.since(ctx, changeLedgerOutageWaits) {
 		return nil
 	}
 	if limit <= 0 {
@@ -91,7 +91,7 @@ func (t *task) ledgerBack() { t.ledgerDownSince = time.Time{} }
 // retried by Temporal within the activity's attempts and then read as
 // indeterminate.
 func (t *task) reconcileWaits(ctx workflow.Context) bool {
-	return workflow.GetVersion(ctx, changeLedgerOutageWaits, workflow.DefaultVersion, 1) != workflow.DefaultVersion
+	return t.since(ctx, changeLedgerOutageWaits)
 }
 
 // stoppedWaiting says why a wait for breaker key ended without a call:

@@ -113,6 +113,7 @@ func TestTaskBeforeBudgetsIsNotStopped(t *testing.T) {
 		[]reply{spends(100, 20), spends(100, 20), spends(100, 20), spends(100, 20), answer("done", "stop")},
 		func(env *testsuite.TestWorkflowEnvironment, _ *script) {
 			env.OnGetVersion("token-and-cost-budgets", workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
+			env.OnGetVersion("all-changes-v13", workflow.DefaultVersion, 1).Return(workflow.DefaultVersion) // a task started before the v13 marker
 		})
 	r.wantOutcome(t, workflows.StatusCompleted, "", 5)
 	if r.res.Spend != nil {

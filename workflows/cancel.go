@@ -43,7 +43,7 @@ func (t *task) settleCancelled(ctx workflow.Context) {
 	if left == 0 && t.unknownOps()+t.unknownDeliveries() == 0 {
 		return // nothing to look for, whichever rule holds
 	}
-	if workflow.GetVersion(ctx, changeCancelSettlesEveryUnknown, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+	if !t.since(ctx, changeCancelSettlesEveryUnknown) {
 		open, left = recordedUnknown, t.unknownOps()+t.unknownDeliveries()
 	}
 	if left == 0 || !t.reconciles(ctx) {

@@ -65,6 +65,7 @@ func cancelWhileUnsettled(t *testing.T, before bool, setup func(env *testsuite.T
 	env.RegisterActivity(&activities.Activities{})
 	if before {
 		env.OnGetVersion("cancel-settles-every-unknown", workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
+		env.OnGetVersion("all-changes-v13", workflow.DefaultVersion, 1).Return(workflow.DefaultVersion) // a task started before the v13 marker
 	}
 	first := setup(env)
 	var asked []contract.ReconcileInput

@@ -92,7 +92,7 @@ func (t *task) truncate(ctx workflow.Context, ts *turnState, in *contract.ModelT
 		err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, topts), contract.ActivityTruncateTranscript, tin).Get(ctx, &cut)
 		w, open := contract.BreakerWaitOf(err)
 		if !open || w.Breaker != ledgerBreaker || ctx.Err() != nil ||
-			workflow.GetVersion(ctx, changeTruncateWaitsForLedger, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+			!t.since(ctx, changeTruncateWaitsForLedger) {
 			return cut, err
 		}
 		if err := t.waitForBreaker(ctx, w.Breaker, w.Wait, w.OutageLimit, fmt.Sprintf("truncation of turn %d", ts.turn)); err != nil {

@@ -317,6 +317,7 @@ func TestFailureMapping(t *testing.T) {
 		{name: "before absent-deliveries-retried: delivery absent every time, dead-lettered after 3 tries", setup: func(env *testsuite.TestWorkflowEnvironment) {
 			deliveryReconciles(appErr(contract.ErrTypeOperationUnknown), capstan.VerdictAbsent)(env)
 			env.OnGetVersion("absent-deliveries-retried", workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
+			env.OnGetVersion("all-changes-v13", workflow.DefaultVersion, 1).Return(workflow.DefaultVersion) // a task started before the v13 marker
 		}, status: workflows.StatusFailed, code: workflows.FailDeliveryFailed, delivery: capstan.OutcomeFailed, journal: "after 3 tries"},
 		{name: "delivery absent four times, then posted", setup: deliveryAbsentThenPosted(4),
 			status: workflows.StatusCompleted, delivery: capstan.OutcomeSucceeded, journal: "(execution 4; gives up at"},
@@ -353,6 +354,7 @@ func TestFailureMapping(t *testing.T) {
 			tt.setup(env)
 			if tt.v2 || tt.v3early || tt.v4early { // a task started before changeAllThroughWorkerLimits
 				env.OnGetVersion("all-changes-v7", workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
+				env.OnGetVersion("all-changes-v13", workflow.DefaultVersion, 1).Return(workflow.DefaultVersion) // a task started before the v13 marker
 			}
 			if tt.v2 {
 				env.OnGetVersion("reconcile-unknown-operations", workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)

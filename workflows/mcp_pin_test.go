@@ -24,6 +24,9 @@ func pinnedRun(t *testing.T, pins []contract.ToolPin, version workflow.Version) 
 	env := suite.NewTestWorkflowEnvironment()
 	env.RegisterActivity(&activities.Activities{})
 	env.OnGetVersion("mcp-tools-pinned", workflow.DefaultVersion, 1).Return(version)
+	if version == workflow.DefaultVersion {
+		env.OnGetVersion("all-changes-v13", workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
+	}
 	env.OnActivity(a.WorkerLimits, mock.Anything, mock.Anything).Return(contract.WorkerLimitsResult{
 		Limits: model.Limits(config.DefaultModelLimits), Tools: pins}, nil)
 	var mu sync.Mutex

@@ -23,7 +23,7 @@ import (
 // without one, the defaults' context from its Repo, Comments, Base and
 // Tenant.
 func (t *task) startPolicy(ctx workflow.Context) {
-	if workflow.GetVersion(ctx, changePolicyAtToolBoundary, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+	if !t.since(ctx, changePolicyAtToolBoundary) {
 		return
 	}
 	t.policy = true
@@ -32,7 +32,7 @@ func (t *task) startPolicy(ctx workflow.Context) {
 	}
 	tp := t.in.Policy
 	if tp.Source != "" && tp.SourceRef == "" &&
-		workflow.GetVersion(ctx, changePolicyByReference, workflow.DefaultVersion, 1) == 1 {
+		t.since(ctx, changePolicyByReference) {
 		tp.SourceRef = ledger.ItemRef(contract.PolicyItem(tp.File, tp.Source))
 	}
 }

@@ -41,6 +41,7 @@ func inputBytes(t *testing.T, tp *contract.TaskPolicy, calls int, byRef bool) (i
 	env.RegisterActivity(&activities.Activities{})
 	if !byRef {
 		env.OnGetVersion("policy-by-reference", workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
+		env.OnGetVersion("all-changes-v13", workflow.DefaultVersion, 1).Return(workflow.DefaultVersion) // a task started before the v13 marker
 	}
 	var mu sync.Mutex
 	total := 0

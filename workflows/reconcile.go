@@ -168,7 +168,7 @@ func (t *task) reconcile(ctx workflow.Context, e effect, since time.Time, resolu
 	actx := workflow.WithActivityOptions(ctx, opts)
 	in := e.input
 	in.Tenant, in.TaskID, in.Scope, in.Since, in.Window, in.Resolution = t.in.Tenant, t.in.TaskID, t.scope, since, t.in.ReconcileWindow, resolution
-	settles := resolution == nil && workflow.GetVersion(ctx, changeSettleBySending, workflow.DefaultVersion, 1) != workflow.DefaultVersion
+	settles := resolution == nil && t.since(ctx, changeSettleBySending)
 	in.Resend = e.resends && settles
 	if settles {
 		defer workflow.SetCurrentDetails(ctx, "")

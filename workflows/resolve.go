@@ -132,7 +132,7 @@ func (t *task) resolve(ctx workflow.Context, req ResolveRequest) (ResolveResult,
 	}
 	req.OperationID = id
 	res := ResolveResult{OperationID: id, Decision: req.Decision, ResolvedBy: req.ResolvedBy}
-	if workflow.GetVersion(ctx, changeResolveOnce, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+	if !t.since(ctx, changeResolveOnce) {
 		t.resolutions[id] = req
 		return res, nil
 	}

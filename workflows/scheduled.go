@@ -21,14 +21,14 @@ var (
 // started before the change. Read once, as the chain's first run starts;
 // the version marker is recorded only for a scheduled run, so no other
 // task's history changes. A continued run keeps the id in its input.
-func scheduledTaskID(ctx workflow.Context) string {
+func scheduledTaskID(ctx workflow.Context, allThroughV13 bool) string {
 	attrs := workflow.GetTypedSearchAttributes(ctx)
 	sid, okID := attrs.GetKeyword(attrScheduledByID)
 	at, okAt := attrs.GetTime(attrScheduledStartTime)
 	if !okID || !okAt || sid == "" || at.IsZero() {
 		return ""
 	}
-	if workflow.GetVersion(ctx, changeScheduledTaskIDs, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+	if !allThroughV13 && workflow.GetVersion(ctx, changeScheduledTaskIDs, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
 		return ""
 	}
 	return ScheduledTaskID(sid, at)

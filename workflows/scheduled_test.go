@@ -26,6 +26,9 @@ func runScheduled(t *testing.T, version workflow.Version) (workflows.TaskResult,
 	env := suite.NewTestWorkflowEnvironment()
 	env.RegisterActivity(&activities.Activities{})
 	env.OnGetVersion("scheduled-task-ids", workflow.DefaultVersion, 1).Return(version)
+	if version == workflow.DefaultVersion {
+		env.OnGetVersion("all-changes-v13", workflow.DefaultVersion, 1).Return(workflow.DefaultVersion) // a task started before the v13 marker
+	}
 	at := time.Date(2026, 12, 2, 16, 5, 0, 0, time.UTC)
 	if err := env.SetTypedSearchAttributesOnStart(temporal.NewSearchAttributes(
 		temporal.NewSearchAttributeKeyKeyword("TemporalScheduledById").ValueSet("nightly"),

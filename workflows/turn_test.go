@@ -415,6 +415,7 @@ func TestCutAnswer(t *testing.T) {
 		r := runTask(t, workflows.AgentTaskInput{}, []reply{answer("half", "length")}, func(env *testsuite.TestWorkflowEnvironment, _ *script) {
 			env.OnGetVersion("all-changes-v7", workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
 			env.OnGetVersion("model-turns-complete", workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
+			env.OnGetVersion("all-changes-v13", workflow.DefaultVersion, 1).Return(workflow.DefaultVersion) // a task started before the v13 marker
 		})
 		r.wantOutcome(t, workflows.StatusCompleted, "", 1)
 		if r.res.FinalText != "half" {

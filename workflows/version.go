@@ -228,6 +228,17 @@ const (
 	// three times in a row failed a task whose work was done. No recorded
 	// history yet (the next label's). Read where the verdict forks.
 	changeAbsentDeliveriesRetried = "absent-deliveries-retried"
+	// changeAllThroughV13: as changeAllThroughWorkerLimits did for the
+	// changes before it, one marker, read first as a task's run starts,
+	// saying that every change above is in effect at its newest version
+	// (changeAllThroughWorkerLimits and what it covers too) and that the run's starter set its search attributes
+	// in the start (startAttributesHold), so the run upserts them only
+	// where they differ. Each GetVersion records a marker and a
+	// TemporalChangeVersion search-attribute update: a task started since
+	// records one of each instead of one per change, ten events fewer at
+	// its start and more where later changes fork. A task started before
+	// has no such marker and reads each change as it did (task.since).
+	changeAllThroughV13 = "all-changes-v13"
 )
 
 // inEffect reports whether change, one of those through
@@ -235,7 +246,15 @@ const (
 // that read changeAllThroughWorkerLimits as it started, else by the
 // change's own marker (workflow.GetVersion, read where the logic forks).
 func (t *task) inEffect(ctx workflow.Context, change string) bool {
-	return t.allThroughWorkerLimits || workflow.GetVersion(ctx, change, workflow.DefaultVersion, 1) != workflow.DefaultVersion
+	return t.allThroughWorkerLimits || t.since(ctx, change)
+}
+
+// since reports whether change, one made after changeAllThroughWorkerLimits,
+// holds for this run of the task: at once for a run that read
+// changeAllThroughV13 as it started, else by the change's own marker
+// (workflow.GetVersion, read where the logic forks).
+func (t *task) since(ctx workflow.Context, change string) bool {
+	return t.allThroughV13 || workflow.GetVersion(ctx, change, workflow.DefaultVersion, 1) != workflow.DefaultVersion
 }
 
 // A Change is one GetVersion change id of AgentTask, as `starter versions`
@@ -244,7 +263,8 @@ type Change struct {
 	// ID is the change id histories record.
 	ID string
 	// CoveredBy is the umbrella marker that also puts the change in effect
-	// (changeAllThroughWorkerLimits); empty when only its own marker does.
+	// (changeAllThroughWorkerLimits, changeAllThroughV13); empty when only
+	// its own marker does.
 	CoveredBy string
 }
 
@@ -256,19 +276,20 @@ var Changes = []Change{
 	{ID: changeWorkflowWaitsOutBreakers, CoveredBy: changeAllThroughWorkerLimits},
 	{ID: changeFullTurnGuard, CoveredBy: changeAllThroughWorkerLimits},
 	{ID: changeLimitsFromWorker, CoveredBy: changeAllThroughWorkerLimits},
-	{ID: changeAllThroughWorkerLimits},
-	{ID: changeCancelSettlesEveryUnknown},
-	{ID: changeResolveOnce},
-	{ID: changeLedgerOutageWaits},
-	{ID: changeLedgerKeysPerChain},
-	{ID: changePolicyAtToolBoundary},
-	{ID: changeBudgets},
-	{ID: changeTruncateWaitsForLedger},
-	{ID: changeAbsentWritesRetried},
-	{ID: changeApprovals},
-	{ID: changePolicyByReference},
-	{ID: changeMCPToolsPinned},
-	{ID: changeSettleBySending},
-	{ID: changeScheduledTaskIDs},
-	{ID: changeAbsentDeliveriesRetried},
+	{ID: changeAllThroughWorkerLimits, CoveredBy: changeAllThroughV13},
+	{ID: changeCancelSettlesEveryUnknown, CoveredBy: changeAllThroughV13},
+	{ID: changeResolveOnce, CoveredBy: changeAllThroughV13},
+	{ID: changeLedgerOutageWaits, CoveredBy: changeAllThroughV13},
+	{ID: changeLedgerKeysPerChain, CoveredBy: changeAllThroughV13},
+	{ID: changePolicyAtToolBoundary, CoveredBy: changeAllThroughV13},
+	{ID: changeBudgets, CoveredBy: changeAllThroughV13},
+	{ID: changeTruncateWaitsForLedger, CoveredBy: changeAllThroughV13},
+	{ID: changeAbsentWritesRetried, CoveredBy: changeAllThroughV13},
+	{ID: changeApprovals, CoveredBy: changeAllThroughV13},
+	{ID: changePolicyByReference, CoveredBy: changeAllThroughV13},
+	{ID: changeMCPToolsPinned, CoveredBy: changeAllThroughV13},
+	{ID: changeSettleBySending, CoveredBy: changeAllThroughV13},
+	{ID: changeScheduledTaskIDs, CoveredBy: changeAllThroughV13},
+	{ID: changeAbsentDeliveriesRetried, CoveredBy: changeAllThroughV13},
+	{ID: changeAllThroughV13},
 }

@@ -10,9 +10,11 @@ import (
 // TestVersionsReportsUnpinnedTasks: a task of an unversioned worker, held
 // waiting for approval, is listed under the unversioned build by `starter
 // versions --json`; it blocks the retirement of a change it has not read
-// yet (resolve-once-found-read-back, read only by a resolve update) and not
-// of the changes it read as it started (approvals, all-changes-v7 and the
-// five that one covers). `starter status` says it is unversioned.
+// yet and not of the changes it read as it started: a task started since
+// all-changes-v13 read that one marker, which covers every change (the
+// older ones through all-changes-v7), so it blocks none — not even
+// resolve-once-found-read-back, which an older task reads only when a
+// resolve update comes. `starter status` says it is unversioned.
 func TestVersionsReportsUnpinnedTasks(t *testing.T) {
 	sb := startSandbox(t)
 	env := endpointEnv(t, "e2e-versions", sb)
@@ -46,7 +48,8 @@ func TestVersionsReportsUnpinnedTasks(t *testing.T) {
 	if !unversioned {
 		t.Errorf("no unversioned build with an open task: %+v", rep.Builds)
 	}
-	want := map[string]bool{"resolve-once-found-read-back": true, "approvals": false, "all-changes-v7": false, "worker-limits": false}
+	want := map[string]bool{"resolve-once-found-read-back": false, "approvals": false, "all-changes-v7": false, "worker-limits": false,
+		"scheduled-task-ids": false, "all-changes-v13": false}
 	for _, ch := range rep.Changes {
 		w, ok := want[ch.ID]
 		if !ok {
