@@ -27,8 +27,9 @@ import "go.temporal.io/sdk/workflow"
 //	v12 changeTruncateWaitsForLedger, changeAbsentWritesRetried,
 //	    changeApprovals, changePolicyByReference, changeMCPToolsPinned,
 //	    changeSettleBySending
-//	(next) changeAbsentDeliveriesRetried
-const HistoryVersion = "v12"
+//	v13 changeScheduledTaskIDs, changeAbsentDeliveriesRetried,
+//	    changeAllThroughV13 (one marker for all; search attributes at start)
+const HistoryVersion = "v13"
 
 // Changes to workflow logic, each read with workflow.GetVersion where the
 // logic forks. A change id — the string, which histories record — is never
