@@ -81,25 +81,8 @@ func TestCancelReconcilesWhatWasInFlight(t *testing.T) {
 	}()
 	// The fake holds its answer once the pull request exists; nothing
 	// signals that from the worker's side, so watch the fake's counter.
-	poll := time.NewTicker(100 * time.Millisecond)
-	defer poll.Stop()
-	deadline := time.After(time.Minute)
-	for sb.GitHub.Stats().PullRequestsCreated == 0 {
-		select {
-		case <-poll.C:
-		case <-deadline:
-			t.Fatal("the pull request was never created")
-		}
-	}
-	if c := runStarter(t, env, "cancel", id); c.code != 0 {
-		t.Fatalf("cancel: exit %d, stderr %q", c.code, c.stderr)
-	}
-	var r result
-	select {
-	case r = <-waited:
-	case <-time.After(2 * time.Minute):
-		t.Fatal("starter run --wait did not return after the cancel")
-	}
+	r := cancelOnce(t, env, id, waited, "the pull request was never created", time.Minute,
+		func() bool { return sb.GitHub.Stats().PullRequestsCreated > 0 })
 	res := decodeResult(t, r)
 	if r.code != 1 || res.Status != workflows.StatusCancelled {
 		t.Fatalf("exit %d, result %+v; want a cancelled task", r.code, res)
@@ -116,4 +99,31 @@ func TestCancelReconcilesWhatWasInFlight(t *testing.T) {
 	if st := sb.GitHub.Stats(); st.PullRequestsCreated != 1 || st.BranchesCreated != 1 || st.FilesWritten != 1 {
 		t.Errorf("github stats = %+v, want exactly 1 branch, 1 file, 1 pull request", st)
 	}
+}
+
+// cancelOnce waits (polling, within limit) until reached, then cancels task
+// id and returns what its `starter run --wait` (waited) ended with; the
+// test fails with never if reached stays false.
+func cancelOnce(t *testing.T, env []string, id string, waited <-chan result, never string, limit time.Duration, reached func() bool) result {
+	t.Helper()
+	poll := time.NewTicker(100 * time.Millisecond)
+	defer poll.Stop()
+	deadline := time.After(limit)
+	for !reached() {
+		select {
+		case <-poll.C:
+		case <-deadline:
+			t.Fatal(never)
+		}
+	}
+	if c := runStarter(t, env, "cancel", id); c.code != 0 {
+		t.Fatalf("cancel: exit %d, stderr %q", c.code, c.stderr)
+	}
+	select {
+	case r := <-waited:
+		return r
+	case <-time.After(2 * time.Minute):
+		t.Fatal("starter run --wait did not return after the cancel")
+	}
+	return result{}
 }

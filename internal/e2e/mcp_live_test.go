@@ -180,25 +180,8 @@ func TestMCPCancelledTaskCancelsTheCall(t *testing.T) {
 		waited <- runStarter(t, env, "run", "--prompt", "The disk is full: file a ticket.", "--repo", "capstan-sandbox/demo",
 			"--model", "openai:mcp-ticket", "--id", taskID, "--wait", "--json")
 	}()
-	poll := time.NewTicker(100 * time.Millisecond)
-	defer poll.Stop()
-	deadline := time.After(90 * time.Second)
-	for len(mcpState(t, store).CallsOf("create_ticket")) == 0 {
-		select {
-		case <-poll.C:
-		case <-deadline:
-			t.Fatal("the server never received the call")
-		}
-	}
-	if c := runStarter(t, env, "cancel", taskID); c.code != 0 {
-		t.Fatalf("cancel: exit %d, stderr %q", c.code, c.stderr)
-	}
-	var r result
-	select {
-	case r = <-waited:
-	case <-time.After(2 * time.Minute):
-		t.Fatal("starter run --wait did not return after the cancel")
-	}
+	r := cancelOnce(t, env, taskID, waited, "the server never received the call", 90*time.Second,
+		func() bool { return len(mcpState(t, store).CallsOf("create_ticket")) > 0 })
 	res := decodeResult(t, r)
 	if res.Status != workflows.StatusCancelled {
 		t.Fatalf("task: %s %s %s, want cancelled", res.Status, res.FailureCode, res.Message)
@@ -210,7 +193,9 @@ func TestMCPCancelledTaskCancelsTheCall(t *testing.T) {
 	}
 	// The SDK sends notifications/cancelled as the call's context ends,
 	// without waiting for it to be written.
-	deadline = time.After(30 * time.Second)
+	poll := time.NewTicker(100 * time.Millisecond)
+	defer poll.Stop()
+	deadline := time.After(30 * time.Second)
 	for len(mcpState(t, store).Cancellations) == 0 {
 		select {
 		case <-poll.C:
