@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/capstanhq/capstan/internal/config"
+	"github.com/capstanhq/capstan/internal/contract"
 	"github.com/capstanhq/capstan/internal/model"
 	"github.com/capstanhq/capstan/workflows"
 )
@@ -52,6 +53,11 @@ func (e *env) runHistory(ctx context.Context, k kind, queue string, turns int) h
 			workflows.AgentTask, workflows.AgentTaskInput{
 				TaskID: id, Tenant: config.DefaultTenant, Prompt: "Read the README again and again.", Repo: demoRepo,
 				Base: config.DefaultBaseBranch, Model: script, MaxTurns: turns, ModelLimits: model.Limits(config.DefaultModelLimits),
+				// The bench measures history, not spend: a 1000-turn task
+				// re-sends its growing transcript every turn and would pass
+				// the default token budget (CAPSTAN_MAX_TOKENS_PER_TASK)
+				// near turn 180.
+				Budget: contract.Budget{MaxTokens: 1 << 40},
 			})
 	default:
 		run, err = e.client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "bare-" + id, TaskQueue: queue},
