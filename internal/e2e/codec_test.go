@@ -167,14 +167,7 @@ func rawHistory(t *testing.T, workflowID string) []byte {
 // replay replays the workflow's history with a data converter over keys.
 func replay(t *testing.T, workflowID, keys string) error {
 	t.Helper()
-	list, err := config.ParseCodecKeys(keys)
-	if err != nil {
-		t.Fatal(err)
-	}
-	k, err := codec.New(list)
-	if err != nil {
-		t.Fatal(err)
-	}
+	k := codecKeys(t, keys)
 	h := &historypb.History{}
 	it := temporal.GetWorkflowHistory(context.Background(), workflowID, "", false, 0)
 	for it.HasNext() {
@@ -218,14 +211,7 @@ func showWorkflow(t *testing.T, workflowID string, args ...string) string {
 // decrypted with keys, one per line.
 func ledgerItems(t *testing.T, path, keys string) string {
 	t.Helper()
-	list, err := config.ParseCodecKeys(keys)
-	if err != nil {
-		t.Fatal(err)
-	}
-	k, err := codec.New(list)
-	if err != nil {
-		t.Fatal(err)
-	}
+	k := codecKeys(t, keys)
 	db, err := sql.Open("sqlite", path)
 	if err != nil {
 		t.Fatal(err)
@@ -319,4 +305,18 @@ func startCodecServer(t *testing.T, env []string) string {
 		}
 	}()
 	return url
+}
+
+// codecKeys are the keys a CAPSTAN_CODEC_KEYS value names.
+func codecKeys(t *testing.T, keys string) *codec.Keys {
+	t.Helper()
+	list, err := config.ParseCodecKeys(keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := codec.New(list)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
 }
