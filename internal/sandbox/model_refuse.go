@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"io"
 	"net"
 	"net/http"
 	"sync"
@@ -129,6 +130,7 @@ type doorListener struct {
 
 	mu     sync.Mutex
 	ln     net.Listener  // the socket; nil while paused or after a failed resume
+	hold   io.Closer     // while paused: the port, bound and not listening
 	paused bool          // wake is open while paused
 	wake   chan struct{} // closed when a paused listener resumes or closes
 	closed bool
@@ -162,27 +164,40 @@ func (l *doorListener) Accept() (net.Conn, error) {
 	}
 }
 
-// pause stops listening: dials to the address are refused.
+// pause stops listening: dials to the address are refused. The port stays
+// bound (holdPort) before the listener closes, so no other server can be
+// given it meanwhile; where it cannot be held it is closed all the same.
 func (l *doorListener) pause() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed || l.paused || l.ln == nil {
 		return
 	}
+	l.hold, _ = holdPort(l.addr)
 	_ = l.ln.Close()
 	l.ln, l.paused, l.wake = nil, true, make(chan struct{})
 }
 
-// resume listens on the address again. If another process took the port
-// meanwhile, Accept reports why, which ends the server: better than a port
-// that silently never reopens.
+// release lets the held port go.
+func (l *doorListener) release() {
+	if l.hold != nil {
+		_ = l.hold.Close()
+		l.hold = nil
+	}
+}
+
+// resume listens on the address again, before it lets the held port go. If
+// the port could not be held and another process took it meanwhile, Accept
+// reports why, which ends the server: better than a port that silently
+// never reopens.
 func (l *doorListener) resume() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed || !l.paused {
 		return
 	}
-	l.ln, l.err = net.Listen(l.addr.Network(), l.addr.String())
+	l.ln, l.err = listenShared(l.addr.String())
+	l.release()
 	l.paused = false
 	close(l.wake)
 }
@@ -194,6 +209,7 @@ func (l *doorListener) Close() error {
 		return nil
 	}
 	l.closed = true
+	l.release()
 	if l.paused {
 		close(l.wake)
 		return nil

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"errors"
+	"net"
 	"net/http"
 	"strings"
 	"syscall"
@@ -46,6 +47,16 @@ func TestModelRefuseConnection(t *testing.T) {
 	}
 	if st := sb.Model.Stats(); st.Requests != 1 || st.Faulted != 0 {
 		t.Errorf("during the refusal: stats %+v, want only the first request", st)
+	}
+	// The closed port stays the model's: another server cannot be given it
+	// and answer the dials meant to be refused (a CI run once saw a task's
+	// requests reach another test's sandbox that had been handed the port).
+	host := strings.TrimPrefix(strings.TrimSuffix(sb.ModelURL, "/v1"), "http://")
+	if ln, err := net.Listen("tcp", host); err == nil {
+		ln.Close()
+		t.Errorf("during the refusal another listener took %s; want the port held", host)
+	} else if !errors.Is(err, syscall.EADDRINUSE) {
+		t.Errorf("listening on the refused port: %v, want address in use", err)
 	}
 
 	waitFor(t, reopened, "the port to reopen")

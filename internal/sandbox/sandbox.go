@@ -69,7 +69,11 @@ func Start(opts Options) (*Sandbox, error) {
 		if addr == "" {
 			addr = defaultListenAddr
 		}
-		ln, err := net.Listen("tcp", addr)
+		listen := func(addr string) (net.Listener, error) { return net.Listen("tcp", addr) }
+		if f.handler == http.Handler(sb.Model) {
+			listen = listenShared // FaultRefuseConnection holds the port while closed
+		}
+		ln, err := listen(addr)
 		if err != nil {
 			for _, l := range listeners {
 				l.Close()
