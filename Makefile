@@ -62,8 +62,9 @@ test-long: $(TEMPORAL)
 # table. With CAPSTAN_TEST_POSTGRES_DSN set (scripts/postgres.sh) it measures
 # the PostgreSQL ledger too. It ends with the time-to-certainty table
 # (internal/e2e's faults, three runs); `make bench-certainty` produces that
-# table alone, in bench/results/time-to-certainty-latest.md. `make test`
-# does not run either.
+# table alone, in bench/results/time-to-certainty-latest.md; `go run ./bench
+# -load` the throughput and latency table alone, in a few minutes, written
+# outside bench/results/ unless -out is given. `make test` runs none of them.
 bench: $(TEMPORAL)
 	go run ./bench
 

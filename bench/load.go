@@ -265,7 +265,7 @@ func (s *loadStats) ledgerShare() float64 {
 // small N get several, so their percentiles rest on more than a few samples
 // and the machine's noise averages out. The targets are judged on one
 // worker.
-var loadPlan = []loadStep{{1, 5, 3}, {10, 5, 5}, {100, 2, 2}}
+var loadPlan = []loadStep{{1, 5, 3}, {10, 5, 5}, {100, 3, 3}}
 
 // loadStep is one N of the plan and its rounds on 1 and 2 workers.
 type loadStep struct{ n, rounds1, rounds2 int }

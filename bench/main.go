@@ -74,9 +74,14 @@ func run() int {
 	quick := flag.Bool("quick", false, "a short run to try the bench: smaller N, fewer rounds, shorter tasks; not comparable, written to a temporary directory unless -out is given")
 	certaintyOnly := flag.Bool("certainty", false, "only the time-to-certainty table (internal/e2e's faults): written to time-to-certainty-latest.md")
 	flag.IntVar(&certaintyRuns, "certainty-runs", certaintyRuns, "how many times each time-to-certainty fault is run")
+	loadOnly := flag.Bool("load", false, "only the tasks' throughput and latency beside bare (and where their time went): written to load-latest.md, about four minutes")
 	flag.Parse()
 	outSet := false
 	flag.Visit(func(f *flag.Flag) { outSet = outSet || f.Name == "out" })
+	if *loadOnly && !outSet {
+		// The load table alone never replaces the whole bench's results.
+		*out = filepath.Join(os.TempDir(), "capstan-bench-load")
+	}
 	if *quick && !outSet {
 		// A trial run never replaces the committed results.
 		*out = filepath.Join(os.TempDir(), "capstan-bench-quick")
@@ -112,19 +117,35 @@ func run() int {
 	}
 	defer e.close()
 
-	if err := measure(ctx, e, res, dir); err != nil {
+	measureAll := measure
+	name := "latest.md"
+	if *loadOnly {
+		measureAll, name = measureLoad, "load-latest.md"
+	}
+	if err := measureAll(ctx, e, res, dir); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		return 1
 	}
-	progress("time to certainty: internal/e2e's faults, %d run(s)", certaintyRuns)
-	c := runCertainty(ctx, dir)
-	res.certainty = &c
+	if !*loadOnly {
+		progress("time to certainty: internal/e2e's faults, %d run(s)", certaintyRuns)
+		c := runCertainty(ctx, dir)
+		res.certainty = &c
+	}
 	res.took = time.Since(res.started)
 	res.loadAfter = loadAverage()
 	res.profiles = summarizeProfiles(dir, *out, res)
 
 	table := res.markdown()
-	if err := os.WriteFile(filepath.Join(*out, "latest.md"), []byte(table), 0o644); err != nil {
+	if *loadOnly {
+		fmt.Print(table)
+		if err := os.WriteFile(filepath.Join(*out, name), []byte(table), 0o644); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			return 1
+		}
+		progress("done in %s; wrote %s", res.took.Round(time.Second), filepath.Join(*out, name))
+		return 0
+	}
+	if err := os.WriteFile(filepath.Join(*out, name), []byte(table), 0o644); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		return 1
 	}
@@ -138,10 +159,9 @@ func run() int {
 	return 0
 }
 
-// measure runs every measurement in turn. The 1,000-turn task runs in the
-// background, on its own worker and sandbox, while the measurements that do
-// not time anything (history sizes, the outage's request counts) run.
-func measure(ctx context.Context, e *env, res *results, dir string) error {
+// measureLoad runs the load table alone: capstan beside bare on 1 and 2
+// workers, and where the tasks' time went (-load).
+func measureLoad(ctx context.Context, e *env, res *results, dir string) error {
 	for _, workers := range []int{1, 2} {
 		progress("load: capstan and bare, %d worker(s), N = %s", workers, planText(workers))
 		ledger := "sqlite://" + filepath.Join(dir, fmt.Sprintf("load-w%d.db", workers))
@@ -165,7 +185,16 @@ func measure(ctx context.Context, e *env, res *results, dir string) error {
 			res.phases[key] = e.taskPhases(ctx, s)
 		}
 	}
+	return nil
+}
 
+// measure runs every measurement in turn. The 1,000-turn task runs in the
+// background, on its own worker and sandbox, while the measurements that do
+// not time anything (history sizes, the outage's request counts) run.
+func measure(ctx context.Context, e *env, res *results, dir string) error {
+	if err := measureLoad(ctx, e, res, dir); err != nil {
+		return err
+	}
 	progress("ledger claims per second")
 	res.claims = runClaims(ctx)
 
