@@ -12,7 +12,7 @@ import (
 	"github.com/capstanhq/capstan/internal/model"
 )
 
-// A model attempt's first heartbeat comes a second into the attempt, not
+// A model attempt's first heartbeat comes 250 ms into the attempt, not
 // as it starts (docs/design.md §4.2). The heartbeat timeout here is ten
 // minutes, so the ticker's first beat (a third of it) comes long after
 // either test has ended: every beat they see is the first one.
@@ -71,7 +71,7 @@ func TestShortModelTurnSendsNoHeartbeat(t *testing.T) {
 // a retry after a lost worker reads from the timeout's last heartbeat
 // details (workflows' attemptOutcomeOf; TestAbandonedAttemptsCountTowardTheBudget):
 // the attempt, how far it got and the estimate of what it spent. So a worker
-// killed a second into a long turn leaves that beat behind.
+// killed 250 ms or more into a turn leaves that beat behind.
 func TestLongModelTurnBeatsItsEstimateBeforeItsTicker(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)

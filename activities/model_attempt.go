@@ -89,10 +89,11 @@ func (a *Activities) attempt(ctx context.Context, in contract.ModelTurnInput, pr
 
 // firstBeatAfter is how long a model attempt runs before its first
 // heartbeat (model.Attempt.FirstHeartbeat; the ticker's, a third of the
-// heartbeat timeout, when that is sooner): long enough that a short turn
-// sends none, short enough that `starter follow` finds a running attempt's
-// stream within about a second.
-const firstBeatAfter = time.Second
+// heartbeat timeout, when that is sooner): one poll of `starter follow`
+// (followPoll), so a follower learns of a running attempt's stream at most
+// a poll later than it did, while a turn shorter than that — a sandbox
+// turn, a short answer — sends the server no heartbeat.
+const firstBeatAfter = 250 * time.Millisecond
 
 // reportAt is r with how far its attempt got.
 func reportAt(r contract.AttemptReport, p model.Progress) contract.AttemptReport {
