@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"time"
 	"unicode/utf8"
 
 	"go.temporal.io/sdk/activity"
@@ -43,12 +44,25 @@ func (a *Activities) attempt(ctx context.Context, in contract.ModelTurnInput, pr
 	// counts the same).
 	report.Usage, report.UsageEstimated = EstimateUsage(req), true
 
-	// The first beat makes the attempt known at once (its phase, and the
-	// stream hub a follower reads it from). The SDK sends a first beat
-	// synchronously, a round trip to the server, so it goes on its own
-	// goroutine: the request must not wait on the server. Later beats are
-	// the SDK's to batch.
-	go activity.RecordHeartbeat(ctx, report)
+	// The first beat makes a running attempt known (its phase, its
+	// estimate, and the stream hub a follower reads it from) firstBeatAfter
+	// into the attempt, not as it starts: an attempt that ends sooner, as
+	// a short turn does, costs the server no heartbeat. The heartbeat
+	// timeout counts from the start and firstBeatAfter is below a third of
+	// it, so a lost worker is noticed as soon as before; one lost before
+	// its first beat hands the budget no estimate (docs/design.md §4.2).
+	// The SDK sends a first beat synchronously, a round trip to the
+	// server, so it goes on its own goroutine: the stream must not wait on
+	// the server. Later beats are the SDK's to batch.
+	beaten := false // the hooks run one at a time on Run's goroutine
+	beat := func(p model.Progress) {
+		if !beaten {
+			beaten = true
+			go activity.RecordHeartbeat(ctx, reportAt(report, p))
+			return
+		}
+		activity.RecordHeartbeat(ctx, reportAt(report, p))
+	}
 	run := model.Attempt{
 		Provider: provider,
 		Request:  req,
@@ -56,9 +70,10 @@ func (a *Activities) attempt(ctx context.Context, in contract.ModelTurnInput, pr
 		Validate: a.toolCallValidator(in.Tools),
 		// The provider has begun to answer: a breaker taking one call at
 		// a time after a failure need not wait out the stream.
-		Opened:    permit.Answered,
-		Received:  func(ev model.Event) { a.publishLive(in.AttemptID, ev) },
-		Heartbeat: func(p model.Progress) { activity.RecordHeartbeat(ctx, reportAt(report, p)) },
+		Opened:         permit.Answered,
+		Received:       func(ev model.Event) { a.publishLive(in.AttemptID, ev) },
+		Heartbeat:      beat,
+		FirstHeartbeat: firstBeatAfter,
 	}
 	out, progress, err := run.Run(ctx)
 	if err != nil {
@@ -71,6 +86,14 @@ func (a *Activities) attempt(ctx context.Context, in contract.ModelTurnInput, pr
 	permit.Done(breaker.Success)
 	return out, progress, nil
 }
+
+// firstBeatAfter is how long a model attempt runs before its first
+// heartbeat (model.Attempt.FirstHeartbeat; the ticker's, a third of the
+// heartbeat timeout, when that is sooner): one poll of `starter follow`
+// (followPoll), so a follower learns of a running attempt's stream at most
+// a poll later than it did, while a turn shorter than that — a sandbox
+// turn, a short answer — sends the server no heartbeat.
+const firstBeatAfter = 250 * time.Millisecond
 
 // reportAt is r with how far its attempt got.
 func reportAt(r contract.AttemptReport, p model.Progress) contract.AttemptReport {

@@ -90,7 +90,9 @@ func (r *results) whyNotes() string {
 			p("**Where capstan's latency goes at N = 10 on %s.** Its activities ran %s per task against bare's %s; %s of capstan's is inside ledger calls, %s of it in %.0f write transactions per task (%s).",
 				workersLabel(workers), ms(activityRunning(cp)), ms(activityRunning(bp)), ms(c.ledger/n), ms(writeTime), writes, writeMix(c, float64(n)))
 			p("Each write is fsynced (SQLite synchronous=FULL) and waits for the worker's one writer connection (and for the other workers' writes to the same file, in SQLite's busy handler): a write took %s on average at N = 1 and %s at N = 10.", alone, perWrite)
-			p("Each model turn also sends a heartbeat as it starts (its details carry the attempt's phase): %.0f RecordActivityTaskHeartbeat per task; bare sends none.", heartbeats)
+			if heartbeats >= 0.5 {
+				p("Model turns also heartbeat (a turn's first beat comes 250 ms in, its details carrying the attempt's phase): %.1f RecordActivityTaskHeartbeat per task; bare sends none.", heartbeats)
+			}
 			p("What is left is one fsynced write per step that must be durable before the next: a claim before each call is sent, an outcome before each operation returns, a commit per turn.")
 			p("For pools, the PostgreSQL ledger's writers do not queue on one file (claims/s at 8 claimers above). Relaxing synchronous=FULL would trade away the durability the at-most-once rules rest on, so it is not on the list.")
 			p("")
@@ -109,8 +111,11 @@ func (r *results) whyNotes() string {
 			p("**Where capstan's throughput goes at N = 100 on %s.** A task costs %s of CPU with capstan (dev server %s, this process %s) against %s bare (%s, %s).",
 				workersLabel(workers), cpuMS(cs+cw), cpuMS(cs), cpuMS(cw), cpuMS(bs+bw), cpuMS(bs), cpuMS(bw))
 			p("When every core is busy that alone predicts a ratio of %.2f×; the run measured %.2f×, so the extra CPU is what costs the throughput.", predicted, measured)
-			p("On the server it pays for what capstan asks of it beyond bare: %.0f heartbeats per task (one as each model turn starts), and the search-attribute updates and version markers of the events above.",
-				float64(c.rpcs["RecordActivityTaskHeartbeat"])/n)
+			if beats := float64(c.rpcs["RecordActivityTaskHeartbeat"]) / n; beats >= 0.5 {
+				p("On the server it pays for what capstan asks of it beyond bare: %.1f heartbeats per task (model turns that ran past 250 ms), and the search-attribute updates and version markers of the events above.", beats)
+			} else {
+				p("On the server it pays for what capstan asks of it beyond bare: the search-attribute updates and version markers of the events above (a model turn shorter than 250 ms sends no heartbeat).")
+			}
 			p("In the worker (the profile below) it is mostly SQLite, its fsyncs (system calls) and the garbage of the ledger's JSON (%s writes per task: %s).", fmt.Sprintf("%.0f", writesPerTask(c, n)), writeMix(c, n))
 			p("")
 		}

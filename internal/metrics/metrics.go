@@ -126,7 +126,7 @@ func New(logger *slog.Logger) (*Metrics, error) {
 			sdkmetric.Stream{Aggregation: sdkmetric.AggregationExplicitBucketHistogram{Boundaries: latencyBuckets}},
 		)),
 	)
-	m.temporal = temporalotel.NewMetricsHandler(temporalotel.MetricsHandlerOptions{
+	m.temporal = newCachedHandler(temporalotel.NewMetricsHandler(temporalotel.MetricsHandlerOptions{
 		Meter: m.provider.Meter("go.temporal.io/sdk"),
 		// Counters are monotonic, so Prometheus sees them as counters
 		// (temporal_request_total), not gauges.
@@ -134,14 +134,15 @@ func New(logger *slog.Logger) (*Metrics, error) {
 		OnError: func(err error) {
 			logger.Warn("metrics: a Temporal SDK metric could not be recorded", "error", err)
 		},
-	})
+	}))
 	return m, nil
 }
 
 // TemporalHandler is the client.Options.MetricsHandler that puts the
 // Temporal SDK's metrics (temporal_request_total,
-// temporal_workflow_endtoend_latency_seconds, …) into this registry. It is
-// the SDK's no-op handler on a nil *Metrics.
+// temporal_workflow_endtoend_latency_seconds, …) into this registry,
+// keeping each tag set's handler and instrument (cachedHandler). It is the
+// SDK's no-op handler on a nil *Metrics.
 func (m *Metrics) TemporalHandler() client.MetricsHandler {
 	if m == nil {
 		return client.MetricsNopHandler

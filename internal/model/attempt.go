@@ -50,6 +50,11 @@ type Attempt struct {
 	// Heartbeat is called every Limits.HeartbeatInterval with how far the
 	// attempt got, whatever the stream does meanwhile.
 	Heartbeat func(Progress)
+	// FirstHeartbeat, when positive and shorter than
+	// Limits.HeartbeatInterval, also calls Heartbeat once this long into
+	// the attempt, so an attempt that runs makes itself known before its
+	// first interval; one that ends sooner calls Heartbeat not at all.
+	FirstHeartbeat time.Duration
 }
 
 // Progress is how far an attempt got: its transport phase and what it
@@ -96,9 +101,14 @@ func (a *Attempt) Run(ctx context.Context) (Output, Progress, error) {
 	defer total.Stop()
 	heartbeat := clock.NewTicker(limits.HeartbeatInterval())
 	defer heartbeat.Stop()
+	w := watchdogs{idle: idle, total: total, heartbeat: heartbeat}
+	if a.FirstHeartbeat > 0 && a.FirstHeartbeat < limits.HeartbeatInterval() {
+		w.first = clock.NewTimer(a.FirstHeartbeat)
+		defer w.first.Stop()
+	}
 	go r.receive(attemptCtx, req)
 
-	err := r.wait(ctx, cancel, watchdogs{idle: idle, total: total, heartbeat: heartbeat})
+	err := r.wait(ctx, cancel, w)
 	if !errors.Is(err, io.EOF) {
 		return Output{}, r.progress(), r.classify(err)
 	}
@@ -125,8 +135,9 @@ type attemptRun struct {
 	done   chan error // the receive goroutine's last word: io.EOF or why the stream ended
 }
 
-// watchdogs are the timers Run waits on besides the stream.
-type watchdogs struct{ idle, total, heartbeat Timer }
+// watchdogs are the timers Run waits on besides the stream; first, the
+// FirstHeartbeat timer, may be nil.
+type watchdogs struct{ idle, total, heartbeat, first Timer }
 
 // receive sends the request and passes the stream on: the stream once open,
 // then each event, then how it ended. It stops forwarding when ctx ends.
@@ -157,6 +168,10 @@ func (r *attemptRun) receive(ctx context.Context, req Request) {
 // returned: io.EOF when clean), a watchdog cuts it, or ctx ends; a cut or
 // a cancellation cancels the request with its reason.
 func (r *attemptRun) wait(ctx context.Context, cancel context.CancelCauseFunc, w watchdogs) error {
+	var first <-chan time.Time
+	if w.first != nil {
+		first = w.first.C()
+	}
 	for {
 		select {
 		case s := <-r.opened:
@@ -174,6 +189,11 @@ func (r *attemptRun) wait(ctx context.Context, cancel context.CancelCauseFunc, w
 			default:
 			}
 			return err
+		case <-first:
+			first = nil // once
+			if r.a.Heartbeat != nil {
+				r.a.Heartbeat(r.progress())
+			}
 		case <-w.heartbeat.C():
 			if r.a.Heartbeat != nil {
 				r.a.Heartbeat(r.progress())

@@ -476,3 +476,28 @@ func TestAttemptUnclassifiedErrorIsUnknown(t *testing.T) {
 		t.Errorf("err = %+v, want unknown at NOT_SENT, wrapping the error", ae)
 	}
 }
+
+// FirstHeartbeat beats once that long into the attempt, before the
+// ticker's first beat, with how far the attempt got.
+func TestAttemptFirstHeartbeatComesBeforeTheTicker(t *testing.T) {
+	t.Parallel()
+	s := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+		sse(w, role, text("abc"))
+		silence(r)
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	r := start(ctx, t, s.provider(), func(a *model.Attempt) { a.FirstHeartbeat = time.Second })
+	r.event(t)
+	r.fire(t, time.Second)
+	select {
+	case p := <-r.beats:
+		if want := (model.Progress{Phase: model.PhaseStreamPartial, Events: 1, Chars: 3, PreviewTail: "abc"}); p != want {
+			t.Errorf("first beat = %+v, want %+v", p, want)
+		}
+	case <-r.done:
+		t.Fatalf("the attempt ended (%v) before its first beat", r.err)
+	}
+	cancel()
+	r.end(t)
+	s.waitGone(t)
+}
