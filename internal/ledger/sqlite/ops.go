@@ -51,61 +51,87 @@ func getOp(ctx context.Context, q interface {
 	return op, err
 }
 
-// Claim implements ledger.Store. The read, the decision (ledger.DecideClaim)
-// and the write are one BEGIN IMMEDIATE transaction.
+// Claim implements ledger.Store. The decision the request carries (if
+// any), the read, the claim rule (ledger.DecideClaim) and the write are one
+// BEGIN IMMEDIATE transaction. The rule's refusal (ErrConflict) is the
+// claim's answer, not a failed write: the decision recorded with it is
+// committed.
 func (s *Store) Claim(ctx context.Context, req ledger.ClaimRequest) (ledger.ClaimResult, error) {
 	id := req.Op.ID
 	if err := ledger.ValidateClaim(req); err != nil {
 		return ledger.ClaimResult{}, unavailable(fmt.Errorf("ledger/sqlite: claim %q: %w", id, err))
 	}
 	var res ledger.ClaimResult
+	var refusal error
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		now := s.now().UTC()
-		cur, err := getOp(ctx, tx, id)
-		if errors.Is(err, ledger.ErrNotFound) {
-			op := ledger.NewClaim(req, now)
-			_, err := tx.ExecContext(ctx, "INSERT INTO operations ("+opColumns+`)
-				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-				op.ID, op.Tenant, op.TaskID, op.TurnID, op.ToolCallID, op.Kind,
-				op.BusinessKey, op.RequestHash, string(op.State), op.LeaseOwner,
-				toNanos(op.LeaseExpiresAt), op.Fence, op.AttemptCount, op.ExternalID,
-				op.Result, op.Error, toNanos(op.CreatedAt), toNanos(op.UpdatedAt), op.Facts)
+		res, refusal = ledger.ClaimResult{}, nil
+		if d, ok := ledger.ClaimDecision(req); ok {
+			stored, created, err := recordDecision(ctx, tx, d, now)
 			if err != nil {
-				return fmt.Errorf("insert: %w", err)
+				return fmt.Errorf("record decision: %w", err)
 			}
-			res = ledger.ClaimResult{Status: ledger.Claimed, Op: op}
+			res.Decision, res.DecisionCreated = &stored, created
+			if !ledger.SameDecision(stored, d) {
+				res.Status = ledger.DecidedOtherwise
+				return nil
+			}
+		}
+		var err error
+		res.Status, res.Op, err = claimTx(ctx, tx, req, now)
+		if errors.Is(err, ledger.ErrConflict) {
+			refusal = err
 			return nil
 		}
-		if err != nil {
-			return fmt.Errorf("read: %w", err)
-		}
-		status, err := ledger.DecideClaim(cur, req, now)
-		if err != nil {
-			return err
-		}
-		if status != ledger.Claimed {
-			res = ledger.ClaimResult{Status: status, Op: cur}
-			return nil
-		}
-		op := ledger.Reclaim(cur, req, now)
-		_, err = tx.ExecContext(ctx, `UPDATE operations SET state = ?, lease_owner = ?,
-			lease_expires_at = ?, fence = ?, turn_id = ?, tool_call_id = ?, attempt_count = ?,
-			external_id = '', result = NULL, error = '', facts = NULL, updated_at = ?
-			WHERE operation_id = ? AND fence = ?`,
-			string(op.State), op.LeaseOwner, toNanos(op.LeaseExpiresAt), op.Fence,
-			op.TurnID, op.ToolCallID, op.AttemptCount, toNanos(now), id, cur.Fence)
-		if err != nil {
-			return fmt.Errorf("update: %w", err)
-		}
-		res = ledger.ClaimResult{Status: ledger.Claimed, Op: op}
-		return nil
+		return err
 	})
 	if err != nil {
 		return ledger.ClaimResult{}, unavailable(fmt.Errorf("ledger/sqlite: claim %q: %w", id, err))
 	}
+	if refusal != nil {
+		return ledger.ClaimResult{Decision: res.Decision, DecisionCreated: res.DecisionCreated},
+			fmt.Errorf("ledger/sqlite: claim %q: %w", id, refusal)
+	}
 	s.log.DebugContext(ctx, "ledger claim", "operation_id", id, "owner", req.Owner,
 		"status", string(res.Status), "state", string(res.Op.State), "fence", res.Op.Fence)
 	return res, nil
+}
+
+// claimTx is Claim's read, rule and write in tx, at now.
+func claimTx(ctx context.Context, tx *sql.Tx, req ledger.ClaimRequest, now time.Time) (ledger.ClaimStatus, ledger.Operation, error) {
+	id := req.Op.ID
+	cur, err := getOp(ctx, tx, id)
+	if errors.Is(err, ledger.ErrNotFound) {
+		op := ledger.NewClaim(req, now)
+		_, err := tx.ExecContext(ctx, "INSERT INTO operations ("+opColumns+`)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			op.ID, op.Tenant, op.TaskID, op.TurnID, op.ToolCallID, op.Kind,
+			op.BusinessKey, op.RequestHash, string(op.State), op.LeaseOwner,
+			toNanos(op.LeaseExpiresAt), op.Fence, op.AttemptCount, op.ExternalID,
+			op.Result, op.Error, toNanos(op.CreatedAt), toNanos(op.UpdatedAt), op.Facts)
+		if err != nil {
+			return "", ledger.Operation{}, fmt.Errorf("insert: %w", err)
+		}
+		return ledger.Claimed, op, nil
+	}
+	if err != nil {
+		return "", ledger.Operation{}, fmt.Errorf("read: %w", err)
+	}
+	status, err := ledger.DecideClaim(cur, req, now)
+	if err != nil || status != ledger.Claimed {
+		return status, cur, err
+	}
+	op := ledger.Reclaim(cur, req, now)
+	_, err = tx.ExecContext(ctx, `UPDATE operations SET state = ?, lease_owner = ?,
+		lease_expires_at = ?, fence = ?, turn_id = ?, tool_call_id = ?, attempt_count = ?,
+		external_id = '', result = NULL, error = '', facts = NULL, updated_at = ?
+		WHERE operation_id = ? AND fence = ?`,
+		string(op.State), op.LeaseOwner, toNanos(op.LeaseExpiresAt), op.Fence,
+		op.TurnID, op.ToolCallID, op.AttemptCount, toNanos(now), id, cur.Fence)
+	if err != nil {
+		return "", ledger.Operation{}, fmt.Errorf("update: %w", err)
+	}
+	return ledger.Claimed, op, nil
 }
 
 // writeUnderFence is every write after a claim: in one transaction it reads
