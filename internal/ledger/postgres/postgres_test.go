@@ -194,6 +194,22 @@ func BenchmarkClaim(b *testing.B) {
 	})
 }
 
+// BenchmarkDecidedClaim compares a policy decision recorded alone before
+// its claim with one carried by the claim:
+//
+//	go test -run '^$' -bench DecidedClaim ./internal/ledger/postgres/
+func BenchmarkDecidedClaim(b *testing.B) {
+	pgtest.AdminDSN(b)
+	ledgertest.BenchmarkDecidedClaim(b, func(b *testing.B) ledger.Store {
+		s, err := postgres.Open(context.Background(), pgtest.NewLedger(b), postgres.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { s.Close() })
+		return s
+	})
+}
+
 // freePort returns a loopback port nothing listens on.
 func freePort(t *testing.T) int {
 	t.Helper()
