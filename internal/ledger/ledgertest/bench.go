@@ -54,3 +54,73 @@ func BenchmarkDecidedClaim(b *testing.B, newStore func(b *testing.B) ledger.Stor
 		})
 	}
 }
+
+// BenchmarkTask runs, per iteration, the ledger calls of one bench demo
+// task (bench/results/latest.md: four model turns, three tool calls, one
+// delivery) against one store, one after another: 4 CommitTurn of 4 items
+// each and 4 GetTurn, 3 claims straight into running carrying the
+// policy's decision, 1 delivery claim and its MarkRunning, 4 Complete
+// with an item each, 6 GetItem and 3 GetItems. It reports the
+// allocations, and its CPU profile (-cpuprofile) is the ledger's share of
+// a task's.
+func BenchmarkTask(b *testing.B, newStore func(b *testing.B) ledger.Store) {
+	ctx := context.Background()
+	s := newStore(b)
+	item := func(n, i int) []byte {
+		return fmt.Appendf(nil, `{"role":"assistant","content":"turn %d item %d %0400d"}`, n, i, n)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for n := range b.N {
+		task := fmt.Sprintf("task-%d", n)
+		var refs []string
+		for turn := range 4 {
+			id := fmt.Sprintf("%s/t%d", task, turn)
+			if _, err := s.GetTurn(ctx, id); err == nil {
+				b.Fatalf("GetTurn(%s) found a turn never committed", id)
+			}
+			if turn > 0 {
+				if _, err := s.GetItem(ctx, refs[len(refs)-1]); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := s.GetItems(ctx, refs); err != nil {
+					b.Fatal(err)
+				}
+			}
+			items := [][]byte{item(n, 4*turn), item(n, 4*turn+1), item(n, 4*turn+2), item(n, 4*turn+3)}
+			for _, it := range items {
+				refs = append(refs, ledger.ItemRef(it))
+			}
+			if _, err := s.CommitTurn(ctx, id, item(n, -turn), items...); err != nil {
+				b.Fatal(err)
+			}
+			if turn == 3 {
+				break
+			}
+			op := newOp(fmt.Sprintf("%s:op-%d", task, turn), task)
+			if _, err := s.GetItem(ctx, refs[0]); err != nil {
+				b.Fatal(err)
+			}
+			res, err := s.Claim(ctx, ledger.ClaimRequest{Op: op, Owner: "bench/1", Lease: time.Minute, Running: true, Decision: allowDecision()})
+			if err != nil || res.Status != ledger.Claimed {
+				b.Fatalf("Claim(%q) = %q, %v", op.ID, res.Status, err)
+			}
+			msg := fmt.Appendf(nil, `{"role":"tool","content":"done %s"}`, op.ID)
+			if err := s.Complete(ctx, ledger.Completion{ID: op.ID, Fence: res.Op.Fence, State: "succeeded", ExternalID: "x", Result: msg, Items: [][]byte{msg}}); err != nil {
+				b.Fatal(err)
+			}
+			refs = append(refs, ledger.ItemRef(msg))
+		}
+		op := newOp(task+":deliver", task)
+		res, err := s.Claim(ctx, ledger.ClaimRequest{Op: op, Owner: "bench/1", Lease: time.Minute})
+		if err != nil || res.Status != ledger.Claimed {
+			b.Fatalf("Claim(%q) = %q, %v", op.ID, res.Status, err)
+		}
+		if err := s.MarkRunning(ctx, op.ID, res.Op.Fence, nil); err != nil {
+			b.Fatal(err)
+		}
+		if err := s.Complete(ctx, ledger.Completion{ID: op.ID, Fence: res.Op.Fence, State: "succeeded", ExternalID: "ts"}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -128,6 +128,21 @@ func BenchmarkDecidedClaim(b *testing.B) {
 	})
 }
 
+// BenchmarkTask runs the ledger calls of one bench demo task per
+// iteration:
+//
+//	go test -run '^$' -bench Task -cpuprofile cpu.out ./internal/ledger/sqlite/
+func BenchmarkTask(b *testing.B) {
+	ledgertest.BenchmarkTask(b, func(b *testing.B) ledger.Store {
+		s, err := sqlite.Open(context.Background(), filepath.Join(b.TempDir(), "ledger.db"), sqlite.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { s.Close() })
+		return s
+	})
+}
+
 func TestOpenCreatesParentDirectories(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "a", "b", "c", "ledger.db")
