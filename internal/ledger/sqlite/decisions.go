@@ -20,7 +20,7 @@ func (s *Store) RecordDecision(ctx context.Context, d ledger.Decision) (ledger.D
 	var stored ledger.Decision
 	var created bool
 	err := s.inTx(ctx, func(tx *sql.Tx) (err error) {
-		stored, created, err = recordDecision(ctx, tx, d, s.now().UTC())
+		stored, created, err = s.recordDecision(ctx, tx, d, s.now().UTC())
 		return err
 	})
 	if err != nil {
@@ -33,8 +33,8 @@ func (s *Store) RecordDecision(ctx context.Context, d ledger.Decision) (ledger.D
 // decision already (INSERT OR IGNORE), and returns the decision that
 // stands and whether it is d. Only a decision it did not insert is read
 // back: an inserted one is d as written.
-func recordDecision(ctx context.Context, tx *sql.Tx, d ledger.Decision, now time.Time) (ledger.Decision, bool, error) {
-	res, err := tx.ExecContext(ctx, "INSERT OR IGNORE INTO decisions ("+decisionColumns+") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+func (s *Store) recordDecision(ctx context.Context, tx *sql.Tx, d ledger.Decision, now time.Time) (ledger.Decision, bool, error) {
+	res, err := s.exec(ctx, tx, sqlInsertDecision,
 		d.OperationID, d.Tenant, d.TaskID, d.Tool, d.Effect, d.Rule, d.Reason, d.Refused, toNanos(now))
 	if err != nil {
 		return ledger.Decision{}, false, err
@@ -47,7 +47,7 @@ func recordDecision(ctx context.Context, tx *sql.Tx, d ledger.Decision, now time
 		d.CreatedAt = fromNanos(toNanos(now))
 		return d, true, nil
 	}
-	stored, err := scanDecision(tx.QueryRowContext(ctx, "SELECT "+decisionColumns+" FROM decisions WHERE operation_id = ?", d.OperationID))
+	stored, err := scanDecision(s.queryRowTx(ctx, tx, sqlGetDecision, d.OperationID))
 	return stored, false, err
 }
 

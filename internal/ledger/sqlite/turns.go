@@ -26,14 +26,14 @@ func (s *Store) CommitTurn(ctx context.Context, turnID string, output []byte, it
 			return err
 		}
 		sc := ledger.ScopeOf(ctx)
-		if _, err := tx.ExecContext(ctx, "INSERT OR IGNORE INTO turns (turn_id, output, created_at, scope) VALUES (?, ?, ?, ?)",
+		if _, err := s.exec(ctx, tx, sqlInsertTurn,
 			turnID, output, toNanos(now), sc.Token); err != nil {
 			return err
 		}
-		if err := upsertChain(ctx, tx, sc, now); err != nil {
+		if err := s.upsertChain(ctx, tx, sc, now); err != nil {
 			return err
 		}
-		if err := tx.QueryRowContext(ctx, "SELECT output FROM turns WHERE turn_id = ?", turnID).Scan(&stored); err != nil {
+		if err := s.queryRowTx(ctx, tx, sqlGetTurn, turnID).Scan(&stored); err != nil {
 			return fmt.Errorf("read back: %w", err)
 		}
 		return nil
@@ -47,7 +47,7 @@ func (s *Store) CommitTurn(ctx context.Context, turnID string, output []byte, it
 // GetTurn implements ledger.Store.
 func (s *Store) GetTurn(ctx context.Context, turnID string) ([]byte, error) {
 	var out []byte
-	err := s.r.QueryRowContext(ctx, "SELECT output FROM turns WHERE turn_id = ?", turnID).Scan(&out)
+	err := s.queryRow(ctx, sqlGetTurn, turnID).Scan(&out)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("ledger/sqlite: get turn %s: %w", turnID, ledger.ErrNotFound)
 	}
