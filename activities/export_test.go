@@ -39,6 +39,13 @@ func (a *Activities) Decide(ctx context.Context, in contract.ExecuteToolInput, a
 	return a.recordDecision(ctx, in, d)
 }
 
+// LoadTranscript loads the transcript manifest names, its items' messages
+// included, as a turn does, and returns how many items it holds.
+func (a *Activities) LoadTranscript(ctx context.Context, manifest string) (int, error) {
+	t, _, err := a.loadTranscript(ctx, contract.ModelTurnInput{Transcript: manifest}, &pendingItems{})
+	return len(t.refs), err
+}
+
 // NewItemCache is the activities' cache of transcript items over l.
 func NewItemCache(l Ledger) Ledger { return newItemCache(l) }
 
