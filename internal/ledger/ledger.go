@@ -122,9 +122,10 @@ type ClaimResult struct {
 }
 
 // Decision is the decision of a task's policy on one operation
-// (docs/design.md §5.8), recorded before anything is claimed or sent, once
-// per operation id: a refused operation has its decision and no
-// operations row. Retention deletes it with its chain's operations (its
+// (docs/design.md §5.8), recorded before anything is sent — by
+// RecordDecision before any claim, or in the claim's own transaction
+// (ClaimRequest.Decision) — once per operation id: a refused operation has
+// its decision and no operations row. Retention deletes it with its chain's operations (its
 // id carries the chain's scope).
 type Decision struct {
 	OperationID string
