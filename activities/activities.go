@@ -163,8 +163,9 @@ func New(d Deps) (*Activities, error) {
 	if d.Metrics == nil {
 		d.Metrics = noMetrics{}
 	}
-	// Every ledger call goes through the ledger's breaker, and is counted.
-	d.Ledger = &countingLedger{Ledger: &guardedLedger{Ledger: d.Ledger, breakers: d.Breakers}, metrics: d.Metrics, logger: d.Logger}
+	// Every ledger call goes through the ledger's breaker, and is counted;
+	// an item this worker stored or read is read from memory (itemCache).
+	d.Ledger = newItemCache(&countingLedger{Ledger: &guardedLedger{Ledger: d.Ledger, breakers: d.Breakers}, metrics: d.Metrics, logger: d.Logger})
 	if d.Random == nil {
 		d.Random = rand.Float64
 	}

@@ -59,7 +59,7 @@ func (a *Activities) deliver(ctx context.Context, in contract.DeliverInput) (con
 		ID: in.OperationID, Tenant: in.Tenant, TaskID: in.TaskID, Kind: slackpost.Kind,
 		BusinessKey: "slack:post:" + in.Channel,
 		RequestHash: RequestHash(slackpost.Kind, []byte(in.Channel+"\x00"+in.Text)),
-	}, breaker.SlackPost, nil)
+	}, nil, breaker.SlackPost, nil)
 	if err != nil {
 		return res, err
 	}

@@ -29,7 +29,8 @@ const verifyTimeout = 15 * time.Second
 //
 //  0. when the task has a policy context (in.Policy), decide the call
 //     against the task's policy (policy.go) and record the decision in the
-//     ledger, once per operation; a refusal is a tool error the model
+//     ledger, once per operation — in the claim's own write when the
+//     decision lets the call through; a refusal is a tool error the model
 //     reads, nothing claimed and nothing sent, and the decision comes back
 //     in the result either way;
 //  1. claim the operation in the ledger; if it already SUCCEEDED, return the
@@ -75,17 +76,23 @@ func (a *Activities) executeTool(ctx context.Context, in contract.ExecuteToolInp
 	if err != nil {
 		return res, fmt.Errorf("load arguments of operation %s: %w", in.OperationID, err)
 	}
-	id, res, stop, err := a.screen(ctx, in, tool, args, res)
+	id, pending, res, stop, err := a.screen(ctx, in, tool, args, res)
 	if stop {
 		return res, err
 	}
 
 	call := tools.Call{OperationID: in.OperationID, Arguments: args}
-	rec, permit, done, err := a.begin(ctx, ledger.Operation{
-		ID: in.OperationID, Tenant: in.Tenant, TaskID: in.TaskID, TurnID: in.TurnID,
-		ToolCallID: in.ToolCallID, Kind: in.Tool, BusinessKey: id.BusinessKey,
-		RequestHash: RequestHash(in.Tool, id.Effect),
-	}, toolBreaker(tool), preparing(tool, call))
+	op := ledger.Operation{ID: in.OperationID, Tenant: in.Tenant, TaskID: in.TaskID, TurnID: in.TurnID,
+		ToolCallID: in.ToolCallID, Kind: in.Tool, BusinessKey: id.BusinessKey, RequestHash: RequestHash(in.Tool, id.Effect)}
+	rec, permit, done, err := a.begin(ctx, op, pending, toolBreaker(tool), preparing(tool, call))
+	if other := (*decidedOtherwise)(nil); errors.As(err, &other) {
+		// An earlier attempt's decision stands: act on it, as on the
+		// decision RecordDecision returns, and claim without one.
+		if res, stop, err = a.abide(ctx, in, tool, args, id, res, policyDecision(other.stored)); stop {
+			return res, err
+		}
+		rec, permit, done, err = a.begin(ctx, op, nil, toolBreaker(tool), preparing(tool, call))
+	}
 	if errors.Is(err, ledger.ErrConflict) && id.BusinessKey != "" {
 		return a.keyTaken(ctx, in, res, id.BusinessKey, err)
 	}
@@ -101,20 +108,7 @@ func (a *Activities) executeTool(ctx context.Context, in contract.ExecuteToolInp
 	}
 	o := a.perform(ctx, tool, call, rec, permit)
 
-	// The message that tells the model what the call did is stored in the
-	// same ledger write as the outcome.
-	completion := ledger.Completion{ID: in.OperationID, Fence: rec.Fence, State: o.state,
-		ExternalID: o.result.ExternalID, Result: o.result.Output, Error: errorText(o.err)}
-	var msg toolMessage
-	switch o.state {
-	case capstan.OutcomeSucceeded:
-		msg = succeededMessage(in, o.result.Output, false, o.recovered)
-	case capstan.OutcomeFailed:
-		msg = refusedMessage(in, o.err)
-	}
-	if msg.data != nil {
-		completion.Items = [][]byte{msg.data}
-	}
+	completion, msg := toolCompletion(in, rec.Fence, o)
 	// Recorded even if the activity is being cancelled, and through a
 	// ledger outage while the activity has time: it happened.
 	if err := a.record(ctx, completion); err != nil {
@@ -142,37 +136,50 @@ func (a *Activities) executeTool(ctx context.Context, in contract.ExecuteToolInp
 	}
 }
 
+// toolCompletion is the ledger write that records how the call ended, and
+// the message that tells the model what it did, which is stored in the
+// same write as the outcome (none for an ABSENT or UNKNOWN call).
+func toolCompletion(in contract.ExecuteToolInput, fence int64, o toolOutcome) (ledger.Completion, toolMessage) {
+	completion := ledger.Completion{ID: in.OperationID, Fence: fence, State: o.state,
+		ExternalID: o.result.ExternalID, Result: o.result.Output, Error: errorText(o.err)}
+	var msg toolMessage
+	switch o.state {
+	case capstan.OutcomeSucceeded:
+		msg = succeededMessage(in, o.result.Output, false, o.recovered)
+	case capstan.OutcomeFailed:
+		msg = refusedMessage(in, o.err)
+	}
+	if msg.data != nil {
+		completion.Items = [][]byte{msg.data}
+	}
+	return completion, msg
+}
+
 // screen validates the call's arguments and names their effect, and has
 // the task's policy decide the call (admit), before anything is claimed or
 // sent: a person's denial (in.Denial) and a call that waits for a
 // person's approval (approval.go) go no further either. stop says the call
-// goes no further: res (or err) is the answer.
-func (a *Activities) screen(ctx context.Context, in contract.ExecuteToolInput, tool tools.Tool, args json.RawMessage, res contract.ExecuteToolResult) (tools.Identity, contract.ExecuteToolResult, bool, error) {
+// goes no further: res (or err) is the answer. pending, when not nil, is
+// the policy's decision for the claim to record (admit).
+func (a *Activities) screen(ctx context.Context, in contract.ExecuteToolInput, tool tools.Tool, args json.RawMessage, res contract.ExecuteToolResult) (id tools.Identity, pending *ledger.Decision, _ contract.ExecuteToolResult, stop bool, err error) {
 	if err := a.schemaKept(ctx, in, tool); errors.Is(err, tools.ErrRefused) {
 		res, err = a.refused(ctx, in, res, err)
-		return tools.Identity{}, res, true, err
+		return id, nil, res, true, err
 	} else if err != nil {
-		return tools.Identity{}, res, true, err
+		return id, nil, res, true, err
 	}
-	id, err := tool.Identify(args)
-	if err != nil {
+	if id, err = tool.Identify(args); err != nil {
 		// The model turn validated these arguments; reaching here means the
 		// tool changed under a running task. Tell the model, act on nothing.
 		res, err = a.refused(ctx, in, res, err)
-		return id, res, true, err
+		return id, nil, res, true, err
 	}
 	if in.Denial != nil {
 		res, err = a.denied(ctx, in, res)
-		return id, res, true, err
+		return id, nil, res, true, err
 	}
-	res, stop, err := a.admit(ctx, in, tool, args, res)
-	if stop || err != nil {
-		return id, res, true, err
-	}
-	if awaits(res.Decision) {
-		return id, awaiting(in, tool, args, id, res), true, nil
-	}
-	return id, res, false, nil
+	pending, res, stop, err = a.admit(ctx, in, tool, args, id, res)
+	return id, pending, res, stop || err != nil, err
 }
 
 // toolOutcome is what one attempt learned about its call.

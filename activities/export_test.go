@@ -24,14 +24,30 @@ func (a *Activities) ManifestRefs(ctx context.Context, ref string) ([]string, er
 }
 
 // Decide is the policy's decision on the call of the tool named by
-// in.Tool with args, recorded in the ledger, as ExecuteTool makes it.
+// in.Tool with args, as ExecuteTool makes it, recorded in the ledger by a
+// write of its own (RecordDecision), as ExecuteTool records a decision
+// that does not let the call through; one that does rides on the claim.
 func (a *Activities) Decide(ctx context.Context, in contract.ExecuteToolInput, args []byte) (*contract.PolicyDecision, error) {
 	tool, err := a.Tools.Get(in.Tool)
 	if err != nil {
 		return nil, err
 	}
-	return a.decide(ctx, in, tool, args)
+	d, err := a.decide(ctx, in, tool, args)
+	if err != nil || d == nil {
+		return d, err
+	}
+	return a.recordDecision(ctx, in, d)
 }
+
+// LoadTranscript loads the transcript manifest names, its items' messages
+// included, as a turn does, and returns how many items it holds.
+func (a *Activities) LoadTranscript(ctx context.Context, manifest string) (int, error) {
+	t, _, err := a.loadTranscript(ctx, contract.ModelTurnInput{Transcript: manifest}, &pendingItems{})
+	return len(t.refs), err
+}
+
+// NewItemCache is the activities' cache of transcript items over l.
+func NewItemCache(l Ledger) Ledger { return newItemCache(l) }
 
 // PinnedOffer and CallSchemaHash are what ModelTurn offers and records of
 // the tools a task fixed at its start (changeMCPToolsPinned).

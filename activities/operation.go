@@ -43,16 +43,21 @@ import (
 // breaker is told what the failure showed, the claim is released (ABSENT)
 // and the error is the retryable contract.ErrTypeOperationNotSent, after the wait a
 // rate limit asked for.
-func (a *Activities) begin(ctx context.Context, op ledger.Operation, key breaker.Key, prepare func(context.Context) ([]byte, error)) (rec ledger.Operation, permit *breaker.Permit, done bool, err error) {
+//
+// decision, when not nil, is the policy's decision on the operation, which
+// the claim records in its own write (ledger.ClaimRequest.Decision). When
+// the ledger holds another decision on it, nothing is claimed and the
+// error is a *decidedOtherwise carrying that one.
+func (a *Activities) begin(ctx context.Context, op ledger.Operation, decision *ledger.Decision, key breaker.Key, prepare func(context.Context) ([]byte, error)) (rec ledger.Operation, permit *breaker.Permit, done bool, err error) {
 	if prepare == nil {
 		if permit, err := a.Breakers.Allow(key); err == nil {
-			return a.claimRunning(ctx, op, permit)
+			return a.claimRunning(ctx, op, decision, permit)
 		}
 		// The breaker refused: claim first as below, so an operation that
 		// already succeeded is still answered from the ledger, and the
 		// breaker, asked again, says why nothing is sent.
 	}
-	claim, err := a.Ledger.Claim(ctx, ledger.ClaimRequest{Op: op, Owner: a.owner(ctx), Lease: a.lease(ctx)})
+	claim, err := a.claim(ctx, ledger.ClaimRequest{Op: op, Owner: a.owner(ctx), Lease: a.lease(ctx), Decision: decision})
 	if err != nil || claim.Status != ledger.Claimed {
 		rec, done, err := a.notClaimed(op, claim, err)
 		return rec, nil, done, err
@@ -101,14 +106,25 @@ func (a *Activities) begin(ctx context.Context, op ledger.Operation, key breaker
 // have left a CLAIMED row free to take over rather than a RUNNING one to
 // reconcile — and a reconciler finds such an operation not sent. When the
 // claim is not granted, the permit is handed back unused.
-func (a *Activities) claimRunning(ctx context.Context, op ledger.Operation, permit *breaker.Permit) (rec ledger.Operation, _ *breaker.Permit, done bool, err error) {
-	claim, err := a.Ledger.Claim(ctx, ledger.ClaimRequest{Op: op, Owner: a.owner(ctx), Lease: a.lease(ctx), Running: true})
+func (a *Activities) claimRunning(ctx context.Context, op ledger.Operation, decision *ledger.Decision, permit *breaker.Permit) (rec ledger.Operation, _ *breaker.Permit, done bool, err error) {
+	claim, err := a.claim(ctx, ledger.ClaimRequest{Op: op, Owner: a.owner(ctx), Lease: a.lease(ctx), Running: true, Decision: decision})
 	if err != nil || claim.Status != ledger.Claimed {
 		permit.Done(breaker.Ignored) // nothing was sent
 		rec, done, err := a.notClaimed(op, claim, err)
 		return rec, nil, done, err
 	}
 	return claim.Op, permit, false, nil
+}
+
+// claim is the ledger's Claim. A policy decision the claim recorded is
+// counted in capstan_policy_decisions_total, as recordDecision counts one
+// recorded alone, whatever the claim's answer.
+func (a *Activities) claim(ctx context.Context, req ledger.ClaimRequest) (ledger.ClaimResult, error) {
+	res, err := a.Ledger.Claim(ctx, req)
+	if res.DecisionCreated && res.Decision != nil {
+		a.Metrics.PolicyDecision(res.Decision.Effect, res.Decision.Rule)
+	}
+	return res, err
 }
 
 // notClaimed is begin's answer when the claim failed (err) or was not
@@ -129,6 +145,11 @@ func (a *Activities) notClaimed(op ledger.Operation, claim ledger.ClaimResult, e
 		return ledger.Operation{}, false, a.inProgress(op.ID, claim.Op)
 	case ledger.MustReconcile:
 		return ledger.Operation{}, false, unknownOperation(op.ID, claim.Op.State, nil)
+	case ledger.DecidedOtherwise:
+		if claim.Decision != nil {
+			return ledger.Operation{}, false, &decidedOtherwise{stored: *claim.Decision}
+		}
+		return ledger.Operation{}, false, fmt.Errorf("claim operation %s: decided otherwise, and the ledger did not say how", op.ID)
 	default:
 		return ledger.Operation{}, false, fmt.Errorf("claim operation %s: unexpected status %q", op.ID, claim.Status)
 	}

@@ -33,10 +33,9 @@ import (
 const awaitingApproval = "; it needs a person's approval, which this task cannot ask for, so it was refused"
 
 // decide is the task's policy's decision on the call of tool with args
-// (which Identify accepted), counted in capstan_policy_decisions_total; nil
-// when the task has no policy context (started before
-// changePolicyAtToolBoundary). Its only I/O is loading a policy this
-// worker has not compiled yet (compiled).
+// (which Identify accepted), not yet recorded; nil when the task has no
+// policy context (started before changePolicyAtToolBoundary). Its only
+// I/O is loading a policy this worker has not compiled yet (compiled).
 func (a *Activities) decide(ctx context.Context, in contract.ExecuteToolInput, tool tools.Tool, args json.RawMessage) (*contract.PolicyDecision, error) {
 	if in.Policy == nil {
 		return nil, nil
@@ -62,12 +61,7 @@ func (a *Activities) decide(ctx context.Context, in contract.ExecuteToolInput, t
 	if d.NeedsApproval() {
 		approvalGate(in, out)
 	}
-	stored, err := a.recordDecision(ctx, in, out)
-	if err != nil {
-		return nil, err
-	}
-	approvedBy(in, stored)
-	return stored, nil
+	return out, nil
 }
 
 // recordDecision records d as the decision on the operation in the ledger,
@@ -75,31 +69,79 @@ func (a *Activities) decide(ctx context.Context, in contract.ExecuteToolInput, t
 // one is the decision, whatever the policy says now. Only a new record is
 // counted in capstan_policy_decisions_total.
 func (a *Activities) recordDecision(ctx context.Context, in contract.ExecuteToolInput, d *contract.PolicyDecision) (*contract.PolicyDecision, error) {
-	stored, created, err := a.Ledger.RecordDecision(ctx, ledger.Decision{OperationID: in.OperationID, Tenant: in.Tenant,
-		TaskID: in.TaskID, Tool: in.Tool, Effect: d.Effect, Rule: d.Rule, Reason: d.Reason, Refused: d.Refused})
+	stored, created, err := a.Ledger.RecordDecision(ctx, ledgerDecision(in, d))
 	if err != nil {
 		return nil, fmt.Errorf("record the policy's decision on operation %s: %w", in.OperationID, err)
 	}
 	if created {
 		a.Metrics.PolicyDecision(stored.Effect, stored.Rule)
 	}
-	return &contract.PolicyDecision{Effect: stored.Effect, Rule: stored.Rule, Reason: stored.Reason, Refused: stored.Refused}, nil
+	return policyDecision(stored), nil
+}
+
+// ledgerDecision is d as the ledger records it on in's operation.
+func ledgerDecision(in contract.ExecuteToolInput, d *contract.PolicyDecision) ledger.Decision {
+	return ledger.Decision{OperationID: in.OperationID, Tenant: in.Tenant, TaskID: in.TaskID, Tool: in.Tool,
+		Effect: d.Effect, Rule: d.Rule, Reason: d.Reason, Refused: d.Refused}
+}
+
+// policyDecision is a recorded decision as ExecuteTool's result carries it.
+func policyDecision(d ledger.Decision) *contract.PolicyDecision {
+	return &contract.PolicyDecision{Effect: d.Effect, Rule: d.Rule, Reason: d.Reason, Refused: d.Refused}
 }
 
 // admit has the task's policy decide the call before anything is claimed
-// or sent, and puts the decision in res. When it refuses the call, the
-// refusal is committed as the tool message the model reads, and admit
-// returns the result to give, with refused true.
-func (a *Activities) admit(ctx context.Context, in contract.ExecuteToolInput, tool tools.Tool, args json.RawMessage, res contract.ExecuteToolResult) (contract.ExecuteToolResult, bool, error) {
-	var err error
-	if res.Decision, err = a.decide(ctx, in, tool, args); err != nil {
+// or sent, and puts the decision in res. A decision that lets the call go
+// on to its claim is not recorded here but returned as pending, for the
+// claim to record in its own write (ledger.ClaimRequest.Decision): one
+// durable write, not two, and the decision is still durable before
+// anything is sent. Any other decision is recorded at once (the ledger may
+// hold an earlier one, which then stands) and abided by (abide). stop says
+// the call goes no further: res (or err) is the answer.
+func (a *Activities) admit(ctx context.Context, in contract.ExecuteToolInput, tool tools.Tool, args json.RawMessage, id tools.Identity, res contract.ExecuteToolResult) (pending *ledger.Decision, _ contract.ExecuteToolResult, stop bool, err error) {
+	fresh, err := a.decide(ctx, in, tool, args)
+	if err != nil || fresh == nil {
+		return nil, res, err != nil, err
+	}
+	if through := *fresh; !through.Refused {
+		if approvedBy(in, &through); !awaits(&through) {
+			d := ledgerDecision(in, fresh)
+			res.Decision = &through
+			return &d, res, false, nil
+		}
+	}
+	stored, err := a.recordDecision(ctx, in, fresh)
+	if err != nil {
+		return nil, res, true, err
+	}
+	res, stop, err = a.abide(ctx, in, tool, args, id, res, stored)
+	return nil, res, stop, err
+}
+
+// abide puts the recorded decision d on the call in res and acts on it:
+// a refusal is committed as the tool message the model reads, and a call
+// that waits for a person is answered as awaiting; stop says either
+// happened. A call d lets through (stop false) goes on to its claim.
+func (a *Activities) abide(ctx context.Context, in contract.ExecuteToolInput, tool tools.Tool, args json.RawMessage, id tools.Identity, res contract.ExecuteToolResult, d *contract.PolicyDecision) (contract.ExecuteToolResult, bool, error) {
+	approvedBy(in, d)
+	res.Decision = d
+	if d.Refused {
+		res, err := a.refused(ctx, in, res, policyRefusal(in.Tool, d))
 		return res, true, err
 	}
-	if res.Decision == nil || !res.Decision.Refused {
-		return res, false, nil
+	if awaits(d) {
+		return awaiting(in, tool, args, id, res), true, nil
 	}
-	res, err = a.refused(ctx, in, res, policyRefusal(in.Tool, res.Decision))
-	return res, true, err
+	return res, false, nil
+}
+
+// decidedOtherwise is begin's answer when the claim carried a decision
+// and the ledger holds another on the operation, which stands
+// (ledger.DecidedOtherwise): nothing was claimed.
+type decidedOtherwise struct{ stored ledger.Decision }
+
+func (e *decidedOtherwise) Error() string {
+	return fmt.Sprintf("operation %s already has the policy's decision %s by %s", e.stored.OperationID, e.stored.Effect, e.stored.Rule)
 }
 
 // offered are the tools offered to the model: every registered one but

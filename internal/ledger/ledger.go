@@ -75,6 +75,12 @@ const (
 	// needs_human, or an expired lease on a running operation); ask the
 	// external system before acting.
 	MustReconcile ClaimStatus = "must_reconcile"
+	// DecidedOtherwise: the request carried a policy decision
+	// (ClaimRequest.Decision) and the operation already had another one
+	// recorded, which stands (ClaimResult.Decision). Nothing was claimed:
+	// the caller acts on the recorded decision as on RecordDecision's
+	// answer, and claims without a decision if it lets the call through.
+	DecidedOtherwise ClaimStatus = "decided_otherwise"
 )
 
 // ClaimRequest asks for the right to perform an operation.
@@ -89,18 +95,37 @@ type ClaimRequest struct {
 	// be on the wire, so a lease that runs out must be reconciled, never
 	// taken over. It changes nothing when the claim is not granted.
 	Running bool
+	// Decision, when not nil, is the task's policy's decision on the
+	// operation, recorded in the claim's own write as RecordDecision
+	// records it — once per operation id, the first record winning — so a
+	// call the policy lets through costs one durable write, not two. Its
+	// OperationID, Tenant, TaskID and Tool, when empty, are Op's
+	// (ClaimDecision). The claim is decided only when the decision that
+	// stands afterwards is this one (SameDecision): recorded by this
+	// request, or earlier with the same effect, rule, reason and refusal;
+	// otherwise nothing is claimed and the status is DecidedOtherwise. The
+	// decision stays recorded whatever the claim's answer — ErrConflict
+	// included — as it would have been by a RecordDecision before it.
+	Decision *Decision
 }
 
 // ClaimResult is the operation as it stands after the claim.
 type ClaimResult struct {
 	Status ClaimStatus
 	Op     Operation
+	// Decision is the decision that stands on the operation after a
+	// request that carried one (nil for a request without), and
+	// DecisionCreated says this request recorded it. Both are set, and the
+	// decision recorded, also when Claim answers ErrConflict.
+	Decision        *Decision
+	DecisionCreated bool
 }
 
 // Decision is the decision of a task's policy on one operation
-// (docs/design.md §5.8), recorded before anything is claimed or sent, once
-// per operation id: a refused operation has its decision and no
-// operations row. Retention deletes it with its chain's operations (its
+// (docs/design.md §5.8), recorded before anything is sent — by
+// RecordDecision before any claim, or in the claim's own transaction
+// (ClaimRequest.Decision) — once per operation id: a refused operation has
+// its decision and no operations row. Retention deletes it with its chain's operations (its
 // id carries the chain's scope).
 type Decision struct {
 	OperationID string
@@ -136,7 +161,9 @@ type Completion struct {
 type Store interface {
 	// Claim creates the operation if new, or takes it when it is absent,
 	// failed, or claimed with an expired lease. It returns ErrConflict when
-	// the id is known with another request hash.
+	// the id is known with another request hash. A request that carries
+	// the policy's decision (ClaimRequest.Decision) records it in the
+	// same transaction, so both are durable together.
 	Claim(ctx context.Context, req ClaimRequest) (ClaimResult, error)
 	// MarkRunning moves a claimed operation to running just before the
 	// request is sent, counts the attempt, and records facts, what the

@@ -29,8 +29,38 @@ func ValidateClaim(req ClaimRequest) error {
 		return errors.New("empty owner")
 	case req.Lease <= 0:
 		return fmt.Errorf("lease %v, want > 0", req.Lease)
+	case req.Decision != nil && req.Decision.OperationID != "" && req.Decision.OperationID != req.Op.ID:
+		return fmt.Errorf("the decision is on operation %q, not this one", req.Decision.OperationID)
 	}
 	return nil
+}
+
+// ClaimDecision is the decision req carries (ClaimRequest.Decision) with
+// the identity fields it leaves empty taken from req.Op, and whether it
+// carries one.
+func ClaimDecision(req ClaimRequest) (Decision, bool) {
+	if req.Decision == nil {
+		return Decision{}, false
+	}
+	d := *req.Decision
+	d.OperationID = req.Op.ID
+	if d.Tenant == "" {
+		d.Tenant = req.Op.Tenant
+	}
+	if d.TaskID == "" {
+		d.TaskID = req.Op.TaskID
+	}
+	if d.Tool == "" {
+		d.Tool = req.Op.Kind
+	}
+	return d, true
+}
+
+// SameDecision reports whether two decisions on an operation decide the
+// same: effect, rule, reason and refusal. A claim that carries a decision
+// goes ahead only when the one recorded is the same as its own.
+func SameDecision(a, b Decision) bool {
+	return a.Effect == b.Effect && a.Rule == b.Rule && a.Reason == b.Reason && a.Refused == b.Refused
 }
 
 // LeaseLive reports whether op's lease is still held at now. A lease expires

@@ -156,6 +156,10 @@ var cases = []testCase{
 	{"RetentionRemovesOneChain", testRetentionRemovesOneChain},
 	{"RetentionCollectsAZombiesItem", testRetentionCollectsAZombiesItem},
 	{"DecisionRecordedOnce", testDecisionRecordedOnce},
+	{"ClaimRecordsDecision", testClaimRecordsDecision},
+	{"ClaimDecidedOtherwise", testClaimDecidedOtherwise},
+	{"ClaimDecisionOnConflict", testClaimDecisionOnConflict},
+	{"ConcurrentDecidedClaims", testConcurrentDecidedClaims},
 }
 
 // h is the harness one subtest works with.

@@ -88,11 +88,24 @@ func (s *Store) Claim(ctx context.Context, req ledger.ClaimRequest) (ledger.Clai
 	if err := ledger.ValidateClaim(req); err != nil {
 		return ledger.ClaimResult{}, unavailable(fmt.Errorf("ledger/postgres: claim %q: %w", id, err))
 	}
-	res, err := s.claimNew(ctx, req)
-	if err == nil && res.Status == "" {
-		res, err = s.claimExisting(ctx, req)
+	var res ledger.ClaimResult
+	var err error
+	if d, ok := ledger.ClaimDecision(req); ok {
+		res, err = s.claimNewDecided(ctx, req, d)
+	} else {
+		res, err = s.claimNew(ctx, req)
 	}
-	if err != nil {
+	if err == nil && res.Status == "" {
+		decision, created := res.Decision, res.DecisionCreated
+		res, err = s.claimExisting(ctx, req)
+		res.Decision, res.DecisionCreated = decision, created
+	}
+	switch {
+	case errors.Is(err, ledger.ErrConflict):
+		// The claim rule's answer: a decision it carried is recorded.
+		return ledger.ClaimResult{Decision: res.Decision, DecisionCreated: res.DecisionCreated},
+			fmt.Errorf("ledger/postgres: claim %q: %w", id, err)
+	case err != nil:
 		return ledger.ClaimResult{}, unavailable(fmt.Errorf("ledger/postgres: claim %q: %w", id, err))
 	}
 	s.log.DebugContext(ctx, "ledger claim", "operation_id", id, "owner", req.Owner,
@@ -124,6 +137,58 @@ func (s *Store) claimNew(ctx context.Context, req ledger.ClaimRequest) (ledger.C
 	}
 	op.CreatedAt, op.UpdatedAt, op.LeaseExpiresAt = created.UTC(), created.UTC(), expires.UTC()
 	return ledger.ClaimResult{Status: ledger.Claimed, Op: op}, nil
+}
+
+// claimNewDecided is claimNew for a request that carries the policy's
+// decision d (ledger.ClaimRequest.Decision), in one statement: it records d
+// unless the operation has a decision already (RecordDecision's insert),
+// and inserts the operation when the id is new and the decision that
+// stands is d (ledger.SameDecision). A decision that differs is
+// DecidedOtherwise, nothing claimed; a known id with d standing is a zero
+// status, as claimNew's, with the decision set. The decision and the
+// operation are stamped with one reading of the database's clock.
+func (s *Store) claimNewDecided(ctx context.Context, req ledger.ClaimRequest, d ledger.Decision) (ledger.ClaimResult, error) {
+	op := ledger.NewClaim(req, time.Time{}) // the times are the database's, below
+	var stored ledger.Decision
+	var created bool
+	var inserted, expires *time.Time
+	err := s.pool.QueryRow(ctx, `WITH t AS (SELECT `+dbNow(18)+` AS now),
+		d AS (
+			INSERT INTO decisions (`+decisionColumns+`)
+			SELECT $1, $19, $20, $21, $22, $23, $24, $25, t.now FROM t
+			ON CONFLICT (operation_id) DO UPDATE SET operation_id = decisions.operation_id
+			RETURNING `+decisionColumns+`, (xmax = 0) AS created),
+		o AS (
+			INSERT INTO operations (`+opColumns+`)
+			SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, t.now + $11::bigint * interval '1 microsecond',
+				$12, $13, $14, $15, $16, t.now, t.now, $17
+			FROM t, d
+			WHERE d.created OR (d.effect = $22 AND d.rule = $23 AND d.reason = $24 AND d.refused = $25)
+			ON CONFLICT (operation_id) DO NOTHING
+			RETURNING created_at, lease_expires_at)
+		SELECT d.operation_id, d.tenant, d.task_id, d.tool, d.effect, d.rule, d.reason, d.refused, d.created_at,
+			d.created, o.created_at, o.lease_expires_at
+		FROM d LEFT JOIN o ON true`,
+		op.ID, op.Tenant, op.TaskID, op.TurnID, op.ToolCallID, op.Kind,
+		op.BusinessKey, op.RequestHash, string(op.State), op.LeaseOwner,
+		req.Lease.Microseconds(), op.Fence, op.AttemptCount, op.ExternalID,
+		op.Result, op.Error, op.Facts, s.nowArg(),
+		d.Tenant, d.TaskID, d.Tool, d.Effect, d.Rule, d.Reason, d.Refused).Scan(
+		&stored.OperationID, &stored.Tenant, &stored.TaskID, &stored.Tool, &stored.Effect, &stored.Rule, &stored.Reason,
+		&stored.Refused, &stored.CreatedAt, &created, &inserted, &expires)
+	if err != nil {
+		return ledger.ClaimResult{}, fmt.Errorf("record decision and insert: %w", err)
+	}
+	stored.CreatedAt = stored.CreatedAt.UTC()
+	res := ledger.ClaimResult{Decision: &stored, DecisionCreated: created}
+	switch {
+	case !ledger.SameDecision(stored, d):
+		res.Status = ledger.DecidedOtherwise
+	case inserted != nil && expires != nil:
+		op.CreatedAt, op.UpdatedAt, op.LeaseExpiresAt = inserted.UTC(), inserted.UTC(), expires.UTC()
+		res.Status, res.Op = ledger.Claimed, op
+	}
+	return res, nil
 }
 
 // claimExisting decides a claim of a known id with its row locked, and

@@ -194,6 +194,38 @@ func BenchmarkClaim(b *testing.B) {
 	})
 }
 
+// BenchmarkDecidedClaim compares a policy decision recorded alone before
+// its claim with one carried by the claim:
+//
+//	go test -run '^$' -bench DecidedClaim ./internal/ledger/postgres/
+func BenchmarkDecidedClaim(b *testing.B) {
+	pgtest.AdminDSN(b)
+	ledgertest.BenchmarkDecidedClaim(b, func(b *testing.B) ledger.Store {
+		s, err := postgres.Open(context.Background(), pgtest.NewLedger(b), postgres.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { s.Close() })
+		return s
+	})
+}
+
+// BenchmarkTask runs the ledger calls of one bench demo task per
+// iteration:
+//
+//	go test -run '^$' -bench Task -cpuprofile cpu.out ./internal/ledger/postgres/
+func BenchmarkTask(b *testing.B) {
+	pgtest.AdminDSN(b)
+	ledgertest.BenchmarkTask(b, func(b *testing.B) ledger.Store {
+		s, err := postgres.Open(context.Background(), pgtest.NewLedger(b), postgres.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { s.Close() })
+		return s
+	})
+}
+
 // freePort returns a loopback port nothing listens on.
 func freePort(t *testing.T) int {
 	t.Helper()

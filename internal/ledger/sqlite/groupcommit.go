@@ -123,7 +123,7 @@ func (s *Store) commitGroup(group []*writeReq) {
 			errs[i] = fmt.Errorf("begin: %w", err)
 			continue
 		}
-		if _, err := tx.ExecContext(ctx, "SAVEPOINT write"); err != nil {
+		if _, err := s.exec(ctx, tx, sqlSavepoint); err != nil {
 			broken = fmt.Errorf("savepoint: %w", err)
 			break
 		}
@@ -131,12 +131,12 @@ func (s *Store) commitGroup(group []*writeReq) {
 			// Undo this write alone. If SQLite already rolled the whole
 			// transaction back (an I/O error, an interrupt), the savepoint
 			// is gone and so is every write of the group.
-			if _, err := tx.ExecContext(ctx, "ROLLBACK TO write"); err != nil {
+			if _, err := s.exec(ctx, tx, sqlRollbackTo); err != nil {
 				broken = fmt.Errorf("roll back to savepoint: %w", err)
 				break
 			}
 		}
-		if _, err := tx.ExecContext(ctx, "RELEASE write"); err != nil {
+		if _, err := s.exec(ctx, tx, sqlReleaseSave); err != nil {
 			broken = fmt.Errorf("release savepoint: %w", err)
 			break
 		}

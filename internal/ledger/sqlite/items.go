@@ -23,7 +23,7 @@ func (s *Store) PutItem(ctx context.Context, data []byte) (string, error) {
 	// chain known again, and the next retention collects it.
 	now := s.now().UTC()
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		if err := upsertChain(ctx, tx, ledger.ScopeOf(ctx), now); err != nil {
+		if err := s.upsertChain(ctx, tx, ledger.ScopeOf(ctx), now); err != nil {
 			return err
 		}
 		return s.putItems(ctx, tx, [][]byte{data}, now)
@@ -43,12 +43,10 @@ func (s *Store) putItems(ctx context.Context, tx *sql.Tx, items [][]byte, now ti
 		if err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx,
-			"INSERT OR IGNORE INTO items (ref, data, size, created_at) VALUES (?, ?, ?, ?)",
-			ref, data, len(data), toNanos(now)); err != nil {
+		if _, err := s.exec(ctx, tx, sqlInsertItem, ref, data, len(data), toNanos(now)); err != nil {
 			return fmt.Errorf("put item %s (%d bytes): %w", ref, len(data), err)
 		}
-		if _, err := tx.ExecContext(ctx, "INSERT OR IGNORE INTO item_refs (ref, scope) VALUES (?, ?)", ref, scope); err != nil {
+		if _, err := s.exec(ctx, tx, sqlInsertItemRef, ref, scope); err != nil {
 			return fmt.Errorf("record the owner of item %s: %w", ref, err)
 		}
 	}
@@ -63,7 +61,7 @@ func (s *Store) GetItem(ctx context.Context, ref string) ([]byte, error) {
 		return nil, unavailable(fmt.Errorf("ledger/sqlite: get item: %w", err))
 	}
 	var data []byte
-	err := s.r.QueryRowContext(ctx, "SELECT data FROM items WHERE ref = ?", ref).Scan(&data)
+	err := s.queryRow(ctx, sqlGetItem, ref).Scan(&data)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("ledger/sqlite: get item %s: %w", ref, ledger.ErrNotFound)
 	}

@@ -38,74 +38,97 @@ func scanOp(r scanner) (ledger.Operation, error) {
 	return op, nil
 }
 
-// getOp reads one operation; a missing row is ledger.ErrNotFound (unwrapped;
-// callers add context).
-func getOp(ctx context.Context, q interface {
-	QueryRowContext(context.Context, string, ...any) *sql.Row
-}, id string) (ledger.Operation, error) {
-	op, err := scanOp(q.QueryRowContext(ctx,
-		"SELECT "+opColumns+" FROM operations WHERE operation_id = ?", id))
+// getOp reads one operation, in tx or, when tx is nil, on a reader; a
+// missing row is ledger.ErrNotFound (unwrapped; callers add context).
+func (s *Store) getOp(ctx context.Context, tx *sql.Tx, id string) (ledger.Operation, error) {
+	var row *sql.Row
+	if tx != nil {
+		row = s.queryRowTx(ctx, tx, sqlGetOp, id)
+	} else {
+		row = s.queryRow(ctx, sqlGetOp, id)
+	}
+	op, err := scanOp(row)
 	if errors.Is(err, sql.ErrNoRows) {
 		return ledger.Operation{}, ledger.ErrNotFound
 	}
 	return op, err
 }
 
-// Claim implements ledger.Store. The read, the decision (ledger.DecideClaim)
-// and the write are one BEGIN IMMEDIATE transaction.
+// Claim implements ledger.Store. The decision the request carries (if
+// any), the read, the claim rule (ledger.DecideClaim) and the write are one
+// BEGIN IMMEDIATE transaction. The rule's refusal (ErrConflict) is the
+// claim's answer, not a failed write: the decision recorded with it is
+// committed.
 func (s *Store) Claim(ctx context.Context, req ledger.ClaimRequest) (ledger.ClaimResult, error) {
 	id := req.Op.ID
 	if err := ledger.ValidateClaim(req); err != nil {
 		return ledger.ClaimResult{}, unavailable(fmt.Errorf("ledger/sqlite: claim %q: %w", id, err))
 	}
 	var res ledger.ClaimResult
+	var refusal error
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		now := s.now().UTC()
-		cur, err := getOp(ctx, tx, id)
-		if errors.Is(err, ledger.ErrNotFound) {
-			op := ledger.NewClaim(req, now)
-			_, err := tx.ExecContext(ctx, "INSERT INTO operations ("+opColumns+`)
-				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-				op.ID, op.Tenant, op.TaskID, op.TurnID, op.ToolCallID, op.Kind,
-				op.BusinessKey, op.RequestHash, string(op.State), op.LeaseOwner,
-				toNanos(op.LeaseExpiresAt), op.Fence, op.AttemptCount, op.ExternalID,
-				op.Result, op.Error, toNanos(op.CreatedAt), toNanos(op.UpdatedAt), op.Facts)
+		res, refusal = ledger.ClaimResult{}, nil
+		if d, ok := ledger.ClaimDecision(req); ok {
+			stored, created, err := s.recordDecision(ctx, tx, d, now)
 			if err != nil {
-				return fmt.Errorf("insert: %w", err)
+				return fmt.Errorf("record decision: %w", err)
 			}
-			res = ledger.ClaimResult{Status: ledger.Claimed, Op: op}
+			res.Decision, res.DecisionCreated = &stored, created
+			if !ledger.SameDecision(stored, d) {
+				res.Status = ledger.DecidedOtherwise
+				return nil
+			}
+		}
+		var err error
+		res.Status, res.Op, err = s.claimTx(ctx, tx, req, now)
+		if errors.Is(err, ledger.ErrConflict) {
+			refusal = err
 			return nil
 		}
-		if err != nil {
-			return fmt.Errorf("read: %w", err)
-		}
-		status, err := ledger.DecideClaim(cur, req, now)
-		if err != nil {
-			return err
-		}
-		if status != ledger.Claimed {
-			res = ledger.ClaimResult{Status: status, Op: cur}
-			return nil
-		}
-		op := ledger.Reclaim(cur, req, now)
-		_, err = tx.ExecContext(ctx, `UPDATE operations SET state = ?, lease_owner = ?,
-			lease_expires_at = ?, fence = ?, turn_id = ?, tool_call_id = ?, attempt_count = ?,
-			external_id = '', result = NULL, error = '', facts = NULL, updated_at = ?
-			WHERE operation_id = ? AND fence = ?`,
-			string(op.State), op.LeaseOwner, toNanos(op.LeaseExpiresAt), op.Fence,
-			op.TurnID, op.ToolCallID, op.AttemptCount, toNanos(now), id, cur.Fence)
-		if err != nil {
-			return fmt.Errorf("update: %w", err)
-		}
-		res = ledger.ClaimResult{Status: ledger.Claimed, Op: op}
-		return nil
+		return err
 	})
 	if err != nil {
 		return ledger.ClaimResult{}, unavailable(fmt.Errorf("ledger/sqlite: claim %q: %w", id, err))
 	}
+	if refusal != nil {
+		return ledger.ClaimResult{Decision: res.Decision, DecisionCreated: res.DecisionCreated},
+			fmt.Errorf("ledger/sqlite: claim %q: %w", id, refusal)
+	}
 	s.log.DebugContext(ctx, "ledger claim", "operation_id", id, "owner", req.Owner,
 		"status", string(res.Status), "state", string(res.Op.State), "fence", res.Op.Fence)
 	return res, nil
+}
+
+// claimTx is Claim's read, rule and write in tx, at now.
+func (s *Store) claimTx(ctx context.Context, tx *sql.Tx, req ledger.ClaimRequest, now time.Time) (ledger.ClaimStatus, ledger.Operation, error) {
+	id := req.Op.ID
+	cur, err := s.getOp(ctx, tx, id)
+	if errors.Is(err, ledger.ErrNotFound) {
+		op := ledger.NewClaim(req, now)
+		_, err := s.exec(ctx, tx, sqlInsertOp, op.ID, op.Tenant, op.TaskID, op.TurnID, op.ToolCallID, op.Kind,
+			op.BusinessKey, op.RequestHash, string(op.State), op.LeaseOwner,
+			toNanos(op.LeaseExpiresAt), op.Fence, op.AttemptCount, op.ExternalID,
+			op.Result, op.Error, toNanos(op.CreatedAt), toNanos(op.UpdatedAt), op.Facts)
+		if err != nil {
+			return "", ledger.Operation{}, fmt.Errorf("insert: %w", err)
+		}
+		return ledger.Claimed, op, nil
+	}
+	if err != nil {
+		return "", ledger.Operation{}, fmt.Errorf("read: %w", err)
+	}
+	status, err := ledger.DecideClaim(cur, req, now)
+	if err != nil || status != ledger.Claimed {
+		return status, cur, err
+	}
+	op := ledger.Reclaim(cur, req, now)
+	_, err = s.exec(ctx, tx, sqlReclaim, string(op.State), op.LeaseOwner, toNanos(op.LeaseExpiresAt), op.Fence,
+		op.TurnID, op.ToolCallID, op.AttemptCount, toNanos(now), id, cur.Fence)
+	if err != nil {
+		return "", ledger.Operation{}, fmt.Errorf("update: %w", err)
+	}
+	return ledger.Claimed, op, nil
 }
 
 // writeUnderFence is every write after a claim: in one transaction it reads
@@ -119,7 +142,7 @@ func (s *Store) writeUnderFence(ctx context.Context, verb, id string, fence int6
 ) error {
 	return s.inTx(ctx, func(tx *sql.Tx) error {
 		now := s.now().UTC()
-		cur, err := getOp(ctx, tx, id)
+		cur, err := s.getOp(ctx, tx, id)
 		if err != nil {
 			return err
 		}
@@ -137,10 +160,7 @@ func (s *Store) MarkRunning(ctx context.Context, id string, fence int64, facts [
 	err := s.writeUnderFence(ctx, "mark_running", id, fence,
 		func(cur ledger.Operation, now time.Time) error { return ledger.CheckMarkRunning(cur, fence, now) },
 		func(tx *sql.Tx, now time.Time) error {
-			_, err := tx.ExecContext(ctx, `UPDATE operations SET state = ?,
-				attempt_count = attempt_count + 1, facts = ?, updated_at = ?
-				WHERE operation_id = ? AND fence = ?`,
-				string(capstan.OutcomeRunning), facts, toNanos(now), id, fence)
+			_, err := s.exec(ctx, tx, sqlMarkRunning, string(capstan.OutcomeRunning), facts, toNanos(now), id, fence)
 			return err
 		})
 	if err != nil {
@@ -154,9 +174,7 @@ func (s *Store) Renew(ctx context.Context, id string, fence int64, lease time.Du
 	err := s.writeUnderFence(ctx, "renew", id, fence,
 		func(cur ledger.Operation, now time.Time) error { return ledger.CheckRenew(cur, fence, now) },
 		func(tx *sql.Tx, now time.Time) error {
-			_, err := tx.ExecContext(ctx, `UPDATE operations SET lease_expires_at = ?, updated_at = ?
-				WHERE operation_id = ? AND fence = ?`,
-				toNanos(now.Add(lease)), toNanos(now), id, fence)
+			_, err := s.exec(ctx, tx, sqlRenew, toNanos(now.Add(lease)), toNanos(now), id, fence)
 			return err
 		})
 	if err != nil {
@@ -175,10 +193,7 @@ func (s *Store) Complete(ctx context.Context, c ledger.Completion) error {
 		err = s.writeUnderFence(ctx, "complete", c.ID, c.Fence,
 			func(cur ledger.Operation, _ time.Time) error { return ledger.CheckComplete(cur, c.Fence) },
 			func(tx *sql.Tx, now time.Time) error {
-				_, err := tx.ExecContext(ctx, `UPDATE operations SET state = ?, external_id = ?,
-					result = ?, error = ?, lease_expires_at = NULL, updated_at = ?
-					WHERE operation_id = ? AND fence = ?`,
-					string(c.State), c.ExternalID, c.Result, c.Error, toNanos(now), c.ID, c.Fence)
+				_, err := s.exec(ctx, tx, sqlComplete, string(c.State), c.ExternalID, c.Result, c.Error, toNanos(now), c.ID, c.Fence)
 				if err != nil {
 					return err
 				}
@@ -197,10 +212,7 @@ func (s *Store) Release(ctx context.Context, id string, fence int64) error {
 	err := s.writeUnderFence(ctx, "release", id, fence,
 		func(cur ledger.Operation, _ time.Time) error { return ledger.CheckRelease(cur, fence) },
 		func(tx *sql.Tx, now time.Time) error {
-			_, err := tx.ExecContext(ctx, `UPDATE operations SET state = ?, lease_owner = '',
-				lease_expires_at = NULL, updated_at = ?
-				WHERE operation_id = ? AND fence = ?`,
-				string(capstan.OutcomeAbsent), toNanos(now), id, fence)
+			_, err := s.exec(ctx, tx, sqlReleaseOp, string(capstan.OutcomeAbsent), toNanos(now), id, fence)
 			return err
 		})
 	if err != nil {
@@ -211,7 +223,7 @@ func (s *Store) Release(ctx context.Context, id string, fence int64) error {
 
 // Get implements ledger.Store.
 func (s *Store) Get(ctx context.Context, id string) (ledger.Operation, error) {
-	op, err := getOp(ctx, s.r, id)
+	op, err := s.getOp(ctx, nil, id)
 	if err != nil {
 		return ledger.Operation{}, unavailable(fmt.Errorf("ledger/sqlite: get %q: %w", id, err))
 	}
@@ -275,7 +287,7 @@ func (s *Store) TakeForReconcile(ctx context.Context, id, owner string, lease ti
 		if err != nil {
 			return fmt.Errorf("update: %w", err)
 		}
-		if op, err = getOp(ctx, tx, id); err != nil {
+		if op, err = s.getOp(ctx, tx, id); err != nil {
 			return err
 		}
 		if n == 1 {

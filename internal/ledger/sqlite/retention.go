@@ -14,14 +14,11 @@ import (
 // wrote now: its row in the tasks table, created on its first commit and
 // brought up to the run that committed on every later one. Nothing for a
 // context without a scope.
-func upsertChain(ctx context.Context, tx *sql.Tx, sc ledger.Scope, now time.Time) error {
+func (s *Store) upsertChain(ctx context.Context, tx *sql.Tx, sc ledger.Scope, now time.Time) error {
 	if sc.Token == "" {
 		return nil
 	}
-	_, err := tx.ExecContext(ctx, `INSERT INTO tasks (scope, namespace, workflow_id, task_id, run_id, created_at, updated_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?)
-		ON CONFLICT (scope) DO UPDATE SET run_id = excluded.run_id, updated_at = excluded.updated_at`,
-		sc.Token, sc.Namespace, sc.WorkflowID, sc.TaskID, sc.RunID, toNanos(now), toNanos(now))
+	_, err := s.exec(ctx, tx, sqlUpsertTask, sc.Token, sc.Namespace, sc.WorkflowID, sc.TaskID, sc.RunID, toNanos(now), toNanos(now))
 	if err != nil {
 		return fmt.Errorf("record chain %s: %w", sc.Token, err)
 	}

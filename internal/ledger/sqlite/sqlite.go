@@ -82,6 +82,8 @@ type Store struct {
 	cerr   error
 
 	wq *writeQueue // every write goes through it (group commit, groupcommit.go)
+	ws prepared    // the writer's prepared statements (prepared.go)
+	rs prepared    // the readers' prepared statements
 
 	sealer ledger.Sealer // Options.Sealer
 }
@@ -133,6 +135,9 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if err := migrate(ctx, s.w); err != nil {
 		return fail("create schema", err)
 	}
+	if s.ws, err = prepare(ctx, s.w, writerStatements); err != nil {
+		return fail("prepare the writer's statements", err)
+	}
 
 	if s.r, err = sql.Open("sqlite", dsn(abs, true)); err != nil {
 		return fail("open readers", err)
@@ -141,6 +146,9 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	s.r.SetMaxIdleConns(4)
 	if err := verifyPragmas(ctx, s.r); err != nil {
 		return fail("configure reader connection", err)
+	}
+	if s.rs, err = prepare(ctx, s.r, readerStatements); err != nil {
+		return fail("prepare the readers' statements", err)
 	}
 	s.log.DebugContext(ctx, "ledger opened", "path", abs)
 	return s, nil
@@ -152,7 +160,7 @@ func (s *Store) Path() string { return s.path }
 // Close closes the database. It is safe to call more than once.
 func (s *Store) Close() error {
 	s.closed.Do(func() {
-		var errs []error
+		errs := []error{s.rs.close(), s.ws.close()}
 		if s.r != nil {
 			errs = append(errs, s.r.Close())
 		}

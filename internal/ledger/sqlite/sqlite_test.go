@@ -113,6 +113,36 @@ func BenchmarkClaim(b *testing.B) {
 	})
 }
 
+// BenchmarkDecidedClaim compares a policy decision recorded alone before
+// its claim with one carried by the claim:
+//
+//	go test -run '^$' -bench DecidedClaim ./internal/ledger/sqlite/
+func BenchmarkDecidedClaim(b *testing.B) {
+	ledgertest.BenchmarkDecidedClaim(b, func(b *testing.B) ledger.Store {
+		s, err := sqlite.Open(context.Background(), filepath.Join(b.TempDir(), "ledger.db"), sqlite.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { s.Close() })
+		return s
+	})
+}
+
+// BenchmarkTask runs the ledger calls of one bench demo task per
+// iteration:
+//
+//	go test -run '^$' -bench Task -cpuprofile cpu.out ./internal/ledger/sqlite/
+func BenchmarkTask(b *testing.B) {
+	ledgertest.BenchmarkTask(b, func(b *testing.B) ledger.Store {
+		s, err := sqlite.Open(context.Background(), filepath.Join(b.TempDir(), "ledger.db"), sqlite.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { s.Close() })
+		return s
+	})
+}
+
 func TestOpenCreatesParentDirectories(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "a", "b", "c", "ledger.db")

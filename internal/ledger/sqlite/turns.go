@@ -10,8 +10,9 @@ import (
 )
 
 // CommitTurn implements ledger.Store: one write transaction inserts the
-// items, then INSERT OR IGNORE the turn and reads back what won, so the
-// statements see each other and the items are durable with the commit.
+// items, then INSERT OR IGNORE the turn and, when an earlier commit won,
+// reads back what it stored, so the statements see each other and the
+// items are durable with the commit.
 func (s *Store) CommitTurn(ctx context.Context, turnID string, output []byte, items ...[]byte) ([]byte, error) {
 	if turnID == "" {
 		return nil, errors.New("ledger/sqlite: commit turn: empty turn id")
@@ -26,14 +27,22 @@ func (s *Store) CommitTurn(ctx context.Context, turnID string, output []byte, it
 			return err
 		}
 		sc := ledger.ScopeOf(ctx)
-		if _, err := tx.ExecContext(ctx, "INSERT OR IGNORE INTO turns (turn_id, output, created_at, scope) VALUES (?, ?, ?, ?)",
-			turnID, output, toNanos(now), sc.Token); err != nil {
+		res, err := s.exec(ctx, tx, sqlInsertTurn, turnID, output, toNanos(now), sc.Token)
+		if err != nil {
 			return err
 		}
-		if err := upsertChain(ctx, tx, sc, now); err != nil {
+		inserted, err := res.RowsAffected()
+		if err != nil {
 			return err
 		}
-		if err := tx.QueryRowContext(ctx, "SELECT output FROM turns WHERE turn_id = ?", turnID).Scan(&stored); err != nil {
+		if err := s.upsertChain(ctx, tx, sc, now); err != nil {
+			return err
+		}
+		if inserted == 1 {
+			stored = output // this commit won: what it wrote is what is stored
+			return nil
+		}
+		if err := s.queryRowTx(ctx, tx, sqlGetTurn, turnID).Scan(&stored); err != nil {
 			return fmt.Errorf("read back: %w", err)
 		}
 		return nil
@@ -47,7 +56,7 @@ func (s *Store) CommitTurn(ctx context.Context, turnID string, output []byte, it
 // GetTurn implements ledger.Store.
 func (s *Store) GetTurn(ctx context.Context, turnID string) ([]byte, error) {
 	var out []byte
-	err := s.r.QueryRowContext(ctx, "SELECT output FROM turns WHERE turn_id = ?", turnID).Scan(&out)
+	err := s.queryRow(ctx, sqlGetTurn, turnID).Scan(&out)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("ledger/sqlite: get turn %s: %w", turnID, ledger.ErrNotFound)
 	}

@@ -1,0 +1,97 @@
+package activities_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/capstanhq/capstan"
+	"github.com/capstanhq/capstan/activities"
+	"github.com/capstanhq/capstan/internal/ledger"
+	"github.com/capstanhq/capstan/internal/ledger/sqlite"
+	"github.com/capstanhq/capstan/internal/tools"
+	githubtools "github.com/capstanhq/capstan/internal/tools/github"
+)
+
+// A worker that ran a task's turns and tool calls reads nothing of their
+// transcript from the ledger again: each later turn loads its manifests,
+// messages and tool arguments from the items this worker stored. Another
+// worker, with nothing cached, loads the same transcript from the ledger.
+func TestTurnsReadTheirTranscriptFromThisWorkersItems(t *testing.T) {
+	t.Parallel()
+	reads := &itemReads{}
+	f := newFixture(t, func(d *activities.Deps) { reads.Ledger = d.Ledger; d.Ledger = reads })
+	k := newTask(t, f, 20)
+	k.step(t)
+	for k.turn < 6 {
+		before := reads.calls.Load()
+		k.step(t)
+		if n := reads.calls.Load() - before; n != 0 {
+			t.Errorf("turn %d (and its tool call) read items from the ledger %d times, want 0: this worker stored them", k.turn, n)
+		}
+	}
+	mine, err := f.acts.ManifestRefs(context.Background(), k.transcript)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := activities.New(activities.Deps{Ledger: f.ledger, Tools: tools.NewRegistry(), Identity: "another-worker"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	theirs, err := other.ManifestRefs(context.Background(), k.transcript)
+	if err != nil || len(theirs) != len(mine) || len(mine) < 6 {
+		t.Fatalf("another worker's transcript: %d items, %v; this worker's: %d", len(theirs), err, len(mine))
+	}
+	for i := range mine {
+		if mine[i] != theirs[i] {
+			t.Fatalf("item %d: %s here, %s from the ledger", i, mine[i], theirs[i])
+		}
+	}
+}
+
+// The cache holds only what the ledger stored: the item of a completion
+// the ledger refused is not read from it, and an answer is a copy, so a
+// caller changing it changes nothing another reads.
+func TestItemCacheHoldsOnlyWhatTheLedgerStored(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	store, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "ledger.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	c := activities.NewItemCache(store)
+	claim, err := c.Claim(ctx, ledger.ClaimRequest{Op: ledger.Operation{ID: "op", Kind: githubtools.NameCreateBranch, RequestHash: "h"},
+		Owner: "w", Lease: time.Minute, Running: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := []byte(`{"role":"tool","content":"refused write"}`)
+	err = c.Complete(ctx, ledger.Completion{ID: "op", Fence: claim.Op.Fence + 1, State: capstan.OutcomeSucceeded, Items: [][]byte{refused}})
+	if !errors.Is(err, ledger.ErrFenced) {
+		t.Fatalf("Complete under a stale fence: %v, want ErrFenced", err)
+	}
+	if _, err := c.GetItem(ctx, ledger.ItemRef(refused)); !errors.Is(err, ledger.ErrNotFound) {
+		t.Fatalf("GetItem of a refused completion's item: %v, want ErrNotFound", err)
+	}
+	if _, err := c.GetItems(ctx, []string{ledger.ItemRef(refused)}); !errors.Is(err, ledger.ErrNotFound) {
+		t.Fatalf("GetItems of a refused completion's item: %v, want ErrNotFound", err)
+	}
+	stored := []byte(`{"role":"tool","content":"done"}`)
+	if err := c.Complete(ctx, ledger.Completion{ID: "op", Fence: claim.Op.Fence, State: capstan.OutcomeSucceeded, Items: [][]byte{stored}}); err != nil {
+		t.Fatal(err)
+	}
+	ref := ledger.ItemRef(stored)
+	got, err := c.GetItem(ctx, ref)
+	if err != nil || !bytes.Equal(got, stored) {
+		t.Fatalf("GetItem = %q, %v; want %q", got, err, stored)
+	}
+	got[0] = 'X'
+	all, err := c.GetItems(ctx, []string{ref, ref})
+	if err != nil || len(all) != 2 || !bytes.Equal(all[0], stored) || !bytes.Equal(all[1], stored) {
+		t.Fatalf("GetItems = %q, %v; want the stored item twice, unchanged", all, err)
+	}
+}
