@@ -85,7 +85,7 @@ func (r *results) policyTable(p func(string, ...any)) {
 		p("Not measured: %v", r.policy.err)
 		return
 	}
-	p("A compliant `github_put_file` decided in memory (`policy.Decide`), and the decision's one ledger record (SQLite, `RecordDecision`), which `ExecuteTool` writes before it claims the operation. The demo task makes three tool calls.")
+	p("A compliant `github_put_file` decided in memory (`policy.Decide`), and the decision's ledger record written alone (SQLite, `RecordDecision`): what a call the policy refuses or holds for approval pays. A call it lets through records its decision in the claim's own transaction (`ClaimRequest.Decision`), so it pays no write of its own. The demo task makes three tool calls, all let through.")
 	p("")
 	var task time.Duration
 	if s := r.load[loadKey{kindCapstan, 1, 1}]; s != nil {
@@ -101,5 +101,5 @@ func (r *results) policyTable(p func(string, ...any)) {
 	p("| --- | --- | --- |")
 	p("| decision, default rules | %s | %s |", r.policy.defaults, share(r.policy.defaults))
 	p("| decision, %d CEL rules all evaluated | %s | %s |", r.policy.celRules, r.policy.cel, share(r.policy.cel))
-	p("| the decision's ledger record | %s | %s |", r.policy.record, share(r.policy.record))
+	p("| the decision's ledger record written alone (refused or held calls) | %s | %s |", r.policy.record, share(r.policy.record))
 }
