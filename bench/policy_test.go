@@ -21,7 +21,7 @@ func TestPolicyCostIsMeasuredAndReported(t *testing.T) {
 	}
 	var w strings.Builder
 	(&results{policy: row, load: loadResults{}}).policyTable(func(f string, a ...any) { w.WriteString(strings.TrimSpace(fmt.Sprintf(f, a...)) + "\n") })
-	for _, want := range []string{"## The policy's cost per tool call", "| decision, default rules |", "| decision, 20 CEL rules all evaluated |", "| the decision's ledger record |"} {
+	for _, want := range []string{"## The policy's cost per tool call", "| decision, default rules |", "| decision, 20 CEL rules all evaluated |", "| the decision's ledger record written alone (refused or held calls) | "} {
 		if !strings.Contains(w.String(), want) {
 			t.Errorf("the report has no %q:\n%s", want, w.String())
 		}
