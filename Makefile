@@ -5,7 +5,9 @@
 #   make down   stop what `make demo` started
 #   make test   go vet, staticcheck, the gofmt check and the race-enabled
 #               test suite, end to end against a real Temporal dev server
-#   make test-long  the long runs (load, game day, rolling deploy, fairness)
+#   make test-long  the long runs (load, game day, rolling deploy, fairness,
+#               time to certainty, and the tests that wait out a fixed backoff
+#               or a token's lifetime)
 #   make bench  capstan against a bare Temporal workflow, the ledger, history
 #               growth, a downed dependency and time to certainty; writes
 #               bench/results/ (make bench-certainty: that last table alone)
@@ -48,11 +50,16 @@ fmt-check:
 lint: $(STATICCHECK) fmt-check
 	$(STATICCHECK) ./...
 
+# The end-to-end tests (internal/e2e) run four at a time (t.Parallel; the
+# package sets -parallel 4 unless it is given): they mostly wait on timers
+# in other processes. About 8 minutes for that package on two cores.
 test: $(TEMPORAL) vet lint
 	go test -race -count=1 -timeout 25m ./...
 
-# The long runs — a game day, a rolling deploy, fairness under a burst, load —
-# are the e2e tests named TestLong…; `make test` compiles them and skips them.
+# The long runs — a game day, a rolling deploy, fairness under a burst, load,
+# time to certainty, a branch absent five times, GitHub App tokens outliving
+# their task — are the e2e tests named TestLong…; `make test` compiles them
+# and skips them. They run one at a time.
 test-long: $(TEMPORAL)
 	CAPSTAN_LONG=1 go test -count=1 -timeout 30m -run '^TestLong' -v ./internal/e2e/
 

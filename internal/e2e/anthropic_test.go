@@ -92,6 +92,7 @@ func (s *anthropicScript) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // tool_use block runs its tool once, and the tool's result goes back as a
 // tool_result block; the key reaches the server and never the history.
 func TestAnthropicTask(t *testing.T) {
+	t.Parallel()
 	sb := startSandbox(t)
 	taskID := fmt.Sprintf("e2e-anthropic-%d", time.Now().UnixNano())
 	script := &anthropicScript{branch: "capstan/anthropic-" + taskID}
@@ -172,6 +173,7 @@ func TestAnthropicTask(t *testing.T) {
 // anthropic fails at once with worker_misconfigured, naming the variable to
 // set; nothing is sent anywhere.
 func TestAnthropicTaskOnWorkerWithoutKey(t *testing.T) {
+	t.Parallel()
 	sb := startSandbox(t)
 	env := endpointEnv(t, "e2e-anthropic-nokey", sb)
 	w := startWorker(t, env)

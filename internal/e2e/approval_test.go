@@ -72,6 +72,7 @@ func waitAwaitingApproval(t *testing.T, env []string, taskID string) workflows.O
 // cannot take is one sentence, exit 2; `starter approve` sends the pull
 // request, exactly once, and a second answer is told who approved.
 func TestApprovalSendsThePullRequestOnceApproved(t *testing.T) {
+	t.Parallel()
 	sb := startSandbox(t)
 	log := &githubLog{}
 	sb.GitHub.SetFault(log.hook)
@@ -169,6 +170,7 @@ func slackMessagesWith(msgs []sandbox.SlackMessage, s string) []string {
 // second worker finds the operation running in the ledger (then it is
 // reconciled, never sent again); when it had not, the second sends it.
 func TestApprovalSurvivesAWorkerKilledRightAfterIt(t *testing.T) {
+	t.Parallel()
 	sb := startSandbox(t)
 	if err := sb.GitHub.AddFault(sandbox.FaultRule{Endpoint: "pulls/create", Kind: sandbox.FaultDelay, Delay: 4 * time.Second, Times: 1}); err != nil {
 		t.Fatal(err)
@@ -207,6 +209,7 @@ func TestApprovalSurvivesAWorkerKilledRightAfterIt(t *testing.T) {
 // --approval-timeout and nobody answering, the operation is denied with
 // the timeout's reason. No pull request either way.
 func TestDenialAndTimeoutSendNothing(t *testing.T) {
+	t.Parallel()
 	sb := startSandbox(t)
 	log := &githubLog{}
 	sb.GitHub.SetFault(log.hook)
@@ -237,10 +240,10 @@ func TestDenialAndTimeoutSendNothing(t *testing.T) {
 	}
 	recordHistory(t, "denied", workflows.WorkflowID(taskID))
 
-	timedOut, op2 := startApprovalTask(t, env, "approval-timeout", "--approval-timeout", "3s")
+	timedOut, op2 := startApprovalTask(t, env, "approval-timeout", "--approval-timeout", "20s")
 	res = waitResult(t, timedOut)
-	if d := deniedOp(res, op2.OperationID); res.Status != workflows.StatusCompleted || d == nil || d.Reason != "denied: no approval within 3s" {
-		t.Errorf("task %s ended %s, operation %+v; want completed, the pull request denied: no approval within 3s", timedOut, res.Status, d)
+	if d := deniedOp(res, op2.OperationID); res.Status != workflows.StatusCompleted || d == nil || d.Reason != "denied: no approval within 20s" {
+		t.Errorf("task %s ended %s, operation %+v; want completed, the pull request denied: no approval within 20s", timedOut, res.Status, d)
 	}
 	if got := pullRequestPosts(log); len(got) != 0 || sb.GitHub.Stats().PullRequestsCreated != 0 {
 		t.Errorf("requests reached the pull-request endpoint: %q; want none", got)

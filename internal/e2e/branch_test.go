@@ -26,6 +26,7 @@ const branchRepo = "capstan-sandbox/demo"
 // request carries a tool error saying the branch exists and at which
 // commit, and the task completes with the one branch, created once.
 func TestRecreateBranchTellsTheModel(t *testing.T) {
+	t.Parallel()
 	sb := startSandbox(t)
 	env := endpointEnv(t, "e2e-recreate-branch", sb)
 	startWorker(t, env)
@@ -59,6 +60,7 @@ func TestRecreateBranchTellsTheModel(t *testing.T) {
 // reconciler finds it: the task completes with one branch, and no person
 // is asked.
 func TestBranchFoundAfterBaseMoved(t *testing.T) {
+	t.Parallel()
 	sb := startSandbox(t)
 	var once sync.Once
 	moved := make(chan string, 1)
@@ -200,12 +202,16 @@ func waitSettled(t *testing.T, env []string, taskID string) workflows.TaskResult
 	}
 }
 
-// TestBranchAbsentFiveTimesAsksNoPerson: GitHub answers the branch's create
+// TestLongBranchAbsentFiveTimesAsksNoPerson: GitHub answers the branch's create
 // 502 five times in a row, acting on none, then creates it. Each 502 is an
 // unknown outcome: the reconciler sends it again (issue 18) or confirms it
 // absent; a write capstan knows did not happen is executed again with
 // backoff, never put to a person. The task completes with one branch.
-func TestBranchAbsentFiveTimesAsksNoPerson(t *testing.T) {
+// It waits out the workflow's fixed backoff between executions (about
+// 40 s): a long run, in `make test-long`; TestBranchFoundAfterBaseMoved
+// and TestRecreateBranchTellsTheModel keep branches in `make test`.
+func TestLongBranchAbsentFiveTimesAsksNoPerson(t *testing.T) {
+	requireLong(t)
 	sb := startSandbox(t)
 	if err := sb.GitHub.AddFault(sandbox.FaultRule{Endpoint: "git/create-ref", Kind: sandbox.FaultFail, Status: http.StatusBadGateway, Times: 5}); err != nil {
 		t.Fatal(err)

@@ -85,6 +85,7 @@ func breakerTransitions(t *testing.T, w *workerProcess, key string) []transition
 // three times before it asks a person (workflows.maxReexecutions), so a
 // single task can only meet a threshold below three.
 func TestGitHubWriteOutageOpensTheBreaker(t *testing.T) {
+	t.Parallel()
 	const threshold, openFor = 2, 8 * time.Second
 	sb := startSandbox(t)
 	for _, ep := range githubWrites {

@@ -14,6 +14,7 @@ import (
 // task sends three model requests — 120, 240, then 360 tokens spent — and
 // ends budget_exhausted before a fourth, which the sandbox never sees.
 func TestTokenBudgetStopsTheTask(t *testing.T) {
+	t.Parallel()
 	sb := startSandbox(t)
 	sb.Model.SetUsage(100, 20)
 	env := endpointEnv(t, "e2e-budget", sb)

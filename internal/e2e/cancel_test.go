@@ -16,6 +16,7 @@ import (
 // stream has stalled; the waiting `starter run` prints the cancelled result
 // and exits 1.
 func TestCancelStopsAStalledTask(t *testing.T) {
+	t.Parallel()
 	sb := startSandbox(t)
 	stalled := make(chan struct{}, 1)
 	sb.Model.SetFault(func(w http.ResponseWriter, r *http.Request, _ http.Handler) bool {
@@ -66,6 +67,7 @@ func TestCancelStopsAStalledTask(t *testing.T) {
 // the operation UNKNOWN, reconciles it before the task ends, and lists it
 // as found in the cancelled task's result. Nothing is sent again.
 func TestCancelReconcilesWhatWasInFlight(t *testing.T) {
+	t.Parallel()
 	sb := startSandbox(t)
 	if err := sb.GitHub.AddFault(sandbox.FaultRule{Endpoint: "pulls/create", Kind: sandbox.FaultDelay, Delay: 5 * time.Minute, Times: 1}); err != nil {
 		t.Fatal(err)

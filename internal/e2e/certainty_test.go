@@ -46,12 +46,15 @@ func certaintyRows() []faultRow {
 	}
 }
 
-// TestTimeToCertainty runs the faults of issue 18 end to end with the
+// TestLongTimeToCertainty runs the faults of issue 18 end to end with the
 // default consistency window and logs, per fault, the time from the fault
 // (the faulted request reaching the sandbox, or the signal) to the faulted
 // operation's last ledger record (its settled state), and to the task's
 // completion. Every row still demands exactly one of each effect.
-func TestTimeToCertainty(t *testing.T) {
+// A measurement, which `make bench` takes three times: a long run, in
+// `make test-long`; TestFaultTable covers its faults in `make test`.
+func TestLongTimeToCertainty(t *testing.T) {
+	requireLong(t)
 	rows := certaintyRows()
 	reports := make([]faultReport, len(rows))
 	failed := make([]bool, len(rows))
@@ -87,7 +90,7 @@ func TestTimeToCertainty(t *testing.T) {
 	writeCertainty(t, rows, reports, failed)
 }
 
-// certaintyFigure is one row's figures as TestTimeToCertainty hands them
+// certaintyFigure is one row's figures as TestLongTimeToCertainty hands them
 // to the bench (CAPSTAN_CERTAINTY_OUT): one JSON object a line.
 type certaintyFigure struct {
 	Name      string  `json:"name"`

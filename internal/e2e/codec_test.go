@@ -49,6 +49,9 @@ func codecKey(t *testing.T, id string) string {
 // codec-server` shows them to `temporal workflow show`; after a rotation
 // (new key first) the task still replays and displays; without its key,
 // one error names the key.
+//
+// Not t.Parallel: it and TestStarterDemoOnSandboxWorker run `starter demo` on the
+// sandbox's own queue, capstan-sandbox, whose worker would take the other's task.
 func TestEncryptedDemoTask(t *testing.T) {
 	oldKey, newKey := codecKey(t, "e2e-old"), codecKey(t, "e2e-new")
 	var env []string

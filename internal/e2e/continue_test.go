@@ -19,6 +19,7 @@ import (
 // suggests continue-as-new early, and checks that the task goes on across
 // runs with its transcript and records intact.
 func TestContinueAsNewCarriesTheCheckpoint(t *testing.T) {
+	t.Parallel()
 	srv, err := testenv.StartDevServer(context.Background(), nil,
 		"--dynamic-config-value", "limit.historyCount.suggestContinueAsNew=60")
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 // but its answer is lost; the comment reconciler finds it by its marker and
 // the delivery is acked as recovered. Exactly one message and one comment.
 func TestDeliveriesToSlackAndAComment(t *testing.T) {
+	t.Parallel()
 	sb := startSandbox(t)
 	if err := sb.GitHub.AddFault(sandbox.FaultRule{Endpoint: "issues/create-comment", Kind: sandbox.FaultDrop, Times: 1}); err != nil {
 		t.Fatal(err)

@@ -118,6 +118,11 @@ type faultReport struct {
 // The rows run rowsAtOnce at a time, each t.Run on a goroutine of its own:
 // t.Parallel would hold them to -test.parallel, GOMAXPROCS by default (2 on
 // the CI machine), and the table would take minutes of mostly waiting.
+//
+// Not t.Parallel: its rows already run side by side, and a row's worker
+// must heartbeat within 3 seconds (a starved one loses its activity to the
+// heartbeat timeout before the row's signal), so the table runs while no
+// other test of the package loads the machine.
 func TestFaultTable(t *testing.T) {
 	rows := faultRows()
 	slices.SortStableFunc(rows, func(a, b faultRow) int { // the slow rows first

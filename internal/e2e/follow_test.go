@@ -32,6 +32,9 @@ const helloAnswer = "Hello! I'm capstan's sandbox model. This answer needs no to
 // its reason, the retry, and the final answer exactly once (as the second
 // attempt's committed text, which the result then does not repeat); no
 // line is wider than 100 columns.
+//
+// Not t.Parallel: "within a second" is a wall-clock promise, so the test
+// runs while no other test of the package loads the machine.
 func TestFollowShowsAStalledAttemptStruckThenTheAnswerOnce(t *testing.T) {
 	tmux := requireTmux(t)
 	sb := startSandbox(t)
@@ -137,6 +140,7 @@ func stallFirstAttempt(sb *sandbox.Sandbox) *stall {
 // appends the text tagged with its attempt, marks the stalled attempt
 // "[abandoned: reason]", and shows the final answer once, in 100 columns.
 func TestRunFollowWithoutATerminal(t *testing.T) {
+	t.Parallel()
 	sb := startSandbox(t)
 	st := stallFirstAttempt(sb)
 	close(st.release)
@@ -271,6 +275,10 @@ func (p *tmuxPane) waitFor(t *testing.T, want string, within time.Duration) stri
 // says on stderr what the task does at least every 30 s while it waits, so
 // an unattended runner that kills silent jobs never kills it. The model
 // holds the first request for longer than that.
+//
+// Not t.Parallel: the 30 s are counted on the wall clock from the
+// starter's launch, its start-up included, so the test runs while no other
+// test of the package loads the machine.
 func TestRunWaitKeepsTalkingWithoutATerminal(t *testing.T) {
 	sb := startSandbox(t)
 	arrived, release := make(chan struct{}), make(chan struct{})
@@ -351,6 +359,10 @@ func TestRunWaitKeepsTalkingWithoutATerminal(t *testing.T) {
 // another: the follower reads each attempt's text from the hub of the
 // worker that runs it, shows the first abandoned and the second's answer
 // once.
+//
+// Not t.Parallel: the second attempt streams for under a second, and the
+// follower must poll within it, so the test runs while no other test of
+// the package loads the machine.
 func TestFollowAcrossWorkers(t *testing.T) {
 	sb := startSandbox(t)
 	var calls atomic.Int32

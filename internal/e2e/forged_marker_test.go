@@ -23,6 +23,7 @@ import (
 // comment is not capstan's: the reconciler does not see the delivery, it
 // is sent again, and capstan's comment is posted exactly once.
 func TestForgedCommentMarkerIsIgnored(t *testing.T) {
+	t.Parallel()
 	sb := startSandbox(t)
 	ctx := context.Background()
 	mallory, err := githubtools.NewClient(sb.GitHubURL, sandbox.SandboxUserToken("mallory"), &http.Client{Timeout: 10 * time.Second})

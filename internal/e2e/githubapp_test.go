@@ -21,7 +21,7 @@ import (
 // appTokenLifetime is how long the sandbox's installation tokens live.
 const appTokenLifetime = 30 * time.Second
 
-// TestGitHubAppTokensOutliveNoTask: the worker acts as a GitHub App (id and
+// TestLongGitHubAppTokensOutliveNoTask: the worker acts as a GitHub App (id and
 // PEM key in its environment, its installation looked up from the
 // repository) against the sandbox GitHub, which checks the App's JWTs and
 // issues installation tokens living 30 s. The task writes its branch and
@@ -32,7 +32,11 @@ const appTokenLifetime = 30 * time.Second
 // completes with exactly one branch, one file and one pull request, by
 // the bot; no request met an expired token; and no token is in the
 // workflow's history, the ledger or the worker's output.
-func TestGitHubAppTokensOutliveNoTask(t *testing.T) {
+// It waits out the tokens' 30 s lifetime: a long run, in `make test-long`;
+// TestGitHubAppWrongKeyStopsTheWorker keeps the App's start-up checks in
+// `make test`.
+func TestLongGitHubAppTokensOutliveNoTask(t *testing.T) {
+	requireLong(t)
 	key, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
 		t.Fatal(err)
@@ -132,6 +136,7 @@ func TestGitHubAppTokensOutliveNoTask(t *testing.T) {
 // App's (the sandbox refuses its JWT), or whose GITHUB_TOKEN is set beside
 // the App, stops at startup with one line saying which settings to check.
 func TestGitHubAppWrongKeyStopsTheWorker(t *testing.T) {
+	t.Parallel()
 	key, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
 		t.Fatal(err)

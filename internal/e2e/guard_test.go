@@ -15,6 +15,7 @@ import (
 // asked again as a new attempt of the same turn; a rejecting one fails the
 // task with provider_rejected and the provider's reason.
 func TestTurnGuardRetriesOverloadAndFailsOnRejection(t *testing.T) {
+	t.Parallel()
 	sb := startSandbox(t)
 	var calls atomic.Int32
 	var reject atomic.Bool
@@ -75,6 +76,7 @@ func TestTurnGuardRetriesOverloadAndFailsOnRejection(t *testing.T) {
 // chunk is cut by the idle watchdog and asked again as a new attempt of the
 // same turn; the speculative text of the cut attempt is never committed.
 func TestTurnGuardRetriesAnIdleCut(t *testing.T) {
+	t.Parallel()
 	sb := startSandbox(t)
 	var calls atomic.Int32
 	cut := make(chan struct{})

@@ -35,8 +35,11 @@ const ledgerOutage = 30 * time.Second
 //   - model_turn: as the second model turn's request reaches the model, so
 //     its answer cannot be committed, and the turns after it cannot read
 //     the ledger: the task waits for breaker ledger, journalled.
+//
+// The two run side by side, each with a PostgreSQL of its own, so their
+// outages overlap rather than add up.
 func TestLedgerOutageMidTask(t *testing.T) {
-	pg := startPrivatePostgres(t)
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		// at installs the hook that calls stop at the outage's event.
@@ -70,6 +73,8 @@ func TestLedgerOutageMidTask(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			pg := startPrivatePostgres(t)
 			sb := startSandbox(t)
 			env := append(endpointEnv(t, "e2e-ledger-outage-"+tc.name, sb), "CAPSTAN_LEDGER_DSN="+pg.dsn)
 			outage := pg.outageAt()

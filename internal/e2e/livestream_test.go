@@ -60,6 +60,7 @@ func workerMemory(t *testing.T, metricsURL string) memory {
 // opens. The worker's live heap must stay flat: the hub keeps nothing for
 // an attempt nobody runs.
 func TestStreamHubStaysFlatUnderUnknownAttempts(t *testing.T) {
+	t.Parallel()
 	sb := startSandbox(t)
 	w := startWorker(t, endpointEnv(t, "e2e-stream-flood", sb))
 	base, metrics := w.streamURL(t), w.metricsURL(t)
@@ -125,6 +126,7 @@ func openAndHangUp(t *testing.T, base, attempt string) int {
 // attempts as they stream (the stalled attempt's text is only ever in the
 // stream).
 func TestFollowSendsTheStreamToken(t *testing.T) {
+	t.Parallel()
 	sb := startSandbox(t)
 	st := stallFirstAttempt(sb)
 	close(st.release)

@@ -11,6 +11,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -40,7 +41,25 @@ func TestMain(m *testing.M) {
 	os.Exit(runMain(m))
 }
 
+// testsAtOnce is how many of the package's tests run side by side (their
+// t.Parallel) unless `go test -parallel N` says otherwise. The tests mostly
+// wait — on Temporal's timers, backoffs, reconcile windows and outages, in
+// other processes — so more of them than the machine's cores (the default,
+// 2 on the CI machine) fit: run one after the other they used a fifth of
+// two cores. Each test has a task queue, a ledger, a sandbox and worker
+// processes of its own (baseEnv refuses a queue two tests would share).
+const testsAtOnce = 4
+
 func runMain(m *testing.M) int {
+	flag.Parse()
+	explicit := false
+	flag.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "test.parallel" })
+	if !explicit {
+		if err := flag.Set("test.parallel", fmt.Sprint(testsAtOnce)); err != nil {
+			fmt.Fprintln(os.Stderr, "e2e:", err)
+			return 1
+		}
+	}
 	ctx := context.Background()
 	srv, err := testenv.StartDevServer(ctx, nil, testenv.DevServerFlags...)
 	if err != nil {
@@ -67,9 +86,12 @@ func runMain(m *testing.M) int {
 
 // baseEnv is the environment every process of a test gets: the dev server,
 // a task queue of the test's own, and nothing from the caller's shell that
-// could point a client somewhere else.
+// could point a client somewhere else. The tests run side by side, so a
+// queue another test (another top-level test) has used fails this one: its
+// worker would take the other's tasks.
 func baseEnv(t *testing.T, taskQueue string) []string {
 	t.Helper()
+	claimQueue(t, taskQueue)
 	env := []string{
 		"PATH=" + os.Getenv("PATH"),
 		"HOME=" + t.TempDir(),
@@ -85,6 +107,31 @@ func baseEnv(t *testing.T, taskQueue string) []string {
 		"CAPSTAN_STREAM_ADDR=127.0.0.1:0",
 	}
 	return env
+}
+
+// queueOwners maps each task queue handed out by baseEnv to the top-level
+// test that took it.
+var queueOwners = struct {
+	sync.Mutex
+	m map[string]string
+}{m: map[string]string{}}
+
+// claimQueue records queue as the task queue of t's top-level test, and
+// fails t if another top-level test has taken it. "unused" is the queue
+// of tests that drop CAPSTAN_TASK_QUEUE (they run one at a time: not
+// t.Parallel).
+func claimQueue(t *testing.T, queue string) {
+	t.Helper()
+	if queue == "unused" {
+		return
+	}
+	top, _, _ := strings.Cut(t.Name(), "/")
+	queueOwners.Lock()
+	defer queueOwners.Unlock()
+	if owner, ok := queueOwners.m[queue]; ok && owner != top {
+		t.Fatalf("task queue %q is %s's too: tests running side by side need queues of their own", queue, owner)
+	}
+	queueOwners.m[queue] = top
 }
 
 // workerProcess is a running worker binary.

@@ -50,6 +50,7 @@ func mcpWorkerOverSandbox(t *testing.T, transport, name, settings string, faults
 // person — and the task completes. Its second answer is over the result
 // cap: the model is shown it cut, and the history never holds the body.
 func TestMCPReadOnlyLostAnswerIsRetried(t *testing.T) {
+	t.Parallel()
 	for _, transport := range mcpTransports {
 		t.Run(transport, func(t *testing.T) {
 			name := "e2e-mcp-read-" + transport
@@ -81,6 +82,7 @@ func TestMCPReadOnlyLostAnswerIsRetried(t *testing.T) {
 // the same operation id, one ticket (the stdio case is
 // TestMCPIdempotentToolRetriedWithTheSameOperationID).
 func TestMCPIdempotentToolRetriedOverHTTP(t *testing.T) {
+	t.Parallel()
 	env, store := mcpWorkerOver(t, "http", "e2e-mcp-idem-http",
 		`{"call_timeout": "2s", "tools": {"upsert_ticket": {"class": "idempotent"}}}`,
 		map[string][]string{"upsert_ticket": {mcpserver.FaultDrop}})
@@ -98,6 +100,7 @@ func TestMCPIdempotentToolRetriedOverHTTP(t *testing.T) {
 // TestMCPLostAnswerWithoutLookupGoesToAPerson; --absent over HTTP is
 // TestMCPHangEndsAtTheIdleTimeout).
 func TestMCPPersonFoundOverHTTP(t *testing.T) {
+	t.Parallel()
 	env, store := mcpWorkerOver(t, "http", "e2e-mcp-person-http", `{"call_timeout": "2s"}`,
 		map[string][]string{"create_ticket": {mcpserver.FaultDrop}})
 	taskID := runMCPTask(t, env, "e2e-mcp-person-http", "mcp-ticket")
@@ -118,6 +121,7 @@ func TestMCPPersonFoundOverHTTP(t *testing.T) {
 // every 200 ms for 4 s, idle timeout 1.5 s): one call, carrying a progress
 // token, one ticket, nothing cancelled.
 func TestMCPSlowProgressSurvivesTheIdleTimeout(t *testing.T) {
+	t.Parallel()
 	env, store := mcpWorkerOver(t, "stdio", "e2e-mcp-slow",
 		`{"call_timeout": "2m", "idle_timeout": "1500ms", "tools": {"create_ticket": {"class": "unsafe", "lookup": "find_ticket"}}}`,
 		map[string][]string{"create_ticket": {mcpserver.FaultSlow}})
@@ -139,6 +143,7 @@ func TestMCPSlowProgressSurvivesTheIdleTimeout(t *testing.T) {
 // again with the same operation id: one ticket. The server is told each
 // time (notifications/cancelled).
 func TestMCPHangEndsAtTheIdleTimeout(t *testing.T) {
+	t.Parallel()
 	env, store := mcpWorkerOver(t, "http", "e2e-mcp-hang",
 		`{"call_timeout": "5m", "idle_timeout": "2s", "tools": {"search_tickets": {"class": "read_only"}}}`,
 		map[string][]string{"search_tickets": {mcpserver.FaultHang}, "create_ticket": {mcpserver.FaultHang}})
@@ -171,6 +176,7 @@ func TestMCPHangEndsAtTheIdleTimeout(t *testing.T) {
 // Cancelling a task while an MCP call is in flight cancels the call: the
 // server receives notifications/cancelled, and nothing was made.
 func TestMCPCancelledTaskCancelsTheCall(t *testing.T) {
+	t.Parallel()
 	env, store := mcpWorkerOver(t, "stdio", "e2e-mcp-cancel",
 		`{"call_timeout": "5m", "idle_timeout": "5m", "tools": {"create_ticket": {"class": "unsafe", "lookup": "find_ticket"}}}`,
 		map[string][]string{"create_ticket": {mcpserver.FaultHang}}, "CAPSTAN_HEARTBEAT_TIMEOUT=3s")
@@ -220,6 +226,7 @@ const everythingVar = "CAPSTAN_MCP_EVERYTHING"
 // trusted, so its annotations give echo its class — and completes with
 // their answers.
 func TestMCPServerCapstanDidNotWrite(t *testing.T) {
+	t.Parallel()
 	bin := os.Getenv(everythingVar)
 	if bin == "" {
 		bin, _ = exec.LookPath("mcp-server-everything")

@@ -121,6 +121,7 @@ func oneOperation(t *testing.T, res workflows.TaskResult, tool string, state cap
 // one ticket, made by the one call that carried the operation id. The
 // secret in the server's env never reaches the history.
 func TestMCPLostAnswerSettledByLookup(t *testing.T) {
+	t.Parallel()
 	env, store := mcpWorker(t, "e2e-mcp-lookup",
 		`{"call_timeout": "2s", "tools": {"create_ticket": {"class": "unsafe", "lookup": "find_ticket"}}}`,
 		map[string][]string{"create_ticket": {mcpserver.FaultDrop}})
@@ -157,6 +158,7 @@ func TestMCPLostAnswerSettledByLookup(t *testing.T) {
 // made), resolve --absent sends it again with the same operation id, and
 // the task completes with exactly one ticket.
 func TestMCPLostAnswerWithoutLookupGoesToAPerson(t *testing.T) {
+	t.Parallel()
 	env, store := mcpWorker(t, "e2e-mcp-person", `{"call_timeout": "2s"}`,
 		map[string][]string{"create_ticket": {mcpserver.FaultDrop, mcpserver.FaultHang}})
 
@@ -198,6 +200,7 @@ func TestMCPLostAnswerWithoutLookupGoesToAPerson(t *testing.T) {
 // An idempotent tool whose answer is lost is sent again with the same
 // operation id, which the server deduplicates: one ticket.
 func TestMCPIdempotentToolRetriedWithTheSameOperationID(t *testing.T) {
+	t.Parallel()
 	env, store := mcpWorker(t, "e2e-mcp-idem", `{"call_timeout": "2s", "tools": {"upsert_ticket": {"class": "idempotent"}}}`,
 		map[string][]string{"upsert_ticket": {mcpserver.FaultDrop}})
 	taskID := runMCPTask(t, env, "e2e-mcp-idem", "mcp-upsert")
@@ -213,6 +216,7 @@ func TestMCPIdempotentToolRetriedWithTheSameOperationID(t *testing.T) {
 // acted: the worker starts it again, the operation is unknown, the look-up
 // finds the ticket, and nothing is sent twice.
 func TestMCPStdioServerKilledMidCall(t *testing.T) {
+	t.Parallel()
 	env, store := mcpWorker(t, "e2e-mcp-crash",
 		`{"call_timeout": "5s", "tools": {"create_ticket": {"class": "unsafe", "lookup": "find_ticket"}}}`,
 		map[string][]string{"create_ticket": {mcpserver.FaultCrash}})
@@ -229,6 +233,7 @@ func TestMCPStdioServerKilledMidCall(t *testing.T) {
 // answer is settled by its look-up, one ticket, and the header's secret
 // is absent from history.
 func TestMCPOverHTTP(t *testing.T) {
+	t.Parallel()
 	statePath, store := mcpStore(t, map[string][]string{"create_ticket": {mcpserver.FaultDrop}})
 	srv := exec.Command(sandboxMCPBin, "--state", statePath, "--http", "127.0.0.1:0")
 	out, err := srv.StdoutPipe()
@@ -264,6 +269,7 @@ func TestMCPOverHTTP(t *testing.T) {
 // task's next call of that tool is refused with a message the model reads,
 // nothing is sent, and the task completes.
 func TestMCPSchemaChangedUnderARunningTask(t *testing.T) {
+	t.Parallel()
 	env, store, sb := mcpWorkerSandbox(t, "e2e-mcp-schema",
 		`{"call_timeout": "5s", "tools": {"search_tickets": {"class": "read_only"}}}`,
 		map[string][]string{"search_tickets": {mcpserver.FaultCrash}})
@@ -317,6 +323,7 @@ func startMCPHTTP(t *testing.T, statePath, addr string) (string, *exec.Cmd) {
 // sent), the server's breaker mcp/tickets opens and the task waits it out;
 // once the server is back the task completes, with one ticket.
 func TestMCPServerDownOpensItsBreaker(t *testing.T) {
+	t.Parallel()
 	statePath, store := mcpStore(t, nil)
 	url, srv := startMCPHTTP(t, statePath, "127.0.0.1:0")
 	env := mcpWorkerWith(t, "e2e-mcp-down", fmt.Sprintf(`{"url": %q,

@@ -134,6 +134,7 @@ func mcpPollStatus(t *testing.T, cs *sdk.ClientSession, taskID, what string, don
 // pull request awaiting approval is approved through approve_task, sent
 // once, and recorded as approved by mcp:<the client's name>.
 func TestMCPServeRunsFollowsAndApprovesTasks(t *testing.T) {
+	t.Parallel()
 	sb := startSandbox(t)
 	env := endpointEnv(t, "e2e-mcp-serve", sb)
 	startWorker(t, env)

@@ -57,6 +57,7 @@ func (w *workerProcess) jsonLogLines(t *testing.T) []map[string]any {
 // the ids of the task, turn, attempt and operation they are about, and the
 // task's static summary is its repository and the first line of its prompt.
 func TestWorkerServesMetricsAndLogsIDs(t *testing.T) {
+	t.Parallel()
 	sb := startSandbox(t)
 	var modelCalls atomic.Int32
 	sb.Model.SetFault(func(w http.ResponseWriter, r *http.Request, _ http.Handler) bool {
@@ -230,6 +231,7 @@ func waitForMetric(t *testing.T, url, name string, labels map[string]string, wan
 // sentence naming CAPSTAN_METRICS_ADDR and exit 1; an empty one serves no
 // metrics.
 func TestWorkerMetricsAddress(t *testing.T) {
+	t.Parallel()
 	taken, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -271,6 +273,7 @@ func TestWorkerMetricsAddress(t *testing.T) {
 // is back — the same transitions the worker logs — with the waits counted
 // as retries for breaker_open.
 func TestBreakerMetricsFollowTheBreaker(t *testing.T) {
+	t.Parallel()
 	sb := startSandbox(t)
 	for _, ep := range githubWrites {
 		if err := sb.GitHub.AddFault(sandbox.FaultRule{Endpoint: ep, Kind: sandbox.FaultFail, Status: http.StatusServiceUnavailable}); err != nil {

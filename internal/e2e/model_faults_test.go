@@ -262,6 +262,10 @@ type mfaultReport struct {
 // mfaultCellsAtOnce cells at a time, each t.Run on a goroutine of its own
 // (t.Parallel would hold them to GOMAXPROCS), and logs the table: fault ×
 // format → requests, outcome, time from task start to its outcome.
+//
+// Not t.Parallel: its cells already run side by side, mfaultCellsAtOnce
+// of them, and rows wait on timeouts of seconds (idle, first event), so
+// the table runs while no other test of the package loads the machine.
 func TestModelFaultTable(t *testing.T) {
 	rows := mfaultRows()
 	reports := make([]mfaultReport, len(rows)*len(mfaultWires))

@@ -17,6 +17,7 @@ import (
 // holds no control character but newline and tab, and keeps the text
 // around the sequences; `status --json` keeps the answer exactly.
 func TestHumanOutputStripsTerminalControls(t *testing.T) {
+	t.Parallel()
 	sb := startSandbox(t)
 	const (
 		message = "overloaded \x1b]0;owned title\x07\x1b[2J right now"

@@ -34,6 +34,7 @@ const prodFrozen = `rules:
 // the ledger records the decision; the same task without the label writes
 // its file.
 func TestPolicyFileCELRuleDecidesACall(t *testing.T) {
+	t.Parallel()
 	sb := startSandbox(t)
 	file := filepath.Join(t.TempDir(), "policy.yaml")
 	text := paddedPolicy(prodFrozen, 2000)
@@ -166,6 +167,7 @@ func checkRecordedDecision(t *testing.T, env []string, task, rule string) {
 // one sentence naming the file, the line and the rule, no task started)
 // and stops a worker at start with the same sentence.
 func TestMalformedPolicyFileIsRefusedWithItsLine(t *testing.T) {
+	t.Parallel()
 	file := filepath.Join(t.TempDir(), "policy.yaml")
 	bad := prodFrozen + `  - name: also-fine
     tool: github_comment

@@ -55,6 +55,7 @@ func (l *githubLog) matching(match func(string) bool) []string {
 // The same script with the default limit fails policy_violation at the
 // third refusal, having created nothing.
 func TestPolicyRefusesOverstepsAtTheToolBoundary(t *testing.T) {
+	t.Parallel()
 	sb := startSandbox(t)
 	log := &githubLog{}
 	sb.GitHub.SetFault(log.hook)

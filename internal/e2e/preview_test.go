@@ -62,6 +62,7 @@ func putRepoFile(t *testing.T, sb *sandbox.Sandbox, repo, path, content string) 
 // stored unencrypted on the Temporal server — never holds it: the read's
 // preview says how much was read of what, not what.
 func TestToolPreviewsKeepRepositoryContentOutOfHistory(t *testing.T) {
+	t.Parallel()
 	sb := startSandbox(t)
 	const canary = "capstan-canary-5d1e8b"
 	putRepoFile(t, sb, "capstan-sandbox/notes", "NOTES.md", canary+": this line is repository content.\n")

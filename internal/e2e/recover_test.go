@@ -24,6 +24,7 @@ import (
 // settles the operation, the task completes, and the model's next turn is
 // told the operation was recovered. Nothing is sent twice.
 func TestPersonResolvesWhatNobodyCanTell(t *testing.T) {
+	t.Parallel()
 	sb := startSandbox(t)
 	for _, rule := range []sandbox.FaultRule{
 		{Endpoint: "pulls/create", Kind: sandbox.FaultDrop, Times: 1},

@@ -35,6 +35,7 @@ import (
 // replays its acknowledgement. The sandbox's counters, the model's request
 // count and the ledger's rows are exactly as the original run left them.
 func TestResetRepeatsNoEffect(t *testing.T) {
+	t.Parallel()
 	cli, err := testenv.TemporalCLI()
 	if err != nil {
 		t.Fatal(err)

@@ -60,6 +60,7 @@ func operationRecord(t *testing.T, res workflows.TaskResult, opID string) workfl
 // is a third that comes afterwards; the winner's name is in the result and
 // the journal.
 func TestSecondResolverIsToldWhoResolved(t *testing.T) {
+	t.Parallel()
 	env, sb, taskID, opID, url := startPersonTask(t, "e2e-two-resolvers", "CAPSTAN_MODEL_FIRST_EVENT_TIMEOUT=5s")
 	// The model's next answer is held until the worker gives up on it
 	// (5 s) and asks again, so that the task is still running when a third
@@ -124,6 +125,7 @@ func TestSecondResolverIsToldWhoResolved(t *testing.T) {
 // leaves the task waiting for the same operation, and the right URL then
 // completes it.
 func TestPersonFoundIsReadBack(t *testing.T) {
+	t.Parallel()
 	env, sb, taskID, opID, url := startPersonTask(t, "e2e-found-checked")
 	web := strings.TrimRight(sb.GitHubURL, "/")
 

@@ -23,6 +23,7 @@ import (
 // recovered at that URL, nothing more is posted, and the task goes on to
 // complete — it does not ask again.
 func TestPersonFoundIsAppliedAfterReexecutionsAreSpent(t *testing.T) {
+	t.Parallel()
 	sb := startSandbox(t)
 	for _, rule := range []sandbox.FaultRule{
 		{Endpoint: "issues/create-comment", Kind: sandbox.FaultDrop, Times: 3},

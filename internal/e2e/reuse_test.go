@@ -92,6 +92,7 @@ func deleteRun(t *testing.T, c client.Client, namespace, workflowID, runID strin
 // model or posting anything. Then starter gc removes the first task's rows
 // (checkGC).
 func TestReusedTaskIDRunsAsNewTask(t *testing.T) {
+	t.Parallel()
 	sb := startSandbox(t)
 	env := endpointEnv(t, "e2e-reuse", sb)
 	startWorker(t, env)
@@ -262,6 +263,7 @@ func withLedger(env []string, dsn string) []string {
 // id; both run fully. Before ledger keys were scoped to the namespace and
 // execution chain, the second found the first's rows and did nothing.
 func TestTwoNamespacesShareOneLedger(t *testing.T) {
+	t.Parallel()
 	dsn := pgtest.NewLedger(t)
 	const other = "capstan-e2e-second"
 	registerNamespace(t, other)

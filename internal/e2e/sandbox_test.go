@@ -17,6 +17,9 @@ import (
 // program, an ordinary worker given the environment it hands out, and
 // `starter demo` with no CAPSTAN_TASK_QUEUE, so the task keeps to the
 // sandbox's own queue and never touches the real one.
+//
+// Not t.Parallel: it and TestEncryptedDemoTask run `starter demo` on the sandbox's own
+// queue, capstan-sandbox, whose worker would take the other's task.
 func TestStarterDemoOnSandboxWorker(t *testing.T) {
 	var env []string
 	for _, kv := range baseEnv(t, "unused") {
@@ -80,6 +83,7 @@ func TestStarterDemoOnSandboxWorker(t *testing.T) {
 
 // TestWorkerStartupErrors: one clear sentence and a non-zero exit.
 func TestWorkerStartupErrors(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name string
 		env  func([]string) []string
@@ -135,6 +139,7 @@ func lastLines(s string) string {
 // checks that each turn adds about the same number of history bytes: no
 // activity input carries the transcript.
 func TestHistoryGrowsLinearly(t *testing.T) {
+	t.Parallel()
 	sb := startSandbox(t)
 	env := endpointEnv(t, "e2e-history", sb)
 	startWorker(t, env)

@@ -83,6 +83,7 @@ func ledgerOps(t *testing.T, env []string, task string) []string {
 // deleted, it is gone. A bad cron expression is one sentence, exit 2, and
 // creates nothing.
 func TestScheduleStartsTasksSkipsOverlapPausesAndDeletes(t *testing.T) {
+	t.Parallel()
 	sb := startSandbox(t)
 	env := endpointEnv(t, "e2e-schedule", sb)
 	startWorker(t, env)

@@ -26,6 +26,7 @@ import (
 // the send on (less the stated clock margin), waits out the 429 saying so,
 // and finds the message: one message, the delivery recovered.
 func TestSlackReconcilerWithinSlackLimits(t *testing.T) {
+	t.Parallel()
 	sb := startSandbox(t)
 	other := slack.New(sandbox.SandboxUserToken("alice"), slack.OptionAPIURL(sb.SlackURL))
 	post := func(text string) {

@@ -70,6 +70,7 @@ func decodeResult(t *testing.T, r result) workflows.TaskResult {
 // worker whose three endpoints point at the sandbox servers, and checks
 // from the servers' own counters that each effect happened exactly once.
 func TestDemoTaskAgainstCompatibleEndpoints(t *testing.T) {
+	t.Parallel()
 	sb := startSandbox(t)
 	env := endpointEnv(t, "e2e-demo", sb)
 	startWorker(t, env)
@@ -239,6 +240,7 @@ func recordRunHistory(t *testing.T, c client.Client, name, workflowID, runID str
 // TestStarterRefusesBadInput: one clear line on stderr, exit 2, nothing
 // started.
 func TestStarterRefusesBadInput(t *testing.T) {
+	t.Parallel()
 	env := baseEnv(t, "e2e-bad-input")
 	cases := []struct {
 		name string
@@ -306,6 +308,7 @@ func assertNotStarted(t *testing.T, taskID string) {
 // Attached with --wait, the starter follows the task to its end and prints
 // its result, as it does a task it started.
 func TestStarterAttachesToARunningTaskWithTheSameArguments(t *testing.T) {
+	t.Parallel()
 	sb := startSandbox(t)
 	env := endpointEnv(t, "e2e-attach", sb) // no worker until the end: the task stays running
 	id := fmt.Sprintf("e2e-dup-%d", time.Now().UnixNano())

@@ -76,6 +76,7 @@ func streamText(w http.ResponseWriter, text, finish string) {
 // A final answer cut by the token limit is continued, and the task delivers
 // the whole of it.
 func TestCutAnswerIsContinued(t *testing.T) {
+	t.Parallel()
 	sb := startSandbox(t)
 	var mu sync.Mutex
 	requests := 0
@@ -127,6 +128,7 @@ func TestCutAnswerIsContinued(t *testing.T) {
 // An overflow compacts the transcript through a summary call, and the turn
 // is tried again on the compacted transcript.
 func TestOverflowIsCompacted(t *testing.T) {
+	t.Parallel()
 	sb := startSandbox(t)
 	var mu sync.Mutex
 	var summaries, retried []string
@@ -178,6 +180,7 @@ func TestOverflowIsCompacted(t *testing.T) {
 // A model that stays overloaded through its budget hands the turn to the
 // fallback model, which answers.
 func TestFallbackModelTakesTheTurnOver(t *testing.T) {
+	t.Parallel()
 	sb := startSandbox(t)
 	var mu sync.Mutex
 	asked := map[string]int{}

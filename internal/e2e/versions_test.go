@@ -16,6 +16,7 @@ import (
 // resolve-once-found-read-back, which an older task reads only when a
 // resolve update comes. `starter status` says it is unversioned.
 func TestVersionsReportsUnpinnedTasks(t *testing.T) {
+	t.Parallel()
 	sb := startSandbox(t)
 	env := endpointEnv(t, "e2e-versions", sb)
 	startWorker(t, env)
