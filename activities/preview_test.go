@@ -15,7 +15,10 @@ import (
 func TestToolPreviewsNameWhatCapstanWroteNotWhatItRead(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	run := func(in contract.ExecuteToolInput) contract.ExecuteToolResult { t.Helper(); return executeTool(t, f, in) }
+	run := func(in contract.ExecuteToolInput) contract.ExecuteToolResult {
+		t.Helper()
+		return executeTool(t, f, in)
+	}
 	read := run(contract.ExecuteToolInput{Tenant: "default", TaskID: "T1", TurnID: "T1/t1", ToolCallID: "call_1",
 		OperationID: "default:T1:T1/t1:github_get_file:1", Tool: "github_get_file",
 		Arguments: f.args(t, `{"repo":"acme/app","path":"README.md","ref":"main"}`)})
