@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"sync"
+	"time"
 )
 
 // Group commit: the writes of a Store that wait at the same moment run in
@@ -100,15 +101,25 @@ func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 
 // commitGroup runs group in one transaction and answers each write.
 func (s *Store) commitGroup(group []*writeReq) {
+	// The transaction is the group's, not any one caller's: one caller's
+	// cancellation must not roll back the others' writes.
+	ctx := context.Background()
+	// The writers' lock is taken before BEGIN IMMEDIATE and let go after
+	// COMMIT or ROLLBACK, so another Store's leader waiting for it finds
+	// the database lock free when it wakes. Not getting it in time changes
+	// nothing but the wake-up: BEGIN IMMEDIATE waits as it always did.
+	// It is let go before the writes are answered, the transaction being
+	// over by then.
+	locked := s.wl.acquire(busyTimeoutMillis * time.Millisecond)
 	errs := make([]error, len(group))
 	answer := func() {
+		if locked {
+			s.wl.release()
+		}
 		for i, r := range group {
 			r.done <- errs[i]
 		}
 	}
-	// The transaction is the group's, not any one caller's: one caller's
-	// cancellation must not roll back the others' writes.
-	ctx := context.Background()
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
 		for i := range errs {

@@ -9,6 +9,12 @@
 //     claim decision can never be based on a row that changed before commit.
 //   - Inside a process all writes go through a single connection; readers use
 //     their own connections and, thanks to WAL, never block the writer.
+//   - Stores sharing the file (worker processes, or several Stores of one
+//     process) take an flock(2) on the file + "-writer" around each write
+//     transaction where the system has flock, so a writer waiting for
+//     another wakes when it commits instead of sleeping in SQLite's busy
+//     handler (writerlock_unix.go). The lock orders writers; the database
+//     lock and its busy timeout still guard the data.
 //   - Concurrent writes share commits (group commit, groupcommit.go): each
 //     runs in a savepoint of one transaction, and none returns before the
 //     COMMIT that holds it; a write that fails is undone alone.
@@ -68,6 +74,10 @@ type Options struct {
 	// Sealer, when not nil, encrypts the items the store writes and
 	// decrypts those it reads (ledger.SealItem); nil stores them plain.
 	Sealer ledger.Sealer
+
+	// noWriterLock leaves the writers' lock (writerlock_unix.go) out, as
+	// on systems without flock; tests set it to compare.
+	noWriterLock bool
 }
 
 // Store is a ledger.Store backed by one SQLite file. It is safe for
@@ -82,6 +92,7 @@ type Store struct {
 	cerr   error
 
 	wq *writeQueue // every write goes through it (group commit, groupcommit.go)
+	wl *writerLock // held around each group's transaction; nil: none
 	ws prepared    // the writer's prepared statements (prepared.go)
 	rs prepared    // the readers' prepared statements
 
@@ -118,6 +129,12 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	fail := func(what string, err error) (*Store, error) {
 		s.Close()
 		return nil, fmt.Errorf("ledger/sqlite: open %q: %s: %w", path, what, err)
+	}
+
+	if !opts.noWriterLock {
+		if s.wl, err = openWriterLock(abs); err != nil {
+			return fail("open the writers' lock", err)
+		}
 	}
 
 	// The writer is opened and checked first: it is the connection that
@@ -160,7 +177,7 @@ func (s *Store) Path() string { return s.path }
 // Close closes the database. It is safe to call more than once.
 func (s *Store) Close() error {
 	s.closed.Do(func() {
-		errs := []error{s.rs.close(), s.ws.close()}
+		errs := []error{s.rs.close(), s.ws.close(), s.wl.close()}
 		if s.r != nil {
 			errs = append(errs, s.r.Close())
 		}

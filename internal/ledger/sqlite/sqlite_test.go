@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -57,6 +58,29 @@ func TestContractOldRows(t *testing.T) {
 			if _, err := db.Exec(`UPDATE operations SET state = ? WHERE operation_id = ?`, state, id); err != nil {
 				t.Fatalf("rewrite the state of %s: %v", id, err)
 			}
+		}
+	})
+}
+
+// Workers of an older release take no writers' lock: Stores that take it
+// and Stores that do not, on one file, still keep each other's writes apart
+// through BEGIN IMMEDIATE and the busy timeout.
+func TestContractSharedWithAnOlderWorker(t *testing.T) {
+	t.Parallel()
+	ledgertest.RunShared(t, func(t *testing.T, now func() time.Time) func() (ledger.Store, error) {
+		path := filepath.Join(t.TempDir(), "ledger.db")
+		var n atomic.Int64
+		return func() (ledger.Store, error) {
+			opts := sqlite.Options{Now: now, Logger: testLogger(t)}
+			if n.Add(1)%2 == 0 {
+				opts = sqlite.WithoutWriterLock(opts)
+			}
+			s, err := sqlite.Open(context.Background(), path, opts)
+			if err != nil {
+				return nil, err
+			}
+			t.Cleanup(func() { s.Close() })
+			return s, nil
 		}
 	})
 }
