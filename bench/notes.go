@@ -89,7 +89,7 @@ func (r *results) whyNotes() string {
 			heartbeats := float64(c.rpcs["RecordActivityTaskHeartbeat"]) / float64(n)
 			p("**Where capstan's latency goes at N = 10 on %s.** Its activities ran %s per task against bare's %s; %s of capstan's is inside ledger calls, %s of it in %.0f write transactions per task (%s).",
 				workersLabel(workers), ms(activityRunning(cp)), ms(activityRunning(bp)), ms(c.ledger/n), ms(writeTime), writes, writeMix(c, float64(n)))
-			p("Each write is fsynced (SQLite synchronous=FULL) and waits for the worker's one writer connection (and for the other workers' writes to the same file, in SQLite's busy handler): a write took %s on average at N = 1 and %s at N = 10.", alone, perWrite)
+			p("Each write is fsynced (SQLite synchronous=FULL) and waits for the worker's one writer connection (and for the other workers' writes to the same file, on the ledger's writer lock): a write took %s on average at N = 1 and %s at N = 10.", alone, perWrite)
 			if heartbeats >= 0.5 {
 				p("Model turns also heartbeat (a turn's first beat comes 250 ms in, its details carrying the attempt's phase): %.1f RecordActivityTaskHeartbeat per task; bare sends none.", heartbeats)
 			}
