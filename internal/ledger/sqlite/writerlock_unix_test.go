@@ -8,19 +8,26 @@ import (
 	"time"
 )
 
-// Two lock files opened on one path stand for two Stores: flock belongs to
-// the open file description, so they exclude each other even in one process.
-func TestWriterLockExcludesAndWakes(t *testing.T) {
+// twoWriterLocks opens the writer lock of one ledger path twice. a closes
+// when the test ends; closing b is the test's.
+func twoWriterLocks(t *testing.T) (a, b *writerLock) {
+	t.Helper()
 	db := filepath.Join(t.TempDir(), "ledger.db")
 	a, err := openWriterLock(db)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer a.close()
-	b, err := openWriterLock(db)
-	if err != nil {
+	t.Cleanup(func() { a.close() })
+	if b, err = openWriterLock(db); err != nil {
 		t.Fatal(err)
 	}
+	return a, b
+}
+
+// Two lock files opened on one path stand for two Stores: flock belongs to
+// the open file description, so they exclude each other even in one process.
+func TestWriterLockExcludesAndWakes(t *testing.T) {
+	a, b := twoWriterLocks(t)
 	defer b.close()
 
 	if !a.acquire(time.Second) {
@@ -51,16 +58,7 @@ func TestWriterLockExcludesAndWakes(t *testing.T) {
 // the lock with nobody waiting, it lets go at once, so the other Store is
 // not locked out.
 func TestWriterLockAbandonedWaitLetsGo(t *testing.T) {
-	db := filepath.Join(t.TempDir(), "ledger.db")
-	a, err := openWriterLock(db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.close()
-	b, err := openWriterLock(db)
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, b := twoWriterLocks(t)
 	if !a.acquire(time.Second) {
 		t.Fatal("a: the free lock was not taken")
 	}
