@@ -136,26 +136,20 @@ func run() int {
 	res.profiles = summarizeProfiles(dir, *out, res)
 
 	table := res.markdown()
-	if *loadOnly {
-		fmt.Print(table)
-		if err := os.WriteFile(filepath.Join(*out, name), []byte(table), 0o644); err != nil {
+	wrote := []string{filepath.Join(*out, name)}
+	if err := os.WriteFile(wrote[0], []byte(table), 0o644); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		return 1
+	}
+	if !*loadOnly {
+		wrote = append(wrote, filepath.Join(*out, "latest.svg"))
+		if err := os.WriteFile(wrote[1], []byte(res.svg()), 0o644); err != nil {
 			fmt.Fprintln(os.Stderr, "bench:", err)
 			return 1
 		}
-		progress("done in %s; wrote %s", res.took.Round(time.Second), filepath.Join(*out, name))
-		return 0
-	}
-	if err := os.WriteFile(filepath.Join(*out, name), []byte(table), 0o644); err != nil {
-		fmt.Fprintln(os.Stderr, "bench:", err)
-		return 1
-	}
-	if err := os.WriteFile(filepath.Join(*out, "latest.svg"), []byte(res.svg()), 0o644); err != nil {
-		fmt.Fprintln(os.Stderr, "bench:", err)
-		return 1
 	}
 	fmt.Print(table)
-	progress("done in %s; wrote %s and %s", res.took.Round(time.Second),
-		filepath.Join(*out, "latest.md"), filepath.Join(*out, "latest.svg"))
+	progress("done in %s; wrote %s", res.took.Round(time.Second), strings.Join(wrote, " and "))
 	return 0
 }
 
