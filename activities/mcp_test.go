@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -36,8 +35,8 @@ type mcpFixture struct {
 func newMCPFixture(t testing.TB, settings string) *mcpFixture {
 	t.Helper()
 	store := mcpserver.NewStore()
-	srv := httptest.NewServer(mcpserver.Handler(store, mcpserver.Options{}))
-	t.Cleanup(func() { srv.CloseClientConnections(); srv.Close() })
+	srv := mcpserver.StartHTTP(store, mcpserver.Options{})
+	t.Cleanup(srv.Close)
 	cfg, err := mcp.Parse("test.json", []byte(fmt.Sprintf(`{"mcpServers": {"sb": {"url": %q, "capstan": %s}}}`, srv.URL, settings)),
 		func(string) (string, bool) { return "", false })
 	if err != nil {

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"testing"
@@ -56,11 +55,11 @@ func stdioServer(t *testing.T, callTimeout string) (*Server, *mcpserver.Store) {
 }
 
 // httpServer configures the sandbox server over streamable HTTP.
-func httpServer(t *testing.T, callTimeout string) (*Server, *mcpserver.Store, *httptest.Server) {
+func httpServer(t *testing.T, callTimeout string) (*Server, *mcpserver.Store, *mcpserver.HTTPServer) {
 	t.Helper()
 	store := mcpserver.NewStore()
-	ts := httptest.NewServer(mcpserver.Handler(store, mcpserver.Options{}))
-	t.Cleanup(func() { ts.CloseClientConnections(); ts.Close() })
+	ts := mcpserver.StartHTTP(store, mcpserver.Options{})
+	t.Cleanup(ts.Close)
 	data := fmt.Sprintf(`{"mcpServers": {"sb": {"url": %q, "headers": {"X-Token": "${TOKEN}"},
 	  "capstan": {"call_timeout": %q, %s}}}}`, ts.URL, callTimeout, sandboxTools)
 	c, err := Parse("test.json", []byte(data), env(map[string]string{"TOKEN": "tok"}))
@@ -185,7 +184,6 @@ func TestOutcomesOfFaults(t *testing.T) {
 			t.Errorf("%s: %d effects, want %d", tc.fault, got, tc.effects)
 		}
 	}
-	srv.CloseClientConnections()
 	srv.Close()
 	// A call after the server went finds the session's stream broken
 	// (unknown: the client cannot tell whether the request left) or the
@@ -224,5 +222,35 @@ func TestStdioServerKilledMidCallIsRestarted(t *testing.T) {
 	}
 	if calls := st.CallsOf("upsert_ticket"); len(calls) != 2 || calls[0].OperationID != "op-1" || calls[1].OperationID != "op-1" {
 		t.Errorf("calls %+v", calls)
+	}
+}
+
+// A call the sandbox holds (hang) ends when the sandbox stops, though the
+// client never cancelled it: otherwise a lost notifications/cancelled
+// leaves the server's session, and the test server closing it, waiting
+// for ever (a CI run stood still for 25 minutes so).
+func TestStoppedSandboxEndsHeldCalls(t *testing.T) {
+	s, store, srv := httpServer(t, "1m")
+	s.Capstan.IdleTimeout = time.Minute
+	_, ts := openTools(t, s)
+	_ = store.Fault("create_ticket", mcpserver.FaultHang)
+	done := make(chan error, 1)
+	go func() {
+		_, err := ts["mcp__sb__create_ticket"].Execute(context.Background(),
+			tools.Call{OperationID: "op-held", Arguments: json.RawMessage(`{"title":"x"}`)})
+		done <- err
+	}()
+	waitCall(t, store, "create_ticket")
+	srv.Stop()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Error("a held call answered without error when the sandbox stopped")
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("a held call was still held 30 s after the sandbox stopped")
+	}
+	if st := state(t, store); st.Effects("") != 0 || len(st.Cancellations) != 0 {
+		t.Errorf("%d effects, cancellations %+v; want none of either", st.Effects(""), st.Cancellations)
 	}
 }

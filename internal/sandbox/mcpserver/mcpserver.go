@@ -1,7 +1,8 @@
 // Package mcpserver is the sandbox's MCP server, written with the official
 // Go SDK: a small ticket system whose tools and faults the tests script
 // (docs/design.md §5.10). It is served over stdio by the sandbox-mcp command
-// (internal/sandbox/cmd/sandbox-mcp) and over streamable HTTP by Handler.
+// (internal/sandbox/cmd/sandbox-mcp) and over streamable HTTP by Handler
+// (StartHTTP for tests).
 //
 // Its state — the tickets made (the effects, counted), every call with the
 // operation id its _meta carried, and the faults queued for the next calls —
@@ -20,9 +21,9 @@
 //   - search_tickets {query}: lists the tickets' titles; read-only.
 //
 // Faults, queued per tool and taken one per call: "drop" (act, then never
-// answer), "hang" (never answer, act on nothing), "crash" (act, then the
-// process exits: stdio only), "error" (answer isError: true, act on
-// nothing), "unknown" (find_ticket answers status unknown), "invalid"
+// answer until cancelled or the server stops), "hang" (the same, acting on
+// nothing), "crash" (act, then the process exits: stdio only), "error"
+// (answer isError: true, act on nothing), "unknown" (find_ticket answers status unknown), "invalid"
 // (answer JSON-RPC -32602), "slow" (report progress on the call's progress
 // token every SlowEvery for SlowFor, then act and answer), "big" (act, and
 // answer a text of BigSize bytes ending with BigTail).
@@ -34,11 +35,14 @@ package mcpserver
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -74,12 +78,19 @@ type Options struct {
 	// SchemaVersion 2 gives create_ticket another input schema (a required
 	// "summary" instead of "title"): a schema changed between two tasks.
 	SchemaVersion int
+	// Stop, closed, ends every call still hanging or holding back its
+	// answer (faults hang and drop), as the server's host going away
+	// would. Without it such a call ends only when its client cancels it,
+	// and notifications/cancelled is best-effort: one lost leaves the call
+	// hanging, and the session (and an HTTP server closing it) waiting on
+	// it for ever.
+	Stop <-chan struct{}
 }
 
 // New returns the sandbox MCP server over store.
 func New(store *Store, o Options) *sdk.Server {
 	s := sdk.NewServer(&sdk.Implementation{Name: "capstan-sandbox-mcp", Version: "1"}, nil)
-	h := &handlers{store: store}
+	h := &handlers{store: store, stop: o.Stop}
 	s.AddReceivingMiddleware(recordCancellations(store))
 	yes, no := true, false
 	createSchema := map[string]any{"type": "object", "required": []any{"title"},
@@ -110,6 +121,35 @@ func Handler(store *Store, o Options) http.Handler {
 	return sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s }, nil)
 }
 
+// HTTPServer is the sandbox server over streamable HTTP on a loopback
+// port, for tests.
+type HTTPServer struct {
+	*httptest.Server
+	stop     chan struct{}
+	stopOnce sync.Once
+}
+
+// StartHTTP starts New(store, o) over streamable HTTP on a loopback port;
+// o.Stop is replaced by the server's own, which Close closes.
+func StartHTTP(store *Store, o Options) *HTTPServer {
+	s := &HTTPServer{stop: make(chan struct{})}
+	o.Stop = s.stop
+	s.Server = httptest.NewServer(Handler(store, o))
+	return s
+}
+
+// Stop ends the calls still hanging or holding back their answer: each
+// answers an error.
+func (s *HTTPServer) Stop() { s.stopOnce.Do(func() { close(s.stop) }) }
+
+// Close stops the server (Stop), drops the clients' connections and
+// closes it; it returns once every request has ended.
+func (s *HTTPServer) Close() {
+	s.Stop()
+	s.Server.CloseClientConnections()
+	s.Server.Close()
+}
+
 // ServeStdio serves New(store, o) on standard input and output until the
 // client goes.
 func ServeStdio(ctx context.Context, store *Store, o Options) error {
@@ -118,6 +158,21 @@ func ServeStdio(ctx context.Context, store *Store, o Options) error {
 
 type handlers struct {
 	store *Store
+	stop  <-chan struct{}
+}
+
+// errStopped ends a call still held when the server stops.
+var errStopped = errors.New("the sandbox MCP server stopped")
+
+// hold never answers: it returns when ctx ends (the client cancelled) or
+// the server stops.
+func (h *handlers) hold(ctx context.Context) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-h.stop:
+		return errStopped
+	}
 }
 
 // recordCancellations records every notifications/cancelled the server
@@ -156,8 +211,7 @@ func (h *handlers) begin(ctx context.Context, req *sdk.CallToolRequest) (fault s
 	}
 	switch fault {
 	case FaultHang:
-		<-ctx.Done()
-		return fault, nil, ctx.Err(), true
+		return fault, nil, h.hold(ctx), true
 	case FaultError:
 		return fault, &sdk.CallToolResult{IsError: true, Content: text("the ticket system refused: scripted error")}, nil, true
 	case FaultInvalid:
@@ -193,14 +247,13 @@ func slowly(ctx context.Context, req *sdk.CallToolRequest) error {
 }
 
 // after applies a fault that strikes once the tool acted.
-func after(ctx context.Context, fault string, res *sdk.CallToolResult) (*sdk.CallToolResult, error) {
+func (h *handlers) after(ctx context.Context, fault string, res *sdk.CallToolResult) (*sdk.CallToolResult, error) {
 	switch fault {
 	case FaultBig:
 		body := strings.Repeat("the ticket system says a great deal. ", BigSize/37)
 		res.Content = append(res.Content, &sdk.TextContent{Text: body + BigTail})
 	case FaultDrop:
-		<-ctx.Done()
-		return nil, ctx.Err()
+		return nil, h.hold(ctx)
 	case FaultCrash:
 		os.Exit(3)
 	}
@@ -219,7 +272,7 @@ func (h *handlers) create(ctx context.Context, req *sdk.CallToolRequest) (*sdk.C
 	if err != nil {
 		return nil, err
 	}
-	return after(ctx, fault, ticketResult(t))
+	return h.after(ctx, fault, ticketResult(t))
 }
 
 func (h *handlers) upsert(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
@@ -233,7 +286,7 @@ func (h *handlers) upsert(ctx context.Context, req *sdk.CallToolRequest) (*sdk.C
 	if err != nil {
 		return nil, err
 	}
-	return after(ctx, fault, ticketResult(t))
+	return h.after(ctx, fault, ticketResult(t))
 }
 
 func ticketResult(t Ticket) *sdk.CallToolResult {
@@ -259,7 +312,7 @@ func (h *handlers) find(ctx context.Context, req *sdk.CallToolRequest) (*sdk.Cal
 		out = map[string]any{"status": "found", "external_id": t.ID}
 	}
 	b, _ := json.Marshal(out)
-	return after(ctx, fault, &sdk.CallToolResult{Content: text(string(b)), StructuredContent: out})
+	return h.after(ctx, fault, &sdk.CallToolResult{Content: text(string(b)), StructuredContent: out})
 }
 
 func (h *handlers) search(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
@@ -280,5 +333,5 @@ func (h *handlers) search(ctx context.Context, req *sdk.CallToolRequest) (*sdk.C
 		}
 	}
 	sort.Strings(titles)
-	return after(ctx, fault, &sdk.CallToolResult{Content: text(strings.Join(titles, "\n"))})
+	return h.after(ctx, fault, &sdk.CallToolResult{Content: text(strings.Join(titles, "\n"))})
 }

@@ -49,6 +49,7 @@ func run() error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	o.Stop = ctx.Done()
 	if *addr == "" {
 		return mcpserver.ServeStdio(ctx, store, o)
 	}
