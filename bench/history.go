@@ -51,7 +51,7 @@ func (e *env) runHistory(ctx context.Context, k kind, queue string, turns int) h
 	case kindCapstan:
 		run, err = e.client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflows.WorkflowID(id), TaskQueue: queue},
 			workflows.AgentTask, workflows.AgentTaskInput{
-				TaskID: id, Tenant: config.DefaultTenant, Prompt: "Read the README again and again.", Repo: demoRepo,
+				TaskID: id, Tenant: config.DefaultTenant, Logic: workflows.CurrentLogic, Prompt: "Read the README again and again.", Repo: demoRepo,
 				Base: config.DefaultBaseBranch, Model: script, MaxTurns: turns, ModelLimits: model.Limits(config.DefaultModelLimits),
 				// The bench measures history, not spend: a 1000-turn task
 				// re-sends its growing transcript every turn and would pass

@@ -103,7 +103,7 @@ func (e *env) capstanStarter(queue, prefix string) startFunc {
 	return func(ctx context.Context, i int) (client.WorkflowRun, error) {
 		id := fmt.Sprintf("%s-%d", prefix, i)
 		in := workflows.AgentTaskInput{
-			TaskID: id, Tenant: config.DefaultTenant, Prompt: demoPrompt, Repo: demoRepo, Base: config.DefaultBaseBranch,
+			TaskID: id, Tenant: config.DefaultTenant, Logic: workflows.CurrentLogic, Prompt: demoPrompt, Repo: demoRepo, Base: config.DefaultBaseBranch,
 			SlackChannel: demoSlack, Model: demoModel, MaxTurns: 10, ModelLimits: model.Limits(config.DefaultModelLimits),
 			ReconcileWindow: config.DefaultReconcileWindow, HumanTimeout: config.DefaultHumanTimeout,
 		}

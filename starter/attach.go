@@ -27,8 +27,11 @@ const (
 )
 
 // inputHash is the sha256 of the task's start input in its JSON encoding:
-// the same flags and settings give the same hash.
+// the same flags and settings give the same hash. The logic stamp is left
+// out: it says which code started the task, not what the task is, so a
+// newer starter attaches to a task an older one started.
 func inputHash(in workflows.AgentTaskInput) string {
+	in.Logic = 0
 	b, err := json.Marshal(in)
 	if err != nil {
 		// AgentTaskInput holds only JSON-encodable fields.

@@ -221,7 +221,7 @@ func (a *app) taskInput(f runFlags) (workflows.AgentTaskInput, error) {
 	}
 	return workflows.AgentTaskInput{
 		Budget: budget,
-		TaskID: id, Tenant: f.tenant, Priority: f.priority, Prompt: f.prompt, Repo: f.repo, Base: f.base,
+		TaskID: id, Tenant: f.tenant, Priority: f.priority, Logic: workflows.CurrentLogic, Prompt: f.prompt, Repo: f.repo, Base: f.base,
 		SlackChannel: f.slack, Comments: comments, Model: m, Fallbacks: f.fallbacks, Persistent: f.persistent,
 		MaxTurns: f.maxTurns, ModelLimits: limits,
 		HumanTimeout: f.humanTimeout, ReconcileWindow: a.cfg.ReconcileWindow, DependencyOutageLimit: a.cfg.DependencyOutageLimit, Policy: tp, ApprovalTimeout: approvalTimeout,

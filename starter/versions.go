@@ -80,7 +80,7 @@ func (a *app) versionsCommand() *cobra.Command {
 		Short: "Show open tasks per build, and which GetVersion branches of the workflow code can retire",
 		Args:  usageArgs(cobra.NoArgs),
 		RunE: a.withClient(func(ctx context.Context, c client.Client, opts client.Options, _ []string) error {
-			rep, err := buildVersionsReport(ctx, c, opts.Namespace)
+			rep, err := buildVersionsReport(ctx, c, dataConverter(opts), opts.Namespace)
 			if err != nil {
 				return err
 			}
@@ -96,8 +96,10 @@ func (a *app) versionsCommand() *cobra.Command {
 }
 
 // buildVersionsReport lists every open task, describes each for its build,
-// and reads the version markers of the history of each that is not pinned.
-func buildVersionsReport(ctx context.Context, c client.Client, ns string) (versionsReport, error) {
+// and reads the version markers of the history of each that is not pinned
+// (and its start input: a run that started unmarked, workflows.RunsUnmarked,
+// has every change in effect).
+func buildVersionsReport(ctx context.Context, c client.Client, dc converter.DataConverter, ns string) (versionsReport, error) {
 	var rep versionsReport
 	builds := map[string]*buildRow{}
 	mayNeed := map[string][]string{}
@@ -130,6 +132,9 @@ func buildVersionsReport(ctx context.Context, c client.Client, ns string) (versi
 			markers, err := versionMarkers(ctx, c, wid, rid)
 			if err != nil {
 				return rep, err
+			}
+			if in, err := startInput(ctx, c, dc, wid, rid); err == nil && workflows.RunsUnmarked(in, markers) {
+				continue // every change in effect, with no marker to say so
 			}
 			for _, ch := range workflows.Changes {
 				if !inEffect(markers, ch.ID) {

@@ -100,8 +100,7 @@ type task struct {
 // calls, each tool call as an operation, then the delivery of the answer.
 func AgentTask(ctx workflow.Context, in AgentTaskInput) (TaskResult, error) {
 	t := &task{in: in, nextTurn: 1, waiting: map[string]bool{}, resolutions: map[string]ResolveRequest{}}
-	t.allThroughV13 = workflow.GetVersion(ctx, changeAllThroughV13, workflow.DefaultVersion, 1) != workflow.DefaultVersion
-	t.allThroughWorkerLimits = t.allThroughV13 || workflow.GetVersion(ctx, changeAllThroughWorkerLimits, workflow.DefaultVersion, 1) != workflow.DefaultVersion
+	t.allThroughV13, t.allThroughWorkerLimits = readLogic(ctx, in)
 	if cp := in.Checkpoint; cp != nil {
 		t.result, t.transcript, t.append, t.nextTurn, t.journal = cp.Result, cp.Transcript, cp.Append, cp.NextTurn, cp.Journal
 		t.modelIndex, t.scope, t.policy = cp.ModelIndex, cp.Scope, cp.Policy

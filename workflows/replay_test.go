@@ -1,10 +1,13 @@
 package workflows_test
 
 import (
+	"encoding/json"
+	"os"
 	"path/filepath"
 	"regexp"
 	"testing"
 
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 
 	"github.com/capstanhq/capstan/workflows"
@@ -43,6 +46,47 @@ func TestReplayRecordedHistories(t *testing.T) {
 			r.RegisterWorkflow(workflows.AgentTask)
 			if err := r.ReplayWorkflowHistoryFromJSONFile(nil, f); err != nil {
 				t.Fatalf("replay %s: %v", f, err)
+			}
+		})
+	}
+}
+
+// TestReplayStampedStartsOfOlderWorkers: a task a starter stamped
+// LogicUnmarked whose first step ran on an older worker — during a rolling
+// deploy the starter may be newer than the worker that takes the task —
+// replays on the markers that worker recorded (readLogic): the demo of v13
+// (all-changes-v13), of v12 (all-changes-v7, the start's search
+// attributes upserted) and of v7 (the first all-changes-v7), their start
+// input stamped as the current starter stamps it.
+func TestReplayStampedStartsOfOlderWorkers(t *testing.T) {
+	t.Parallel()
+	for _, name := range []string{"v13-demo.json", "v12-demo.json", "v7-demo.json"} {
+		t.Run(name, func(t *testing.T) {
+			f, err := os.Open(filepath.Join("testdata", name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			h, err := client.HistoryFromJSON(f, client.HistoryJSONOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			payload := h.GetEvents()[0].GetWorkflowExecutionStartedEventAttributes().GetInput().GetPayloads()[0]
+			var in map[string]any
+			if err := json.Unmarshal(payload.GetData(), &in); err != nil {
+				t.Fatal(err)
+			}
+			if _, ok := in["logic"]; ok {
+				t.Fatalf("%s is stamped already", name)
+			}
+			in["logic"] = workflows.CurrentLogic
+			if payload.Data, err = json.Marshal(in); err != nil {
+				t.Fatal(err)
+			}
+			r := worker.NewWorkflowReplayer()
+			r.RegisterWorkflow(workflows.AgentTask)
+			if err := r.ReplayWorkflowHistory(nil, h); err != nil {
+				t.Fatalf("replay %s stamped %d: %v", name, workflows.CurrentLogic, err)
 			}
 		})
 	}

@@ -19,7 +19,13 @@ type AgentTaskInput struct {
 	// the server's default: the starter gives it, with the tenant as the
 	// fairness key, to the start (the server passes it to every workflow
 	// and activity task of the task). The workflow does not read it.
-	Priority     int    `json:"priority,omitempty"`
+	Priority int `json:"priority,omitempty"`
+	// Logic is the AgentTask logic the starter knows (CurrentLogic): from
+	// LogicUnmarked on, a run whose first step runs on such code records
+	// no GetVersion marker as it starts (readLogic); zero for a starter
+	// before it, whose tasks record one as before. Not an argument of the
+	// task: `starter run --id` leaves it out of what it compares.
+	Logic        int    `json:"logic,omitempty"`
 	Prompt       string `json:"prompt"`
 	Repo         string `json:"repo,omitempty"` // owner/name the agent works on
 	Base         string `json:"base,omitempty"` // base branch, default main

@@ -29,7 +29,63 @@ import "go.temporal.io/sdk/workflow"
 //	    changeSettleBySending
 //	v13 changeScheduledTaskIDs, changeAbsentDeliveriesRetried,
 //	    changeAllThroughV13 (one marker for all; search attributes at start)
-const HistoryVersion = "v13"
+//	v14 LogicUnmarked (no marker at all where the starter stamps the input)
+const HistoryVersion = "v14"
+
+// Logic levels a starter stamps on a task's input (AgentTaskInput.Logic).
+const (
+	// LogicUnmarked: a run whose first step runs on this code or later,
+	// of a task whose starter stamped it so, records no GetVersion marker
+	// as it starts — neither changeAllThroughV13's marker nor the
+	// TemporalChangeVersion search-attribute update the SDK adds to every
+	// marker, two events and a visibility write per task — and runs with
+	// every change in effect (readLogic).
+	LogicUnmarked = 14
+	// CurrentLogic is what this code's starter stamps.
+	CurrentLogic = LogicUnmarked
+)
+
+// readLogic reads, as a run starts, whether every change through
+// changeAllThroughV13 holds (allThroughV13) and whether every change
+// through changeLimitsFromWorker does (allThroughWorkerLimits).
+//
+// A task its starter stamped LogicUnmarked, whose run is not replaying
+// here, is running its first step on this code now: every change holds and
+// nothing is recorded. Replaying, the same run's start either ran on this
+// code, which recorded no marker, or on an older worker, which recorded its
+// umbrella marker (changeAllThroughV13 from v13, changeAllThroughWorkerLimits
+// from v7 to v12); version markers are read before the step's code runs, so
+// GetVersion — which records nothing while replaying — tells them apart.
+// Only a worker older than v7, which recorded neither, would be mistaken
+// for this code: a pool moving from such a build to this one runs its old
+// workers to the end first, or runs under Worker Versioning.
+//
+// An unstamped task (a starter before LogicUnmarked) reads the markers as
+// every run did before: GetVersion records them on a first execution.
+func readLogic(ctx workflow.Context, in AgentTaskInput) (allThroughV13, allThroughWorkerLimits bool) {
+	stamped := in.Logic >= LogicUnmarked
+	if stamped && !workflow.IsReplaying(ctx) {
+		return true, true
+	}
+	if workflow.GetVersion(ctx, changeAllThroughV13, workflow.DefaultVersion, 1) != workflow.DefaultVersion {
+		return true, true
+	}
+	if workflow.GetVersion(ctx, changeAllThroughWorkerLimits, workflow.DefaultVersion, 1) != workflow.DefaultVersion {
+		return false, true
+	}
+	if stamped { // replaying a start this code ran: no marker
+		return true, true
+	}
+	return false, false
+}
+
+// RunsUnmarked reports whether a run that started with in and whose history
+// holds the version markers markers (by change id) started on code from
+// LogicUnmarked on, with every change in effect and no marker recorded —
+// as readLogic reads it, for `starter versions`.
+func RunsUnmarked(in AgentTaskInput, markers map[string]bool) bool {
+	return in.Logic >= LogicUnmarked && !markers[changeAllThroughV13] && !markers[changeAllThroughWorkerLimits]
+}
 
 // Changes to workflow logic, each read with workflow.GetVersion where the
 // logic forks. A change id — the string, which histories record — is never

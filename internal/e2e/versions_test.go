@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/capstanhq/capstan/workflows"
 )
 
 // TestVersionsReportsUnpinnedTasks: a task of an unversioned worker, held
@@ -14,7 +16,10 @@ import (
 // all-changes-v13 read that one marker, which covers every change (the
 // older ones through all-changes-v7), so it blocks none — not even
 // resolve-once-found-read-back, which an older task reads only when a
-// resolve update comes. `starter status` says it is unversioned.
+// resolve update comes; and a task `starter run` stamps with
+// workflows.CurrentLogic records not even that marker (LogicUnmarked), nor
+// the TemporalChangeVersion update the SDK adds to one, yet blocks none.
+// `starter status` says it is unversioned.
 func TestVersionsReportsUnpinnedTasks(t *testing.T) {
 	t.Parallel()
 	sb := startSandbox(t)
@@ -66,6 +71,14 @@ func TestVersionsReportsUnpinnedTasks(t *testing.T) {
 	}
 	if len(want) != 0 {
 		t.Errorf("starter versions does not report changes %v", want)
+	}
+	for _, ev := range fetchHistory(t, workflows.WorkflowID(taskID)).GetEvents() {
+		if m := ev.GetMarkerRecordedEventAttributes(); m.GetMarkerName() == "Version" {
+			t.Errorf("event %d: a GetVersion marker in the history of a task started unmarked", ev.GetEventId())
+		}
+		if _, ok := ev.GetUpsertWorkflowSearchAttributesEventAttributes().GetSearchAttributes().GetIndexedFields()["TemporalChangeVersion"]; ok {
+			t.Errorf("event %d: a TemporalChangeVersion update in the history of a task started unmarked", ev.GetEventId())
+		}
 	}
 	assertUnversioned := runStarter(t, env, "status", taskID)
 	if !json.Valid([]byte(runStarter(t, env, "status", taskID, "--json").stdout)) || !slices.Contains(strings.Split(assertUnversioned.stdout, "\n"), "build: unversioned") {
