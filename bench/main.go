@@ -121,6 +121,7 @@ func run() int {
 	name := "latest.md"
 	if *loadOnly {
 		measureAll, name = measureLoad, "load-latest.md"
+		res.loadOnly = true
 	}
 	if err := measureAll(ctx, e, res, dir); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)

@@ -112,9 +112,9 @@ func (r *results) whyNotes() string {
 				workersLabel(workers), cpuMS(cs+cw), cpuMS(cs), cpuMS(cw), cpuMS(bs+bw), cpuMS(bs), cpuMS(bw))
 			p("When every core is busy that alone predicts a ratio of %.2f×; the run measured %.2f×, so the extra CPU is what costs the throughput.", predicted, measured)
 			if beats := float64(c.rpcs["RecordActivityTaskHeartbeat"]) / n; beats >= 0.5 {
-				p("On the server it pays for what capstan asks of it beyond bare: %.1f heartbeats per task (model turns that ran past 250 ms), and the search-attribute updates and version markers of the events above.", beats)
+				p("On the server it pays for what capstan asks of it beyond bare: %.1f heartbeats per task (model turns that ran past 250 ms), and the events above beyond bare's (their markers and search-attribute updates) and its bigger payloads.", beats)
 			} else {
-				p("On the server it pays for what capstan asks of it beyond bare: the search-attribute updates and version markers of the events above (a model turn shorter than 250 ms sends no heartbeat).")
+				p("On the server it pays for what capstan asks of it beyond bare: the events above beyond bare's (their markers and search-attribute updates) and its bigger payloads (a model turn shorter than 250 ms sends no heartbeat).")
 			}
 			p("In the worker (the profile below) it is mostly SQLite, its fsyncs (system calls) and the garbage of the ledger's JSON (%s writes per task: %s).", fmt.Sprintf("%.0f", writesPerTask(c, n)), writeMix(c, n))
 			p("")

@@ -13,6 +13,7 @@ type results struct {
 	started    time.Time
 	took       time.Duration
 	quick      bool
+	loadOnly   bool // -load: the load table alone, no chart
 	loadBefore string
 	loadAfter  string
 	load       loadResults
@@ -232,7 +233,11 @@ func (r *results) markdown() string {
 	p := func(format string, args ...any) { fmt.Fprintf(&w, format+"\n", args...) }
 	p("# capstan bench")
 	p("")
-	p("`make bench` on %s: Go %s, %d CPUs, load average %s at the start and %s at the end; took %s.",
+	command := "`make bench`"
+	if r.loadOnly {
+		command = "`go run ./bench -load`"
+	}
+	p("%s on %s: Go %s, %d CPUs, load average %s at the start and %s at the end; took %s.", command,
 		r.started.UTC().Format("2006-01-02 15:04 MST"), strings.TrimPrefix(runtime.Version(), "go"), runtime.NumCPU(),
 		r.loadBefore, r.loadAfter, r.took.Round(time.Second))
 	if r.quick {
@@ -245,7 +250,11 @@ func (r *results) markdown() string {
 		p("")
 		p("**The machine was busy with other work** (a load average above its %d CPUs as the run began): it competed with capstan and bare alike, but in bursts that alternating rounds do not fully cancel, so this run's ratios are noisier than an idle machine's.", runtime.NumCPU())
 	}
-	p("Ratios are capstan/bare within this one run; rounds of the two alternate. Chart: [latest.svg](latest.svg).")
+	chart := " Chart: [latest.svg](latest.svg)."
+	if r.loadOnly {
+		chart = ""
+	}
+	p("Ratios are capstan/bare within this one run; rounds of the two alternate.%s", chart)
 	p("")
 	p("## Targets")
 	p("")
