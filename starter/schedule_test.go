@@ -82,4 +82,11 @@ func TestInputDiffNamesWhatDiffers(t *testing.T) {
 	if inputHash(was) == inputHash(workflows.AgentTaskInput{TaskID: "x", Prompt: "secret two", Repo: "a/b", Model: "openai:m", MaxTurns: 20}) {
 		t.Error("two inputs have one hash")
 	}
+	// A task an older starter started (no logic stamp) is the same task to
+	// this one, which stamps its own.
+	stamped := was
+	stamped.Logic = workflows.CurrentLogic
+	if inputHash(stamped) != inputHash(was) || inputDiff(was, stamped) != "" {
+		t.Errorf("the logic stamp changes the input's hash or diff (%q)", inputDiff(was, stamped))
+	}
 }

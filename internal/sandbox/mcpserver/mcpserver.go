@@ -23,10 +23,11 @@
 // Faults, queued per tool and taken one per call: "drop" (act, then never
 // answer until cancelled or the server stops), "hang" (the same, acting on
 // nothing), "crash" (act, then the process exits: stdio only), "error"
-// (answer isError: true, act on nothing), "unknown" (find_ticket answers status unknown), "invalid"
-// (answer JSON-RPC -32602), "slow" (report progress on the call's progress
-// token every SlowEvery for SlowFor, then act and answer), "big" (act, and
-// answer a text of BigSize bytes ending with BigTail).
+// (answer isError: true, act on nothing), "unknown" (find_ticket answers
+// status unknown), "invalid" (answer JSON-RPC -32602), "slow" (report
+// progress on the call's progress token every SlowEvery for SlowFor, then
+// act and answer), "big" (act, and answer a text of BigSize bytes ending
+// with BigTail).
 //
 // The server records every call's progress token, and every
 // notifications/cancelled it receives (State.Cancellations).
