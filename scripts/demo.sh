@@ -55,6 +55,8 @@ else
     --search-attribute CapstanAwaitingApproval=Bool \
     --search-attribute CapstanTenant=Keyword \
     --dynamic-config-value matching.enableFairness=true \
+    --dynamic-config-value matching.numTaskqueueReadPartitions=1 \
+    --dynamic-config-value matching.numTaskqueueWritePartitions=1 \
     >"$STATE/temporal.log" 2>&1 &
   echo $! >"$STATE/temporal.pid"
   for _ in $(seq 1 120); do

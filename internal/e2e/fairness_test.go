@@ -31,7 +31,8 @@ const (
 // TestLongFairness: on a worker with two activity slots, tenant A starts
 // fairnessBurst short tasks, then tenant B starts fairnessFew with
 // `starter run --tenant B`. With fairness keys (the server runs with
-// matching.enableFairness), B's tasks complete while most of A's still
+// matching.enableFairness, in one partition per queue:
+// testenv.DevServerFlags), B's tasks complete while most of A's still
 // wait, within 3× the latency B's tasks have on an idle pool. The same
 // burst without fairness keys is measured beside it and logged.
 func TestLongFairness(t *testing.T) {
