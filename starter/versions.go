@@ -129,11 +129,11 @@ func buildVersionsReport(ctx context.Context, c client.Client, dc converter.Data
 			if pinned {
 				continue // it replays its own build's code, never this code's branches
 			}
-			markers, err := versionMarkers(ctx, c, wid, rid)
+			markers, unmarked, err := runVersions(ctx, c, dc, wid, rid)
 			if err != nil {
 				return rep, err
 			}
-			if in, err := startInput(ctx, c, dc, wid, rid); err == nil && workflows.RunsUnmarked(in, markers) {
+			if unmarked {
 				continue // every change in effect, with no marker to say so
 			}
 			for _, ch := range workflows.Changes {
@@ -156,15 +156,26 @@ func buildVersionsReport(ctx context.Context, c client.Client, dc converter.Data
 	return rep, nil
 }
 
-// versionMarkers are the change ids of the GetVersion markers in a run's
-// history.
-func versionMarkers(ctx context.Context, c client.Client, wid, rid string) (map[string]bool, error) {
-	out := map[string]bool{}
+// runVersions reads a run's history once: the change ids of its
+// GetVersion markers, and whether the run started unmarked
+// (workflows.RunsUnmarked: its start input stamped, no umbrella marker). A
+// start input that does not decode counts as unstamped, which errs towards
+// keeping branches.
+func runVersions(ctx context.Context, c client.Client, dc converter.DataConverter, wid, rid string) (markers map[string]bool, unmarked bool, err error) {
+	markers = map[string]bool{}
+	var in workflows.AgentTaskInput
 	it := c.GetWorkflowHistory(ctx, wid, rid, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	for it.HasNext() {
 		ev, err := it.Next()
 		if err != nil {
-			return nil, fmt.Errorf("read the history of %s: %w", wid, err)
+			return nil, false, fmt.Errorf("read the history of %s: %w", wid, err)
+		}
+		if start := ev.GetWorkflowExecutionStartedEventAttributes(); start != nil {
+			var decoded workflows.AgentTaskInput
+			if dc.FromPayloads(start.GetInput(), &decoded) == nil {
+				in = decoded
+			}
+			continue
 		}
 		m := ev.GetMarkerRecordedEventAttributes()
 		if m == nil || m.GetMarkerName() != versionMarkerName {
@@ -172,10 +183,10 @@ func versionMarkers(ctx context.Context, c client.Client, wid, rid string) (map[
 		}
 		var id string
 		if p := m.GetDetails()[versionMarkerChangeID].GetPayloads(); len(p) > 0 && converter.GetDefaultDataConverter().FromPayload(p[0], &id) == nil {
-			out[id] = true
+			markers[id] = true
 		}
 	}
-	return out, nil
+	return markers, workflows.RunsUnmarked(in, markers), nil
 }
 
 // The Go SDK's names for a GetVersion marker and its change id.
