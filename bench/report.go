@@ -233,9 +233,9 @@ func (r *results) markdown() string {
 	p := func(format string, args ...any) { fmt.Fprintf(&w, format+"\n", args...) }
 	p("# capstan bench")
 	p("")
-	command := "`make bench`"
+	command, chart := "`make bench`", " Chart: [latest.svg](latest.svg)."
 	if r.loadOnly {
-		command = "`go run ./bench -load`"
+		command, chart = "`go run ./bench -load`", ""
 	}
 	p("%s on %s: Go %s, %d CPUs, load average %s at the start and %s at the end; took %s.", command,
 		r.started.UTC().Format("2006-01-02 15:04 MST"), strings.TrimPrefix(runtime.Version(), "go"), runtime.NumCPU(),
@@ -249,10 +249,6 @@ func (r *results) markdown() string {
 	if busy(r.loadBefore) {
 		p("")
 		p("**The machine was busy with other work** (a load average above its %d CPUs as the run began): it competed with capstan and bare alike, but in bursts that alternating rounds do not fully cancel, so this run's ratios are noisier than an idle machine's.", runtime.NumCPU())
-	}
-	chart := " Chart: [latest.svg](latest.svg)."
-	if r.loadOnly {
-		chart = ""
 	}
 	p("Ratios are capstan/bare within this one run; rounds of the two alternate.%s", chart)
 	p("")
