@@ -100,7 +100,7 @@ func BuildBinaries(dir string) (Binaries, error) {
 // queue (the server is fair within a partition, and splits a queue into
 // four by default: a tenant's task in a partition the pollers reach late
 // waits behind another's there; TestLongFairness measured 2.0–4.1× its
-// idle latency with four, 1.4–1.6× with one), and a deployment
+// idle latency with four, 1.4–1.7× with one), and a deployment
 // version's drainage status refreshed within seconds rather than minutes,
 // so a test sees an old build drain.
 var DevServerFlags = []string{
