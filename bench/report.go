@@ -75,6 +75,30 @@ func (r *results) ratio(workers, n int, f func(*loadStats) float64) (c, b, ratio
 	return c, b, c / b, true
 }
 
+// pairSpread is the lowest and highest ratio of one capstan round to the
+// bare round run beside it (rounds alternate, so pair i ran back to back),
+// by f over each round alone: how far one run's ratio moves on this
+// machine, which a single figure hides. Empty with fewer than two pairs.
+func (r *results) pairSpread(workers, n int, f func(*loadStats) float64) string {
+	cs, bs := r.cell(kindCapstan, workers, n), r.cell(kindBare, workers, n)
+	if cs == nil || bs == nil {
+		return ""
+	}
+	var ratios []float64
+	for i := range min(len(cs.rounds), len(bs.rounds)) {
+		c := &loadStats{loadKey: cs.loadKey, rounds: cs.rounds[i : i+1]}
+		b := &loadStats{loadKey: bs.loadKey, rounds: bs.rounds[i : i+1]}
+		if len(c.latencies()) == 0 || len(b.latencies()) == 0 || f(b) == 0 {
+			continue
+		}
+		ratios = append(ratios, f(c)/f(b))
+	}
+	if len(ratios) < 2 {
+		return ""
+	}
+	return fmt.Sprintf("round pairs %.2f–%.2f×", slices.Min(ratios), slices.Max(ratios))
+}
+
 func p50ms(s *loadStats) float64 { return float64(s.p50()) / float64(time.Millisecond) }
 func tput(s *loadStats) float64  { return s.throughput() }
 
@@ -96,8 +120,12 @@ func (r *results) targets() []target {
 			if !measured {
 				continue
 			}
-			parts = append(parts, fmt.Sprintf("%s: %s× (capstan %s, bare %s)", workersLabel(workers), ratioText(x, threshold),
-				fmt.Sprintf(unit, c), fmt.Sprintf(unit, b)))
+			part := fmt.Sprintf("%s: %s× (capstan %s, bare %s", workersLabel(workers), ratioText(x, threshold),
+				fmt.Sprintf(unit, c), fmt.Sprintf(unit, b))
+			if spread := r.pairSpread(workers, n, f); spread != "" {
+				part += "; " + spread
+			}
+			parts = append(parts, part+")")
 			if t.status == notMeasured || t.status == met {
 				t.status = judge(ok(x))
 			}
