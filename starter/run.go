@@ -312,6 +312,9 @@ func (a *app) startTask(ctx context.Context, c client.Client, opts client.Option
 	if errors.As(err, &started) {
 		return startedTask{}, usagef("task %s already ran (workflow %s) and task ids are never reused; pick another --id", in.TaskID, wid)
 	}
+	if name, ok := missingSearchAttribute(err); ok {
+		return startedTask{}, fmt.Errorf("start task %s: %w", in.TaskID, undefinedAttributes(ctx, c, opts.Namespace, name))
+	}
 	if err != nil {
 		return startedTask{}, fmt.Errorf("start task %s: %w", in.TaskID, err)
 	}
