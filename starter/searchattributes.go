@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/api/operatorservice/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/capstanhq/capstan/workflows"
 )
@@ -41,7 +42,7 @@ func missingSearchAttribute(err error) (string, bool) {
 }
 
 // attributeTypes are the CLI's names of the value types capstan's
-// attributes use.
+// attributes use; TestEveryAttributeHasACLIType keeps it complete.
 var attributeTypes = map[enumspb.IndexedValueType]string{
 	enumspb.INDEXED_VALUE_TYPE_KEYWORD: "Keyword",
 	enumspb.INDEXED_VALUE_TYPE_BOOL:    "Bool",
@@ -52,39 +53,24 @@ var attributeTypes = map[enumspb.IndexedValueType]string{
 // undefinedAttributes is the error of a start refused because namespace ns
 // does not define the search attribute named: it lists every one of
 // capstan's attributes ns lacks (the server names only the first it
-// meets) and the one command that defines them all. When ns's attributes
-// cannot be read, it names the one the server did.
+// meets) and the commands that define them. When ns's attributes cannot
+// be read, it names the one the server did, as a Keyword.
 func undefinedAttributes(ctx context.Context, c client.Client, ns, named string) error {
-	missing := []string{named}
+	missing := []temporal.SearchAttributeKey{temporal.NewSearchAttributeKeyKeyword(named)}
 	if list, err := c.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: ns}); err == nil {
-		missing = missing[:0]
-		for _, key := range workflows.SearchAttributes {
-			if _, ok := list.GetCustomAttributes()[key.GetName()]; !ok {
-				missing = append(missing, key.GetName())
-			}
+		if m := workflows.MissingSearchAttributes(list.GetCustomAttributes()); len(m) > 0 {
+			missing = m
 		}
-		if len(missing) == 0 { // defined since the refusal: a worker started
-			missing = []string{named}
-		}
+	}
+	names := make([]string, len(missing))
+	cmds := make([]string, len(missing))
+	for i, key := range missing {
+		// One command per attribute: the CLI (v1.5) given several names
+		// defines only the first.
+		names[i] = key.GetName()
+		cmds[i] = fmt.Sprintf("temporal operator search-attribute create --namespace %s --name %s --type %s", ns, key.GetName(), attributeTypes[key.GetValueType()])
 	}
 	return fmt.Errorf("namespace %s does not define the search attribute(s) %s, which every capstan task carries; "+
 		"start a worker of this version first (it registers them), or define them: %s",
-		ns, strings.Join(missing, ", "), createAttributesCommand(ns, missing))
-}
-
-// createAttributesCommand is the temporal CLI commands that define the
-// named ones of capstan's search attributes in ns, joined by &&: one per
-// attribute, as the CLI (v1.5) given several names defines only the first.
-func createAttributesCommand(ns string, names []string) string {
-	cmds := make([]string, 0, len(names))
-	for _, name := range names {
-		typ := "Keyword"
-		for _, key := range workflows.SearchAttributes {
-			if t, ok := attributeTypes[key.GetValueType()]; ok && key.GetName() == name {
-				typ = t
-			}
-		}
-		cmds = append(cmds, fmt.Sprintf("temporal operator search-attribute create --namespace %s --name %s --type %s", ns, name, typ))
-	}
-	return strings.Join(cmds, " && ")
+		ns, strings.Join(names, ", "), strings.Join(cmds, " && "))
 }

@@ -38,6 +38,20 @@ var (
 // its start; a namespace must have them registered before a task starts.
 var SearchAttributes = []temporal.SearchAttributeKey{AttrStatus, AttrNeedsHuman, AttrUnknownOps, AttrRepo, AttrDeadLetter, AttrAwaitingApproval, AttrTenant}
 
+// MissingSearchAttributes returns those of SearchAttributes that defined —
+// a namespace's custom attributes by name, as ListSearchAttributes answers
+// — lacks, in SearchAttributes' order. The worker registers them; the
+// starter names them when a start is refused for one.
+func MissingSearchAttributes[V any](defined map[string]V) []temporal.SearchAttributeKey {
+	var missing []temporal.SearchAttributeKey
+	for _, key := range SearchAttributes {
+		if _, ok := defined[key.GetName()]; !ok {
+			missing = append(missing, key)
+		}
+	}
+	return missing
+}
+
 func fail(code FailureCode, format string, args ...any) error {
 	return &taskError{code: code, msg: fmt.Sprintf(format, args...)}
 }

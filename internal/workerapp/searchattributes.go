@@ -23,10 +23,8 @@ func ensureSearchAttributes(ctx context.Context, c client.Client, ns string, log
 		return fmt.Errorf("list search attributes of namespace %s: %w", ns, err)
 	}
 	missing := map[string]enumspb.IndexedValueType{}
-	for _, key := range workflows.SearchAttributes {
-		if _, ok := list.GetCustomAttributes()[key.GetName()]; !ok {
-			missing[key.GetName()] = key.GetValueType()
-		}
+	for _, key := range workflows.MissingSearchAttributes(list.GetCustomAttributes()) {
+		missing[key.GetName()] = key.GetValueType()
 	}
 	if len(missing) == 0 {
 		return nil
