@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 
@@ -100,12 +101,21 @@ func startInput(ctx context.Context, c client.Client, dc converter.DataConverter
 	if err != nil {
 		return in, err
 	}
-	attrs := ev.GetWorkflowExecutionStartedEventAttributes()
-	if attrs == nil {
+	in, started, err := startedInput(ev, dc)
+	if !started {
 		return in, fmt.Errorf("workflow %s opens with %s", workflowID, ev.GetEventType())
 	}
-	err = dc.FromPayloads(attrs.GetInput(), &in)
 	return in, err
+}
+
+// startedInput decodes the task input of ev when ev is a run's
+// WorkflowExecutionStarted event; started is false for any other event.
+func startedInput(ev *historypb.HistoryEvent, dc converter.DataConverter) (in workflows.AgentTaskInput, started bool, err error) {
+	attrs := ev.GetWorkflowExecutionStartedEventAttributes()
+	if attrs == nil {
+		return in, false, nil
+	}
+	return in, true, dc.FromPayloads(attrs.GetInput(), &in)
 }
 
 // inputDiff names the first argument in which the running task's input,

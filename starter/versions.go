@@ -170,9 +170,8 @@ func runVersions(ctx context.Context, c client.Client, dc converter.DataConverte
 		if err != nil {
 			return nil, false, fmt.Errorf("read the history of %s: %w", wid, err)
 		}
-		if start := ev.GetWorkflowExecutionStartedEventAttributes(); start != nil {
-			var decoded workflows.AgentTaskInput
-			if dc.FromPayloads(start.GetInput(), &decoded) == nil {
+		if decoded, started, err := startedInput(ev, dc); started {
+			if err == nil {
 				in = decoded
 			}
 			continue
