@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -54,13 +55,17 @@ var attributeTypes = map[enumspb.IndexedValueType]string{
 // does not define the search attribute named: it lists every one of
 // capstan's attributes ns lacks (the server names only the first it
 // meets) and the commands that define them. When ns's attributes cannot
-// be read, it names the one the server did, as a Keyword.
+// be read, it names the one the server did.
 func undefinedAttributes(ctx context.Context, c client.Client, ns, named string) error {
-	missing := []temporal.SearchAttributeKey{temporal.NewSearchAttributeKeyKeyword(named)}
+	var missing []temporal.SearchAttributeKey
 	if list, err := c.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: ns}); err == nil {
-		if m := workflows.MissingSearchAttributes(list.GetCustomAttributes()); len(m) > 0 {
-			missing = m
-		}
+		missing = workflows.MissingSearchAttributes(list.GetCustomAttributes())
+	}
+	if len(missing) == 0 { // unreadable, or defined since the refusal
+		missing = slices.DeleteFunc(slices.Clone(workflows.SearchAttributes), func(k temporal.SearchAttributeKey) bool { return k.GetName() != named })
+	}
+	if len(missing) == 0 { // not one of capstan's: nothing to print a command for
+		return fmt.Errorf("namespace %s does not define the search attribute %s", ns, named)
 	}
 	names := make([]string, len(missing))
 	cmds := make([]string, len(missing))
