@@ -14,6 +14,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -26,6 +27,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/capstanhq/capstan/internal/testenv"
+	"github.com/capstanhq/capstan/internal/workerapp"
 )
 
 var (
@@ -68,6 +70,13 @@ func runMain(m *testing.M) int {
 	}
 	defer srv.Stop()
 	devServerAddr, temporal = srv.FrontendHostPort(), srv.Client()
+	// Some tests start tasks before any worker of theirs has registered
+	// capstan's search attributes; the server has them from the start, as
+	// `make demo`'s does.
+	if err := workerapp.EnsureSearchAttributes(ctx, temporal, "default", slog.New(slog.DiscardHandler)); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
+	}
 
 	dir, err := os.MkdirTemp("", "capstan-e2e-bin")
 	if err != nil {

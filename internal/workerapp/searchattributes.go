@@ -14,10 +14,12 @@ import (
 	"github.com/capstanhq/capstan/workflows"
 )
 
-// ensureSearchAttributes registers the attributes AgentTask sets that the
+// EnsureSearchAttributes registers the attributes AgentTask sets that the
 // namespace lacks, so a task never fails on an unknown attribute. Workers of
 // a pool start together: an attribute a peer registered first is success.
-func ensureSearchAttributes(ctx context.Context, c client.Client, ns string, logger *slog.Logger) error {
+// Every worker runs it at start; a test server shared by tests that start
+// tasks before any worker runs it there too.
+func EnsureSearchAttributes(ctx context.Context, c client.Client, ns string, logger *slog.Logger) error {
 	list, err := c.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: ns})
 	if err != nil {
 		return fmt.Errorf("list search attributes of namespace %s: %w", ns, err)

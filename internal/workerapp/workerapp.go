@@ -197,7 +197,7 @@ func New(ctx context.Context, o Options) (_ *Worker, err error) {
 		return nil, err
 	}
 	w.client = c
-	if err := ensureSearchAttributes(ctx, c, copts.Namespace, w.logger); err != nil {
+	if err := EnsureSearchAttributes(ctx, c, copts.Namespace, w.logger); err != nil {
 		return nil, err
 	}
 
