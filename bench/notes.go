@@ -114,7 +114,7 @@ func (r *results) whyNotes() string {
 			if beats := float64(c.rpcs["RecordActivityTaskHeartbeat"]) / n; beats >= 0.5 {
 				p("Capstan also sends %.1f heartbeats per task here (model turns that ran past 250 ms).", beats)
 			}
-			p("The dev server's share is not a cost capstan asks of it: removed one at a time in scratch builds on 2026-12-03 (docs/design.md, \"Part by part\"), its marker, its search-attribute updates, its heartbeat timeouts and 6.6 KB more payload per task each moved the server's CPU by less than one run's noise; the server does more time-driven work in capstan's longer rounds.")
+			p("The dev server's share comes from no one thing capstan asks of it: removed one at a time in scratch builds on 2026-12-03 (docs/design.md, \"Part by part\"), its marker, its search-attribute updates, its heartbeat timeouts and 6.6 KB more payload per task each moved the server's CPU by less than one run's noise; the server does more time-driven work in capstan's longer rounds.")
 			p("In the worker (the profile below) it is mostly SQLite and its fsyncs — the one part that moves the ratio alone (0.86× with fsync off, never shipped) — then the garbage of the ledger's JSON and much spread thin (%s writes per task: %s).", fmt.Sprintf("%.0f", writesPerTask(c, n)), writeMix(c, n))
 			p("")
 		}
