@@ -16,7 +16,9 @@ import (
 // compose is the part of docker-compose.yml these tests read.
 type compose struct {
 	Services map[string]struct {
-		Ports []yaml.Node `yaml:"ports"`
+		Ports       []yaml.Node       `yaml:"ports"`
+		Environment map[string]string `yaml:"environment"`
+		Volumes     []string          `yaml:"volumes"`
 	} `yaml:"services"`
 }
 

@@ -43,6 +43,10 @@ stop() {
 if healthy; then
   echo "Temporal server already up at $ADDR"
 else
+  # The server settings capstan relies on (fairness), from
+  # deploy/temporal/dynamicconfig.yaml, as docker-compose.yml's server has them.
+  mapfile -t server_settings < <(scripts/dev-server-flags.sh)
+  [ "${#server_settings[@]}" -gt 0 ] || { echo "scripts/dev-server-flags.sh printed no settings" >&2; exit 1; }
   echo "starting the Temporal dev server at $ADDR (UI on :$UI_PORT, state in .capstan/temporal.db)"
   nohup "$BIN/temporal" server start-dev \
     --ip 127.0.0.1 --port "$PORT" --ui-port "$UI_PORT" \
@@ -54,9 +58,7 @@ else
     --search-attribute CapstanDeadLetter=Bool \
     --search-attribute CapstanAwaitingApproval=Bool \
     --search-attribute CapstanTenant=Keyword \
-    --dynamic-config-value matching.enableFairness=true \
-    --dynamic-config-value matching.numTaskqueueReadPartitions=1 \
-    --dynamic-config-value matching.numTaskqueueWritePartitions=1 \
+    "${server_settings[@]}" \
     >"$STATE/temporal.log" 2>&1 &
   echo $! >"$STATE/temporal.pid"
   for _ in $(seq 1 120); do

@@ -63,7 +63,12 @@ func runMain(m *testing.M) int {
 		}
 	}
 	ctx := context.Background()
-	srv, err := testenv.StartDevServer(ctx, nil, testenv.DevServerFlags...)
+	flags, err := testenv.DevServerFlags()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
+	}
+	srv, err := testenv.StartDevServer(ctx, nil, flags...)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		return 1

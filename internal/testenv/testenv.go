@@ -7,6 +7,7 @@ package testenv
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -14,10 +15,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"sort"
 	"strings"
 
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/testsuite"
+	"go.yaml.in/yaml/v3"
 )
 
 // RepoRoot is the directory holding go.mod.
@@ -94,21 +97,68 @@ func BuildBinaries(dir string) (Binaries, error) {
 	return bins, nil
 }
 
-// DevServerFlags are the dynamic settings every test's dev server and `make
-// demo`'s start with: fairness on (task queues dispatch by the tasks'
-// fairness keys and weights, `starter run --tenant`) in one partition per
-// queue (the server is fair within a partition, and splits a queue into
-// four by default: a tenant's task in a partition the pollers reach late
-// waits behind another's there; TestLongFairness measured 2.0–4.1× its
-// idle latency with four, 1.4–1.7× with one), and a deployment
-// version's drainage status refreshed within seconds rather than minutes,
-// so a test sees an old build drain.
-var DevServerFlags = []string{
-	"--dynamic-config-value", "matching.enableFairness=true",
-	"--dynamic-config-value", "matching.numTaskqueueReadPartitions=1",
-	"--dynamic-config-value", "matching.numTaskqueueWritePartitions=1",
+// ServerSettingsFile holds the Temporal server settings capstan relies on
+// (fairness, one partition per queue), in the server's dynamic
+// configuration format: docker-compose.yml mounts it into its server, and
+// `make demo` (scripts/dev-server-flags.sh) and the tests' dev servers
+// (DevServerFlags) take each setting as a flag.
+const ServerSettingsFile = "deploy/temporal/dynamicconfig.yaml"
+
+// ServerSettings reads ServerSettingsFile as dev-server flags,
+// --dynamic-config-value=KEY=VALUE with VALUE as JSON, sorted by key. The
+// dev server takes one value per key and no constraints, so an entry with
+// several values or with constraints is an error rather than a setting
+// silently dropped.
+func ServerSettings() ([]string, error) {
+	path := filepath.Join(RepoRoot(), ServerSettingsFile)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var doc map[string][]struct {
+		Value       any            `yaml:"value"`
+		Constraints map[string]any `yaml:"constraints"`
+	}
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	keys := make([]string, 0, len(doc))
+	for k := range doc {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	flags := make([]string, 0, len(keys))
+	for _, k := range keys {
+		vs := doc[k]
+		if len(vs) != 1 || len(vs[0].Constraints) != 0 || vs[0].Value == nil {
+			return nil, fmt.Errorf("%s: %s must have exactly one value and no constraints, as the dev server's flags take it", path, k)
+		}
+		v, err := json.Marshal(vs[0].Value)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %s: %w", path, k, err)
+		}
+		flags = append(flags, "--dynamic-config-value="+k+"="+string(v))
+	}
+	return flags, nil
+}
+
+// drainageFlags make a deployment version's drainage status refresh within
+// seconds rather than minutes, so a test sees an old build drain. Tests
+// only: a real server keeps its defaults.
+var drainageFlags = []string{
 	"--dynamic-config-value", `matching.wv.VersionDrainageStatusRefreshInterval="2s"`,
 	"--dynamic-config-value", `matching.wv.VersionDrainageStatusVisibilityGracePeriod="2s"`,
+}
+
+// DevServerFlags are the flags every test's dev server starts with: the
+// ServerSettings every capstan server has (TestLongFairness measures what
+// they buy) and drainageFlags.
+func DevServerFlags() ([]string, error) {
+	s, err := ServerSettings()
+	if err != nil {
+		return nil, err
+	}
+	return append(s, drainageFlags...), nil
 }
 
 // BuildWorker builds ./worker with the build tags into dir/name (-race as
