@@ -95,7 +95,13 @@ func TestLongRollingDeploy(t *testing.T) {
 // registered the version (the server refuses a version it has not seen).
 func setCurrent(t *testing.T, deployment, build string) {
 	t.Helper()
-	h := temporal.WorkerDeploymentClient().GetHandle(deployment)
+	setCurrentOn(t, temporal, deployment, build)
+}
+
+// setCurrentOn is setCurrent on the server c talks to.
+func setCurrentOn(t *testing.T, c client.Client, deployment, build string) {
+	t.Helper()
+	h := c.WorkerDeploymentClient().GetHandle(deployment)
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
