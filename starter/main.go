@@ -6,7 +6,7 @@
 //	starter status TASK_ID [--json]
 //	starter follow TASK_ID
 //	starter policy (check FILE | explain --tool NAME [--repo R --branch B --path P ...])
-//	starter list [--needs-human | --awaiting-approval]
+//	starter list [--needs-human | --awaiting-approval] [--json]
 //	starter resolve TASK_ID OPERATION_ID (--found URL | --absent | --abort)
 //	starter approve TASK_ID OPERATION_ID [--note TEXT] [--as NAME]
 //	starter deny TASK_ID OPERATION_ID --reason TEXT [--as NAME]

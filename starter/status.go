@@ -16,7 +16,6 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/capstanhq/capstan"
@@ -57,9 +56,9 @@ type statusJSON struct {
 }
 
 func (a *app) listCommand() *cobra.Command {
-	var needsHuman, awaitingApproval bool
+	var needsHuman, awaitingApproval, asJSON bool
 	cmd := &cobra.Command{
-		Use:   "list [--needs-human | --awaiting-approval]",
+		Use:   "list [--needs-human | --awaiting-approval] [--json]",
 		Short: "List recent tasks",
 		Args:  usageArgs(cobra.NoArgs),
 		RunE: a.withClient(func(ctx context.Context, c client.Client, opts client.Options, _ []string) error {
@@ -67,9 +66,13 @@ func (a *app) listCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if asJSON {
+				return printJSON(a.stdout, tasks)
+			}
 			return writeTaskList(a.stdout, tasks)
 		}),
 	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the tasks as JSON")
 	cmd.Flags().BoolVar(&needsHuman, "needs-human", false, "only running tasks that wait for a person (starter resolve)")
 	cmd.Flags().BoolVar(&awaitingApproval, "awaiting-approval", false, "only running tasks with an operation that waits for approval (starter approve, starter deny)")
 	return cmd
@@ -104,14 +107,22 @@ type listedTask struct {
 	TaskID string `json:"task_id"`
 	// Status is the task's own status (its search attribute), else the
 	// workflow's: running, completed, failed, …
-	Status  string    `json:"status"`
+	Status string `json:"status"`
+	// Tenant is the task's tenant (its search attribute CapstanTenant),
+	// empty for a task started without one.
+	Tenant string `json:"tenant"`
+	// Build is the Worker Deployment Version the task runs on,
+	// "DEPLOYMENT/BUILD" as `starter status` prints it, or unversioned
+	// (listedBuildLabel).
+	Build   string    `json:"build"`
 	Repo    string    `json:"repo,omitempty"`
 	Started time.Time `json:"started"`
 }
 
 // listTasks lists the 50 most recent tasks of the namespace; needsHuman
 // and awaitingApproval keep only the running ones that wait for a person's
-// resolve, or for an approval.
+// resolve, or for an approval. Every field of a row comes from the one list
+// call: no row costs a call of its own.
 func listTasks(ctx context.Context, c client.Client, namespace string, needsHuman, awaitingApproval bool) ([]listedTask, error) {
 	query := "WorkflowType = 'AgentTask'"
 	if needsHuman {
@@ -128,20 +139,18 @@ func listTasks(ctx context.Context, c client.Client, namespace string, needsHuma
 	}
 	tasks := []listedTask{}
 	for _, e := range resp.GetExecutions() {
+		sa := e.GetSearchAttributes().GetIndexedFields()
 		t := listedTask{
 			TaskID:  workflows.TaskIDOf(e.GetExecution().GetWorkflowId()),
 			Status:  strings.ToLower(strings.TrimPrefix(e.GetStatus().String(), "WORKFLOW_EXECUTION_STATUS_")),
+			Build:   listedBuildLabel(sa),
 			Started: e.GetStartTime().AsTime(),
 		}
-		if sa := e.GetSearchAttributes().GetIndexedFields(); sa != nil {
-			var s string
-			if p, ok := sa[workflows.AttrStatus.GetName()]; ok && converter.GetDefaultDataConverter().FromPayload(p, &s) == nil && s != "" {
-				t.Status = s
-			}
-			if p, ok := sa[workflows.AttrRepo.GetName()]; ok {
-				_ = converter.GetDefaultDataConverter().FromPayload(p, &t.Repo)
-			}
+		if s, ok := keywordAttr(sa, workflows.AttrStatus.GetName()); ok && s != "" {
+			t.Status = s
 		}
+		t.Tenant, _ = keywordAttr(sa, workflows.AttrTenant.GetName())
+		t.Repo, _ = keywordAttr(sa, workflows.AttrRepo.GetName())
 		tasks = append(tasks, t)
 	}
 	return tasks, nil
@@ -150,9 +159,9 @@ func listTasks(ctx context.Context, c client.Client, namespace string, needsHuma
 // writeTaskList prints tasks as `starter list`'s table.
 func writeTaskList(w io.Writer, tasks []listedTask) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "TASK\tSTATUS\tREPO\tSTARTED")
+	fmt.Fprintln(tw, "TASK\tSTATUS\tTENANT\tBUILD\tREPO\tSTARTED")
 	for _, t := range tasks {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", t.TaskID, t.Status, t.Repo, t.Started.Local().Format(time.DateTime))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", t.TaskID, t.Status, t.Tenant, t.Build, t.Repo, t.Started.Local().Format(time.DateTime))
 	}
 	return tw.Flush()
 }

@@ -2,15 +2,18 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"sort"
 	"strings"
+	"sync"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
@@ -80,7 +83,7 @@ func (a *app) versionsCommand() *cobra.Command {
 		Short: "Show open tasks per build, and which GetVersion branches of the workflow code can retire",
 		Args:  usageArgs(cobra.NoArgs),
 		RunE: a.withClient(func(ctx context.Context, c client.Client, opts client.Options, _ []string) error {
-			rep, err := buildVersionsReport(ctx, c, dataConverter(opts), opts.Namespace)
+			rep, err := buildVersionsReport(ctx, c, dataConverter(opts), opts.Namespace, a.scanProgress("open tasks"))
 			if err != nil {
 				return err
 			}
@@ -95,55 +98,158 @@ func (a *app) versionsCommand() *cobra.Command {
 	return cmd
 }
 
-// buildVersionsReport lists every open task, describes each for its build,
-// and reads the version markers of the history of each that is not pinned
+// historiesInFlight bounds the describes and history reads `starter
+// versions` has in flight at once: enough to hide the round trip of each
+// among tens of thousands of open tasks, few enough that one operator's
+// report does not crowd out the pool's workers, which share the
+// namespace's rate limit at the frontend.
+const historiesInFlight = 8
+
+// openTask is one open task of the report: what its list entry says, and
+// what scanOpenTask learns of it.
+type openTask struct {
+	wid, rid string
+	started  time.Time
+	build    string
+	pinned   bool
+	// known says that build and pinned came from the list entry; without
+	// it, scanOpenTask describes the run.
+	known bool
+	// gone is a task whose describe found none: it is gone since the list.
+	gone bool
+	// mayTakeOld are the ids of the changes whose old branch the task may
+	// take (changeRow).
+	mayTakeOld []string
+}
+
+// buildVersionsReport lists every open task with its build (from the list
+// entry's search attributes, or a describe when they do not tell) and
+// reads the version markers of the history of each that is not pinned
 // (and its start input: a run that started unmarked, workflows.RunsUnmarked,
-// has every change in effect).
-func buildVersionsReport(ctx context.Context, c client.Client, dc converter.DataConverter, ns string) (versionsReport, error) {
-	var rep versionsReport
-	builds := map[string]*buildRow{}
-	mayNeed := map[string][]string{}
+// has every change in effect), historiesInFlight at a time; progress says
+// how far it got. The report is the same whatever order the reads end in.
+func buildVersionsReport(ctx context.Context, c client.Client, dc converter.DataConverter, ns string, progress *scanProgress) (versionsReport, error) {
+	tasks, err := listOpenTasks(ctx, c, ns, keepsVersions(ctx, c, ns))
+	if err != nil {
+		return versionsReport{}, err
+	}
+	if err := scanOpenTasks(ctx, c, dc, tasks, progress); err != nil {
+		return versionsReport{}, err
+	}
+	return summarizeVersions(tasks), nil
+}
+
+// listOpenTasks lists the namespace's open AgentTask runs, in the list's
+// order, each with its build when its search attributes tell it
+// (listedBuild).
+func listOpenTasks(ctx context.Context, c client.Client, ns string, serverKeepsVersions bool) ([]openTask, error) {
+	var tasks []openTask
 	var token []byte
 	for {
 		resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Namespace: ns, PageSize: 500, NextPageToken: token,
 			Query: "WorkflowType = 'AgentTask' AND ExecutionStatus = 'Running'"})
 		if err != nil {
-			return rep, fmt.Errorf("list open tasks: %w", err)
+			return nil, fmt.Errorf("list open tasks: %w", err)
 		}
 		for _, e := range resp.GetExecutions() {
-			wid, rid := e.GetExecution().GetWorkflowId(), e.GetExecution().GetRunId()
-			d, err := c.DescribeWorkflow(ctx, wid, rid)
-			if err != nil {
-				continue // it is gone since the list
-			}
-			build, pinned := taskBuild(d.RawResponse)
-			row := builds[build]
-			if row == nil {
-				row = &buildRow{Build: build, Pinned: pinned}
-				builds[build] = row
-			}
-			row.Open++
-			if st := e.GetStartTime().AsTime(); row.Oldest.IsZero() || st.Before(row.Oldest) {
-				row.Oldest = st
-			}
-			if pinned {
-				continue // it replays its own build's code, never this code's branches
-			}
-			markers, unmarked, err := runVersions(ctx, c, dc, wid, rid)
-			if err != nil {
-				return rep, err
-			}
-			if unmarked {
-				continue // every change in effect, with no marker to say so
-			}
-			for _, ch := range workflows.Changes {
-				if !inEffect(markers, ch.ID) {
-					mayNeed[ch.ID] = append(mayNeed[ch.ID], strings.TrimPrefix(wid, "task-"))
-				}
-			}
+			t := openTask{wid: e.GetExecution().GetWorkflowId(), rid: e.GetExecution().GetRunId(), started: e.GetStartTime().AsTime()}
+			t.build, t.pinned, t.known = listedBuild(e.GetSearchAttributes().GetIndexedFields(), serverKeepsVersions)
+			tasks = append(tasks, t)
 		}
 		if token = resp.GetNextPageToken(); len(token) == 0 {
-			break
+			return tasks, nil
+		}
+	}
+}
+
+// scanOpenTasks runs scanOpenTask on every task, historiesInFlight at a
+// time, and returns the first error, once every scan in flight has
+// stopped. Each scan writes only its own task.
+func scanOpenTasks(ctx context.Context, c client.Client, dc converter.DataConverter, tasks []openTask, progress *scanProgress) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	defer progress.start(len(tasks))()
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range min(historiesInFlight, len(tasks)) {
+		wg.Go(func() {
+			for i := range next {
+				if err := scanOpenTask(ctx, c, dc, &tasks[i]); err != nil {
+					cancel(err)
+				}
+				progress.add(1)
+			}
+		})
+	}
+feed:
+	for i := range tasks {
+		select {
+		case next <- i:
+		case <-ctx.Done():
+			break feed
+		}
+	}
+	close(next)
+	wg.Wait()
+	return context.Cause(ctx)
+}
+
+// scanOpenTask completes t: its build from a describe when its list entry
+// did not tell it, and, when it is not pinned, the changes whose old
+// branch it may take, from its history.
+func scanOpenTask(ctx context.Context, c client.Client, dc converter.DataConverter, t *openTask) error {
+	if !t.known {
+		d, err := c.DescribeWorkflow(ctx, t.wid, t.rid)
+		var nf *serviceerror.NotFound
+		if errors.As(err, &nf) {
+			t.gone = true
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("describe task %s: %w", workflows.TaskIDOf(t.wid), err)
+		}
+		t.build, t.pinned = taskBuild(d.RawResponse)
+	}
+	if t.pinned {
+		return nil // it replays its own build's code, never this code's branches
+	}
+	markers, unmarked, err := runVersions(ctx, c, dc, t.wid, t.rid)
+	if err != nil {
+		return err
+	}
+	if unmarked {
+		return nil // every change in effect, with no marker to say so
+	}
+	for _, ch := range workflows.Changes {
+		if !inEffect(markers, ch.ID) {
+			t.mayTakeOld = append(t.mayTakeOld, ch.ID)
+		}
+	}
+	return nil
+}
+
+// summarizeVersions is the report of the scanned tasks: builds sorted by
+// name, changes in workflows.Changes' order, each change's tasks in the
+// list's order.
+func summarizeVersions(tasks []openTask) versionsReport {
+	var rep versionsReport
+	builds := map[string]*buildRow{}
+	mayNeed := map[string][]string{}
+	for _, t := range tasks {
+		if t.gone {
+			continue
+		}
+		row := builds[t.build]
+		if row == nil {
+			row = &buildRow{Build: t.build, Pinned: t.pinned}
+			builds[t.build] = row
+		}
+		row.Open++
+		if row.Oldest.IsZero() || t.started.Before(row.Oldest) {
+			row.Oldest = t.started
+		}
+		for _, id := range t.mayTakeOld {
+			mayNeed[id] = append(mayNeed[id], strings.TrimPrefix(t.wid, "task-"))
 		}
 	}
 	for _, r := range builds {
@@ -153,7 +259,7 @@ func buildVersionsReport(ctx context.Context, c client.Client, dc converter.Data
 	for _, ch := range workflows.Changes {
 		rep.Changes = append(rep.Changes, changeRow{ID: ch.ID, MayNeedOld: len(mayNeed[ch.ID]), Tasks: mayNeed[ch.ID], Retire: len(mayNeed[ch.ID]) == 0})
 	}
-	return rep, nil
+	return rep
 }
 
 // runVersions reads a run's history once: the change ids of its

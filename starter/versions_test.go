@@ -6,10 +6,12 @@ import (
 	"strings"
 	"testing"
 
+	commonpb "go.temporal.io/api/common/v1"
 	deploymentpb "go.temporal.io/api/deployment/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/capstanhq/capstan/internal/config"
@@ -85,5 +87,91 @@ func TestVersionMarkersCoverThroughUmbrellas(t *testing.T) {
 		if got := inEffect(tc.markers, tc.change); got != tc.want {
 			t.Errorf("markers %v, change %s: in effect %t, want %t", tc.markers, tc.change, got, tc.want)
 		}
+	}
+}
+
+// keywords is a list entry's search attributes holding the Keyword values
+// kv, encoded as the server encodes them.
+func keywords(t *testing.T, kv map[string]string) map[string]*commonpb.Payload {
+	t.Helper()
+	sa := map[string]*commonpb.Payload{}
+	for k, v := range kv {
+		p, err := converter.GetDefaultDataConverter().ToPayload(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sa[k] = p
+	}
+	return sa
+}
+
+// The server spells a version "DEPLOYMENT:BUILD" (recent servers) or
+// "DEPLOYMENT.BUILD" (older ones); both read as the label `starter status`
+// prints, whatever the build id holds, and no version reads as
+// unversioned.
+func TestBuildOfVersion(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		v, want string
+		ok      bool
+	}{
+		{"capstan:v2", "capstan/v2", true},
+		{"capstan.v2", "capstan/v2", true},
+		{"capstan:v2.1", "capstan/v2.1", true},
+		{"capstan.v2:rc", "capstan/v2:rc", true},
+		{"capstan:sha256:ab.cd", "capstan/sha256:ab.cd", true},
+		{"", unversioned, true},
+		{"__unversioned__", unversioned, true},
+		{"capstan", "", false},
+		{":v2", "", false},
+		{"capstan:", "", false},
+	} {
+		if got, ok := buildOfVersion(tc.v); got != tc.want || ok != tc.ok {
+			t.Errorf("buildOfVersion(%q) = %q, %t; want %q, %t", tc.v, got, ok, tc.want, tc.ok)
+		}
+	}
+}
+
+// A list entry tells a run's build and pinned-ness when it holds both
+// versioning attributes, and tells it is unversioned without them only
+// when the server keeps them; otherwise the run must be described.
+func TestListedBuild(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name       string
+		sa         map[string]string
+		keeps      bool
+		build      string
+		pinned, ok bool
+	}{
+		{"pinned, recent spelling", map[string]string{attrDeploymentVersion: "capstan:v2", attrVersioningBehavior: "Pinned"}, true, "capstan/v2", true, true},
+		{"pinned, older spelling", map[string]string{attrDeploymentVersion: "capstan.v2", attrVersioningBehavior: "Pinned"}, false, "capstan/v2", true, true},
+		{"auto-upgrade", map[string]string{attrDeploymentVersion: "capstan:v3", attrVersioningBehavior: "AutoUpgrade"}, true, "capstan/v3", false, true},
+		{"the enum's long name", map[string]string{attrDeploymentVersion: "capstan:v3", attrVersioningBehavior: "VERSIONING_BEHAVIOR_PINNED"}, true, "capstan/v3", true, true},
+		{"absent, the server keeps it", map[string]string{"CapstanTenant": "acme"}, true, unversioned, false, true},
+		{"absent, an older server", map[string]string{"CapstanTenant": "acme"}, false, unversioned, false, false},
+		{"a version without its behavior", map[string]string{attrDeploymentVersion: "capstan:v2"}, true, "", false, false},
+		{"an unknown behavior", map[string]string{attrDeploymentVersion: "capstan:v2", attrVersioningBehavior: "Sideways"}, true, "", false, false},
+		{"not a version", map[string]string{attrDeploymentVersion: "capstan", attrVersioningBehavior: "Pinned"}, true, "", false, false},
+		{"the server's unversioned", map[string]string{attrDeploymentVersion: "__unversioned__"}, false, unversioned, false, true},
+	} {
+		build, pinned, ok := listedBuild(keywords(t, tc.sa), tc.keeps)
+		if ok != tc.ok || (ok && (build != tc.build || pinned != tc.pinned)) {
+			t.Errorf("%s: listedBuild = %q, pinned %t, known %t; want %q, %t, %t", tc.name, build, pinned, ok, tc.build, tc.pinned, tc.ok)
+		}
+	}
+}
+
+// `starter list` shows the build from the attribute alone: its label,
+// unversioned without it, the server's text when it is not a version.
+func TestListedBuildLabel(t *testing.T) {
+	t.Parallel()
+	for sa, want := range map[string]string{"capstan:v2": "capstan/v2", "capstan.v2": "capstan/v2", "odd": "odd"} {
+		if got := listedBuildLabel(keywords(t, map[string]string{attrDeploymentVersion: sa})); got != want {
+			t.Errorf("listedBuildLabel(%q) = %q, want %q", sa, got, want)
+		}
+	}
+	if got := listedBuildLabel(nil); got != unversioned {
+		t.Errorf("listedBuildLabel without the attribute = %q, want %q", got, unversioned)
 	}
 }

@@ -2,9 +2,12 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/capstanhq/capstan/workflows"
 )
@@ -28,25 +31,7 @@ func TestVersionsReportsUnpinnedTasks(t *testing.T) {
 	taskID, _ := startApprovalTask(t, env, "versions")
 	t.Cleanup(func() { runStarter(t, env, "cancel", taskID) })
 
-	r := runStarter(t, env, "versions", "--json")
-	if r.code != 0 {
-		t.Fatalf("starter versions: exit %d: %s", r.code, r.stderr)
-	}
-	var rep struct {
-		Builds []struct {
-			Build  string `json:"build"`
-			Pinned bool   `json:"pinned"`
-			Open   int    `json:"open_tasks"`
-		} `json:"builds"`
-		Changes []struct {
-			ID     string   `json:"change_id"`
-			Tasks  []string `json:"tasks"`
-			Retire bool     `json:"old_branch_can_retire"`
-		} `json:"changes"`
-	}
-	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
-		t.Fatalf("starter versions --json: %v\n%s", err, r.stdout)
-	}
+	rep := versionsJSON(t, env)
 	unversioned := false
 	for _, b := range rep.Builds {
 		unversioned = unversioned || (b.Build == "unversioned" && !b.Pinned && b.Open >= 1)
@@ -83,5 +68,112 @@ func TestVersionsReportsUnpinnedTasks(t *testing.T) {
 	assertUnversioned := runStarter(t, env, "status", taskID)
 	if !json.Valid([]byte(runStarter(t, env, "status", taskID, "--json").stdout)) || !slices.Contains(strings.Split(assertUnversioned.stdout, "\n"), "build: unversioned") {
 		t.Errorf("starter status does not say the task is unversioned:\n%s", assertUnversioned.stdout)
+	}
+	assertListed(t, env, taskID, "default", "unversioned")
+}
+
+// TestVersionsReportsPinnedTasks: a task of tenant acme-<n> started on a
+// versioned worker made current, held waiting for approval, is listed by
+// `starter versions --json` under its build "DEPLOYMENT/BUILD", pinned, the
+// label `starter status` prints, as the only open task of it, and in no
+// change's tasks (a pinned task replays only its own build's code);
+// `starter list --json` and its table show its tenant and build.
+func TestVersionsReportsPinnedTasks(t *testing.T) {
+	t.Parallel()
+	sb := startSandbox(t)
+	stamp := time.Now().UnixNano()
+	deployment := fmt.Sprintf("e2e-versions-pinned-%d", stamp)
+	tenant := fmt.Sprintf("acme-%d", stamp)
+	env := endpointEnv(t, deployment, sb)
+	startWorker(t, append(append([]string(nil), env...), "CAPSTAN_DEPLOYMENT_NAME="+deployment, "CAPSTAN_BUILD_ID=b1"))
+	setCurrent(t, deployment, "b1")
+	taskID, _ := startApprovalTask(t, env, "versions-pinned", "--tenant", tenant)
+	t.Cleanup(func() { runStarter(t, env, "cancel", taskID) })
+	build := deployment + "/b1"
+	assertBuild(t, env, taskID, build)
+
+	rep := versionsJSON(t, env)
+	var row *versionsBuild
+	for i, b := range rep.Builds {
+		if b.Build == build {
+			row = &rep.Builds[i]
+		}
+	}
+	if row == nil || !row.Pinned || row.Open != 1 {
+		t.Errorf("starter versions --json: build %s not reported pinned with 1 open task: %+v", build, rep.Builds)
+	}
+	for _, ch := range rep.Changes {
+		if slices.Contains(ch.Tasks, taskID) {
+			t.Errorf("change %s: the pinned task listed as may take its old branch", ch.ID)
+		}
+	}
+	assertListed(t, env, taskID, tenant, build)
+}
+
+// versionsBuild is a build row of `starter versions --json`.
+type versionsBuild struct {
+	Build  string `json:"build"`
+	Pinned bool   `json:"pinned"`
+	Open   int    `json:"open_tasks"`
+}
+
+// versionsReport is `starter versions --json`, as the tests read it.
+type versionsReport struct {
+	Builds  []versionsBuild `json:"builds"`
+	Changes []struct {
+		ID     string   `json:"change_id"`
+		Tasks  []string `json:"tasks"`
+		Retire bool     `json:"old_branch_can_retire"`
+	} `json:"changes"`
+}
+
+// versionsJSON runs `starter versions --json` and decodes its report; its
+// stdout must be the JSON alone.
+func versionsJSON(t *testing.T, env []string) versionsReport {
+	t.Helper()
+	r := runStarter(t, env, "versions", "--json")
+	if r.code != 0 {
+		t.Fatalf("starter versions: exit %d: %s", r.code, r.stderr)
+	}
+	var rep versionsReport
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+		t.Fatalf("starter versions --json: %v\n%s", err, r.stdout)
+	}
+	return rep
+}
+
+// assertListed checks that `starter list --awaiting-approval --json` lists
+// taskID, held for approval, with its tenant and build, and that the
+// table shows both on its row. Only the tasks held for approval are listed:
+// the 50 most recent of all would leave it out when other tests run many.
+func assertListed(t *testing.T, env []string, taskID, tenant, build string) {
+	t.Helper()
+	r := runStarter(t, env, "list", "--awaiting-approval", "--json")
+	if r.code != 0 {
+		t.Fatalf("starter list --awaiting-approval --json: exit %d: %s", r.code, r.stderr)
+	}
+	var rows []struct {
+		TaskID string `json:"task_id"`
+		Tenant string `json:"tenant"`
+		Build  string `json:"build"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &rows); err != nil {
+		t.Fatalf("starter list --json: %v\n%s", err, r.stdout)
+	}
+	found := false
+	for _, row := range rows {
+		if row.TaskID == taskID {
+			found = true
+			if row.Tenant != tenant || row.Build != build {
+				t.Errorf("starter list --json: task %s with tenant %q and build %q, want %q and %q", taskID, row.Tenant, row.Build, tenant, build)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("starter list --json does not list task %s:\n%s", taskID, r.stdout)
+	}
+	table := runStarter(t, env, "list", "--awaiting-approval")
+	if !regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(taskID) + `\s+\S+\s+` + regexp.QuoteMeta(tenant) + `\s+` + regexp.QuoteMeta(build) + `\s`).MatchString(table.stdout) {
+		t.Errorf("starter list --awaiting-approval does not show task %s with tenant %s and build %s:\n%s", taskID, tenant, build, table.stdout)
 	}
 }
