@@ -26,14 +26,24 @@ const unversioned = "unversioned"
 
 // taskBuild is the build a task runs on, from its workflow's versioning
 // info: "DEPLOYMENT/BUILD" and whether it is pinned there, or unversioned.
-// A pinned task runs to its end on workers of that build.
+// A pinned task runs to its end on workers of that build. A versioning
+// override (`temporal workflow update-options`) decides over the
+// behaviour its worker gave, as it does for the server's routing and for
+// the search attributes `starter versions` and `list` read: pinned to a
+// version, the task is on that version; auto-upgrade, it is not pinned.
 func taskBuild(desc *workflowservice.DescribeWorkflowExecutionResponse) (build string, pinned bool) {
 	vi := desc.GetWorkflowExecutionInfo().GetVersioningInfo()
-	v := vi.GetDeploymentVersion()
+	v, pinned := vi.GetDeploymentVersion(), vi.GetBehavior() == enumspb.VERSIONING_BEHAVIOR_PINNED
+	switch o := vi.GetVersioningOverride(); {
+	case o.GetPinned().GetVersion().GetBuildId() != "":
+		v, pinned = o.GetPinned().GetVersion(), true
+	case o.GetAutoUpgrade():
+		pinned = false
+	}
 	if v.GetBuildId() == "" {
 		return unversioned, false
 	}
-	return v.GetDeploymentName() + "/" + v.GetBuildId(), vi.GetBehavior() == enumspb.VERSIONING_BEHAVIOR_PINNED
+	return v.GetDeploymentName() + "/" + v.GetBuildId(), pinned
 }
 
 // buildLine is the line `starter status` prints about a task's build.

@@ -60,6 +60,17 @@ func TestBuildLine(t *testing.T) {
 	}{
 		{pinned, "build: capstan/v2 (pinned: it ends on this build's workers)"},
 		{desc(nil), "build: unversioned"},
+		// An override decides over the worker's behaviour, as it does for
+		// the server and for the search attributes versions and list read.
+		{desc(&workflowpb.WorkflowExecutionVersioningInfo{Behavior: enumspb.VERSIONING_BEHAVIOR_AUTO_UPGRADE,
+			DeploymentVersion: &deploymentpb.WorkerDeploymentVersion{DeploymentName: "capstan", BuildId: "v1"},
+			VersioningOverride: &workflowpb.VersioningOverride{Override: &workflowpb.VersioningOverride_Pinned{Pinned: &workflowpb.VersioningOverride_PinnedOverride{
+				Version: &deploymentpb.WorkerDeploymentVersion{DeploymentName: "capstan", BuildId: "v3"}}}}}),
+			"build: capstan/v3 (pinned: it ends on this build's workers)"},
+		{desc(&workflowpb.WorkflowExecutionVersioningInfo{Behavior: enumspb.VERSIONING_BEHAVIOR_PINNED,
+			DeploymentVersion:  &deploymentpb.WorkerDeploymentVersion{DeploymentName: "capstan", BuildId: "v2"},
+			VersioningOverride: &workflowpb.VersioningOverride{Override: &workflowpb.VersioningOverride_AutoUpgrade{AutoUpgrade: true}}}),
+			"build: capstan/v2 (auto-upgrade)"},
 	} {
 		if got := buildLine(tc.d); got != tc.want {
 			t.Errorf("buildLine = %q, want %q", got, tc.want)
