@@ -203,7 +203,7 @@ var Settings = []Setting{
 	{Name: "TEMPORAL_NAMESPACE", Default: code(client.DefaultNamespace), Meaning: "namespace"},
 	{Name: "CAPSTAN_TASK_QUEUE", Default: code(DefaultTaskQueue), Meaning: "task queue of the worker pool"},
 	{Name: "CAPSTAN_LEDGER_DSN", Default: code(DefaultLedgerDSN),
-		Meaning: "ledger: `sqlite://relative/path.db`, `sqlite:///absolute/path.db` (workers on one machine), or `postgres://user:pass@host:5432/db` (a pool across machines; `postgresql://` too, with libpq settings such as `?sslmode=require`, `search_path=…`, `pool_max_conns=…`). The schema is created on first open."},
+		Meaning: "ledger: `sqlite://relative/path.db`, `sqlite:///absolute/path.db` (workers on one machine; workers sharing a file each pay about half as much CPU again per write as one alone, so run one worker per machine), or `postgres://user:pass@host:5432/db` (a pool across machines; `postgresql://` too, with libpq settings such as `?sslmode=require`, `search_path=…`, `pool_max_conns=…`). The schema is created on first open."},
 	{Name: "CAPSTAN_MODEL", Default: code(DefaultModel),
 		Meaning: "default model of `starter run`: `openai:<model>` or `anthropic:<model>` (against the sandbox the model names a script: `openai:demo`)"},
 	{Name: "CAPSTAN_UI_URL", Default: code(DefaultUIURL), Meaning: "Temporal UI base for the links `starter` prints"},
