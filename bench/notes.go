@@ -116,6 +116,9 @@ func (r *results) whyNotes() string {
 			}
 			p("The dev server's share comes from no one thing capstan asks of it: removed one at a time in scratch builds on 2026-12-03 (docs/design.md, \"Part by part\"), its marker, its search-attribute updates, its heartbeat timeouts and 6.6 KB more payload per task each moved the server's CPU by less than one run's noise; the server does more time-driven work in capstan's longer rounds.")
 			p("In the worker (the profile below) it is mostly SQLite and its fsyncs — the one part that moves the ratio alone (0.86× with fsync off, never shipped) — then the garbage of the ledger's JSON and much spread thin (%s writes per task: %s).", fmt.Sprintf("%.0f", writesPerTask(c, n)), writeMix(c, n))
+			if workers > 1 {
+				p("The workers here share one SQLite file, as worker processes on one machine would, and sharing costs of itself: each commits its own groups and each one's writes empty the other's page cache, about half as much CPU again per write as one Store alone (`BenchmarkOneFileOneOrTwoStores`; docs/design.md, \"Why two workers fare worse\").")
+			}
 			p("")
 		}
 	}
