@@ -28,15 +28,7 @@ func BenchmarkOneFileOneOrTwoStores(b *testing.B) {
 		b.Run(fmt.Sprintf("stores=%d", stores), func(b *testing.B) {
 			ctx := context.Background()
 			path := filepath.Join(b.TempDir(), "ledger.db")
-			ss := make([]*sqlite.Store, stores)
-			for i := range ss {
-				s, err := sqlite.Open(ctx, path, sqlite.Options{})
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer s.Close()
-				ss[i] = s
-			}
+			ss := openStores(b, path, stores, sqlite.Options{})
 			var (
 				next atomic.Int64
 				wg   sync.WaitGroup

@@ -44,15 +44,7 @@ func benchSharedWrites(b *testing.B, opts func(sqlite.Options) sqlite.Options, p
 	const stores, writers = 2, 5
 	ctx := context.Background()
 	path := filepath.Join(b.TempDir(), "ledger.db")
-	var ss [stores]*sqlite.Store
-	for i := range ss {
-		s, err := sqlite.Open(ctx, path, opts(sqlite.Options{}))
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer s.Close()
-		ss[i] = s
-	}
+	ss := openStores(b, path, stores, opts(sqlite.Options{}))
 	var (
 		next atomic.Int64
 		mu   sync.Mutex
@@ -99,4 +91,20 @@ func benchSharedWrites(b *testing.B, opts func(sqlite.Options) sqlite.Options, p
 	b.ReportMetric(ms(sum/time.Duration(len(lat))), "mean-ms")
 	b.ReportMetric(ms(lat[len(lat)*99/100]), "p99-ms")
 	b.ReportMetric(float64(len(lat))/elapsed.Seconds(), "writes/s")
+}
+
+// openStores opens n Stores of the file at path, closed when b ends: the
+// workers of one machine sharing a ledger.
+func openStores(b *testing.B, path string, n int, o sqlite.Options) []*sqlite.Store {
+	b.Helper()
+	ss := make([]*sqlite.Store, n)
+	for i := range ss {
+		s, err := sqlite.Open(context.Background(), path, o)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { s.Close() })
+		ss[i] = s
+	}
+	return ss
 }
