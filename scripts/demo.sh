@@ -45,7 +45,8 @@ if healthy; then
 else
   # The server settings capstan relies on (fairness), from
   # deploy/temporal/dynamicconfig.yaml, as docker-compose.yml's server has them.
-  mapfile -t server_settings < <(scripts/dev-server-flags.sh)
+  server_settings=() # a read loop, not mapfile: macOS ships bash 3.2
+  while IFS= read -r flag; do server_settings+=("$flag"); done < <(scripts/dev-server-flags.sh)
   [ "${#server_settings[@]}" -gt 0 ] || { echo "scripts/dev-server-flags.sh printed no settings" >&2; exit 1; }
   echo "starting the Temporal dev server at $ADDR (UI on :$UI_PORT, state in .capstan/temporal.db)"
   nohup "$BIN/temporal" server start-dev \
