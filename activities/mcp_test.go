@@ -139,6 +139,56 @@ func TestMCPUnsafeToolWithoutLookupGoesToAPerson(t *testing.T) {
 	}
 }
 
+// A person's found of a tool with a look-up is read back through it: a
+// value that names another ticket than the one the look-up found is
+// refused, and the operation still needs a person; one that names it is
+// recorded in the look-up's form; a found for an operation the look-up
+// says made nothing is refused; a look-up that cannot tell leaves the
+// person's word.
+func TestMCPPersonsFoundIsReadBackThroughTheLookup(t *testing.T) {
+	t.Parallel()
+	f := newMCPFixture(t, `{"call_timeout": "300ms", "tools": {"create_ticket": {"class": "unsafe", "lookup": "find_ticket"}}}`)
+	_ = f.store.Fault("create_ticket", mcpserver.FaultDrop)
+	_ = f.store.Fault("find_ticket", mcpserver.FaultUnknown)
+	in := f.call(t, mcpCreate, 1, `{"title":"disk full"}`)
+	_, err := f.execute(t, in)
+	expectAppError(t, "a dropped answer", err, contract.ErrTypeOperationUnknown)
+	if res := f.reconcile(t, in, nil); res.State != capstan.OutcomeNeedsHuman {
+		t.Fatalf("reconcile with a look-up that cannot tell: %+v; want needs_human", res)
+	}
+	found := func(in contract.ExecuteToolInput, value string) contract.ReconcileResult {
+		return f.reconcile(t, in, &contract.Resolution{Verdict: capstan.VerdictFound, ExternalID: value, ResolvedBy: "ops"})
+	}
+	if res := found(in, "https://tickets.example/T-9"); res.State != capstan.OutcomeNeedsHuman || !strings.Contains(res.Reason, "T-1") {
+		t.Errorf("a found naming another ticket: %+v; want refused, still needs_human, naming T-1", res)
+	}
+	if res := found(in, "https://tickets.example/T-1"); res.State != capstan.OutcomeSucceeded || res.ExternalID != "T-1" {
+		t.Errorf("a found naming the ticket the look-up found: %+v; want succeeded, T-1", res)
+	}
+
+	// An operation that made nothing: its call hung and the look-up says
+	// absent, so a person's found is refused.
+	_ = f.store.Fault("create_ticket", mcpserver.FaultHang)
+	_ = f.store.Fault("find_ticket", mcpserver.FaultUnknown)
+	hung := f.call(t, mcpCreate, 2, `{"title":"disk full again"}`)
+	_, err = f.execute(t, hung)
+	expectAppError(t, "a hung call", err, contract.ErrTypeOperationUnknown)
+	if res := f.reconcile(t, hung, nil); res.State != capstan.OutcomeNeedsHuman {
+		t.Fatalf("reconcile of the hung call: %+v; want needs_human", res)
+	}
+	if res := found(hung, "https://tickets.example/T-2"); res.State != capstan.OutcomeNeedsHuman || !strings.Contains(res.Reason, "made nothing") {
+		t.Errorf("a found of an operation the look-up says made nothing: %+v; want refused", res)
+	}
+	// The look-up cannot tell: the person's word is recorded as given.
+	_ = f.store.Fault("find_ticket", mcpserver.FaultUnknown)
+	if res := found(hung, "https://tickets.example/T-2"); res.State != capstan.OutcomeSucceeded || res.ExternalID != "https://tickets.example/T-2" {
+		t.Errorf("a found the look-up cannot check: %+v; want succeeded as given", res)
+	}
+	if n := f.state(t).Effects(""); n != 1 {
+		t.Errorf("%d effects, want 1", n)
+	}
+}
+
 func TestMCPIdempotentToolIsRetriedWithTheSameOperationID(t *testing.T) {
 	t.Parallel()
 	f := newMCPFixture(t, `{"call_timeout": "300ms", "tools": {"upsert_ticket": {"class": "idempotent"}}}`)

@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/url"
+	"path"
+	"strings"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -12,7 +15,8 @@ import (
 
 // lookedUp is a tool whose operator named a look-up tool: a tools.Finder,
 // so an operation of it whose answer was lost is settled by asking the
-// look-up, never by sending it again blindly. A tool without a look-up is
+// look-up, never by sending it again blindly, and whose effect is a
+// tools.ReadBack, so a person's found is checked by asking it too. A tool without a look-up is
 // no Finder: its unknown operations go to a person (starter resolve).
 type lookedUp struct {
 	*Tool
@@ -68,6 +72,52 @@ func (l lookup) Find(ctx context.Context) (tools.Observation, error) {
 	default: // unknown
 		return tools.Observation{Outcome: tools.Ambiguous, Detail: asked + ": the server cannot tell"}, nil
 	}
+}
+
+// ReadBack checks a person's found (`starter resolve --found VALUE`)
+// against the look-up before anything is recorded, as GitHub's tools read
+// a found URL back. The look-up is asked about the operation, as Find asks
+// it, since it answers by operation id:
+//   - found, with an external id the person's value names (the same, or a
+//     URL whose last path segment is it): the effect, recorded in the
+//     look-up's form, as Execute records it;
+//   - found with another external id: refused, naming the one found;
+//   - absent: refused — the server says the operation made nothing, which
+//     `resolve --absent` says so that it is sent again;
+//   - unknown (the server cannot tell): the person's word stands, recorded
+//     as given;
+//   - no answer: an error, and nothing is accepted.
+func (l lookup) ReadBack(ctx context.Context, given string) (tools.Observation, error) {
+	obs, err := l.Find(ctx)
+	if err != nil {
+		return tools.Observation{}, err
+	}
+	switch obs.Outcome {
+	case tools.Found:
+		if obs.ExternalID == "" {
+			return tools.Observation{Outcome: tools.Found, ExternalID: given, Detail: obs.Detail + "; it names no id, so the person's is kept"}, nil
+		}
+		if names(given, obs.ExternalID) {
+			return obs, nil
+		}
+		return tools.Observation{Outcome: tools.NotSeen,
+			Detail: fmt.Sprintf("%s/%s found operation %s's effect as %s, which %s does not name", l.tool.Server(), l.tool.lookup, l.operationID, obs.ExternalID, given)}, nil
+	case tools.NotSeen:
+		return tools.Observation{Outcome: tools.NotSeen,
+			Detail: fmt.Sprintf("%s/%s says operation %s made nothing (if so, resolve --absent sends it again)", l.tool.Server(), l.tool.lookup, l.operationID)}, nil
+	default:
+		return tools.Observation{Outcome: tools.Found, ExternalID: given, Detail: obs.Detail + "; the person's word stands"}, nil
+	}
+}
+
+// names reports whether a person's value names the external id id: it is
+// id, or a URL whose path ends in the segment id.
+func names(given, id string) bool {
+	if given == id {
+		return true
+	}
+	u, err := url.Parse(given)
+	return err == nil && u.Host != "" && path.Base(strings.TrimRight(u.Path, "/")) == id
 }
 
 func readAnswer(res *sdk.CallToolResult) (lookupAnswer, error) {
