@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
@@ -27,12 +26,7 @@ func TestContinueAsNewCarriesTheCheckpoint(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = srv.Stop() })
 	sb := startSandbox(t)
-	env := endpointEnv(t, "e2e-continue", sb)
-	for i, kv := range env {
-		if strings.HasPrefix(kv, "TEMPORAL_ADDRESS=") {
-			env[i] = "TEMPORAL_ADDRESS=" + srv.FrontendHostPort()
-		}
-	}
+	env := onServer(endpointEnv(t, "e2e-continue", sb), srv.FrontendHostPort())
 	startWorker(t, env)
 
 	const turns = 12

@@ -52,12 +52,7 @@ func TestLongGameDay(t *testing.T) {
 	faults.install(sb.GitHub, githubWrite)
 	faults.install(sb.Slack, slackWrite)
 
-	env := endpointEnv(t, "e2e-gameday", sb)
-	for i, kv := range env {
-		if strings.HasPrefix(kv, "TEMPORAL_ADDRESS=") {
-			env[i] = "TEMPORAL_ADDRESS=" + srv.addr
-		}
-	}
+	env := onServer(endpointEnv(t, "e2e-gameday", sb), srv.addr)
 	workers := make([]*workerProcess, gameDayWorkers)
 	for i := range workers {
 		workers[i] = startWorker(t, env)

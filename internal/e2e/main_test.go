@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -96,6 +97,13 @@ func runMain(m *testing.M) int {
 	}
 	workerBin, starterBin, sandboxBin, sandboxMCPBin = bins.Worker, bins.Starter, bins.Sandbox, bins.SandboxMCP
 	return m.Run()
+}
+
+// onServer is env pointed at the Temporal server at addr instead of the
+// shared one: for a test that needs a server of its own.
+func onServer(env []string, addr string) []string {
+	out := slices.DeleteFunc(slices.Clone(env), func(kv string) bool { return strings.HasPrefix(kv, "TEMPORAL_ADDRESS=") })
+	return append(out, "TEMPORAL_ADDRESS="+addr)
 }
 
 // baseEnv is the environment every process of a test gets: the dev server,

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
-	"strings"
 	"testing"
 	"time"
 
@@ -51,12 +50,7 @@ func TestLongPinnedTaskContinuesAsNewOnItsBuild(t *testing.T) {
 		t.Fatal(err)
 	}
 	deployment := fmt.Sprintf("e2e-pinned-can-%d", time.Now().UnixNano())
-	env := endpointEnv(t, deployment, sb)
-	for i, kv := range env {
-		if strings.HasPrefix(kv, "TEMPORAL_ADDRESS=") {
-			env[i] = "TEMPORAL_ADDRESS=" + srv.FrontendHostPort()
-		}
-	}
+	env := onServer(endpointEnv(t, deployment, sb), srv.FrontendHostPort())
 	envOf := func(build string) []string {
 		return append(append([]string(nil), env...), "CAPSTAN_DEPLOYMENT_NAME="+deployment, "CAPSTAN_BUILD_ID="+build)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"os/exec"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -29,10 +28,7 @@ func TestStartOnANamespaceWithoutCapstansAttributes(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = srv.Stop() })
-	env := slices.DeleteFunc(baseEnv(t, "search-attributes-missing"), func(kv string) bool {
-		return strings.HasPrefix(kv, "TEMPORAL_ADDRESS=")
-	})
-	env = append(env, "TEMPORAL_ADDRESS="+srv.FrontendHostPort())
+	env := onServer(baseEnv(t, "search-attributes-missing"), srv.FrontendHostPort())
 	run := func() result {
 		return runStarter(t, env, "run", "--id", "attrs-1", "--repo", "acme/payments", "--prompt", "say hello")
 	}
