@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"sort"
 	"testing"
 	"time"
@@ -13,7 +12,6 @@ import (
 
 	"github.com/capstanhq/capstan/internal/sandbox"
 	"github.com/capstanhq/capstan/internal/testenv"
-	"github.com/capstanhq/capstan/internal/workerapp"
 	"github.com/capstanhq/capstan/workflows"
 )
 
@@ -41,9 +39,6 @@ func TestLongPinnedTaskContinuesAsNewOnItsBuild(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = srv.Stop() })
 	c := srv.Client()
-	if err := workerapp.EnsureSearchAttributes(context.Background(), c, "default", slog.New(slog.DiscardHandler)); err != nil {
-		t.Fatal(err)
-	}
 	sb := startSandbox(t)
 	// Each turn's read is held, so the task outlives making v2 current.
 	if err := sb.GitHub.AddFault(sandbox.FaultRule{Endpoint: "repos/get-content", Kind: sandbox.FaultDelay, Delay: time.Second}); err != nil {
