@@ -60,46 +60,38 @@ func keywordAttr(sa map[string]*commonpb.Payload, name string) (string, bool) {
 }
 
 // listedBuildLabel is the build `starter list` shows for a listed run, from
-// its search attributes alone: its version's label, unversioned when it
-// has none, or the attribute as the server wrote it when that is not a
-// version.
+// its search attributes alone (listedBuild's label, whether or not it
+// tells the run's pinning).
 func listedBuildLabel(sa map[string]*commonpb.Payload) string {
-	v, ok := keywordAttr(sa, attrDeploymentVersion)
-	if !ok {
-		return unversioned
-	}
-	if build, ok := buildOfVersion(v); ok {
-		return build
-	}
-	return v
+	build, _, _ := listedBuild(sa, true)
+	return build
 }
 
 // listedBuild is a listed run's build and whether it is pinned there, as
 // taskBuild says from a describe, from the list entry's search attributes
-// sa; known is false when they do not tell, and only a describe does. An
-// entry without attrDeploymentVersion is an unversioned run when
-// serverKeepsVersions (the server writes the attribute for every versioned
-// run), and tells nothing otherwise (an older server, which never writes
-// it).
+// sa; known is false when they do not tell, and only a describe does. The
+// build is always a label to show: the version's, unversioned without the
+// attribute, or the attribute as the server wrote it when that is not a
+// version. An entry without attrDeploymentVersion is an unversioned run
+// when serverKeepsVersions (the server writes the attribute for every
+// versioned run), and tells nothing otherwise (an older server, which
+// never writes it).
 func listedBuild(sa map[string]*commonpb.Payload, serverKeepsVersions bool) (build string, pinned, known bool) {
 	v, ok := keywordAttr(sa, attrDeploymentVersion)
 	if !ok {
 		return unversioned, false, serverKeepsVersions
 	}
 	build, ok = buildOfVersion(v)
-	if !ok {
-		return "", false, false
-	}
-	if build == unversioned {
+	switch {
+	case !ok:
+		return v, false, false
+	case build == unversioned:
 		return unversioned, false, true
 	}
-	b, ok := keywordAttr(sa, attrVersioningBehavior)
-	if !ok {
-		return "", false, false
-	}
+	b, _ := keywordAttr(sa, attrVersioningBehavior)
 	behavior, err := enumspb.VersioningBehaviorFromString(b)
 	if err != nil || behavior == enumspb.VERSIONING_BEHAVIOR_UNSPECIFIED {
-		return "", false, false
+		return build, false, false
 	}
 	return build, behavior == enumspb.VERSIONING_BEHAVIOR_PINNED, true
 }
