@@ -83,16 +83,14 @@ func weightedRound(t *testing.T, sb *sandbox.Sandbox, name, weights string) weig
 	starts := make(chan start)
 	var wg sync.WaitGroup
 	for range starterAtOnce {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for s := range starts {
 				if r := runStarter(t, env, "run", "--prompt", "Read the README.", "--repo", branchRepo, "--model", fairnessModel,
 					"--tenant", s.tenant, "--id", s.id); r.code != 0 {
 					t.Errorf("start %s: exit %d: %s", s.id, r.code, r.stderr)
 				}
 			}
-		}()
+		})
 	}
 	for i := range weightedEach {
 		for _, tenant := range []string{"heavy", "light"} {
@@ -108,17 +106,21 @@ func weightedRound(t *testing.T, sb *sandbox.Sandbox, name, weights string) weig
 	}
 	began := time.Now()
 	startWorker(t, env)
+	closed := map[string]time.Time{}
 	var heavyLast time.Time
-	for _, id := range ids["heavy"] {
-		if _, end := waitClosed(t, id); end.After(heavyLast) {
-			heavyLast = end
+	for _, tenant := range []string{"heavy", "light"} {
+		for _, id := range ids[tenant] {
+			_, end := waitClosed(t, id)
+			closed[id] = end
+			if tenant == "heavy" && end.After(heavyLast) {
+				heavyLast = end
+			}
 		}
 	}
 	f := weightedFigures{name: name, heavyDone: heavyLast.Sub(began)}
 	for _, tenant := range []string{"heavy", "light"} {
 		for _, id := range ids[tenant] {
-			_, end := waitClosed(t, id)
-			if tenant == "light" && end.Before(heavyLast) {
+			if tenant == "light" && closed[id].Before(heavyLast) {
 				f.lightTasks++
 			}
 			for _, ev := range fetchHistory(t, workflows.WorkflowID(id)).GetEvents() {
