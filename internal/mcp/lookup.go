@@ -16,8 +16,9 @@ import (
 // lookedUp is a tool whose operator named a look-up tool: a tools.Finder,
 // so an operation of it whose answer was lost is settled by asking the
 // look-up, never by sending it again blindly, and whose effect is a
-// tools.ReadBack, so a person's found is checked by asking it too. A tool without a look-up is
-// no Finder: its unknown operations go to a person (starter resolve).
+// tools.ReadBack, so a person's found is checked by asking it too. A tool
+// without a look-up is no Finder: its unknown operations go to a person
+// (starter resolve), whose found is recorded as given.
 type lookedUp struct {
 	*Tool
 }
