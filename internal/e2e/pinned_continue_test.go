@@ -46,10 +46,7 @@ func TestLongPinnedTaskContinuesAsNewOnItsBuild(t *testing.T) {
 	}
 	deployment := fmt.Sprintf("e2e-pinned-can-%d", time.Now().UnixNano())
 	env := onServer(endpointEnv(t, deployment, sb), srv.FrontendHostPort())
-	envOf := func(build string) []string {
-		return append(append([]string(nil), env...), "CAPSTAN_DEPLOYMENT_NAME="+deployment, "CAPSTAN_BUILD_ID="+build)
-	}
-	startWorker(t, envOf("v1"))
+	startWorker(t, asBuild(env, deployment, "v1"))
 	setCurrentOn(t, c, deployment, "v1")
 
 	const turns = 20
@@ -58,7 +55,7 @@ func TestLongPinnedTaskContinuesAsNewOnItsBuild(t *testing.T) {
 		"--model", fmt.Sprintf("openai:turns-%d", turns), "--id", id, "--max-turns", "24"); r.code != 0 {
 		t.Fatalf("start: exit %d: %s", r.code, r.stderr)
 	}
-	startWorker(t, envOf("v2"))
+	startWorker(t, asBuild(env, deployment, "v2"))
 	setCurrentOn(t, c, deployment, "v2")
 	v2Current := time.Now()
 

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -36,10 +37,7 @@ func TestLongRollingDeploy(t *testing.T) {
 	sb := startSandbox(t)
 	deployment := fmt.Sprintf("e2e-rolling-%d", time.Now().UnixNano())
 	env := endpointEnv(t, deployment, sb)
-	envOf := func(build string) []string {
-		return append(append([]string(nil), env...), "CAPSTAN_DEPLOYMENT_NAME="+deployment, "CAPSTAN_BUILD_ID="+build)
-	}
-	v1 := startWorker(t, envOf("v1"))
+	v1 := startWorker(t, asBuild(env, deployment, "v1"))
 	setCurrent(t, deployment, "v1")
 
 	held := make([]string, rollingHeld)
@@ -50,7 +48,7 @@ func TestLongRollingDeploy(t *testing.T) {
 		assertBuild(t, env, id, deployment+"/v1")
 	}
 
-	startWorkerBin(t, v2Bin, envOf("v2"))
+	startWorkerBin(t, v2Bin, asBuild(env, deployment, "v2"))
 	setCurrent(t, deployment, "v2")
 	t.Logf("v2 current; starter versions:\n%s", runStarter(t, env, "versions").stdout)
 
@@ -89,6 +87,11 @@ func TestLongRollingDeploy(t *testing.T) {
 		t.Errorf("v1's worker exited %v after draining, want 0:\n%s", st, v1.logs())
 	}
 	t.Logf("v1 drained and stopped; starter versions:\n%s", runStarter(t, env, "versions").stdout)
+}
+
+// asBuild is env for a worker of build in deployment (Worker Versioning).
+func asBuild(env []string, deployment, build string) []string {
+	return append(slices.Clone(env), "CAPSTAN_DEPLOYMENT_NAME="+deployment, "CAPSTAN_BUILD_ID="+build)
 }
 
 // setCurrent makes build current in deployment, once its worker's poll has

@@ -85,7 +85,7 @@ func TestVersionsReportsPinnedTasks(t *testing.T) {
 	deployment := fmt.Sprintf("e2e-versions-pinned-%d", stamp)
 	tenant := fmt.Sprintf("acme-%d", stamp)
 	env := endpointEnv(t, deployment, sb)
-	startWorker(t, append(append([]string(nil), env...), "CAPSTAN_DEPLOYMENT_NAME="+deployment, "CAPSTAN_BUILD_ID=b1"))
+	startWorker(t, asBuild(env, deployment, "b1"))
 	setCurrent(t, deployment, "b1")
 	taskID, _ := startApprovalTask(t, env, "versions-pinned", "--tenant", tenant)
 	t.Cleanup(func() { runStarter(t, env, "cancel", taskID) })
