@@ -1,13 +1,11 @@
 package activities_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -34,27 +32,17 @@ type observedFixture struct {
 	acts    *activities.Activities
 	env     *testsuite.TestActivityEnvironment
 	metrics *metrics.Metrics
-	log     *lockedBuffer
+	log     *logLines
 }
 
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
+// logLines collects a worker's JSON log lines as its activities write them.
+type logLines struct{ testenv.Buffer }
 
 // lines are the JSON log lines whose msg is msg.
-func (l *lockedBuffer) lines(t *testing.T, msg string) []map[string]any {
+func (l *logLines) lines(t *testing.T, msg string) []map[string]any {
 	t.Helper()
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	var out []map[string]any
-	for _, s := range strings.Split(strings.TrimSpace(l.b.String()), "\n") {
+	for _, s := range strings.Split(strings.TrimSpace(l.String()), "\n") {
 		var m map[string]any
 		if err := json.Unmarshal([]byte(s), &m); err != nil {
 			t.Fatalf("log line %q: %v", s, err)
@@ -68,7 +56,7 @@ func (l *lockedBuffer) lines(t *testing.T, msg string) []map[string]any {
 
 func newObservedFixture(t *testing.T) *observedFixture {
 	t.Helper()
-	f := &observedFixture{fixture: newFixture(t), log: &lockedBuffer{}}
+	f := &observedFixture{fixture: newFixture(t), log: &logLines{}}
 	m, err := metrics.New(nil)
 	if err != nil {
 		t.Fatal(err)
@@ -202,7 +190,7 @@ func TestOperationStatesAreCountedAsTheLedgerRecordsThem(t *testing.T) {
 			t.Errorf("line %d = %v, want task T, operation %s, turn %q, state %s", i, l, w.op, w.turn, w.state)
 		}
 	}
-	if rec := f.log.lines(t, "operation reconciled"); len(rec) != 1 || rec[0]["task_id"] != "T" || strings.Count(f.log.b.String(), `"operation_id"`) != strings.Count(f.log.b.String(), "\n") {
+	if rec := f.log.lines(t, "operation reconciled"); len(rec) != 1 || rec[0]["task_id"] != "T" || strings.Count(f.log.String(), `"operation_id"`) != strings.Count(f.log.String(), "\n") {
 		t.Errorf("operation reconciled lines = %v; want one with task_id, and operation_id once on every line", rec)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/capstanhq/capstan/internal/testenv"
 	commonpb "go.temporal.io/api/common/v1"
 	deploymentpb "go.temporal.io/api/deployment/v1"
 	enumspb "go.temporal.io/api/enums/v1"
@@ -151,7 +152,7 @@ func TestScanProgress(t *testing.T) {
 	if quiet.Len() != 0 {
 		t.Errorf("a short scan without a terminal said %q", quiet.String())
 	}
-	long := &lockedBuffer{}
+	long := &testenv.Buffer{}
 	p = &scanProgress{w: long, what: "open tasks"}
 	stop = p.start(12000)
 	p.add(500)
@@ -163,23 +164,4 @@ func TestScanProgress(t *testing.T) {
 	if lines := strings.Split(strings.TrimSpace(long.String()), "\n"); !slices.Equal(lines, []string{"read 500 of 12000 open tasks", "read 12000 of 12000 open tasks"}) {
 		t.Errorf("a long scan said %q", lines)
 	}
-}
-
-// lockedBuffer is a bytes.Buffer written by one goroutine while another
-// reads it.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

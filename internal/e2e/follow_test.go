@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -18,6 +17,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/capstanhq/capstan/internal/sandbox"
+	"github.com/capstanhq/capstan/internal/testenv"
 )
 
 // helloAnswer is the sandbox's "hello" script's answer.
@@ -460,22 +460,7 @@ func TestFollowAcrossWorkers(t *testing.T) {
 }
 
 // syncBuffer collects a process's output as it comes.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf strings.Builder
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+type syncBuffer struct{ testenv.Buffer }
 
 // waitFor polls the output until it holds want: a pipe's reader has no
 // event to wait on but the bytes themselves.
