@@ -148,5 +148,39 @@ func processCPU(pid int) time.Duration {
 	return time.Duration(u+s) * time.Second / clockTicks
 }
 
+// postgresCPU is the CPU time of the PostgreSQL servers running on this
+// machine, their exited backends included (a postmaster's reaped children):
+// the work a PostgreSQL ledger puts on its server, which shares these CPUs
+// with the dev server and the workers. 0 when none runs or /proc is
+// unreadable; a server idle during a round adds next to nothing.
+func postgresCPU() time.Duration {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0
+	}
+	var total time.Duration
+	for _, d := range entries {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+		if err != nil || strings.TrimSpace(string(comm)) != "postgres" {
+			continue
+		}
+		f := procStat(pid)
+		if len(f) < 15 {
+			continue
+		}
+		var ticks int64
+		for _, i := range []int{11, 12, 13, 14} { // utime, stime, cutime, cstime
+			v, _ := strconv.ParseInt(f[i], 10, 64)
+			ticks += v
+		}
+		total += time.Duration(ticks) * time.Second / clockTicks
+	}
+	return total
+}
+
 // selfCPU is the CPU time this process (workers, sandbox, driver) has used.
 func selfCPU() time.Duration { return processCPU(os.Getpid()) }

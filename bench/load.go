@@ -48,6 +48,9 @@ type round struct {
 	firstErr  error
 	serverCPU time.Duration // the dev server's CPU time during the round
 	selfCPU   time.Duration // this process's (workers, sandbox, driver)
+	// ledgerCPU is PostgreSQL's CPU time during the round, where it runs on
+	// this machine: the server side of a PostgreSQL ledger (postgresCPU).
+	ledgerCPU time.Duration
 	mem       memPeak
 	ids       []string // workflow ids of the completed tasks
 }
@@ -68,7 +71,7 @@ func runRound(ctx context.Context, n int, start startFunc, check checkFunc) roun
 		wg sync.WaitGroup
 	)
 	stopSampling := sampleMemory()
-	cpu0, self0 := serverCPU(), selfCPU()
+	cpu0, self0, pg0 := serverCPU(), selfCPU(), postgresCPU()
 	t0 := time.Now()
 	for i := range n {
 		wg.Go(func() {
@@ -93,7 +96,7 @@ func runRound(ctx context.Context, n int, start startFunc, check checkFunc) roun
 	}
 	wg.Wait()
 	r.wall = time.Since(t0)
-	r.serverCPU, r.selfCPU = serverCPU()-cpu0, selfCPU()-self0
+	r.serverCPU, r.selfCPU, r.ledgerCPU = serverCPU()-cpu0, selfCPU()-self0, postgresCPU()-pg0
 	r.mem = stopSampling()
 	return r
 }
@@ -224,11 +227,13 @@ func (s *loadStats) firstErr() error {
 	return nil
 }
 
-// cpuPerTask is the dev server's and this process's CPU time per task.
+// cpuPerTask is the servers' and this process's CPU time per task: the
+// dev server's and, where a PostgreSQL ledger runs on this machine, its
+// server's (ledgerCPUPerTask alone).
 func (s *loadStats) cpuPerTask() (server, self time.Duration) {
 	var n int
 	for _, r := range s.rounds {
-		server += r.serverCPU
+		server += r.serverCPU + r.ledgerCPU
 		self += r.selfCPU
 		n += len(r.latencies) + r.failed
 	}
@@ -236,6 +241,20 @@ func (s *loadStats) cpuPerTask() (server, self time.Duration) {
 		return 0, 0
 	}
 	return server / time.Duration(n), self / time.Duration(n)
+}
+
+// ledgerCPUPerTask is PostgreSQL's CPU time per task (0 on SQLite).
+func (s *loadStats) ledgerCPUPerTask() time.Duration {
+	var n int
+	var d time.Duration
+	for _, r := range s.rounds {
+		d += r.ledgerCPU
+		n += len(r.latencies) + r.failed
+	}
+	if n == 0 {
+		return 0
+	}
+	return d / time.Duration(n)
 }
 
 func (s *loadStats) memory() memPeak {

@@ -15,7 +15,10 @@
 //     (AgentTask and its activities over a SQLite ledger) and for BareTask
 //     (bare.go: the same HTTP calls with no ledger, guard or
 //     reconciliation). Rounds of the two alternate, so the machine's drift
-//     falls on both; the ratios capstan/bare are the overhead figures;
+//     falls on both; the ratios capstan/bare are the overhead figures.
+//     With -pool-ledger (a PostgreSQL URL) the 2-worker pool shares a
+//     PostgreSQL ledger, as a pool runs in production, in a schema of the
+//     run's own, and that server's CPU is counted beside the dev server's;
 //   - the ledger's share of capstan's task time at N = 100 (every ledger call
 //     timed, over the tasks' summed latency), and this process's resident
 //     memory and Go heap at N = 100 (the process holds the workers, the
@@ -54,9 +57,12 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/capstanhq/capstan/internal/ledger/ledgerdsn"
 	"github.com/capstanhq/capstan/internal/sandbox"
 	"github.com/capstanhq/capstan/internal/testenv"
 )
+
+var poolLedger string
 
 func main() {
 	os.Exit(run())
@@ -75,6 +81,7 @@ func run() int {
 	certaintyOnly := flag.Bool("certainty", false, "only the time-to-certainty table (internal/e2e's faults): written to time-to-certainty-latest.md")
 	flag.IntVar(&certaintyRuns, "certainty-runs", certaintyRuns, "how many times each time-to-certainty fault is run")
 	loadOnly := flag.Bool("load", false, "only the tasks' throughput and latency beside bare (and where their time went): written to load-latest.md, about six minutes")
+	flag.StringVar(&poolLedger, "pool-ledger", "", "a PostgreSQL ledger (postgres:// DSN, an empty database) for the 2-worker pool, as a pool runs in production; default one SQLite file both workers open")
 	flag.Parse()
 	outSet := false
 	flag.Visit(func(f *flag.Flag) { outSet = outSet || f.Name == "out" })
@@ -100,6 +107,17 @@ func run() int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
+	if poolLedger != "" {
+		// Before anything is measured: a wrong URL is found in a second,
+		// not after the 1-worker rounds.
+		dsn, drop, err := poolSchema(poolLedger)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			return 2
+		}
+		defer drop()
+		poolLedger = dsn
+	}
 	if err := os.MkdirAll(*out, 0o755); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		return 1
@@ -160,6 +178,10 @@ func measureLoad(ctx context.Context, e *env, res *results, dir string) error {
 	for _, workers := range []int{1, 2} {
 		progress("load: capstan and bare, %d worker(s), N = %s", workers, planText(workers))
 		ledger := "sqlite://" + filepath.Join(dir, fmt.Sprintf("load-w%d.db", workers))
+		if workers > 1 && poolLedger != "" {
+			progress("load: the 2-worker pool's ledger is %s", ledgerdsn.Redact(poolLedger))
+			ledger, res.poolOnPostgres = poolLedger, true
+		}
 		if err := e.runLoad(ctx, workers, ledger, res.load, dir); err != nil {
 			return err
 		}

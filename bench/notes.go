@@ -89,7 +89,11 @@ func (r *results) whyNotes() string {
 			heartbeats := float64(c.rpcs["RecordActivityTaskHeartbeat"]) / float64(n)
 			p("**Where capstan's latency goes at N = 10 on %s.** Its activities ran %s per task against bare's %s; %s of capstan's is inside ledger calls, %s of it in %.0f write transactions per task (%s).",
 				workersLabel(workers), ms(activityRunning(cp)), ms(activityRunning(bp)), ms(c.ledger/n), ms(writeTime), writes, writeMix(c, float64(n)))
-			p("Each write is fsynced (SQLite synchronous=FULL) and waits for the worker's one writer connection (and for the other workers' writes to the same file, on the ledger's writer lock): a write took %s on average at N = 1 and %s at N = 10.", alone, perWrite)
+			if workers > 1 && r.poolOnPostgres {
+				p("Each write is a PostgreSQL transaction committed to its WAL before it returns: a write took %s on average at N = 1 and %s at N = 10.", alone, perWrite)
+			} else {
+				p("Each write is fsynced (SQLite synchronous=FULL) and waits for the worker's one writer connection (and for the other workers' writes to the same file, on the ledger's writer lock): a write took %s on average at N = 1 and %s at N = 10.", alone, perWrite)
+			}
 			if heartbeats >= 0.5 {
 				p("Model turns also heartbeat (a turn's first beat comes 250 ms in, its details carrying the attempt's phase): %.1f RecordActivityTaskHeartbeat per task; bare sends none.", heartbeats)
 			}
@@ -108,15 +112,21 @@ func (r *results) whyNotes() string {
 			_, _, measured, _ := r.ratio(workers, 100, tput)
 			done, failed := c.tasks()
 			n := float64(max(done+failed, 1))
-			p("**Where capstan's throughput goes at N = 100 on %s.** A task costs %s of CPU with capstan (dev server %s, this process %s) against %s bare (%s, %s).",
-				workersLabel(workers), cpuMS(cs+cw), cpuMS(cs), cpuMS(cw), cpuMS(bs+bw), cpuMS(bs), cpuMS(bw))
+			servers := "dev server " + cpuMS(cs)
+			if pg := c.ledgerCPUPerTask(); pg > 0 {
+				servers = fmt.Sprintf("dev server %s, PostgreSQL %s", cpuMS(cs-pg), cpuMS(pg))
+			}
+			p("**Where capstan's throughput goes at N = 100 on %s.** A task costs %s of CPU with capstan (%s, this process %s) against %s bare (%s, %s).",
+				workersLabel(workers), cpuMS(cs+cw), servers, cpuMS(cw), cpuMS(bs+bw), cpuMS(bs), cpuMS(bw))
 			p("When every core is busy that alone predicts a ratio of %.2f×; the run measured %.2f×, so the extra CPU is what costs the throughput.", predicted, measured)
 			if beats := float64(c.rpcs["RecordActivityTaskHeartbeat"]) / n; beats >= 0.5 {
 				p("Capstan also sends %.1f heartbeats per task here (model turns that ran past 250 ms).", beats)
 			}
 			p("The dev server's share comes from no one thing capstan asks of it: removed one at a time in scratch builds on 2026-12-03 (docs/design.md, \"Part by part\"), its marker, its search-attribute updates, its heartbeat timeouts and 6.6 KB more payload per task each moved the server's CPU by less than one run's noise; the server does more time-driven work in capstan's longer rounds.")
 			p("In the worker (the profile below) it is mostly SQLite and its fsyncs — the one part that moves the ratio alone (0.86× with fsync off, never shipped) — then the garbage of the ledger's JSON and much spread thin (%s writes per task: %s).", fmt.Sprintf("%.0f", writesPerTask(c, n)), writeMix(c, n))
-			if workers > 1 {
+			if workers > 1 && r.poolOnPostgres {
+				p("The workers here share a PostgreSQL ledger whose server runs on the same two CPUs, and its CPU is counted above.")
+			} else if workers > 1 {
 				p("The workers here share one SQLite file, as worker processes on one machine would, and sharing costs of itself: each commits its own groups and each one's writes empty the other's page cache, about half as much CPU again per write as one Store alone (`BenchmarkOneFileOneOrTwoStores`; docs/design.md, \"Why two workers fare worse\").")
 			}
 			p("")
@@ -136,8 +146,8 @@ func (r *results) whyNotes() string {
 		for _, m := range writeCalls {
 			writeTime += c.methods[m].time / n
 		}
-		p("**Where the ledger's time goes at N = 100 on %s.** %s per task inside ledger calls, %s of it in writes (%s): each write is a fsynced transaction, and they queue behind each worker's one writer connection and, with two workers, on the lock of their one SQLite file.",
-			workersLabel(workers), ms(c.ledger/n), ms(writeTime), writeMix(c, float64(n)))
+		p("**Where the ledger's time goes at N = 100 on %s (%s).** %s per task inside ledger calls, %s of it in writes (%s): each write is a transaction committed durably before it returns, and on SQLite they queue behind each worker's one writer connection and, with two workers, on the lock of their one file.",
+			workersLabel(workers), r.ledgerOf(workers), ms(c.ledger/n), ms(writeTime), writeMix(c, float64(n)))
 		p("A pool of workers belongs on the PostgreSQL ledger, whose writers do not queue on one file.")
 		p("")
 	}

@@ -29,6 +29,20 @@ type results struct {
 	profiles profileSummary
 	// certainty is the time-to-certainty table (certainty.go).
 	certainty *certaintyResult
+	// poolOnPostgres: the 2-worker pool shared a PostgreSQL ledger
+	// (-pool-ledger) rather than one SQLite file.
+	poolOnPostgres bool
+}
+
+// ledgerOf says which ledger capstan's pool of the given size ran on.
+func (r *results) ledgerOf(workers int) string {
+	if workers > 1 && r.poolOnPostgres {
+		return "PostgreSQL (`-pool-ledger`) shared by the workers, its server on this machine"
+	}
+	if workers > 1 {
+		return "SQLite, synchronous=FULL, one file shared by the workers, one writer connection each"
+	}
+	return "SQLite, synchronous=FULL, one writer connection"
 }
 
 // Targets of issue 7, tightened by issue 17 (latency 1.2× → 1.1×,
@@ -306,6 +320,9 @@ func (r *results) markdown() string {
 		breakers = "breakers: not built yet"
 	}
 	p("Capstan's workers run as a worker does by default: SQLite ledger, %s, metrics recorded (capstan's and the Temporal SDK's; not scraped here). Bare's workers record none.", breakers)
+	if r.poolOnPostgres {
+		p("The 2-worker pool's ledger: %s. Server CPU counts PostgreSQL's processes beside the dev server.", r.ledgerOf(2))
+	}
 	p("")
 	p("| workers | N | tasks | capstan tasks/s | bare tasks/s | ratio | capstan p50 | bare p50 | ratio | capstan p99 | bare p99 | server CPU/task capstan · bare | worker CPU/task capstan · bare |")
 	p("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")

@@ -62,7 +62,8 @@ func (r *results) phaseTable(p func(string, ...any)) {
 	p("%s", line)
 	row("between events (workers' and server's own time)", phaseSums.rest)
 	row("start to close", func(ps phaseSums) time.Duration { return ps.total / time.Duration(max(ps.tasks, 1)) })
-	r.ledgerMethodTable(p)
+	r.ledgerMethodTable(p, 1)
+	r.ledgerMethodTable(p, 2)
 	r.rpcTable(p, 10)
 }
 
@@ -92,12 +93,12 @@ func (r *results) rpcTable(p func(string, ...any), n int) {
 	}
 }
 
-// ledgerMethodTable writes capstan's ledger calls per task by method, on
-// one worker: how many, and the time inside them.
-func (r *results) ledgerMethodTable(p func(string, ...any)) {
+// ledgerMethodTable writes capstan's ledger calls per task by method, on a
+// pool of the given number of workers: how many, and the time inside them.
+func (r *results) ledgerMethodTable(p func(string, ...any), workers int) {
 	var cells []*loadStats
 	for _, plan := range loadPlan {
-		if s := r.cell(kindCapstan, 1, plan.n); s != nil && len(s.methods) > 0 {
+		if s := r.cell(kindCapstan, workers, plan.n); s != nil && len(s.methods) > 0 {
 			cells = append(cells, s)
 		}
 	}
@@ -105,7 +106,7 @@ func (r *results) ledgerMethodTable(p func(string, ...any)) {
 		return
 	}
 	p("")
-	p("Capstan's ledger calls per task, by method (1 worker; SQLite, synchronous=FULL, one writer connection per worker):")
+	p("Capstan's ledger calls per task, by method (%s; %s):", workersText(workers), r.ledgerOf(workers))
 	p("")
 	head, sep := "| method |", "| --- |"
 	for _, s := range cells {
@@ -127,4 +128,12 @@ func (r *results) ledgerMethodTable(p func(string, ...any)) {
 			p("%s", line)
 		}
 	}
+}
+
+// workersText is "1 worker" or "N workers".
+func workersText(n int) string {
+	if n == 1 {
+		return "1 worker"
+	}
+	return fmt.Sprintf("%d workers", n)
 }

@@ -13,6 +13,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"net/url"
 	"os"
 	"strings"
@@ -49,10 +50,27 @@ func AdminDSN(t testing.TB) string {
 // so that it runs before the drop.
 func NewLedger(t testing.TB) string {
 	t.Helper()
-	admin := AdminDSN(t)
+	dsn, drop, err := NewSchema(AdminDSN(t), "capstan_test_")
+	if err != nil {
+		t.Fatalf("pgtest: on the server of %s: %v", EnvDSN, err)
+	}
+	t.Cleanup(func() {
+		if err := drop(); err != nil {
+			t.Errorf("pgtest: %v", err)
+		}
+	})
+	return dsn
+}
+
+// NewSchema creates a schema named prefix and 16 random hex digits on the
+// server of admin and returns admin with that schema as its search_path,
+// and drop, which removes the schema and everything in it. The bench uses
+// it too: its task ids repeat from run to run, so each run's pool needs an
+// empty ledger.
+func NewSchema(admin, prefix string) (dsn string, drop func() error, err error) {
 	var b [8]byte
 	rand.Read(b[:])
-	name := "capstan_test_" + hex.EncodeToString(b[:])
+	name := prefix + hex.EncodeToString(b[:])
 	exec := func(sql string) error {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
@@ -64,19 +82,19 @@ func NewLedger(t testing.TB) string {
 		_, err = conn.Exec(ctx, sql)
 		return err
 	}
+	if dsn, err = WithSearchPath(admin, name); err != nil {
+		return "", nil, err
+	}
 	if err := exec("CREATE SCHEMA " + name); err != nil {
-		t.Fatalf("pgtest: create schema %s on the server of %s: %v", name, EnvDSN, err)
+		return "", nil, fmt.Errorf("create schema %s: %w", name, err)
 	}
-	t.Cleanup(func() {
+	drop = func() error {
 		if err := exec("DROP SCHEMA " + name + " CASCADE"); err != nil {
-			t.Errorf("pgtest: drop schema %s: %v", name, err)
+			return fmt.Errorf("drop schema %s: %w", name, err)
 		}
-	})
-	dsn, err := WithSearchPath(admin, name)
-	if err != nil {
-		t.Fatalf("pgtest: %s: %v", EnvDSN, err)
+		return nil
 	}
-	return dsn
+	return dsn, drop, nil
 }
 
 // WithSearchPath returns dsn, a postgres:// URL or keyword=value settings,
