@@ -71,7 +71,8 @@ test-long: $(TEMPORAL)
 # (internal/e2e's faults, three runs); `make bench-certainty` produces that
 # table alone, in bench/results/time-to-certainty-latest.md; `go run ./bench
 # -load` the throughput and latency table alone, in a few minutes, written
-# outside bench/results/ unless -out is given. `make test` runs none of them.
+# outside bench/results/ unless -out is given; `-pool-ledger postgres://…`
+# puts the 2-worker pool on PostgreSQL. `make test` runs none of them.
 bench: $(TEMPORAL)
 	go run ./bench
 
