@@ -81,7 +81,7 @@ func run() int {
 	certaintyOnly := flag.Bool("certainty", false, "only the time-to-certainty table (internal/e2e's faults): written to time-to-certainty-latest.md")
 	flag.IntVar(&certaintyRuns, "certainty-runs", certaintyRuns, "how many times each time-to-certainty fault is run")
 	loadOnly := flag.Bool("load", false, "only the tasks' throughput and latency beside bare (and where their time went): written to load-latest.md, about six minutes")
-	flag.StringVar(&poolLedger, "pool-ledger", "", "a PostgreSQL ledger (postgres:// DSN, an empty database) for the 2-worker pool, as a pool runs in production; default one SQLite file both workers open")
+	flag.StringVar(&poolLedger, "pool-ledger", "", "a PostgreSQL server (postgres:// URL) for the 2-worker pool's ledger, as a pool runs in production, in a schema the run creates and drops; default one SQLite file both workers open")
 	flag.Parse()
 	outSet := false
 	flag.Visit(func(f *flag.Flag) { outSet = outSet || f.Name == "out" })

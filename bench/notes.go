@@ -148,7 +148,9 @@ func (r *results) whyNotes() string {
 		}
 		p("**Where the ledger's time goes at N = 100 on %s (%s).** %s per task inside ledger calls, %s of it in writes (%s): each write is a transaction committed durably before it returns, and on SQLite they queue behind each worker's one writer connection and, with two workers, on the lock of their one file.",
 			workersLabel(workers), r.ledgerOf(workers), ms(c.ledger/n), ms(writeTime), writeMix(c, float64(n)))
-		p("A pool of workers belongs on the PostgreSQL ledger, whose writers do not queue on one file.")
+		if !(workers > 1 && r.poolOnPostgres) {
+			p("A pool of workers belongs on the PostgreSQL ledger, whose writers do not queue on one file.")
+		}
 		p("")
 	}
 	return strings.TrimRight(w.String(), "\n")
