@@ -121,9 +121,10 @@ type versionsBuild struct {
 type versionsReport struct {
 	Builds  []versionsBuild `json:"builds"`
 	Changes []struct {
-		ID     string   `json:"change_id"`
-		Tasks  []string `json:"tasks"`
-		Retire bool     `json:"old_branch_can_retire"`
+		ID         string   `json:"change_id"`
+		MayNeedOld int      `json:"open_tasks_that_may_take_the_old_branch"`
+		Tasks      []string `json:"tasks"`
+		Retire     bool     `json:"old_branch_can_retire"`
 	} `json:"changes"`
 }
 
@@ -135,9 +136,15 @@ func versionsJSON(t *testing.T, env []string) versionsReport {
 	if r.code != 0 {
 		t.Fatalf("starter versions: exit %d: %s", r.code, r.stderr)
 	}
+	return decodeVersions(t, r.stdout)
+}
+
+// decodeVersions decodes the stdout of `starter versions --json`.
+func decodeVersions(t *testing.T, stdout string) versionsReport {
+	t.Helper()
 	var rep versionsReport
-	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
-		t.Fatalf("starter versions --json: %v\n%s", err, r.stdout)
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+		t.Fatalf("starter versions --json: %v\n%s", err, stdout)
 	}
 	return rep
 }
