@@ -197,6 +197,39 @@ func TestMCPLostAnswerWithoutLookupGoesToAPerson(t *testing.T) {
 	}
 }
 
+// A person's --found of an unsafe tool with a look-up is read back through
+// the look-up before it is accepted: the ticket's answer is lost and the
+// look-up cannot tell at first, so a person is asked; a --found naming
+// another ticket is refused with the ticket the look-up found, leaving the
+// task waiting on the same operation, and one naming that ticket completes
+// it, recorded as the look-up's id. One ticket in all.
+func TestMCPPersonsFoundIsReadBackThroughTheLookup(t *testing.T) {
+	t.Parallel()
+	env, store := mcpWorker(t, "e2e-mcp-found-checked",
+		`{"call_timeout": "2s", "tools": {"create_ticket": {"class": "unsafe", "lookup": "find_ticket"}}}`,
+		map[string][]string{"create_ticket": {mcpserver.FaultDrop}, "find_ticket": {mcpserver.FaultUnknown}})
+	taskID := runMCPTask(t, env, "e2e-mcp-found-checked", "mcp-ticket")
+	opID := waitNeedsHuman(t, env, taskID)
+
+	if r := runStarter(t, env, "resolve", taskID, opID, "--found", "https://tickets.example/T-9", "--as", "ops"); r.code != 2 || !strings.Contains(r.stderr, "T-1") {
+		t.Errorf("resolve --found naming another ticket: exit %d, stdout %q, stderr %q; want exit 2 naming T-1, the ticket the look-up found", r.code, r.stdout, r.stderr)
+	}
+	if got := waitNeedsHuman(t, env, taskID); got != opID {
+		t.Fatalf("after a refused --found the task waits for %s, want still %s", got, opID)
+	}
+	if r := runStarter(t, env, "resolve", taskID, opID, "--found", "https://tickets.example/T-1", "--as", "ops"); r.code != 0 || !strings.Contains(r.stdout, "resolved as found") {
+		t.Fatalf("resolve --found naming the ticket: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	op := oneOperation(t, waitResult(t, taskID), "mcp__tickets__create_ticket", capstan.OutcomeSucceeded)
+	if op.ExternalID != "T-1" || op.ResolvedBy != "ops" {
+		t.Errorf("operation %+v, want T-1 (the look-up's form) resolved by ops", op)
+	}
+	st := mcpState(t, store)
+	if st.Effects("") != 1 || len(st.CallsOf("create_ticket")) != 1 {
+		t.Errorf("server: %d tickets, %d calls of create_ticket; want 1 and 1", st.Effects(""), len(st.CallsOf("create_ticket")))
+	}
+}
+
 // An idempotent tool whose answer is lost is sent again with the same
 // operation id, which the server deduplicates: one ticket.
 func TestMCPIdempotentToolRetriedWithTheSameOperationID(t *testing.T) {
