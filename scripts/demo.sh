@@ -49,6 +49,9 @@ else
   while IFS= read -r flag; do server_settings+=("$flag"); done < <(scripts/dev-server-flags.sh)
   [ "${#server_settings[@]}" -gt 0 ] || { echo "scripts/dev-server-flags.sh printed no settings" >&2; exit 1; }
   echo "starting the Temporal dev server at $ADDR (UI on :$UI_PORT, state in .capstan/temporal.db)"
+  # The --search-attribute flags are capstan's attributes, so that a task
+  # starts before any worker has registered them; a test
+  # (deploy/searchattributes_test.go) holds them to workflows.SearchAttributes.
   nohup "$BIN/temporal" server start-dev \
     --ip 127.0.0.1 --port "$PORT" --ui-port "$UI_PORT" \
     --db-filename "$STATE/temporal.db" --log-level warn \
