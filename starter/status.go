@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/capstanhq/capstan/internal/codec"
 	"io"
 	"strings"
 	"text/tabwriter"
@@ -19,6 +18,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/capstanhq/capstan"
+	"github.com/capstanhq/capstan/internal/codec"
 	"github.com/capstanhq/capstan/workflows"
 )
 

@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/capstanhq/capstan/internal/testenv"
 	commonpb "go.temporal.io/api/common/v1"
 	deploymentpb "go.temporal.io/api/deployment/v1"
 	enumspb "go.temporal.io/api/enums/v1"
@@ -20,6 +19,8 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
+
+	"github.com/capstanhq/capstan/internal/testenv"
 )
 
 // fakeHistories serves describes and histories of open tasks, each read

@@ -10,12 +10,12 @@ import (
 	tlog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/capstanhq/capstan"
 	"github.com/capstanhq/capstan/activities"
 	"github.com/capstanhq/capstan/internal/contract"
 	"github.com/capstanhq/capstan/workflows"
-	"go.temporal.io/sdk/workflow"
 )
 
 // Cancelling a task marks unknown only what was really in flight: an

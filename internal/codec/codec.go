@@ -26,9 +26,10 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/capstanhq/capstan/internal/config"
 	commonpb "go.temporal.io/api/common/v1"
 	"go.temporal.io/sdk/converter"
+
+	"github.com/capstanhq/capstan/internal/config"
 )
 
 const (

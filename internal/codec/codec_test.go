@@ -8,9 +8,10 @@ import (
 	"strings"
 	"testing"
 
+	"go.temporal.io/sdk/converter"
+
 	"github.com/capstanhq/capstan/internal/codec"
 	"github.com/capstanhq/capstan/internal/config"
-	"go.temporal.io/sdk/converter"
 )
 
 func key(t *testing.T, id string) config.CodecKey {

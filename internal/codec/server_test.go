@@ -6,8 +6,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/capstanhq/capstan/internal/codec"
 	"go.temporal.io/sdk/converter"
+
+	"github.com/capstanhq/capstan/internal/codec"
 )
 
 // The codec server decodes only for the token, in a header or as the

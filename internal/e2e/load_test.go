@@ -3,13 +3,14 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"go.temporal.io/sdk/client"
 	"net/http"
 	"sort"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"go.temporal.io/sdk/client"
 
 	"github.com/capstanhq/capstan/internal/config"
 	"github.com/capstanhq/capstan/internal/testenv"
