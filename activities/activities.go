@@ -106,8 +106,12 @@ type Deps struct {
 	// transcript item (mcp_result.go). Zero means
 	// config.DefaultMCPResultCap.
 	MCPResultCap int
-	Now          func() time.Time // default time.Now
-	Logger       *slog.Logger     // default slog.Default()
+	// ItemCacheBytes bounds the transcript items this worker keeps in
+	// memory (itemCache, CAPSTAN_ITEM_CACHE_BYTES). Zero means
+	// config.DefaultItemCacheBytes; below zero keeps none.
+	ItemCacheBytes int
+	Now            func() time.Time // default time.Now
+	Logger         *slog.Logger     // default slog.Default()
 	// Random draws the jitter of retry delays, uniform in [0,1); default
 	// math/rand/v2.Float64.
 	Random func() float64
@@ -165,7 +169,10 @@ func New(d Deps) (*Activities, error) {
 	}
 	// Every ledger call goes through the ledger's breaker, and is counted;
 	// an item this worker stored or read is read from memory (itemCache).
-	d.Ledger = newItemCache(&countingLedger{Ledger: &guardedLedger{Ledger: d.Ledger, breakers: d.Breakers}, metrics: d.Metrics, logger: d.Logger})
+	if d.ItemCacheBytes == 0 {
+		d.ItemCacheBytes = config.DefaultItemCacheBytes
+	}
+	d.Ledger = newItemCache(&countingLedger{Ledger: &guardedLedger{Ledger: d.Ledger, breakers: d.Breakers}, metrics: d.Metrics, logger: d.Logger}, d.ItemCacheBytes)
 	if d.Random == nil {
 		d.Random = rand.Float64
 	}

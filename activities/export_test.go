@@ -47,7 +47,7 @@ func (a *Activities) LoadTranscript(ctx context.Context, manifest string) (int, 
 }
 
 // NewItemCache is the activities' cache of transcript items over l.
-func NewItemCache(l Ledger) Ledger { return newItemCache(l) }
+func NewItemCache(l Ledger, limit int) Ledger { return newItemCache(l, limit) }
 
 // PinnedOffer and CallSchemaHash are what ModelTurn offers and records of
 // the tools a task fixed at its start (changeMCPToolsPinned).

@@ -9,10 +9,6 @@ import (
 	"github.com/capstanhq/capstan/internal/ledger"
 )
 
-// itemCacheBytes bounds the transcript items one worker keeps in memory
-// (itemCache); an item larger than an eighth of it is never kept.
-const itemCacheBytes = 16 << 20
-
 // itemCache keeps the transcript items this worker stored or read, by
 // reference, so that the next turn or tool call of a task on this worker
 // reads its manifest, its messages and its arguments from memory instead
@@ -23,11 +19,15 @@ const itemCacheBytes = 16 << 20
 // that holds it returned success, so it is durable — or returned it; a
 // write that failed or was refused adds nothing. Each answer is a copy: a
 // caller cannot change what the next one reads. The least recently used
-// items leave first, past itemCacheBytes. What the cache holds is plain
-// text in the worker's memory, as every item is while an activity uses
-// it; the ledger's rows stay sealed (CAPSTAN_CODEC_KEYS).
+// items leave first, past limit bytes (CAPSTAN_ITEM_CACHE_BYTES); an item
+// larger than an eighth of the limit is never kept, and a limit of 0 or
+// less keeps nothing. What the cache holds is plain text in the worker's
+// memory, as every item is while an activity uses it; the ledger's rows
+// stay sealed (CAPSTAN_CODEC_KEYS).
 type itemCache struct {
 	Ledger
+
+	limit int // bytes
 
 	mu    sync.Mutex
 	size  int
@@ -40,8 +40,8 @@ type cachedItem struct {
 	data []byte
 }
 
-func newItemCache(l Ledger) *itemCache {
-	return &itemCache{Ledger: l, order: list.New(), items: map[string]*list.Element{}}
+func newItemCache(l Ledger, limit int) *itemCache {
+	return &itemCache{Ledger: l, limit: limit, order: list.New(), items: map[string]*list.Element{}}
 }
 
 // get is the item cached under ref, as a copy.
@@ -61,7 +61,7 @@ func (c *itemCache) add(ref string, data []byte) {
 	if data == nil {
 		data = []byte{}
 	}
-	if len(data) > itemCacheBytes/8 {
+	if c.limit <= 0 || len(data) > c.limit/8 {
 		return
 	}
 	c.mu.Lock()
@@ -72,7 +72,7 @@ func (c *itemCache) add(ref string, data []byte) {
 	}
 	c.items[ref] = c.order.PushFront(&cachedItem{ref: ref, data: bytes.Clone(data)})
 	c.size += len(data)
-	for c.size > itemCacheBytes {
+	for c.size > c.limit {
 		last := c.order.Back()
 		it := last.Value.(*cachedItem)
 		c.order.Remove(last)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/capstanhq/capstan"
 	"github.com/capstanhq/capstan/activities"
+	"github.com/capstanhq/capstan/internal/config"
 	"github.com/capstanhq/capstan/internal/ledger"
 	"github.com/capstanhq/capstan/internal/ledger/sqlite"
 	"github.com/capstanhq/capstan/internal/tools"
@@ -52,6 +53,82 @@ func TestTurnsReadTheirTranscriptFromThisWorkersItems(t *testing.T) {
 	}
 }
 
+// A worker told to keep no items (CAPSTAN_ITEM_CACHE_BYTES=0) reads each
+// turn's transcript from the ledger, and the task goes on as it would.
+func TestTurnsReadTheLedgerWithNoItemCache(t *testing.T) {
+	t.Parallel()
+	reads := &itemReads{}
+	f := newFixture(t, func(d *activities.Deps) { reads.Ledger = d.Ledger; d.Ledger = reads; d.ItemCacheBytes = -1 })
+	k := newTask(t, f, 20)
+	k.step(t)
+	for k.turn < 4 {
+		before := reads.calls.Load()
+		k.step(t)
+		if reads.calls.Load() == before {
+			t.Errorf("turn %d (and its tool call) read no items from the ledger, want reads: this worker keeps none", k.turn)
+		}
+	}
+}
+
+// The cache keeps at most its limit: past it the least recently used item
+// leaves, and is read from the ledger again; an item over an eighth of the
+// limit is never kept.
+func TestItemCacheKeepsItsLimit(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	store, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "ledger.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	reads := &itemReads{Ledger: store}
+	c := activities.NewItemCache(reads, 8*100)
+	item := func(i int) []byte { return bytes.Repeat([]byte{byte('a' + i)}, 100) }
+	refs := make([]string, 9)
+	for i := range refs {
+		if refs[i], err = c.PutItem(ctx, item(i)); err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			continue
+		}
+		// Item 1 is read after each put, so it stays the most recently used.
+		if _, err := c.GetItem(ctx, refs[1]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := reads.calls.Load(); n != 0 {
+		t.Fatalf("%d ledger reads while the items fit, want 0", n)
+	}
+	// Nine items of 100 bytes under a limit of 800: item 0, the least
+	// recently used, left; item 1, read all along, stayed.
+	for _, tc := range []struct {
+		i     int
+		reads int64
+	}{{1, 0}, {8, 0}, {0, 1}} {
+		before := reads.calls.Load()
+		got, err := c.GetItem(ctx, refs[tc.i])
+		if err != nil || !bytes.Equal(got, item(tc.i)) {
+			t.Fatalf("item %d: %q, %v", tc.i, got, err)
+		}
+		if n := reads.calls.Load() - before; n != tc.reads {
+			t.Errorf("item %d: %d ledger reads, want %d", tc.i, n, tc.reads)
+		}
+	}
+	big := bytes.Repeat([]byte{'z'}, 101)
+	ref, err := c.PutItem(ctx, big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := reads.calls.Load()
+	if _, err := c.GetItem(ctx, ref); err != nil {
+		t.Fatal(err)
+	}
+	if reads.calls.Load() == before {
+		t.Errorf("an item over an eighth of the limit was read from memory; want it never kept")
+	}
+}
+
 // The cache holds only what the ledger stored: the item of a completion
 // the ledger refused is not read from it, and an answer is a copy, so a
 // caller changing it changes nothing another reads.
@@ -63,7 +140,7 @@ func TestItemCacheHoldsOnlyWhatTheLedgerStored(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
-	c := activities.NewItemCache(store)
+	c := activities.NewItemCache(store, config.DefaultItemCacheBytes)
 	claim, err := c.Claim(ctx, ledger.ClaimRequest{Op: ledger.Operation{ID: "op", Kind: githubtools.NameCreateBranch, RequestHash: "h"},
 		Owner: "w", Lease: time.Minute, Running: true})
 	if err != nil {

@@ -47,6 +47,9 @@ type Config struct {
 	// MCPResultCap (CAPSTAN_MCP_RESULT_CAP) is the most bytes of an MCP
 	// tool's result the model is shown.
 	MCPResultCap int
+	// ItemCacheBytes (CAPSTAN_ITEM_CACHE_BYTES) bounds the transcript
+	// items the worker keeps in memory; 0 keeps none.
+	ItemCacheBytes int
 	// PolicyRefusals (CAPSTAN_POLICY_REFUSALS) is how many of its calls
 	// the policy refuses in one task before the task fails
 	// policy_violation; the starter fixes it in the task's input.
@@ -203,6 +206,7 @@ func FromLookupEnv(lookup func(string) (string, bool)) Config {
 	c.PolicyFile = strings.TrimSpace(getenv("CAPSTAN_POLICY"))
 	c.MCPConfig = strings.TrimSpace(getenv("CAPSTAN_MCP_CONFIG"))
 	c.MCPResultCap = c.positiveInt(getenv, "CAPSTAN_MCP_RESULT_CAP", DefaultMCPResultCap)
+	c.ItemCacheBytes = c.wholeNumber(getenv, "CAPSTAN_ITEM_CACHE_BYTES", DefaultItemCacheBytes)
 	c.PolicyRefusals = c.positiveInt(getenv, "CAPSTAN_POLICY_REFUSALS", DefaultPolicyRefusals)
 	c.AnthropicBaseURL = withSlash(or("ANTHROPIC_BASE_URL", DefaultAnthropicBaseURL))
 	c.modelSet = strings.TrimSpace(getenv("CAPSTAN_MODEL")) != ""
@@ -270,6 +274,20 @@ func (c *Config) positiveInt(getenv func(string) string, key string, def int) in
 	n, err := strconv.Atoi(v)
 	if err != nil || n < 1 {
 		c.problems = append(c.problems, fmt.Errorf("%s=%q is not a whole number of at least 1", key, v))
+		return def
+	}
+	return n
+}
+
+// wholeNumber reads key as a whole number of at least 0, or def when unset.
+func (c *Config) wholeNumber(getenv func(string) string, key string, def int) int {
+	v := strings.TrimSpace(getenv(key))
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		c.problems = append(c.problems, fmt.Errorf("%s=%q is not a whole number of bytes (0 or more)", key, v))
 		return def
 	}
 	return n

@@ -127,6 +127,10 @@ const (
 	// model is shown (CAPSTAN_MCP_RESULT_CAP); a larger result is kept
 	// whole in the ledger, by reference.
 	DefaultMCPResultCap = 64 << 10
+	// DefaultItemCacheBytes bounds the transcript items a worker keeps in
+	// memory (CAPSTAN_ITEM_CACHE_BYTES): enough for the turns of a few
+	// hundred tasks in flight at a few KB an item.
+	DefaultItemCacheBytes = 16 << 20
 
 	// DefaultPolicyRefusals is how many of its tool calls a task's policy
 	// refuses before the task fails policy_violation
@@ -315,6 +319,8 @@ var Settings = []Setting{
 		Meaning: "the build id of this worker's code within `CAPSTAN_DEPLOYMENT_NAME` (a release tag, a commit); `starter status` shows the build a task is pinned to"},
 	{Name: "CAPSTAN_TENANT_WEIGHTS", Default: none, Reader: "starter",
 		Meaning: "fairness weights per tenant, `tenant=weight,…` (from `0.001` to `1000`; a tenant not listed weighs `1`): when tenants' tasks wait for the same workers, each is dispatched in proportion to its weight. `starter run` sets the task's weight as it starts it, with `--tenant` as the fairness key of every workflow and activity task (the server's `matching.enableFairness` must be on)"},
+	{Name: "CAPSTAN_ITEM_CACHE_BYTES", Default: code(DefaultItemCacheBytes) + " (16 MiB)", Reader: "worker",
+		Meaning: "the most bytes of transcript items (messages, tool arguments and results) the worker keeps in memory, so a task's next turn on the same worker reads them from there instead of the ledger; the least recently used leave first, an item over an eighth of it is never kept, and `0` keeps none (every turn reads its transcript from the ledger). What it holds is plain text in the worker's memory, as every item is while an activity uses it"},
 	{Name: "CAPSTAN_ACTIVITY_SLOTS", Default: "the SDK's (`1000`)", Reader: "worker",
 		Meaning: "how many activities (model attempts, tool calls, deliveries) the worker runs at once; the rest wait on the server's task queue, where fairness keys and priorities order them"},
 	{Name: "starter run --base", Default: code(DefaultBaseBranch), Meaning: "base branch of the task's changes"},

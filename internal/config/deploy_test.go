@@ -21,7 +21,10 @@ func TestDeploymentAndTenantWeights(t *testing.T) {
 	if !c.Deployment.Versioned() || c.Deployment.BuildID != "v1.2" || c.TenantWeights.String() != "acme=2,beta=0.5" || c.ActivitySlots != 2 {
 		t.Errorf("read %+v, weights %s, slots %d", c.Deployment, c.TenantWeights, c.ActivitySlots)
 	}
-	if c := read(map[string]string{}); c.Deployment.Versioned() || c.ValidateWorker() != nil {
+	if c := read(map[string]string{"CAPSTAN_ITEM_CACHE_BYTES": "0"}); c.ItemCacheBytes != 0 || c.ValidateWorker() != nil {
+		t.Errorf("CAPSTAN_ITEM_CACHE_BYTES=0: %d, %v; want 0 (no cache)", c.ItemCacheBytes, c.ValidateWorker())
+	}
+	if c := read(map[string]string{}); c.Deployment.Versioned() || c.ValidateWorker() != nil || c.ItemCacheBytes != DefaultItemCacheBytes {
 		t.Errorf("unset: %+v, %v; want an unversioned worker", c.Deployment, c.ValidateWorker())
 	}
 	for _, tc := range []struct {
@@ -34,6 +37,8 @@ func TestDeploymentAndTenantWeights(t *testing.T) {
 		{map[string]string{"CAPSTAN_TENANT_WEIGHTS": "acme=0"}, "is not TENANT=WEIGHT"},
 		{map[string]string{"CAPSTAN_TENANT_WEIGHTS": "acme=1,acme=2"}, "twice"},
 		{map[string]string{"CAPSTAN_ACTIVITY_SLOTS": "0"}, "CAPSTAN_ACTIVITY_SLOTS"},
+		{map[string]string{"CAPSTAN_ITEM_CACHE_BYTES": "-1"}, "CAPSTAN_ITEM_CACHE_BYTES=\"-1\" is not a whole number of bytes"},
+		{map[string]string{"CAPSTAN_ITEM_CACHE_BYTES": "16MB"}, "CAPSTAN_ITEM_CACHE_BYTES"},
 	} {
 		if err := read(tc.env).ValidateWorker(); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: %v, want an error saying %q", tc.env, err, tc.want)

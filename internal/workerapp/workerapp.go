@@ -245,8 +245,10 @@ func (w *Worker) newActivities(cfg config.Config, cl Clients, breakers *breaker.
 		Prices:      cfg.ModelPrices,
 		// The most of an MCP result the model is shown.
 		MCPResultCap: cfg.MCPResultCap,
-		Now:          time.Now,
-		Logger:       w.logger,
+		// Transcript items kept in memory; CAPSTAN_ITEM_CACHE_BYTES=0 keeps none.
+		ItemCacheBytes: itemCacheBytes(cfg.ItemCacheBytes),
+		Now:            time.Now,
+		Logger:         w.logger,
 	}
 	// Interfaces, not a *slack.Client, so that "no token" stays a nil
 	// interface the activities and reconcilers can test for.
@@ -410,4 +412,14 @@ func checkPolicy(file string) error {
 		return fmt.Errorf("CAPSTAN_POLICY: %w", err)
 	}
 	return nil
+}
+
+// itemCacheBytes turns CAPSTAN_ITEM_CACHE_BYTES, where 0 keeps no items,
+// into activities.Deps.ItemCacheBytes, where 0 is the default and below 0
+// keeps none.
+func itemCacheBytes(configured int) int {
+	if configured == 0 {
+		return -1
+	}
+	return configured
 }
