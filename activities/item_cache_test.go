@@ -76,13 +76,10 @@ func TestTurnsReadTheLedgerWithNoItemCache(t *testing.T) {
 func TestItemCacheKeepsItsLimit(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	store, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "ledger.db"), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
+	store := openLedger(t)
 	reads := &itemReads{Ledger: store}
 	c := activities.NewItemCache(reads, 8*100)
+	var err error
 	item := func(i int) []byte { return bytes.Repeat([]byte{byte('a' + i)}, 100) }
 	refs := make([]string, 9)
 	for i := range refs {
@@ -135,11 +132,7 @@ func TestItemCacheKeepsItsLimit(t *testing.T) {
 func TestItemCacheHoldsOnlyWhatTheLedgerStored(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	store, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "ledger.db"), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
+	store := openLedger(t)
 	c := activities.NewItemCache(store, config.DefaultItemCacheBytes)
 	claim, err := c.Claim(ctx, ledger.ClaimRequest{Op: ledger.Operation{ID: "op", Kind: githubtools.NameCreateBranch, RequestHash: "h"},
 		Owner: "w", Lease: time.Minute, Running: true})
@@ -171,4 +164,15 @@ func TestItemCacheHoldsOnlyWhatTheLedgerStored(t *testing.T) {
 	if err != nil || len(all) != 2 || !bytes.Equal(all[0], stored) || !bytes.Equal(all[1], stored) {
 		t.Fatalf("GetItems = %q, %v; want the stored item twice, unchanged", all, err)
 	}
+}
+
+// openLedger is a SQLite ledger of the test's own, closed with it.
+func openLedger(t *testing.T) *sqlite.Store {
+	t.Helper()
+	store, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "ledger.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	return store
 }

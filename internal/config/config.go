@@ -206,7 +206,7 @@ func FromLookupEnv(lookup func(string) (string, bool)) Config {
 	c.PolicyFile = strings.TrimSpace(getenv("CAPSTAN_POLICY"))
 	c.MCPConfig = strings.TrimSpace(getenv("CAPSTAN_MCP_CONFIG"))
 	c.MCPResultCap = c.positiveInt(getenv, "CAPSTAN_MCP_RESULT_CAP", DefaultMCPResultCap)
-	c.ItemCacheBytes = c.wholeNumber(getenv, "CAPSTAN_ITEM_CACHE_BYTES", DefaultItemCacheBytes)
+	c.ItemCacheBytes = c.intAtLeast(getenv, "CAPSTAN_ITEM_CACHE_BYTES", DefaultItemCacheBytes, 0)
 	c.PolicyRefusals = c.positiveInt(getenv, "CAPSTAN_POLICY_REFUSALS", DefaultPolicyRefusals)
 	c.AnthropicBaseURL = withSlash(or("ANTHROPIC_BASE_URL", DefaultAnthropicBaseURL))
 	c.modelSet = strings.TrimSpace(getenv("CAPSTAN_MODEL")) != ""
@@ -267,27 +267,19 @@ func FromLookupEnv(lookup func(string) (string, bool)) Config {
 
 // positiveInt reads key as a whole number of at least 1, or def when unset.
 func (c *Config) positiveInt(getenv func(string) string, key string, def int) int {
-	v := strings.TrimSpace(getenv(key))
-	if v == "" {
-		return def
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 {
-		c.problems = append(c.problems, fmt.Errorf("%s=%q is not a whole number of at least 1", key, v))
-		return def
-	}
-	return n
+	return c.intAtLeast(getenv, key, def, 1)
 }
 
-// wholeNumber reads key as a whole number of at least 0, or def when unset.
-func (c *Config) wholeNumber(getenv func(string) string, key string, def int) int {
+// intAtLeast reads key as a whole number of at least least, or def when
+// unset.
+func (c *Config) intAtLeast(getenv func(string) string, key string, def, least int) int {
 	v := strings.TrimSpace(getenv(key))
 	if v == "" {
 		return def
 	}
 	n, err := strconv.Atoi(v)
-	if err != nil || n < 0 {
-		c.problems = append(c.problems, fmt.Errorf("%s=%q is not a whole number of bytes (0 or more)", key, v))
+	if err != nil || n < least {
+		c.problems = append(c.problems, fmt.Errorf("%s=%q is not a whole number of at least %d", key, v, least))
 		return def
 	}
 	return n

@@ -37,7 +37,7 @@ func TestDeploymentAndTenantWeights(t *testing.T) {
 		{map[string]string{"CAPSTAN_TENANT_WEIGHTS": "acme=0"}, "is not TENANT=WEIGHT"},
 		{map[string]string{"CAPSTAN_TENANT_WEIGHTS": "acme=1,acme=2"}, "twice"},
 		{map[string]string{"CAPSTAN_ACTIVITY_SLOTS": "0"}, "CAPSTAN_ACTIVITY_SLOTS"},
-		{map[string]string{"CAPSTAN_ITEM_CACHE_BYTES": "-1"}, "CAPSTAN_ITEM_CACHE_BYTES=\"-1\" is not a whole number of bytes"},
+		{map[string]string{"CAPSTAN_ITEM_CACHE_BYTES": "-1"}, "CAPSTAN_ITEM_CACHE_BYTES=\"-1\" is not a whole number of at least 0"},
 		{map[string]string{"CAPSTAN_ITEM_CACHE_BYTES": "16MB"}, "CAPSTAN_ITEM_CACHE_BYTES"},
 	} {
 		if err := read(tc.env).ValidateWorker(); err == nil || !strings.Contains(err.Error(), tc.want) {
