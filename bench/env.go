@@ -138,14 +138,23 @@ func procStat(pid int) []string {
 // this runs on.
 const clockTicks = 100
 
+// processCPU is the process's own CPU time, user and system.
 func processCPU(pid int) time.Duration {
-	f := procStat(pid)
-	if len(f) < 13 {
-		return 0
+	return statCPU(procStat(pid), 11, 12) // utime, stime
+}
+
+// statCPU sums the procStat fields at the given indexes, in clock ticks,
+// as a duration; 0 when the fields are missing.
+func statCPU(f []string, fields ...int) time.Duration {
+	var ticks int64
+	for _, i := range fields {
+		if i >= len(f) {
+			return 0
+		}
+		v, _ := strconv.ParseInt(f[i], 10, 64)
+		ticks += v
 	}
-	u, _ := strconv.ParseInt(f[11], 10, 64)
-	s, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(u+s) * time.Second / clockTicks
+	return time.Duration(ticks) * time.Second / clockTicks
 }
 
 // postgresCPU is the CPU time of the PostgreSQL servers running on this
@@ -168,16 +177,7 @@ func postgresCPU() time.Duration {
 		if err != nil || strings.TrimSpace(string(comm)) != "postgres" {
 			continue
 		}
-		f := procStat(pid)
-		if len(f) < 15 {
-			continue
-		}
-		var ticks int64
-		for _, i := range []int{11, 12, 13, 14} { // utime, stime, cutime, cstime
-			v, _ := strconv.ParseInt(f[i], 10, 64)
-			ticks += v
-		}
-		total += time.Duration(ticks) * time.Second / clockTicks
+		total += statCPU(procStat(pid), 11, 12, 13, 14) // utime, stime, cutime, cstime
 	}
 	return total
 }

@@ -64,15 +64,19 @@ type startFunc func(ctx context.Context, i int) (client.WorkflowRun, error)
 type checkFunc func(ctx context.Context, run client.WorkflowRun) error
 
 // runRound starts n tasks at once and waits for them all. A task's latency
-// is from its start request to its result.
-func runRound(ctx context.Context, n int, start startFunc, check checkFunc) round {
+// is from its start request to its result. ledgerCPU, when not nil, reads
+// the CPU time of a ledger's server sharing this machine (postgresCPU).
+func runRound(ctx context.Context, n int, start startFunc, check checkFunc, ledgerCPU func() time.Duration) round {
 	var (
 		r  round
 		mu sync.Mutex
 		wg sync.WaitGroup
 	)
 	stopSampling := sampleMemory()
-	cpu0, self0, pg0 := serverCPU(), selfCPU(), postgresCPU()
+	if ledgerCPU == nil {
+		ledgerCPU = func() time.Duration { return 0 }
+	}
+	cpu0, self0, ledger0 := serverCPU(), selfCPU(), ledgerCPU()
 	t0 := time.Now()
 	for i := range n {
 		wg.Go(func() {
@@ -97,7 +101,7 @@ func runRound(ctx context.Context, n int, start startFunc, check checkFunc) roun
 	}
 	wg.Wait()
 	r.wall = time.Since(t0)
-	r.serverCPU, r.selfCPU, r.ledgerCPU = serverCPU()-cpu0, selfCPU()-self0, postgresCPU()-pg0
+	r.serverCPU, r.selfCPU, r.ledgerCPU = serverCPU()-cpu0, selfCPU()-self0, ledgerCPU()-ledger0
 	r.mem = stopSampling()
 	return r
 }
@@ -232,24 +236,22 @@ func (s *loadStats) firstErr() error {
 // dev server's and, where a PostgreSQL ledger runs on this machine, its
 // server's (ledgerCPUPerTask alone).
 func (s *loadStats) cpuPerTask() (server, self time.Duration) {
-	var n int
-	for _, r := range s.rounds {
-		server += r.serverCPU + r.ledgerCPU
-		self += r.selfCPU
-		n += len(r.latencies) + r.failed
-	}
-	if n == 0 {
-		return 0, 0
-	}
-	return server / time.Duration(n), self / time.Duration(n)
+	return s.perTask(func(r round) time.Duration { return r.serverCPU + r.ledgerCPU }),
+		s.perTask(func(r round) time.Duration { return r.selfCPU })
 }
 
 // ledgerCPUPerTask is PostgreSQL's CPU time per task (0 on SQLite).
 func (s *loadStats) ledgerCPUPerTask() time.Duration {
+	return s.perTask(func(r round) time.Duration { return r.ledgerCPU })
+}
+
+// perTask is of's sum over the rounds divided by their tasks, failed ones
+// included; 0 without tasks.
+func (s *loadStats) perTask(of func(round) time.Duration) time.Duration {
 	var n int
 	var d time.Duration
 	for _, r := range s.rounds {
-		d += r.ledgerCPU
+		d += of(r)
 		n += len(r.latencies) + r.failed
 	}
 	if n == 0 {
@@ -309,8 +311,12 @@ type loadResults map[loadKey]*loadStats
 func (e *env) runLoad(ctx context.Context, workers int, ledgerDSN string, res loadResults, profDir string) error {
 	timer := &ledgerTimer{}
 	// On a PostgreSQL ledger its server's CPU counts for both kinds' rounds,
-	// as the dev server's does: it shares the machine with them.
-	onPostgres := strings.HasPrefix(ledgerDSN, "postgres")
+	// as the dev server's does: it shares the machine with them. A server
+	// beside a SQLite ledger is none of this pool's work.
+	var ledgerCPU func() time.Duration
+	if strings.HasPrefix(ledgerDSN, "postgres") {
+		ledgerCPU = postgresCPU
+	}
 	rpcs := map[kind]*rpcCounter{kindCapstan: newRPCCounter(), kindBare: newRPCCounter()}
 	cq, bq := e.next(fmt.Sprintf("bench-capstan-w%d", workers)), e.next(fmt.Sprintf("bench-bare-w%d", workers))
 	cp, err := e.startCapstan(ctx, cq, capstanOptions{workers: workers, ledgerDSN: ledgerDSN, timer: timer,
@@ -333,7 +339,7 @@ func (e *env) runLoad(ctx context.Context, workers int, ledgerDSN string, res lo
 
 	// Warm up: connections, caches, the first workflow tasks.
 	for _, k := range []kind{kindCapstan, kindBare} {
-		if r := runRound(ctx, 3, starters[k](e.next("warmup-"+string(k))), checks[k]); r.failed > 0 {
+		if r := runRound(ctx, 3, starters[k](e.next("warmup-"+string(k))), checks[k], nil); r.failed > 0 {
 			return fmt.Errorf("%s warm-up on %d worker(s) failed: %w", k, workers, r.firstErr)
 		}
 	}
@@ -358,11 +364,8 @@ func (e *env) runLoad(ctx context.Context, workers int, ledgerDSN string, res lo
 				}
 				timer.reset()
 				rpcs[k].take()
-				r := runRound(ctx, plan.n, starters[k](e.next(fmt.Sprintf("%s-w%d-n%d", k, workers, plan.n))), checks[k])
+				r := runRound(ctx, plan.n, starters[k](e.next(fmt.Sprintf("%s-w%d-n%d", k, workers, plan.n))), checks[k], ledgerCPU)
 				stopProfile()
-				if !onPostgres {
-					r.ledgerCPU = 0 // a server beside a SQLite ledger is none of this pool's work
-				}
 				if k == kindCapstan {
 					d, ops := timer.total()
 					st.ledger += d

@@ -89,7 +89,7 @@ func (r *results) whyNotes() string {
 			heartbeats := float64(c.rpcs["RecordActivityTaskHeartbeat"]) / float64(n)
 			p("**Where capstan's latency goes at N = 10 on %s.** Its activities ran %s per task against bare's %s; %s of capstan's is inside ledger calls, %s of it in %.0f write transactions per task (%s).",
 				workersLabel(workers), ms(activityRunning(cp)), ms(activityRunning(bp)), ms(c.ledger/n), ms(writeTime), writes, writeMix(c, float64(n)))
-			if workers > 1 && r.poolOnPostgres {
+			if r.onPostgres(workers) {
 				p("Each write is a PostgreSQL transaction committed to its WAL before it returns: a write took %s on average at N = 1 and %s at N = 10.", alone, perWrite)
 			} else {
 				p("Each write is fsynced (SQLite synchronous=FULL) and waits for the worker's one writer connection (and for the other workers' writes to the same file, on the ledger's writer lock): a write took %s on average at N = 1 and %s at N = 10.", alone, perWrite)
@@ -124,7 +124,7 @@ func (r *results) whyNotes() string {
 			}
 			p("The dev server's share comes from no one thing capstan asks of it: removed one at a time in scratch builds on 2026-12-03 (docs/design.md, \"Part by part\"), its marker, its search-attribute updates, its heartbeat timeouts and 6.6 KB more payload per task each moved the server's CPU by less than one run's noise; the server does more time-driven work in capstan's longer rounds.")
 			p("In the worker (the profile below) it is mostly SQLite and its fsyncs — the one part that moves the ratio alone (0.86× with fsync off, never shipped) — then the garbage of the ledger's JSON and much spread thin (%s writes per task: %s).", fmt.Sprintf("%.0f", writesPerTask(c, n)), writeMix(c, n))
-			if workers > 1 && r.poolOnPostgres {
+			if r.onPostgres(workers) {
 				p("The workers here share a PostgreSQL ledger whose server runs on the same two CPUs, and its CPU is counted above.")
 			} else if workers > 1 {
 				p("The workers here share one SQLite file, as worker processes on one machine would, and sharing costs of itself: each commits its own groups and each one's writes empty the other's page cache, about half as much CPU again per write as one Store alone (`BenchmarkOneFileOneOrTwoStores`; docs/design.md, \"Why two workers fare worse\").")
@@ -148,7 +148,7 @@ func (r *results) whyNotes() string {
 		}
 		p("**Where the ledger's time goes at N = 100 on %s (%s).** %s per task inside ledger calls, %s of it in writes (%s): each write is a transaction committed durably before it returns, and on SQLite they queue behind each worker's one writer connection and, with two workers, on the lock of their one file.",
 			workersLabel(workers), r.ledgerOf(workers), ms(c.ledger/n), ms(writeTime), writeMix(c, float64(n)))
-		if !(workers > 1 && r.poolOnPostgres) {
+		if !r.onPostgres(workers) {
 			p("A pool of workers belongs on the PostgreSQL ledger, whose writers do not queue on one file.")
 		}
 		p("")

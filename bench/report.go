@@ -34,9 +34,13 @@ type results struct {
 	poolOnPostgres bool
 }
 
+// onPostgres says whether capstan's pool of the given size ran on the
+// PostgreSQL ledger (-pool-ledger is for the 2-worker pool alone).
+func (r *results) onPostgres(workers int) bool { return workers > 1 && r.poolOnPostgres }
+
 // ledgerOf says which ledger capstan's pool of the given size ran on.
 func (r *results) ledgerOf(workers int) string {
-	if workers > 1 && r.poolOnPostgres {
+	if r.onPostgres(workers) {
 		return "PostgreSQL (`-pool-ledger`) shared by the workers, its server on this machine"
 	}
 	if workers > 1 {
