@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -72,7 +73,8 @@ func TestLongReadmeRolloutSequence(t *testing.T) {
 		if res := waitLong(t, id); res.Status != workflows.StatusCompleted {
 			t.Errorf("task %s ended %s (%s): %s", id, res.Status, res.FailureCode, res.Message)
 		}
-		builds[taskBuild(t, env, id)]++
+		build, _ := taskBuild(t, env, id)
+		builds[build]++
 	}
 	if builds[deployment+"/v1"]+builds[deployment+"/v2"] != rampTasks || builds[deployment+"/v1"] == 0 || builds[deployment+"/v2"] == 0 {
 		t.Errorf("with 50 %% ramped to v2, %d tasks ran on %v; want some on each build", rampTasks, builds)
@@ -85,8 +87,8 @@ func TestLongReadmeRolloutSequence(t *testing.T) {
 		if res := waitLong(t, id); res.Status != workflows.StatusCompleted {
 			t.Errorf("task %s ended %s (%s): %s", id, res.Status, res.FailureCode, res.Message)
 		}
-		if b := taskBuild(t, env, id); b != deployment+"/v2" {
-			t.Errorf("after set-current-version v2, task %s ran on %s", id, b)
+		if b, pinned := taskBuild(t, env, id); b != deployment+"/v2" || !pinned {
+			t.Errorf("after set-current-version v2, task %s ran on %s (pinned %t); want %s/v2, pinned", id, b, pinned, deployment)
 		}
 	}
 
@@ -172,14 +174,17 @@ func startPlainTask(t *testing.T, env []string, name string) string {
 	return id
 }
 
-// taskBuild is the build `starter status --json` reports for a task.
-func taskBuild(t *testing.T, env []string, id string) string {
+// taskBuild is the build `starter status --json` reports for a task, and
+// whether the task is pinned to it.
+func taskBuild(t *testing.T, env []string, id string) (build string, pinned bool) {
 	t.Helper()
 	r := runStarter(t, env, "status", id, "--json")
-	_, rest, ok := strings.Cut(r.stdout, `"build": "`)
-	build, _, ok2 := strings.Cut(rest, `"`)
-	if !ok || !ok2 {
-		t.Fatalf("starter status %s --json shows no build:\n%s", id, r.stdout)
+	var st struct {
+		Build  string `json:"build"`
+		Pinned bool   `json:"pinned"`
 	}
-	return build
+	if err := json.Unmarshal([]byte(r.stdout), &st); err != nil || st.Build == "" {
+		t.Fatalf("starter status %s --json shows no build (%v):\n%s%s", id, err, r.stdout, r.stderr)
+	}
+	return st.Build, st.Pinned
 }

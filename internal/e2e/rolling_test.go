@@ -69,10 +69,7 @@ func TestLongRollingDeploy(t *testing.T) {
 	}
 
 	for i := range 3 {
-		id := fmt.Sprintf("e2e-rolling-new-%d-%d", i, time.Now().UnixNano())
-		if r := runStarter(t, env, "run", "--prompt", prPrompt, "--repo", branchRepo, "--model", "openai:demo", "--id", id); r.code != 0 {
-			t.Fatalf("start %s: exit %d: %s", id, r.code, r.stderr)
-		}
+		id := startPlainTask(t, env, fmt.Sprintf("rolling-new-%d", i))
 		if res := waitLong(t, id); res.Status != workflows.StatusCompleted {
 			t.Errorf("new task %s ended %s (%s): %s", id, res.Status, res.FailureCode, res.Message)
 		}
@@ -123,9 +120,8 @@ func setCurrentOn(t *testing.T, c client.Client, deployment, build string) {
 // assertBuild checks the build `starter status --json` reports for a task.
 func assertBuild(t *testing.T, env []string, taskID, want string) {
 	t.Helper()
-	r := runStarter(t, env, "status", taskID, "--json")
-	if !strings.Contains(r.stdout, `"build": "`+want+`"`) || !strings.Contains(r.stdout, `"pinned": true`) {
-		t.Errorf("starter status %s --json does not show build %s, pinned:\n%s", taskID, want, r.stdout)
+	if build, pinned := taskBuild(t, env, taskID); build != want || !pinned {
+		t.Errorf("starter status %s --json shows build %q, pinned %t; want %s, pinned", taskID, build, pinned, want)
 	}
 	if txt := runStarter(t, env, "status", taskID); !strings.Contains(txt.stdout, "build: "+want+" (pinned") {
 		t.Errorf("starter status %s does not show its build %s:\n%s", taskID, want, txt.stdout)
