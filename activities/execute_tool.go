@@ -36,10 +36,14 @@ const verifyTimeout = 15 * time.Second
 //  1. claim the operation in the ledger; if it already SUCCEEDED, return the
 //     stored result without calling anything (Replayed);
 //  2. when the tool is a tools.Preparer, read the facts its reconciler will
-//     need and record them as the RUNNING mark's, and hand them to the
-//     call (tools.Call.Facts); if they cannot be read, release the claim
-//     (nothing was sent) and let Temporal retry;
-//  3. mark it RUNNING and call the tool, heartbeating on a ticker meanwhile;
+//     need, record them with the RUNNING mark, and hand them to the call
+//     (tools.Call.Facts); if they cannot be read, nothing is sent, a claim
+//     taken is released, and Temporal retries. On an operation the ledger
+//     has never seen they are read before the claim, and the claim records
+//     them (begin);
+//  3. mark it RUNNING — in the claim's own write unless facts were read
+//     under the claim — and call the tool, heartbeating on a ticker
+//     meanwhile;
 //  4. record SUCCEEDED with the external id, FAILED for a definite refusal,
 //     ABSENT when provably nothing was sent (a rate limit among others: the
 //     retry waits as long as the service asked), and UNKNOWN when the

@@ -24,8 +24,10 @@ import (
 
 // begin takes an operation for this attempt (docs/design.md §5.4 steps 1 to
 // 3): it claims it, asks the breaker key for leave to send, and marks it
-// RUNNING — in one ledger write when there is nothing to prepare and the
-// breaker gave leave first (claimRunning). When the ledger already holds it
+// RUNNING — in one ledger write (claimRunning) when the breaker gave leave
+// first and there is nothing to prepare, or when the ledger has never seen
+// the operation and its facts are read before the claim (prepareFirst).
+// When the ledger already holds it
 // as SUCCEEDED, begin returns that record and done: nothing may be sent
 // again. When the breaker is open, begin releases the claim — nothing left
 // the worker, so the operation is ABSENT and the next attempt claims it
@@ -36,22 +38,28 @@ import (
 // have left must be recorded UNKNOWN. Every other ending is returned as the
 // application error the workflow expects.
 //
-// prepare, when not nil, runs between the breaker's leave and the RUNNING
-// mark, under heartbeats that renew the claim: what it returns is recorded
-// with the operation as its facts (tools.Preparer), so they are in the
-// ledger before anything is sent. When it fails nothing has been sent: the
-// breaker is told what the failure showed, the claim is released (ABSENT)
-// and the error is the retryable contract.ErrTypeOperationNotSent, after the wait a
-// rate limit asked for.
+// prepare, when not nil, runs after the breaker's leave and before the
+// RUNNING mark, under heartbeats: what it returns is recorded with the
+// operation as its facts (tools.Preparer), so they are in the ledger before
+// anything is sent. For an operation the ledger has never seen it runs
+// before the claim, which records its facts (prepareFirst); for any other
+// it runs under the claim, whose lease the heartbeats renew, and the
+// RUNNING mark records them. When it fails nothing has been sent: the
+// breaker is told what the failure showed, a claim taken is released
+// (ABSENT), and the error is the retryable
+// contract.ErrTypeOperationNotSent, after the wait a rate limit asked for.
 //
 // decision, when not nil, is the policy's decision on the operation, which
 // the claim records in its own write (ledger.ClaimRequest.Decision). When
 // the ledger holds another decision on it, nothing is claimed and the
 // error is a *decidedOtherwise carrying that one.
 func (a *Activities) begin(ctx context.Context, op ledger.Operation, decision *ledger.Decision, key breaker.Key, prepare func(context.Context) ([]byte, error)) (rec ledger.Operation, permit *breaker.Permit, done bool, err error) {
-	if prepare == nil {
+	if prepare == nil || a.unseen(ctx, op.ID) {
 		if permit, err := a.Breakers.Allow(key); err == nil {
-			return a.claimRunning(ctx, op, decision, permit)
+			if prepare == nil {
+				return a.claimRunning(ctx, op, decision, permit, nil)
+			}
+			return a.prepareFirst(ctx, op, decision, permit, prepare)
 		}
 		// The breaker refused: claim first as below, so an operation that
 		// already succeeded is still answered from the ledger, and the
@@ -98,22 +106,53 @@ func (a *Activities) begin(ctx context.Context, op ledger.Operation, decision *l
 	return claim.Op, permit, false, nil
 }
 
-// claimRunning is begin for an operation with nothing to prepare, once its
-// breaker has given leave: one ledger write claims it straight into
-// RUNNING (ledger.ClaimRequest.Running) instead of a claim and then a
-// RUNNING mark. The claim is durable before anything is sent, as with two
-// writes; what is lost is only the moment in between, when a crash would
-// have left a CLAIMED row free to take over rather than a RUNNING one to
-// reconcile — and a reconciler finds such an operation not sent. When the
-// claim is not granted, the permit is handed back unused.
-func (a *Activities) claimRunning(ctx context.Context, op ledger.Operation, decision *ledger.Decision, permit *breaker.Permit) (rec ledger.Operation, _ *breaker.Permit, done bool, err error) {
-	claim, err := a.claim(ctx, ledger.ClaimRequest{Op: op, Owner: a.owner(ctx), Lease: a.lease(ctx), Running: true, Decision: decision})
+// claimRunning is begin once the breaker has given leave and nothing is
+// left to read before sending: one ledger write claims the operation
+// straight into RUNNING with facts (ledger.ClaimRequest.Running) instead of
+// a claim and then a RUNNING mark. The claim is durable before anything is
+// sent, as with two writes; what is lost is only the moment in between,
+// when a crash would have left a CLAIMED row free to take over rather than
+// a RUNNING one to reconcile — and a reconciler finds such an operation
+// not sent. When the claim is not granted, the permit is handed back
+// unused.
+func (a *Activities) claimRunning(ctx context.Context, op ledger.Operation, decision *ledger.Decision, permit *breaker.Permit, facts []byte) (rec ledger.Operation, _ *breaker.Permit, done bool, err error) {
+	claim, err := a.claim(ctx, ledger.ClaimRequest{Op: op, Owner: a.owner(ctx), Lease: a.lease(ctx), Running: true, Facts: facts, Decision: decision})
 	if err != nil || claim.Status != ledger.Claimed {
 		permit.Done(breaker.Ignored) // nothing was sent
 		rec, done, err := a.notClaimed(op, claim, err)
 		return rec, nil, done, err
 	}
 	return claim.Op, permit, false, nil
+}
+
+// unseen reports whether the ledger holds no record of operation id: the
+// first attempt at it, with no earlier claim to answer from or reconcile.
+// Any error reading says no, and begin claims first, as it always may.
+func (a *Activities) unseen(ctx context.Context, id string) bool {
+	_, err := a.Ledger.Get(ctx, id)
+	return errors.Is(err, ledger.ErrNotFound)
+}
+
+// prepareFirst is begin for an operation the ledger has never seen, whose
+// tool prepares: it reads the facts (under heartbeats) before claiming,
+// then claims straight into RUNNING with them (claimRunning), one durable
+// write before sending instead of a claim and a RUNNING mark. Reading
+// before the claim is as sound as after it: a claim is granted only where
+// nothing of the operation is in flight (new, released or definitely
+// failed), and the read is as close to the request as before, one write
+// ahead of it. Two attempts that both find it unseen both read; the
+// ledger grants one of them. When the read fails nothing was claimed or
+// sent, and the error is the retryable contract.ErrTypeOperationNotSent.
+func (a *Activities) prepareFirst(ctx context.Context, op ledger.Operation, decision *ledger.Decision, permit *breaker.Permit, prepare func(context.Context) ([]byte, error)) (ledger.Operation, *breaker.Permit, bool, error) {
+	stop := a.heartbeat(ctx, a.heartbeatInterval(ctx),
+		func() any { return OperationHeartbeat{OperationID: op.ID, Step: stepPreparing} }, nil)
+	facts, err := prepare(ctx)
+	stop()
+	if err != nil {
+		permit.Done(toolHealth(err)) // the read before the write was sent
+		return ledger.Operation{}, nil, false, a.notSent(ctx, contract.ErrTypeOperationNotSent, notPreparedMessage(op, err), err)
+	}
+	return a.claimRunning(ctx, op, decision, permit, facts)
 }
 
 // claim is the ledger's Claim. A policy decision the claim recorded is
@@ -166,8 +205,13 @@ func (a *Activities) notPrepared(ctx context.Context, op ledger.Operation, fence
 		return fmt.Errorf("%s was not sent: reading what it needs recorded first failed: %w; and releasing operation %s failed: %w",
 			op.Kind, cause, op.ID, err)
 	}
-	return a.notSent(ctx, contract.ErrTypeOperationNotSent,
-		fmt.Sprintf("%s was not sent: reading what it needs recorded first failed: %v", op.Kind, cause), cause)
+	return a.notSent(ctx, contract.ErrTypeOperationNotSent, notPreparedMessage(op, cause), cause)
+}
+
+// notPreparedMessage says that op was not sent because the read before it
+// failed with cause.
+func notPreparedMessage(op ledger.Operation, cause error) string {
+	return fmt.Sprintf("%s was not sent: reading what it needs recorded first failed: %v", op.Kind, cause)
 }
 
 // unknownOperation is the error for an operation whose outcome is not known:

@@ -3,13 +3,18 @@ package activities_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/go-github/v62/github"
 
 	"github.com/capstanhq/capstan"
+	"github.com/capstanhq/capstan/activities"
 	"github.com/capstanhq/capstan/internal/contract"
 	"github.com/capstanhq/capstan/internal/ledger"
 	"github.com/capstanhq/capstan/internal/sandbox"
@@ -69,59 +74,98 @@ func TestExecuteToolRecordsThePullRequestHeadBeforeSending(t *testing.T) {
 	})
 }
 
-// Reading the head branch before sending fails: nothing was sent, so the
-// claim is released (ABSENT, no attempt counted) and the call is a
-// retryable not-sent error, after the wait a rate limit asked for; the
+// Reading the head branch before sending fails: nothing was sent. On the
+// operation's first attempt nothing was claimed either (the facts are read
+// before the claim), so the ledger has no row; on an operation it already
+// holds, released by an earlier attempt, the claim taken for the read is
+// released again (ABSENT, no attempt counted). Either way the call is a
+// retryable not-sent error, after the wait a rate limit asked for, and the
 // retry records the head and sends once.
 func TestExecuteToolWhosePrepareFailsIsNotSent(t *testing.T) {
 	t.Parallel()
-	for _, rule := range []sandbox.FaultRule{
-		{Endpoint: "git/get-ref", Kind: sandbox.FaultFail, Status: 502, Times: 1},
-		{Endpoint: "git/get-ref", Kind: sandbox.FaultSecondaryRateLimit, RetryAfter: 42 * time.Second, Times: 1},
-	} {
-		t.Run(string(rule.Kind), func(t *testing.T) {
-			f := newReconcileFixture(t)
-			f.prepareBranch(t)
-			in := f.prInput(t)
-			if err := f.sb.GitHub.AddFault(rule); err != nil {
-				t.Fatal(err)
-			}
-			_, err := f.env.ExecuteActivity(f.acts.ExecuteTool, in)
-			appErr := expectAppError(t, "ExecuteTool", err, contract.ErrTypeOperationNotSent)
-			if appErr.NonRetryable() || !strings.Contains(appErr.Error(), "reading what it needs recorded first failed") {
-				t.Fatalf("%v, want a retryable error saying the read before sending failed", err)
-			}
-			if rule.Kind == sandbox.FaultSecondaryRateLimit && appErr.NextRetryDelay() != 42*time.Second {
-				t.Errorf("next retry delay %s, want the 42s GitHub asked for", appErr.NextRetryDelay())
-			}
-			op := f.op(t, in.OperationID)
-			if op.State != capstan.OutcomeAbsent || op.AttemptCount != 0 || op.LeaseOwner != "" || op.Facts != nil {
-				t.Fatalf("ledger row %+v, want ABSENT, released, no attempt, no facts", op)
-			}
-			if n := f.sb.GitHub.Stats().PullRequestsCreated; n != 0 {
-				t.Fatalf("%d pull requests created, want none", n)
-			}
-			if rule.Kind == sandbox.FaultSecondaryRateLimit {
-				return // go-github sends nothing more until the wait is over
-			}
+	for _, seen := range []bool{false, true} {
+		for _, rule := range []sandbox.FaultRule{
+			{Endpoint: "git/get-ref", Kind: sandbox.FaultFail, Status: 502, Times: 1},
+			{Endpoint: "git/get-ref", Kind: sandbox.FaultSecondaryRateLimit, RetryAfter: 42 * time.Second, Times: 1},
+		} {
+			t.Run(fmt.Sprintf("%s/seen=%v", rule.Kind, seen), func(t *testing.T) {
+				f := newReconcileFixture(t)
+				f.prepareBranch(t)
+				in := f.prInput(t)
+				if seen {
+					f.releasedEarlier(t, in, prArgs)
+				}
+				if err := f.sb.GitHub.AddFault(rule); err != nil {
+					t.Fatal(err)
+				}
+				_, err := f.env.ExecuteActivity(f.acts.ExecuteTool, in)
+				appErr := expectAppError(t, "ExecuteTool", err, contract.ErrTypeOperationNotSent)
+				if appErr.NonRetryable() || !strings.Contains(appErr.Error(), "reading what it needs recorded first failed") {
+					t.Fatalf("%v, want a retryable error saying the read before sending failed", err)
+				}
+				if rule.Kind == sandbox.FaultSecondaryRateLimit && appErr.NextRetryDelay() != 42*time.Second {
+					t.Errorf("next retry delay %s, want the 42s GitHub asked for", appErr.NextRetryDelay())
+				}
+				if seen {
+					op := f.op(t, in.OperationID)
+					if op.State != capstan.OutcomeAbsent || op.AttemptCount != 0 || op.LeaseOwner != "" || op.Facts != nil {
+						t.Fatalf("ledger row %+v, want ABSENT, released, no attempt, no facts", op)
+					}
+				} else if op, err := f.ledger.Get(context.Background(), in.OperationID); !errors.Is(err, ledger.ErrNotFound) {
+					t.Fatalf("ledger row %+v (%v), want none: nothing was claimed", op, err)
+				}
+				if n := f.sb.GitHub.Stats().PullRequestsCreated; n != 0 {
+					t.Fatalf("%d pull requests created, want none", n)
+				}
+				if rule.Kind == sandbox.FaultSecondaryRateLimit {
+					return // go-github sends nothing more until the wait is over
+				}
 
-			v, err := f.env.ExecuteActivity(f.acts.ExecuteTool, in)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var out contract.ExecuteToolResult
-			if err := v.Get(&out); err != nil || out.State != capstan.OutcomeSucceeded {
-				t.Fatalf("the retry: %+v, %v; want SUCCEEDED", out, err)
-			}
-			op = f.op(t, in.OperationID)
-			if op.AttemptCount != 1 {
-				t.Errorf("attempts %d, want 1: the failed read sent nothing", op.AttemptCount)
-			}
-			expectHeadFact(t, op, f.headOf(t, "feat"))
-			if n := f.sb.GitHub.Stats().PullRequestsCreated; n != 1 {
-				t.Errorf("pull requests created = %d, want 1", n)
-			}
-		})
+				v, err := f.env.ExecuteActivity(f.acts.ExecuteTool, in)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var out contract.ExecuteToolResult
+				if err := v.Get(&out); err != nil || out.State != capstan.OutcomeSucceeded {
+					t.Fatalf("the retry: %+v, %v; want SUCCEEDED", out, err)
+				}
+				op := f.op(t, in.OperationID)
+				if op.AttemptCount != 1 {
+					t.Errorf("attempts %d, want 1: the failed read sent nothing", op.AttemptCount)
+				}
+				expectHeadFact(t, op, f.headOf(t, "feat"))
+				if n := f.sb.GitHub.Stats().PullRequestsCreated; n != 1 {
+					t.Errorf("pull requests created = %d, want 1", n)
+				}
+			})
+		}
+	}
+}
+
+// releasedEarlier records in's operation as an earlier attempt that claimed
+// it and sent nothing would have left it: ABSENT, released.
+func (f *reconcileFixture) releasedEarlier(t *testing.T, in contract.ExecuteToolInput, args string) {
+	t.Helper()
+	ctx := context.Background()
+	tool, err := f.acts.Tools.Get(in.Tool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := tool.Identify(json.RawMessage(args))
+	if err != nil {
+		t.Fatal(err)
+	}
+	op := ledger.Operation{ID: in.OperationID, Tenant: in.Tenant, TaskID: in.TaskID, TurnID: in.TurnID, ToolCallID: in.ToolCallID,
+		Kind: in.Tool, BusinessKey: id.BusinessKey, RequestHash: activities.RequestHash(in.Tool, id.Effect)}
+	claim, err := f.ledger.Claim(ctx, ledger.ClaimRequest{Op: op, Owner: "earlier-worker#1", Lease: time.Minute})
+	if err != nil || claim.Status != ledger.Claimed {
+		t.Fatalf("claim as an earlier attempt: %q, %v", claim.Status, err)
+	}
+	if err := f.ledger.Release(ctx, op.ID, claim.Op.Fence); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.op(t, op.ID); got.State != capstan.OutcomeAbsent {
+		t.Fatalf("the earlier attempt left %s, want ABSENT", got.State)
 	}
 }
 
@@ -165,4 +209,77 @@ func TestReconcileMatchesTheRecordedHead(t *testing.T) {
 			t.Errorf("pull requests created = %d, want 1", n)
 		}
 	})
+}
+
+// prepWrites is a ledger that logs the writes an operation's attempt makes.
+type prepWrites struct {
+	activities.Ledger
+	mu     sync.Mutex
+	writes []string
+}
+
+func (l *prepWrites) log(w string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.writes = append(l.writes, w)
+}
+
+func (l *prepWrites) Claim(ctx context.Context, req ledger.ClaimRequest) (ledger.ClaimResult, error) {
+	l.log(fmt.Sprintf("Claim(running=%v, facts=%v)", req.Running, req.Facts != nil))
+	return l.Ledger.Claim(ctx, req)
+}
+
+func (l *prepWrites) MarkRunning(ctx context.Context, id string, fence int64, facts []byte) error {
+	l.log(fmt.Sprintf("MarkRunning(facts=%v)", facts != nil))
+	return l.Ledger.MarkRunning(ctx, id, fence, facts)
+}
+
+func (l *prepWrites) Complete(ctx context.Context, c ledger.Completion) error {
+	l.log("Complete(" + string(c.State) + ")")
+	return l.Ledger.Complete(ctx, c)
+}
+
+// A tool that reads facts before sending pays one ledger write before the
+// request on an operation's first attempt: the claim, straight into
+// RUNNING with the facts. On an operation the ledger already holds it
+// claims, reads under the claim, and marks it RUNNING with the facts, as
+// before; the facts recorded are the same either way.
+func TestExecuteToolPreparesWithOneWriteBeforeSending(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		seen bool
+		want []string
+	}{
+		{false, []string{"Claim(running=true, facts=true)", "Complete(succeeded)"}},
+		{true, []string{"Claim(running=false, facts=false)", "MarkRunning(facts=true)", "Complete(succeeded)"}},
+	} {
+		t.Run(fmt.Sprintf("seen=%v", tc.seen), func(t *testing.T) {
+			wl := &prepWrites{}
+			f := newReconcileFixture(t, func(d *activities.Deps) { wl.Ledger = d.Ledger; d.Ledger = wl })
+			f.prepareBranch(t)
+			in := f.prInput(t)
+			if tc.seen {
+				f.releasedEarlier(t, in, prArgs)
+			}
+			wl.mu.Lock()
+			wl.writes = nil // prepareBranch's own operations
+			wl.mu.Unlock()
+			v, err := f.env.ExecuteActivity(f.acts.ExecuteTool, in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out contract.ExecuteToolResult
+			if err := v.Get(&out); err != nil || out.State != capstan.OutcomeSucceeded {
+				t.Fatalf("ExecuteTool = %+v, %v; want SUCCEEDED", out, err)
+			}
+			if !slices.Equal(wl.writes, tc.want) {
+				t.Errorf("ledger writes %q, want %q", wl.writes, tc.want)
+			}
+			op := f.op(t, in.OperationID)
+			expectHeadFact(t, op, f.headOf(t, "feat"))
+			if op.AttemptCount != 1 {
+				t.Errorf("attempts %d, want 1", op.AttemptCount)
+			}
+		})
+	}
 }

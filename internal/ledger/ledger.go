@@ -95,6 +95,13 @@ type ClaimRequest struct {
 	// be on the wire, so a lease that runs out must be reconciled, never
 	// taken over. It changes nothing when the claim is not granted.
 	Running bool
+	// Facts, with Running, are what the attempt read before sending, for
+	// its reconciler (Operation.Facts): recorded by the claim's own write
+	// as MarkRunning(facts) would record them, so a tool that prepares
+	// (tools.Preparer) still pays one durable write before it sends, not
+	// two. Without Running they must be nil: a claim that is not yet
+	// running has nothing recorded.
+	Facts []byte
 	// Decision, when not nil, is the task's policy's decision on the
 	// operation, recorded in the claim's own write as RecordDecision
 	// records it — once per operation id, the first record winning — so a

@@ -29,6 +29,8 @@ func ValidateClaim(req ClaimRequest) error {
 		return errors.New("empty owner")
 	case req.Lease <= 0:
 		return fmt.Errorf("lease %v, want > 0", req.Lease)
+	case req.Facts != nil && !req.Running:
+		return errors.New("facts without running: a claim records facts only when it marks the operation running")
 	case req.Decision != nil && req.Decision.OperationID != "" && req.Decision.OperationID != req.Op.ID:
 		return fmt.Errorf("the decision is on operation %q, not this one", req.Decision.OperationID)
 	}
@@ -70,8 +72,9 @@ func LeaseLive(op Operation, now time.Time) bool {
 }
 
 // NewClaim is the operation a claim inserts for an id the ledger has not
-// seen: claimed (running, its first attempt counted, when req.Running) at fence 1 by req.Owner until now+req.Lease, with the
-// caller's identity fields and no outcome.
+// seen: claimed (running, its first attempt counted and req.Facts
+// recorded, when req.Running) at fence 1 by req.Owner until now+req.Lease,
+// with the caller's identity fields and no outcome.
 func NewClaim(req ClaimRequest, now time.Time) Operation {
 	op := req.Op
 	op.State = capstan.OutcomeClaimed
@@ -86,12 +89,13 @@ func NewClaim(req ClaimRequest, now time.Time) Operation {
 }
 
 // markRunningAtClaim makes a granted claim of a ClaimRequest with Running
-// what MarkRunning with no facts would have made it: running, this attempt
-// counted.
+// what MarkRunning(req.Facts) would have made it: running, this attempt
+// counted, its facts recorded.
 func markRunningAtClaim(op *Operation, req ClaimRequest) {
 	if req.Running {
 		op.State = capstan.OutcomeRunning
 		op.AttemptCount++
+		op.Facts = req.Facts
 	}
 }
 
@@ -136,9 +140,10 @@ func DecideClaim(cur Operation, req ClaimRequest, now time.Time) (ClaimStatus, e
 
 // Reclaim is cur as a (re)claim that DecideClaim allowed leaves it: a new
 // fence, a fresh lease for req.Owner, claimed (running with the attempt
-// counted when req.Running), the caller's turn and tool call ids
-// when given, and the outcome and facts of an earlier attempt cleared (the
-// new attempt records its own facts when it marks the operation running).
+// counted and req.Facts recorded when req.Running), the caller's turn and
+// tool call ids when given, and the outcome and facts of an earlier attempt
+// cleared (the new attempt records its own facts when it marks the
+// operation running, or with a Running claim).
 // Attempts are counted across claims, so AttemptCount is kept.
 func Reclaim(cur Operation, req ClaimRequest, now time.Time) Operation {
 	op := cur

@@ -91,6 +91,53 @@ func testReclaimRunning(h *h) {
 	h.expectStatus("worker-c/1", op, ledger.AlreadySucceeded)
 }
 
+// A Running claim that carries facts records them as MarkRunning(facts)
+// would: on a new operation, and on a reclaim of a released one, whose
+// earlier facts it replaces. Facts without Running are refused, nothing
+// written; a Running claim with facts that is not granted changes nothing.
+func testClaimRunningRecordsFacts(h *h) {
+	facts := []byte(`{"from_sha":"0123456789abcdef0123456789abcdef01234567"}`)
+	op := newOp("op-facts", "task-1")
+	_, err := h.s.Claim(h.ctx, ledger.ClaimRequest{Op: op, Owner: "worker-a/1", Lease: Lease, Facts: facts})
+	if err == nil {
+		h.Fatalf("Claim with facts and without Running succeeded, want it refused")
+	}
+	if _, err := h.s.Get(h.ctx, op.ID); !errors.Is(err, ledger.ErrNotFound) {
+		h.Fatalf("Get after a refused Claim with facts: %v, want ErrNotFound", err)
+	}
+
+	res, err := h.s.Claim(h.ctx, ledger.ClaimRequest{Op: op, Owner: "worker-a/1", Lease: Lease, Running: true, Facts: facts})
+	if err != nil || res.Status != ledger.Claimed {
+		h.Fatalf("Claim(Running, facts) = %q, %v; want %q", res.Status, err, ledger.Claimed)
+	}
+	if got := h.get(op.ID); got.State != capstan.OutcomeRunning || got.AttemptCount != 1 || !bytes.Equal(got.Facts, facts) {
+		h.Fatalf("after Claim(Running, facts): state %s attempts %d facts %q; want RUNNING, 1, %q", got.State, got.AttemptCount, got.Facts, facts)
+	}
+	if d := diff(h.get(op.ID), res.Op); d != "" {
+		h.Fatalf("Claim(Running, facts) returned what Get does not show: %s", d)
+	}
+
+	// Held live: another attempt's facts are not written.
+	before := h.get(op.ID)
+	other := []byte(`{"from_sha":"fedcba9876543210fedcba9876543210fedcba98"}`)
+	res, err = h.s.Claim(h.ctx, ledger.ClaimRequest{Op: op, Owner: "worker-b/1", Lease: Lease, Running: true, Facts: other})
+	if err != nil || res.Status != ledger.InProgress {
+		h.Fatalf("Claim(Running, facts) of a live RUNNING operation: %q, %v; want %q", res.Status, err, ledger.InProgress)
+	}
+	h.unchanged("a refused Claim(Running, facts)", before)
+
+	// Released (nothing was sent): the next attempt's facts replace them.
+	h.complete(ledger.Completion{ID: op.ID, Fence: res.Op.Fence, State: capstan.OutcomeAbsent, Error: "connection refused"})
+	h.clock.Advance(time.Second)
+	res, err = h.s.Claim(h.ctx, ledger.ClaimRequest{Op: op, Owner: "worker-b/1", Lease: Lease, Running: true, Facts: other})
+	if err != nil || res.Status != ledger.Claimed {
+		h.Fatalf("Claim(Running, facts) of an ABSENT operation = %q, %v; want %q", res.Status, err, ledger.Claimed)
+	}
+	if got := h.get(op.ID); got.Fence != 2 || got.AttemptCount != 2 || !bytes.Equal(got.Facts, other) {
+		h.Fatalf("after the reclaim: fence %d attempts %d facts %q; want 2, 2, %q", got.Fence, got.AttemptCount, got.Facts, other)
+	}
+}
+
 // A completion's items are stored with it, as PutItem stores them; a
 // completion refused for its stale fence stores none of them.
 func testCompleteStoresItems(h *h) {

@@ -150,6 +150,7 @@ var cases = []testCase{
 	{"ConcurrentTurnCommitsAgree", testConcurrentTurnCommits},
 	{"ClaimRunning", testClaimRunning},
 	{"ReclaimRunning", testReclaimRunning},
+	{"ClaimRunningRecordsFacts", testClaimRunningRecordsFacts},
 	{"CompleteStoresItems", testCompleteStoresItems},
 	{"CommitTurnStoresItems", testCommitTurnStoresItems},
 	{"ConcurrentWritesFailAlone", testConcurrentWritesFailAlone},

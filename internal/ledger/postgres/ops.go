@@ -214,10 +214,10 @@ func (s *Store) claimExisting(ctx context.Context, req ledger.ClaimRequest) (led
 		op.LeaseExpiresAt = op.LeaseExpiresAt.Truncate(time.Microsecond)
 		_, err = tx.Exec(ctx, `UPDATE operations SET state = $1, lease_owner = $2,
 			lease_expires_at = $3, fence = $4, turn_id = $5, tool_call_id = $6, attempt_count = $7,
-			external_id = '', result = NULL, error = '', facts = NULL, updated_at = $8
-			WHERE operation_id = $9 AND fence = $10`,
+			external_id = '', result = NULL, error = '', facts = $8, updated_at = $9
+			WHERE operation_id = $10 AND fence = $11`,
 			string(op.State), op.LeaseOwner, op.LeaseExpiresAt, op.Fence,
-			op.TurnID, op.ToolCallID, op.AttemptCount, now, cur.ID, cur.Fence)
+			op.TurnID, op.ToolCallID, op.AttemptCount, op.Facts, now, cur.ID, cur.Fence)
 		if err != nil {
 			return fmt.Errorf("update: %w", err)
 		}

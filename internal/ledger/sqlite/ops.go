@@ -124,7 +124,7 @@ func (s *Store) claimTx(ctx context.Context, tx *sql.Tx, req ledger.ClaimRequest
 	}
 	op := ledger.Reclaim(cur, req, now)
 	_, err = s.exec(ctx, tx, sqlReclaim, string(op.State), op.LeaseOwner, toNanos(op.LeaseExpiresAt), op.Fence,
-		op.TurnID, op.ToolCallID, op.AttemptCount, toNanos(now), id, cur.Fence)
+		op.TurnID, op.ToolCallID, op.AttemptCount, op.Facts, toNanos(now), id, cur.Fence)
 	if err != nil {
 		return "", ledger.Operation{}, fmt.Errorf("update: %w", err)
 	}

@@ -26,7 +26,7 @@ const (
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	sqlReclaim = `UPDATE operations SET state = ?, lease_owner = ?,
 		lease_expires_at = ?, fence = ?, turn_id = ?, tool_call_id = ?, attempt_count = ?,
-		external_id = '', result = NULL, error = '', facts = NULL, updated_at = ?
+		external_id = '', result = NULL, error = '', facts = ?, updated_at = ?
 		WHERE operation_id = ? AND fence = ?`
 	sqlMarkRunning = `UPDATE operations SET state = ?,
 		attempt_count = attempt_count + 1, facts = ?, updated_at = ?
