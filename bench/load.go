@@ -52,6 +52,7 @@ type round struct {
 	// ledgerCPU is PostgreSQL's CPU time during the round, where it runs on
 	// this machine: the server side of a PostgreSQL ledger (postgresCPU).
 	ledgerCPU time.Duration
+	host      hostCPU // the machine's, kernel threads and steal included (host.go)
 	mem       memPeak
 	ids       []string // workflow ids of the completed tasks
 }
@@ -76,7 +77,7 @@ func runRound(ctx context.Context, n int, start startFunc, check checkFunc, ledg
 	if ledgerCPU == nil {
 		ledgerCPU = func() time.Duration { return 0 }
 	}
-	cpu0, self0, ledger0 := serverCPU(), selfCPU(), ledgerCPU()
+	cpu0, self0, ledger0, host0 := serverCPU(), selfCPU(), ledgerCPU(), readHostCPU()
 	t0 := time.Now()
 	for i := range n {
 		wg.Go(func() {
@@ -101,7 +102,7 @@ func runRound(ctx context.Context, n int, start startFunc, check checkFunc, ledg
 	}
 	wg.Wait()
 	r.wall = time.Since(t0)
-	r.serverCPU, r.selfCPU, r.ledgerCPU = serverCPU()-cpu0, selfCPU()-self0, ledgerCPU()-ledger0
+	r.serverCPU, r.selfCPU, r.ledgerCPU, r.host = serverCPU()-cpu0, selfCPU()-self0, ledgerCPU()-ledger0, readHostCPU().since(host0)
 	r.mem = stopSampling()
 	return r
 }
@@ -384,9 +385,10 @@ func (e *env) runLoad(ctx context.Context, workers int, ledgerDSN string, res lo
 					st.rpcs[m] += n
 				}
 				st.rounds = append(st.rounds, r)
-				progress("%-7s workers=%d N=%-3d round %d/%d: %d done, %d failed in %s (%.1f tasks/s), p50 %s p99 %s",
+				progress("%-7s workers=%d N=%-3d round %d/%d: %d done, %d failed in %s (%.1f tasks/s), p50 %s p99 %s, steal %.0f %%",
 					k, workers, plan.n, i+1, rounds, len(r.latencies), r.failed, r.wall.Round(time.Millisecond),
-					float64(len(r.latencies))/r.wall.Seconds(), ms(percentile(sortedCopy(r.latencies), 50)), ms(percentile(sortedCopy(r.latencies), 99)))
+					float64(len(r.latencies))/r.wall.Seconds(), ms(percentile(sortedCopy(r.latencies), 50)), ms(percentile(sortedCopy(r.latencies), 99)),
+					100*r.host.stealShare())
 				if r.failed > 0 {
 					progress("  first failure: %v", r.firstErr)
 				}

@@ -363,6 +363,7 @@ func (r *results) markdown() string {
 		p("One demo task's history: capstan %d events, %d bytes; bare %d events, %d bytes. Capstan's events beyond bare's: %s.",
 			c.events, c.bytes, b.events, b.bytes, strings.Join(more, ", "))
 	}
+	r.hostTable(p)
 	for _, s := range r.load {
 		if err := s.firstErr(); err != nil {
 			p("")
