@@ -50,14 +50,7 @@ func TestExecuteToolRecordsThePullRequestHeadBeforeSending(t *testing.T) {
 		f.prepareBranch(t)
 		head := f.headOf(t, "feat")
 		in := f.prInput(t)
-		v, err := f.env.ExecuteActivity(f.acts.ExecuteTool, in)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var out contract.ExecuteToolResult
-		if err := v.Get(&out); err != nil || out.State != capstan.OutcomeSucceeded {
-			t.Fatalf("ExecuteTool = %+v, %v; want SUCCEEDED", out, err)
-		}
+		f.executeSucceeded(t, "ExecuteTool", in)
 		op := f.op(t, in.OperationID)
 		expectHeadFact(t, op, head)
 		var result struct {
@@ -121,14 +114,7 @@ func TestExecuteToolWhosePrepareFailsIsNotSent(t *testing.T) {
 					return // go-github sends nothing more until the wait is over
 				}
 
-				v, err := f.env.ExecuteActivity(f.acts.ExecuteTool, in)
-				if err != nil {
-					t.Fatal(err)
-				}
-				var out contract.ExecuteToolResult
-				if err := v.Get(&out); err != nil || out.State != capstan.OutcomeSucceeded {
-					t.Fatalf("the retry: %+v, %v; want SUCCEEDED", out, err)
-				}
+				f.executeSucceeded(t, "the retry", in)
 				op := f.op(t, in.OperationID)
 				if op.AttemptCount != 1 {
 					t.Errorf("attempts %d, want 1: the failed read sent nothing", op.AttemptCount)
@@ -140,6 +126,20 @@ func TestExecuteToolWhosePrepareFailsIsNotSent(t *testing.T) {
 			})
 		}
 	}
+}
+
+// executeSucceeded runs ExecuteTool on in and wants it SUCCEEDED.
+func (f *reconcileFixture) executeSucceeded(t *testing.T, what string, in contract.ExecuteToolInput) contract.ExecuteToolResult {
+	t.Helper()
+	v, err := f.env.ExecuteActivity(f.acts.ExecuteTool, in)
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	var out contract.ExecuteToolResult
+	if err := v.Get(&out); err != nil || out.State != capstan.OutcomeSucceeded {
+		t.Fatalf("%s = %+v, %v; want SUCCEEDED", what, out, err)
+	}
+	return out
 }
 
 // releasedEarlier records in's operation as an earlier attempt that claimed
@@ -264,14 +264,7 @@ func TestExecuteToolPreparesWithOneWriteBeforeSending(t *testing.T) {
 			wl.mu.Lock()
 			wl.writes = nil // prepareBranch's own operations
 			wl.mu.Unlock()
-			v, err := f.env.ExecuteActivity(f.acts.ExecuteTool, in)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var out contract.ExecuteToolResult
-			if err := v.Get(&out); err != nil || out.State != capstan.OutcomeSucceeded {
-				t.Fatalf("ExecuteTool = %+v, %v; want SUCCEEDED", out, err)
-			}
+			f.executeSucceeded(t, "ExecuteTool", in)
 			if !slices.Equal(wl.writes, tc.want) {
 				t.Errorf("ledger writes %q, want %q", wl.writes, tc.want)
 			}
