@@ -15,7 +15,14 @@ type phaseSums struct {
 	tasks int
 	total time.Duration // from start to close
 	sum   map[string]time.Duration
-	err   error
+	// wftTimeouts counts WorkflowTaskTimedOut events. A workflow task on a
+	// worker's sticky queue that no worker took within the sticky
+	// schedule-to-start timeout (5 s by the SDK's default), or one that ran
+	// past its start-to-close timeout, is scheduled again, and whoever takes
+	// it replays the whole history: CPU a loaded pool would spend on
+	// nothing new.
+	wftTimeouts int
+	err         error
 }
 
 // Phase names, in the order the report lists them.
@@ -83,6 +90,8 @@ func (e *env) taskPhases(ctx context.Context, s *loadStats) phaseSums {
 				case enumspb.EVENT_TYPE_ACTIVITY_TASK_FAILED:
 					a := ev.GetActivityTaskFailedEventAttributes()
 					ps.sum[types[a.GetScheduledEventId()]] += t.Sub(at[a.GetStartedEventId()])
+				case enumspb.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT:
+					ps.wftTimeouts++
 				case enumspb.EVENT_TYPE_WORKFLOW_TASK_STARTED:
 					ps.sum[phaseWFTWait] += t.Sub(at[ev.GetWorkflowTaskStartedEventAttributes().GetScheduledEventId()])
 				case enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:

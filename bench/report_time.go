@@ -61,6 +61,12 @@ func (r *results) phaseTable(p func(string, ...any)) {
 	}
 	p("%s", line)
 	row("between events (workers' and server's own time)", phaseSums.rest)
+	line = "| workflow tasks timed out, per task (each taken again with the whole history) |"
+	for _, k := range keys {
+		ps := r.phases[k]
+		line += fmt.Sprintf(" %.2f |", float64(ps.wftTimeouts)/float64(max(ps.tasks, 1)))
+	}
+	p("%s", line)
 	row("start to close", func(ps phaseSums) time.Duration { return ps.total / time.Duration(max(ps.tasks, 1)) })
 	r.ledgerMethodTable(p, 1)
 	r.ledgerMethodTable(p, 2)
