@@ -87,13 +87,7 @@ func (a *Activities) begin(ctx context.Context, op ledger.Operation, decision *l
 	}
 	var facts []byte
 	if prepare != nil {
-		stop := a.heartbeat(ctx, a.heartbeatInterval(ctx),
-			func() any { return OperationHeartbeat{OperationID: op.ID, Step: stepPreparing} },
-			a.renewLease(ctx, op.ID, claim.Op.Fence))
-		facts, err = prepare(ctx)
-		stop()
-		if err != nil {
-			permit.Done(toolHealth(err)) // the read before the write was sent
+		if facts, err = a.readFacts(ctx, op.ID, permit, prepare, a.renewLease(ctx, op.ID, claim.Op.Fence)); err != nil {
 			return rec, nil, false, a.notPrepared(ctx, op, claim.Op.Fence, err)
 		}
 	}
@@ -144,15 +138,26 @@ func (a *Activities) unseen(ctx context.Context, id string) bool {
 // ledger grants one of them. When the read fails nothing was claimed or
 // sent, and the error is the retryable contract.ErrTypeOperationNotSent.
 func (a *Activities) prepareFirst(ctx context.Context, op ledger.Operation, decision *ledger.Decision, permit *breaker.Permit, prepare func(context.Context) ([]byte, error)) (ledger.Operation, *breaker.Permit, bool, error) {
-	stop := a.heartbeat(ctx, a.heartbeatInterval(ctx),
-		func() any { return OperationHeartbeat{OperationID: op.ID, Step: stepPreparing} }, nil)
-	facts, err := prepare(ctx)
-	stop()
+	facts, err := a.readFacts(ctx, op.ID, permit, prepare, nil)
 	if err != nil {
-		permit.Done(toolHealth(err)) // the read before the write was sent
 		return ledger.Operation{}, nil, false, a.notSent(ctx, contract.ErrTypeOperationNotSent, notPreparedMessage(op, err), err)
 	}
 	return a.claimRunning(ctx, op, decision, permit, facts)
+}
+
+// readFacts runs prepare for operation id under heartbeats, renewing the
+// claim's lease with each beat when renew is not nil (nothing is claimed
+// yet when it is nil). When the read fails, permit is told what the failure
+// showed of the service: the read was sent, the operation was not.
+func (a *Activities) readFacts(ctx context.Context, id string, permit *breaker.Permit, prepare func(context.Context) ([]byte, error), renew func(context.Context) error) ([]byte, error) {
+	stop := a.heartbeat(ctx, a.heartbeatInterval(ctx),
+		func() any { return OperationHeartbeat{OperationID: id, Step: stepPreparing} }, renew)
+	facts, err := prepare(ctx)
+	stop()
+	if err != nil {
+		permit.Done(toolHealth(err))
+	}
+	return facts, err
 }
 
 // claim is the ledger's Claim. A policy decision the claim recorded is
