@@ -2,6 +2,7 @@ package activities_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 
@@ -13,14 +14,38 @@ import (
 	githubtools "github.com/capstanhq/capstan/internal/tools/github"
 )
 
-// writeLog notes the ledger writes ExecuteTool makes that carry or are a
-// policy decision.
+// writeLog notes the ledger writes ExecuteTool makes: those that carry or
+// are a policy decision counted, and the operation's writes in order.
 type writeLog struct {
 	activities.Ledger
 	mu        sync.Mutex
-	records   int // RecordDecision calls
-	withClaim int // Claim calls that carried a decision
-	claims    int // every Claim call
+	records   int      // RecordDecision calls
+	withClaim int      // Claim calls that carried a decision
+	claims    int      // every Claim call
+	writes    []string // Claim, MarkRunning and Complete, as sequence shows them
+}
+
+// sequence returns the operation writes logged since it was last called.
+func (l *writeLog) sequence() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	w := l.writes
+	l.writes = nil
+	return w
+}
+
+func (l *writeLog) MarkRunning(ctx context.Context, id string, fence int64, facts []byte) error {
+	l.mu.Lock()
+	l.writes = append(l.writes, fmt.Sprintf("MarkRunning(facts=%v)", facts != nil))
+	l.mu.Unlock()
+	return l.Ledger.MarkRunning(ctx, id, fence, facts)
+}
+
+func (l *writeLog) Complete(ctx context.Context, c ledger.Completion) error {
+	l.mu.Lock()
+	l.writes = append(l.writes, "Complete("+string(c.State)+")")
+	l.mu.Unlock()
+	return l.Ledger.Complete(ctx, c)
 }
 
 func (l *writeLog) RecordDecision(ctx context.Context, d ledger.Decision) (ledger.Decision, bool, error) {
@@ -36,6 +61,7 @@ func (l *writeLog) Claim(ctx context.Context, req ledger.ClaimRequest) (ledger.C
 	if req.Decision != nil {
 		l.withClaim++
 	}
+	l.writes = append(l.writes, fmt.Sprintf("Claim(running=%v, facts=%v)", req.Running, req.Facts != nil))
 	l.mu.Unlock()
 	return l.Ledger.Claim(ctx, req)
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -211,34 +210,6 @@ func TestReconcileMatchesTheRecordedHead(t *testing.T) {
 	})
 }
 
-// prepWrites is a ledger that logs the writes an operation's attempt makes.
-type prepWrites struct {
-	activities.Ledger
-	mu     sync.Mutex
-	writes []string
-}
-
-func (l *prepWrites) log(w string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.writes = append(l.writes, w)
-}
-
-func (l *prepWrites) Claim(ctx context.Context, req ledger.ClaimRequest) (ledger.ClaimResult, error) {
-	l.log(fmt.Sprintf("Claim(running=%v, facts=%v)", req.Running, req.Facts != nil))
-	return l.Ledger.Claim(ctx, req)
-}
-
-func (l *prepWrites) MarkRunning(ctx context.Context, id string, fence int64, facts []byte) error {
-	l.log(fmt.Sprintf("MarkRunning(facts=%v)", facts != nil))
-	return l.Ledger.MarkRunning(ctx, id, fence, facts)
-}
-
-func (l *prepWrites) Complete(ctx context.Context, c ledger.Completion) error {
-	l.log("Complete(" + string(c.State) + ")")
-	return l.Ledger.Complete(ctx, c)
-}
-
 // A tool that reads facts before sending pays one ledger write before the
 // request on an operation's first attempt: the claim, straight into
 // RUNNING with the facts. On an operation the ledger already holds it
@@ -254,19 +225,17 @@ func TestExecuteToolPreparesWithOneWriteBeforeSending(t *testing.T) {
 		{true, []string{"Claim(running=false, facts=false)", "MarkRunning(facts=true)", "Complete(succeeded)"}},
 	} {
 		t.Run(fmt.Sprintf("seen=%v", tc.seen), func(t *testing.T) {
-			wl := &prepWrites{}
+			wl := &writeLog{}
 			f := newReconcileFixture(t, func(d *activities.Deps) { wl.Ledger = d.Ledger; d.Ledger = wl })
 			f.prepareBranch(t)
 			in := f.prInput(t)
 			if tc.seen {
 				f.releasedEarlier(t, in, prArgs)
 			}
-			wl.mu.Lock()
-			wl.writes = nil // prepareBranch's own operations
-			wl.mu.Unlock()
+			wl.sequence() // prepareBranch's own operations
 			f.executeSucceeded(t, "ExecuteTool", in)
-			if !slices.Equal(wl.writes, tc.want) {
-				t.Errorf("ledger writes %q, want %q", wl.writes, tc.want)
+			if got := wl.sequence(); !slices.Equal(got, tc.want) {
+				t.Errorf("ledger writes %q, want %q", got, tc.want)
 			}
 			op := f.op(t, in.OperationID)
 			expectHeadFact(t, op, f.headOf(t, "feat"))
