@@ -83,10 +83,10 @@ func (r *results) hostTable(p func(string, ...any)) {
 		var pairs []string
 		for i := range min(len(c.rounds), len(b.rounds)) {
 			cr, br := c.rounds[i], b.rounds[i]
-			if cr.wall <= 0 || br.wall <= 0 {
+			ct, bt := cr.tasksPerSecond(), br.tasksPerSecond()
+			if bt == 0 {
 				continue
 			}
-			ct, bt := float64(len(cr.latencies))/cr.wall.Seconds(), float64(len(br.latencies))/br.wall.Seconds()
 			pairs = append(pairs, fmt.Sprintf("%.2f× (%.1f, steal %.0f %% · %.1f, steal %.0f %%)",
 				ct/bt, ct, 100*cr.host.stealShare(), bt, 100*br.host.stealShare()))
 		}

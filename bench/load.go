@@ -57,6 +57,15 @@ type round struct {
 	ids       []string // workflow ids of the completed tasks
 }
 
+// tasksPerSecond is the round's completed tasks per second of its wall
+// time; 0 for a round that took none.
+func (r round) tasksPerSecond() float64 {
+	if r.wall <= 0 {
+		return 0
+	}
+	return float64(len(r.latencies)) / r.wall.Seconds()
+}
+
 // startFunc starts task i of a round and returns its run.
 type startFunc func(ctx context.Context, i int) (client.WorkflowRun, error)
 
@@ -387,7 +396,7 @@ func (e *env) runLoad(ctx context.Context, workers int, ledgerDSN string, res lo
 				st.rounds = append(st.rounds, r)
 				progress("%-7s workers=%d N=%-3d round %d/%d: %d done, %d failed in %s (%.1f tasks/s), p50 %s p99 %s, steal %.0f %%",
 					k, workers, plan.n, i+1, rounds, len(r.latencies), r.failed, r.wall.Round(time.Millisecond),
-					float64(len(r.latencies))/r.wall.Seconds(), ms(percentile(sortedCopy(r.latencies), 50)), ms(percentile(sortedCopy(r.latencies), 99)),
+					r.tasksPerSecond(), ms(percentile(sortedCopy(r.latencies), 50)), ms(percentile(sortedCopy(r.latencies), 99)),
 					100*r.host.stealShare())
 				if r.failed > 0 {
 					progress("  first failure: %v", r.firstErr)
