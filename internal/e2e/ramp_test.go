@@ -48,19 +48,15 @@ func TestLongReadmeRolloutSequence(t *testing.T) {
 		}
 		return r.stdout + r.stderr
 	}
-	// Step 1's describe of v2 succeeds once v2's worker has polled.
+	// Step 1's describe of v2 succeeds once v2's worker has polled, which
+	// no event announces.
 	describeV2 := steps.find(t, "describe-version", "v2")
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		r := runToExit(t, cli, time.Minute, env, describeV2.args(deployment)...)
-		if r.code == 0 {
-			break
+	retryFor(t, "README step 1: describe v2", 2*time.Minute, time.Second, func() error {
+		if r := runToExit(t, cli, time.Minute, env, describeV2.args(deployment)...); r.code != 0 {
+			return fmt.Errorf("exit %d: %s", r.code, r.stderr)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("README step 1: v2 not described within 2 min: %s", r.stderr)
-		}
-		time.Sleep(time.Second) // the version appears with its first poll; there is no event to wait on
-	}
+		return nil
+	})
 
 	run(steps.find(t, "set-ramping-version", "10"))
 	run(steps.find(t, "set-ramping-version", "50"))

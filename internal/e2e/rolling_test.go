@@ -102,18 +102,30 @@ func setCurrent(t *testing.T, deployment, build string) {
 func setCurrentOn(t *testing.T, c client.Client, deployment, build string) {
 	t.Helper()
 	h := c.WorkerDeploymentClient().GetHandle(deployment)
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
+	// The version appears with its first poll; there is no event to wait on.
+	retryFor(t, fmt.Sprintf("make %s/%s current", deployment, build), 2*time.Minute, time.Second, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
 		_, err := h.SetCurrentVersion(ctx, client.WorkerDeploymentSetCurrentVersionOptions{BuildID: build})
-		cancel()
+		return err
+	})
+}
+
+// retryFor calls try every interval until it returns nil, and fails the
+// test with what and try's last error when within has passed: for server
+// state that changes on its own clock, with no event to wait on.
+func retryFor(t *testing.T, what string, within, every time.Duration, try func() error) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		err := try()
 		if err == nil {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("make %s/%s current: %v", deployment, build, err)
+			t.Fatalf("%s: not within %s: %v", what, within, err)
 		}
-		time.Sleep(time.Second) // the version appears with its first poll; there is no event to wait on
+		time.Sleep(every)
 	}
 }
 
@@ -165,15 +177,15 @@ func historyCounts(t *testing.T, taskID string) (probes, failedWorkflowTasks int
 func waitDrained(t *testing.T, deployment, build string) {
 	t.Helper()
 	h := temporal.WorkerDeploymentClient().GetHandle(deployment)
-	deadline := time.Now().Add(5 * time.Minute)
-	for {
+	// Drainage is refreshed on the server's interval; there is no event to wait on.
+	retryFor(t, fmt.Sprintf("%s/%s drained", deployment, build), 5*time.Minute, 2*time.Second, func() error {
 		d, err := h.DescribeVersion(context.Background(), client.WorkerDeploymentDescribeVersionOptions{BuildID: build})
-		if err == nil && d.Info.DrainageInfo != nil && d.Info.DrainageInfo.DrainageStatus == client.WorkerDeploymentVersionDrainageStatusDrained {
-			return
+		switch {
+		case err != nil:
+			return err
+		case d.Info.DrainageInfo == nil || d.Info.DrainageInfo.DrainageStatus != client.WorkerDeploymentVersionDrainageStatusDrained:
+			return fmt.Errorf("drainage %+v", d.Info.DrainageInfo)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s/%s not drained within 5 min (%+v, %v)", deployment, build, d.Info.DrainageInfo, err)
-		}
-		time.Sleep(2 * time.Second) // drainage is refreshed on the server's interval; there is no event to wait on
-	}
+		return nil
+	})
 }
