@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -22,13 +23,15 @@ import (
 // sandbox (model, GitHub, Slack fakes on loopback) and a scratch directory
 // for ledgers and logs.
 type env struct {
-	dir     string
-	server  *testsuite.DevServer
-	client  client.Client // the driver's: starts tasks and reads histories
-	sandbox *sandbox.Sandbox
-	logger  *slog.Logger // workers' logs, to a file in dir
-	logFile *os.File
-	seq     atomic.Int64 // numbers task queues and task ids, so runs never share one
+	dir    string
+	server *testsuite.DevServer
+	// serverMetrics is the dev server's Prometheus endpoint (serverops.go).
+	serverMetrics string
+	client        client.Client // the driver's: starts tasks and reads histories
+	sandbox       *sandbox.Sandbox
+	logger        *slog.Logger // workers' logs, to a file in dir
+	logFile       *os.File
+	seq           atomic.Int64 // numbers task queues and task ids, so runs never share one
 }
 
 // startEnv starts the dev server from the pinned CLI and the sandbox. The
@@ -53,7 +56,12 @@ func startEnv(ctx context.Context, dir string) (_ *env, err error) {
 	if err != nil {
 		return nil, err
 	}
-	e.server, err = testenv.StartDevServer(ctx, serverLog)
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	e.serverMetrics = fmt.Sprintf("http://127.0.0.1:%d/metrics", port)
+	e.server, err = testenv.StartDevServer(ctx, serverLog, "--metrics-port", strconv.Itoa(port))
 	if err != nil {
 		return nil, fmt.Errorf("start the Temporal dev server: %w", err)
 	}
@@ -75,6 +83,16 @@ func (e *env) close() {
 	if e.logFile != nil {
 		_ = e.logFile.Close()
 	}
+}
+
+// freePort is a loopback port free at the moment of asking.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("find a free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // next returns a fresh name with prefix: task queues and task ids are never
