@@ -80,7 +80,7 @@ func run() int {
 	quick := flag.Bool("quick", false, "a short run to try the bench: smaller N, fewer rounds, shorter tasks; not comparable, written to a temporary directory unless -out is given")
 	certaintyOnly := flag.Bool("certainty", false, "only the time-to-certainty table (internal/e2e's faults): written to time-to-certainty-latest.md")
 	flag.IntVar(&certaintyRuns, "certainty-runs", certaintyRuns, "how many times each time-to-certainty fault is run")
-	loadOnly := flag.Bool("load", false, "only the tasks' throughput and latency beside bare (and where their time went): written to load-latest.md, about eight minutes")
+	loadOnly := flag.Bool("load", false, "only the tasks' throughput and latency beside bare (and where their time went): written to load-latest.md, about nine minutes")
 	flag.StringVar(&poolLedger, "pool-ledger", "", "a PostgreSQL server (postgres:// URL) for the 2-worker pool's ledger, as a pool runs in production, in a schema the run creates and drops; default one SQLite file both workers open")
 	flag.Parse()
 	outSet := false
