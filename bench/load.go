@@ -303,8 +303,9 @@ func (s *loadStats) ledgerShare() float64 {
 // run); with five pairs the 95 % interval of a run's figure was 0.74–0.90×
 // on 2 workers and 0.74–1.09× on 1 (2026-12-03 17:20), wider than any
 // margin a target of 0.9× leaves. Eight pairs (four of each order) narrow
-// it by about a third, for three minutes more. The targets table shows each run's spread and interval. The
-// targets are judged on both pool sizes.
+// it by about a third, for three minutes more. The targets table shows
+// each run's spread and interval. The targets are judged on both pool
+// sizes.
 var loadPlan = []loadStep{{1, 5, 3}, {10, 5, 5}, {100, 8, 8}}
 
 // loadStep is one N of the plan and its rounds on 1 and 2 workers.
