@@ -120,15 +120,15 @@ func (s *loadStats) serverOpsPerTask() serverOps {
 }
 
 // serverOpsRows are the operations either kind's tasks asked for at least
-// min times a task on average, most asked first (then by name).
-func serverOpsRows(c, b serverOps, min float64) []string {
+// floor times a task on average, most asked first (then by name).
+func serverOpsRows(c, b serverOps, floor float64) []string {
 	ops := slices.Collect(maps.Keys(c))
 	for op := range b {
 		if _, ok := c[op]; !ok {
 			ops = append(ops, op)
 		}
 	}
-	ops = slices.DeleteFunc(ops, func(op string) bool { return c[op] < min && b[op] < min })
+	ops = slices.DeleteFunc(ops, func(op string) bool { return c[op] < floor && b[op] < floor })
 	slices.SortFunc(ops, func(x, y string) int {
 		if d := max(c[y], b[y]) - max(c[x], b[x]); d != 0 {
 			if d > 0 {
@@ -178,7 +178,11 @@ func (r *results) serverOpsTable(p func(string, ...any)) {
 	p("")
 	header, rule := "| operation |", "| --- |"
 	for _, pl := range pools {
-		header += fmt.Sprintf(" %d worker(s): capstan · bare |", pl.workers)
+		noun := "workers"
+		if pl.workers == 1 {
+			noun = "worker"
+		}
+		header += fmt.Sprintf(" %d %s: capstan · bare |", pl.workers, noun)
 		rule += " --- |"
 	}
 	p("%s", header)
