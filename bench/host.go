@@ -81,8 +81,8 @@ func (r *results) hostTable(p func(string, ...any)) {
 			continue
 		}
 		var pairs []string
-		for i := range min(len(c.rounds), len(b.rounds)) {
-			cr, br := c.rounds[i], b.rounds[i]
+		for _, pr := range roundPairs(c, b) {
+			cr, br := pr[0], pr[1]
 			ct, bt := cr.tasksPerSecond(), br.tasksPerSecond()
 			if bt == 0 {
 				continue

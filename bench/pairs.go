@@ -10,19 +10,29 @@ import (
 // back: a pair. One pair's ratio moves far on a shared machine; these say
 // how far, and how sure a run's figure is.
 
+// roundPairs are a cell's rounds beside their pairs: capstan's round i and
+// bare's, run back to back.
+func roundPairs(cs, bs *loadStats) [][2]round {
+	var pairs [][2]round
+	for i := range min(len(cs.rounds), len(bs.rounds)) {
+		pairs = append(pairs, [2]round{cs.rounds[i], bs.rounds[i]})
+	}
+	return pairs
+}
+
 // pairSpread is the lowest and highest ratio of one capstan round to the
-// bare round run beside it (rounds alternate, so pair i ran back to back),
-// by f over each round alone: how far one run's ratio moves on this
-// machine, which a single figure hides. Empty with fewer than two pairs.
+// bare round run beside it, by f over each round alone: how far one run's
+// ratio moves on this machine, which a single figure hides, with the
+// pairs' geometric mean and its interval. Empty with fewer than two pairs.
 func (r *results) pairSpread(workers, n int, f func(*loadStats) float64) string {
 	cs, bs := r.cell(kindCapstan, workers, n), r.cell(kindBare, workers, n)
 	if cs == nil || bs == nil {
 		return ""
 	}
 	var ratios []float64
-	for i := range min(len(cs.rounds), len(bs.rounds)) {
-		c := &loadStats{loadKey: cs.loadKey, rounds: cs.rounds[i : i+1]}
-		b := &loadStats{loadKey: bs.loadKey, rounds: bs.rounds[i : i+1]}
+	for _, pr := range roundPairs(cs, bs) {
+		c := &loadStats{loadKey: cs.loadKey, rounds: pr[:1]}
+		b := &loadStats{loadKey: bs.loadKey, rounds: pr[1:]}
 		if len(c.latencies()) == 0 || len(b.latencies()) == 0 || f(b) == 0 {
 			continue
 		}
