@@ -381,18 +381,10 @@ func (e *env) runLoad(ctx context.Context, workers int, ledgerDSN string, res lo
 				}
 				timer.reset()
 				rpcs[k].take()
-				ops0, opsErr := readServerOps(ctx, e.serverMetrics)
-				r := runRound(ctx, plan.n, starters[k](e.next(fmt.Sprintf("%s-w%d-n%d", k, workers, plan.n))), checks[k], ledgerCPU)
-				stopProfile()
-				if opsErr == nil {
-					var ops1 serverOps
-					if ops1, opsErr = readServerOps(ctx, e.serverMetrics); opsErr == nil {
-						r.serverOps = ops1.since(ops0)
-					}
-				}
-				if opsErr != nil {
-					progress("  the server's persistence requests were not read: %v", opsErr)
-				}
+				r := e.withServerOps(ctx, func() round {
+					defer stopProfile()
+					return runRound(ctx, plan.n, starters[k](e.next(fmt.Sprintf("%s-w%d-n%d", k, workers, plan.n))), checks[k], ledgerCPU)
+				})
 				if k == kindCapstan {
 					d, ops := timer.total()
 					st.ledger += d

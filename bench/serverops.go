@@ -72,6 +72,25 @@ func readServerOps(ctx context.Context, url string) (serverOps, error) {
 	return ops, nil
 }
 
+// withServerOps runs a round and reads the server's persistence requests
+// before and after it, into the round's serverOps. A failed read is one
+// progress line and leaves them nil: the round still counts, the table
+// averages over the rounds that were read.
+func (e *env) withServerOps(ctx context.Context, run func() round) round {
+	before, err := readServerOps(ctx, e.serverMetrics)
+	r := run()
+	if err == nil {
+		var after serverOps
+		if after, err = readServerOps(ctx, e.serverMetrics); err == nil {
+			r.serverOps = after.since(before)
+		}
+	}
+	if err != nil {
+		progress("  the server's persistence requests were not read: %v", err)
+	}
+	return r
+}
+
 // since is ops minus before, operation by operation.
 func (ops serverOps) since(before serverOps) serverOps {
 	d := serverOps{}
@@ -146,13 +165,13 @@ func serverOpsRows(c, b serverOps, floor float64) []string {
 
 // serverOpsTable is the report's section on what the tasks asked of the
 // server at N = 100: its persistence requests per task by operation, for
-// capstan and bare, on each pool, beside the server's CPU per task.
+// capstan and bare, on each pool (the server's CPU per task is in the
+// tasks table).
 func (r *results) serverOpsTable(p func(string, ...any)) {
 	const n = 100
 	type pool struct {
-		workers    int
-		c, b       serverOps
-		cCPU, bCPU time.Duration
+		workers int
+		c, b    serverOps
 	}
 	var pools []pool
 	for _, workers := range []int{1, 2} {
@@ -164,8 +183,7 @@ func (r *results) serverOpsTable(p func(string, ...any)) {
 		if co == nil || bo == nil {
 			continue
 		}
-		server := func(r round) time.Duration { return r.serverCPU }
-		pools = append(pools, pool{workers, co, bo, c.perTask(server), b.perTask(server)})
+		pools = append(pools, pool{workers, co, bo})
 	}
 	if len(pools) == 0 {
 		return
@@ -199,11 +217,6 @@ func (r *results) serverOpsTable(p func(string, ...any)) {
 	row := "| **all operations** |"
 	for _, pl := range pools {
 		row += fmt.Sprintf(" **%.1f · %.1f** (%.2f×) |", pl.c.total(), pl.b.total(), pl.c.total()/pl.b.total())
-	}
-	p("%s", row)
-	row = "| the dev server's CPU per task |"
-	for _, pl := range pools {
-		row += fmt.Sprintf(" %s · %s |", cpuMS(pl.cCPU), cpuMS(pl.bCPU))
 	}
 	p("%s", row)
 }
