@@ -323,8 +323,8 @@ type loadResults map[loadKey]*loadStats
 
 // runLoad measures capstan and bare side by side on a pool of the given
 // size: for each N, rounds alternate between the two, so drift in the
-// machine's load falls on both alike. Rounds of N=100 on one worker are
-// CPU-profiled into profDir.
+// machine's load falls on both alike. Rounds of N=100 are CPU-profiled
+// into profDir.
 func (e *env) runLoad(ctx context.Context, workers int, ledgerDSN string, res loadResults, profDir string) error {
 	timer := &ledgerTimer{}
 	// On a PostgreSQL ledger its server's CPU counts for both kinds' rounds,
@@ -376,8 +376,8 @@ func (e *env) runLoad(ctx context.Context, workers int, ledgerDSN string, res lo
 					debug.FreeOSMemory() // so the round's resident memory starts from what is live
 				}
 				stopProfile := func() {}
-				if plan.n >= 100 && workers == 1 && profDir != "" {
-					stopProfile = startProfile(filepath.Join(profDir, fmt.Sprintf("%s-n%d-r%d.pprof", k, plan.n, i+1)))
+				if plan.n >= 100 && profDir != "" {
+					stopProfile = startProfile(filepath.Join(profDir, fmt.Sprintf("%s-r%d.pprof", profileName(k, workers, plan.n), i+1)))
 				}
 				timer.reset()
 				rpcs[k].take()
@@ -423,6 +423,16 @@ func sortedCopy(d []time.Duration) []time.Duration {
 	c := slices.Clone(d)
 	slices.Sort(c)
 	return c
+}
+
+// profileName names the profiles of a kind's rounds of n tasks on a pool
+// of the given size; one worker's keep the names they had before two
+// workers' rounds were profiled too.
+func profileName(k kind, workers, n int) string {
+	if workers == 1 {
+		return fmt.Sprintf("%s-n%d", k, n)
+	}
+	return fmt.Sprintf("%s-w%d-n%d", k, workers, n)
 }
 
 // startProfile CPU-profiles this process into path until the returned

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"cmp"
 	"fmt"
@@ -11,11 +10,13 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/google/pprof/profile"
 )
 
-// profileSummary is the "where the time goes" section: this process's CPU
-// profile over the N = 100 rounds on one worker, capstan beside bare, by
-// area of code, and the dev server's CPU beside it.
+// profileSummary is the "where the time goes" section: the machine's CPU
+// per task over the N = 100 rounds, capstan beside bare, split down to the
+// parts of this process's CPU profile.
 type profileSummary struct {
 	text string
 }
@@ -51,46 +52,54 @@ func areaOf(fn string) string {
 	return "other"
 }
 
-// cpuProfile is a merged profile read through `go tool pprof -top`.
+// cpuProfile is a merged CPU profile's samples summed by the function
+// that spent them (the leaf of the stack, inlined functions included) and
+// by part (partOf).
 type cpuProfile struct {
-	total time.Duration
-	flat  map[string]time.Duration // by function
-	cum   map[string]time.Duration
+	total  time.Duration
+	flat   map[string]time.Duration
+	byPart map[string]time.Duration
 }
 
-// readProfile merges the profiles at paths and writes the merged profile to
-// merged (for `go tool pprof merged`).
+// readProfile merges the profiles at paths, writes the merged profile to
+// merged (for `go tool pprof merged`) and reads it.
 func readProfile(paths []string, merged string) (cpuProfile, error) {
-	p := cpuProfile{flat: map[string]time.Duration{}, cum: map[string]time.Duration{}}
-	out, err := exec.Command("go", append([]string{"tool", "pprof", "-top", "-nodecount=1000000", "-nodefraction=0", "-edgefraction=0", "-unit=ms"}, paths...)...).Output()
+	p := cpuProfile{flat: map[string]time.Duration{}, byPart: map[string]time.Duration{}}
+	if out, err := exec.Command("go", append([]string{"tool", "pprof", "-proto", "-output=" + merged}, paths...)...).CombinedOutput(); err != nil {
+		return p, fmt.Errorf("go tool pprof -proto: %w: %s", err, bytes.TrimSpace(out))
+	}
+	f, err := os.Open(merged)
 	if err != nil {
-		return p, fmt.Errorf("go tool pprof -top: %w", err)
+		return p, err
 	}
-	if err := exec.Command("go", append([]string{"tool", "pprof", "-proto", "-output=" + merged}, paths...)...).Run(); err != nil {
-		return p, fmt.Errorf("go tool pprof -proto: %w", err)
+	defer f.Close()
+	prof, err := profile.Parse(f)
+	if err != nil {
+		return p, fmt.Errorf("read profile %s: %w", merged, err)
 	}
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	header := true
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if header {
-			header = len(f) == 0 || f[0] != "flat"
+	cpu := slices.IndexFunc(prof.SampleType, func(t *profile.ValueType) bool { return t.Type == "cpu" })
+	if cpu < 0 {
+		return p, fmt.Errorf("profile %s has no cpu samples", merged)
+	}
+	var stack []string
+	for _, s := range prof.Sample {
+		stack = stack[:0]
+		for _, loc := range s.Location {
+			for _, line := range loc.Line {
+				if line.Function != nil {
+					stack = append(stack, line.Function.Name)
+				}
+			}
+		}
+		if len(stack) == 0 {
 			continue
 		}
-		if len(f) < 6 {
-			continue
-		}
-		flat, err1 := time.ParseDuration(f[0])
-		cum, err2 := time.ParseDuration(f[3])
-		if err1 != nil || err2 != nil {
-			continue
-		}
-		name := strings.Join(f[5:], " ")
-		p.flat[name] += flat
-		p.cum[name] = max(p.cum[name], cum)
-		p.total += flat
+		d := time.Duration(s.Value[cpu])
+		p.flat[stack[0]] += d
+		p.byPart[partOf(stack)] += d
+		p.total += d
 	}
-	return p, sc.Err()
+	return p, nil
 }
 
 func (p cpuProfile) byArea() map[string]time.Duration {
@@ -101,66 +110,83 @@ func (p cpuProfile) byArea() map[string]time.Duration {
 	return m
 }
 
-// cumOf is the CPU under the functions whose name contains part.
-func (p cpuProfile) cumOf(part string) time.Duration {
-	var d time.Duration
-	for fn, c := range p.cum {
-		if strings.Contains(fn, part) {
-			d = max(d, c)
-		}
-	}
-	return d
-}
-
-// summarizeProfiles reads the N = 100 profiles of the run's one-worker
-// rounds from dir, keeps the merged profiles in out/profiles, and writes
-// the section.
+// summarizeProfiles reads the N = 100 profiles of the run's rounds from
+// dir, keeps the merged profiles in out/profiles, and writes the section:
+// capstan's CPU per task beside bare's by part on each pool size, then one
+// worker's by area of code and its busiest functions.
 func summarizeProfiles(dir, out string, r *results) profileSummary {
-	capstan, bare := r.cell(kindCapstan, 1, 100), r.cell(kindBare, 1, 100)
-	if capstan == nil || bare == nil {
-		return profileSummary{}
-	}
 	if err := os.MkdirAll(filepath.Join(out, "profiles"), 0o755); err != nil {
 		return profileSummary{text: "Profiles: " + err.Error()}
 	}
-	read := func(k kind) (cpuProfile, int, error) {
-		paths, _ := filepath.Glob(filepath.Join(dir, string(k)+"-n100-r*.pprof"))
-		if len(paths) == 0 {
-			return cpuProfile{}, 0, fmt.Errorf("no %s profile", k)
+	var w strings.Builder
+	p := func(format string, args ...any) { fmt.Fprintf(&w, format+"\n", args...) }
+	p("## Where the time goes at N = 100")
+	p("")
+	p("CPU per task over the N = 100 rounds of each kind, from the machine down: the dev server is a separate process;")
+	p("this process's CPU is split by its CPU profile (runtime/pprof), each sample going to the first part, in the order")
+	p("of `parts` in bench/parts.go, with a function of it anywhere in the sample's stack — so the ledger's calls made")
+	p("inside a model turn are the ledger's. Rows are sorted by capstan − bare.")
+	p("Merged profiles: `go tool pprof bench/results/profiles/capstan-n100.pprof` (bare-n100.pprof; capstan-w2-n100.pprof")
+	p("and bare-w2-n100.pprof for two workers).")
+	var one struct {
+		c, b   cpuProfile
+		ct, bt int
+		rounds int
+	}
+	for _, workers := range []int{1, 2} {
+		capstan, bare := r.cell(kindCapstan, workers, 100), r.cell(kindBare, workers, 100)
+		if capstan == nil || bare == nil {
+			continue
 		}
-		p, err := readProfile(paths, filepath.Join(out, "profiles", string(k)+"-n100.pprof"))
-		return p, len(paths), err
+		read := func(k kind) (cpuProfile, int, error) {
+			name := profileName(k, workers, 100)
+			paths, _ := filepath.Glob(filepath.Join(dir, name+"-r*.pprof"))
+			if len(paths) == 0 {
+				return cpuProfile{}, 0, fmt.Errorf("no %s profile", name)
+			}
+			merged := filepath.Join(out, "profiles", name+".pprof")
+			prof, err := readProfile(paths, merged)
+			return prof, len(paths), err
+		}
+		cp, rounds, err1 := read(kindCapstan)
+		bp, _, err2 := read(kindBare)
+		p("")
+		p("### %s", workersLabel(workers))
+		p("")
+		if err := cmp.Or(err1, err2); err != nil {
+			p("Profiles could not be read: %v", err)
+			continue
+		}
+		cd, cf := capstan.tasks()
+		bd, bf := bare.tasks()
+		partsTable(p, capstan, bare, cp.byPart, bp.byPart, cd+cf, bd+bf)
+		if workers == 1 {
+			one.c, one.b, one.ct, one.bt, one.rounds = cp, bp, cd+cf, bd+bf, rounds
+		}
 	}
-	cp, rounds, err1 := read(kindCapstan)
-	bp, _, err2 := read(kindBare)
-	if err := cmp.Or(err1, err2); err != nil {
-		return profileSummary{text: "Profiles could not be read: " + err.Error()}
+	if one.rounds > 0 {
+		p("")
+		areaTables(p, one.c, one.b, one.ct, one.bt)
 	}
-	cd, cf := capstan.tasks()
-	bd, bf := bare.tasks()
-	ct, bt := cd+cf, bd+bf
+	return profileSummary{text: strings.TrimRight(w.String(), "\n")}
+}
+
+// areaTables writes one worker's profile by area of code (the package that
+// spends the CPU, whatever the work is for) and capstan's busiest
+// functions.
+func areaTables(p func(string, ...any), cp, bp cpuProfile, ct, bt int) {
 	per := func(d time.Duration, tasks int) string {
 		if tasks == 0 {
 			return "–"
 		}
 		return cpuMS(d / time.Duration(tasks))
 	}
-
-	var w strings.Builder
-	p := func(format string, args ...any) { fmt.Fprintf(&w, format+"\n", args...) }
-	p("## Where the time goes at N = 100 (1 worker)")
+	p("### 1 worker, by area of code")
 	p("")
-	p("CPU per task over the %d N = 100 round(s) of each. The dev server is a separate process; the profile is this", rounds)
-	p("process's (runtime/pprof): the worker, but also the sandbox fakes and the driver, shown apart.")
-	p("Merged profiles: `go tool pprof bench/results/profiles/capstan-n100.pprof` (and bare-n100.pprof).")
+	p("The same profiles by the package that spends the CPU, whatever the work is for.")
 	p("")
-	cs, cw := capstan.cpuPerTask()
-	bs, bw := bare.cpuPerTask()
-	p("| where | capstan CPU/task | bare CPU/task | capstan − bare |")
+	p("| area | capstan CPU/task | bare CPU/task | capstan − bare |")
 	p("| --- | --- | --- | --- |")
-	p("| dev server process | %s | %s | %s |", cpuMS(cs), cpuMS(bs), cpuMS(cs-bs))
-	p("| this process (worker, sandbox, driver) | %s | %s | %s |", cpuMS(cw), cpuMS(bw), cpuMS(cw-bw))
-	p("| · of which in the profile, by area: | | | |")
 	ca, ba := cp.byArea(), bp.byArea()
 	perTask := func(m map[string]time.Duration, a string, tasks int) time.Duration {
 		return m[a] / time.Duration(max(tasks, 1))
@@ -172,15 +198,10 @@ func summarizeProfiles(dir, out string, r *results) profileSummary {
 			names = append(names, a)
 		}
 	}
-	slices.SortFunc(names, func(x, y string) int { return cmp.Compare(diff(y), diff(x)) })
+	slices.SortFunc(names, func(x, y string) int { return cmp.Or(cmp.Compare(diff(y), diff(x)), cmp.Compare(x, y)) })
 	for _, a := range names {
-		p("| · %s | %s | %s | %s |", a, per(ca[a], ct), per(ba[a], bt), cpuMS(diff(a)))
+		p("| %s | %s | %s | %s |", a, per(ca[a], ct), per(ba[a], bt), signedMS(diff(a)))
 	}
-	p("")
-	p("Inside capstan's activities (cumulative CPU per task): ModelTurn %s, ExecuteTool %s, Deliver %s; the ledger stores %s, of which SQLite %s.",
-		per(cp.cumOf("activities.(*Activities).ModelTurn"), ct), per(cp.cumOf("activities.(*Activities).ExecuteTool"), ct),
-		per(cp.cumOf("activities.(*Activities).Deliver"), ct), per(ca["capstan ledger stores"]+ca["SQLite (modernc.org/sqlite, its libc)"], ct),
-		per(ca["SQLite (modernc.org/sqlite, its libc)"], ct))
 	p("")
 	p("Top functions in capstan's profile by own CPU:")
 	p("")
@@ -191,7 +212,6 @@ func summarizeProfiles(dir, out string, r *results) profileSummary {
 	for _, fn := range fns[:min(12, len(fns))] {
 		p("| `%s` | %s | %.1f %% |", fn, per(cp.flat[fn], ct), 100*cp.flat[fn].Seconds()/max(cp.total.Seconds(), 1e-9))
 	}
-	return profileSummary{text: strings.TrimRight(w.String(), "\n")}
 }
 
 func keysOf[V any](m map[string]V) []string {
