@@ -115,6 +115,12 @@ func (p cpuProfile) byArea() map[string]time.Duration {
 // capstan's CPU per task beside bare's by part on each pool size, then one
 // worker's by area of code and its busiest functions.
 func summarizeProfiles(dir, out string, r *results) profileSummary {
+	pools := slices.DeleteFunc([]int{1, 2}, func(workers int) bool {
+		return r.cell(kindCapstan, workers, 100) == nil || r.cell(kindBare, workers, 100) == nil
+	})
+	if len(pools) == 0 {
+		return profileSummary{}
+	}
 	if err := os.MkdirAll(filepath.Join(out, "profiles"), 0o755); err != nil {
 		return profileSummary{text: "Profiles: " + err.Error()}
 	}
@@ -128,28 +134,19 @@ func summarizeProfiles(dir, out string, r *results) profileSummary {
 	p("inside a model turn are the ledger's. Rows are sorted by capstan − bare.")
 	p("Merged profiles: `go tool pprof bench/results/profiles/capstan-n100.pprof` (bare-n100.pprof; capstan-w2-n100.pprof")
 	p("and bare-w2-n100.pprof for two workers).")
-	var one struct {
-		c, b   cpuProfile
-		ct, bt int
-		rounds int
-	}
-	for _, workers := range []int{1, 2} {
+	byArea := func() {} // one worker's tables by area of code, after both pools' parts
+	for _, workers := range pools {
 		capstan, bare := r.cell(kindCapstan, workers, 100), r.cell(kindBare, workers, 100)
-		if capstan == nil || bare == nil {
-			continue
-		}
-		read := func(k kind) (cpuProfile, int, error) {
+		read := func(k kind) (cpuProfile, error) {
 			name := profileName(k, workers, 100)
 			paths, _ := filepath.Glob(filepath.Join(dir, name+"-r*.pprof"))
 			if len(paths) == 0 {
-				return cpuProfile{}, 0, fmt.Errorf("no %s profile", name)
+				return cpuProfile{}, fmt.Errorf("no %s profile", name)
 			}
-			merged := filepath.Join(out, "profiles", name+".pprof")
-			prof, err := readProfile(paths, merged)
-			return prof, len(paths), err
+			return readProfile(paths, filepath.Join(out, "profiles", name+".pprof"))
 		}
-		cp, rounds, err1 := read(kindCapstan)
-		bp, _, err2 := read(kindBare)
+		cp, err1 := read(kindCapstan)
+		bp, err2 := read(kindBare)
 		p("")
 		p("### %s", workersLabel(workers))
 		p("")
@@ -161,13 +158,10 @@ func summarizeProfiles(dir, out string, r *results) profileSummary {
 		bd, bf := bare.tasks()
 		partsTable(p, capstan, bare, cp.byPart, bp.byPart, cd+cf, bd+bf)
 		if workers == 1 {
-			one.c, one.b, one.ct, one.bt, one.rounds = cp, bp, cd+cf, bd+bf, rounds
+			byArea = func() { p(""); areaTables(p, cp, bp, cd+cf, bd+bf) }
 		}
 	}
-	if one.rounds > 0 {
-		p("")
-		areaTables(p, one.c, one.b, one.ct, one.bt)
-	}
+	byArea()
 	return profileSummary{text: strings.TrimRight(w.String(), "\n")}
 }
 
