@@ -5,12 +5,11 @@
 # on ports of their own, one demo task, then headless chromium. Everything
 # it starts it stops.
 set -euo pipefail
-# The output path as given, from the caller's directory; by default the
-# repository's docs/images/codec-ui.png.
-OUT=${1:-}
-case "$OUT" in "" | /*) ;; *) OUT=$PWD/$OUT ;; esac
-cd "$(dirname "$0")/.."
-OUT=${OUT:-$PWD/docs/images/codec-ui.png}
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+# The output path, from the caller's directory when relative.
+OUT=${1:-$ROOT/docs/images/codec-ui.png}
+case "$OUT" in /*) ;; *) OUT=$PWD/$OUT ;; esac
+cd "$ROOT"
 BIN=$PWD/.bin
 PORT=${PORT:-27233}; UI_PORT=${UI_PORT:-28233}; CODEC_PORT=${CODEC_PORT:-28089}
 STATE=$(mktemp -d)
@@ -40,8 +39,9 @@ for _ in $(seq 1 120); do [ -s "$STATE/sandbox.env" ] && break; sleep 0.25; done
 pids+=($!)
 # The worker registers capstan's search attributes before it polls; the
 # starter refuses a task until they exist.
-for _ in $(seq 1 120); do grep -q "polling task queue" "$STATE/worker.log" && break; sleep 0.5; done
-grep -q "polling task queue" "$STATE/worker.log" || { echo "the worker did not start polling in 60 s:" >&2; tail -5 "$STATE/worker.log" >&2; exit 1; }
+worker=$!
+for _ in $(seq 1 120); do grep -q "polling task queue" "$STATE/worker.log" && break; kill -0 "$worker" 2>/dev/null || break; sleep 0.5; done
+grep -q "polling task queue" "$STATE/worker.log" || { echo "the worker did not start polling:" >&2; tail -5 "$STATE/worker.log" >&2; exit 1; }
 WID=$("$BIN/starter" demo --json | sed -n 's/.*"workflow_id": *"\([^"]*\)".*/\1/p' | head -1)
 echo "task $WID"
 URL="http://127.0.0.1:$UI_PORT/namespaces/default/workflows/$WID"
