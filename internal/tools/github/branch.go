@@ -100,7 +100,7 @@ func createBranchTool(c *gogithub.Client) tools.Tool {
 				From   string `json:"from"`
 			}
 			v.decode(raw, &in)
-			a := createBranchArgs{repo: v.repo(in.Repo), branch: v.branch("branch", in.Branch), from: in.From}
+			a := createBranchArgs{repo: v.repo(in.Repo), branch: v.newBranch("branch", in.Branch), from: in.From}
 			if !shaRE.MatchString(in.From) {
 				v.branch("from", in.From)
 			}

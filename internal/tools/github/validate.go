@@ -55,6 +55,25 @@ func (v *validator) branch(field, s string) string {
 	return s
 }
 
+// newBranch checks the name of a branch to create (branch), which must not
+// start with refs/ or heads/: git reads "refs/heads/x" and "heads/x" as the
+// branch x, and so does the policy (docs/design.md §5.8), but the branch
+// created would be named "refs/heads/x", one no rule decided on.
+func (v *validator) newBranch(field, s string) string {
+	if v.branch(field, s); strings.HasPrefix(s, "refs/") || strings.HasPrefix(s, "heads/") {
+		v.fail("field %q is the name of the branch to create, without refs/ or heads/ (%q names a ref): give %q", field, s, branchOf(s))
+	}
+	return s
+}
+
+// branchOf is the branch name in a ref: s without refs/heads/ or heads/.
+func branchOf(s string) string {
+	if b, ok := strings.CutPrefix(s, "refs/heads/"); ok {
+		return b
+	}
+	return strings.TrimPrefix(strings.TrimPrefix(s, "refs/"), "heads/")
+}
+
 // path checks a repository-relative file path.
 func (v *validator) path(s string) string {
 	if s == "" {
