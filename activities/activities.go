@@ -28,6 +28,7 @@ import (
 	"github.com/capstanhq/capstan/internal/ledger"
 	"github.com/capstanhq/capstan/internal/logids"
 	"github.com/capstanhq/capstan/internal/model"
+	"github.com/capstanhq/capstan/internal/policy"
 	"github.com/capstanhq/capstan/internal/tools"
 	"github.com/capstanhq/capstan/reconcilers"
 )
@@ -79,6 +80,12 @@ type Deps struct {
 	// default/base-branch rule guards like the task's base branch. Nil:
 	// the default branch is not known, and the rule guards the base alone.
 	DefaultBranches BranchReader
+	// Floor is this worker's own policy file (CAPSTAN_POLICY), decided on
+	// its own beside the defaults and each task's recorded rules
+	// (policy.Stack): a deny of any layer wins, so a task's rules never
+	// loosen it, and only its override rules loosen a default. Nil: the
+	// defaults and the task's rules alone.
+	Floor *policy.Policy
 	// Identity names this worker in lease owners. Required.
 	Identity string
 	// Breakers guard every call to a model provider, GitHub and Slack

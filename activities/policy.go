@@ -56,8 +56,8 @@ func (a *Activities) decide(ctx context.Context, in contract.ExecuteToolInput, t
 	if task.DefaultBranch, err = a.defaultBranch(ctx, c, in.Policy); err != nil {
 		return nil, err
 	}
-	d := p.Decide(c, task)
-	out := &contract.PolicyDecision{Effect: string(d.Effect), Rule: d.Rule, Reason: d.Reason, Refused: !d.Allowed()}
+	d := policy.Stack{Floor: a.Floor, Task: p}.Decide(c, task)
+	out := &contract.PolicyDecision{Effect: string(d.Effect), Rule: d.Rule, Reason: d.Reason, Layer: d.Layer, Refused: !d.Allowed()}
 	if d.NeedsApproval() {
 		approvalGate(in, out)
 	}
@@ -82,12 +82,12 @@ func (a *Activities) recordDecision(ctx context.Context, in contract.ExecuteTool
 // ledgerDecision is d as the ledger records it on in's operation.
 func ledgerDecision(in contract.ExecuteToolInput, d *contract.PolicyDecision) ledger.Decision {
 	return ledger.Decision{OperationID: in.OperationID, Tenant: in.Tenant, TaskID: in.TaskID, Tool: in.Tool,
-		Effect: d.Effect, Rule: d.Rule, Reason: d.Reason, Refused: d.Refused}
+		Effect: d.Effect, Rule: d.Rule, Reason: d.Reason, Layer: d.Layer, Refused: d.Refused}
 }
 
 // policyDecision is a recorded decision as ExecuteTool's result carries it.
 func policyDecision(d ledger.Decision) *contract.PolicyDecision {
-	return &contract.PolicyDecision{Effect: d.Effect, Rule: d.Rule, Reason: d.Reason, Refused: d.Refused}
+	return &contract.PolicyDecision{Effect: d.Effect, Rule: d.Rule, Reason: d.Reason, Layer: d.Layer, Refused: d.Refused}
 }
 
 // admit has the task's policy decide the call before anything is claimed
@@ -146,7 +146,8 @@ func (e *decidedOtherwise) Error() string {
 
 // offered are the tools offered to the model: every registered one but
 // those the task's policy refuses whatever their arguments
-// (policy.AlwaysRefused), which only a policy file's rules can do. A
+// (policy.Stack.AlwaysRefused), which only a policy file's rules can do:
+// the worker's own or the task's. A
 // context that carries the file's text under a reference (the chain's first
 // turn, changePolicyByReference) has the text stored with the turn's
 // commit (pending), where every later call finds it. Its policy is
@@ -155,7 +156,7 @@ func (e *decidedOtherwise) Error() string {
 // fail the task's first tool call.
 func (a *Activities) offered(ctx context.Context, tp *contract.TaskPolicy, pending *pendingItems) ([]model.ToolSpec, error) {
 	specs := a.Tools.Specs()
-	if tp == nil || (!contract.HasPolicyText(tp) && tp.SourceRef == "") {
+	if tp == nil || (!contract.HasPolicyText(tp) && tp.SourceRef == "" && a.Floor == nil) {
 		return specs, nil
 	}
 	if contract.HasPolicyText(tp) && tp.SourceRef != "" {
@@ -168,7 +169,7 @@ func (a *Activities) offered(ctx context.Context, tp *contract.TaskPolicy, pendi
 	out := make([]model.ToolSpec, 0, len(specs))
 	for _, s := range specs {
 		if tool, err := a.Tools.Get(s.Name); err == nil {
-			if _, refused := p.AlwaysRefused(s.Name, tool.Class(), toolServer(tool), policyTask(tp)); refused {
+			if _, refused := (policy.Stack{Floor: a.Floor, Task: p}).AlwaysRefused(s.Name, tool.Class(), toolServer(tool), policyTask(tp)); refused {
 				continue
 			}
 		}
@@ -179,16 +180,29 @@ func (a *Activities) offered(ctx context.Context, tp *contract.TaskPolicy, pendi
 
 // defaultBranch is the default branch of the repository a write goes to,
 // when it is one of the task's (a write elsewhere is refused by
-// default/repository whatever its branch): read before the write is
-// decided, through the worker's cache (Deps.DefaultBranches). "" for a
-// read, or when the worker cannot read default branches.
+// default/repository whatever its branch, unless the worker's file may
+// lift a default): read before the write is
+// decided, through the worker's cache (Deps.DefaultBranches), and before a
+// read that names HEAD, which stands for it. "" for another read, or when
+// the worker cannot read default branches.
 func (a *Activities) defaultBranch(ctx context.Context, c policy.Call, tp *contract.TaskPolicy) (string, error) {
-	if a.DefaultBranches == nil || !c.Writes || c.Repository == "" || !slices.ContainsFunc(tp.Repositories, func(r string) bool {
-		return strings.EqualFold(r, c.Repository)
-	}) {
+	if a.DefaultBranches == nil || !(c.Writes || namesHead(c, tp)) || c.Repository == "" {
 		return "", nil
 	}
+	if len(a.Floor.Overrides()) == 0 && !slices.ContainsFunc(tp.Repositories, func(r string) bool {
+		return strings.EqualFold(r, c.Repository)
+	}) {
+		return "", nil // refused by default/repository, which nothing lifts
+	}
 	return a.DefaultBranches.DefaultBranch(ctx, c.Repository)
+}
+
+// namesHead is whether the call or the task's base names HEAD, which the
+// policy reads as the repository's default branch (a read too).
+func namesHead(c policy.Call, tp *contract.TaskPolicy) bool {
+	return slices.ContainsFunc([]string{c.Branch, c.From, c.Into, tp.Base}, func(ref string) bool {
+		return strings.TrimPrefix(strings.TrimPrefix(ref, "refs/"), "heads/") == "HEAD"
+	})
 }
 
 // policyTask is what the policy knows of the task.

@@ -109,6 +109,9 @@ type PolicyDecision struct {
 	Effect string // allow, deny or require_approval
 	Rule   string
 	Reason string
+	// Layer is the rule set the rule is of (policy.Decision.Layer): the
+	// defaults, the deciding worker's own file, or the task's.
+	Layer string `json:",omitempty"`
 	// Refused says nothing was sent: a deny, or a require_approval of a
 	// task that cannot ask a person (ExecuteToolInput.Approvals false).
 	Refused bool

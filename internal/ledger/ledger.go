@@ -142,6 +142,10 @@ type Decision struct {
 	Effect      string // allow, deny or require_approval
 	Rule        string
 	Reason      string
+	// Layer is the rule set the rule is of (policy.Decision.Layer):
+	// "default", "worker FILE@SHA" (the deciding worker's own file),
+	// "task FILE" or "task"; "" for a decision recorded before layers.
+	Layer string
 	// Refused says nothing was, or will be, sent for the operation.
 	Refused   bool
 	CreatedAt time.Time

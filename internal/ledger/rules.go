@@ -59,10 +59,10 @@ func ClaimDecision(req ClaimRequest) (Decision, bool) {
 }
 
 // SameDecision reports whether two decisions on an operation decide the
-// same: effect, rule, reason and refusal. A claim that carries a decision
+// same: effect, rule, reason, layer and refusal. A claim that carries a decision
 // goes ahead only when the one recorded is the same as its own.
 func SameDecision(a, b Decision) bool {
-	return a.Effect == b.Effect && a.Rule == b.Rule && a.Reason == b.Reason && a.Refused == b.Refused
+	return a.Effect == b.Effect && a.Rule == b.Rule && a.Reason == b.Reason && a.Layer == b.Layer && a.Refused == b.Refused
 }
 
 // LeaseLive reports whether op's lease is still held at now. A lease expires

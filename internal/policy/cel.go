@@ -72,6 +72,10 @@ func compileCondition(env *cel.Env, text string) (*condition, error) {
 	if err != nil {
 		return nil, fmt.Errorf("its condition cannot be prepared: %s", oneLine(err.Error()))
 	}
+	if lit := upperRepositoryLiteral(ast.NativeRep()); lit != "" {
+		return nil, fmt.Errorf("its condition compares a repository name with %q, which could never match: names compare in lower case, as GitHub compares them, so write %q",
+			lit, strings.ToLower(lit))
+	}
 	c := &condition{text: text, program: prg}
 	for _, ref := range ast.NativeRep().ReferenceMap() {
 		for _, v := range celVariables {
@@ -117,7 +121,7 @@ func (a *activation) ResolveName(name string) (any, bool) {
 	case "writes":
 		return a.c.writes(), true
 	case "repository":
-		return a.c.Repository, true
+		return a.c.Repository, true // lower case (normalize)
 	case "branch":
 		return a.c.Branch, true
 	case "path":
@@ -135,7 +139,7 @@ func (a *activation) ResolveName(name string) (any, bool) {
 			return map[string]string{}, true
 		}
 		return a.t.Labels, true
-	case "task.repositories":
+	case "task.repositories": // lower case (normalize)
 		if a.t.Repositories == nil {
 			return []string{}, true
 		}

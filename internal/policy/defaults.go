@@ -38,13 +38,14 @@ var BuiltinRules = []string{RuleRepository, RuleBaseBranch, RuleBranchPrefix, Ru
 // can run code with the repository's secrets.
 const workflowDir = ".github/workflows/"
 
-// decideDefaults applies the default rules to c, in BuiltinRules' order.
+// decideDefaults applies the default rules to c, in BuiltinRules' order,
+// but the one the worker's file lifted for it (Task.applies).
 func decideDefaults(c Call, t Task) Decision {
-	if c.Repository != "" && !t.hasRepository(c.Repository) {
+	if t.applies(RuleRepository) && c.Repository != "" && !t.hasRepository(c.Repository) {
 		return deny(RuleRepository, c.Repository+" is outside this task's repositories: "+repositories(t))
 	}
 	writes := c.writes()
-	if writes && c.Branch != "" {
+	if t.applies(RuleBaseBranch) && writes && c.Branch != "" {
 		switch {
 		case t.Base != "" && c.Branch == t.Base:
 			return deny(RuleBaseBranch, c.Branch+" is this task's base branch, which it never writes to: write to a branch starting with "+
@@ -54,11 +55,11 @@ func decideDefaults(c Call, t Task) Decision {
 				t.prefix()+" and open a pull request into it")
 		}
 	}
-	if c.CreatesBranch && !strings.HasPrefix(c.Branch, t.prefix()) {
+	if t.applies(RuleBranchPrefix) && c.CreatesBranch && !strings.HasPrefix(c.Branch, t.prefix()) {
 		return deny(RuleBranchPrefix, "branch "+quoteEmpty(c.Branch)+" does not start with "+t.prefix()+
 			", which every branch this task creates must: name it "+t.prefix()+strings.TrimPrefix(c.Branch, "/"))
 	}
-	if writes && c.Path != "" && underWorkflows(c.Path) {
+	if t.applies(RuleWorkflowFiles) && writes && c.Path != "" && underWorkflows(c.Path) {
 		return deny(RuleWorkflowFiles, c.Path+" is under "+workflowDir+", where this task never writes (a workflow runs with the repository's secrets): "+
 			"files elsewhere are allowed")
 	}

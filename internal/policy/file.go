@@ -30,13 +30,16 @@ import (
 // The match fields are tool, class (read_only, idempotent, conditional,
 // unsafe), server, repository (without regard to case), branch and path. A
 // rule matches a call when each field it has matches (a field the call has
-// no value for matches nothing) and its condition is true.
+// no value for matches nothing) and its condition is true. An allow rule
+// of the worker's file may name one default rule it loosens for the calls
+// it decides (override: default/base-branch, say; Stack); in a task's file
+// the key lifts nothing.
 
 // matchKeys are a rule's match fields, in the order they are shown.
 var matchKeys = []string{"tool", "class", "server", "repository", "branch", "path"}
 
 // ruleKeys are every key a rule may have.
-var ruleKeys = append([]string{"name", "when", "effect", "reason"}, matchKeys...)
+var ruleKeys = append([]string{"name", "when", "effect", "reason", "override"}, matchKeys...)
 
 // FileError is a policy file that was refused: one sentence naming the
 // file, the line and, when the problem is in one, the rule.
@@ -180,6 +183,8 @@ func parseRule(env *cel.Env, n *yaml.Node, index int, fail func(int, string, str
 			r.effect, effectLine = Effect(v.Value), v.Line
 		case "reason":
 			r.reason = strings.TrimSpace(v.Value)
+		case "override":
+			r.override = strings.TrimSpace(v.Value)
 		}
 	}
 	switch {
@@ -193,6 +198,10 @@ func parseRule(env *cel.Env, n *yaml.Node, index int, fail func(int, string, str
 		return nil, fail(effectLine, label, "effect %q is none of allow, deny, require_approval", r.effect)
 	case r.effect == Deny && r.reason == "":
 		return nil, fail(n.Line, label, "a deny rule needs a reason, which the model is told")
+	case r.override != "" && !slices.Contains(overridable(), r.override):
+		return nil, fail(keyLines["override"], label, "override %q is none of the default rules that refuse: %s", r.override, strings.Join(overridable(), ", "))
+	case r.override != "" && r.effect != Allow:
+		return nil, fail(keyLines["override"], label, "a rule with override loosens a default, so its effect is allow, not %s", r.effect)
 	}
 	for i, g := range r.match["repository"] {
 		r.match["repository"][i] = strings.ToLower(g)
@@ -205,6 +214,18 @@ func parseRule(env *cel.Env, n *yaml.Node, index int, fail func(int, string, str
 		r.when = cond
 	}
 	return r, nil
+}
+
+// overridable are the default rules a worker's file may lift (override):
+// every one but those that allow.
+func overridable() []string {
+	var out []string
+	for _, n := range BuiltinRules {
+		if n != RuleRead && n != RuleAllow {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 var classes = []capstan.Class{capstan.ClassReadOnly, capstan.ClassIdempotent, capstan.ClassConditional, capstan.ClassUnsafe}

@@ -95,7 +95,15 @@ type Task struct {
 	// classes, that the rules allow waits for a person's approval instead
 	// (RuleRequireApproval). A refusal stays a refusal.
 	RequireApproval []string
+
+	// lifted is the default rule the worker's file lifts for the call
+	// being decided (Stack); "" for none.
+	lifted string
 }
+
+// applies is whether the default rule named rule applies to the call
+// being decided: it does unless the worker's file lifted it (override).
+func (t Task) applies(rule string) bool { return t.lifted != rule }
 
 // needsApproval is the --require-approval entry that names c's tool or
 // class; "" when none does.
@@ -145,6 +153,10 @@ type Decision struct {
 	// Rule is the name of the rule that decided: a file rule's name, or
 	// one of the default rules' (RuleRepository, …).
 	Rule string
+	// Layer is the rule set the rule is of (Stack): LayerDefault, or
+	// "worker FILE@SHA" or "task FILE" for a file's rule, "task" for
+	// RuleRequireApproval.
+	Layer string
 	// Reason is one sentence: why, and for a refusal what is allowed.
 	Reason string
 }
@@ -192,40 +204,26 @@ func (p *Policy) Source() []byte {
 	return p.source
 }
 
-// Decide is the decision for call c of task t: the first file rule that
-// matches decides, else the first default rule that does; a call they
+// Decide is the decision for call c of task t with p as the task's rules
+// over the default rules (Stack): a deny of either wins, and a call they
 // allow whose tool or class the task requires approval for
 // (Task.RequireApproval) waits for a person instead (RuleRequireApproval).
 func (p *Policy) Decide(c Call, t Task) Decision {
-	c.Branch = strings.TrimPrefix(c.Branch, "refs/heads/")
-	c.From = strings.TrimPrefix(c.From, "refs/heads/")
-	c.Into = strings.TrimPrefix(c.Into, "refs/heads/")
-	d, ok := Decision{}, false
-	if p != nil && len(p.rules) > 0 {
-		d, ok = p.decideFile(c, t)
-	}
-	if !ok {
-		d = decideDefaults(c, t)
-	}
-	if n := t.needsApproval(c); n != "" && d.Allowed() {
-		return Decision{Effect: RequireApproval, Rule: RuleRequireApproval,
-			Reason: "this task was started with --require-approval " + n + ": a person approves each such call before it is sent"}
-	}
-	return d
+	return Stack{Task: p}.Decide(c, t)
 }
 
-// decideFile is the decision of the first file rule that matches, and
-// whether one did. It takes its own copies of c and t, which its CEL
-// activation points to, so a decision by the defaults alone does not move
-// them to the heap.
-func (p *Policy) decideFile(c Call, t Task) (Decision, bool) {
+// decideFile is the decision of the first file rule that matches, that
+// rule, and whether one did. It takes its own copies of c and t, which its
+// CEL activation points to, so a decision by the defaults alone does not
+// move them to the heap.
+func (p *Policy) decideFile(c Call, t Task) (Decision, *rule, bool) {
 	act := &activation{c: &c, t: &t}
 	for _, r := range p.rules {
 		if d, ok := r.decide(act); ok {
-			return d, true
+			return d, r, true
 		}
 	}
-	return Decision{}, false
+	return Decision{}, nil, false
 }
 
 // AlwaysRefused reports whether every call of the tool named tool (of class

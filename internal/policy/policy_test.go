@@ -124,8 +124,8 @@ const rulesFile = `rules:
     reason: pull requests are how changes are proposed
 `
 
-// The file's rules come first and the first that matches decides; the
-// defaults decide what none matches.
+// The file's first rule that matches decides its layer; the defaults decide
+// on their own, and a deny of either wins.
 func TestFileRules(t *testing.T) {
 	t.Parallel()
 	p := mustParse(t, rulesFile)
@@ -145,7 +145,8 @@ func TestFileRules(t *testing.T) {
 	}{
 		{"a label makes a pull request wait", pr, prod, RequireApproval, "prod-pull-requests", "rule prod-pull-requests (line 2) requires a person's approval of github_create_pull_request"},
 		{"without the label a later rule decides", pr, task, Allow, "every-pull-request", "pull requests are how changes are proposed"},
-		{"the first match wins over the defaults", putFile("acme/docs", "main", "docs/a.md"), task, Allow, "docs-anywhere", "rule docs-anywhere (line 6) allows github_put_file"},
+		{"the first match decides the file's layer", putFile("acme/payments", "capstan/x", "docs/a.md"), task, Allow, "docs-anywhere", "rule docs-anywhere (line 6) allows github_put_file"},
+		{"a file's allow does not override a default's deny", putFile("acme/docs", "main", "docs/a.md"), task, Deny, RuleRepository, "acme/docs is outside this task's repositories: acme/payments"},
 		{"a list of globs", putFile("acme/payments", "capstan/x", "third_party/lib/a.go"), task, Deny, "no-vendor", "vendored code is updated by the dependency bot, not by tasks"},
 		{"* stops at a slash", putFile("acme/payments", "capstan/x", "docsy/a.md"), task, Allow, RuleAllow, ""},
 		{"the tenant decides", comment, big, Deny, "big-tenant-comments", "tenant big takes no comments from tasks"},
@@ -182,7 +183,7 @@ func TestConditionErrorRefuses(t *testing.T) {
 	}
 	task := task
 	task.Labels = map[string]string{"env": "prod"}
-	if d := p.Decide(putFile("acme/payments", "main", "a"), task); !d.Allowed() || d.Rule != "by-env" {
+	if d := p.Decide(putFile("acme/payments", "capstan/x", "a"), task); !d.Allowed() || d.Rule != "by-env" {
 		t.Errorf("with the label: %s, want allow by by-env", d)
 	}
 }

@@ -15,6 +15,9 @@ type rule struct {
 	match    map[string][]string
 	whenText string
 	when     *condition // nil without a condition
+	// override is the default rule this allow rule lifts for the calls it
+	// decides, when it is of the worker's file (Stack); "" for none.
+	override string
 }
 
 // decide is the rule's decision for the call and task of act, and whether
@@ -107,6 +110,9 @@ func (r *rule) describe() string {
 	}
 	if r.when != nil {
 		parts = append(parts, "when "+strings.Join(strings.Fields(r.whenText), " "))
+	}
+	if r.override != "" {
+		parts = append(parts, "override "+r.override)
 	}
 	if len(parts) == 0 {
 		return "every call"

@@ -105,6 +105,7 @@ type Worker struct {
 	gc            config.LedgerGC // the periodic ledger retention Run runs (gc.go)
 	mcp           *mcp.Pool       // the MCP servers of CAPSTAN_MCP_CONFIG; nil for none (mcp.go)
 	handOff       *activities.HandOff
+	floor         *policy.Policy // CAPSTAN_POLICY, decided beside each task's rules; nil for none
 }
 
 // handOffWait bounds how long a stopped worker waits, once its stop
@@ -157,7 +158,7 @@ func New(ctx context.Context, o Options) (_ *Worker, err error) {
 	if err := cfg.ValidateWorker(); err != nil {
 		return nil, err
 	}
-	if err := checkPolicy(cfg.PolicyFile); err != nil {
+	if w.floor, err = checkPolicy(cfg.PolicyFile); err != nil {
 		return nil, err
 	}
 	if err := w.serveMetrics(cfg.MetricsAddr, o.Stdout); err != nil {
@@ -234,9 +235,11 @@ func (w *Worker) newActivities(cfg config.Config, cl Clients, breakers *breaker.
 		Tools:     cl.Tools,
 		// Read before a write is decided, once per repository.
 		DefaultBranches: cl.DefaultBranches,
-		Identity:        w.identity,
-		Breakers:        breakers,
-		Lease:           cfg.Lease,
+		// This worker's own policy: a floor no task's rules loosen.
+		Floor:    w.floor,
+		Identity: w.identity,
+		Breakers: breakers,
+		Lease:    cfg.Lease,
 		// How long a task waits for this worker's ledger in one outage.
 		LedgerOutageLimit: cfg.LedgerOutageLimit,
 		// The limits a task leaves unset: see activities.WorkerLimits.
@@ -399,19 +402,22 @@ func newIdentity() string {
 	return fmt.Sprintf("capstan-worker@%s/%d/%s", config.Hostname(), os.Getpid(), hex.EncodeToString(b))
 }
 
-// checkPolicy refuses a worker whose CAPSTAN_POLICY does not load: the one
-// sentence of policy.Load, naming the file, the line and the rule. A task
-// decides with the text its starter recorded, not with the worker's file;
-// the check stops a pool deployed with a broken file before it serves
-// anything, as `starter run` refuses to start a task with one.
-func checkPolicy(file string) error {
+// checkPolicy loads the worker's own CAPSTAN_POLICY, its floor: decided
+// on every call beside the defaults and the rules the task's starter
+// recorded (policy.Stack), so a deny there holds whatever a task's rules
+// allow. A file that does not load refuses the worker with the one
+// sentence of policy.Load, naming the file, the line and the rule, before
+// it serves anything, as `starter run` refuses to start a task with one.
+// No file is nil.
+func checkPolicy(file string) (*policy.Policy, error) {
 	if file == "" {
-		return nil
+		return nil, nil
 	}
-	if _, err := policy.Load(file); err != nil {
-		return fmt.Errorf("CAPSTAN_POLICY: %w", err)
+	p, err := policy.Load(file)
+	if err != nil {
+		return nil, fmt.Errorf("CAPSTAN_POLICY: %w", err)
 	}
-	return nil
+	return p, nil
 }
 
 // itemCacheBytes turns CAPSTAN_ITEM_CACHE_BYTES, where 0 keeps no items,

@@ -49,14 +49,14 @@ func TestNewRefusesABadPolicyFile(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "CAPSTAN_POLICY: policy file "+bad+", line 7, rule \"broken\"") || strings.Count(err.Error(), "\n") != 0 {
 		t.Fatalf("New = %v, want one sentence naming %s, line 7, rule \"broken\"", err, bad)
 	}
-	if err := checkPolicy(""); err != nil {
+	if _, err := checkPolicy(""); err != nil {
 		t.Errorf("no policy file: %v", err)
 	}
 	good := filepath.Join(dir, "good.yaml")
 	if err := os.WriteFile(good, []byte("rules:\n  - name: fine\n    tool: github_comment\n    effect: deny\n    reason: no\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := checkPolicy(good); err != nil {
+	if _, err := checkPolicy(good); err != nil {
 		t.Errorf("a good file: %v", err)
 	}
 }

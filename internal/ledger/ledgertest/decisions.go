@@ -17,7 +17,7 @@ import (
 // an empty slice.
 func testDecisionRecordedOnce(h *h) {
 	first := ledger.Decision{OperationID: "acme:T1:~s:put:1", Tenant: "acme", TaskID: "T1", Tool: "github_put_file",
-		Effect: "deny", Rule: "default/base-branch", Reason: "main is this task's base branch", Refused: true}
+		Effect: "deny", Rule: "default/base-branch", Reason: "main is this task's base branch", Layer: "default", Refused: true}
 	got, created, err := h.s.RecordDecision(h.ctx, first)
 	want := first
 	want.CreatedAt = Epoch
@@ -26,7 +26,7 @@ func testDecisionRecordedOnce(h *h) {
 	}
 	h.clock.Advance(time.Second)
 	other := first
-	other.Effect, other.Rule, other.Reason, other.Refused = "allow", "default/allow", "allowed", false
+	other.Effect, other.Rule, other.Reason, other.Refused, other.Layer = "allow", "default/allow", "allowed", false, "worker policy.yaml@0123456789ab"
 	if got, created, err := h.s.RecordDecision(h.ctx, other); err != nil || created || got != want {
 		h.Fatalf("RecordDecision again = %+v, %v, %v; want the first decision %+v, not created", got, created, err, want)
 	}
@@ -51,7 +51,7 @@ func testDecisionRecordedOnce(h *h) {
 // ExecuteTool sends it with the claim: the identity fields left to the
 // operation's.
 func allowDecision() *ledger.Decision {
-	return &ledger.Decision{Effect: "allow", Rule: "default/allow", Reason: "allowed"}
+	return &ledger.Decision{Effect: "allow", Rule: "no-secrets", Reason: "allowed", Layer: "worker /etc/capstan/policy.yaml@0123456789ab"}
 }
 
 // A claim that carries the policy's decision records it in the claim's
@@ -63,7 +63,7 @@ func testClaimRecordsDecision(h *h) {
 	op := newOp("op-decided", "T1")
 	res, err := h.s.Claim(h.ctx, ledger.ClaimRequest{Op: op, Owner: "w1/1", Lease: Lease, Running: true, Decision: allowDecision()})
 	want := ledger.Decision{OperationID: op.ID, Tenant: op.Tenant, TaskID: op.TaskID, Tool: op.Kind,
-		Effect: "allow", Rule: "default/allow", Reason: "allowed", CreatedAt: Epoch}
+		Effect: "allow", Rule: "no-secrets", Reason: "allowed", Layer: "worker /etc/capstan/policy.yaml@0123456789ab", CreatedAt: Epoch}
 	if err != nil || res.Status != ledger.Claimed || res.Op.State != capstan.OutcomeRunning || res.Decision == nil || *res.Decision != want || !res.DecisionCreated {
 		h.Fatalf("Claim with a decision = %+v (decision %+v), %v; want claimed running, decision %+v created", res, res.Decision, err, want)
 	}
@@ -91,7 +91,7 @@ func testClaimRecordsDecision(h *h) {
 func testClaimDecidedOtherwise(h *h) {
 	op := newOp("op-refused-first", "T1")
 	first := ledger.Decision{OperationID: op.ID, Tenant: op.Tenant, TaskID: op.TaskID, Tool: op.Kind,
-		Effect: "deny", Rule: "default/base-branch", Reason: "main is this task's base branch", Refused: true}
+		Effect: "deny", Rule: "default/base-branch", Reason: "main is this task's base branch", Layer: "default", Refused: true}
 	if _, _, err := h.s.RecordDecision(h.ctx, first); err != nil {
 		h.Fatalf("RecordDecision: %v", err)
 	}
@@ -103,6 +103,20 @@ func testClaimDecidedOtherwise(h *h) {
 	}
 	if _, err := h.s.Get(h.ctx, op.ID); !errors.Is(err, ledger.ErrNotFound) {
 		h.Fatalf("Get after a claim decided otherwise: %v, want ErrNotFound: nothing claimed", err)
+	}
+
+	// The same decision by another worker's floor is another decision.
+	floorOp := newOp("op-other-floor", "T1")
+	mine := *allowDecision()
+	mine.OperationID = floorOp.ID
+	if _, _, err := h.s.RecordDecision(h.ctx, mine); err != nil {
+		h.Fatalf("RecordDecision: %v", err)
+	}
+	theirs := allowDecision()
+	theirs.Layer = "worker /etc/capstan/policy.yaml@ba9876543210"
+	if res, err := h.s.Claim(h.ctx, ledger.ClaimRequest{Op: floorOp, Owner: "w2/1", Lease: Lease, Decision: theirs}); err != nil ||
+		res.Status != ledger.DecidedOtherwise || res.Decision == nil || res.Decision.Layer != mine.Layer {
+		h.Fatalf("Claim with the decision of another layer = %+v, %v; want decided otherwise by %s", res, err, mine.Layer)
 	}
 
 	known := newOp("op-known", "T1")

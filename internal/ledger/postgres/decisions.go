@@ -10,7 +10,7 @@ import (
 	"github.com/capstanhq/capstan/internal/ledger"
 )
 
-const decisionColumns = "operation_id, tenant, task_id, tool, effect, rule, reason, refused, created_at"
+const decisionColumns = "operation_id, tenant, task_id, tool, effect, rule, reason, refused, created_at, layer"
 
 // RecordDecision implements ledger.Store in one statement: the insert, or
 // when the operation has a decision already, that decision (the no-op
@@ -22,12 +22,12 @@ func (s *Store) RecordDecision(ctx context.Context, d ledger.Decision) (ledger.D
 	var stored ledger.Decision
 	var created bool
 	err := s.pool.QueryRow(ctx, `INSERT INTO decisions (`+decisionColumns+`)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, `+dbNow(9)+`)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, `+dbNow(9)+`, $10)
 		ON CONFLICT (operation_id) DO UPDATE SET operation_id = decisions.operation_id
 		RETURNING `+decisionColumns+`, (xmax = 0)`,
-		d.OperationID, d.Tenant, d.TaskID, d.Tool, d.Effect, d.Rule, d.Reason, d.Refused, s.nowArg()).Scan(
+		d.OperationID, d.Tenant, d.TaskID, d.Tool, d.Effect, d.Rule, d.Reason, d.Refused, s.nowArg(), d.Layer).Scan(
 		&stored.OperationID, &stored.Tenant, &stored.TaskID, &stored.Tool, &stored.Effect, &stored.Rule, &stored.Reason,
-		&stored.Refused, &stored.CreatedAt, &created)
+		&stored.Refused, &stored.CreatedAt, &stored.Layer, &created)
 	if err != nil {
 		return ledger.Decision{}, false, unavailable(fmt.Errorf("ledger/postgres: record decision on %s: %w", d.OperationID, err))
 	}
@@ -43,7 +43,7 @@ func (s *Store) Decisions(ctx context.Context, taskID string) ([]ledger.Decision
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ledger.Decision, error) {
 		var d ledger.Decision
-		err := r.Scan(&d.OperationID, &d.Tenant, &d.TaskID, &d.Tool, &d.Effect, &d.Rule, &d.Reason, &d.Refused, &d.CreatedAt)
+		err := r.Scan(&d.OperationID, &d.Tenant, &d.TaskID, &d.Tool, &d.Effect, &d.Rule, &d.Reason, &d.Refused, &d.CreatedAt, &d.Layer)
 		d.CreatedAt = d.CreatedAt.UTC()
 		return d, err
 	})

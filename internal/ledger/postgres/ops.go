@@ -155,7 +155,7 @@ func (s *Store) claimNewDecided(ctx context.Context, req ledger.ClaimRequest, d 
 	err := s.pool.QueryRow(ctx, `WITH t AS (SELECT `+dbNow(18)+` AS now),
 		d AS (
 			INSERT INTO decisions (`+decisionColumns+`)
-			SELECT $1, $19, $20, $21, $22, $23, $24, $25, t.now FROM t
+			SELECT $1, $19, $20, $21, $22, $23, $24, $25, t.now, $26 FROM t
 			ON CONFLICT (operation_id) DO UPDATE SET operation_id = decisions.operation_id
 			RETURNING `+decisionColumns+`, (xmax = 0) AS created),
 		o AS (
@@ -163,19 +163,19 @@ func (s *Store) claimNewDecided(ctx context.Context, req ledger.ClaimRequest, d 
 			SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, t.now + $11::bigint * interval '1 microsecond',
 				$12, $13, $14, $15, $16, t.now, t.now, $17
 			FROM t, d
-			WHERE d.created OR (d.effect = $22 AND d.rule = $23 AND d.reason = $24 AND d.refused = $25)
+			WHERE d.created OR (d.effect = $22 AND d.rule = $23 AND d.reason = $24 AND d.refused = $25 AND d.layer = $26)
 			ON CONFLICT (operation_id) DO NOTHING
 			RETURNING created_at, lease_expires_at)
-		SELECT d.operation_id, d.tenant, d.task_id, d.tool, d.effect, d.rule, d.reason, d.refused, d.created_at,
+		SELECT d.operation_id, d.tenant, d.task_id, d.tool, d.effect, d.rule, d.reason, d.refused, d.created_at, d.layer,
 			d.created, o.created_at, o.lease_expires_at
 		FROM d LEFT JOIN o ON true`,
 		op.ID, op.Tenant, op.TaskID, op.TurnID, op.ToolCallID, op.Kind,
 		op.BusinessKey, op.RequestHash, string(op.State), op.LeaseOwner,
 		req.Lease.Microseconds(), op.Fence, op.AttemptCount, op.ExternalID,
 		op.Result, op.Error, op.Facts, s.nowArg(),
-		d.Tenant, d.TaskID, d.Tool, d.Effect, d.Rule, d.Reason, d.Refused).Scan(
+		d.Tenant, d.TaskID, d.Tool, d.Effect, d.Rule, d.Reason, d.Refused, d.Layer).Scan(
 		&stored.OperationID, &stored.Tenant, &stored.TaskID, &stored.Tool, &stored.Effect, &stored.Rule, &stored.Reason,
-		&stored.Refused, &stored.CreatedAt, &created, &inserted, &expires)
+		&stored.Refused, &stored.CreatedAt, &stored.Layer, &created, &inserted, &expires)
 	if err != nil {
 		return ledger.ClaimResult{}, fmt.Errorf("record decision and insert: %w", err)
 	}

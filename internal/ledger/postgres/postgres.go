@@ -237,6 +237,8 @@ var migrations = []string{
 		created_at   timestamptz NOT NULL
 	);
 	CREATE INDEX decisions_task_id ON decisions (task_id, created_at, operation_id);`,
+	// The layer of the policy that made each decision (ledger.Decision.Layer).
+	`ALTER TABLE decisions ADD COLUMN layer text NOT NULL DEFAULT '';`,
 }
 
 // migrationLock is the first key of the advisory lock that serializes the

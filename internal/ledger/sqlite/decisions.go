@@ -9,7 +9,7 @@ import (
 	"github.com/capstanhq/capstan/internal/ledger"
 )
 
-const decisionColumns = "operation_id, tenant, task_id, tool, effect, rule, reason, refused, created_at"
+const decisionColumns = "operation_id, tenant, task_id, tool, effect, rule, reason, refused, created_at, layer"
 
 // RecordDecision implements ledger.Store: recordDecision in one write
 // transaction, so the first record of an operation wins.
@@ -35,7 +35,7 @@ func (s *Store) RecordDecision(ctx context.Context, d ledger.Decision) (ledger.D
 // back: an inserted one is d as written.
 func (s *Store) recordDecision(ctx context.Context, tx *sql.Tx, d ledger.Decision, now time.Time) (ledger.Decision, bool, error) {
 	res, err := s.exec(ctx, tx, sqlInsertDecision,
-		d.OperationID, d.Tenant, d.TaskID, d.Tool, d.Effect, d.Rule, d.Reason, d.Refused, toNanos(now))
+		d.OperationID, d.Tenant, d.TaskID, d.Tool, d.Effect, d.Rule, d.Reason, d.Refused, toNanos(now), d.Layer)
 	if err != nil {
 		return ledger.Decision{}, false, err
 	}
@@ -75,7 +75,7 @@ func (s *Store) Decisions(ctx context.Context, taskID string) ([]ledger.Decision
 func scanDecision(r interface{ Scan(...any) error }) (ledger.Decision, error) {
 	var d ledger.Decision
 	var created sql.NullInt64
-	err := r.Scan(&d.OperationID, &d.Tenant, &d.TaskID, &d.Tool, &d.Effect, &d.Rule, &d.Reason, &d.Refused, &created)
+	err := r.Scan(&d.OperationID, &d.Tenant, &d.TaskID, &d.Tool, &d.Effect, &d.Rule, &d.Reason, &d.Refused, &created, &d.Layer)
 	d.CreatedAt = fromNanos(created)
 	return d, err
 }

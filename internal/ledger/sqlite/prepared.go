@@ -50,7 +50,7 @@ const (
 		VALUES (?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (scope) DO UPDATE SET run_id = excluded.run_id, updated_at = excluded.updated_at`
 
-	sqlInsertDecision = "INSERT OR IGNORE INTO decisions (" + decisionColumns + ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+	sqlInsertDecision = "INSERT OR IGNORE INTO decisions (" + decisionColumns + ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 	sqlGetDecision    = "SELECT " + decisionColumns + " FROM decisions WHERE operation_id = ?"
 )
 

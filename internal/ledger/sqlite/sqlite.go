@@ -56,8 +56,8 @@ import (
 // written by a newer schema. Version 2 added the turns table, version 3 the
 // operations' facts column, version 4 the chains of retention: the turns'
 // scope column, the tasks table and item ownership (item_refs), version 5
-// the policy's decisions.
-const schemaVersion = 5
+// the policy's decisions, version 6 the layer that made each decision.
+const schemaVersion = 6
 
 const busyTimeoutMillis = 5000
 
@@ -336,7 +336,8 @@ CREATE TABLE IF NOT EXISTS decisions (       -- since schema version 5: the poli
 	rule         TEXT    NOT NULL,
 	reason       TEXT    NOT NULL DEFAULT '',
 	refused      INTEGER NOT NULL,           -- 0 or 1
-	created_at   INTEGER NOT NULL            -- UTC Unix nanoseconds
+	created_at   INTEGER NOT NULL,           -- UTC Unix nanoseconds
+	layer        TEXT    NOT NULL DEFAULT '' -- since schema version 6; see addLayerColumn
 );
 CREATE INDEX IF NOT EXISTS decisions_task_id ON decisions (task_id, created_at, operation_id);
 `
@@ -363,6 +364,9 @@ func migrate(ctx context.Context, db *sql.DB) error {
 		return err
 	}
 	if err := addScopeColumn(ctx, tx); err != nil {
+		return err
+	}
+	if err := addLayerColumn(ctx, tx); err != nil {
 		return err
 	}
 	if v > 0 && v < 4 {
@@ -395,6 +399,23 @@ func addFactsColumn(ctx context.Context, tx *sql.Tx) error {
 	}
 	if _, err := tx.ExecContext(ctx, "ALTER TABLE operations ADD COLUMN facts BLOB"); err != nil {
 		return fmt.Errorf("add the facts column: %w", err)
+	}
+	return nil
+}
+
+// addLayerColumn brings a decisions table created before schema version 6
+// up to it, as addFactsColumn does the operations table.
+func addLayerColumn(ctx context.Context, tx *sql.Tx) error {
+	var n int
+	if err := tx.QueryRowContext(ctx,
+		"SELECT count(*) FROM pragma_table_info('decisions') WHERE name = 'layer'").Scan(&n); err != nil {
+		return fmt.Errorf("look for the decisions' layer column: %w", err)
+	}
+	if n > 0 {
+		return nil
+	}
+	if _, err := tx.ExecContext(ctx, "ALTER TABLE decisions ADD COLUMN layer TEXT NOT NULL DEFAULT ''"); err != nil {
+		return fmt.Errorf("add the decisions' layer column: %w", err)
 	}
 	return nil
 }
