@@ -158,6 +158,9 @@ func New(d Deps) (*Activities, error) {
 	case d.Identity == "":
 		return nil, fmt.Errorf("%w: Identity", ErrMissingDependency)
 	}
+	if err := d.Floor.CheckTools(d.Tools.Names()); err != nil {
+		return nil, fmt.Errorf("CAPSTAN_POLICY: %w", err)
+	}
 	if d.Providers == nil {
 		d.Providers = map[string]model.Provider{}
 	}

@@ -40,6 +40,9 @@ func (a *Activities) decide(ctx context.Context, in contract.ExecuteToolInput, t
 	if in.Policy == nil {
 		return nil, nil
 	}
+	if err := a.checkApprovalNames(in.Policy); err != nil {
+		return nil, err
+	}
 	p, err := a.compiled(ctx, in.Policy)
 	if err != nil {
 		return nil, err
@@ -153,10 +156,18 @@ func (e *decidedOtherwise) Error() string {
 // commit (pending), where every later call finds it. Its policy is
 // compiled as ExecuteTool's is (compiled): one that does not compile fails
 // the turn worker_misconfigured, naming the rule and the line, as it would
-// fail the task's first tool call.
+// fail the task's first tool call; so does one that names a tool this
+// worker does not have, in a rule or a --require-approval (compiled,
+// checkApprovalNames).
 func (a *Activities) offered(ctx context.Context, tp *contract.TaskPolicy, pending *pendingItems) ([]model.ToolSpec, error) {
 	specs := a.Tools.Specs()
-	if tp == nil || (!contract.HasPolicyText(tp) && tp.SourceRef == "" && a.Floor == nil) {
+	if tp == nil {
+		return specs, nil
+	}
+	if err := a.checkApprovalNames(tp); err != nil {
+		return nil, err
+	}
+	if !contract.HasPolicyText(tp) && tp.SourceRef == "" && a.Floor == nil {
 		return specs, nil
 	}
 	if contract.HasPolicyText(tp) && tp.SourceRef != "" {
@@ -238,8 +249,24 @@ func (a *Activities) compiled(ctx context.Context, tp *contract.TaskPolicy) (*po
 		err = fmt.Errorf("the task's policy, which its starter accepted, does not compile on this worker: %w", err)
 		return nil, temporal.NewNonRetryableApplicationError(err.Error(), contract.ErrTypeWorkerConfig, err)
 	}
+	if err := p.CheckTools(a.Tools.Names()); err != nil {
+		err = fmt.Errorf("the task's policy names a tool this worker does not have: %w", err)
+		return nil, temporal.NewNonRetryableApplicationError(err.Error(), contract.ErrTypeWorkerConfig, err)
+	}
 	a.policies.Store(key, p)
 	return p, nil
+}
+
+// checkApprovalNames refuses a task whose --require-approval names neither
+// a class nor a tool this worker has (an MCP tool by its registered name):
+// it would fail open, asking for no approval at all. It is
+// worker_misconfigured, as a policy that does not compile here.
+func (a *Activities) checkApprovalNames(tp *contract.TaskPolicy) error {
+	if err := policy.CheckApprovalNames(tp.RequireApproval, a.Tools.Names()); err != nil {
+		err = fmt.Errorf("the task's %w", err)
+		return temporal.NewNonRetryableApplicationError(err.Error(), contract.ErrTypeWorkerConfig, err)
+	}
+	return nil
 }
 
 // policyText is the name and text of the task's policy file: from its

@@ -90,6 +90,24 @@ func TestRunFixesTheTasksPolicyContext(t *testing.T) {
 	if _, err := a.taskInput(f); !errors.As(err, &ue) || !strings.Contains(err.Error(), "line 3") {
 		t.Errorf("bad policy file: err = %v, want a usage error naming line 3", err)
 	}
+	// A rule naming a tool that is no built-in one, and no MCP tool's name
+	// either, is refused here; an MCP tool's name is the worker's to check.
+	for _, tc := range []struct {
+		tool string
+		ok   bool
+	}{{"github_put_flie", false}, {"mcp__tickets__create", true}, {"github_*", true}} {
+		file := filepath.Join(dir, "tool.yaml")
+		if err := os.WriteFile(file, []byte("rules:\n  - name: a\n    tool: "+tc.tool+"\n    effect: deny\n    reason: no\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		env["CAPSTAN_POLICY"] = file
+		a = &app{cfg: config.FromEnv(func(k string) string { return env[k] })}
+		_, err := a.taskInput(f)
+		if tc.ok != (err == nil) || err != nil && (!errors.As(err, &ue) ||
+			!strings.Contains(err.Error(), `line 3, rule "a": tool "github_put_flie" matches none of this worker's tools (github_comment, `)) {
+			t.Errorf("a rule on tool %s: %v, want accepted %v (else a usage error naming line 3 and the tools)", tc.tool, err, tc.ok)
+		}
+	}
 }
 
 // --max-tokens and --max-cost go into the task's input; a cost budget on a

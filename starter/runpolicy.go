@@ -65,6 +65,9 @@ func (a *app) taskPolicy(f runFlags, comments []contract.CommentTarget) (*contra
 	}
 	if a.cfg.PolicyFile != "" {
 		p, err := policy.Load(a.cfg.PolicyFile)
+		if err == nil {
+			err = p.CheckBuiltinTools() // an MCP tool's name is the worker's to check
+		}
 		if err != nil {
 			return nil, &usageError{msg: err.Error()}
 		}

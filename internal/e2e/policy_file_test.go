@@ -111,13 +111,13 @@ func TestPolicyFileCELRuleDecidesACall(t *testing.T) {
 	}
 }
 
-// paddedPolicy is policy followed by rules that match nothing (a tool that
-// does not exist) up to at least size bytes.
+// paddedPolicy is policy followed by rules that match nothing (a label no
+// task has) up to at least size bytes.
 func paddedPolicy(policy string, size int) string {
 	var b strings.Builder
 	b.WriteString(policy)
 	for i := 0; b.Len() < size; i++ {
-		fmt.Fprintf(&b, "  - name: padding-%02d\n    tool: no_such_tool_%02d\n    when: labels[?\"team\"].orValue(\"\") == \"t%02d\"\n    effect: deny\n    reason: padding\n", i, i, i)
+		fmt.Fprintf(&b, "  - name: padding-%02d\n    tool: github_comment\n    when: labels[?\"team\"].orValue(\"\") == \"t%02d\"\n    effect: deny\n    reason: padding\n", i, i)
 	}
 	return b.String()
 }

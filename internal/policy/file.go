@@ -169,6 +169,9 @@ func parseRule(env *cel.Env, n *yaml.Node, index int, fail func(int, string, str
 				}
 			}
 			r.match[k.Value] = globs
+			if k.Value == "tool" {
+				r.toolLine = v.Line
+			}
 			continue
 		}
 		if v.Kind != yaml.ScalarNode {

@@ -15,6 +15,8 @@ type rule struct {
 	match    map[string][]string
 	whenText string
 	when     *condition // nil without a condition
+	// toolLine is the line of the tool field; 0 without one.
+	toolLine int
 	// override is the default rule this allow rule lifts for the calls it
 	// decides, when it is of the worker's file (Stack); "" for none.
 	override string
