@@ -87,8 +87,7 @@ var repositoryVariables = map[string]bool{"repository": true, "task.repositories
 // task.repositories), and at the literals of its other operands.
 func upperRepositoryLiteral(a *celast.AST) string {
 	refs := a.ReferenceMap()
-	var isRepo func(e celast.Expr, vars map[string]bool) bool
-	isRepo = func(e celast.Expr, vars map[string]bool) bool {
+	isRepo := func(e celast.Expr, vars map[string]bool) bool {
 		if e.Kind() == celast.IdentKind && vars[e.AsIdent()] {
 			return true
 		}

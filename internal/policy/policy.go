@@ -10,12 +10,17 @@
 //   - Every decision names the rule that made it and carries one sentence
 //     saying why, and for a refusal what is allowed instead ("acme/other is
 //     outside this task's repositories: acme/payments").
-//   - The operator's rules (a policy file, Parse and Load) come first, and
-//     the first rule that matches decides; when none does, the built-in
-//     default rules decide (BuiltinRules): only the task's repositories,
-//     never a write to the base branch or the repository's default branch,
-//     created branches carry the prefix, nothing under .github/workflows/.
-//     With no file the defaults alone apply.
+//   - The built-in default rules (BuiltinRules: only the task's
+//     repositories, never a write to the base branch or the repository's
+//     default branch, created branches carry the prefix, nothing under
+//     .github/workflows/), the worker's own file and the task's file
+//     (Parse and Load) each decide on their own, a file by its first rule
+//     that matches, and a deny of any wins (Stack): a file's allow never
+//     widens the defaults; only a worker's rule with `override` loosens
+//     one. With no file the defaults alone apply.
+//   - Rules see one form of names: repositories in lower case, as GitHub
+//     compares them, and refs as branch names, HEAD as the default branch
+//     (normalize).
 //   - A file is compiled once, when it is loaded; a bad one is refused whole
 //     with one sentence naming the file, its line and the rule (FileError),
 //     so a policy that loaded never fails to compile later.
