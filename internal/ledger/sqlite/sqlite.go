@@ -56,8 +56,8 @@ import (
 // written by a newer schema. Version 2 added the turns table, version 3 the
 // operations' facts column, version 4 the chains of retention: the turns'
 // scope column, the tasks table and item ownership (item_refs), version 5
-// the policy's decisions.
-const schemaVersion = 5
+// the policy's decisions, version 6 the Temporal the ledger serves.
+const schemaVersion = 6
 
 const busyTimeoutMillis = 5000
 
@@ -339,6 +339,12 @@ CREATE TABLE IF NOT EXISTS decisions (       -- since schema version 5: the poli
 	created_at   INTEGER NOT NULL            -- UTC Unix nanoseconds
 );
 CREATE INDEX IF NOT EXISTS decisions_task_id ON decisions (task_id, created_at, operation_id);
+CREATE TABLE IF NOT EXISTS served (          -- since schema version 6: the Temporal retention asks (ledger.Served)
+	id         INTEGER NOT NULL PRIMARY KEY CHECK (id = 1), -- one row at most
+	cluster_id TEXT    NOT NULL,
+	namespace  TEXT    NOT NULL,
+	adopted_at INTEGER NOT NULL              -- UTC Unix nanoseconds
+);
 `
 
 // migrate creates the schema if missing and upgrades an older one. It is
