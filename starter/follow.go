@@ -55,7 +55,7 @@ func (a *app) followCommand() *cobra.Command {
 // hub URL); the text comes from that hub. So it works for a task on any
 // worker of the pool.
 func (a *app) followLive(ctx context.Context, c client.Client, wid, ui string) error {
-	hc := &http.Client{Transport: livestream.WithToken(nil, a.cfg.StreamToken)} // CAPSTAN_STREAM_TOKEN
+	hc := livestream.FollowerClient(nil, a.cfg.StreamToken, a.cfg.StreamOrigins) // CAPSTAN_STREAM_TOKEN, CAPSTAN_STREAM_ORIGINS
 	f := &follower{c: c, wid: wid, http: hc, view: newLiveView(a.stdout, taskIDOf(wid), time.Now)}
 	res, err := f.run(ctx)
 	if err != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -31,8 +32,8 @@ func (a *app) gcCommand() *cobra.Command {
 			if err != nil || d < 0 {
 				return usagef("--older-than %q is not a Go duration of zero or more, such as 720h", olderThan)
 			}
-			return a.withClient(func(ctx context.Context, c client.Client, _ client.Options, _ []string) error {
-				return a.gc(ctx, c, d, dryRun)
+			return a.withClient(func(ctx context.Context, c client.Client, copts client.Options, _ []string) error {
+				return a.gc(ctx, c, copts.Namespace, d, dryRun)
 			})(cmd, nil)
 		},
 	}
@@ -41,7 +42,7 @@ func (a *app) gcCommand() *cobra.Command {
 	return cmd
 }
 
-func (a *app) gc(ctx context.Context, c client.Client, olderThan time.Duration, dryRun bool) error {
+func (a *app) gc(ctx context.Context, c client.Client, namespace string, olderThan time.Duration, dryRun bool) error {
 	quiet := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	keys, err := codec.New(a.cfg.CodecKeys)
 	if err != nil {
@@ -52,7 +53,14 @@ func (a *app) gc(ctx context.Context, c client.Client, olderThan time.Duration, 
 		return err
 	}
 	defer st.Close()
-	rep, err := ledgergc.Run(ctx, st, c.WorkflowService(), ledgergc.Options{OlderThan: olderThan, DryRun: dryRun, Logger: quiet})
+	rep, err := ledgergc.Run(ctx, st, c.WorkflowService(), ledgergc.Options{Namespace: namespace, OlderThan: olderThan, DryRun: dryRun, Logger: quiet})
+	var refused *ledgergc.RefusedError
+	if errors.As(err, &refused) {
+		return err // one sentence: it deleted nothing
+	}
+	if rep.Adopted != nil {
+		fmt.Fprintf(a.stderr, "recorded namespace %s of Temporal cluster %s as the one this ledger serves\n", rep.Adopted.Namespace, rep.Adopted.ClusterID)
+	}
 	verb := "deleted"
 	if dryRun {
 		verb = "would delete"

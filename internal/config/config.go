@@ -115,6 +115,9 @@ type Config struct {
 	// to a worker's live stream as a bearer token; the worker reads it
 	// with LiveStreamFromLookupEnv.
 	StreamToken string
+	// StreamOrigins (CAPSTAN_STREAM_ORIGINS) are the origins besides
+	// loopback ones `starter follow` sends StreamToken to (StreamOrigins).
+	StreamOrigins []string
 	// BreakersOff (CAPSTAN_BREAKERS=off) runs the worker without breakers:
 	// every call is sent, whatever the dependency's state. For
 	// measurements; never the default.
@@ -211,6 +214,11 @@ func FromLookupEnv(lookup func(string) (string, bool)) Config {
 	c.AnthropicBaseURL = withSlash(or("ANTHROPIC_BASE_URL", DefaultAnthropicBaseURL))
 	c.modelSet = strings.TrimSpace(getenv("CAPSTAN_MODEL")) != ""
 	c.StreamToken = streamToken(lookup)
+	if origins, err := StreamOrigins(getenv("CAPSTAN_STREAM_ORIGINS")); err != nil {
+		c.problems = append(c.problems, err)
+	} else {
+		c.StreamOrigins = origins
+	}
 	if v, ok := lookup("CAPSTAN_METRICS_ADDR"); ok {
 		c.MetricsAddr = strings.TrimSpace(v)
 	}

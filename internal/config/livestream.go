@@ -103,3 +103,31 @@ func (ls LiveStream) Loopback() bool {
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
 }
+
+// StreamOrigins parses CAPSTAN_STREAM_ORIGINS, the origins `starter
+// follow` sends CAPSTAN_STREAM_TOKEN to besides loopback ones: URLs or
+// scheme://host[:port], separated by commas, as OriginOf writes them.
+func StreamOrigins(v string) ([]string, error) {
+	var out []string
+	for _, raw := range strings.Split(v, ",") {
+		if strings.TrimSpace(raw) == "" {
+			continue
+		}
+		u, err := url.Parse(strings.TrimSpace(raw))
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" || u.User != nil {
+			return nil, fmt.Errorf("CAPSTAN_STREAM_ORIGINS: %q is not an http:// or https:// origin such as https://worker-1.internal:9465", strings.TrimSpace(raw))
+		}
+		out = append(out, OriginOf(u))
+	}
+	return out, nil
+}
+
+// OriginOf is u's origin as the follower compares it: scheme://host:port,
+// lower case, with the scheme's port when u gives none.
+func OriginOf(u *url.URL) string {
+	scheme, host, port := strings.ToLower(u.Scheme), strings.ToLower(u.Hostname()), u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[scheme]
+	}
+	return scheme + "://" + net.JoinHostPort(host, port)
+}

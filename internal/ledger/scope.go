@@ -97,4 +97,25 @@ type Retention interface {
 	// CountUnscoped counts the operations and turns that belong to no
 	// chain.
 	CountUnscoped(ctx context.Context) (Unscoped, error)
+	// Served returns the Temporal cluster and namespace the ledger serves,
+	// as the first gc that proved it recorded them; ok is false while
+	// none is recorded.
+	Served(ctx context.Context) (s Served, ok bool, err error)
+	// AdoptServed records s as the Temporal the ledger serves unless one
+	// is recorded already, and returns the one recorded: the first
+	// adoption wins, so two gc passes adopting at once agree on one.
+	AdoptServed(ctx context.Context, s Served) (Served, error)
+}
+
+// Served is the Temporal a ledger serves: retention deletes a chain's
+// rows only when this cluster's namespace no longer has the chain, so a
+// gc pointed at another cluster or namespace — which has none of the
+// ledger's chains — must not read that as "gone".
+type Served struct {
+	// ClusterID is the cluster's id (GetClusterInfo), which a new cluster
+	// (a fresh dev server, a rebuilt database) does not share.
+	ClusterID string
+	Namespace string
+	// AdoptedAt is when it was recorded (the ledger's clock).
+	AdoptedAt time.Time
 }

@@ -4,6 +4,15 @@
 // and never a running or still-retained chain's. Temporal is the authority
 // on whether a chain is over; the ledger only says which chains exist and
 // when each last wrote.
+//
+// "Temporal no longer has it" is evidence only from the Temporal that had
+// it: another cluster, or another namespace, has none of the ledger's
+// chains. So a pass first proves it asks the right one — the cluster id
+// and namespace the ledger recorded (ledger.Served), adopted by the first
+// pass that finds one of the ledger's chains alive — and that Temporal
+// still has at least one of the chains that wrote within their
+// namespace's retention, which it must keep. A pass that cannot prove
+// both refuses with a *RefusedError and deletes nothing.
 package ledgergc
 
 import (
@@ -11,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	commonpb "go.temporal.io/api/common/v1"
@@ -22,14 +32,36 @@ import (
 	"github.com/capstanhq/capstan/workflows"
 )
 
-// Describer is the one call of Temporal's workflow service gc makes
+// Temporal is the part of Temporal's workflow service gc asks
 // (workflowservice.WorkflowServiceClient has it).
+type Temporal interface {
+	GetClusterInfo(ctx context.Context, in *workflowservice.GetClusterInfoRequest, opts ...grpc.CallOption) (*workflowservice.GetClusterInfoResponse, error)
+	DescribeNamespace(ctx context.Context, in *workflowservice.DescribeNamespaceRequest, opts ...grpc.CallOption) (*workflowservice.DescribeNamespaceResponse, error)
+	Describer
+}
+
+// Describer is the call that says whether Temporal has an execution.
 type Describer interface {
 	DescribeWorkflowExecution(ctx context.Context, in *workflowservice.DescribeWorkflowExecutionRequest, opts ...grpc.CallOption) (*workflowservice.DescribeWorkflowExecutionResponse, error)
 }
 
+// RefusedError is a pass that deleted nothing because it could not prove
+// that the Temporal it asks is the one the ledger serves. Its message is
+// one sentence for the person who ran gc.
+type RefusedError struct{ Reason string }
+
+func (e *RefusedError) Error() string { return e.Reason }
+
+// clockMargin widens the listing of every chain past now: a chain whose
+// last write the ledger's database stamped a little ahead of this clock is
+// still listed.
+const clockMargin = 24 * time.Hour
+
 // Options is one pass of gc.
 type Options struct {
+	// Namespace is the namespace of the client gc asks through: with the
+	// cluster's id, what the ledger must serve.
+	Namespace string
 	// OlderThan: only chains whose last turn commit is at least this old
 	// are considered.
 	OlderThan time.Duration
@@ -49,11 +81,17 @@ type Report struct {
 	// Unscoped are the rows of tasks started before ledger keys were
 	// scoped, left alone.
 	Unscoped ledger.Unscoped
+	// Adopted is set when this pass recorded the Temporal the ledger
+	// serves (a ledger that had none; never on a dry run).
+	Adopted *ledger.Served
 }
 
 // Run makes one pass: every chain whose last write is older than
-// opts.OlderThan and whose execution Temporal no longer has loses its rows.
-func Run(ctx context.Context, st ledger.Retention, svc Describer, opts Options) (Report, error) {
+// opts.OlderThan and whose execution Temporal no longer has loses its rows
+// — once the pass has proved that it asks the Temporal the ledger serves
+// (see the package comment); otherwise it returns a *RefusedError and
+// deletes nothing.
+func Run(ctx context.Context, st ledger.Retention, svc Temporal, opts Options) (Report, error) {
 	var rep Report
 	if opts.Now == nil {
 		opts.Now = time.Now
@@ -61,20 +99,89 @@ func Run(ctx context.Context, st ledger.Retention, svc Describer, opts Options) 
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	chains, err := st.Chains(ctx, opts.Now().Add(-opts.OlderThan))
+	info, err := svc.GetClusterInfo(ctx, &workflowservice.GetClusterInfoRequest{})
+	if err != nil {
+		return rep, fmt.Errorf("ask Temporal for its cluster id: %w", err)
+	}
+	here := ledger.Served{ClusterID: info.GetClusterId(), Namespace: opts.Namespace}
+	if here.ClusterID == "" || here.Namespace == "" {
+		return rep, &RefusedError{Reason: fmt.Sprintf("gc deleted nothing: Temporal gave no cluster id (%q) or no namespace was set (%q)", here.ClusterID, here.Namespace)}
+	}
+	recorded, ok, err := st.Served(ctx)
 	if err != nil {
 		return rep, err
 	}
-	for _, c := range chains {
-		rep.Considered++
-		live, err := Live(ctx, svc, c)
+	if ok && (recorded.ClusterID != here.ClusterID || recorded.Namespace != here.Namespace) {
+		return rep, &RefusedError{Reason: fmt.Sprintf("gc deleted nothing: this ledger serves namespace %s of Temporal cluster %s, not namespace %s of cluster %s",
+			recorded.Namespace, recorded.ClusterID, here.Namespace, here.ClusterID)}
+	}
+	now := opts.Now()
+	all, err := st.Chains(ctx, now.Add(clockMargin))
+	if err != nil {
+		return rep, err
+	}
+	p := &prover{svc: svc, logger: opts.Logger, live: map[string]bool{}, retention: map[string]time.Duration{}}
+	// Newest first: the chains most likely to be alive.
+	slices.Reverse(all)
+	alive, recent := false, 0
+	for _, c := range all {
+		ret, err := p.retentionOf(ctx, c.Namespace)
 		if err != nil {
-			if ctx.Err() != nil {
-				return rep, ctx.Err()
+			return rep, err
+		}
+		if !c.UpdatedAt.After(now.Add(-ret)) {
+			continue
+		}
+		recent++
+		if alive, err = p.check(ctx, c); err != nil {
+			return rep, err
+		} else if alive {
+			break
+		}
+	}
+	if recent > 0 && !alive {
+		return rep, &RefusedError{Reason: fmt.Sprintf("gc deleted nothing: none of the %d chain(s) that wrote to this ledger within their namespace's retention is known to namespace %s of Temporal cluster %s, which must still have them",
+			recent, here.Namespace, here.ClusterID)}
+	}
+	if !ok && len(all) > 0 {
+		for _, c := range all {
+			if alive {
+				break
 			}
+			if alive, err = p.check(ctx, c); err != nil {
+				return rep, err
+			}
+		}
+		if !alive {
+			return rep, &RefusedError{Reason: fmt.Sprintf("gc deleted nothing: this ledger has not recorded which Temporal it serves, and none of its %d chain(s) is alive in namespace %s of Temporal cluster %s to prove it is this one",
+				len(all), here.Namespace, here.ClusterID)}
+		}
+		if !opts.DryRun {
+			got, err := st.AdoptServed(ctx, here)
+			if err != nil {
+				return rep, err
+			}
+			if got.ClusterID != here.ClusterID || got.Namespace != here.Namespace {
+				return rep, &RefusedError{Reason: fmt.Sprintf("gc deleted nothing: another gc recorded namespace %s of Temporal cluster %s as the one this ledger serves, not namespace %s of cluster %s",
+					got.Namespace, got.ClusterID, here.Namespace, here.ClusterID)}
+			}
+			rep.Adopted = &got
+			opts.Logger.InfoContext(ctx, "ledger gc: recorded the Temporal this ledger serves", "cluster_id", got.ClusterID, "namespace", got.Namespace)
+		}
+	}
+	cutoff := now.Add(-opts.OlderThan)
+	slices.Reverse(all) // oldest first again
+	for _, c := range all {
+		if !c.UpdatedAt.Before(cutoff) {
+			continue
+		}
+		rep.Considered++
+		live, err := p.check(ctx, c)
+		if err != nil {
+			return rep, err
+		}
+		if p.unchecked[c.Scope] {
 			rep.Unchecked++
-			opts.Logger.WarnContext(ctx, "ledger gc: cannot ask Temporal about a chain; left alone", "scope", c.Scope,
-				"namespace", c.Namespace, "workflow_id", c.WorkflowID, "run_id", c.RunID, "error", err)
 			continue
 		}
 		if live {
@@ -91,6 +198,56 @@ func Run(ctx context.Context, st ledger.Retention, svc Describer, opts Options) 
 	}
 	rep.Unscoped, err = st.CountUnscoped(ctx)
 	return rep, err
+}
+
+// prover asks Temporal about each chain and namespace once per pass.
+type prover struct {
+	svc       Temporal
+	logger    *slog.Logger
+	live      map[string]bool // by chain scope
+	unchecked map[string]bool // chains Temporal could not be asked about
+	retention map[string]time.Duration
+}
+
+// check is Live once per chain. A chain Temporal cannot be asked about is
+// not alive, is marked unchecked (and so never deleted) and is logged;
+// only the end of ctx is an error.
+func (p *prover) check(ctx context.Context, c ledger.Chain) (bool, error) {
+	if live, ok := p.live[c.Scope]; ok {
+		return live, nil
+	}
+	live, err := Live(ctx, p.svc, c)
+	if err != nil {
+		if ctx.Err() != nil {
+			return false, ctx.Err()
+		}
+		if p.unchecked == nil {
+			p.unchecked = map[string]bool{}
+		}
+		p.unchecked[c.Scope] = true
+		p.logger.WarnContext(ctx, "ledger gc: cannot ask Temporal about a chain; left alone", "scope", c.Scope,
+			"namespace", c.Namespace, "workflow_id", c.WorkflowID, "run_id", c.RunID, "error", err)
+	}
+	p.live[c.Scope] = live
+	return live, nil
+}
+
+// retentionOf is how long namespace ns keeps a closed execution; zero for
+// a namespace Temporal does not have (its chains are all gone).
+func (p *prover) retentionOf(ctx context.Context, ns string) (time.Duration, error) {
+	if d, ok := p.retention[ns]; ok {
+		return d, nil
+	}
+	resp, err := p.svc.DescribeNamespace(ctx, &workflowservice.DescribeNamespaceRequest{Namespace: ns})
+	var nsnf *serviceerror.NamespaceNotFound
+	switch {
+	case errors.As(err, &nsnf):
+	case err != nil:
+		return 0, fmt.Errorf("ask Temporal for the retention of namespace %s: %w", ns, err)
+	default:
+		p.retention[ns] = resp.GetConfig().GetWorkflowExecutionRetentionTtl().AsDuration()
+	}
+	return p.retention[ns], nil
 }
 
 // Live reports whether Temporal still has c's chain: the last run the

@@ -7,10 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/capstanhq/capstan/internal/config"
 )
 
 // Subscribe follows one attempt on the hub at baseURL from byte offset
@@ -59,17 +63,11 @@ func subscribe(ctx context.Context, c *http.Client, baseURL, attemptID string, f
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 		return fmt.Errorf("stream %s: %s: %s", u.Redacted(), resp.Status, strings.TrimSpace(string(b)))
 	}
-	r := bufio.NewReaderSize(resp.Body, 64<<10)
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 0, 64<<10), MaxLine+len("\r\n"))
 	var data strings.Builder
-	for {
-		line, err := r.ReadString('\n')
-		if err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			return fmt.Errorf("stream of %s ended before its end event: %w", attemptID, err)
-		}
-		line = strings.TrimRight(line, "\r\n")
+	for sc.Scan() {
+		line := strings.TrimRight(sc.Text(), "\r")
 		switch {
 		case line == "":
 			if data.Len() == 0 {
@@ -89,30 +87,79 @@ func subscribe(ctx context.Context, c *http.Client, baseURL, attemptID string, f
 				data.WriteByte('\n')
 			}
 			data.WriteString(strings.TrimPrefix(strings.TrimPrefix(line, "data:"), " "))
+			if data.Len() > MaxLine {
+				return fmt.Errorf("stream of %s: an event is longer than %d bytes (the hub's are at most 32 KiB): not a capstan live stream", attemptID, MaxLine)
+			}
 		}
 		// "event:" names are implied by the data; comments keep alive.
 	}
+	err = sc.Err()
+	switch {
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case errors.Is(err, bufio.ErrTooLong):
+		return fmt.Errorf("stream of %s: a line is longer than %d bytes (the hub's are at most 32 KiB): not a capstan live stream", attemptID, MaxLine)
+	case err == nil:
+		err = io.EOF
+	}
+	return fmt.Errorf("stream of %s ended before its end event: %w", attemptID, err)
 }
 
-// WithToken returns a RoundTripper that sends token as the bearer token of
-// every request it passes to base (http.DefaultTransport when nil): what a
-// hub with CAPSTAN_STREAM_TOKEN requires. An empty token adds nothing.
-func WithToken(base http.RoundTripper, token string) http.RoundTripper {
+// MaxLine bounds what a follower reads as one line, and one event, of a
+// stream: a hub's events carry at most 32 KiB of text (maxEvent), so
+// anything longer is not a hub's, and reading it whole would let whoever
+// answers take the follower's memory.
+const MaxLine = 1 << 20
+
+// FollowerClient is the http.Client a follower reads hubs with. It sends
+// token (CAPSTAN_STREAM_TOKEN; empty sends none) as the bearer token only
+// to a request whose origin — scheme, host and port — is one of origins
+// (CAPSTAN_STREAM_ORIGINS, as config.OriginOf writes them) or a loopback one
+// (http://127.0.0.1:9465, http://localhost:…, which stay on this
+// machine): a stream URL comes from a worker's heartbeat, which anyone who
+// can write to Temporal can set. It follows no redirect to another origin,
+// and a redirect within one passes the same check, so the token never
+// travels with one.
+func FollowerClient(base http.RoundTripper, token string, origins []string) *http.Client {
 	if base == nil {
 		base = http.DefaultTransport
 	}
-	if token == "" {
-		return base
+	return &http.Client{
+		Transport: bearer{base: base, token: token, origins: origins},
+		CheckRedirect: func(req *http.Request, via []*http.Request) error {
+			if from := via[len(via)-1].URL; config.OriginOf(req.URL) != config.OriginOf(from) {
+				return fmt.Errorf("the live stream at %s redirected to another origin, %s: followers do not follow it there", config.OriginOf(from), config.OriginOf(req.URL))
+			}
+			if len(via) >= 10 {
+				return errors.New("the live stream redirected 10 times")
+			}
+			return nil
+		},
 	}
-	return bearer{base: base, token: token}
+}
+
+// IsLoopbackHost reports whether host (a name or address, without a port)
+// names this machine's loopback: localhost, a name under .localhost, or a
+// loopback address.
+func IsLoopbackHost(host string) bool {
+	host = strings.TrimSuffix(strings.ToLower(host), ".")
+	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
+		return true
+	}
+	ip := net.ParseIP(strings.TrimSuffix(strings.TrimPrefix(host, "["), "]"))
+	return ip != nil && ip.IsLoopback()
 }
 
 type bearer struct {
-	base  http.RoundTripper
-	token string
+	base    http.RoundTripper
+	token   string
+	origins []string
 }
 
 func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	if b.token == "" || !(IsLoopbackHost(r.URL.Hostname()) || slices.Contains(b.origins, config.OriginOf(r.URL))) {
+		return b.base.RoundTrip(r)
+	}
 	r = r.Clone(r.Context())
 	r.Header.Set("Authorization", "Bearer "+b.token)
 	return b.base.RoundTrip(r)

@@ -69,7 +69,7 @@ func TestSlowReaderDoesNotStallOthers(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { c.Close() })
-		if _, err := fmt.Fprintf(c, "GET /v1/attempts?attempt=big HTTP/1.1\r\nHost: hub\r\n\r\n"); err != nil {
+		if _, err := fmt.Fprintf(c, "GET /v1/attempts?attempt=big HTTP/1.1\r\nHost: localhost\r\n\r\n"); err != nil {
 			t.Fatal(err)
 		}
 		slow = append(slow, c)
@@ -143,7 +143,7 @@ func TestHubCapsConnections(t *testing.T) {
 }
 
 // TestHubRequiresItsToken: with a token, every client must present it as
-// a bearer token; livestream.WithToken does.
+// a bearer token; livestream.FollowerClient does, to a loopback hub.
 func TestHubRequiresItsToken(t *testing.T) {
 	t.Parallel()
 	h := livestream.NewHub(livestream.Options{Token: "s3cret"})
@@ -152,7 +152,7 @@ func TestHubRequiresItsToken(t *testing.T) {
 	h.End("a", "completed")
 	for _, c := range []*http.Client{
 		http.DefaultClient,
-		{Transport: livestream.WithToken(nil, "wrong")},
+		livestream.FollowerClient(nil, "wrong", nil),
 	} {
 		err := livestream.SubscribeKnown(t.Context(), c, base, "a", 0, func(livestream.Event) {})
 		if err == nil || !strings.Contains(err.Error(), "401") {
@@ -160,7 +160,7 @@ func TestHubRequiresItsToken(t *testing.T) {
 		}
 	}
 	var got string
-	c := &http.Client{Transport: livestream.WithToken(nil, "s3cret")}
+	c := livestream.FollowerClient(nil, "s3cret", nil)
 	if err := livestream.SubscribeKnown(t.Context(), c, base, "a", 0, func(ev livestream.Event) { got += ev.Text }); err != nil || got != "text" {
 		t.Fatalf("with the token: %q, %v; want the text", got, err)
 	}
@@ -178,7 +178,7 @@ func TestHubWithoutATokenServesLoopbackOnly(t *testing.T) {
 		"[::1]:51000":      http.StatusNotFound,
 	} {
 		r := httptest.NewRequest(http.MethodGet, livestream.Path+"?attempt=a&known=1", nil)
-		r.RemoteAddr = addr
+		r.RemoteAddr, r.Host = addr, "127.0.0.1:9465"
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, r)
 		if w.Code != want {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -20,7 +21,7 @@ import (
 // follower looking for an attempt that ran between two of its polls).
 //
 // A client must present the hub's token (Authorization: Bearer), or, when
-// the hub has none, connect from loopback. Every write has a deadline
+// the hub has none, connect from loopback and name a loopback Host. Every write has a deadline
 // (WriteTimeout): a follower that stops reading is cut, not waited for.
 func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if status, msg := h.authorize(r); status != 0 {
@@ -117,6 +118,14 @@ func (h *Hub) authorize(r *http.Request) (int, string) {
 		if ip := net.ParseIP(host); err != nil || ip == nil || !ip.IsLoopback() {
 			return http.StatusForbidden, "this worker serves its live streams to loopback clients only: set CAPSTAN_STREAM_TOKEN on the worker and its followers to serve others"
 		}
+		// A loopback connection may still come from a web page whose
+		// name was rebound to 127.0.0.1 (DNS rebinding): its Host is
+		// that page's name, neither a loopback one nor the hub's own
+		// (the host of the URL it advertises, this machine's name for
+		// an address on every interface).
+		if host := hostOnly(r.Host); !IsLoopbackHost(host) && !strings.EqualFold(host, h.ownHost()) {
+			return http.StatusForbidden, "this worker serves its live streams without a token only to requests for a loopback host (localhost, 127.0.0.1, [::1]), not " + strconv.Quote(r.Host)
+		}
 		return 0, ""
 	}
 	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
@@ -124,6 +133,24 @@ func (h *Hub) authorize(r *http.Request) (int, string) {
 		return http.StatusUnauthorized, "this worker's live streams need its CAPSTAN_STREAM_TOKEN as a bearer token"
 	}
 	return 0, ""
+}
+
+// ownHost is the host of the URL the hub advertises; empty when it has
+// none.
+func (h *Hub) ownHost() string {
+	u, err := url.Parse(h.URL())
+	if err != nil {
+		return ""
+	}
+	return u.Hostname()
+}
+
+// hostOnly is a Host header's host, without its port.
+func hostOnly(hostport string) string {
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		return h
+	}
+	return hostport
 }
 
 // stream is one follower's response.

@@ -11,7 +11,9 @@ import (
 // runLedgerGC runs the ledger's retention every w.gc.Every until ctx ends
 // (CAPSTAN_LEDGER_GC_EVERY; nothing when it is zero). Every worker of a
 // pool may run it: a pass deletes only chains Temporal no longer has, and
-// two passes at once delete each chain once (the second finds nothing).
+// two passes at once delete each chain once (the second finds nothing). A
+// pass that cannot prove it asks the Temporal the ledger serves
+// (ledgergc.RefusedError) deletes nothing and says why in its warning.
 // The first pass waits a jittered part of the period, so a pool started
 // together does not pass together.
 func (w *Worker) runLedgerGC(ctx context.Context) {
@@ -27,7 +29,8 @@ func (w *Worker) runLedgerGC(ctx context.Context) {
 			return
 		case <-next.C:
 		}
-		rep, err := ledgergc.Run(ctx, w.ledger, w.client.WorkflowService(), ledgergc.Options{OlderThan: w.gc.OlderThan, Logger: w.logger})
+		rep, err := ledgergc.Run(ctx, w.ledger, w.client.WorkflowService(),
+			ledgergc.Options{Namespace: w.namespace, OlderThan: w.gc.OlderThan, Logger: w.logger})
 		if err != nil && ctx.Err() == nil {
 			w.logger.Warn("ledger gc pass failed", "error", err)
 		} else if err == nil {

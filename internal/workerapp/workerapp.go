@@ -96,6 +96,7 @@ type Worker struct {
 	logger    *slog.Logger
 
 	client        client.Client
+	namespace     string // the client's: the one its ledger gc asks about
 	worker        worker.Worker
 	ledger        ledger.Store
 	metrics       *metrics.Metrics // nil when CAPSTAN_METRICS_ADDR is empty
@@ -197,7 +198,7 @@ func New(ctx context.Context, o Options) (_ *Worker, err error) {
 	if err != nil {
 		return nil, err
 	}
-	w.client = c
+	w.client, w.namespace = c, copts.Namespace
 	if err := EnsureSearchAttributes(ctx, c, copts.Namespace, w.logger); err != nil {
 		return nil, err
 	}

@@ -156,6 +156,7 @@ var cases = []testCase{
 	{"ConcurrentWritesFailAlone", testConcurrentWritesFailAlone},
 	{"RetentionRemovesOneChain", testRetentionRemovesOneChain},
 	{"RetentionCollectsAZombiesItem", testRetentionCollectsAZombiesItem},
+	{"ServedIsAdoptedOnce", testServedIsAdoptedOnce},
 	{"DecisionRecordedOnce", testDecisionRecordedOnce},
 	{"ClaimRecordsDecision", testClaimRecordsDecision},
 	{"ClaimDecidedOtherwise", testClaimDecidedOtherwise},

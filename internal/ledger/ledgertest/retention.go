@@ -213,3 +213,33 @@ func testRetentionCollectsAZombiesItem(h *h) {
 		h.Fatalf("GetItem of the zombie's item after retention: %v, want ErrNotFound", err)
 	}
 }
+
+// A ledger serves one Temporal: none until the first adoption, which
+// stands — a later adoption of another cluster or namespace gets the
+// first one back and changes nothing — and survives as written.
+func testServedIsAdoptedOnce(h *h) {
+	if sv, ok, err := h.s.Served(h.ctx); err != nil || ok {
+		h.Fatalf("Served of a new ledger = %+v, %v, %v; want none", sv, ok, err)
+	}
+	if _, err := h.s.AdoptServed(h.ctx, ledger.Served{Namespace: "default"}); err == nil {
+		h.Fatalf("AdoptServed without a cluster id succeeded; want an error")
+	}
+	if sv, ok, err := h.s.Served(h.ctx); err != nil || ok {
+		h.Fatalf("Served after a refused adoption = %+v, %v, %v; want none", sv, ok, err)
+	}
+	first := ledger.Served{ClusterID: "cluster-a", Namespace: "default"}
+	got, err := h.s.AdoptServed(h.ctx, first)
+	want := ledger.Served{ClusterID: "cluster-a", Namespace: "default", AdoptedAt: Epoch}
+	if err != nil || got != want {
+		h.Fatalf("AdoptServed(%+v) = %+v, %v; want %+v", first, got, err, want)
+	}
+	h.clock.Advance(time.Minute)
+	for _, other := range []ledger.Served{{ClusterID: "cluster-b", Namespace: "default"}, {ClusterID: "cluster-a", Namespace: "other"}, first} {
+		if got, err := h.s.AdoptServed(h.ctx, other); err != nil || got != want {
+			h.Fatalf("AdoptServed(%+v) after the first = %+v, %v; want the first, %+v", other, got, err, want)
+		}
+	}
+	if got, ok, err := h.s.Served(h.ctx); err != nil || !ok || got != want {
+		h.Fatalf("Served = %+v, %v, %v; want %+v", got, ok, err, want)
+	}
+}

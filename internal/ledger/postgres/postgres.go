@@ -239,6 +239,13 @@ var migrations = []string{
 	CREATE INDEX decisions_task_id ON decisions (task_id, created_at, operation_id);`,
 	// The layer of the policy that made each decision (ledger.Decision.Layer).
 	`ALTER TABLE decisions ADD COLUMN layer text NOT NULL DEFAULT '';`,
+	// The Temporal retention asks (ledger.Served): one row at most.
+	`CREATE TABLE served (
+		id         integer     NOT NULL PRIMARY KEY CHECK (id = 1),
+		cluster_id text        NOT NULL,
+		namespace  text        NOT NULL,
+		adopted_at timestamptz NOT NULL
+	);`,
 }
 
 // migrationLock is the first key of the advisory lock that serializes the

@@ -107,3 +107,34 @@ func (s *Store) CountUnscoped(ctx context.Context) (ledger.Unscoped, error) {
 	}
 	return u, nil
 }
+
+// Served implements ledger.Retention.
+func (s *Store) Served(ctx context.Context) (ledger.Served, bool, error) {
+	var sv ledger.Served
+	err := s.pool.QueryRow(ctx, "SELECT cluster_id, namespace, adopted_at FROM served WHERE id = 1").Scan(&sv.ClusterID, &sv.Namespace, &sv.AdoptedAt)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return ledger.Served{}, false, nil
+	case err != nil:
+		return ledger.Served{}, false, unavailable(fmt.Errorf("ledger/postgres: read the Temporal served: %w", err))
+	}
+	sv.AdoptedAt = sv.AdoptedAt.UTC()
+	return sv, true, nil
+}
+
+// AdoptServed implements ledger.Retention: the first row written stands,
+// and the statement returns whichever row that is.
+func (s *Store) AdoptServed(ctx context.Context, sv ledger.Served) (ledger.Served, error) {
+	if sv.ClusterID == "" || sv.Namespace == "" {
+		return ledger.Served{}, fmt.Errorf("ledger/postgres: adopt a Temporal without a cluster id or namespace (%+v)", sv)
+	}
+	var stored ledger.Served
+	err := s.pool.QueryRow(ctx, `INSERT INTO served (id, cluster_id, namespace, adopted_at) VALUES (1, $1, $2, `+dbNow(3)+`)
+		ON CONFLICT (id) DO UPDATE SET id = served.id
+		RETURNING cluster_id, namespace, adopted_at`, sv.ClusterID, sv.Namespace, s.nowArg()).Scan(&stored.ClusterID, &stored.Namespace, &stored.AdoptedAt)
+	if err != nil {
+		return ledger.Served{}, unavailable(fmt.Errorf("ledger/postgres: adopt the Temporal served: %w", err))
+	}
+	stored.AdoptedAt = stored.AdoptedAt.UTC()
+	return stored, nil
+}

@@ -115,3 +115,38 @@ func (s *Store) CountUnscoped(ctx context.Context) (ledger.Unscoped, error) {
 	}
 	return u, nil
 }
+
+// Served implements ledger.Retention.
+func (s *Store) Served(ctx context.Context) (ledger.Served, bool, error) {
+	var sv ledger.Served
+	var at sql.NullInt64
+	err := s.r.QueryRowContext(ctx, "SELECT cluster_id, namespace, adopted_at FROM served WHERE id = 1").Scan(&sv.ClusterID, &sv.Namespace, &at)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return ledger.Served{}, false, nil
+	case err != nil:
+		return ledger.Served{}, false, unavailable(fmt.Errorf("ledger/sqlite: read the Temporal served: %w", err))
+	}
+	sv.AdoptedAt = fromNanos(at)
+	return sv, true, nil
+}
+
+// AdoptServed implements ledger.Retention: the first row written stands.
+func (s *Store) AdoptServed(ctx context.Context, sv ledger.Served) (ledger.Served, error) {
+	if sv.ClusterID == "" || sv.Namespace == "" {
+		return ledger.Served{}, fmt.Errorf("ledger/sqlite: adopt a Temporal without a cluster id or namespace (%+v)", sv)
+	}
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, "INSERT OR IGNORE INTO served (id, cluster_id, namespace, adopted_at) VALUES (1, ?, ?, ?)",
+			sv.ClusterID, sv.Namespace, toNanos(s.now().UTC()))
+		return err
+	})
+	if err != nil {
+		return ledger.Served{}, unavailable(fmt.Errorf("ledger/sqlite: adopt the Temporal served: %w", err))
+	}
+	stored, ok, err := s.Served(ctx)
+	if err == nil && !ok {
+		err = fmt.Errorf("ledger/sqlite: adopt the Temporal served: no row after the insert")
+	}
+	return stored, err
+}

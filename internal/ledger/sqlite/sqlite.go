@@ -56,8 +56,9 @@ import (
 // written by a newer schema. Version 2 added the turns table, version 3 the
 // operations' facts column, version 4 the chains of retention: the turns'
 // scope column, the tasks table and item ownership (item_refs), version 5
-// the policy's decisions, version 6 the layer that made each decision.
-const schemaVersion = 6
+// the policy's decisions, version 6 the layer that made each decision,
+// version 7 the Temporal the ledger serves.
+const schemaVersion = 7
 
 const busyTimeoutMillis = 5000
 
@@ -340,6 +341,12 @@ CREATE TABLE IF NOT EXISTS decisions (       -- since schema version 5: the poli
 	layer        TEXT    NOT NULL DEFAULT '' -- since schema version 6; see addLayerColumn
 );
 CREATE INDEX IF NOT EXISTS decisions_task_id ON decisions (task_id, created_at, operation_id);
+CREATE TABLE IF NOT EXISTS served (          -- since schema version 7: the Temporal retention asks (ledger.Served)
+	id         INTEGER NOT NULL PRIMARY KEY CHECK (id = 1), -- one row at most
+	cluster_id TEXT    NOT NULL,
+	namespace  TEXT    NOT NULL,
+	adopted_at INTEGER NOT NULL              -- UTC Unix nanoseconds
+);
 `
 
 // migrate creates the schema if missing and upgrades an older one. It is

@@ -371,8 +371,8 @@ func TestUpgradeFromVersion2AddsFacts(t *testing.T) {
 		if err := rawDB(t, path).QueryRow("PRAGMA user_version").Scan(&v); err != nil {
 			t.Fatal(err)
 		}
-		if v != 6 {
-			t.Fatalf("round %d: user_version %d after the upgrade, want 6", round, v)
+		if v != 7 {
+			t.Fatalf("round %d: user_version %d after the upgrade, want 7", round, v)
 		}
 		// Round 1 opens a database that says 2 but has the column.
 		if _, err := rawDB(t, path).Exec("PRAGMA user_version = 2"); err != nil {
