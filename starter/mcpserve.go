@@ -3,7 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"strconv"
 	"strings"
@@ -14,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 
 	"github.com/capstanhq/capstan/workflows"
 )
@@ -31,7 +35,8 @@ import (
 // must not approve its own actions unless the person who configured it says
 // so. Their answer is recorded as given by the MCP client, mcp:<name> from
 // the clientInfo it sent when it connected, never by a name from the call's
-// arguments.
+// arguments, and only for the tasks that same connection started
+// (startedHere).
 
 // Tool names of `starter mcp serve`.
 const (
@@ -94,6 +99,32 @@ type mcpServer struct {
 	mu   sync.Mutex
 	c    client.Client
 	opts client.Options
+
+	// connections are the ids given to the client connections, by
+	// session.
+	connections sync.Map // *sdk.ServerSession → string
+}
+
+// connection is the id of the client connection ss: random, given at its
+// first call, the same for all its calls and no other connection's.
+func (s *mcpServer) connection(ss *sdk.ServerSession) string {
+	if id, ok := s.connections.Load(ss); ok {
+		return id.(string)
+	}
+	b := make([]byte, 12)
+	_, _ = rand.Read(b)
+	id, _ := s.connections.LoadOrStore(ss, "mcp-"+hex.EncodeToString(b))
+	return id.(string)
+}
+
+// startedBy is who a task run_task starts is recorded as started by: the
+// client, as its clientInfo named it, and this connection.
+func (s *mcpServer) startedBy(req *sdk.CallToolRequest) *workflows.MCPClient {
+	by := &workflows.MCPClient{Connection: s.connection(req.Session)}
+	if info := req.ClientInfo(); info != nil {
+		by.Name, by.Version = clean(info.Name), clean(info.Version)
+	}
+	return by
 }
 
 // newMCPServer returns the server, with approve_task and deny_task only
@@ -246,8 +277,9 @@ func (in runTaskInput) flags() (runFlags, error) {
 }
 
 // runTask is run_task: the input checked as `starter run` checks its
-// flags, then the task started; a refusal starts nothing.
-func (s *mcpServer) runTask(ctx context.Context, _ *sdk.CallToolRequest, in runTaskInput) (*sdk.CallToolResult, startedTask, error) {
+// flags, then the task started, recording the client and this connection
+// as who started it (AgentTaskInput.MCPClient); a refusal starts nothing.
+func (s *mcpServer) runTask(ctx context.Context, req *sdk.CallToolRequest, in runTaskInput) (*sdk.CallToolResult, startedTask, error) {
 	f, err := in.flags()
 	if err != nil {
 		return nil, startedTask{}, toolError(err)
@@ -256,6 +288,7 @@ func (s *mcpServer) runTask(ctx context.Context, _ *sdk.CallToolRequest, in runT
 	if err != nil {
 		return nil, startedTask{}, toolError(err)
 	}
+	ti.MCPClient = s.startedBy(req)
 	c, opts, err := s.client(ctx)
 	if err != nil {
 		return nil, startedTask{}, toolError(err)
@@ -357,7 +390,8 @@ func (s *mcpServer) denyTask(ctx context.Context, req *sdk.CallToolRequest, in d
 }
 
 // answer is approve_task and deny_task: ar, given by the client
-// (approver), checked and sent as `starter approve` and `starter deny` do.
+// (approver), checked and sent as `starter approve` and `starter deny` do,
+// for a task this connection started (startedHere) and no other.
 func (s *mcpServer) answer(ctx context.Context, req *sdk.CallToolRequest, taskID, update string, ar workflows.ApprovalRequest) (*sdk.CallToolResult, workflows.ApprovalResult, error) {
 	by, err := approver(req)
 	if err != nil {
@@ -367,8 +401,11 @@ func (s *mcpServer) answer(ctx context.Context, req *sdk.CallToolRequest, taskID
 	if err := checkApproval(update, ar); err != nil {
 		return nil, workflows.ApprovalResult{}, toolError(err)
 	}
-	c, _, err := s.client(ctx)
+	c, opts, err := s.client(ctx)
 	if err != nil {
+		return nil, workflows.ApprovalResult{}, toolError(err)
+	}
+	if err := s.startedHere(ctx, c, opts, req.Session, taskID); err != nil {
 		return nil, workflows.ApprovalResult{}, toolError(err)
 	}
 	res, err := sendApproval(ctx, c, taskID, update, ar)
@@ -376,4 +413,29 @@ func (s *mcpServer) answer(ctx context.Context, req *sdk.CallToolRequest, taskID
 		return nil, workflows.ApprovalResult{}, toolError(err)
 	}
 	return textResult(approvalText(taskID, res)), res, nil
+}
+
+// startedHere refuses, in one sentence, a task that this client
+// connection (ss) did not start: its chain's first input, as Temporal
+// recorded it, must name this connection (AgentTaskInput.MCPClient). A
+// task never answers for itself, nor for one another connection, a
+// person or a schedule started.
+func (s *mcpServer) startedHere(ctx context.Context, c client.Client, opts client.Options, ss *sdk.ServerSession, taskID string) error {
+	wid := workflows.WorkflowID(taskID)
+	d, err := c.DescribeWorkflow(ctx, wid, "")
+	if err != nil {
+		return fmt.Errorf("task %s: %w", taskID, err)
+	}
+	dc := opts.DataConverter
+	if dc == nil {
+		dc = converter.GetDefaultDataConverter()
+	}
+	in, err := startInput(ctx, c, dc, wid, d.RawResponse.GetWorkflowExecutionInfo().GetFirstRunId())
+	if err != nil {
+		return fmt.Errorf("task %s: reading who started it: %w", taskID, err)
+	}
+	if in.MCPClient == nil || in.MCPClient.Connection != s.connection(ss) {
+		return usagef("task %s was not started by run_task on this MCP connection, and approve_task and deny_task answer only for the tasks it started; answer with `starter approve` or `starter deny`", taskID)
+	}
+	return nil
 }

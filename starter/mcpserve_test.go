@@ -14,6 +14,9 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/pflag"
 	commonpb "go.temporal.io/api/common/v1"
+	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/api/serviceerror"
 	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
@@ -41,13 +44,28 @@ func (f *fakeTemporal) ExecuteWorkflow(_ context.Context, o client.StartWorkflow
 	return fakeRun{id: o.ID}, nil
 }
 
-// DescribeWorkflow answers for the task just started, with the memo its
-// start set: every start here makes its task, none attaches.
-func (f *fakeTemporal) DescribeWorkflow(_ context.Context, _, _ string) (*client.WorkflowExecutionDescription, error) {
+// start is the last start of workflowID, -1 for none.
+func (f *fakeTemporal) start(workflowID string) int {
+	for i := len(f.started) - 1; i >= 0; i-- {
+		if workflows.WorkflowID(f.started[i].TaskID) == workflowID {
+			return i
+		}
+	}
+	return -1
+}
+
+// DescribeWorkflow answers for the task started last under workflowID,
+// with the memo its start set: every start here makes its task, none
+// attaches.
+func (f *fakeTemporal) DescribeWorkflow(_ context.Context, workflowID, _ string) (*client.WorkflowExecutionDescription, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	i := f.start(workflowID)
+	if i < 0 {
+		return nil, serviceerror.NewNotFound("workflow not found for ID: " + workflowID)
+	}
 	fields := map[string]*commonpb.Payload{}
-	for k, v := range f.memos[len(f.memos)-1] {
+	for k, v := range f.memos[i] {
 		p, err := converter.GetDefaultDataConverter().ToPayload(v)
 		if err != nil {
 			return nil, err
@@ -55,8 +73,31 @@ func (f *fakeTemporal) DescribeWorkflow(_ context.Context, _, _ string) (*client
 		fields[k] = p
 	}
 	return &client.WorkflowExecutionDescription{RawResponse: &workflowservice.DescribeWorkflowExecutionResponse{
-		WorkflowExecutionInfo: &workflowpb.WorkflowExecutionInfo{Memo: &commonpb.Memo{Fields: fields}},
+		WorkflowExecutionInfo: &workflowpb.WorkflowExecutionInfo{Memo: &commonpb.Memo{Fields: fields}, FirstRunId: "run-1"},
 	}}, nil
+}
+
+// GetWorkflowHistory is the started event of the task started last under
+// workflowID, its input as the start gave it.
+func (f *fakeTemporal) GetWorkflowHistory(_ context.Context, workflowID, _ string, _ bool, _ enumspb.HistoryEventFilterType) client.HistoryEventIterator {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	input, err := converter.GetDefaultDataConverter().ToPayloads(f.started[f.start(workflowID)])
+	return &fakeHistory{err: err, events: []*historypb.HistoryEvent{{EventId: 1, EventType: enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED,
+		Attributes: &historypb.HistoryEvent_WorkflowExecutionStartedEventAttributes{WorkflowExecutionStartedEventAttributes: &historypb.WorkflowExecutionStartedEventAttributes{Input: input}}}}}
+}
+
+type fakeHistory struct {
+	events []*historypb.HistoryEvent
+	err    error
+}
+
+func (h *fakeHistory) HasNext() bool { return len(h.events) > 0 }
+
+func (h *fakeHistory) Next() (*historypb.HistoryEvent, error) {
+	ev := h.events[0]
+	h.events = h.events[1:]
+	return ev, h.err
 }
 
 func (f *fakeTemporal) UpdateWorkflow(_ context.Context, o client.UpdateWorkflowOptions) (client.WorkflowUpdateHandle, error) {
@@ -91,12 +132,28 @@ func (u fakeUpdate) Get(_ context.Context, v any) error {
 // serve`'s server over fake, and counts the dials.
 func serveMCP(t *testing.T, allowApprove bool, clientName string, fake *fakeTemporal) (*sdk.ClientSession, *int) {
 	t.Helper()
+	s, dials := newTestMCPServer(t, allowApprove, fake)
+	return connectMCP(t, s, clientName), dials
+}
+
+// newTestMCPServer is `starter mcp serve`'s server over fake, counting the
+// dials.
+func newTestMCPServer(t *testing.T, allowApprove bool, fake *fakeTemporal) (*mcpServer, *int) {
+	t.Helper()
 	a := &app{cfg: config.FromEnv(func(string) string { return "" })}
 	dials := new(int)
 	s := a.newMCPServer(allowApprove, func(context.Context) (client.Client, client.Options, error) {
 		*dials++
 		return fake, client.Options{Namespace: "default"}, nil
 	})
+	t.Cleanup(s.close)
+	return s, dials
+}
+
+// connectMCP connects a client named clientName to s, in memory: a
+// connection of its own.
+func connectMCP(t *testing.T, s *mcpServer, clientName string) *sdk.ClientSession {
+	t.Helper()
 	ctx := context.Background()
 	st, ct := sdk.NewInMemoryTransports()
 	ss, err := s.server.Connect(ctx, st, nil)
@@ -107,8 +164,8 @@ func serveMCP(t *testing.T, allowApprove bool, clientName string, fake *fakeTemp
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = cs.Close(); _ = ss.Wait(); s.close() })
-	return cs, dials
+	t.Cleanup(func() { _ = cs.Close(); _ = ss.Wait() })
+	return cs
 }
 
 func callTool(t *testing.T, cs *sdk.ClientSession, name string, args map[string]any) (*sdk.CallToolResult, string) {
@@ -277,6 +334,9 @@ func TestMCPApprovalIsRecordedAsTheClient(t *testing.T) {
 	t.Parallel()
 	fake := &fakeTemporal{}
 	cs, _ := serveMCP(t, true, "claude-desktop", fake)
+	if res, text := callTool(t, cs, toolRunTask, map[string]any{"prompt": "p", "id": "t1"}); res.IsError {
+		t.Fatalf("run_task: %s", text)
+	}
 	res, text := callTool(t, cs, toolApproveTask, map[string]any{"task_id": "t1", "operation_id": "github_create_pull_request", "note": "fine"})
 	if res.IsError || len(fake.updates) != 1 {
 		t.Fatalf("approve_task: %s; %d updates sent", text, len(fake.updates))
@@ -326,5 +386,62 @@ func TestMCPApproverIsCleanAndBounded(t *testing.T) {
 	}
 	if _, err := approver(&sdk.CallToolRequest{Params: &sdk.CallToolParamsRaw{}}); err == nil || !errors.As(err, new(*usageError)) {
 		t.Errorf("approver without a client = %v, want a usage error", err)
+	}
+}
+
+// run_task records the client and its connection in the task's input, and
+// approve_task and deny_task answer only for the tasks their own
+// connection started: not for one another connection of the same client
+// started, nor one started without mcp serve. Each refusal is one
+// sentence, and nothing is sent.
+func TestMCPApprovalOnlyForTasksThisConnectionStarted(t *testing.T) {
+	t.Parallel()
+	fake := &fakeTemporal{}
+	s, _ := newTestMCPServer(t, true, fake)
+	one, two := connectMCP(t, s, "assistant"), connectMCP(t, s, "assistant")
+	for _, c := range []struct {
+		cs *sdk.ClientSession
+		id string
+	}{{one, "t-one"}, {two, "t-two"}} {
+		if res, text := callTool(t, c.cs, toolRunTask, map[string]any{"prompt": "p", "id": c.id}); res.IsError {
+			t.Fatalf("run_task %s: %s", c.id, text)
+		}
+	}
+	a, b := fake.started[0].MCPClient, fake.started[1].MCPClient
+	if a == nil || b == nil || a.Name != "assistant" || a.Version != "1" || a.Connection == "" || b.Connection == "" || a.Connection == b.Connection {
+		t.Fatalf("recorded starters %+v and %+v: want the client's name and version and two connections' ids", a, b)
+	}
+	// A task started by `starter run`, with no MCP client.
+	fake.mu.Lock()
+	fake.started = append(fake.started, workflows.AgentTaskInput{TaskID: "t-cli", Prompt: "p"})
+	fake.memos = append(fake.memos, nil)
+	fake.mu.Unlock()
+
+	for _, c := range []struct {
+		cs   *sdk.ClientSession
+		tool string
+		task string
+	}{{one, toolApproveTask, "t-two"}, {two, toolDenyTask, "t-one"}, {one, toolApproveTask, "t-cli"}, {two, toolDenyTask, "t-cli"}} {
+		args := map[string]any{"task_id": c.task, "operation_id": "o"}
+		if c.tool == toolDenyTask {
+			args["reason"] = "no"
+		}
+		res, text := callTool(t, c.cs, c.tool, args)
+		want := "task " + c.task + " was not started by run_task on this MCP connection"
+		if !res.IsError || !strings.HasPrefix(text, want) || strings.Count(text, ". ") > 0 {
+			t.Errorf("%s of %s: isError %t, %q; want one sentence starting %q", c.tool, c.task, res.IsError, text, want)
+		}
+	}
+	if len(fake.updates) != 0 {
+		t.Fatalf("%d updates sent for tasks another connection started", len(fake.updates))
+	}
+	if res, text := callTool(t, one, toolApproveTask, map[string]any{"task_id": "t-one", "operation_id": "o"}); res.IsError {
+		t.Errorf("approve_task of its own task: %s", text)
+	}
+	if res, text := callTool(t, two, toolDenyTask, map[string]any{"task_id": "t-two", "operation_id": "o", "reason": "no"}); res.IsError {
+		t.Errorf("deny_task of its own task: %s", text)
+	}
+	if len(fake.updates) != 2 || fake.updates[0].WorkflowID != "task-t-one" || fake.updates[1].WorkflowID != "task-t-two" {
+		t.Errorf("updates %+v, want one to each connection's own task", fake.updates)
 	}
 }

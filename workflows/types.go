@@ -83,8 +83,24 @@ type AgentTaskInput struct {
 	// Nil for a task started before (its model is offered each worker's
 	// tools as they are).
 	Tools *contract.ToolSet `json:"tools,omitempty"`
+	// MCPClient is the MCP client that started the task through `starter
+	// mcp serve`'s run_task, and the connection it came over; nil for a task
+	// started otherwise. A record for people and for mcp serve, whose
+	// approve_task and deny_task answer only for the tasks their own
+	// connection started; the workflow does not read it.
+	MCPClient *MCPClient `json:"mcp_client,omitempty"`
 	// Checkpoint is set when the task continues as new.
 	Checkpoint *Checkpoint `json:"checkpoint,omitempty"`
+}
+
+// MCPClient names the MCP client that started a task: Name and Version
+// from the clientInfo of its initialize request (self-declared, so they
+// prove nothing), and Connection, the id `starter mcp serve` gave the
+// connection, which no other connection has.
+type MCPClient struct {
+	Name       string `json:"name"`
+	Version    string `json:"version,omitempty"`
+	Connection string `json:"connection"`
 }
 
 // Checkpoint is what a task carries across continue-as-new: the transcript by

@@ -132,7 +132,8 @@ func mcpPollStatus(t *testing.T, cs *sdk.ClientSession, taskID, what string, don
 // other arguments.
 // Without --allow-approve the server offers no approve or deny; with it, a
 // pull request awaiting approval is approved through approve_task, sent
-// once, and recorded as approved by mcp:<the client's name>.
+// once, and recorded as approved by mcp:<the client's name>; another
+// connection's approve_task of that task is refused.
 func TestMCPServeRunsFollowsAndApprovesTasks(t *testing.T) {
 	t.Parallel()
 	sb := startSandbox(t)
@@ -214,6 +215,13 @@ func TestMCPServeRunsFollowsAndApprovesTasks(t *testing.T) {
 		if op.State == capstan.OutcomeAwaitingApproval {
 			opID = op.OperationID
 		}
+	}
+	// Another connection, even of the same client, answers only for the
+	// tasks it started.
+	other := serveMCP(t, env, "--allow-approve")
+	if res, text := mcpCallRaw(t, other, "approve_task", map[string]any{"task_id": approvalID, "operation_id": opID}); !res.IsError ||
+		!strings.HasPrefix(text, "task "+approvalID+" was not started by run_task on this MCP connection") {
+		t.Errorf("approve_task from another connection: isError %t, %q; want refused", res.IsError, text)
 	}
 	var answer workflows.ApprovalResult
 	mcpCall(t, approving, "approve_task", map[string]any{"task_id": approvalID, "operation_id": opID, "note": "from the assistant"}, &answer)

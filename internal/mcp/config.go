@@ -9,7 +9,9 @@
 //
 // Secrets: the values ${VAR} expands to (from the worker's environment)
 // live only in unexported fields of Server, which nothing encodes, logs or
-// prints; errors name the variable, never its value.
+// prints; errors name the variable, never its value. A stdio server's
+// process does not inherit the worker's environment: it gets only
+// BaseEnv, the names its capstan.inherit_env lists, and its own "env".
 package mcp
 
 import (
@@ -73,7 +75,7 @@ type Server struct {
 type expanded struct {
 	command string
 	args    []string
-	env     []string // KEY=VALUE
+	env     []string // KEY=VALUE: a stdio server's whole environment
 	cwd     string
 	url     string
 	headers map[string]string
@@ -101,7 +103,22 @@ type Settings struct {
 	Breaker *config.BreakerSettings
 	// Tools are the per-tool settings, by the server's name of the tool.
 	Tools map[string]ToolSettings
+	// InheritEnv names the variables of the worker's environment a stdio
+	// server is given beside BaseEnv (capstan.inherit_env); a name the
+	// worker's environment does not hold is left out.
+	InheritEnv []string
 }
+
+// BaseEnv are the variables of the worker's environment every stdio server
+// is given, when set: what a program needs to find its tools, its home and
+// temporary directory, its language, and the network through a proxy with
+// the site's certificates. Everything else the worker holds (GITHUB_TOKEN,
+// the model keys, CAPSTAN_CODEC_KEYS, the App key, the ledger's DSN, …)
+// reaches a server only when its "env" says so (${VAR}) or its
+// capstan.inherit_env names it.
+var BaseEnv = []string{"PATH", "HOME", "LANG", "TMPDIR",
+	"HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy",
+	"SSL_CERT_FILE", "SSL_CERT_DIR"}
 
 // ToolSettings are capstan's settings of one tool.
 type ToolSettings struct {
@@ -149,6 +166,7 @@ type settingsJSON struct {
 	IdleTimeout    string              `json:"idle_timeout"`
 	Breaker        *breakerJSON        `json:"breaker"`
 	Tools          map[string]toolJSON `json:"tools"`
+	InheritEnv     []string            `json:"inherit_env"`
 }
 
 type breakerJSON struct {
@@ -238,6 +256,9 @@ func parseServer(name string, raw json.RawMessage, lookup func(string) (string, 
 		return nil, false, err
 	}
 	s.Capstan = settings
+	if !s.Stdio() && len(settings.InheritEnv) > 0 {
+		return nil, false, errors.New(`"capstan.inherit_env" is set for a "url" server; it belongs to a stdio server`)
+	}
 	if err := s.expand(lookup); err != nil {
 		return nil, false, err
 	}
@@ -278,6 +299,12 @@ func parseSettings(sj *settingsJSON) (Settings, error) {
 		return st, nil
 	}
 	st.Trusted = sj.Trusted
+	for i, name := range sj.InheritEnv {
+		if !validVariable.MatchString(name) {
+			return st, fmt.Errorf("capstan.inherit_env[%d]: %q is not a variable name", i, name)
+		}
+	}
+	st.InheritEnv = sj.InheritEnv
 	var err error
 	if st.ConnectTimeout, err = duration("capstan.connect_timeout", sj.ConnectTimeout, config.DefaultMCPConnectTimeout); err != nil {
 		return st, err
@@ -403,12 +430,10 @@ func (s *Server) expand(lookup func(string) (string, bool)) error {
 		}
 		e.args = append(e.args, v)
 	}
-	for _, k := range sortedKeys((s.Env)) {
-		v, err := expandString("env."+k, s.Env[k], lookup)
-		if err != nil {
+	if s.Stdio() {
+		if e.env, err = s.environment(lookup); err != nil {
 			return err
 		}
-		e.env = append(e.env, k+"="+v)
 	}
 	if e.cwd, err = expandString("cwd", s.Cwd, lookup); err != nil {
 		return err
@@ -431,6 +456,30 @@ func (s *Server) expand(lookup func(string) (string, bool)) error {
 		e.headers[k] = v
 	}
 	return nil
+}
+
+// environment is a stdio server's whole environment, KEY=VALUE: BaseEnv
+// and capstan.inherit_env as the worker's environment holds them, then the
+// server's own "env" (expanded), which wins over both.
+func (s *Server) environment(lookup func(string) (string, bool)) ([]string, error) {
+	vars := map[string]string{}
+	for _, k := range append(slices.Clone(BaseEnv), s.Capstan.InheritEnv...) {
+		if v, ok := lookup(k); ok {
+			vars[k] = v
+		}
+	}
+	for _, k := range sortedKeys(s.Env) {
+		v, err := expandString("env."+k, s.Env[k], lookup)
+		if err != nil {
+			return nil, err
+		}
+		vars[k] = v
+	}
+	env := make([]string, 0, len(vars))
+	for _, k := range sortedKeys(vars) {
+		env = append(env, k+"="+vars[k])
+	}
+	return env, nil
 }
 
 // String names the server without any value of its environment or

@@ -75,6 +75,8 @@ func TestParseRefusesWithOneSentenceNamingServerAndField(t *testing.T) {
 		{"unknown key", `{"mcpServers": {"s": {"command": "x", "capstan": {"trustme": true}}}}`, `server "s": json: unknown field "trustme"`},
 		{"sse", `{"mcpServers": {"s": {"type": "sse", "url": "http://h"}}}`, `server "s": type: "sse"`},
 		{"bad url", `{"mcpServers": {"s": {"url": "ftp://h"}}}`, `server "s": url: is not an http or https URL`},
+		{"bad inherit_env", `{"mcpServers": {"s": {"command": "x", "capstan": {"inherit_env": ["AWS PROFILE"]}}}}`, `server "s": capstan.inherit_env[0]: "AWS PROFILE" is not a variable name`},
+		{"inherit_env of url", `{"mcpServers": {"s": {"url": "http://h", "capstan": {"inherit_env": ["AWS_PROFILE"]}}}}`, `server "s": "capstan.inherit_env" is set for a "url" server`},
 		{"no servers", `{}`, `there is no "mcpServers" object`},
 	}
 	for _, tc := range cases {

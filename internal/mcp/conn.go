@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
-	"os"
 	"os/exec"
 	"sync"
 	"sync/atomic"
@@ -86,7 +85,9 @@ func (c *Conn) transport() sdk.Transport {
 	e := c.server.expanded
 	if c.server.Stdio() {
 		cmd := exec.Command(e.command, e.args...)
-		cmd.Env = append(os.Environ(), e.env...)
+		// Never the worker's environment: only what Parse chose
+		// (BaseEnv, capstan.inherit_env, the server's "env").
+		cmd.Env = append([]string{}, e.env...) // never nil, which would mean all of it
 		cmd.Dir = e.cwd
 		cmd.Stderr = &logWriter{logger: c.logger}
 		return &sdk.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}

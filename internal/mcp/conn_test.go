@@ -20,6 +20,13 @@ import (
 const stateVar = "CAPSTAN_TEST_MCP_STATE"
 
 func TestMain(m *testing.M) {
+	if os.Getenv(environmentVar) != "" {
+		if err := serveEnvironment(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	if path := os.Getenv(stateVar); path != "" {
 		store, err := mcpserver.OpenFile(path)
 		if err == nil {

@@ -57,11 +57,11 @@ func (l lookup) Find(ctx context.Context) (tools.Observation, error) {
 	// The look-up carries no operation id of its own: it has no effect.
 	res, err := l.tool.conn.Call(ctx, l.tool.lookup, args, "")
 	if err != nil {
-		return tools.Observation{}, fmt.Errorf("look-up %s/%s: %w", l.tool.Server(), l.tool.lookup, err)
+		return tools.Observation{}, bound(fmt.Errorf("look-up %s/%s: %w", l.tool.Server(), l.tool.lookup, err))
 	}
 	ans, err := readAnswer(res)
 	if err != nil {
-		return tools.Observation{}, fmt.Errorf("look-up %s/%s: %w", l.tool.Server(), l.tool.lookup, err)
+		return tools.Observation{}, bound(fmt.Errorf("look-up %s/%s: %w", l.tool.Server(), l.tool.lookup, err))
 	}
 	asked := fmt.Sprintf("asked %s/%s about operation %s", l.tool.Server(), l.tool.lookup, l.operationID)
 	switch ans.Status {

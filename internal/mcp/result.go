@@ -108,6 +108,38 @@ func Cap(output []byte, limit int, ref string) []byte {
 	return out
 }
 
+// MaxErrorText bounds the text of an MCP error — a server's isError
+// answer, a JSON-RPC error, a look-up's — wherever it becomes an error
+// message, and so an operation's reason, the ledger's error column or a
+// refusal the model reads: a hostile or broken server cannot fill them.
+const MaxErrorText = 4 << 10
+
+// boundText is text cut to MaxErrorText bytes (on a character boundary)
+// and marked with what was left out, never cut silently.
+func boundText(text string) string {
+	if len(text) <= MaxErrorText {
+		return text
+	}
+	n := cut(text, MaxErrorText)
+	return fmt.Sprintf("%s… %d more bytes", text[:n], len(text)-n)
+}
+
+// boundedError is err whose message is bounded by boundText; errors.Is
+// and errors.As still see err.
+type boundedError struct{ err error }
+
+func (e boundedError) Error() string { return boundText(e.err.Error()) }
+func (e boundedError) Unwrap() error { return e.err }
+
+// bound wraps err so its message is at most MaxErrorText bytes and a
+// marker; an err already short enough is returned as it is.
+func bound(err error) error {
+	if err == nil || len(err.Error()) <= MaxErrorText {
+		return err
+	}
+	return boundedError{err}
+}
+
 // cut is the largest n <= at that ends text[:n] on a character boundary.
 func cut(text string, at int) int {
 	if at >= len(text) {

@@ -1,12 +1,20 @@
 package mcp
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"unicode/utf8"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/capstanhq/capstan/internal/sandbox/mcpserver"
+	"github.com/capstanhq/capstan/internal/tools"
 )
 
 func TestCapCutsTheTextAndNamesTheItem(t *testing.T) {
@@ -55,5 +63,71 @@ func TestOtherContentIsDescribedNotInlined(t *testing.T) {
 	}
 	if strings.Contains(out, strings.Repeat("n", 50)) {
 		t.Errorf("%s: the embedded resource was inlined", out)
+	}
+}
+
+// A server's error text — an isError answer, a JSON-RPC error, a look-up's
+// error answer — becomes an error message of at most MaxErrorText bytes
+// and a marker saying how many more there were, never cut silently; the
+// verdict is kept.
+func TestErrorTextIsBounded(t *testing.T) {
+	s, store, _ := httpServer(t, "5s")
+	_, ts := openTools(t, s)
+	create := ts["mcp__sb__create_ticket"]
+	marker := regexp.MustCompile(`… (\d+) more bytes$`)
+	check := func(what string, err error, whole int) {
+		t.Helper()
+		msg := err.Error()
+		m := marker.FindStringSubmatch(msg)
+		if m == nil {
+			t.Fatalf("%s: %d bytes ending %q: want a '… N more bytes' marker", what, len(msg), msg[max(0, len(msg)-60):])
+		}
+		kept := len(msg) - len(m[0])
+		if kept > MaxErrorText {
+			t.Errorf("%s: %d bytes kept, want at most %d", what, kept, MaxErrorText)
+		}
+		if more, _ := strconv.Atoi(m[1]); kept+more < whole || kept+more > whole+200 {
+			t.Errorf("%s: %d kept + %d more, want the whole message's ~%d bytes", what, kept, more, whole)
+		}
+		if strings.Contains(msg, mcpserver.BigTail) {
+			t.Errorf("%s: the end of the server's text is still there", what)
+		}
+		if !utf8.ValidString(msg) {
+			t.Errorf("%s: cut inside a character", what)
+		}
+	}
+	for _, tc := range []struct {
+		fault   string
+		verdict tools.Verdict
+	}{{mcpserver.FaultBigError, tools.VerdictFailed}, {mcpserver.FaultBigInvalid, tools.VerdictFailed}} {
+		_ = store.Fault("create_ticket", tc.fault)
+		_, err := create.Execute(context.Background(), tools.Call{OperationID: "op-" + tc.fault, Arguments: json.RawMessage(`{"title":"x"}`)})
+		if err == nil {
+			t.Fatalf("%s: no error", tc.fault)
+		}
+		check(tc.fault, err, mcpserver.BigSize)
+		if got := tools.Classify(err); got != tc.verdict {
+			t.Errorf("%s: verdict %s, want %s", tc.fault, got, tc.verdict)
+		}
+	}
+	var wire *jsonrpc.Error
+	_ = store.Fault("create_ticket", mcpserver.FaultBigInvalid)
+	if _, err := create.Execute(context.Background(), tools.Call{OperationID: "op-wire", Arguments: json.RawMessage(`{"title":"x"}`)}); !errors.As(err, &wire) {
+		t.Errorf("the bounded error %T no longer unwraps to the JSON-RPC error", err)
+	}
+
+	_ = store.Fault("find_ticket", mcpserver.FaultBigError)
+	e, err := create.(tools.Finder).Effect(tools.Sent{Call: tools.Call{OperationID: "op-look"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.Find(context.Background())
+	if err == nil {
+		t.Fatal("look-up answering a big error: no error")
+	}
+	check("look-up", err, mcpserver.BigSize)
+
+	if got := boundText("short"); got != "short" {
+		t.Errorf("a short text became %q", got)
 	}
 }

@@ -183,7 +183,8 @@ func (t *Tool) Summary(args json.RawMessage) string {
 	return s
 }
 
-// Execute calls the tool once, its operation id in _meta. A result with
+// Execute calls the tool once, its operation id in _meta. Its error's
+// message is at most MaxErrorText bytes and a marker. A result with
 // isError is a refusal the model reads (failed); JSON-RPC -32601 and
 // -32602 are failed; no connection is not_sent; every other error —
 // another JSON-RPC error, a timeout, a dropped connection, a crashed
@@ -191,11 +192,11 @@ func (t *Tool) Summary(args json.RawMessage) string {
 func (t *Tool) Execute(ctx context.Context, call tools.Call) (tools.Result, error) {
 	res, err := t.conn.Call(ctx, t.remote, call.Arguments, call.OperationID)
 	if err != nil {
-		return tools.Result{}, classify(err)
+		return tools.Result{}, bound(classify(err))
 	}
 	out := resultOutput(res)
 	if res.IsError {
-		return tools.Result{}, tools.WithVerdict(fmt.Errorf("%s/%s answered an error: %s", t.Server(), t.remote, textOf(res)), tools.VerdictFailed)
+		return tools.Result{}, tools.WithVerdict(bound(fmt.Errorf("%s/%s answered an error: %s", t.Server(), t.remote, textOf(res))), tools.VerdictFailed)
 	}
 	return tools.Result{Output: out, ExternalID: externalID(res)}, nil
 }

@@ -64,6 +64,10 @@ const (
 	FaultInvalid = "invalid"
 	FaultSlow    = "slow"
 	FaultBig     = "big"
+	// FaultBigError and FaultBigInvalid are error and invalid with a text
+	// of BigSize bytes.
+	FaultBigError   = "big_error"
+	FaultBigInvalid = "big_invalid"
 )
 
 // The shape of the faults slow and big.
@@ -217,12 +221,21 @@ func (h *handlers) begin(ctx context.Context, req *sdk.CallToolRequest) (fault s
 		return fault, &sdk.CallToolResult{IsError: true, Content: text("the ticket system refused: scripted error")}, nil, true
 	case FaultInvalid:
 		return fault, nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "scripted invalid params"}, true
+	case FaultBigError:
+		return fault, &sdk.CallToolResult{IsError: true, Content: text("the ticket system refused: " + bigText())}, nil, true
+	case FaultBigInvalid:
+		return fault, nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "invalid params: " + bigText()}, true
 	case FaultSlow:
 		if err := slowly(ctx, req); err != nil {
 			return fault, nil, err, true
 		}
 	}
 	return fault, nil, nil, false
+}
+
+// bigText is about BigSize bytes of text ending with BigTail.
+func bigText() string {
+	return strings.Repeat("the ticket system says a great deal. ", BigSize/37) + BigTail
 }
 
 // slowly reports progress on the call's token every SlowEvery for
@@ -251,8 +264,7 @@ func slowly(ctx context.Context, req *sdk.CallToolRequest) error {
 func (h *handlers) after(ctx context.Context, fault string, res *sdk.CallToolResult) (*sdk.CallToolResult, error) {
 	switch fault {
 	case FaultBig:
-		body := strings.Repeat("the ticket system says a great deal. ", BigSize/37)
-		res.Content = append(res.Content, &sdk.TextContent{Text: body + BigTail})
+		res.Content = append(res.Content, &sdk.TextContent{Text: bigText()})
 	case FaultDrop:
 		return nil, h.hold(ctx)
 	case FaultCrash:
