@@ -29,6 +29,7 @@ import (
 	"github.com/capstanhq/capstan/internal/logids"
 	"github.com/capstanhq/capstan/internal/model"
 	"github.com/capstanhq/capstan/internal/policy"
+	"github.com/capstanhq/capstan/internal/redact"
 	"github.com/capstanhq/capstan/internal/tools"
 	"github.com/capstanhq/capstan/reconcilers"
 )
@@ -122,6 +123,10 @@ type Deps struct {
 	// Random draws the jitter of retry delays, uniform in [0,1); default
 	// math/rand/v2.Float64.
 	Random func() float64
+	// Redactor masks the worker's secrets in what the activities write to
+	// the ledger's error column (redact.go); the boundary masks what they
+	// hand Temporal (RedactingInterceptor, NewHandOff). Nil masks nothing.
+	Redactor *redact.Redactor
 
 	// Live receives each model attempt's text as it streams, for
 	// followers (livestream.go); nil publishes nothing.
@@ -182,7 +187,8 @@ func New(d Deps) (*Activities, error) {
 	if d.ItemCacheBytes == 0 {
 		d.ItemCacheBytes = config.DefaultItemCacheBytes
 	}
-	d.Ledger = newItemCache(&countingLedger{Ledger: &guardedLedger{Ledger: d.Ledger, breakers: d.Breakers}, metrics: d.Metrics, logger: d.Logger}, d.ItemCacheBytes)
+	d.Ledger = newItemCache(&countingLedger{Ledger: &guardedLedger{Ledger: redactingLedger(d.Ledger, d.Redactor), breakers: d.Breakers},
+		metrics: d.Metrics, logger: d.Logger}, d.ItemCacheBytes)
 	if d.Random == nil {
 		d.Random = rand.Float64
 	}

@@ -15,6 +15,7 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/capstanhq/capstan/internal/contract"
+	"github.com/capstanhq/capstan/internal/redact"
 )
 
 // HandOff hands what a stopping worker was running on to the next attempt
@@ -48,9 +49,10 @@ import (
 // When the report cannot be made, the SDK is left to try, as without a
 // HandOff; the heartbeat timeout remains the backstop.
 type HandOff struct {
-	client  client.Client
-	logger  *slog.Logger
-	running sync.WaitGroup
+	client   client.Client
+	logger   *slog.Logger
+	redactor *redact.Redactor
+	running  sync.WaitGroup
 }
 
 // handOffDelay bounds the next-retry delay of a handed-off attempt: drawn
@@ -62,16 +64,19 @@ const handOffDelay = 250 * time.Millisecond
 const handOffReportTimeout = 10 * time.Second
 
 // NewHandOff is the hand-off of a worker polling through c.
-func NewHandOff(c client.Client, logger *slog.Logger) *HandOff {
+func NewHandOff(c client.Client, logger *slog.Logger, r *redact.Redactor) *HandOff {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &HandOff{client: c, logger: logger}
+	return &HandOff{client: c, logger: logger, redactor: r}
 }
 
-// Interceptor is the activities' boundary (Interceptor) with the hand-off:
-// the one interceptor a worker process installs.
-func (h *HandOff) Interceptor() interceptor.WorkerInterceptor { return &boundary{h: h} }
+// Interceptor is the activities' boundary (RedactingInterceptor, with the
+// redactor NewHandOff was given) with the hand-off: the one interceptor a
+// worker process installs.
+func (h *HandOff) Interceptor() interceptor.WorkerInterceptor {
+	return &boundary{h: h, r: h.redactor}
+}
 
 // Wait returns once every activity that began through the hand-off has
 // ended and had its ending reported, or when timeout has passed; it

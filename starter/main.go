@@ -40,6 +40,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/capstanhq/capstan/internal/config"
+	"github.com/capstanhq/capstan/internal/redact"
 	"github.com/capstanhq/capstan/workflows"
 )
 
@@ -95,12 +96,19 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return 1
 	case errors.As(err, &ue) || strings.HasPrefix(err.Error(), "unknown command"):
 		// cobra reports an unknown subcommand only as text.
-		fmt.Fprintf(stderr, "starter: %s\n", clean(err.Error()))
+		fmt.Fprintf(stderr, "starter: %s\n", a.errorText(err))
 		return 2
 	default:
-		fmt.Fprintf(stderr, "starter: %s\n", clean(err.Error()))
+		fmt.Fprintf(stderr, "starter: %s\n", a.errorText(err))
 		return 1
 	}
+}
+
+// errorText is the sentence the starter prints for err: cleaned for the
+// terminal, and quoting no secret of its environment (a codec key given
+// the wrong way round, a key in a configured URL's query).
+func (a *app) errorText(err error) string {
+	return clean(redact.New(a.cfg.Secrets()...).String(err.Error()))
 }
 
 // usageArgs makes a cobra argument check's complaint a usage error.

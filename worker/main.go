@@ -37,6 +37,7 @@ import (
 
 	"github.com/capstanhq/capstan/internal/config"
 	"github.com/capstanhq/capstan/internal/mcp"
+	"github.com/capstanhq/capstan/internal/redact"
 	"github.com/capstanhq/capstan/internal/workerapp"
 )
 
@@ -83,41 +84,45 @@ func run(args []string, lookupEnv func(string) (string, bool), stdout, stderr io
 		fmt.Fprintf(stderr, "worker: %v\n", err)
 		return 2
 	}
+	// No sentence the worker prints quotes a secret of its environment.
+	cfg := config.FromLookupEnv(lookupEnv)
 	if mcpCheck != "" {
-		return checkMCP(mcpCheck, lookupEnv, stdout, stderr)
+		return checkMCP(mcpCheck, lookupEnv, cfg.Secrets(), stdout, stderr)
 	}
+	secrets := redact.New(cfg.Secrets()...)
 	live, err := config.LiveStreamFromLookupEnv(lookupEnv)
 	if err != nil {
-		fmt.Fprintf(stderr, "worker: %v\n", err)
+		fmt.Fprintf(stderr, "worker: %v\n", secrets.Error(err))
 		return 1
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	err = workerapp.Run(ctx, workerapp.Options{
-		Config:      config.FromLookupEnv(lookupEnv),
+		Config:      cfg,
 		LiveStream:  live,
 		Logger:      logger,
 		Stdout:      stdout,
 		StopTimeout: stopTimeout,
 	})
 	if err != nil {
-		fmt.Fprintf(stderr, "worker: %v\n", err)
+		fmt.Fprintf(stderr, "worker: %v\n", secrets.Error(err))
 		return 1
 	}
 	return 0
 }
 
-// checkMCP is worker --mcp-check FILE.
-func checkMCP(file string, lookupEnv func(string) (string, bool), stdout, stderr io.Writer) int {
-	cfg, err := mcp.Load(file, lookupEnv)
+// checkMCP is worker --mcp-check FILE; its sentence masks secrets and
+// what the file's ${VAR} expanded to.
+func checkMCP(file string, lookupEnv func(string) (string, bool), secrets []string, stdout, stderr io.Writer) int {
+	cfg, held, err := workerapp.LoadMCP(file, lookupEnv)
 	if err == nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
 		err = mcp.Check(ctx, cfg, stdout, nil)
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "worker: %v\n", err)
+		fmt.Fprintf(stderr, "worker: %v\n", redact.New(append(secrets, held...)...).Error(err))
 		return 1
 	}
 	return 0

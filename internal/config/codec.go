@@ -17,7 +17,7 @@ type CodecKey struct {
 // commas, newest first. "" (unset) is no keys. Anything else that is not
 // one or more such pairs, each id given once and each key 32 bytes of
 // standard base64, is one sentence naming the setting — never quoting a
-// key.
+// key, nor an id that is one (a pair given key first).
 func ParseCodecKeys(v string) ([]CodecKey, error) {
 	v = strings.TrimSpace(v)
 	if v == "" {
@@ -31,10 +31,12 @@ func ParseCodecKeys(v string) ([]CodecKey, error) {
 		switch {
 		case !ok || id == "":
 			return nil, fmt.Errorf("CAPSTAN_CODEC_KEYS: pair %d is not id:base64 (such as 2026-12:$(openssl rand -base64 32)), newest first, separated by commas", i+1)
+		case looksLikeCodecKey(id):
+			return nil, fmt.Errorf("CAPSTAN_CODEC_KEYS: pair %d gives its key before the colon; write id:base64, the id first", i+1)
 		case strings.ContainsAny(id, " \t\"'\\"):
 			return nil, fmt.Errorf("CAPSTAN_CODEC_KEYS: key id %q holds a space or quote; use letters, digits, dashes or dots", id)
 		case len(id) > 64:
-			return nil, fmt.Errorf("CAPSTAN_CODEC_KEYS: key id %.20q… is longer than 64 characters", id)
+			return nil, fmt.Errorf("CAPSTAN_CODEC_KEYS: the key id of pair %d is longer than 64 characters", i+1)
 		case seen[id]:
 			return nil, fmt.Errorf("CAPSTAN_CODEC_KEYS: key id %q is listed twice; every key needs its own id", id)
 		}

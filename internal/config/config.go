@@ -152,6 +152,8 @@ type Config struct {
 	// codecProblem is why CAPSTAN_CODEC_KEYS could not be read (also in
 	// problems), for commands that validate nothing else (CheckCodecKeys).
 	codecProblem error
+	// secrets are the environment's secret values (Secrets).
+	secrets []string
 }
 
 // FromEnv reads the configuration through getenv and fills every default.
@@ -195,6 +197,7 @@ func FromLookupEnv(lookup func(string) (string, bool)) Config {
 		MetricsAddr:   DefaultMetricsAddr,
 	}
 	c.AnthropicAPIKey = getenv("ANTHROPIC_API_KEY")
+	c.readSecrets(getenv)
 	c.readGitHubApp(getenv)
 	if keys, err := ParseCodecKeys(getenv("CAPSTAN_CODEC_KEYS")); err != nil {
 		c.problems = append(c.problems, err)

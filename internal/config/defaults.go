@@ -205,6 +205,8 @@ var Settings = []Setting{
 	{Name: "TEMPORAL_ADDRESS", Default: code(client.DefaultHostPort),
 		Meaning: "Temporal frontend (the SDK's envconfig: `TEMPORAL_PROFILE`, `TEMPORAL_CONFIG_FILE`, TLS and API keys work too)"},
 	{Name: "TEMPORAL_NAMESPACE", Default: code(client.DefaultNamespace), Meaning: "namespace"},
+	{Name: "TEMPORAL_API_KEY", Default: none,
+		Meaning: "API key of the Temporal server (Temporal Cloud), read by the SDK's envconfig; like every key and token here, masked in whatever the binaries log or print"},
 	{Name: "CAPSTAN_TASK_QUEUE", Default: code(DefaultTaskQueue), Meaning: "task queue of the worker pool"},
 	{Name: "CAPSTAN_LEDGER_DSN", Default: code(DefaultLedgerDSN),
 		Meaning: "ledger: `sqlite://relative/path.db`, `sqlite:///absolute/path.db` (workers on one machine; workers sharing a file each pay about half as much CPU again per write as one alone, so run one worker per machine), or `postgres://user:pass@host:5432/db` (a pool across machines; `postgresql://` too, with libpq settings such as `?sslmode=require`, `search_path=…`, `pool_max_conns=…`). The schema is created on first open."},

@@ -3,27 +3,21 @@ package workerapp
 import (
 	"context"
 	"fmt"
-	"os"
 
 	"github.com/capstanhq/capstan/internal/breaker"
-	"github.com/capstanhq/capstan/internal/config"
 	"github.com/capstanhq/capstan/internal/mcp"
 	"github.com/capstanhq/capstan/internal/tools"
 )
 
-// openMCP connects to the MCP servers of CAPSTAN_MCP_CONFIG, when set, and
-// returns cl with their tools added to the registry beside the built-in
-// ones. A bad file, an unreachable server or a tool setting naming a tool
-// its server does not offer stops the worker with one sentence naming the
-// server and the field. The values ${VAR} expands to go only into the
-// connections.
-func (w *Worker) openMCP(ctx context.Context, cfg config.Config, cl Clients) (Clients, error) {
-	if cfg.MCPConfig == "" {
+// openMCP connects to the MCP servers of file, CAPSTAN_MCP_CONFIG as
+// checkConfig read it (nil for none), and returns cl with their tools
+// added to the registry beside the built-in ones. An unreachable server or
+// a tool setting naming a tool its server does not offer stops the worker
+// with one sentence naming the server and the field. The values ${VAR}
+// expands to go only into the connections.
+func (w *Worker) openMCP(ctx context.Context, file *mcp.Config, cl Clients) (_ Clients, err error) {
+	if file == nil {
 		return cl, nil
-	}
-	file, err := mcp.Load(cfg.MCPConfig, os.LookupEnv)
-	if err != nil {
-		return cl, fmt.Errorf("CAPSTAN_MCP_CONFIG: %w", err)
 	}
 	w.mcp, err = mcp.Open(ctx, file, w.logger)
 	if err != nil {

@@ -42,6 +42,7 @@ import (
 	"github.com/capstanhq/capstan/internal/metrics"
 	"github.com/capstanhq/capstan/internal/model"
 	"github.com/capstanhq/capstan/internal/policy"
+	"github.com/capstanhq/capstan/internal/redact"
 	"github.com/capstanhq/capstan/internal/tools/slackpost"
 	"github.com/capstanhq/capstan/reconcilers"
 	"github.com/capstanhq/capstan/workflows"
@@ -103,8 +104,9 @@ type Worker struct {
 	metricsServer *metrics.Server
 	liveHub       *livestream.Hub // nil when CAPSTAN_STREAM_ADDR is empty
 	liveServer    *livestream.Server
-	gc            config.LedgerGC // the periodic ledger retention Run runs (gc.go)
-	mcp           *mcp.Pool       // the MCP servers of CAPSTAN_MCP_CONFIG; nil for none (mcp.go)
+	gc            config.LedgerGC  // the periodic ledger retention Run runs (gc.go)
+	mcp           *mcp.Pool        // the MCP servers of CAPSTAN_MCP_CONFIG; nil for none (mcp.go)
+	redactor      *redact.Redactor // the worker's secrets, masked where they would leave it (checks.go)
 	handOff       *activities.HandOff
 	floor         *policy.Policy // CAPSTAN_POLICY, decided beside each task's rules; nil for none
 }
@@ -129,8 +131,11 @@ func Run(ctx context.Context, o Options) error {
 
 // New checks the configuration and connects everything, failing with one
 // sentence on the first problem: a missing key, a bad ledger DSN, a metrics
-// address it cannot listen on, an unreachable server. On failure whatever
-// it had opened is closed.
+// address it cannot listen on, an unreachable server. Every check that
+// needs nothing outside the process (checkConfig) comes first, so a bad
+// configuration opens no listener, registers nothing and starts no MCP
+// server. On failure whatever it had opened is closed. No secret of the
+// configuration appears in the error, nor in a line the worker logs.
 func New(ctx context.Context, o Options) (_ *Worker, err error) {
 	cfg := o.Config
 	if o.Logger == nil {
@@ -139,27 +144,27 @@ func New(ctx context.Context, o Options) (_ *Worker, err error) {
 	if o.Stdout == nil {
 		o.Stdout = io.Discard
 	}
-	keys, err := codec.New(cfg.CodecKeys)
+	ok, err := checkConfig(cfg)
 	if err != nil {
-		return nil, err
+		return nil, ok.redactor.Error(err)
 	}
 	if o.Dial == nil {
-		o.Dial = dialFromEnvironment(codec.PayloadCodec(keys))
+		o.Dial = dialFromEnvironment(codec.PayloadCodec(ok.keys))
 	}
-	w := &Worker{identity: o.Identity, taskQueue: cfg.TaskQueue, logger: logids.Logger(o.Logger), gc: cfg.LedgerGC}
+	w := &Worker{identity: o.Identity, taskQueue: cfg.TaskQueue, gc: cfg.LedgerGC, redactor: ok.redactor, floor: ok.floor,
+		logger: logids.Logger(slog.New(ok.redactor.Handler(o.Logger.Handler())))}
 	if w.identity == "" {
 		w.identity = newIdentity()
 	}
 	defer func() {
 		if err != nil {
 			w.Close()
+			err = w.redactor.Error(err)
 		}
 	}()
 
-	if err := cfg.ValidateWorker(); err != nil {
-		return nil, err
-	}
-	if w.floor, err = checkPolicy(cfg.PolicyFile); err != nil {
+	clients, err := NewClients(cfg, w.logger)
+	if err != nil {
 		return nil, err
 	}
 	if err := w.serveMetrics(cfg.MetricsAddr, o.Stdout); err != nil {
@@ -168,18 +173,14 @@ func New(ctx context.Context, o Options) (_ *Worker, err error) {
 	if err := w.serveLive(o.LiveStream, o.Stdout); err != nil {
 		return nil, err
 	}
-	w.ledger, err = ledgerdsn.Open(ctx, cfg.LedgerDSN, ledgerdsn.Options{Logger: w.logger, Sealer: codec.Sealer(keys)})
+	w.ledger, err = ledgerdsn.Open(ctx, cfg.LedgerDSN, ledgerdsn.Options{Logger: w.logger, Sealer: codec.Sealer(ok.keys)})
 	if err != nil {
 		return nil, fmt.Errorf("open the ledger (CAPSTAN_LEDGER_DSN): %w", err)
-	}
-	clients, err := NewClients(cfg, w.logger)
-	if err != nil {
-		return nil, err
 	}
 	if err := clients.CheckGitHubApp(ctx); err != nil {
 		return nil, err
 	}
-	if clients, err = w.openMCP(ctx, cfg, clients); err != nil {
+	if clients, err = w.openMCP(ctx, ok.mcp, clients); err != nil {
 		return nil, err
 	}
 	breakers, err := w.newBreakers(cfg, clients)
@@ -210,7 +211,7 @@ func New(ctx context.Context, o Options) (_ *Worker, err error) {
 	// Once asked to stop, the worker stops polling and gives running
 	// activities StopTimeout to finish before their contexts are
 	// cancelled; those then hand their operations on (activities.HandOff).
-	w.handOff = activities.NewHandOff(c, w.logger)
+	w.handOff = activities.NewHandOff(c, w.logger, w.redactor)
 	w.worker = worker.New(c, cfg.TaskQueue, worker.Options{Identity: w.identity, WorkerStopTimeout: o.StopTimeout,
 		Interceptors: []interceptor.WorkerInterceptor{w.handOff.Interceptor()}, DeploymentOptions: deploymentOptions(cfg.Deployment),
 		MaxConcurrentActivityExecutionSize: cfg.ActivitySlots})
@@ -253,6 +254,7 @@ func (w *Worker) newActivities(cfg config.Config, cl Clients, breakers *breaker.
 		ItemCacheBytes: itemCacheBytes(cfg.ItemCacheBytes),
 		Now:            time.Now,
 		Logger:         w.logger,
+		Redactor:       w.redactor,
 	}
 	// Interfaces, not a *slack.Client, so that "no token" stays a nil
 	// interface the activities and reconcilers can test for.

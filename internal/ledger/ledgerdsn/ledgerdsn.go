@@ -100,6 +100,13 @@ func openPostgres(ctx context.Context, dsn string, opts Options) (ledger.Store, 
 	return s, nil
 }
 
+// Check reports, without opening anything, why Open would refuse dsn as
+// written; nil when it names a ledger Open can try.
+func Check(dsn string) error {
+	_, err := parse(dsn)
+	return err
+}
+
 // target is what a DSN names: exactly one of a SQLite file and a PostgreSQL
 // connection string.
 type target struct {
