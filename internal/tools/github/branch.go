@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 
 	gogithub "github.com/google/go-github/v62/github"
 
@@ -80,6 +81,26 @@ func withBranchFacts(a createBranchArgs, facts json.RawMessage) (createBranchArg
 	return a, nil
 }
 
+// createBranchKey opens the business key of every github_create_branch
+// operation: "branch:create:<owner>/<repo>:<branch>".
+const createBranchKey = "branch:create:"
+
+// CreatedBranch reads the repository and branch from the business key of
+// a github_create_branch operation (tools.BranchCreator). A repository's
+// name holds no ":", so the first one after the prefix ends it; a branch's
+// name may not hold one either (git check-ref-format).
+func (t branchTool) CreatedBranch(businessKey string) (tools.Target, bool) {
+	rest, ok := strings.CutPrefix(businessKey, createBranchKey)
+	if !ok {
+		return tools.Target{}, false
+	}
+	repo, branch, ok := strings.Cut(rest, ":")
+	if !ok || repo == "" || branch == "" {
+		return tools.Target{}, false
+	}
+	return tools.Target{Repository: repo, Branch: branch, CreatesBranch: true}, true
+}
+
 var createBranchSchema = objectSchema([]string{"repo", "branch", "from"}, map[string]any{
 	"repo":   repoProp(),
 	"branch": stringProp(`Name of the branch to create, e.g. "agent/fix-typo".`),
@@ -111,7 +132,7 @@ func createBranchTool(c *gogithub.Client) tools.Tool {
 		},
 		identify: func(a createBranchArgs) tools.Identity {
 			return tools.Identity{
-				BusinessKey: "branch:create:" + a.repo.Key() + ":" + a.branch,
+				BusinessKey: createBranchKey + a.repo.Key() + ":" + a.branch,
 				Effect: canonical(struct {
 					Repo   string `json:"repo"`
 					Branch string `json:"branch"`
