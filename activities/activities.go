@@ -43,6 +43,7 @@ type Ledger interface {
 	Release(ctx context.Context, id string, fence int64) error
 	TakeForReconcile(ctx context.Context, id, owner string, lease time.Duration) (ledger.Operation, error)
 	Get(ctx context.Context, id string) (ledger.Operation, error)
+	ListByTask(ctx context.Context, taskID string) ([]ledger.Operation, error)
 	PutItem(ctx context.Context, data []byte) (string, error)
 	GetItem(ctx context.Context, ref string) ([]byte, error)
 	GetItems(ctx context.Context, refs []string) ([][]byte, error)

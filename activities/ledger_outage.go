@@ -117,6 +117,11 @@ func (l *guardedLedger) Get(ctx context.Context, id string) (op ledger.Operation
 	return op, err
 }
 
+func (l *guardedLedger) ListByTask(ctx context.Context, taskID string) (ops []ledger.Operation, err error) {
+	err = l.call(ctx, func() error { ops, err = l.Ledger.ListByTask(ctx, taskID); return err })
+	return ops, err
+}
+
 func (l *guardedLedger) PutItem(ctx context.Context, data []byte) (ref string, err error) {
 	err = l.call(ctx, func() error { ref, err = l.Ledger.PutItem(ctx, data); return err })
 	return ref, err

@@ -10,6 +10,7 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/capstanhq/capstan"
 	"github.com/capstanhq/capstan/internal/contract"
 	"github.com/capstanhq/capstan/internal/ledger"
 	"github.com/capstanhq/capstan/internal/model"
@@ -58,6 +59,11 @@ func (a *Activities) decide(ctx context.Context, in contract.ExecuteToolInput, t
 	task := policyTask(in.Policy)
 	if task.DefaultBranch, err = a.defaultBranch(ctx, c, in.Policy); err != nil {
 		return nil, err
+	}
+	if c.WritesOnto() {
+		if task.CreatedBranches, err = a.createdBranches(ctx, in); err != nil {
+			return nil, err
+		}
 	}
 	d := policy.Stack{Floor: a.Floor, Task: p}.Decide(c, task)
 	out := &contract.PolicyDecision{Effect: string(d.Effect), Rule: d.Rule, Reason: d.Reason, Layer: d.Layer, Refused: !d.Allowed()}
@@ -216,10 +222,51 @@ func namesHead(c policy.Call, tp *contract.TaskPolicy) bool {
 	})
 }
 
-// policyTask is what the policy knows of the task.
+// policyTask is what the policy knows of the task when it starts.
 func policyTask(tp *contract.TaskPolicy) policy.Task {
 	return policy.Task{Repositories: tp.Repositories, Base: tp.Base, BranchPrefix: tp.BranchPrefix, Tenant: tp.Tenant, Labels: tp.Labels,
-		RequireApproval: tp.RequireApproval}
+		RequireApproval: tp.RequireApproval, AllowBranches: tp.AllowBranches}
+}
+
+// createdBranches are the branches the task of in has created, as the
+// ledger records them (policy.Task.CreatedBranches, default/own-branch):
+// its operations of a tools.BranchCreator that succeeded — sent and
+// answered, or found by a reconciliation or a person — in any run of its
+// chain (continue-as-new and reset keep the chain's scope, which its
+// operation ids carry), never those of another chain that reused the task
+// id. Read before a write onto a branch is decided; a ledger that cannot
+// answer is an error Temporal retries, nothing sent.
+func (a *Activities) createdBranches(ctx context.Context, in contract.ExecuteToolInput) ([]policy.Branch, error) {
+	ops, err := a.Ledger.ListByTask(ctx, in.TaskID)
+	if err != nil {
+		return nil, fmt.Errorf("read the branches task %s created: %w", in.TaskID, err)
+	}
+	var out []policy.Branch
+	for _, op := range ops {
+		if op.State != capstan.OutcomeSucceeded || op.Tenant != in.Tenant || !ofChain(op.ID, in) {
+			continue
+		}
+		tool, err := a.Tools.Get(op.Kind)
+		if err != nil {
+			continue // not a tool of this worker's
+		}
+		if bc, ok := tool.(tools.BranchCreator); ok {
+			if t, ok := bc.CreatedBranch(op.BusinessKey); ok {
+				out = append(out, policy.Branch{Repository: t.Repository, Name: t.Branch})
+			}
+		}
+	}
+	return out, nil
+}
+
+// ofChain is whether operation id belongs to the chain of in: it carries
+// the chain's scope after the task id; for a task started before keys were
+// scoped, it carries none.
+func ofChain(id string, in contract.ExecuteToolInput) bool {
+	if in.Scope == "" {
+		return !strings.Contains(id, ":"+in.TaskID+":~")
+	}
+	return strings.Contains(id, ledger.Chain{TaskID: in.TaskID, Scope: in.Scope}.OperationMark())
 }
 
 // compiled is the task's policy, compiled once per worker for each policy

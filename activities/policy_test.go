@@ -70,7 +70,7 @@ func TestExecuteToolRefusesWhatThePolicyRefusesBeforeSendingAnything(t *testing.
 		{githubtools.NamePutFile, `{"repo":"acme/app","branch":"main","path":"a.md","content":"c","message":"m"}`, "default/base-branch",
 			"refused by default/base-branch: main is this task's base branch"},
 		{githubtools.NamePutFile, `{"repo":"acme/app","branch":"capstan/x","path":".github/workflows/ci.yml","content":"c","message":"m"}`,
-			"default/workflow-files", "refused by default/workflow-files: .github/workflows/ci.yml is under .github/workflows/"},
+			"default/workflow-files", "refused by default/workflow-files: .github/workflows/ci.yml is under .github/, where this task never writes"},
 		{githubtools.NameCreateBranch, `{"repo":"acme/app","branch":"agent/x","from":"main"}`, "default/branch-prefix",
 			"refused by default/branch-prefix: branch agent/x does not start with capstan/"},
 		{githubtools.NameCreatePullRequest, `{"repo":"acme/app","head":"capstan/x","base":"main","title":"t","body":"b"}`, "prs-need-a-person",

@@ -26,7 +26,7 @@ type methodTime struct {
 
 // ledgerMethods names the methods of activities.Ledger, by index.
 var ledgerMethods = [...]string{"Claim", "MarkRunning", "Renew", "Complete", "Release", "TakeForReconcile",
-	"Get", "PutItem", "GetItem", "GetItems", "CommitTurn", "GetTurn", "RecordDecision"}
+	"Get", "PutItem", "GetItem", "GetItems", "CommitTurn", "GetTurn", "RecordDecision", "ListByTask"}
 
 const (
 	mClaim = iota
@@ -42,6 +42,7 @@ const (
 	mCommitTurn
 	mGetTurn
 	mRecordDecision
+	mListByTask
 )
 
 // byMethod returns, per method name, its calls and the time inside them.
@@ -155,4 +156,9 @@ func (d *timedLedger) GetTurn(ctx context.Context, turnID string) ([]byte, error
 func (d *timedLedger) RecordDecision(ctx context.Context, dec ledger.Decision) (ledger.Decision, bool, error) {
 	defer d.t.since(mRecordDecision, time.Now())
 	return d.l.RecordDecision(ctx, dec)
+}
+
+func (d *timedLedger) ListByTask(ctx context.Context, taskID string) ([]ledger.Operation, error) {
+	defer d.t.since(mListByTask, time.Now())
+	return d.l.ListByTask(ctx, taskID)
 }

@@ -44,7 +44,8 @@ func runPolicy(ctx context.Context) policyRow {
 	}
 	call := policy.Call{Tool: "github_put_file", Class: capstan.ClassIdempotent, Writes: true,
 		Repository: "acme/payments", Branch: "capstan/fix-typo", Path: "README.md"}
-	task := policy.Task{Repositories: []string{"acme/payments"}, Base: "main", Tenant: "default", Labels: map[string]string{"env": "prod"}}
+	task := policy.Task{Repositories: []string{"acme/payments"}, Base: "main", Tenant: "default", Labels: map[string]string{"env": "prod"},
+		CreatedBranches: []policy.Branch{{Repository: "acme/payments", Name: "capstan/fix-typo"}}}
 	decide := func(p *policy.Policy) time.Duration {
 		r := testing.Benchmark(func(b *testing.B) {
 			for b.Loop() {

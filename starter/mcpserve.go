@@ -202,6 +202,7 @@ type runTaskInput struct {
 	Tenant          string   `json:"tenant,omitempty" jsonschema:"tenant the task's operations belong to, and its fairness key"`
 	Priority        int      `json:"priority,omitempty" jsonschema:"the task's priority, 1 (highest) to 5 (default 3)"`
 	AllowRepo       []string `json:"allow_repo,omitempty" jsonschema:"further repositories, OWNER/NAME, the task's policy lets it read and write"`
+	AllowBranch     []string `json:"allow_branch,omitempty" jsonschema:"existing branches the task's policy lets it write onto besides those it creates"`
 	Label           []string `json:"label,omitempty" jsonschema:"labels of the task, KEY=VALUE, which policy rules can read"`
 	MaxRefusals     int      `json:"max_refusals,omitempty" jsonschema:"how many tool calls the policy refuses before the task fails"`
 	RequireApproval []string `json:"require_approval,omitempty" jsonschema:"tool names or classes whose calls wait for a person's approval"`
@@ -244,6 +245,7 @@ func (in runTaskInput) args() []string {
 	str("tenant", in.Tenant)
 	num("priority", int64(in.Priority))
 	list("allow-repo", in.AllowRepo)
+	list("allow-branch", in.AllowBranch)
 	list("label", in.Label)
 	num("max-refusals", int64(in.MaxRefusals))
 	list("require-approval", in.RequireApproval)

@@ -53,6 +53,7 @@ type explainFlags struct {
 	file, tool, class, server           string
 	repo, branch, path, from, into      string
 	taskRepos, labels                   []string
+	allowBranches, createdBranches      []string
 	base, defaultBranch, prefix, tenant string
 }
 
@@ -60,7 +61,7 @@ type explainFlags struct {
 func (a *app) policyExplainCommand() *cobra.Command {
 	var f explainFlags
 	cmd := &cobra.Command{
-		Use:   "explain --tool NAME [--repo R --branch B --path P --from F --into I] [--task-repo R]... [--base B] [--tenant T] [--label K=V]...",
+		Use:   "explain --tool NAME [--repo R --branch B --path P --from F --into I] [--task-repo R]... [--base B] [--tenant T] [--label K=V]... [--allow-branch B]... [--created-branch B]...",
 		Short: "Show which rule decides a tool call, and why",
 		Args:  usageArgs(cobra.NoArgs),
 		RunE: func(*cobra.Command, []string) error {
@@ -89,6 +90,8 @@ func (a *app) policyExplainCommand() *cobra.Command {
 	fl.StringVar(&f.prefix, "branch-prefix", a.cfg.BranchPrefix, "what branches the task creates start with (default $CAPSTAN_BRANCH_PREFIX)")
 	fl.StringVar(&f.tenant, "tenant", config.DefaultTenant, "the task's tenant")
 	fl.StringArrayVar(&f.labels, "label", nil, "one of the task's labels, KEY=VALUE (repeatable)")
+	fl.StringArrayVar(&f.allowBranches, "allow-branch", nil, "a branch the task was started with --allow-branch (repeatable)")
+	fl.StringArrayVar(&f.createdBranches, "created-branch", nil, "a branch the task has created in --repo, as its ledger records it (repeatable): a write onto another is refused")
 	return cmd
 }
 
@@ -115,7 +118,11 @@ func (f explainFlags) resolve() (*policy.Policy, policy.Call, policy.Task, error
 	}
 	c.CreatesBranch = isBuiltin && builtin.CreatesBranch
 	c.Writes = c.Class != capstan.ClassReadOnly
-	t := policy.Task{Repositories: f.taskRepos, Base: f.base, DefaultBranch: f.defaultBranch, BranchPrefix: f.prefix, Tenant: f.tenant}
+	t := policy.Task{Repositories: f.taskRepos, Base: f.base, DefaultBranch: f.defaultBranch, BranchPrefix: f.prefix, Tenant: f.tenant,
+		AllowBranches: f.allowBranches}
+	for _, b := range f.createdBranches {
+		t.CreatedBranches = append(t.CreatedBranches, policy.Branch{Repository: f.repo, Name: b})
+	}
 	for _, kv := range f.labels {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok || k == "" {

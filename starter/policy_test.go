@@ -48,7 +48,7 @@ func TestPolicyCheck(t *testing.T) {
 	code, out, errOut := starter(t, nil, "policy", "check", good)
 	want := `prod-pull-requests (line 2): require_approval tool=github_create_pull_request when labels[?"env"].orValue("") == "prod"
 no-vendor (line 6): deny path=vendor/**
-` + good + `: 2 rules, then the defaults: default/repository, default/base-branch, default/branch-prefix, default/workflow-files, default/read, default/allow
+` + good + `: 2 rules, then the defaults: default/repository, default/base-branch, default/branch-prefix, default/workflow-files, default/own-branch, default/read, default/allow
 `
 	if code != 0 || out != want || errOut != "" {
 		t.Errorf("check of a good file: exit %d\nstdout:\n%s\nwant:\n%s\nstderr: %s", code, out, want, errOut)
@@ -96,6 +96,18 @@ func TestPolicyExplain(t *testing.T) {
 		{"the file from CAPSTAN_POLICY", map[string]string{"CAPSTAN_POLICY": file},
 			[]string{"--tool", "github_put_file", "--repo", "acme/payments", "--branch", "capstan/x", "--path", "vendor/lib/a.go", "--task-repo", "acme/payments"},
 			0, "decision: deny\nrule:     no-vendor\nreason:   vendored code is updated by the dependency bot\n"},
+		{"a branch the task did not create", nil,
+			[]string{"--tool", "github_put_file", "--repo", "acme/payments", "--branch", "release/v2", "--path", "VERSION", "--task-repo", "acme/payments",
+				"--created-branch", "capstan/x"},
+			0, "decision: deny\nrule:     default/own-branch\nreason:   release/v2 is not a branch this task created (github_create_branch, starting with capstan/), and it writes only onto those: create one and write there\n"},
+		{"a branch the task created", nil,
+			[]string{"--tool", "github_put_file", "--repo", "acme/payments", "--branch", "capstan/x", "--path", "a.go", "--task-repo", "acme/payments",
+				"--created-branch", "capstan/x"},
+			0, "decision: allow\nrule:     default/allow\nreason:   no rule refuses it: this task writes to acme/payments except its base branch main, onto branches it created starting with capstan/, and not under .github/ nor to a root action.yml\n"},
+		{"a branch --allow-branch names", nil,
+			[]string{"--tool", "github_put_file", "--repo", "acme/payments", "--branch", "gh-pages", "--path", "index.html", "--task-repo", "acme/payments",
+				"--allow-branch", "gh-pages"},
+			0, "decision: allow\nrule:     default/allow\nreason:   no rule refuses it: this task writes to acme/payments except its base branch main, onto branches it created starting with capstan/ or that --allow-branch names (gh-pages), and not under .github/ nor to a root action.yml\n"},
 		{"an MCP tool with its class", nil, []string{"--tool", "search", "--server", "docs", "--class", "read_only"},
 			0, "decision: allow\nrule:     default/read\nreason:   search only reads, which this policy allows\n"},
 		{"an MCP tool without its class", nil, []string{"--tool", "search", "--server", "docs"}, 2, ""},

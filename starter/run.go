@@ -32,7 +32,7 @@ import (
 type runFlags struct {
 	prompt, repo, base, slack, model, id, tenant string
 	comments, fallbacks, allowRepos, labels      []string
-	requireApproval                              []string
+	requireApproval, allowBranches               []string
 	maxTurns, maxRefusals, priority              int
 	humanTimeout, idleTimeout, maxDuration       time.Duration
 	approvalTimeout                              time.Duration
@@ -81,6 +81,7 @@ func (f *runFlags) register(fl *pflag.FlagSet) {
 	fl.StringVar(&f.tenant, "tenant", config.DefaultTenant, "tenant the task's operations belong to; also its search attribute CapstanTenant and the fairness key of all its workflow and activity tasks (weights: CAPSTAN_TENANT_WEIGHTS)")
 	fl.IntVar(&f.priority, "priority", 0, "the task's priority, 1 (highest) to 5, for all its workflow and activity tasks (default Temporal's, 3)")
 	fl.StringArrayVar(&f.allowRepos, "allow-repo", nil, "a further repository, OWNER/NAME, the task's policy lets it read and write besides --repo and the --comment ones (repeatable)")
+	fl.StringArrayVar(&f.allowBranches, "allow-branch", nil, "an existing branch the task's policy lets it write onto, in its repositories, besides the branches it creates (repeatable; never the base or the default branch)")
 	fl.StringArrayVar(&f.labels, "label", nil, "a label of the task, KEY=VALUE, which policy rules can read (repeatable)")
 	fl.IntVar(&f.maxRefusals, "max-refusals", 0, "how many tool calls the policy refuses before the task fails with policy_violation (default $CAPSTAN_POLICY_REFUSALS or 3)")
 	fl.StringArrayVar(&f.requireApproval, "require-approval", nil, "a tool name, or a class (read_only, idempotent, conditional, unsafe), whose calls wait for a person's approval (starter approve, starter deny) before anything is sent (repeatable)")

@@ -45,7 +45,8 @@ func TestRunFlagsSetTheTasksModelLimits(t *testing.T) {
 
 // `starter run` fixes the task's policy context in its input: the
 // repositories of --repo, each --comment and each --allow-repo (each once),
-// base, prefix, tenant, labels, the refusal limit, and the text of the
+// base, prefix, the branches of --allow-branch (each once), tenant, labels,
+// the refusal limit, and the text of the
 // CAPSTAN_POLICY file; a bad file is refused with its line, nothing started.
 func TestRunFixesTheTasksPolicyContext(t *testing.T) {
 	t.Parallel()
@@ -58,13 +59,15 @@ func TestRunFixesTheTasksPolicyContext(t *testing.T) {
 	env := map[string]string{"CAPSTAN_POLICY": good, "CAPSTAN_BRANCH_PREFIX": "bot/", "CAPSTAN_POLICY_REFUSALS": "5"}
 	a := &app{cfg: config.FromEnv(func(k string) string { return env[k] })}
 	f := runFlags{prompt: "p", repo: "acme/payments", base: "dev", tenant: "t1", maxTurns: 3, humanTimeout: config.DefaultHumanTimeout,
-		comments: []string{"acme/issues#4", "Acme/Payments#9"}, allowRepos: []string{"acme/docs", "ACME/docs"}, labels: []string{"env=prod", "team=pay"}}
+		comments: []string{"acme/issues#4", "Acme/Payments#9"}, allowRepos: []string{"acme/docs", "ACME/docs"}, labels: []string{"env=prod", "team=pay"},
+		allowBranches: []string{"gh-pages", "release/v2", "gh-pages"}}
 	in, err := a.taskInput(f)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := &contract.TaskPolicy{Repositories: []string{"acme/payments", "acme/issues", "acme/docs"}, Base: "dev", BranchPrefix: "bot/",
-		Tenant: "t1", Labels: map[string]string{"env": "prod", "team": "pay"}, File: good, Source: text, MaxRefusals: 5}
+		Tenant: "t1", Labels: map[string]string{"env": "prod", "team": "pay"}, File: good, Source: text, MaxRefusals: 5,
+		AllowBranches: []string{"gh-pages", "release/v2"}}
 	if !reflect.DeepEqual(in.Policy, want) {
 		t.Errorf("policy = %+v\nwant     %+v", in.Policy, want)
 	}
@@ -72,9 +75,10 @@ func TestRunFixesTheTasksPolicyContext(t *testing.T) {
 	if in, err = a.taskInput(f); err != nil || in.Policy.MaxRefusals != 7 {
 		t.Errorf("--max-refusals 7: %+v, %v", in.Policy, err)
 	}
-	for _, bad := range []runFlags{{allowRepos: []string{"nope"}}, {labels: []string{"novalue"}}, {maxRefusals: -1}} {
+	for _, bad := range []runFlags{{allowRepos: []string{"nope"}}, {labels: []string{"novalue"}}, {maxRefusals: -1},
+		{allowBranches: []string{"refs/heads/gh-pages"}}, {allowBranches: []string{"a..b"}}, {allowBranches: []string{""}}} {
 		g := f
-		g.allowRepos, g.labels, g.maxRefusals = bad.allowRepos, bad.labels, bad.maxRefusals
+		g.allowRepos, g.labels, g.maxRefusals, g.allowBranches = bad.allowRepos, bad.labels, bad.maxRefusals, bad.allowBranches
 		var ue *usageError
 		if _, err := a.taskInput(g); !errors.As(err, &ue) {
 			t.Errorf("%+v: err = %v, want a usage error", bad, err)

@@ -15,7 +15,8 @@ import (
 // taskPolicy is the policy context `starter run` fixes in the task's input
 // (docs/design.md §5.8): the task's repositories (--repo, the repository of
 // each --comment, each --allow-repo, each once), its base branch, branch
-// prefix (CAPSTAN_BRANCH_PREFIX), tenant and labels, the refusal limit
+// prefix (CAPSTAN_BRANCH_PREFIX), the branches it may write onto besides
+// those it creates (--allow-branch), tenant and labels, the refusal limit
 // (--max-refusals, else CAPSTAN_POLICY_REFUSALS), and the text of the
 // policy file CAPSTAN_POLICY names. A bad file is its one sentence, as a
 // usage error: nothing is started.
@@ -38,6 +39,14 @@ func (a *app) taskPolicy(f runFlags, comments []contract.CommentTarget) (*contra
 			return nil, usagef("--allow-repo %q is not of the form OWNER/NAME", r)
 		}
 		add(repo.String())
+	}
+	for _, b := range f.allowBranches {
+		if !ghref.ValidBranch(b) || strings.HasPrefix(b, "refs/") {
+			return nil, usagef("--allow-branch %q is not a branch name (without refs/heads/)", b)
+		}
+		if !slices.Contains(tp.AllowBranches, b) {
+			tp.AllowBranches = append(tp.AllowBranches, b)
+		}
 	}
 	for _, kv := range f.labels {
 		k, v, ok := strings.Cut(kv, "=")

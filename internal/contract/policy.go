@@ -76,6 +76,10 @@ type TaskPolicy struct {
 	// whose calls, when the policy allows them, wait for a person's
 	// approval (policy.Task.RequireApproval).
 	RequireApproval []string `json:"require_approval,omitempty"`
+	// AllowBranches are branches (--allow-branch) the task may write onto
+	// in its repositories although it did not create them
+	// (policy.Task.AllowBranches).
+	AllowBranches []string `json:"allow_branches,omitempty"`
 }
 
 // PolicyItem is the ledger item that holds a task's policy file: its name

@@ -99,7 +99,7 @@ func TestPolicyRefusesOverstepsAtTheToolBoundary(t *testing.T) {
 		"refused by default/base-branch: main is this task's base branch",
 		"refused by default/branch-prefix: branch hello-" + taskID + " does not start with capstan/",
 		"", // the branch
-		"refused by default/workflow-files: .github/workflows/hello.yml is under .github/workflows/",
+		"refused by default/workflow-files: .github/workflows/hello.yml is under .github/, where this task never writes",
 		"", "", // the file, the pull request
 	}
 	if len(tools) != len(want) {

@@ -19,7 +19,7 @@ func BenchmarkDecide(b *testing.B) {
 		fmt.Fprintf(&file, "  - name: rule-%d\n    when: labels[?\"env\"].orValue(\"\") == \"prod\" && repository in task.repositories && tenant == \"t%d\"\n    effect: deny\n    reason: r\n", i, i)
 	}
 	call := putFile("acme/payments", "capstan/fix-typo", "README.md")
-	tk := task
+	tk := created(task)
 	tk.Labels = map[string]string{"env": "prod"}
 	for _, bc := range []struct {
 		name string

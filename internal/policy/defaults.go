@@ -17,8 +17,18 @@ const (
 	// RuleBranchPrefix refuses to create a branch without the task's
 	// prefix.
 	RuleBranchPrefix = "default/branch-prefix"
-	// RuleWorkflowFiles refuses a write under .github/workflows/.
+	// RuleWorkflowFiles refuses a write of a file GitHub runs, or reads
+	// settings from, with the repository's secrets: anything under
+	// .github/ (workflows, composite actions, dependabot.yml, CODEOWNERS)
+	// and a root action.yml or action.yaml, the action the repository
+	// publishes.
 	RuleWorkflowFiles = "default/workflow-files"
+	// RuleOwnBranch refuses a write onto a branch the task did not create
+	// with its prefix (Task.CreatedBranches) and that no --allow-branch
+	// names (Task.AllowBranches): a release branch, gh-pages, a
+	// colleague's pull request branch. A pull request is no write onto its
+	// head (Call.WritesOnto).
+	RuleOwnBranch = "default/own-branch"
 	// RuleRead allows a read of the task's repositories (or of none).
 	RuleRead = "default/read"
 	// RuleAllow allows a write that no rule refused.
@@ -32,11 +42,11 @@ const (
 
 // BuiltinRules are the default rules' names, in the order they are tried
 // after the file's rules.
-var BuiltinRules = []string{RuleRepository, RuleBaseBranch, RuleBranchPrefix, RuleWorkflowFiles, RuleRead, RuleAllow}
+var BuiltinRules = []string{RuleRepository, RuleBaseBranch, RuleBranchPrefix, RuleWorkflowFiles, RuleOwnBranch, RuleRead, RuleAllow}
 
-// workflowDir is where GitHub Actions reads workflows from: a file there
-// can run code with the repository's secrets.
-const workflowDir = ".github/workflows/"
+// githubDir is where GitHub reads workflows, actions and settings from: a
+// file there can run code with the repository's secrets.
+const githubDir = ".github/"
 
 // decideDefaults applies the default rules to c, in BuiltinRules' order,
 // but the one the worker's file lifted for it (Task.applies).
@@ -59,9 +69,19 @@ func decideDefaults(c Call, t Task) Decision {
 		return deny(RuleBranchPrefix, "branch "+quoteEmpty(c.Branch)+" does not start with "+t.prefix()+
 			", which every branch this task creates must: name it "+t.prefix()+strings.TrimPrefix(c.Branch, "/"))
 	}
-	if t.applies(RuleWorkflowFiles) && writes && c.Path != "" && underWorkflows(c.Path) {
-		return deny(RuleWorkflowFiles, c.Path+" is under "+workflowDir+", where this task never writes (a workflow runs with the repository's secrets): "+
-			"files elsewhere are allowed")
+	if t.applies(RuleWorkflowFiles) && writes && c.Path != "" {
+		switch p := cleanPath(c.Path); {
+		case underGitHub(p):
+			return deny(RuleWorkflowFiles, c.Path+" is under "+githubDir+", where this task never writes (workflows and actions there run with the repository's secrets): "+
+				"files elsewhere are allowed")
+		case isRootAction(p):
+			return deny(RuleWorkflowFiles, c.Path+" is the action this repository publishes, which this task never writes (it runs with its users' secrets): "+
+				"files elsewhere are allowed")
+		}
+	}
+	if t.applies(RuleOwnBranch) && c.WritesOnto() && !t.allowsBranch(c.Branch) && (!t.created(c.Repository, c.Branch) || !strings.HasPrefix(c.Branch, t.prefix())) {
+		return deny(RuleOwnBranch, c.Branch+" is not a branch this task created (github_create_branch, starting with "+t.prefix()+
+			"), and it writes only onto those"+allowedBranches(t)+": create one and write there")
 	}
 	if !writes {
 		if c.Repository == "" {
@@ -70,7 +90,17 @@ func decideDefaults(c Call, t Task) Decision {
 		return Decision{Effect: Allow, Rule: RuleRead, Reason: "reads of this task's repositories are allowed: " + repositories(t)}
 	}
 	return Decision{Effect: Allow, Rule: RuleAllow, Reason: "no rule refuses it: this task writes to " + repositories(t) +
-		" except " + protected(t) + ", on branches it creates starting with " + t.prefix() + ", and not under " + workflowDir}
+		" except " + protected(t) + ", onto branches it created starting with " + t.prefix() + allowedBranches(t) +
+		", and not under " + githubDir + " nor to a root action.yml"}
+}
+
+// allowedBranches names the branches --allow-branch adds, for a reason; ""
+// when none.
+func allowedBranches(t Task) string {
+	if len(t.AllowBranches) == 0 {
+		return ""
+	}
+	return " or that --allow-branch names (" + strings.Join(t.AllowBranches, ", ") + ")"
 }
 
 func deny(rule, reason string) Decision {
@@ -112,11 +142,22 @@ func quoteEmpty(s string) string {
 	return s
 }
 
-// underWorkflows is whether p, cleaned ("a/../.github/workflows/x",
-// "/.github/workflows/x"), is under .github/workflows/, without regard to
-// case.
-func underWorkflows(p string) bool {
-	p = strings.TrimLeft(path.Clean("/"+p), "/")
-	return len(p) >= len(workflowDir) && strings.EqualFold(p[:len(workflowDir)], workflowDir) ||
-		strings.EqualFold(p, strings.TrimSuffix(workflowDir, "/"))
+// cleanPath is p relative to the repository's root, cleaned:
+// "a/../.github/x" and "/.github/x" are ".github/x", "./action.yml" is
+// "action.yml".
+func cleanPath(p string) string {
+	return strings.TrimLeft(path.Clean("/"+p), "/")
+}
+
+// underGitHub is whether the cleaned path p is .github or under it,
+// without regard to case.
+func underGitHub(p string) bool {
+	return len(p) >= len(githubDir) && strings.EqualFold(p[:len(githubDir)], githubDir) ||
+		strings.EqualFold(p, strings.TrimSuffix(githubDir, "/"))
+}
+
+// isRootAction is whether the cleaned path p is the root action.yml or
+// action.yaml, without regard to case.
+func isRootAction(p string) bool {
+	return strings.EqualFold(p, "action.yml") || strings.EqualFold(p, "action.yaml")
 }

@@ -62,6 +62,14 @@ func normalize(c Call, t Task) (Call, Task, Decision, bool) {
 			Reason: strings.Join(head, " and ") + " is HEAD, and the default branch of " + orThe(c.Repository) +
 				" it stands for is not known here: name the branch"}, false
 	}
+	// --allow-branch names compare in the same form as the call's branch.
+	if len(t.AllowBranches) > 0 {
+		allowed := make([]string, len(t.AllowBranches))
+		for i, b := range t.AllowBranches {
+			allowed[i] = branchName(b)
+		}
+		t.AllowBranches = allowed
+	}
 	return c, t, Decision{}, true
 }
 

@@ -13,11 +13,12 @@
 //   - The built-in default rules (BuiltinRules: only the task's
 //     repositories, never a write to the base branch or the repository's
 //     default branch, created branches carry the prefix, nothing under
-//     .github/workflows/), the worker's own file and the task's file
-//     (Parse and Load) each decide on their own, a file by its first rule
-//     that matches, and a deny of any wins (Stack): a file's allow never
-//     widens the defaults; only a worker's rule with `override` loosens
-//     one. With no file the defaults alone apply.
+//     .github/ nor a root action.yml, and writes only onto branches the
+//     task created or --allow-branch names), the worker's own file and the
+//     task's file (Parse and Load) each decide on their own, a file by its
+//     first rule that matches, and a deny of any wins (Stack): a file's
+//     allow never widens the defaults; only a worker's rule with
+//     `override` loosens one. With no file the defaults alone apply.
 //   - Rules see one form of names: repositories in lower case, as GitHub
 //     compares them, and refs as branch names, HEAD as the default branch
 //     (normalize).
@@ -76,6 +77,16 @@ func (c Call) writes() bool {
 	return c.Writes || (c.Class != "" && c.Class != capstan.ClassReadOnly)
 }
 
+// WritesOnto is whether the call writes onto Branch, an existing branch: a
+// write that names a branch it neither creates (CreatesBranch) nor
+// proposes as a pull request's head (a call with Into). A pull request
+// changes no branch: its head stays as it is until a person merges it into
+// Into, which default/base-branch and the repository's own protection
+// guard.
+func (c Call) WritesOnto() bool {
+	return c.writes() && c.Branch != "" && !c.CreatesBranch && c.Into == ""
+}
+
 // Task is what the policy knows of the task a call is made for. It is fixed
 // when the task starts.
 type Task struct {
@@ -100,10 +111,48 @@ type Task struct {
 	// classes, that the rules allow waits for a person's approval instead
 	// (RuleRequireApproval). A refusal stays a refusal.
 	RequireApproval []string
+	// AllowBranches are branches (starter run --allow-branch) the task may
+	// write onto in any of its repositories although it did not create
+	// them (RuleOwnBranch). The base and the default branch stay refused.
+	AllowBranches []string
+	// CreatedBranches are the branches this task has created, as the
+	// ledger records them: its github_create_branch operations that
+	// succeeded, in any run of its chain, reconciled ones included. Unlike
+	// the other fields it grows as the task runs; the activity reads it
+	// before deciding a write onto a branch (RuleOwnBranch).
+	CreatedBranches []Branch
 
 	// lifted is the default rule the worker's file lifts for the call
 	// being decided (Stack); "" for none.
 	lifted string
+}
+
+// Branch is one branch of one repository.
+type Branch struct {
+	// Repository is OWNER/NAME; it compares without regard to case.
+	Repository string
+	// Name is the branch's name, without refs/heads/.
+	Name string
+}
+
+// created is whether the task created branch in repo.
+func (t Task) created(repo, branch string) bool {
+	for _, b := range t.CreatedBranches {
+		if b.Name == branch && strings.EqualFold(b.Repository, repo) {
+			return true
+		}
+	}
+	return false
+}
+
+// allowsBranch is whether --allow-branch names branch.
+func (t Task) allowsBranch(branch string) bool {
+	for _, b := range t.AllowBranches {
+		if b == branch {
+			return true
+		}
+	}
+	return false
 }
 
 // applies is whether the default rule named rule applies to the call

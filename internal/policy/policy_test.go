@@ -18,6 +18,15 @@ var task = Task{
 	Tenant:        "default",
 }
 
+// created is t having created capstan/x and capstan/fix-typo in each of
+// its repositories, so a write onto them passes default/own-branch.
+func created(t Task) Task {
+	for _, r := range t.Repositories {
+		t.CreatedBranches = append(t.CreatedBranches, Branch{Repository: r, Name: "capstan/x"}, Branch{Repository: r, Name: "capstan/fix-typo"})
+	}
+	return t
+}
+
 func putFile(repo, branch, path string) Call {
 	return Call{Tool: "github_put_file", Class: capstan.ClassIdempotent, Repository: repo, Branch: branch, Path: path, Writes: true}
 }
@@ -44,7 +53,7 @@ func TestDefaultRules(t *testing.T) {
 		{"a read of another repository", Call{Tool: "github_get_file", Class: capstan.ClassReadOnly, Repository: "acme/other", Path: "a"}, task,
 			Deny, RuleRepository, []string{"acme/other is outside this task's repositories: acme/payments"}},
 		{"a repository allowed by --allow-repo, another case", putFile("ACME/Docs", "capstan/x", "a.md"),
-			Task{Repositories: []string{"acme/payments", "acme/docs"}, Base: "main"}, Allow, RuleAllow, nil},
+			created(Task{Repositories: []string{"acme/payments", "acme/docs"}, Base: "main"}), Allow, RuleAllow, nil},
 		{"a write to the base branch", putFile("acme/payments", "main", "README.md"), task, Deny, RuleBaseBranch,
 			[]string{"main is this task's base branch", "write to a branch starting with capstan/", "pull request into main"}},
 		{"a write to refs/heads/ of the base branch", putFile("acme/payments", "refs/heads/main", "README.md"), task, Deny, RuleBaseBranch, nil},
@@ -56,15 +65,15 @@ func TestDefaultRules(t *testing.T) {
 			Task{Repositories: []string{"acme/payments"}, Base: "main", BranchPrefix: "bot/"}, Deny, RuleBranchPrefix,
 			[]string{"does not start with bot/", "name it bot/capstan/x"}},
 		{"a workflow file", putFile("acme/payments", "capstan/x", ".github/workflows/ci.yml"), task, Deny, RuleWorkflowFiles,
-			[]string{".github/workflows/ci.yml is under .github/workflows/", "files elsewhere are allowed"}},
+			[]string{".github/workflows/ci.yml is under .github/", "files elsewhere are allowed"}},
 		{"a workflow file by a detour", putFile("acme/payments", "capstan/x", "docs/../.GitHub/Workflows/ci.yml"), task, Deny, RuleWorkflowFiles, nil},
 		{"a read of a workflow file", Call{Tool: "github_get_file", Class: capstan.ClassReadOnly, Repository: "acme/payments",
 			Path: ".github/workflows/ci.yml"}, task, Allow, RuleRead, []string{"reads of this task's repositories are allowed: acme/payments"}},
 		{"a read of the base branch", Call{Tool: "github_get_file", Class: capstan.ClassReadOnly, Repository: "acme/payments", Branch: "main",
 			Path: "go.mod"}, task, Allow, RuleRead, nil},
 		{"a compliant branch", createBranch("acme/payments", "capstan/fix-typo"), task, Allow, RuleAllow,
-			[]string{"acme/payments", "base branch main and the default branch trunk", "capstan/", ".github/workflows/"}},
-		{"a compliant file", putFile("acme/payments", "capstan/fix-typo", "README.md"), task, Allow, RuleAllow, nil},
+			[]string{"acme/payments", "base branch main and the default branch trunk", "capstan/", ".github/", "action.yml"}},
+		{"a compliant file", putFile("acme/payments", "capstan/fix-typo", "README.md"), created(task), Allow, RuleAllow, nil},
 		{"a pull request into the base", Call{Tool: "github_create_pull_request", Class: capstan.ClassConditional, Repository: "acme/payments",
 			Branch: "capstan/fix-typo", Into: "main", Writes: true}, task, Allow, RuleAllow, nil},
 		{"a comment", Call{Tool: "github_comment", Class: capstan.ClassUnsafe, Repository: "acme/payments"}, task, Allow, RuleAllow, nil},
@@ -148,7 +157,7 @@ func TestFileRules(t *testing.T) {
 		{"the first match decides the file's layer", putFile("acme/payments", "capstan/x", "docs/a.md"), task, Allow, "docs-anywhere", "rule docs-anywhere (line 6) allows github_put_file"},
 		{"a file's allow does not override a default's deny", putFile("acme/docs", "main", "docs/a.md"), task, Deny, RuleRepository, "acme/docs is outside this task's repositories: acme/payments"},
 		{"a list of globs", putFile("acme/payments", "capstan/x", "third_party/lib/a.go"), task, Deny, "no-vendor", "vendored code is updated by the dependency bot, not by tasks"},
-		{"* stops at a slash", putFile("acme/payments", "capstan/x", "docsy/a.md"), task, Allow, RuleAllow, ""},
+		{"* stops at a slash", putFile("acme/payments", "capstan/x", "docsy/a.md"), created(task), Allow, RuleAllow, ""},
 		{"the tenant decides", comment, big, Deny, "big-tenant-comments", "tenant big takes no comments from tasks"},
 		{"another tenant goes to the defaults", comment, task, Allow, RuleAllow, ""},
 		{"no rule: the defaults refuse", putFile("acme/other", "capstan/x", "a.go"), task, Deny, RuleRepository, "acme/other is outside this task's repositories: acme/payments"},
@@ -374,7 +383,7 @@ func TestDecideConcurrently(t *testing.T) {
 func TestRequireApproval(t *testing.T) {
 	t.Parallel()
 	pr := Call{Tool: "github_create_pull_request", Class: capstan.ClassConditional, Repository: "acme/payments", Branch: "capstan/x", Into: "main", Writes: true}
-	byTool, byClass := task, task
+	byTool, byClass := created(task), created(task)
 	byTool.RequireApproval = []string{"github_create_pull_request"}
 	byClass.RequireApproval = []string{string(capstan.ClassIdempotent)}
 	for _, tc := range []struct {

@@ -17,6 +17,8 @@ import (
 // GitHub is an in-memory stand-in for the GitHub REST API. It serves, with
 // GitHub's status codes and error bodies, the endpoints go-github v62 calls
 // for: Repositories.Get; Git.GetRef and Git.CreateRef (branches only);
+// Repositories.ListBranches, ListBranchesHeadCommit and CompareCommits
+// (its status; AddUnreachableCommit makes a commit no branch reaches);
 // Repositories.GetContents, CreateFile and UpdateFile; PullRequests.List,
 // Create, Get and Edit (title, body, close and reopen); Issues.Create; and
 // Issues.CreateComment and ListComments (per issue or repository-wide); and
@@ -48,7 +50,8 @@ import (
 //
 // Fault rules ([FaultRule], set with AddFault or /_sandbox/faults) name an
 // endpoint by its operation id in GitHub's REST description: repos/get,
-// git/get-ref, git/create-ref, repos/get-content,
+// git/get-ref, git/create-ref, repos/list-branches,
+// repos/list-branches-for-head-commit, repos/compare-commits, repos/get-content,
 // repos/create-or-update-file-contents, pulls/list, pulls/create, pulls/get,
 // pulls/update, issues/create, issues/list-comments,
 // issues/list-comments-for-repo, issues/create-comment. Every kind applies.
@@ -173,6 +176,9 @@ func NewGitHub() *GitHub {
 		{"repos/get", "GET " + r, g.getRepo},
 		{"git/get-ref", "GET " + r + "/git/ref/{ref...}", g.getRef},
 		{"git/create-ref", "POST " + r + "/git/refs", g.createRef},
+		{"repos/list-branches", "GET " + r + "/branches", g.listBranches},
+		{"repos/list-branches-for-head-commit", "GET " + r + "/commits/{sha}/branches-where-head", g.listBranchesForHeadCommit},
+		{"repos/compare-commits", "GET " + r + "/compare/{basehead...}", g.compareCommits},
 		{"repos/get-content", "GET " + r + "/contents/{path...}", g.getContents},
 		{"repos/create-or-update-file-contents", "PUT " + r + "/contents/{path...}", g.putContents},
 		{"pulls/list", "GET " + r + "/pulls", g.listPulls},

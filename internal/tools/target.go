@@ -30,3 +30,14 @@ type Targeted interface {
 	// does no I/O; arguments Identify rejects give its error.
 	Target(args json.RawMessage) (Target, error)
 }
+
+// BranchCreator is a tool whose calls create a branch (Target.CreatesBranch
+// true). The task's policy lets a task write only onto branches it
+// created, which the activity reads from the ledger: the operations of the
+// tool that succeeded, found by their business keys.
+type BranchCreator interface {
+	// CreatedBranch names the branch an operation of the tool creates,
+	// from its business key (Identity.BusinessKey): Repository and Branch
+	// set; false for a key the tool did not give.
+	CreatedBranch(businessKey string) (Target, bool)
+}

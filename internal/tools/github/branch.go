@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 
 	gogithub "github.com/google/go-github/v62/github"
 
@@ -15,7 +16,8 @@ import (
 // github_create_branch: a conditional tool. Its business key is the branch
 // ("branch:create:<owner>/<repo>:<branch>"); before it sends anything it
 // records the commit its "from" branch is at and creates the branch there;
-// its effect is found again by getting the branch's ref (branchEffect).
+// its effect is found again by getting the branch's ref (branchEffect). A
+// "from" commit must be on a branch of the repository (onABranch).
 
 type createBranchArgs struct {
 	repo         ghref.Repo
@@ -80,6 +82,26 @@ func withBranchFacts(a createBranchArgs, facts json.RawMessage) (createBranchArg
 	return a, nil
 }
 
+// createBranchKey opens the business key of every github_create_branch
+// operation: "branch:create:<owner>/<repo>:<branch>".
+const createBranchKey = "branch:create:"
+
+// CreatedBranch reads the repository and branch from the business key of
+// a github_create_branch operation (tools.BranchCreator). A repository's
+// name holds no ":", so the first one after the prefix ends it; a branch's
+// name may not hold one either (git check-ref-format).
+func (t branchTool) CreatedBranch(businessKey string) (tools.Target, bool) {
+	rest, ok := strings.CutPrefix(businessKey, createBranchKey)
+	if !ok {
+		return tools.Target{}, false
+	}
+	repo, branch, ok := strings.Cut(rest, ":")
+	if !ok || repo == "" || branch == "" {
+		return tools.Target{}, false
+	}
+	return tools.Target{Repository: repo, Branch: branch, CreatesBranch: true}, true
+}
+
 var createBranchSchema = objectSchema([]string{"repo", "branch", "from"}, map[string]any{
 	"repo":   repoProp(),
 	"branch": stringProp(`Name of the branch to create, e.g. "agent/fix-typo".`),
@@ -111,7 +133,7 @@ func createBranchTool(c *gogithub.Client) tools.Tool {
 		},
 		identify: func(a createBranchArgs) tools.Identity {
 			return tools.Identity{
-				BusinessKey: "branch:create:" + a.repo.Key() + ":" + a.branch,
+				BusinessKey: createBranchKey + a.repo.Key() + ":" + a.branch,
 				Effect: canonical(struct {
 					Repo   string `json:"repo"`
 					Branch string `json:"branch"`
@@ -134,10 +156,18 @@ func createBranchTool(c *gogithub.Client) tools.Tool {
 		},
 		run: func(ctx context.Context, _ string, a createBranchArgs) (tools.Result, error) {
 			sha := a.from
+			if shaRE.MatchString(a.from) {
+				if err := onABranch(ctx, c, a.repo, a.from); err != nil {
+					return tools.Result{}, err
+				}
+			}
 			if a.at != "" {
 				sha = a.at // where from was when it was recorded, which the lookup goes by
 			} else if !shaRE.MatchString(sha) {
 				ref, _, err := c.Git.GetRef(ctx, a.repo.Owner, a.repo.Name, "heads/"+a.from)
+				if HTTPStatus(err) == http.StatusNotFound {
+					return tools.Result{}, fmt.Errorf("github_create_branch: %w: branch %s does not exist in %s: start the branch from a branch, or from a commit of one", tools.ErrRefused, a.from, a.repo)
+				}
 				if err != nil {
 					return tools.Result{}, fmt.Errorf("github_create_branch: resolve branch %q of %s: %w: %w", a.from, a.repo, errWriteNotSent, err)
 				}
@@ -232,4 +262,79 @@ func (e branchEffect) getRef(ctx context.Context, branch string) (*gogithub.Refe
 		return nil, fmt.Errorf("get branch %s of %s: %w", branch, e.repo, err)
 	}
 	return ref, nil
+}
+
+// maxCompared bounds the branches onABranch compares a commit with, past
+// the default branch.
+const maxCompared = 20
+
+// onABranch refuses (tools.ErrRefused, one sentence) a commit that no
+// branch of repo reaches: GitHub serves a fork's pull request commits from
+// the repository it was opened against, so a branch created at one would
+// put code nobody with write access pushed where the repository's
+// workflows run it with its secrets. The commit passes when it is a
+// branch's head (branches-where-head), else when the default branch
+// reaches it, else when one of the first maxCompared other branches does
+// (compare: "identical" or "behind"). A question GitHub did not answer is
+// an error carrying errWriteNotSent: nothing was sent, so the call can be
+// made again.
+func onABranch(ctx context.Context, c *gogithub.Client, repo ghref.Repo, sha string) error {
+	notSent := func(what string, err error) error {
+		return fmt.Errorf("github_create_branch: %s of %s: %w: %w", what, repo, errWriteNotSent, err)
+	}
+	heads, _, err := c.Repositories.ListBranchesHeadCommit(ctx, repo.Owner, repo.Name, sha)
+	switch st := HTTPStatus(err); {
+	case st == http.StatusNotFound || st == http.StatusUnprocessableEntity:
+		return fmt.Errorf("github_create_branch: %w: commit %s does not exist in %s: start the branch from a branch, or from a commit of one", tools.ErrRefused, sha, repo)
+	case err != nil:
+		return notSent("read the branches at commit "+sha, err)
+	case len(heads) > 0:
+		return nil
+	}
+	r, _, err := c.Repositories.Get(ctx, repo.Owner, repo.Name)
+	if err != nil {
+		return notSent("read the default branch", err)
+	}
+	def := r.GetDefaultBranch()
+	reaches := func(branch string) (bool, error) {
+		cmp, _, err := c.Repositories.CompareCommits(ctx, repo.Owner, repo.Name, branch, sha, &gogithub.ListOptions{PerPage: 1})
+		if err != nil {
+			return false, notSent("compare commit "+sha+" with branch "+branch, err)
+		}
+		return cmp.GetStatus() == "identical" || cmp.GetStatus() == "behind", nil
+	}
+	if ok, err := reaches(def); ok || err != nil {
+		return err
+	}
+	compared, more := 0, false
+	opts := &gogithub.BranchListOptions{ListOptions: gogithub.ListOptions{PerPage: perPage}}
+	for page := 0; page < maxPages; page++ {
+		branches, resp, err := c.Repositories.ListBranches(ctx, repo.Owner, repo.Name, opts)
+		if err != nil {
+			return notSent("list the branches", err)
+		}
+		for _, b := range branches {
+			if b.GetName() == def {
+				continue
+			}
+			if compared == maxCompared {
+				more = true
+				break
+			}
+			compared++
+			if ok, err := reaches(b.GetName()); ok || err != nil {
+				return err
+			}
+		}
+		if more || resp.NextPage == 0 {
+			break
+		}
+		opts.Page = resp.NextPage
+	}
+	others := fmt.Sprintf("any of its %d other branches", compared)
+	if more {
+		others = fmt.Sprintf("the first %d of its other branches", compared)
+	}
+	return fmt.Errorf("github_create_branch: %w: commit %s is not on a branch of %s (neither its default branch %s nor %s reaches it, as a fork's pull request commit is not): start the branch from a branch, or from a commit of one",
+		tools.ErrRefused, sha, repo, def, others)
 }
