@@ -195,7 +195,7 @@ type OperationRecord struct {
 	Approval *ApprovalRecord `json:"approval,omitempty"`
 	// CallHash is the SHA-256 of the canonical call the operation waited
 	// for approval of (contract.CanonicalCall): an approve must carry it,
-	// and what is sent is checked against it (changeApprovalBindsCall).
+	// and what is sent is checked against it (changeApprovalsBound).
 	// Arguments is the ledger reference of the call's arguments, where
 	// `starter show TASK OP` reads the whole call.
 	CallHash  string `json:"call_hash,omitempty"`
