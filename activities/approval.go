@@ -3,10 +3,12 @@ package activities
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/capstanhq/capstan"
 	"github.com/capstanhq/capstan/internal/contract"
+	"github.com/capstanhq/capstan/internal/ledger"
 	"github.com/capstanhq/capstan/internal/tools"
 )
 
@@ -58,11 +60,91 @@ func awaits(d *contract.PolicyDecision) bool {
 
 // awaiting is the result of a call that waits for a person's approval:
 // nothing was claimed, sent or committed.
-func awaiting(in contract.ExecuteToolInput, tool tools.Tool, args json.RawMessage, id tools.Identity, res contract.ExecuteToolResult) contract.ExecuteToolResult {
+func awaiting(in contract.ExecuteToolInput, tool tools.Tool, args json.RawMessage, id tools.Identity, res contract.ExecuteToolResult) (contract.ExecuteToolResult, error) {
 	sum := approvalSummary(tool, args)
+	_, hash, err := contract.CanonicalCall(in.Tool, args)
+	if err != nil {
+		return res, err
+	}
+	fields, err := contract.CallFields(args, contract.CallFieldCap, contract.CallFieldsShown)
+	if err != nil {
+		return res, err
+	}
 	res.State, res.Preview = capstan.OutcomeAwaitingApproval, preview("awaiting approval: "+sum)
-	res.Awaiting = &contract.AwaitingApproval{Summary: sum, Effect: RequestHash(in.Tool, id.Effect)}
-	return res
+	res.Awaiting = &contract.AwaitingApproval{Summary: sum, Effect: RequestHash(in.Tool, id.Effect),
+		Hash: hash, Call: fields, Arguments: in.Arguments}
+	return res, nil
+}
+
+// approvedOtherCall refuses, before anything is claimed or sent, a call
+// whose approval names another canonical call than this one (its hash):
+// the person approved what they were shown, and only that is sent. An
+// approval without a hash (given before approvals were bound to the call)
+// binds to nothing. It returns nil when the call may go on.
+func approvedOtherCall(in contract.ExecuteToolInput, args json.RawMessage) error {
+	if in.Approval == nil || in.Approval.Hash == "" {
+		return nil
+	}
+	_, hash, err := contract.CanonicalCall(in.Tool, args)
+	if err != nil {
+		return err
+	}
+	if hash != in.Approval.Hash {
+		return fmt.Errorf("%s was approved by %s as the call with sha256 %s, but this call's sha256 is %s. Nothing was sent",
+			in.Tool, in.Approval.By, in.Approval.Hash, hash)
+	}
+	return nil
+}
+
+// sentBefore is what the ledger says of an operation about to be asked
+// for or denied (docs/design.md §5.9, "what was sent stays sent"): after a
+// reset, or a denial that comes after the call was sent, the ledger may
+// hold it claimed, and then a person's approval was given once already.
+// A succeeded operation is answered as replayed (stop, res): it is never
+// asked for again nor denied. One whose outcome is not known — claimed,
+// running, unknown, reconciling, needs_human — goes on to its claim
+// (through), which finds it there and has it reconciled; nobody is told
+// nothing was sent. One the ledger never claimed, or that provably sent
+// nothing or was refused (absent, failed), is asked for as before.
+func (a *Activities) sentBefore(ctx context.Context, in contract.ExecuteToolInput, tool tools.Tool, args json.RawMessage, res contract.ExecuteToolResult) (_ contract.ExecuteToolResult, stop, through bool, err error) {
+	op, err := a.Ledger.Get(ctx, in.OperationID)
+	switch {
+	case errors.Is(err, ledger.ErrNotFound):
+		return res, false, false, nil
+	case err != nil:
+		return res, true, false, fmt.Errorf("read operation %s before asking for its approval: %w", in.OperationID, err)
+	}
+	switch op.State {
+	case capstan.OutcomeSucceeded:
+		res.Replayed = true
+		if res, err = a.succeeded(ctx, in, res, op.ExternalID, op.Result); err == nil {
+			res.Preview = resultPreview(tool, args, op.Result, res.Preview)
+		}
+		return res, true, false, err
+	case capstan.OutcomeDeclared, capstan.OutcomeAbsent, capstan.OutcomeFailed:
+		return res, false, false, nil
+	default:
+		return res, false, true, nil
+	}
+}
+
+// ledgerOnly answers ExecuteToolInput.LedgerOnly: what the ledger holds
+// of the operation, nothing decided, claimed or sent.
+func (a *Activities) ledgerOnly(ctx context.Context, in contract.ExecuteToolInput, tool tools.Tool, args json.RawMessage, res contract.ExecuteToolResult) (contract.ExecuteToolResult, error) {
+	res, stop, through, err := a.sentBefore(ctx, in, tool, args, res)
+	switch {
+	case err != nil || stop:
+		return res, err
+	case through:
+		op, err := a.Ledger.Get(ctx, in.OperationID)
+		if err != nil {
+			return res, fmt.Errorf("read operation %s: %w", in.OperationID, err)
+		}
+		return res, unknownOperation(in.OperationID, op.State, nil)
+	default:
+		res.State = capstan.OutcomeAbsent
+		return res, nil
+	}
 }
 
 // denied commits the tool message of a call a person denied, or whose

@@ -80,6 +80,9 @@ func (a *Activities) executeTool(ctx context.Context, in contract.ExecuteToolInp
 	if err != nil {
 		return res, fmt.Errorf("load arguments of operation %s: %w", in.OperationID, err)
 	}
+	if in.LedgerOnly {
+		return a.ledgerOnly(ctx, in, tool, args, res)
+	}
 	id, pending, res, stop, err := a.screen(ctx, in, tool, args, res)
 	if stop {
 		return res, err
@@ -179,7 +182,17 @@ func (a *Activities) screen(ctx context.Context, in contract.ExecuteToolInput, t
 		return id, nil, res, true, err
 	}
 	if in.Denial != nil {
-		res, err = a.denied(ctx, in, res)
+		res, stop, through, err := a.sentBefore(ctx, in, tool, args, res)
+		if through && err == nil {
+			return id, nil, res, false, nil // settled by its claim, never denied
+		}
+		if !stop {
+			res, err = a.denied(ctx, in, res)
+		}
+		return id, nil, res, true, err
+	}
+	if err := approvedOtherCall(in, args); err != nil {
+		res, err = a.refused(ctx, in, res, err)
 		return id, nil, res, true, err
 	}
 	pending, res, stop, err = a.admit(ctx, in, tool, args, id, res)

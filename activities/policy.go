@@ -139,7 +139,12 @@ func (a *Activities) abide(ctx context.Context, in contract.ExecuteToolInput, to
 		return res, true, err
 	}
 	if awaits(d) {
-		return awaiting(in, tool, args, id, res), true, nil
+		res, stop, through, err := a.sentBefore(ctx, in, tool, args, res)
+		if stop || through || err != nil {
+			return res, !through || err != nil, err
+		}
+		res, err = awaiting(in, tool, args, id, res)
+		return res, true, err
 	}
 	return res, false, nil
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 
 	"github.com/spf13/cobra"
 	"go.temporal.io/sdk/client"
@@ -13,17 +14,18 @@ import (
 // approveCommand sends an operation that waits for a person's approval
 // (the workflow's approve update, docs/design.md §5.9).
 func (a *app) approveCommand() *cobra.Command {
-	var note, as string
+	var note, as, hash string
 	cmd := &cobra.Command{
-		Use:   "approve TASK_ID OPERATION_ID [--note TEXT] [--as NAME]",
-		Short: "Approve an operation that waits for approval: it is sent, exactly once",
+		Use:   "approve TASK_ID OPERATION_ID --hash SHA256 [--note TEXT] [--as NAME]",
+		Short: "Approve an operation that waits for approval: the call whose hash is given is sent, exactly once",
 		Args:  usageArgs(cobra.ExactArgs(2)),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			req := workflows.ApprovalRequest{OperationID: args[1], By: as, Note: note}
+			req := workflows.ApprovalRequest{OperationID: args[1], By: as, Note: note, Hash: hash}
 			return a.answerApproval(cmd, args, workflows.UpdateApprove, req)
 		},
 	}
 	cmd.Flags().StringVar(&note, "note", "", "a note recorded with the approval")
+	cmd.Flags().StringVar(&hash, "hash", "", "the sha256 of the call approved, as the approval request shows it (starter show TASK OP prints the call and its hash); the task takes the approval only for that call")
 	cmd.Flags().StringVar(&as, "as", defaultResolver(), "who approves it, recorded in the task's result and journal")
 	return cmd
 }
@@ -52,7 +54,8 @@ func (a *app) answerApproval(cmd *cobra.Command, args []string, update string, r
 	if err := checkApproval(update, req); err != nil {
 		return err
 	}
-	return a.withTask(func(ctx context.Context, c client.Client, _ client.Options, taskID string) error {
+	return a.withTask(func(ctx context.Context, c client.Client, opts client.Options, taskID string) error {
+		req.Client = clientIdentity(opts)
 		res, err := sendApproval(ctx, c, taskID, update, req)
 		if err != nil {
 			return err
@@ -87,6 +90,18 @@ func sendApproval(ctx context.Context, c client.Client, taskID, update string, r
 	}
 	err := sendUpdate(ctx, c, taskID, update, "the "+update, req, &res)
 	return res, err
+}
+
+// clientIdentity is the identity the Temporal client with opts gives the
+// server: its Identity, or the SDK's default ("PID@HOST@"). The answer
+// records it beside --as; the SDK does not give the workflow the identity
+// an update's request carries.
+func clientIdentity(opts client.Options) string {
+	if opts.Identity != "" {
+		return opts.Identity
+	}
+	host, _ := os.Hostname()
+	return fmt.Sprintf("%d@%s@", os.Getpid(), host)
 }
 
 // approvalText is the line `starter approve` and `starter deny` print.

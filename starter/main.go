@@ -84,7 +84,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{msg: err.Error()} })
-	root.AddCommand(a.runCommand(), a.statusCommand(), a.listCommand(), a.cancelCommand(), a.resolveCommand(), a.approveCommand(), a.denyCommand(), a.demoCommand(), a.followCommand(), a.gcCommand(), a.scheduleCommand(), a.mcpCommand(), a.codecServerCommand(), a.versionsCommand())
+	root.AddCommand(a.runCommand(), a.statusCommand(), a.listCommand(), a.cancelCommand(), a.resolveCommand(), a.approveCommand(), a.denyCommand(), a.showCommand(), a.demoCommand(), a.followCommand(), a.gcCommand(), a.scheduleCommand(), a.mcpCommand(), a.codecServerCommand(), a.versionsCommand())
 
 	err := root.ExecuteContext(ctx)
 	var ue *usageError

@@ -356,6 +356,7 @@ type approveInput struct {
 	TaskID      string `json:"task_id" jsonschema:"the task's id"`
 	OperationID string `json:"operation_id" jsonschema:"the operation awaiting approval, as task_status shows it, or an ending of it at a ':'"`
 	Note        string `json:"note,omitempty" jsonschema:"a note recorded with the approval"`
+	Hash        string `json:"hash,omitempty" jsonschema:"the sha256 of the call approved, as task_status shows it (call_hash): the task takes the approval only for that call"`
 }
 
 // denyInput is deny_task's input.
@@ -384,7 +385,7 @@ func approver(req *sdk.CallToolRequest) (string, error) {
 }
 
 func (s *mcpServer) approveTask(ctx context.Context, req *sdk.CallToolRequest, in approveInput) (*sdk.CallToolResult, workflows.ApprovalResult, error) {
-	return s.answer(ctx, req, in.TaskID, workflows.UpdateApprove, workflows.ApprovalRequest{OperationID: in.OperationID, Note: in.Note})
+	return s.answer(ctx, req, in.TaskID, workflows.UpdateApprove, workflows.ApprovalRequest{OperationID: in.OperationID, Note: in.Note, Hash: in.Hash})
 }
 
 func (s *mcpServer) denyTask(ctx context.Context, req *sdk.CallToolRequest, in denyInput) (*sdk.CallToolResult, workflows.ApprovalResult, error) {
@@ -410,6 +411,7 @@ func (s *mcpServer) answer(ctx context.Context, req *sdk.CallToolRequest, taskID
 	if err := s.startedHere(ctx, c, opts, req.Session, taskID); err != nil {
 		return nil, workflows.ApprovalResult{}, toolError(err)
 	}
+	ar.Client = clientIdentity(opts)
 	res, err := sendApproval(ctx, c, taskID, update, ar)
 	if err != nil {
 		return nil, workflows.ApprovalResult{}, toolError(err)

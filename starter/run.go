@@ -226,6 +226,7 @@ func (a *app) taskInput(f runFlags) (workflows.AgentTaskInput, error) {
 		SlackChannel: f.slack, Comments: comments, Model: m, Fallbacks: f.fallbacks, Persistent: f.persistent,
 		MaxTurns: f.maxTurns, ModelLimits: limits,
 		HumanTimeout: f.humanTimeout, ReconcileWindow: a.cfg.ReconcileWindow, DependencyOutageLimit: a.cfg.DependencyOutageLimit, Policy: tp, ApprovalTimeout: approvalTimeout,
+		Approvers: a.cfg.Approvers,
 	}, nil
 }
 

@@ -451,9 +451,19 @@ func approvalLines(res workflows.TaskResult) []string {
 		}
 		short := shortOperationID(res, op.OperationID)
 		lines = append(lines, wrap(fmt.Sprintf("awaiting approval: operation %s: %s", opLabel(res.TaskID, op), op.Summary), Columns, "", "  ")...)
+		if op.CallHash != "" {
+			lines = append(lines,
+				"  the call:   starter show "+res.TaskID+" \\",
+				"      "+short,
+				"  approve it: starter approve "+res.TaskID+" \\",
+				"      "+short+" \\",
+				"      --hash "+op.CallHash)
+		} else {
+			lines = append(lines,
+				"  approve it: starter approve "+res.TaskID+" \\",
+				"      "+short)
+		}
 		lines = append(lines,
-			"  approve it: starter approve "+res.TaskID+" \\",
-			"      "+short,
 			"  or deny it: starter deny "+res.TaskID+" \\",
 			"      "+short+" \\",
 			"      --reason TEXT")

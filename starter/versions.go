@@ -227,11 +227,10 @@ func scanOpenTask(ctx context.Context, c client.Client, dc converter.DataConvert
 	if err != nil {
 		return err
 	}
-	if unmarked {
-		return nil // every change in effect, with no marker to say so
-	}
 	for _, ch := range workflows.Changes {
-		if !inEffect(markers, ch.ID) {
+		// A run that started unmarked has every change in effect with no
+		// marker to say so, but those made after the stamp's level.
+		if (!unmarked || ch.OwnMarkerOnly) && !inEffect(markers, ch.ID) {
 			t.mayTakeOld = append(t.mayTakeOld, ch.ID)
 		}
 	}

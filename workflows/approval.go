@@ -3,6 +3,7 @@ package workflows
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -45,6 +46,15 @@ type ApprovalRequest struct {
 	// reads.
 	Note   string `json:"note,omitempty"`
 	Reason string `json:"reason,omitempty"`
+	// Hash is the SHA-256 of the canonical call the person approves, as
+	// they were shown it (OperationRecord.CallHash): an approve of an
+	// operation bound to its call must carry it (changeApprovalsBound).
+	Hash string `json:"hash,omitempty"`
+	// Client is the sender's Temporal client identity, recorded beside By
+	// for audit. The SDK gives an update's handler its id, name and
+	// header, not the identity the request carried, so the sender states
+	// it; it proves nothing.
+	Client string `json:"client,omitempty"`
 }
 
 // ApprovalResult is the approve and deny updates' answer, given once the
@@ -68,6 +78,10 @@ type approvalBook struct {
 	answered map[string]ApprovalRecord
 	// asked: the task set CapstanAwaitingApproval at least once.
 	asked bool
+	// calls holds, by operation id, the canonical call each waiting
+	// operation bound to its call asks a person about (changeApprovalsBound):
+	// what the current details and the Slack notice show.
+	calls map[string]*contract.AwaitingApproval
 }
 
 // startApprovals reads changeApprovals as the chain's first run starts,
@@ -109,11 +123,49 @@ func (t *task) validateApproval(req ApprovalRequest, approve bool) error {
 	case !approve && req.Note != "":
 		return errors.New("deny takes a --reason, not a --note")
 	}
+	if err := t.approver(req.By); err != nil {
+		return err
+	}
 	id, err := MatchOperation(OperationIDs(t.result), req.OperationID)
 	if err != nil {
 		return fmt.Errorf("task %s has %v", t.in.TaskID, err)
 	}
-	return t.approvable(id)
+	if err := t.approvable(id); err != nil {
+		return err
+	}
+	return t.sameCall(id, req, approve)
+}
+
+// approver refuses an answer by a name the task's approvers
+// (AgentTaskInput.Approvers, CAPSTAN_APPROVERS) do not list.
+func (t *task) approver(by string) error {
+	if len(t.in.Approvers) == 0 || slices.Contains(t.in.Approvers, strings.TrimSpace(by)) {
+		return nil
+	}
+	return fmt.Errorf("%s is not one of task %s's approvers (%s); nothing was changed", strings.TrimSpace(by), t.in.TaskID, strings.Join(t.in.Approvers, ", "))
+}
+
+// sameCall refuses an approve of an operation bound to its call
+// (changeApprovalsBound) that does not carry the call's hash: the person
+// approves exactly the call they were shown. A deny sends nothing and
+// needs none.
+func (t *task) sameCall(id string, req ApprovalRequest, approve bool) error {
+	want := ""
+	for i := len(t.result.Operations) - 1; i >= 0; i-- {
+		if op := t.result.Operations[i]; op.OperationID == id {
+			want = op.CallHash
+			break
+		}
+	}
+	got := strings.ToLower(strings.TrimSpace(req.Hash))
+	switch {
+	case !approve || want == "" || got == want:
+		return nil
+	case got == "":
+		return fmt.Errorf("approve needs the sha256 of the call it approves (--hash %s): `starter show %s %s` prints the call and its hash", want, t.in.TaskID, req.OperationID)
+	default:
+		return fmt.Errorf("operation %s's call has sha256 %s, not %s: nothing was approved; `starter show %s %s` prints the call", id, want, got, t.in.TaskID, req.OperationID)
+	}
 }
 
 // approvable is the compare of the answer's compare-and-set: operation id
@@ -158,9 +210,15 @@ func (t *task) answerApproval(ctx workflow.Context, req ApprovalRequest, approve
 	if err := t.approvable(id); err != nil {
 		return ApprovalResult{}, err
 	}
-	a := ApprovalRecord{Decision: DecisionApproved, By: req.By, Note: req.Note}
+	if err := errors.Join(t.approver(req.By), t.sameCall(id, req, approve)); err != nil {
+		return ApprovalResult{}, err
+	}
+	a := ApprovalRecord{Decision: DecisionApproved, By: req.By, Note: req.Note, Client: req.Client}
+	if approve && t.approval.calls[id] != nil {
+		a.Hash = t.approval.calls[id].Hash
+	}
 	if !approve {
-		a = ApprovalRecord{Decision: DecisionDenied, By: req.By, Reason: req.Reason}
+		a = ApprovalRecord{Decision: DecisionDenied, By: req.By, Reason: req.Reason, Client: req.Client}
 	}
 	if t.approval.pending == nil {
 		t.approval.pending = map[string]ApprovalRecord{}
@@ -197,7 +255,16 @@ func (t *task) awaitApproval(ctx workflow.Context, op declared, res contract.Exe
 	if d := res.Decision; d != nil {
 		t.note(ctx, "policy: %s %s by %s: %s", op.call.Name, d.Effect, d.Rule, d.Reason)
 	}
-	if prior, ok := t.approval.answered[aw.Effect]; ok {
+	if t.bound(ctx) && aw.Hash != "" {
+		rec.CallHash, rec.Arguments = aw.Hash, aw.Arguments
+		if t.approval.calls == nil {
+			t.approval.calls = map[string]*contract.AwaitingApproval{}
+		}
+		t.approval.calls[op.opID] = aw
+	}
+	// An approval binds to the call it was given for: the same effect
+	// with other arguments (another title, say) is asked about again.
+	if prior, ok := t.approval.answered[aw.Effect]; ok && (prior.Decision != DecisionApproved || prior.Hash == rec.CallHash) {
 		prior.Again = true
 		rec.Approval = &prior
 		t.note(ctx, "operation %s asks again for %s, which was %s earlier in this task: the same answer, nobody asked", op.opID, aw.Summary, prior.Decision)
@@ -215,6 +282,73 @@ func (t *task) awaitApproval(ctx workflow.Context, op declared, res contract.Exe
 	return nil
 }
 
+// bound reads changeApprovalsBound: an operation that waits for approval
+// is bound to its canonical call (its hash, shown with the call; an
+// approve carries it and what is sent is checked against it), and the
+// ledger is asked about the operation before a person is and when the task
+// is cancelled while it waits. Read where an operation first waits, so
+// only a task that asks records the marker.
+func (t *task) bound(ctx workflow.Context) bool {
+	return workflow.GetVersion(ctx, changeApprovalsBound, workflow.DefaultVersion, 1) != workflow.DefaultVersion
+}
+
+// sentBefore asks the ledger about an operation ExecuteTool answered
+// awaiting approval before a person is asked (changeApprovalsBound): after
+// a reset to the moment it was asked, the person may have approved it
+// and it was sent. It returns the operation's ExecuteTool answer (LedgerOnly)
+// and true when the ledger holds it succeeded (replayed) or with an
+// outcome nobody knows yet (an unknown error, which settle reconciles);
+// false when nothing was sent: then the person is asked.
+func (t *task) sentBefore(ctx workflow.Context, op declared) (contract.ExecuteToolResult, error, bool) {
+	var res contract.ExecuteToolResult
+	err := t.ledgerOnly(ctx, op).Get(ctx, &res)
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return res, err, false
+	case err != nil:
+		return res, err, true
+	}
+	return res, nil, res.State == capstan.OutcomeSucceeded
+}
+
+// ledgerOnly runs the operation's ExecuteTool with LedgerOnly: what the
+// ledger holds of it; nothing decided, claimed or sent.
+func (t *task) ledgerOnly(ctx workflow.Context, op declared) workflow.Future {
+	actx := workflow.WithActivityOptions(ctx, toolOptions(capstan.ClassReadOnly, op.call.Summary, t.in.ModelLimits, t.waitsOnBreakers(ctx)))
+	in := contract.ExecuteToolInput{
+		Tenant: t.in.Tenant, TaskID: t.in.TaskID, Scope: t.scope, TurnID: op.tid, OperationID: op.opID,
+		ToolCallID: op.call.ID, Tool: op.call.Name, Arguments: op.call.Arguments, LedgerOnly: true,
+	}
+	return workflow.ExecuteActivity(actx, contract.ActivityExecuteTool, in)
+}
+
+// stoppedAsking records what an operation is whose task stopped while it
+// waited for approval: since changeApprovalsBound as the ledger holds it,
+// asked in a disconnected context — succeeded (replayed), unknown (the
+// cancelled task reconciles it), or nothing sent — never "not sent" about
+// an operation that was.
+func (t *task) stoppedAsking(ctx workflow.Context, op declared, rec *OperationRecord) {
+	const notSent = "not sent: the task stopped while the operation waited for approval"
+	if !t.bound(ctx) {
+		rec.State, rec.Reason = capstan.OutcomeAbsent, notSent
+		return
+	}
+	dctx, cancel := workflow.NewDisconnectedContext(ctx)
+	defer cancel()
+	var res contract.ExecuteToolResult
+	err := t.ledgerOnly(dctx, op).Get(dctx, &res)
+	switch {
+	case err != nil:
+		t.markUnknown(ctx, rec, fmt.Sprintf("the task stopped while operation %s waited for approval, and the ledger holds it with an outcome nobody knows yet: %s", op.opID, contract.Describe(err)))
+	case res.State == capstan.OutcomeSucceeded:
+		rec.State, rec.ExternalID, rec.Replayed = res.State, res.ExternalID, true
+		rec.Reason = "sent before the task stopped: the ledger holds it succeeded"
+		t.note(dctx, "operation %s succeeded before the task stopped (the ledger holds it; nothing sent again)", op.opID)
+	default:
+		rec.State, rec.Reason = capstan.OutcomeAbsent, notSent
+	}
+}
+
 // askApproval records the operation as awaiting approval, says so in the
 // task's search attributes, current details and (when it has a channel)
 // Slack, and waits for the approve or deny update or the approval timeout.
@@ -228,14 +362,23 @@ func (t *task) askApproval(ctx workflow.Context, op declared, rec *OperationReco
 	defer delete(t.approval.waiting, op.opID)
 	ref := t.shortRef(op.opID)
 	approve := fmt.Sprintf("starter approve %s %s", t.in.TaskID, ref)
+	call := t.approval.calls[op.opID]
+	if call != nil {
+		approve += " --hash " + call.Hash
+	}
 	t.result.Waiting = "waiting for approval of: " + rec.Summary + " — " + approve
 	if err := workflow.UpsertTypedSearchAttributes(ctx, AttrAwaitingApproval.ValueSet(true)); err != nil {
 		return ApprovalRecord{}, err
 	}
-	workflow.SetCurrentDetails(ctx, fmt.Sprintf("**Waiting for approval of:** %s\n\n`%s` sends it; `starter deny %s %s --reason TEXT` refuses it. "+
-		"Unanswered within %s, it is denied.", rec.Summary, approve, t.in.TaskID, ref, t.approvalTimeout()))
+	details := fmt.Sprintf("**Waiting for approval of:** %s\n\n`%s` sends it; `starter deny %s %s --reason TEXT` refuses it. "+
+		"Unanswered within %s, it is denied.", rec.Summary, approve, t.in.TaskID, ref, t.approvalTimeout())
+	if call != nil {
+		details += fmt.Sprintf("\n\n**The call** (sha256 `%s`; `starter show %s %s` prints it whole):\n\n%s",
+			call.Hash, t.in.TaskID, ref, fenced(contract.FormatCall(op.call.Name, call.Hash, call.Call)))
+	}
+	workflow.SetCurrentDetails(ctx, details)
 	t.note(ctx, "operation %s waits for approval of: %s (%s)", op.opID, rec.Summary, approve)
-	if err := t.noticeApproval(ctx, op, rec.Summary, approve); err != nil {
+	if err := t.noticeApproval(ctx, op, rec.Summary, approve, call); err != nil {
 		return ApprovalRecord{}, err
 	}
 	answered, err := workflow.AwaitWithTimeout(ctx, t.approvalTimeout(), func() bool { _, ok := t.approval.pending[op.opID]; return ok })
@@ -248,6 +391,7 @@ func (t *task) askApproval(ctx workflow.Context, op declared, rec *OperationReco
 		a = t.approval.pending[op.opID]
 		delete(t.approval.pending, op.opID)
 	}
+	delete(t.approval.calls, op.opID)
 	t.result.Waiting = ""
 	if len(t.approval.waiting) <= 1 {
 		workflow.SetCurrentDetails(ctx, "")
@@ -296,7 +440,7 @@ func (t *task) approvalInput(in *contract.ExecuteToolInput, rec OperationRecord)
 	switch a := rec.Approval; {
 	case a == nil || !t.approvals:
 	case a.Decision == DecisionApproved:
-		in.Approval = &contract.Approval{By: a.By, Note: a.Note}
+		in.Approval = &contract.Approval{By: a.By, Note: a.Note, Hash: a.Hash}
 	default:
 		in.Denial = &contract.Denial{By: a.By, Reason: a.Reason}
 	}
@@ -314,4 +458,20 @@ func (t *task) denied(ctx workflow.Context, rec *OperationRecord) {
 		rec.Reason = "denied by " + a.By + ": " + a.Reason
 	}
 	t.note(ctx, "operation %s %s; nothing was sent", rec.OperationID, rec.Reason)
+}
+
+// fenced is text in a Markdown code block that nothing in it can close: a
+// fence one backtick longer than the longest run of backticks in text.
+func fenced(text string) string {
+	longest, run := 0, 0
+	for _, r := range text {
+		if r == '`' {
+			run++
+			longest = max(longest, run)
+		} else {
+			run = 0
+		}
+	}
+	fence := strings.Repeat("`", max(3, longest+1))
+	return fence + "\n" + text + "\n" + fence
 }

@@ -7,6 +7,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/capstanhq/capstan"
+	"github.com/capstanhq/capstan/internal/contract"
 )
 
 // noticeApproval posts, when the task has a Slack channel, one message
@@ -18,7 +19,11 @@ import (
 // TaskResult.Notices. A notice that could not be posted does not stop the
 // task: the operation still waits, and status and list show it; only a
 // cancellation is returned.
-func (t *task) noticeApproval(ctx workflow.Context, op declared, summary, approve string) error {
+//
+// An operation bound to its call (changeApprovalsBound, call not nil) has
+// the call in the notice, each field capped, and its hash. The text is
+// plain: the Slack layer escapes it for mrkdwn.
+func (t *task) noticeApproval(ctx workflow.Context, op declared, summary, approve string, call *contract.AwaitingApproval) error {
 	if t.in.SlackChannel == "" {
 		return nil
 	}
@@ -28,6 +33,10 @@ func (t *task) noticeApproval(ctx workflow.Context, op declared, summary, approv
 	rec := &t.result.Notices[len(t.result.Notices)-1]
 	text := fmt.Sprintf("Capstan task %s waits for your approval of: %s\nApprove it: %s\nDeny it: starter deny %s %s --reason TEXT",
 		t.in.TaskID, summary, approve, t.in.TaskID, t.shortRef(op.opID))
+	if call != nil {
+		text = fmt.Sprintf("Capstan task %s waits for your approval of: %s\n\nThe call (sha256 %s):\n%s\n\nApprove it: %s\nDeny it: starter deny %s %s --reason TEXT\nThe whole call: starter show %s %s",
+			t.in.TaskID, summary, call.Hash, contract.FormatCall(op.call.Name, call.Hash, call.Call), approve, t.in.TaskID, t.shortRef(op.opID), t.in.TaskID, t.shortRef(op.opID))
+	}
 	unknown, err := t.post(ctx, rec, d, text)
 	switch {
 	case err != nil && ctx.Err() != nil:

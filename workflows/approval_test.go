@@ -25,7 +25,41 @@ import (
 // an approval it sends; with a denial it commits the denial. It returns
 // the environment and the inputs ExecuteTool was given.
 func approvalTask(t *testing.T, asks int) (*testsuite.TestWorkflowEnvironment, func() []contract.ExecuteToolInput) {
+	env, given, _ := approvalTaskWithLedger(t, asks)
+	return env, given
+}
+
+// fakeLedger is what approvalTask's ExecuteTool answers a LedgerOnly
+// request with: State (absent when empty), or Err.
+type fakeLedger struct {
+	mu    sync.Mutex
+	State capstan.Outcome
+	Err   error
+	asked int
+}
+
+func (l *fakeLedger) answer(in contract.ExecuteToolInput) (contract.ExecuteToolResult, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.asked++
+	res := contract.ExecuteToolResult{OperationID: in.OperationID, State: capstan.OutcomeAbsent}
+	switch {
+	case l.Err != nil:
+		return res, l.Err
+	case l.State == capstan.OutcomeSucceeded:
+		res.State, res.Replayed, res.ExternalID, res.Item = l.State, true, "https://github.com/acme/app/pull/7", "sha256:22"
+	}
+	return res, nil
+}
+
+// prHash is the canonical call's hash approvalTask's ExecuteTool reports.
+const prHash = "c0ffee"
+
+// approvalTaskWithLedger is approvalTask with the fake ledger its
+// LedgerOnly requests are answered from (not among the inputs given).
+func approvalTaskWithLedger(t *testing.T, asks int) (*testsuite.TestWorkflowEnvironment, func() []contract.ExecuteToolInput, *fakeLedger) {
 	t.Helper()
+	ledger := &fakeLedger{}
 	var suite testsuite.WorkflowTestSuite
 	env := suite.NewTestWorkflowEnvironment()
 	env.RegisterActivity(&activities.Activities{})
@@ -42,6 +76,9 @@ func approvalTask(t *testing.T, asks int) (*testsuite.TestWorkflowEnvironment, f
 	var given []contract.ExecuteToolInput
 	env.OnActivity(a.ExecuteTool, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in contract.ExecuteToolInput) (contract.ExecuteToolResult, error) {
+			if in.LedgerOnly {
+				return ledger.answer(in)
+			}
 			mu.Lock()
 			given = append(given, in)
 			mu.Unlock()
@@ -57,7 +94,8 @@ func approvalTask(t *testing.T, asks int) (*testsuite.TestWorkflowEnvironment, f
 				res.State, res.ExternalID, res.Item = capstan.OutcomeSucceeded, "https://github.com/acme/app/pull/7", "sha256:20"
 			default:
 				res.State = capstan.OutcomeAwaitingApproval
-				res.Awaiting = &contract.AwaitingApproval{Summary: "pull request feat → main in acme/app", Effect: "effect-pr"}
+				res.Awaiting = &contract.AwaitingApproval{Summary: "pull request feat → main in acme/app", Effect: "effect-pr", Hash: prHash,
+					Call: []contract.CallField{{Name: "title", Value: "Fix", Bytes: 3}}, Arguments: "sha256:01"}
 			}
 			return res, nil
 		})
@@ -65,7 +103,7 @@ func approvalTask(t *testing.T, asks int) (*testsuite.TestWorkflowEnvironment, f
 		mu.Lock()
 		defer mu.Unlock()
 		return append([]contract.ExecuteToolInput(nil), given...)
-	}
+	}, ledger
 }
 
 // answerAt sends the approve or deny update after d and reports how it
@@ -123,7 +161,7 @@ func TestApprovalSendsOnceApproved(t *testing.T) {
 	// gave it. (The test environment runs each update's validator and
 	// handler in turn: here carol's validator refuses.)
 	var okErr error
-	answerAt(env, 2*time.Hour, workflows.UpdateApprove, workflows.ApprovalRequest{OperationID: "github_create_pull_request:pr:create:acme/app:feat:main", By: "alice", Note: "lgtm"}, &okErr)
+	answerAt(env, 2*time.Hour, workflows.UpdateApprove, workflows.ApprovalRequest{OperationID: "github_create_pull_request:pr:create:acme/app:feat:main", By: "alice", Note: "lgtm", Hash: prHash, Client: "42@desk@"}, &okErr)
 	answerAt(env, 2*time.Hour, workflows.UpdateDeny, bad[len(bad)-1].req, &errs[len(errs)-1])
 	env.ExecuteWorkflow(workflows.AgentTask, workflows.AgentTaskInput{TaskID: "T", Tenant: "default", Prompt: "p", Model: "openai:m", Repo: "acme/app"})
 	for i, b := range bad {
@@ -135,7 +173,7 @@ func TestApprovalSendsOnceApproved(t *testing.T) {
 		t.Fatalf("alice's approval: %v", okErr)
 	}
 	if op := waiting.Operations[0]; op.State != capstan.OutcomeAwaitingApproval || op.Summary != "pull request feat → main in acme/app" ||
-		!strings.Contains(waiting.Waiting, "starter approve T github_create_pull_request:pr:create:acme/app:feat:main") {
+		!strings.Contains(waiting.Waiting, "starter approve T github_create_pull_request:pr:create:acme/app:feat:main --hash "+prHash) || op.CallHash != prHash {
 		t.Errorf("while it waits: operation %+v, waiting %q; want awaiting_approval with its summary and the command", op, waiting.Waiting)
 	}
 	var res workflows.TaskResult
@@ -144,11 +182,11 @@ func TestApprovalSendsOnceApproved(t *testing.T) {
 	}
 	op := res.Operations[0]
 	if res.Status != workflows.StatusCompleted || op.State != capstan.OutcomeSucceeded || op.Approval == nil ||
-		op.Approval.Decision != workflows.DecisionApproved || op.Approval.By != "alice" || op.Approval.Note != "lgtm" {
+		op.Approval.Decision != workflows.DecisionApproved || op.Approval.By != "alice" || op.Approval.Note != "lgtm" || op.Approval.Client != "42@desk@" || op.Approval.Hash != prHash {
 		t.Fatalf("result = %+v, operation %+v; want completed, the pull request sent as approved by alice", res, op)
 	}
 	in := given()
-	if len(in) != 2 || in[0].Approval != nil || in[1].Approval == nil || in[1].Approval.By != "alice" || in[1].Denial != nil {
+	if len(in) != 2 || in[0].Approval != nil || in[1].Approval == nil || in[1].Approval.By != "alice" || in[1].Approval.Hash != prHash || in[1].Denial != nil {
 		t.Errorf("ExecuteTool inputs = %+v, want one asking and one carrying alice's approval", in)
 	}
 }
@@ -207,7 +245,8 @@ func TestApprovalTimeoutDenies(t *testing.T) {
 }
 
 // A task cancelled while its operation awaits approval sends nothing: the
-// operation is absent, and the task says it no longer waits.
+// operation is absent (the ledger, asked, holds nothing of it), and the
+// task says it no longer waits.
 func TestCancelWhileAwaitingApproval(t *testing.T) {
 	t.Parallel()
 	env, given := approvalTask(t, 1)
@@ -246,5 +285,93 @@ func TestChainBeforeApprovalsDoesNotAsk(t *testing.T) {
 	}
 	if len(approvals) != 1 || approvals[0] || res.Operations[0].State != capstan.OutcomeFailed || res.Operations[0].PolicyRule != "r" {
 		t.Errorf("ExecuteTool told approvals %v, operation %+v; want one call told false, refused by r", approvals, res.Operations[0])
+	}
+}
+
+// An approve binds to the call the person was shown: without its hash, or
+// with another, it is refused before anything is recorded; a name the
+// task's approvers (CAPSTAN_APPROVERS) do not list is refused too, approve
+// or deny. The approval taken records the hash and the client's identity,
+// and the ExecuteTool that sends carries the hash.
+func TestApprovalBindsTheCallAndItsApprovers(t *testing.T) {
+	t.Parallel()
+	env, given := approvalTask(t, 1)
+	bad := []struct {
+		update string
+		req    workflows.ApprovalRequest
+		want   string
+	}{
+		{workflows.UpdateApprove, workflows.ApprovalRequest{OperationID: prOpID, By: "alice"}, "approve needs the sha256 of the call it approves (--hash " + prHash + ")"},
+		{workflows.UpdateApprove, workflows.ApprovalRequest{OperationID: prOpID, By: "alice", Hash: "beef"}, "call has sha256 " + prHash + ", not beef: nothing was approved"},
+		{workflows.UpdateApprove, workflows.ApprovalRequest{OperationID: prOpID, By: "mallory", Hash: prHash}, "mallory is not one of task T's approvers (alice, bob)"},
+		{workflows.UpdateDeny, workflows.ApprovalRequest{OperationID: prOpID, By: "mallory", Reason: "no"}, "mallory is not one of task T's approvers"},
+	}
+	errs := make([]error, len(bad))
+	for i, b := range bad {
+		answerAt(env, time.Hour+time.Duration(i)*time.Minute, b.update, b.req, &errs[i])
+	}
+	var okErr error
+	answerAt(env, 2*time.Hour, workflows.UpdateApprove, workflows.ApprovalRequest{OperationID: prOpID, By: "alice", Hash: strings.ToUpper(prHash), Client: "7@laptop@"}, &okErr)
+	env.ExecuteWorkflow(workflows.AgentTask, workflows.AgentTaskInput{TaskID: "T", Tenant: "default", Prompt: "p", Model: "openai:m", Repo: "acme/app",
+		Approvers: []string{"alice", "bob"}})
+	for i, b := range bad {
+		if errs[i] == nil || !strings.Contains(errs[i].Error(), b.want) {
+			t.Errorf("%s %+v: %v, want refused with %q", b.update, b.req, errs[i], b.want)
+		}
+	}
+	if okErr != nil {
+		t.Fatalf("alice's approval with the hash: %v", okErr)
+	}
+	var res workflows.TaskResult
+	if err := env.GetWorkflowResult(&res); err != nil {
+		t.Fatal(err)
+	}
+	if op := res.Operations[0]; op.State != capstan.OutcomeSucceeded || op.Approval == nil || op.Approval.Hash != prHash || op.Approval.Client != "7@laptop@" {
+		t.Errorf("operation = %+v, approval %+v; want sent, approved with the hash and alice's client", op, op.Approval)
+	}
+	if in := given(); len(in) != 2 || in[1].Approval == nil || in[1].Approval.Hash != prHash {
+		t.Errorf("ExecuteTool inputs = %+v, want the second carrying the approved hash", in)
+	}
+}
+
+// What was sent stays sent: an operation ExecuteTool answered awaiting
+// approval whose ledger row, asked before a person is, says it succeeded
+// (a reset to the moment it was asked, after it was approved and sent) is
+// answered from the ledger: nobody is asked, nothing is denied.
+func TestApprovalAsksTheLedgerFirst(t *testing.T) {
+	t.Parallel()
+	env, given, ledger := approvalTaskWithLedger(t, 1)
+	ledger.State = capstan.OutcomeSucceeded
+	env.ExecuteWorkflow(workflows.AgentTask, workflows.AgentTaskInput{TaskID: "T", Tenant: "default", Prompt: "p", Model: "openai:m", Repo: "acme/app",
+		ApprovalTimeout: time.Hour})
+	var res workflows.TaskResult
+	if err := env.GetWorkflowResult(&res); err != nil {
+		t.Fatal(err)
+	}
+	if op := res.Operations[0]; res.Status != workflows.StatusCompleted || op.State != capstan.OutcomeSucceeded || !op.Replayed || op.Approval != nil {
+		t.Errorf("status %s, operation %+v; want completed, the pull request succeeded, replayed, with no approval asked", res.Status, op)
+	}
+	if in := given(); len(in) != 1 || ledger.asked != 1 {
+		t.Errorf("ExecuteTool ran %d times and asked the ledger %d times; want the ask once and the ledger once", len(in), ledger.asked)
+	}
+}
+
+// A task cancelled while an operation waits for approval asks the ledger
+// what became of it: one the ledger holds succeeded (sent before a reset
+// brought the task back to the question) is recorded succeeded, never
+// "not sent".
+func TestCancelWhileAwaitingKeepsWhatWasSent(t *testing.T) {
+	t.Parallel()
+	env, _, ledger := approvalTaskWithLedger(t, 1)
+	env.RegisterDelayedCallback(func() {
+		ledger.mu.Lock()
+		ledger.State = capstan.OutcomeSucceeded
+		ledger.mu.Unlock()
+		env.CancelWorkflow()
+	}, time.Hour)
+	env.ExecuteWorkflow(workflows.AgentTask, workflows.AgentTaskInput{TaskID: "T", Tenant: "default", Prompt: "p", Model: "openai:m", Repo: "acme/app"})
+	res := statusOf(t, env)
+	if op := res.Operations[0]; res.Status != workflows.StatusCancelled || op.State != capstan.OutcomeSucceeded || strings.Contains(op.Reason, "not sent") {
+		t.Errorf("status %s, operation %+v; want cancelled, the operation succeeded as the ledger holds it", res.Status, op)
 	}
 }

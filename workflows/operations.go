@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 
@@ -124,8 +125,19 @@ func (t *task) settle(ctx workflow.Context, op declared, f workflow.Future) (ite
 	err = f.Get(ctx, &res)
 	for ctx.Err() == nil {
 		if err == nil && res.Awaiting != nil && t.approvals {
+			if t.bound(ctx) {
+				checked, cerr, sent := t.sentBefore(ctx, op)
+				if ctx.Err() != nil {
+					t.stoppedAsking(ctx, op, rec)
+					return "", "", errors.Join(workflow.ErrCanceled, cerr)
+				}
+				if sent {
+					res, err = checked, cerr
+					continue
+				}
+			}
 			if err := t.awaitApproval(ctx, op, res); err != nil {
-				rec.State, rec.Reason = capstan.OutcomeAbsent, "not sent: the task stopped while the operation waited for approval"
+				t.stoppedAsking(ctx, op, rec)
 				return "", "", err
 			}
 			res = contract.ExecuteToolResult{}

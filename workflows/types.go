@@ -64,6 +64,11 @@ type AgentTaskInput struct {
 	// unanswered, the operation is denied. Zero means
 	// config.DefaultApprovalTimeout.
 	ApprovalTimeout time.Duration `json:"approval_timeout,omitempty"`
+	// Approvers, when set, are the only names (--as) whose approve or
+	// deny the task takes (CAPSTAN_APPROVERS, read by the starter): the
+	// updates' validator refuses anyone else, so no client of Temporal
+	// goes around it. Empty: anyone may answer.
+	Approvers []string `json:"approvers,omitempty"`
 	// Policy is the task's policy context, fixed by the starter
 	// (docs/design.md §5.8): every tool call is decided against it before
 	// anything is sent. Nil for a task started without one: the workflow
@@ -204,6 +209,13 @@ type OperationRecord struct {
 	// approved (then it was sent as any call) or denied (nothing was sent;
 	// its state denied, Reason why). Nil when it needed none.
 	Approval *ApprovalRecord `json:"approval,omitempty"`
+	// CallHash is the SHA-256 of the canonical call the operation waited
+	// for approval of (contract.CanonicalCall): an approve must carry it,
+	// and what is sent is checked against it (changeApprovalsBound).
+	// Arguments is the ledger reference of the call's arguments, where
+	// `starter show TASK OP` reads the whole call.
+	CallHash  string `json:"call_hash,omitempty"`
+	Arguments string `json:"arguments,omitempty"`
 }
 
 // ApprovalRecord is a person's answer to an operation that waited for
@@ -218,6 +230,12 @@ type ApprovalRecord struct {
 	// Reason is why it was denied: the person's --reason, or "no approval
 	// within …".
 	Reason string `json:"reason,omitempty"`
+	// Hash is the call's hash the approve carried (CallHash).
+	Hash string `json:"hash,omitempty"`
+	// Client is the Temporal client identity the answer's sender gave
+	// (ApprovalRequest.Client), recorded beside By for audit: like By it
+	// is set by the sender, so it proves nothing.
+	Client string `json:"client,omitempty"`
 	// Again: the same effect had been answered earlier in the task, and
 	// this operation got that answer without anyone being asked.
 	Again bool `json:"again,omitempty"`

@@ -30,7 +30,9 @@ import "go.temporal.io/sdk/workflow"
 //	v13 changeScheduledTaskIDs, changeAbsentDeliveriesRetried,
 //	    changeAllThroughV13 (one marker for all; search attributes at start)
 //	v14 LogicUnmarked (no marker at all where the starter stamps the input)
-const HistoryVersion = "v14"
+//	v15 changeApprovalsBound (read on its own marker where an operation
+//	    first waits for approval; CurrentLogic stays LogicUnmarked)
+const HistoryVersion = "v15"
 
 // Logic levels a starter stamps on a task's input (AgentTaskInput.Logic).
 const (
@@ -296,6 +298,23 @@ const (
 	// its start and more where later changes fork. A task started before
 	// has no such marker and reads each change as it did (task.since).
 	changeAllThroughV13 = "all-changes-v13"
+
+	// changeApprovalsBound: an approval binds to the canonical call
+	// (docs/design.md §5.9). An operation that waits for approval records
+	// its call's hash (OperationRecord.CallHash); the current details and
+	// the Slack notice show the call, each field capped, and the hash; an
+	// approve must carry the hash (the validator and the handler refuse
+	// another) and the ExecuteTool that sends is checked against it. And
+	// what was sent stays sent: before a person is asked, and when the
+	// task is cancelled while one would be, the ledger is asked about the
+	// operation (ExecuteTool with LedgerOnly), so one that a reset left
+	// waiting after it was sent is answered as replayed, or reconciled,
+	// never asked for again nor called "not sent". Read where an operation
+	// first waits for approval, on its own marker, by stamped tasks too: a
+	// stamp cannot tell this code's start from a v14 worker's, which
+	// records no marker either, so CurrentLogic stays LogicUnmarked and
+	// only a task that asks records it.
+	changeApprovalsBound = "approvals-bound"
 )
 
 // inEffect reports whether change, one of those through
@@ -323,6 +342,10 @@ type Change struct {
 	// (changeAllThroughWorkerLimits, changeAllThroughV13); empty when only
 	// its own marker does.
 	CoveredBy string
+	// OwnMarkerOnly: the change is in effect only where its own marker
+	// is, even in a run that started unmarked (LogicUnmarked) — a change
+	// made after the stamp's level.
+	OwnMarkerOnly bool
 }
 
 // Changes are every change id above, oldest first (TestChangesListsEvery
@@ -349,4 +372,5 @@ var Changes = []Change{
 	{ID: changeScheduledTaskIDs, CoveredBy: changeAllThroughV13},
 	{ID: changeAbsentDeliveriesRetried, CoveredBy: changeAllThroughV13},
 	{ID: changeAllThroughV13},
+	{ID: changeApprovalsBound, OwnMarkerOnly: true},
 }

@@ -58,6 +58,11 @@ type Config struct {
 	// waits for a person's approval before it is denied; the starter fixes
 	// it in the task's input.
 	ApprovalTimeout time.Duration
+	// Approvers (CAPSTAN_APPROVERS, comma-separated) are the only names
+	// whose approve or deny a task takes; the starter fixes them in the
+	// task's input, where the updates' validator enforces them. Empty:
+	// anyone may answer.
+	Approvers []string
 
 	// AnthropicAPIKey (ANTHROPIC_API_KEY) is optional: a worker without it
 	// serves no anthropic:<model> task.
@@ -244,6 +249,11 @@ func FromLookupEnv(lookup func(string) (string, bool)) Config {
 	c.DependencyOutageLimit = duration("CAPSTAN_DEPENDENCY_OUTAGE_LIMIT", DefaultDependencyOutageLimit)
 	c.LedgerOutageLimit = duration("CAPSTAN_LEDGER_OUTAGE_LIMIT", DefaultLedgerOutageLimit)
 	c.ApprovalTimeout = duration("CAPSTAN_APPROVAL_TIMEOUT", DefaultApprovalTimeout)
+	for name := range strings.SplitSeq(getenv("CAPSTAN_APPROVERS"), ",") {
+		if name = strings.TrimSpace(name); name != "" {
+			c.Approvers = append(c.Approvers, name)
+		}
+	}
 	c.readBudgets(getenv)
 	c.readDeployment(getenv)
 	c.ModelLimits = ModelLimits{

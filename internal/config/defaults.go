@@ -309,6 +309,8 @@ var Settings = []Setting{
 		Meaning: "how many tool calls the task's policy refuses before the task fails with `policy_violation` (each refusal before that is a tool error the model reads); fixed in the task's input; `starter run --max-refusals` overrides it"},
 	{Name: "CAPSTAN_APPROVAL_TIMEOUT", Default: code(DefaultApprovalTimeout), Reader: "starter",
 		Meaning: "how long an operation waits for a person's approval (`starter approve`, `starter deny`; docs/design.md §5.9) before it is denied with the reason \"no approval within …\"; fixed in the task's input; `starter run --approval-timeout` overrides it"},
+	{Name: "CAPSTAN_APPROVERS", Default: none, Reader: "starter",
+		Meaning: "comma-separated names (`--as`) who may approve or deny a task's operations (docs/design.md §5.9); fixed in the task's input, where the approve and deny updates' validator refuses any other name, so no Temporal client goes around it; unset, anyone may answer"},
 	{Name: "CAPSTAN_MCP_CONFIG", Default: none, Reader: "worker",
 		Meaning: "path of a JSON file of MCP servers whose tools the agent may call, in the `mcpServers` convention (`command`/`args`/`env` or `url`/`headers`, `${VAR}` expanded from the worker's environment and never written to history), with capstan's settings per server under `capstan` (README: MCP servers). The worker connects to every server at start; a bad file or an unreachable server stops it with one sentence naming the server and the field. `worker --mcp-check FILE` connects and lists the tools with their classes"},
 	{Name: "CAPSTAN_MCP_RESULT_CAP", Default: code(DefaultMCPResultCap), Reader: "worker",

@@ -162,6 +162,13 @@ type ExecuteToolInput struct {
 	// timeout: nothing is claimed or sent; the denial is committed as the
 	// tool message the model reads, and State is denied.
 	Denial *Denial `json:",omitempty"`
+	// LedgerOnly asks only what the ledger holds of the operation: a
+	// succeeded one is answered as replayed, a claimed one whose outcome
+	// is not known as unknown, and one never claimed as absent; nothing is
+	// decided, claimed or sent (docs/design.md §5.9: what was sent stays
+	// sent, asked as a task is cancelled while the operation waits for
+	// approval).
+	LedgerOnly bool `json:",omitempty"`
 }
 
 // ExecuteToolResult is how the operation ended. A tool that refused the

@@ -13,6 +13,11 @@ import (
 type Approval struct {
 	By   string `json:"by"`
 	Note string `json:"note,omitempty"`
+	// Hash is the SHA-256 of the canonical call the person approved
+	// (AwaitingApproval.Hash, which the approve update carried): the call
+	// is sent only if its own canonical hash is the same. Empty for an
+	// approval given before approvals were bound to the call.
+	Hash string `json:"hash,omitempty"`
 }
 
 // Denial is a person's denial of one operation (starter deny), or, with By
@@ -32,6 +37,17 @@ type AwaitingApproval struct {
 	// (a hash, the ledger's request hash), so the task answers the same
 	// effect asked again as it was answered before.
 	Effect string `json:"effect"`
+	// Hash is the SHA-256, in hex, of the canonical call (CanonicalCall):
+	// the tool's name and every argument, as it will be sent. An approval
+	// binds to it.
+	Hash string `json:"hash,omitempty"`
+	// Call is the canonical call as a person reads it, one field an
+	// argument, each capped (CallField); `starter show TASK OP` prints it
+	// whole from the ledger.
+	Call []CallField `json:"call,omitempty"`
+	// Arguments is the ledger reference of the call's arguments
+	// (ExecuteToolInput.Arguments), where `starter show` reads them.
+	Arguments string `json:"arguments,omitempty"`
 }
 
 // TaskPolicy is what a task's policy decides with (internal/policy.Task and

@@ -94,13 +94,19 @@ func TestApprovalSendsThePullRequestOnceApproved(t *testing.T) {
 	}
 	st := runStarter(t, env, "status", taskID)
 	assertFits(t, "starter status", st.stdout)
-	hint := regexp.MustCompile(`(?m)^  approve it: starter approve ` + regexp.QuoteMeta(taskID) + ` \\\n {6}(\S+)$`).FindStringSubmatch(st.stdout)
-	if hint == nil || !strings.HasSuffix(op.OperationID, ":"+hint[1]) || !strings.Contains(strings.Join(strings.Fields(st.stdout), " "), "awaiting approval: operation") {
-		t.Fatalf("starter status does not say what awaits approval and how to approve it:\n%s", st.stdout)
+	hint := regexp.MustCompile(`(?m)^  approve it: starter approve ` + regexp.QuoteMeta(taskID) + ` \\\n {6}(\S+) \\\n {6}--hash ([0-9a-f]{64})$`).FindStringSubmatch(st.stdout)
+	if hint == nil || !strings.HasSuffix(op.OperationID, ":"+hint[1]) || hint[2] != op.CallHash || !strings.Contains(strings.Join(strings.Fields(st.stdout), " "), "awaiting approval: operation") {
+		t.Fatalf("starter status does not say what awaits approval and how to approve it (with the call's hash %s):\n%s", op.CallHash, st.stdout)
 	}
 	notices := slackMessagesWith(sb.Slack.Messages("#approvals"), "starter approve "+taskID)
-	if len(notices) != 1 || !strings.Contains(notices[0], wantSummary) {
-		t.Errorf("Slack #approvals has %d messages naming the approve command, want 1 saying %q: %q", len(notices), wantSummary, notices)
+	if len(notices) != 1 || !strings.Contains(notices[0], wantSummary) || !strings.Contains(notices[0], "sha256 "+op.CallHash) ||
+		!strings.Contains(notices[0], "title (") || !strings.Contains(notices[0], "--hash "+op.CallHash) {
+		t.Errorf("Slack #approvals has %d messages naming the approve command, want 1 saying %q with the call's fields and its hash %s: %q", len(notices), wantSummary, op.CallHash, notices)
+	}
+	// starter show prints the whole call from the ledger, with the hash.
+	if sh := runStarter(t, env, "show", taskID, hint[1]); sh.code != 0 || !strings.Contains(sh.stdout, "tool: github_create_pull_request\n") ||
+		!strings.Contains(sh.stdout, "head (") || !strings.Contains(sh.stdout, "sha256 of the call: "+op.CallHash) {
+		t.Errorf("starter show: exit %d, stdout %q, stderr %q; want the whole call and its hash", sh.code, sh.stdout, sh.stderr)
 	}
 
 	// Answers the task cannot take: one sentence, exit 2, nothing changed.
@@ -115,6 +121,8 @@ func TestApprovalSendsThePullRequestOnceApproved(t *testing.T) {
 		want string
 	}{
 		{[]string{"approve", taskID, branchOp}, "is succeeded and waits for no approval"},
+		{[]string{"approve", taskID, op.OperationID}, "approve needs the sha256 of the call it approves (--hash " + op.CallHash + ")"},
+		{[]string{"approve", taskID, op.OperationID, "--hash", strings.Repeat("0", 64)}, "nothing was approved"},
 		{[]string{"deny", taskID, op.OperationID}, "deny needs --reason"},
 		{[]string{"approve", taskID, "nope"}, `has no operation "nope"`},
 		{[]string{"approve", "no-such-task-" + taskID, op.OperationID}, "no running task"},
@@ -125,7 +133,7 @@ func TestApprovalSendsThePullRequestOnceApproved(t *testing.T) {
 		}
 	}
 
-	if r := runStarter(t, env, "approve", taskID, hint[1], "--note", "ship it", "--as", "alice"); r.code != 0 ||
+	if r := runStarter(t, env, "approve", taskID, hint[1], "--hash", hint[2], "--note", "ship it", "--as", "alice"); r.code != 0 ||
 		!strings.Contains(r.stdout, "operation "+op.OperationID+" approved by alice: "+wantSummary) {
 		t.Fatalf("approve: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 	}
@@ -141,8 +149,9 @@ func TestApprovalSendsThePullRequestOnceApproved(t *testing.T) {
 		t.Errorf("github stats = %+v, pull-request posts %d; want exactly 1 branch, 1 file, 1 pull request", st, len(pullRequestPosts(log)))
 	}
 	for _, o := range res.Operations {
-		if o.OperationID == op.OperationID && (o.State != capstan.OutcomeSucceeded || o.Approval == nil || o.Approval.By != "alice" || o.Approval.Note != "ship it") {
-			t.Errorf("the pull request's operation = %+v, want succeeded, approved by alice", o)
+		if o.OperationID == op.OperationID && (o.State != capstan.OutcomeSucceeded || o.Approval == nil || o.Approval.By != "alice" || o.Approval.Note != "ship it" ||
+			o.Approval.Hash != op.CallHash || !strings.Contains(o.Approval.Client, "@")) {
+			t.Errorf("the pull request's operation = %+v, approval %+v; want succeeded, approved by alice with the call's hash and her client's identity", o, o.Approval)
 		}
 	}
 	if n := len(slackMessagesWith(sb.Slack.Messages("#approvals"), "starter approve")); n != 1 || len(res.Notices) != 1 || res.Notices[0].State != capstan.OutcomeSucceeded {
@@ -181,7 +190,7 @@ func TestApprovalSurvivesAWorkerKilledRightAfterIt(t *testing.T) {
 	if n := sb.GitHub.Stats().PullRequestsCreated; n != 0 {
 		t.Fatalf("pull requests before the approval = %d, want 0", n)
 	}
-	if r := runStarter(t, env, "approve", taskID, op.OperationID); r.code != 0 {
+	if r := runStarter(t, env, "approve", taskID, op.OperationID, "--hash", op.CallHash); r.code != 0 {
 		t.Fatalf("approve: exit %d, stderr %q", r.code, r.stderr)
 	}
 	w.stop(t, syscall.SIGKILL, 10*time.Second)

@@ -71,7 +71,7 @@ func TestLongGitHubAppTokensOutliveNoTask(t *testing.T) {
 	<-time.After(time.Until(last) + time.Second)
 	issuedBefore := sb.GitHub.Stats().AppTokensIssued
 
-	if r := runStarter(t, env, "approve", taskID, op.OperationID); r.code != 0 {
+	if r := runStarter(t, env, "approve", taskID, op.OperationID, "--hash", op.CallHash); r.code != 0 {
 		t.Fatalf("approve: exit %d, stderr %q", r.code, r.stderr)
 	}
 	res := waitResult(t, taskID)

@@ -210,10 +210,10 @@ func TestMCPServeRunsFollowsAndApprovesTasks(t *testing.T) {
 	if n := sb.GitHub.Stats().PullRequestsCreated; n != 1 {
 		t.Fatalf("pull requests before the approval = %d, want 1 (the plain task's)", n)
 	}
-	var opID string
+	var opID, hash string
 	for _, op := range res.Operations {
 		if op.State == capstan.OutcomeAwaitingApproval {
-			opID = op.OperationID
+			opID, hash = op.OperationID, op.CallHash
 		}
 	}
 	// Another connection, even of the same client, answers only for the
@@ -224,7 +224,7 @@ func TestMCPServeRunsFollowsAndApprovesTasks(t *testing.T) {
 		t.Errorf("approve_task from another connection: isError %t, %q; want refused", res.IsError, text)
 	}
 	var answer workflows.ApprovalResult
-	mcpCall(t, approving, "approve_task", map[string]any{"task_id": approvalID, "operation_id": opID, "note": "from the assistant"}, &answer)
+	mcpCall(t, approving, "approve_task", map[string]any{"task_id": approvalID, "operation_id": opID, "note": "from the assistant", "hash": hash}, &answer)
 	want := "mcp:" + mcpClientName
 	if answer.Decision != workflows.DecisionApproved || answer.By != want || answer.OperationID != opID {
 		t.Errorf("approve_task answered %+v, want approved by %s", answer, want)

@@ -41,10 +41,10 @@ func TestLongRollingDeploy(t *testing.T) {
 	setCurrent(t, deployment, "v1")
 
 	held := make([]string, rollingHeld)
-	ops := make([]string, rollingHeld)
+	ops := make([]workflows.OperationRecord, rollingHeld)
 	for i := range held {
 		id, op := startApprovalTask(t, env, fmt.Sprintf("rolling-%d", i))
-		held[i], ops[i] = id, op.OperationID
+		held[i], ops[i] = id, op
 		assertBuild(t, env, id, deployment+"/v1")
 	}
 
@@ -53,7 +53,7 @@ func TestLongRollingDeploy(t *testing.T) {
 	t.Logf("v2 current; starter versions:\n%s", runStarter(t, env, "versions").stdout)
 
 	for i, id := range held {
-		if r := runStarter(t, env, "approve", id, ops[i]); r.code != 0 {
+		if r := runStarter(t, env, "approve", id, ops[i].OperationID, "--hash", ops[i].CallHash); r.code != 0 {
 			t.Fatalf("approve %s: exit %d: %s", id, r.code, r.stderr)
 		}
 	}

@@ -115,7 +115,7 @@ func TestScheduleStartsTasksSkipsOverlapPausesAndDeletes(t *testing.T) {
 	if s.Runs != 1 {
 		t.Fatalf("while %s waits for approval: %d runs started, want 1 (the others skipped)", taskA, s.Runs)
 	}
-	if r := runStarter(t, env, "approve", taskA, opA.OperationID); r.code != 0 {
+	if r := runStarter(t, env, "approve", taskA, opA.OperationID, "--hash", opA.CallHash); r.code != 0 {
 		t.Fatalf("approve %s: exit %d, stderr %s", taskA, r.code, r.stderr)
 	}
 	resA := waitOutcome(t, env, taskA, 90*time.Second)
@@ -128,7 +128,7 @@ func TestScheduleStartsTasksSkipsOverlapPausesAndDeletes(t *testing.T) {
 		t.Fatalf("pause: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 	}
 	opB := waitAwaitingApproval(t, env, taskB)
-	if r := runStarter(t, env, "approve", taskB, opB.OperationID); r.code != 0 {
+	if r := runStarter(t, env, "approve", taskB, opB.OperationID, "--hash", opB.CallHash); r.code != 0 {
 		t.Fatalf("approve %s: exit %d, stderr %s", taskB, r.code, r.stderr)
 	}
 	resB := waitOutcome(t, env, taskB, 90*time.Second)
