@@ -28,7 +28,8 @@ func TestPolicyByReferenceIsStoredWithTheFirstTurnAndLoadedOnAMiss(t *testing.T)
 	t.Parallel()
 	f := newFixture(t)
 	ref := ledger.ItemRef(contract.PolicyItem("policy.yaml", docsFrozen))
-	full := &contract.TaskPolicy{Repositories: []string{"acme/app"}, Base: "main", File: "policy.yaml", Source: docsFrozen, SourceRef: ref}
+	// --allow-branch capstan/x: default/own-branch lets the task's rule decide.
+	full := &contract.TaskPolicy{Repositories: []string{"acme/app"}, Base: "main", AllowBranches: []string{"capstan/x"}, File: "policy.yaml", Source: docsFrozen, SourceRef: ref}
 	seed := []model.Message{{Role: model.RoleSystem, Content: "You are a test.\nTask id: T"}, {Role: model.RoleUser, Content: "go"}}
 	if _, err := f.env.ExecuteActivity(f.acts.ModelTurn, contract.ModelTurnInput{TaskID: "T", TurnID: "T/t1", AttemptID: "T/t1/a1",
 		Model: "sandbox:demo", Seed: seed, Policy: full}); err != nil {
@@ -108,11 +109,12 @@ func TestDecisionIsRecordedOncePerOperation(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := newFixture(t, func(d *activities.Deps) { d.Metrics = m })
-	tp := &contract.TaskPolicy{Repositories: []string{"acme/app"}, Base: "main", File: "policy.yaml", Source: docsFrozen}
+	// --allow-branch capstan/x: default/own-branch lets the task's rule decide.
+	tp := &contract.TaskPolicy{Repositories: []string{"acme/app"}, Base: "main", AllowBranches: []string{"capstan/x"}, File: "policy.yaml", Source: docsFrozen}
 	in := contract.ExecuteToolInput{Tenant: "default", TaskID: "T", TurnID: "T/t1", ToolCallID: "call_1", OperationID: "default:T:~s:t1:put:1",
 		Tool: githubtools.NamePutFile, Arguments: f.args(t, `{"repo":"acme/app","branch":"capstan/x","path":"docs/a.md","content":"c","message":"m"}`),
 		Policy: tp}
-	for i, p := range []*contract.TaskPolicy{tp, {Repositories: []string{"acme/app"}, Base: "main"}} {
+	for i, p := range []*contract.TaskPolicy{tp, {Repositories: []string{"acme/app"}, Base: "main", AllowBranches: []string{"capstan/x"}}} {
 		in.Policy = p
 		v, err := f.env.ExecuteActivity(f.acts.ExecuteTool, in)
 		if err != nil {

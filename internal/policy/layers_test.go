@@ -76,6 +76,7 @@ func TestLayersCombine(t *testing.T) {
 `)
 	releaseTask := task
 	releaseTask.Base = "release/v2"
+	releaseTask.AllowBranches = []string{"release/v2"} // default/own-branch: starter run --allow-branch release/v2
 	comment := Call{Tool: "github_comment", Class: capstan.ClassUnsafe, Repository: "acme/payments", Writes: true}
 	pr := Call{Tool: "github_create_pull_request", Class: capstan.ClassConditional, Repository: "acme/payments", Branch: "capstan/x", Into: "main", Writes: true}
 	worker := floor.layer(LayerWorker)

@@ -81,6 +81,8 @@ func TestRefsAreNormalised(t *testing.T) {
 	refsBase.Base = "refs/heads/main"
 	unknown := task
 	unknown.DefaultBranch = ""
+	allowRelease := task // --allow-branch release/v2, so that default/own-branch lets the rule decide
+	allowRelease.AllowBranches = []string{"release/v2"}
 	release := task
 	release.BranchPrefix = "release/"
 	for _, tc := range []struct {
@@ -94,7 +96,7 @@ func TestRefsAreNormalised(t *testing.T) {
 		{"HEAD is the default branch", putFile("acme/payments", "HEAD", "a.md"), task, RuleBaseBranch},
 		{"HEAD with the default unknown", putFile("acme/payments", "HEAD", "a.md"), unknown, RuleRef},
 		{"a base given as a ref", putFile("acme/payments", "main", "a.md"), refsBase, RuleBaseBranch},
-		{"a rule's branch through heads/", putFile("acme/payments", "heads/release/v2", "a.md"), task, "no-release"},
+		{"a rule's branch through heads/", putFile("acme/payments", "heads/release/v2", "a.md"), allowRelease, "no-release"},
 		{"a created branch through heads/", createBranch("acme/payments", "heads/release/v2"), release, "no-release"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

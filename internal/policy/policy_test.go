@@ -10,13 +10,14 @@ import (
 )
 
 // task is a task sent to acme/payments with --base main, whose repository's
-// default branch is trunk.
-var task = Task{
+// default branch is trunk, and which has created capstan/x and
+// capstan/fix-typo there (default/own-branch).
+var task = created(Task{
 	Repositories:  []string{"acme/payments"},
 	Base:          "main",
 	DefaultBranch: "trunk",
 	Tenant:        "default",
-}
+})
 
 // created is t having created capstan/x and capstan/fix-typo in each of
 // its repositories, so a write onto them passes default/own-branch.
