@@ -104,3 +104,39 @@ func TestWorkerPolicyIsAFloor(t *testing.T) {
 		t.Errorf("recorded decisions %v, want op-strict by the strict worker's file and op-lax by the task's", got)
 	}
 }
+
+// An override in the worker's file lifts its default for the calls its rule
+// decides, and only those; the same rule among a task's rules lifts
+// nothing, and nothing is sent for what it does not lift.
+func TestOnlyTheWorkersOverrideLiftsADefault(t *testing.T) {
+	t.Parallel()
+	const docsOnMain = "rules:\n  - name: docs-on-main\n    tool: github_put_file\n    branch: main\n    path: docs/**\n" +
+		"    override: default/base-branch\n    effect: allow\n"
+	floor, err := policy.Parse("/etc/capstan/policy.yaml", []byte(docsOnMain))
+	if err != nil {
+		t.Fatal(err)
+	}
+	worker := newFixture(t, func(d *activities.Deps) { d.Floor = floor })
+	tp := &contract.TaskPolicy{Repositories: []string{"acme/app"}, Base: "main", Tenant: "default"}
+	docs := `{"repo":"acme/app","branch":"main","path":"docs/a.md","content":"c","message":"m"}`
+	res := execute(t, worker, "op-docs", githubtools.NamePutFile, docs, tp)
+	if res.State != capstan.OutcomeSucceeded || res.Decision == nil || res.Decision.Rule != "docs-on-main" ||
+		!strings.HasPrefix(res.Decision.Layer, "worker /etc/capstan/policy.yaml@") {
+		t.Errorf("docs on main by the worker's override: %+v (decision %+v), want succeeded, allowed by docs-on-main of the worker's file", res, res.Decision)
+	}
+	res = execute(t, worker, "op-code", githubtools.NamePutFile, `{"repo":"acme/app","branch":"main","path":"a.go","content":"c","message":"m"}`, tp)
+	if res.State != capstan.OutcomeFailed || res.Decision == nil || !res.Decision.Refused || res.Decision.Rule != policy.RuleBaseBranch {
+		t.Errorf("code on main, which the override does not match: %+v (decision %+v), want refused by %s", res, res.Decision, policy.RuleBaseBranch)
+	}
+
+	task := newFixture(t)
+	byTask := &contract.TaskPolicy{Repositories: []string{"acme/app"}, Base: "main", Tenant: "default", File: "task.yaml", Source: docsOnMain}
+	res = execute(t, task, "op-task-docs", githubtools.NamePutFile, docs, byTask)
+	if res.State != capstan.OutcomeFailed || res.Decision == nil || !res.Decision.Refused || res.Decision.Rule != policy.RuleBaseBranch ||
+		res.Decision.Layer != policy.LayerDefault {
+		t.Errorf("docs on main by the task's override: %+v (decision %+v), want refused by %s of the defaults", res, res.Decision, policy.RuleBaseBranch)
+	}
+	if n := task.sb.GitHub.Stats().Requests; n != 0 {
+		t.Errorf("GitHub handled %d requests for the task's override, want none", n)
+	}
+}

@@ -1,18 +1,24 @@
 package activities_test
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/capstanhq/capstan/activities"
 	"github.com/capstanhq/capstan/internal/contract"
+	"github.com/capstanhq/capstan/internal/mcp"
 	"github.com/capstanhq/capstan/internal/model"
 	"github.com/capstanhq/capstan/internal/policy"
+	"github.com/capstanhq/capstan/internal/sandbox/mcpserver"
 	"github.com/capstanhq/capstan/internal/tools"
 	githubtools "github.com/capstanhq/capstan/internal/tools/github"
+	"github.com/capstanhq/capstan/reconcilers"
 )
 
 // A task whose policy names a tool this worker does not have — in a rule's
@@ -67,5 +73,66 @@ func TestWorkerPolicyNamingAnUnknownToolIsRefused(t *testing.T) {
 	_, err = activities.New(activities.Deps{Ledger: f.ledger, Tools: tools.NewRegistry(githubtools.Tools(nil)...), Identity: "w", Floor: floor})
 	if err == nil || !strings.Contains(err.Error(), `CAPSTAN_POLICY: policy file /etc/capstan/policy.yaml, line 3, rule "no-tickets": tool "mcp__tickets__create" matches none`) {
 		t.Errorf("New = %v, want a refusal naming the file, line 3 and the rule", err)
+	}
+}
+
+// An MCP tool is named in a rule or a --require-approval by the name the
+// worker registered it under: one over 64 characters is cut and given a
+// hash (mcp.ToolName), so its uncut name, which no tool has, fails the
+// task, and the registered one is accepted.
+func TestTaskPolicyNamesAnMCPToolByItsRegisteredName(t *testing.T) {
+	t.Parallel()
+	server := strings.Repeat("tickets", 9)
+	srv := mcpserver.StartHTTP(mcpserver.NewStore(), mcpserver.Options{})
+	t.Cleanup(srv.Close)
+	cfg, err := mcp.Parse("test.json", []byte(fmt.Sprintf(`{"mcpServers": {%q: {"url": %q}}}`, server, srv.URL)),
+		func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	pool, err := mcp.Open(ctx, cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	var registry *tools.Registry
+	f := newFixture(t, func(d *activities.Deps) { // the built-in tools and the server's, as a worker has them
+		all := pool.Tools()
+		for _, name := range d.Tools.Names() {
+			tool, _ := d.Tools.Get(name) // a name the registry lists
+			all = append(all, tool)
+		}
+		registry = tools.NewRegistry(all...)
+		d.Tools = registry
+		d.Reconcilers = reconcilers.NewSet(registry)
+	})
+	full, registered := mcp.Prefix+server+"__create_ticket", mcp.ToolName(server, "create_ticket")
+	if _, err := registry.Get(registered); err != nil || len(registered) != 64 || registered == full {
+		t.Fatalf("the tool is registered as %q (%v), want a cut and hashed name of 64 characters", registered, err)
+	}
+	seed := []model.Message{{Role: model.RoleSystem, Content: "You are a test.\nTask id: T"}, {Role: model.RoleUser, Content: "go"}}
+	rule := func(tool string) string {
+		return "rules:\n  - name: no-tickets\n    tool: " + tool + "\n    effect: deny\n    reason: tickets are filed by people\n"
+	}
+	for i, tc := range []struct {
+		name string
+		tp   *contract.TaskPolicy
+		says string // "" for accepted
+	}{
+		{"a rule with the uncut name", &contract.TaskPolicy{File: "task.yaml", Source: rule(full)}, `tool "` + full + `" matches none of this worker's tools`},
+		{"--require-approval with the uncut name", &contract.TaskPolicy{RequireApproval: []string{full}}, `--require-approval "` + full + `" names none of this worker's tools`},
+		{"a rule with the registered name", &contract.TaskPolicy{File: "task.yaml", Source: rule(registered)}, ""},
+		{"--require-approval with the registered name", &contract.TaskPolicy{RequireApproval: []string{registered}}, ""},
+	} {
+		id := fmt.Sprintf("T%d", i)
+		_, err := f.env.ExecuteActivity(f.acts.ModelTurn, contract.ModelTurnInput{TaskID: id, TurnID: id + "/t1", AttemptID: id + "/t1/a1",
+			Model: "sandbox:demo", Seed: seed, Policy: tc.tp})
+		var appErr *temporal.ApplicationError
+		if tc.says == "" && err != nil || tc.says != "" && (!errors.As(err, &appErr) || appErr.Type() != contract.ErrTypeWorkerConfig ||
+			!strings.Contains(err.Error(), tc.says) || !strings.Contains(err.Error(), registered)) {
+			t.Errorf("%s: ModelTurn = %v; want accepted, or worker_misconfigured saying %q and naming %s", tc.name, err, tc.says, registered)
+		}
 	}
 }

@@ -27,8 +27,10 @@ func (a *app) policyCommand() *cobra.Command {
 	return cmd
 }
 
-// policyCheckCommand loads FILE as a worker would and prints its rules, one
-// a line; a bad file is its one sentence on stderr and exit status 2.
+// policyCheckCommand loads FILE as `starter run` would and prints its
+// rules, one a line; a bad file, or one with a rule naming no built-in tool
+// and no MCP name (CheckBuiltinTools), is its one sentence on stderr and
+// exit status 2.
 func (a *app) policyCheckCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "check FILE",
@@ -36,13 +38,16 @@ func (a *app) policyCheckCommand() *cobra.Command {
 		Args:  usageArgs(cobra.ExactArgs(1)),
 		RunE: func(_ *cobra.Command, args []string) error {
 			p, err := policy.Load(args[0])
+			if err == nil {
+				err = p.CheckBuiltinTools() // an MCP tool's name is the worker's to check
+			}
 			if err != nil {
 				return &usageError{msg: err.Error()}
 			}
 			for _, r := range p.Rules() {
 				fmt.Fprintln(a.stdout, r)
 			}
-			fmt.Fprintf(a.stdout, "%s: %d rules, then the defaults: %s\n", args[0], len(p.Rules()), strings.Join(policy.BuiltinRules, ", "))
+			fmt.Fprintf(a.stdout, "%s: %d rules, decided beside the defaults: %s\n", args[0], len(p.Rules()), strings.Join(policy.BuiltinRules, ", "))
 			return nil
 		},
 	}
@@ -57,7 +62,10 @@ type explainFlags struct {
 	base, defaultBranch, prefix, tenant string
 }
 
-// policyExplainCommand prints the decision the policy makes for one call.
+// policyExplainCommand prints the decision the policy makes for one call:
+// the file decided as a worker's floor is (policy.Stack), so an override
+// rule lifts its default here as it does on a worker whose CAPSTAN_POLICY
+// the file is, and the layer that decided.
 func (a *app) policyExplainCommand() *cobra.Command {
 	var f explainFlags
 	cmd := &cobra.Command{
@@ -69,13 +77,13 @@ func (a *app) policyExplainCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			d := p.Decide(c, t)
-			fmt.Fprintf(a.stdout, "decision: %s\nrule:     %s\nreason:   %s\n", d.Effect, d.Rule, d.Reason)
+			d := policy.Stack{Floor: p}.Decide(c, t)
+			fmt.Fprintf(a.stdout, "decision: %s\nrule:     %s\nlayer:    %s\nreason:   %s\n", d.Effect, d.Rule, d.Layer, d.Reason)
 			return nil
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.file, "file", a.cfg.PolicyFile, "the policy file (default $CAPSTAN_POLICY; none: the default rules alone)")
+	fl.StringVar(&f.file, "file", a.cfg.PolicyFile, "the policy file, decided as a worker's own (default $CAPSTAN_POLICY; none: the default rules alone)")
 	fl.StringVar(&f.tool, "tool", "", "the tool's name, e.g. github_put_file (required)")
 	fl.StringVar(&f.class, "class", "", "the tool's class: read_only, idempotent, conditional or unsafe (required for a tool that is not built in)")
 	fl.StringVar(&f.server, "server", "", "the MCP server the tool comes from")

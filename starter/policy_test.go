@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"os"
 	"path/filepath"
 	"strings"
@@ -48,7 +50,7 @@ func TestPolicyCheck(t *testing.T) {
 	code, out, errOut := starter(t, nil, "policy", "check", good)
 	want := `prod-pull-requests (line 2): require_approval tool=github_create_pull_request when labels[?"env"].orValue("") == "prod"
 no-vendor (line 6): deny path=vendor/**
-` + good + `: 2 rules, then the defaults: default/repository, default/base-branch, default/branch-prefix, default/workflow-files, default/own-branch, default/read, default/allow
+` + good + `: 2 rules, decided beside the defaults: default/repository, default/base-branch, default/branch-prefix, default/workflow-files, default/own-branch, default/read, default/allow
 `
 	if code != 0 || out != want || errOut != "" {
 		t.Errorf("check of a good file: exit %d\nstdout:\n%s\nwant:\n%s\nstderr: %s", code, out, want, errOut)
@@ -61,18 +63,41 @@ no-vendor (line 6): deny path=vendor/**
 		t.Errorf("check of a bad file: exit %d, stdout %q, stderr %q; want exit 2 and %q", code, out, errOut, wantErr)
 	}
 
+	misspelt := writeFile(t, strings.Replace(starterPolicy, "tool: github_create_pull_request", "tool: github_create_pul_request", 1))
+	code, out, errOut = starter(t, nil, "policy", "check", misspelt)
+	wantErr = "starter: policy file " + misspelt + `, line 3, rule "prod-pull-requests": tool "github_create_pul_request" matches none of this worker's tools (`
+	if code != 2 || out != "" || !strings.HasPrefix(errOut, wantErr) || strings.Count(errOut, "\n") != 1 {
+		t.Errorf("check of a file naming no tool: exit %d, stdout %q, stderr %q; want exit 2 and one line starting %q", code, out, errOut, wantErr)
+	}
+
 	code, _, errOut = starter(t, nil, "policy", "check", filepath.Join(t.TempDir(), "missing.yaml"))
 	if code != 2 || !strings.Contains(errOut, "cannot be read: no such file or directory") {
 		t.Errorf("check of a missing file: exit %d, stderr %q", code, errOut)
 	}
 }
 
-// `starter policy explain` prints the decision, the rule and the reason of
-// one call: the file's rules first, then the defaults; CAPSTAN_POLICY and
-// CAPSTAN_BRANCH_PREFIX stand in for --file and --branch-prefix.
+// releasePolicy lifts default/base-branch for writes to release branches.
+const releasePolicy = `rules:
+  - name: release-fixes
+    tool: github_put_file
+    branch: release/*
+    override: default/base-branch
+    effect: allow
+`
+
+// `starter policy explain` prints the decision, the rule, its layer and
+// the reason of one call: the file decided as a worker's own, beside the
+// defaults, so its override lifts a default as on a worker;
+// CAPSTAN_POLICY and CAPSTAN_BRANCH_PREFIX stand in for --file and
+// --branch-prefix.
 func TestPolicyExplain(t *testing.T) {
 	t.Parallel()
 	file := writeFile(t, starterPolicy)
+	text := sha256.Sum256([]byte(starterPolicy))
+	sum := hex.EncodeToString(text[:6])
+	release := writeFile(t, releasePolicy)
+	text = sha256.Sum256([]byte(releasePolicy))
+	releaseSum := hex.EncodeToString(text[:6])
 	for _, tc := range []struct {
 		name string
 		env  map[string]string
@@ -82,34 +107,43 @@ func TestPolicyExplain(t *testing.T) {
 	}{
 		{"another repository", nil,
 			[]string{"--tool", "github_create_branch", "--repo", "acme/other", "--branch", "capstan/x", "--from", "main", "--task-repo", "acme/payments"},
-			0, "decision: deny\nrule:     default/repository\nreason:   acme/other is outside this task's repositories: acme/payments\n"},
+			0, "decision: deny\nrule:     default/repository\nlayer:    default\nreason:   acme/other is outside this task's repositories: acme/payments\n"},
 		{"a branch without the configured prefix", map[string]string{"CAPSTAN_BRANCH_PREFIX": "bot/"},
 			[]string{"--tool", "github_create_branch", "--repo", "acme/payments", "--branch", "capstan/x", "--task-repo", "acme/payments"},
-			0, "decision: deny\nrule:     default/branch-prefix\nreason:   branch capstan/x does not start with bot/, which every branch this task creates must: name it bot/capstan/x\n"},
+			0, "decision: deny\nrule:     default/branch-prefix\nlayer:    default\nreason:   branch capstan/x does not start with bot/, which every branch this task creates must: name it bot/capstan/x\n"},
 		{"the base branch", nil,
 			[]string{"--tool", "github_put_file", "--repo", "acme/payments", "--branch", "release", "--path", "a.go", "--task-repo", "acme/payments", "--base", "release"},
-			0, "decision: deny\nrule:     default/base-branch\nreason:   release is this task's base branch, which it never writes to: write to a branch starting with capstan/ and open a pull request into release\n"},
+			0, "decision: deny\nrule:     default/base-branch\nlayer:    default\nreason:   release is this task's base branch, which it never writes to: write to a branch starting with capstan/ and open a pull request into release\n"},
 		{"a file rule by label", nil,
 			[]string{"--file", file, "--tool", "github_create_pull_request", "--repo", "acme/payments", "--branch", "capstan/x", "--into", "main",
 				"--task-repo", "acme/payments", "--label", "env=prod"},
-			0, "decision: require_approval\nrule:     prod-pull-requests\nreason:   rule prod-pull-requests (line 2) requires a person's approval of github_create_pull_request\n"},
+			0, "decision: require_approval\nrule:     prod-pull-requests\nlayer:    worker " + file + "@" + sum + "\nreason:   rule prod-pull-requests (line 2) requires a person's approval of github_create_pull_request\n"},
 		{"the file from CAPSTAN_POLICY", map[string]string{"CAPSTAN_POLICY": file},
-			[]string{"--tool", "github_put_file", "--repo", "acme/payments", "--branch", "capstan/x", "--path", "vendor/lib/a.go", "--task-repo", "acme/payments"},
-			0, "decision: deny\nrule:     no-vendor\nreason:   vendored code is updated by the dependency bot\n"},
+			[]string{"--tool", "github_put_file", "--repo", "acme/payments", "--branch", "capstan/x", "--path", "vendor/lib/a.go", "--task-repo", "acme/payments",
+				"--created-branch", "capstan/x"},
+			0, "decision: deny\nrule:     no-vendor\nlayer:    worker " + file + "@" + sum + "\nreason:   vendored code is updated by the dependency bot\n"},
+		{"the worker's override lifts its default", nil,
+			[]string{"--file", release, "--tool", "github_put_file", "--repo", "acme/payments", "--branch", "release/v2", "--path", "a.go",
+				"--task-repo", "acme/payments", "--base", "release/v2", "--allow-branch", "release/v2"},
+			0, "decision: allow\nrule:     release-fixes\nlayer:    worker " + release + "@" + releaseSum + "\nreason:   rule release-fixes (line 2) allows github_put_file\n"},
+		{"and no other", nil,
+			[]string{"--file", release, "--tool", "github_put_file", "--repo", "acme/other", "--branch", "release/v2", "--path", "a.go",
+				"--task-repo", "acme/payments", "--base", "release/v2"},
+			0, "decision: deny\nrule:     default/repository\nlayer:    default\nreason:   acme/other is outside this task's repositories: acme/payments\n"},
 		{"a branch the task did not create", nil,
 			[]string{"--tool", "github_put_file", "--repo", "acme/payments", "--branch", "release/v2", "--path", "VERSION", "--task-repo", "acme/payments",
 				"--created-branch", "capstan/x"},
-			0, "decision: deny\nrule:     default/own-branch\nreason:   release/v2 is not a branch this task created (github_create_branch, starting with capstan/), and it writes only onto those: create one and write there\n"},
+			0, "decision: deny\nrule:     default/own-branch\nlayer:    default\nreason:   release/v2 is not a branch this task created (github_create_branch, starting with capstan/), and it writes only onto those: create one and write there\n"},
 		{"a branch the task created", nil,
 			[]string{"--tool", "github_put_file", "--repo", "acme/payments", "--branch", "capstan/x", "--path", "a.go", "--task-repo", "acme/payments",
 				"--created-branch", "capstan/x"},
-			0, "decision: allow\nrule:     default/allow\nreason:   no rule refuses it: this task writes to acme/payments except its base branch main, onto branches it created starting with capstan/, and not under .github/ nor to a root action.yml\n"},
+			0, "decision: allow\nrule:     default/allow\nlayer:    default\nreason:   no rule refuses it: this task writes to acme/payments except its base branch main, onto branches it created starting with capstan/, and not under .github/ nor to a root action.yml\n"},
 		{"a branch --allow-branch names", nil,
 			[]string{"--tool", "github_put_file", "--repo", "acme/payments", "--branch", "gh-pages", "--path", "index.html", "--task-repo", "acme/payments",
 				"--allow-branch", "gh-pages"},
-			0, "decision: allow\nrule:     default/allow\nreason:   no rule refuses it: this task writes to acme/payments except its base branch main, onto branches it created starting with capstan/ or that --allow-branch names (gh-pages), and not under .github/ nor to a root action.yml\n"},
+			0, "decision: allow\nrule:     default/allow\nlayer:    default\nreason:   no rule refuses it: this task writes to acme/payments except its base branch main, onto branches it created starting with capstan/ or that --allow-branch names (gh-pages), and not under .github/ nor to a root action.yml\n"},
 		{"an MCP tool with its class", nil, []string{"--tool", "search", "--server", "docs", "--class", "read_only"},
-			0, "decision: allow\nrule:     default/read\nreason:   search only reads, which this policy allows\n"},
+			0, "decision: allow\nrule:     default/read\nlayer:    default\nreason:   search only reads, which this policy allows\n"},
 		{"an MCP tool without its class", nil, []string{"--tool", "search", "--server", "docs"}, 2, ""},
 		{"no tool", nil, []string{"--repo", "acme/payments"}, 2, ""},
 		{"a bad label", nil, []string{"--tool", "github_comment", "--label", "env"}, 2, ""},

@@ -229,8 +229,9 @@ func (d Decision) String() string {
 	return string(d.Effect) + " by " + d.Rule + ": " + d.Reason
 }
 
-// Policy is a compiled set of rules: a file's, then the defaults. The zero
-// value and a nil *Policy hold the defaults alone. A Policy is immutable
+// Policy is a compiled set of rules: a file's, decided beside the defaults
+// (Decide, Stack). The zero value and a nil *Policy hold no rules: the
+// defaults alone decide. A Policy is immutable
 // once made, and safe for concurrent use.
 type Policy struct {
 	file   string // the file's name, as given to Parse
