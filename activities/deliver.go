@@ -29,7 +29,10 @@ var definiteSlackRefusals = map[string]bool{
 	"channel_is_archived": true, "cannot_reply_to_message": true, "duplicate_channel_not_found": true,
 }
 
-// Deliver posts the final answer to a Slack channel as an unsafe operation:
+// Deliver posts the final answer, or an approval notice, to a Slack
+// channel as an unsafe operation, its text escaped for Slack (&, <, >:
+// no mention, no <!channel>, no disguised link) and a notice's as plain
+// text, which nothing in it can format (slackpost.TextOptions):
 // claimed in the ledger first, with the operation id in the message metadata
 // (slackpost.Metadata) so a reconciler can tell whether an unanswered post
 // landed (slackpost.Messages). It heartbeats on a ticker while the post is
@@ -126,10 +129,11 @@ func (a *Activities) postToSlack(ctx context.Context, in contract.DeliverInput, 
 		func() any { return OperationHeartbeat{OperationID: in.OperationID, Step: stepCalling} },
 		a.renewLease(ctx, in.OperationID, fence))
 	defer stop()
-	channel, ts, err = a.Slack.PostMessageContext(ctx, in.Channel,
-		slack.MsgOptionText(in.Text, false),
-		slack.MsgOptionMetadata(slackpost.Metadata(in.OperationID, in.TaskID)),
-	)
+	// The text is escaped for Slack, and an approval notice, which quotes
+	// a call's arguments, is plain text (slackpost.TextOptions).
+	opts := append(slackpost.TextOptions(in.Text, contract.IsApprovalNotice(in.OperationID)),
+		slack.MsgOptionMetadata(slackpost.Metadata(in.OperationID, in.TaskID)))
+	channel, ts, err = a.Slack.PostMessageContext(ctx, in.Channel, opts...)
 	permit.Done(slackHealth(err))
 	return channel, ts, err
 }

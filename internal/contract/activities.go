@@ -1,6 +1,7 @@
 package contract
 
 import (
+	"strings"
 	"time"
 
 	"github.com/capstanhq/capstan"
@@ -205,6 +206,20 @@ type DeliverInput struct {
 	// or pull request instead of a Slack message.
 	Comment *CommentTarget `json:",omitempty"`
 	Text    string
+}
+
+// ApprovalNoticeMark is what the operation id of an approval notice has
+// after the id of the operation it is about, followed by the operation's
+// place among the task's operations ("<op>:approval-notice:<n>",
+// workflows' noticeApproval). Deliver tells a notice from a final answer
+// by it (IsApprovalNotice).
+const ApprovalNoticeMark = ":approval-notice:"
+
+// IsApprovalNotice reports whether a delivery's operation id is an
+// approval notice's: Deliver posts a notice, which quotes the arguments of
+// a call, as plain text, and a final answer as mrkdwn.
+func IsApprovalNotice(operationID string) bool {
+	return strings.Contains(operationID, ApprovalNoticeMark)
 }
 
 // CommentTarget is a GitHub issue or pull request that receives a task's

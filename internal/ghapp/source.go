@@ -4,6 +4,12 @@
 // expires, and puts it on every request of the worker's GitHub client (an
 // http.RoundTripper). docs/design.md §8 says where tokens live.
 //
+// Tokens are bounded by construction: each is requested for the one
+// repository the requests it authorises act on, and with only the
+// permissions capstan's GitHub tools need (Config.Permissions), so a token
+// can reach no other repository of the installation and do nothing the
+// tools do not.
+//
 // Guarantees: a token lives only in a Source's memory and in the
 // Authorization header of the requests it authorises; it is never in an
 // error, a log line, or anything the worker returns to a workflow. A
@@ -49,6 +55,10 @@ type Config struct {
 	Base http.RoundTripper
 	// Now is the clock; nil is time.Now.
 	Now func() time.Time
+	// Permissions are what every installation token is requested with;
+	// nil is what capstan's GitHub tools need
+	// (githubtools.AppPermissions of githubtools.ToolNames).
+	Permissions *gogithub.InstallationPermissions
 }
 
 // Source holds an App's installation tokens.
@@ -57,9 +67,16 @@ type Source struct {
 	api *gogithub.Client // authenticated with a fresh JWT per request
 
 	mu      sync.Mutex
-	tokens  map[int64]*cached // by installation id
-	install map[string]int64  // lower-case "owner/repo" -> installation id
-	login   string            // the bot's login, once known
+	tokens  map[tokenKey]*cached // by installation and repository
+	install map[string]int64     // lower-case "owner/repo" -> installation id
+	login   string               // the bot's login, once known
+}
+
+// tokenKey names the tokens of one repository (its lower-case name) in one
+// installation: each is requested for that repository alone.
+type tokenKey struct {
+	installation int64
+	repo         string
 }
 
 // cached is one installation's token, and the exchange getting its next one.
@@ -84,7 +101,10 @@ func New(cfg Config) (*Source, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	s := &Source{cfg: cfg, tokens: map[int64]*cached{}, install: map[string]int64{}}
+	if cfg.Permissions == nil {
+		cfg.Permissions = githubtools.AppPermissions(githubtools.ToolNames()...)
+	}
+	s := &Source{cfg: cfg, tokens: map[tokenKey]*cached{}, install: map[string]int64{}}
 	base := cfg.Base
 	if base == nil {
 		base = http.DefaultTransport
@@ -185,18 +205,39 @@ func (s *Source) Installation(ctx context.Context, owner, repo string) (int64, e
 	return inst.GetID(), nil
 }
 
-// Token returns a token of installation id with enough life left: the kept
-// one, or a new one when none is kept or the kept one is due (refreshDue).
-// Concurrent callers share one exchange; a caller whose ctx ends stops
-// waiting, and the exchange goes on for the others. A failed exchange is
-// an ErrExchange error for each of its waiters, and the next call tries
-// again.
-func (s *Source) Token(ctx context.Context, id int64) (string, error) {
+// CheckInstallation asks GitHub, with the App's JWT, for installation id
+// (GET /app/installations/{id}): an installation the App does not have,
+// or a suspended one, is an ErrExchange error. No token is requested: the
+// worker's checks at startup mint none.
+func (s *Source) CheckInstallation(ctx context.Context, id int64) error {
+	inst, _, err := s.api.Apps.GetInstallation(ctx, id)
+	switch {
+	case err != nil:
+		return fmt.Errorf("%w: GitHub App %d: read its installation %d: %w", ErrExchange, s.cfg.AppID, id, err)
+	case inst.SuspendedAt != nil:
+		return fmt.Errorf("%w: GitHub App %d: its installation %d is suspended", ErrExchange, s.cfg.AppID, id)
+	}
+	return nil
+}
+
+// Token returns a token of installation id for repository repo (its name,
+// without the owner, which the installation is of) with enough life left:
+// the kept one, or a new one when none is kept or the kept one is due
+// (refreshDue). A new one is requested for repo alone, with
+// Config.Permissions. Concurrent callers share one exchange; a caller
+// whose ctx ends stops waiting, and the exchange goes on for the others. A
+// failed exchange is an ErrExchange error for each of its waiters, and the
+// next call tries again.
+func (s *Source) Token(ctx context.Context, id int64, repo string) (string, error) {
+	if repo == "" {
+		return "", fmt.Errorf("%w: GitHub App %d: a token of installation %d is requested for one repository, and none was named", ErrExchange, s.cfg.AppID, id)
+	}
+	key := tokenKey{installation: id, repo: strings.ToLower(repo)}
 	s.mu.Lock()
-	c := s.tokens[id]
+	c := s.tokens[key]
 	if c == nil {
 		c = &cached{}
-		s.tokens[id] = c
+		s.tokens[key] = c
 	}
 	if c.token != "" && !refreshDue(s.cfg.Now(), c.issued, c.expires) {
 		tok := c.token
@@ -207,23 +248,24 @@ func (s *Source) Token(ctx context.Context, id int64) (string, error) {
 	if f == nil {
 		f = &flight{done: make(chan struct{})}
 		c.flight = f
-		go s.exchange(ctx, id, c, f)
+		go s.exchange(ctx, id, repo, c, f)
 	}
 	s.mu.Unlock()
 	select {
 	case <-ctx.Done():
-		return "", fmt.Errorf("%w: GitHub App %d: waiting for a token of installation %d: %w", ErrExchange, s.cfg.AppID, id, ctx.Err())
+		return "", fmt.Errorf("%w: GitHub App %d: waiting for a token of installation %d for %s: %w", ErrExchange, s.cfg.AppID, id, repo, ctx.Err())
 	case <-f.done:
 	}
 	return f.token, f.err
 }
 
-// exchange gets installation id a new token and ends flight f. It runs
-// with the first caller's values but not its cancellation, so a caller
-// that gives up does not fail the others; the Base transport bounds it in
-// time.
-func (s *Source) exchange(ctx context.Context, id int64, c *cached, f *flight) {
-	tok, _, err := s.api.Apps.CreateInstallationToken(context.WithoutCancel(ctx), id, nil)
+// exchange gets installation id a new token for repo, with the configured
+// permissions, and ends flight f. It runs with the first caller's values
+// but not its cancellation, so a caller that gives up does not fail the
+// others; the Base transport bounds it in time.
+func (s *Source) exchange(ctx context.Context, id int64, repo string, c *cached, f *flight) {
+	tok, _, err := s.api.Apps.CreateInstallationToken(context.WithoutCancel(ctx), id,
+		&gogithub.InstallationTokenOptions{Repositories: []string{repo}, Permissions: s.cfg.Permissions})
 	now := s.cfg.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -231,21 +273,21 @@ func (s *Source) exchange(ctx context.Context, id int64, c *cached, f *flight) {
 	c.flight = nil
 	switch {
 	case err != nil:
-		f.err = fmt.Errorf("%w: GitHub App %d: exchange its JWT for a token of installation %d: %w", ErrExchange, s.cfg.AppID, id, err)
+		f.err = fmt.Errorf("%w: GitHub App %d: exchange its JWT for a token of installation %d for %s: %w", ErrExchange, s.cfg.AppID, id, repo, err)
 	case tok.GetToken() == "" || !tok.GetExpiresAt().After(now):
-		f.err = fmt.Errorf("%w: GitHub App %d: installation %d answered a token that is empty or already expired", ErrExchange, s.cfg.AppID, id)
+		f.err = fmt.Errorf("%w: GitHub App %d: installation %d answered a token for %s that is empty or already expired", ErrExchange, s.cfg.AppID, id, repo)
 	default:
 		c.token, c.issued, c.expires = tok.GetToken(), now, tok.GetExpiresAt().Time
 		f.token = c.token
 	}
 }
 
-// forget drops installation id's kept token if it is still tok: GitHub
-// refused it, so the next request gets a new one.
-func (s *Source) forget(id int64, tok string) {
+// forget drops installation id's kept token for repo if it is still tok:
+// GitHub refused it, so the next request gets a new one.
+func (s *Source) forget(id int64, repo, tok string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if c := s.tokens[id]; c != nil && c.token == tok {
+	if c := s.tokens[tokenKey{installation: id, repo: strings.ToLower(repo)}]; c != nil && c.token == tok {
 		c.token = ""
 	}
 }

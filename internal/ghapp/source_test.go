@@ -111,16 +111,16 @@ func newAppServerFor(t *testing.T, life time.Duration, installation int64) (*app
 func TestTokenIsKeptThenRefreshedBeforeExpiry(t *testing.T) {
 	a, s := newAppServer(t, 30*time.Second)
 	ctx := context.Background()
-	first, err := s.Token(ctx, 7)
+	first, err := s.Token(ctx, 7, "r")
 	if err != nil {
 		t.Fatal(err)
 	}
 	a.clock.Add(20 * time.Second) // 10 s left of 30: kept
-	if again, _ := s.Token(ctx, 7); again != first || a.exchanges.Load() != 1 {
+	if again, _ := s.Token(ctx, 7, "r"); again != first || a.exchanges.Load() != 1 {
 		t.Fatalf("with 10 s of 30 left: token %q after %d exchanges, want %q kept after 1", again, a.exchanges.Load(), first)
 	}
 	a.clock.Add(3 * time.Second) // 7 s left, under a quarter: refreshed
-	second, err := s.Token(ctx, 7)
+	second, err := s.Token(ctx, 7, "r")
 	if err != nil || second == first || a.exchanges.Load() != 2 {
 		t.Fatalf("with 7 s of 30 left: token %q (err %v) after %d exchanges, want a new one after 2", second, err, a.exchanges.Load())
 	}
@@ -140,13 +140,13 @@ func TestConcurrentCallersShareOneExchange(t *testing.T) {
 	got := make([]string, 50)
 	errs := make([]error, 50)
 	for i := range got {
-		wg.Go(func() { got[i], errs[i] = s.Token(context.Background(), 7) })
+		wg.Go(func() { got[i], errs[i] = s.Token(context.Background(), 7, "r") })
 	}
 	// Release the exchange once it is in flight: a caller that asks after
 	// it ended finds its token kept, and none starts another.
 	for {
 		s.mu.Lock()
-		c := s.tokens[7]
+		c := s.tokens[tokenKey{installation: 7, repo: "r"}]
 		inFlight := c != nil && c.flight != nil
 		s.mu.Unlock()
 		if inFlight {
@@ -172,13 +172,13 @@ func TestConcurrentCallersShareOneExchange(t *testing.T) {
 func TestFailedExchangeIsAClearError(t *testing.T) {
 	a, s := newAppServer(t, time.Hour)
 	a.fail.Store(true)
-	_, err := s.Token(context.Background(), 7)
+	_, err := s.Token(context.Background(), 7, "r")
 	if !errors.Is(err, ErrExchange) || !strings.Contains(err.Error(), "GitHub App 42") ||
 		!strings.Contains(err.Error(), "installation 7") || !strings.Contains(err.Error(), "401") {
 		t.Fatalf("err = %v, want ErrExchange naming App 42, installation 7 and GitHub's 401", err)
 	}
 	a.fail.Store(false)
-	if tok, err := s.Token(context.Background(), 7); err != nil || tok == "" {
+	if tok, err := s.Token(context.Background(), 7, "r"); err != nil || tok == "" {
 		t.Fatalf("after GitHub recovers: %q, %v", tok, err)
 	}
 }
@@ -223,7 +223,8 @@ func TestTransportPutsTheTokenOnRequests(t *testing.T) {
 
 // TestInstallationIsLookedUpOncePerRepository: without a configured
 // installation, a repository's is asked of GitHub on its first request
-// (with the JWT) and kept; GitHub's names are case-insensitive.
+// (with the JWT) and kept, as is its token (each repository has its own);
+// GitHub's names are case-insensitive.
 func TestInstallationIsLookedUpOncePerRepository(t *testing.T) {
 	a, s := newAppServerFor(t, time.Hour, 0)
 	hc := &http.Client{Transport: s.Transport(nil)}
@@ -237,8 +238,8 @@ func TestInstallationIsLookedUpOncePerRepository(t *testing.T) {
 	if n := a.lookups.Load(); n != 2 {
 		t.Errorf("%d installation look-ups for two repositories, want 2", n)
 	}
-	if n := a.exchanges.Load(); n != 1 {
-		t.Errorf("%d token exchanges for one installation, want 1", n)
+	if n := a.exchanges.Load(); n != 2 {
+		t.Errorf("%d token exchanges for two repositories of one installation, want 2", n)
 	}
 	if _, err := hc.Get(s.api.BaseURL.String() + "user"); !errors.Is(err, ErrExchange) || !strings.Contains(err.Error(), "CAPSTAN_GITHUB_APP_INSTALLATION_ID") {
 		t.Errorf("a request naming no repository: %v, want an ErrExchange pointing at CAPSTAN_GITHUB_APP_INSTALLATION_ID", err)

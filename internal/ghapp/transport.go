@@ -12,12 +12,13 @@ import (
 )
 
 // Transport returns an http.RoundTripper that sends each request through
-// base with an installation token of the App as its bearer token: the
-// configured installation's, or the installation of the repository the
-// request's path names (".../repos/{owner}/{repo}/..."). A request for
-// which no token can be had is not sent: its error wraps ErrExchange and
-// names no token. A 401 answer makes the Source drop the token it sent,
-// so the next request gets a new one.
+// base with an installation token of the App as its bearer token: a token
+// for the one repository the request's path names
+// (".../repos/{owner}/{repo}/..."), of the configured installation or of
+// that repository's. A request that names no repository, or for which no
+// token can be had, is not sent: its error wraps ErrExchange and names no
+// token. A 401 answer makes the Source drop the token it sent, so the next
+// request gets a new one.
 func (s *Source) Transport(base http.RoundTripper) http.RoundTripper {
 	if base == nil {
 		base = http.DefaultTransport
@@ -33,20 +34,24 @@ type appTransport struct {
 func (t *appTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
 	id := t.s.cfg.InstallationID
-	if id == 0 {
-		owner, repo, ok := repoOf(req.URL)
-		if !ok {
-			closeBody(req)
-			return nil, notSent(fmt.Errorf("%w: GitHub App %d: %s %s names no repository to find the installation of (set CAPSTAN_GITHUB_APP_INSTALLATION_ID)",
-				ErrExchange, t.s.cfg.AppID, req.Method, req.URL.Path))
-		}
+	owner, repo, ok := repoOf(req.URL)
+	switch {
+	case !ok && id == 0:
+		closeBody(req)
+		return nil, notSent(fmt.Errorf("%w: GitHub App %d: %s %s names no repository to find the installation of (set CAPSTAN_GITHUB_APP_INSTALLATION_ID)",
+			ErrExchange, t.s.cfg.AppID, req.Method, req.URL.Path))
+	case !ok:
+		closeBody(req)
+		return nil, notSent(fmt.Errorf("%w: GitHub App %d: %s %s names no repository, and the App's tokens are each requested for one repository",
+			ErrExchange, t.s.cfg.AppID, req.Method, req.URL.Path))
+	case id == 0:
 		var err error
 		if id, err = t.s.Installation(ctx, owner, repo); err != nil {
 			closeBody(req)
 			return nil, notSent(err)
 		}
 	}
-	tok, err := t.s.Token(ctx, id)
+	tok, err := t.s.Token(ctx, id, repo)
 	if err != nil {
 		closeBody(req)
 		return nil, notSent(err)
@@ -55,7 +60,7 @@ func (t *appTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	r.Header.Set("Authorization", "Bearer "+tok)
 	resp, err := t.base.RoundTrip(r)
 	if err == nil && resp.StatusCode == http.StatusUnauthorized {
-		t.s.forget(id, tok)
+		t.s.forget(id, repo, tok)
 	}
 	return resp, err
 }

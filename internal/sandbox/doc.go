@@ -86,12 +86,14 @@
 // "U"+LOGIN, no bot id); any other token as the sandbox's own account
 // (GitHubLogin; Slack's bot U0SANDBOX/B0SANDBOX), which GET /user and
 // auth.test report. Given a GitHub App ([GitHub.SetApp]), the GitHub fake
-// also serves the Apps API (GET /app, GET /repos/{o}/{r}/installation, POST
-// /app/installations/{id}/access_tokens, named apps/get-authenticated,
-// apps/get-repo-installation and apps/create-installation-access-token),
-// checks the App's JWT against its public key, issues installation tokens
-// ("ghs_…") of a set lifetime, writes what they write as "<slug>[bot]", and
-// answers 401 "Bad credentials" to an expired or unknown one. Slack's conversations.history, as in Slack, takes only a
+// also serves the Apps API (GET /app, GET /repos/{o}/{r}/installation, GET
+// /app/installations/{id}, POST /app/installations/{id}/access_tokens, named
+// apps/get-authenticated, apps/get-repo-installation, apps/get-installation
+// and apps/create-installation-access-token), checks the App's JWT against
+// its public key, issues installation tokens ("ghs_…") of a set lifetime for
+// the repositories and permissions asked, writes what they write as
+// "<slug>[bot]", answers 404 to one used on a repository it was not asked
+// for, and 401 "Bad credentials" to an expired or unknown one. Slack's conversations.history, as in Slack, takes only a
 // channel id; POST /_sandbox/limits on the Slack host ({"every": ns,
 // "page_max": n}, or [Slack.LimitHistory]) makes it answer one request per
 // interval (429 ratelimited with the Retry-After left) and at most page_max

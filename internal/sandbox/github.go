@@ -195,6 +195,7 @@ func NewGitHub() *GitHub {
 		{"users/get-authenticated", "GET /user", g.getAuthenticatedUser},
 		{"apps/get-authenticated", "GET /app", g.getApp},
 		{"apps/get-repo-installation", "GET " + r + "/installation", g.getRepoInstallation},
+		{"apps/get-installation", "GET /app/installations/{id}", g.getInstallation},
 		{"apps/create-installation-access-token", "POST /app/installations/{id}/access_tokens", g.createInstallationToken},
 	}
 	endpoints := make([]string, 0, len(routes))

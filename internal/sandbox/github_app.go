@@ -5,8 +5,11 @@ import (
 	"crypto/rand"
 	"crypto/rsa"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -35,28 +38,35 @@ type GitHubApp struct {
 // as GitHub's do.
 const installationTokenPrefix = "ghs_"
 
-// appState is the fake's App and the installation tokens it issued; guarded
-// by the GitHub's dataMu.
+// appState is the fake's App and the installation tokens it issued;
+// guarded by the GitHub's dataMu.
 type appState struct {
 	app    *GitHubApp
-	tokens map[string]time.Time // token -> expiry
+	tokens map[string]appToken // by token
+}
+
+// appToken is an installation token the fake issued.
+type appToken struct {
+	expires time.Time
+	repos   []string // the lower-case names it may reach; nil: every repository
 }
 
 type ghLoginKey struct{}
 
-// SetApp makes the fake serve app: GET /app, GET /repos/{o}/{r}/installation
-// and POST /app/installations/{id}/access_tokens take the App's JWT
-// (refused with 401 when its signature, issuer or times are wrong), and
-// the tokens the last issues are its bot's: what is written with one is
-// authored by AppLogin, and an expired or unknown one is refused with 401
-// "Bad credentials" on every endpoint.
+// SetApp makes the fake serve app: GET /app, GET /repos/{o}/{r}/installation,
+// GET /app/installations/{id} and POST /app/installations/{id}/access_tokens
+// take the App's JWT (refused with 401 when its signature, issuer or times
+// are wrong), and the tokens the last issues are its bot's: what is written
+// with one is authored by AppLogin, an expired or unknown one is refused
+// with 401 "Bad credentials" on every endpoint, and one asked for some
+// repositories answers 404 on the others.
 func (g *GitHub) SetApp(app GitHubApp) {
 	g.dataMu.Lock()
 	defer g.dataMu.Unlock()
 	if app.TokenLifetime <= 0 {
 		app.TokenLifetime = time.Hour
 	}
-	g.apps.app, g.apps.tokens = &app, map[string]time.Time{}
+	g.apps.app, g.apps.tokens = &app, map[string]appToken{}
 }
 
 // AppLogin is the login of the App's bot, "<slug>[bot]"; "" without an App.
@@ -76,22 +86,29 @@ func (g *GitHub) AppTokens() map[string]time.Time {
 	defer g.dataMu.Unlock()
 	out := make(map[string]time.Time, len(g.apps.tokens))
 	for k, v := range g.apps.tokens {
-		out[k] = v
+		out[k] = v.expires
 	}
 	return out
 }
 
 // checkInstallationToken refuses, with 401, a request carrying an
-// installation token the fake did not issue or that has expired, and
-// marks one it takes with its bot's login. Other tokens pass unchanged.
+// installation token the fake did not issue or that has expired, answers
+// 404 Not Found, as GitHub does, to one on a repository the token was not
+// requested for, and marks one it takes with its bot's login. Other tokens
+// pass unchanged.
 func (g *GitHub) checkInstallationToken(w http.ResponseWriter, r *http.Request) (*http.Request, bool) {
 	tok := bearer(r)
 	if !strings.HasPrefix(tok, installationTokenPrefix) {
 		return r, true
 	}
 	g.dataMu.Lock()
-	exp, known := g.apps.tokens[tok]
-	ok := known && g.now().Before(exp)
+	t, known := g.apps.tokens[tok]
+	ok := known && g.now().Before(t.expires)
+	if repo := r.PathValue("repo"); ok && t.repos != nil && repo != "" && !slices.Contains(t.repos, strings.ToLower(repo)) {
+		g.dataMu.Unlock()
+		ghError(w, http.StatusNotFound, "Not Found")
+		return nil, false
+	}
 	login := ""
 	if g.apps.app != nil {
 		login = g.apps.app.Slug + "[bot]"
@@ -153,8 +170,31 @@ func (g *GitHub) getRepoInstallation(w http.ResponseWriter, r *http.Request) {
 		"app_slug": app.Slug, "account": ghUser(r.PathValue("owner")), "target_type": "Organization"})
 }
 
+// installationPermissions are the permissions the fake's installation
+// has: a token asked for none gets these.
+var installationPermissions = map[string]string{"contents": "write", "pull_requests": "write", "issues": "write", "metadata": "read"}
+
+// getInstallation answers GET /app/installations/{id}: the App's one
+// installation.
+func (g *GitHub) getInstallation(w http.ResponseWriter, r *http.Request) {
+	app, ok := g.checkJWT(w, r)
+	if !ok {
+		return
+	}
+	if r.PathValue("id") != strconv.FormatInt(app.InstallationID, 10) {
+		ghError(w, http.StatusNotFound, "Not Found")
+		return
+	}
+	writeJSONBody(w, http.StatusOK, map[string]any{"id": app.InstallationID, "app_id": app.ID, "app_slug": app.Slug,
+		"account": ghUser(GitHubLogin), "target_type": "Organization", "permissions": installationPermissions})
+}
+
 // createInstallationToken answers POST /app/installations/{id}/access_tokens
-// with a new token of TokenLifetime.
+// with a new token of TokenLifetime, for the repositories and with the
+// permissions the body asks for (every repository and the installation's
+// permissions when it names none). A permission
+// the installation lacks, or a level above its, is refused with 422, as
+// GitHub does.
 func (g *GitHub) createInstallationToken(w http.ResponseWriter, r *http.Request) {
 	app, ok := g.checkJWT(w, r)
 	if !ok {
@@ -164,17 +204,48 @@ func (g *GitHub) createInstallationToken(w http.ResponseWriter, r *http.Request)
 		ghError(w, http.StatusNotFound, "Not Found")
 		return
 	}
+	var body struct {
+		Repositories []string          `json:"repositories"`
+		Permissions  map[string]string `json:"permissions"`
+	}
+	if data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxFakeRequestBytes)); err != nil ||
+		len(data) > 0 && json.Unmarshal(data, &body) != nil {
+		ghError(w, http.StatusBadRequest, "Problems parsing JSON")
+		return
+	}
+	for perm, level := range body.Permissions {
+		if has := installationPermissions[perm]; has == "" || level == "write" && has != "write" {
+			ghError(w, http.StatusUnprocessableEntity, fmt.Sprintf("The permissions requested are not granted to this installation: %s: %s", perm, level))
+			return
+		}
+	}
+	perms := orDefault(body.Permissions, installationPermissions)
+	var repos []string
+	for _, name := range body.Repositories {
+		repos = append(repos, strings.ToLower(name))
+	}
 	var b [20]byte
 	_, _ = rand.Read(b[:])
 	tok := installationTokenPrefix + hex.EncodeToString(b[:])
 	g.dataMu.Lock()
 	exp := g.now().Add(app.TokenLifetime)
-	g.apps.tokens[tok] = exp
+	g.apps.tokens[tok] = appToken{expires: exp, repos: repos}
 	g.stats.AppTokensIssued++
 	g.dataMu.Unlock()
-	writeJSONBody(w, http.StatusCreated, map[string]any{"token": tok, "expires_at": exp.UTC().Format(time.RFC3339Nano),
-		"permissions":          map[string]string{"contents": "write", "pull_requests": "write", "issues": "write", "metadata": "read"},
-		"repository_selection": "all"})
+	answer := map[string]any{"token": tok, "expires_at": exp.UTC().Format(time.RFC3339Nano),
+		"permissions": perms, "repository_selection": "all"}
+	if repos != nil {
+		answer["repository_selection"] = "selected"
+	}
+	writeJSONBody(w, http.StatusCreated, answer)
+}
+
+// orDefault is m, or def when m is empty.
+func orDefault(m, def map[string]string) map[string]string {
+	if len(m) == 0 {
+		return def
+	}
+	return m
 }
 
 // appPathStart is where the Apps API path (/app, /app/installations/...)

@@ -78,7 +78,7 @@ func TestGitHubAppTokens(t *testing.T) {
 		t.Errorf("Login with another key: %v, want 401", err)
 	}
 	past := func() time.Time { return clock.Now().Add(-20 * time.Minute) }
-	if _, err := source(key, past).Token(ctx, 7); !errors.Is(err, ghapp.ErrExchange) || !strings.Contains(err.Error(), "401") {
+	if _, err := source(key, past).Token(ctx, 7, "r"); !errors.Is(err, ghapp.ErrExchange) || !strings.Contains(err.Error(), "401") {
 		t.Errorf("Token with an expired JWT: %v, want ErrExchange with a 401", err)
 	}
 }

@@ -33,7 +33,8 @@ const (
 // token is accepted: a SandboxUserToken(name) is the human user name's (user
 // id "U"+NAME, no bot id), any other token the sandbox's bot's (user
 // U0SANDBOX, bot B0SANDBOX). auth.test answers who the token is, and every
-// message records who posted it.
+// message records who posted it, its text as Slack would receive it
+// (escapes included) and whether it was posted with mrkdwn=false.
 //
 // Channels are as in Slack: chat.postMessage takes a channel's name (with or
 // without "#"; a new name makes a channel on first touch) or its id, and
@@ -76,8 +77,13 @@ type SlackStats struct {
 
 // SlackMessage is a message as the fake stored it.
 type SlackMessage struct {
+	// Text is the text as chat.postMessage took it, Slack's escapes
+	// (&amp; &lt; &gt;) included: what Slack would parse.
 	Text string `json:"text"`
-	TS   string `json:"ts"`
+	// Plain is set when the message was posted with mrkdwn=false: Slack
+	// shows its text as it is, with no formatting.
+	Plain bool   `json:"plain,omitempty"`
+	TS    string `json:"ts"`
 	// User and BotID are who posted it: the token's user, and its bot's id
 	// for a bot token (empty for a user token).
 	User  string `json:"user"`
@@ -97,6 +103,7 @@ type SlackMessageMetadata struct {
 // reader decodes a private copy.
 type slackStored struct {
 	text      string
+	plain     bool   // posted with mrkdwn=false
 	userID    string // who posted it
 	botID     string // the poster's bot, empty for a user token
 	ts        int64
@@ -144,7 +151,7 @@ func (s *Slack) Messages(channel string) []SlackMessage {
 	s.mu.Unlock()
 	out := make([]SlackMessage, 0, len(stored))
 	for _, m := range stored {
-		msg := SlackMessage{Text: m.text, TS: formatTS(m.ts), User: m.userID, BotID: m.botID}
+		msg := SlackMessage{Text: m.text, Plain: m.plain, TS: formatTS(m.ts), User: m.userID, BotID: m.botID}
 		msg.Metadata.EventType = m.eventType
 		if len(m.payload) > 0 {
 			_ = json.Unmarshal(m.payload, &msg.Metadata.EventPayload)
@@ -251,7 +258,7 @@ func (s *Slack) postMessage(_ *http.Request, a slackArgs) any {
 		return slackError("no_text")
 	}
 	_, userID, botID := slackWho(a.token)
-	msg := slackStored{text: text, userID: userID, botID: botID}
+	msg := slackStored{text: text, plain: a.get("mrkdwn") == "false", userID: userID, botID: botID}
 	if raw := a.get("metadata"); raw != "" {
 		var md struct {
 			EventType    string          `json:"event_type"`

@@ -70,9 +70,11 @@ func githubClient(cfg config.Config, timeouts *calltimeout.Transport) (*gogithub
 
 // CheckGitHubApp makes sure, at startup, that the worker can act as its
 // GitHub App: GitHub takes the App's JWT (GET /app, which also names its
-// bot) and, with a configured installation, gives a token for it. A wrong
-// id, key or installation is one sentence here instead of a failure in
-// the middle of a task. Without an App it does nothing.
+// bot) and, with a configured installation, knows it as the App's and not
+// suspended (no token is requested: tokens are each requested for the
+// repository a call acts on). A wrong id, key or installation is one
+// sentence here instead of a failure in the middle of a task. Without an
+// App it does nothing.
 func (cl Clients) CheckGitHubApp(ctx context.Context) error {
 	if cl.GitHubApp == nil {
 		return nil
@@ -81,7 +83,7 @@ func (cl Clients) CheckGitHubApp(ctx context.Context) error {
 		return fmt.Errorf("act as the GitHub App (check CAPSTAN_GITHUB_APP_ID and its private key): %w", err)
 	}
 	if id := cl.GitHubApp.InstallationID(); id != 0 {
-		if _, err := cl.GitHubApp.Token(ctx, id); err != nil {
+		if err := cl.GitHubApp.CheckInstallation(ctx, id); err != nil {
 			return fmt.Errorf("act as the GitHub App's installation (check CAPSTAN_GITHUB_APP_INSTALLATION_ID): %w", err)
 		}
 	}

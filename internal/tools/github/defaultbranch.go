@@ -7,38 +7,55 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"time"
 
 	gogithub "github.com/google/go-github/v62/github"
 
 	"github.com/capstanhq/capstan/internal/tools/ghref"
 )
 
+// DefaultBranchTTL is how long a default branch read from GitHub is
+// believed: a repository whose default branch changed is guarded on its
+// new one at most this long after the change.
+const DefaultBranchTTL = 10 * time.Minute
+
 // RepoBranches reads the default branch of a repository (go-github
-// Repositories.Get), once per repository for the life of the worker: the
-// policy's default/base-branch rule refuses a write to it as to the task's
-// base (docs/design.md §5.8). A repository's default branch rarely
-// changes; a worker started after a change reads the new one.
+// Repositories.Get) and keeps it DefaultBranchTTL: the policy's
+// default/base-branch rule refuses a write to it as to the task's base
+// (docs/design.md §5.8). A repository's default branch rarely changes; a
+// change is seen within DefaultBranchTTL, not only by a worker started
+// after it.
 type RepoBranches struct {
 	client *gogithub.Client
-	mu     sync.Mutex
-	known  map[string]string // by lower-case owner/name
+	// Now is the clock the ages of kept branches are read on: time.Now,
+	// unless set (a test's clock) before the first call.
+	Now   func() time.Time
+	mu    sync.Mutex
+	known map[string]knownBranch // by lower-case owner/name
+}
+
+// knownBranch is a default branch as read at a time.
+type knownBranch struct {
+	name string
+	read time.Time
 }
 
 // NewRepoBranches reads default branches through c.
 func NewRepoBranches(c *gogithub.Client) *RepoBranches {
-	return &RepoBranches{client: c, known: map[string]string{}}
+	return &RepoBranches{client: c, Now: time.Now, known: map[string]knownBranch{}}
 }
 
-// DefaultBranch is repo's ("owner/name") default branch: "" when GitHub
-// does not know the repository (the write will fail on its own), an error
-// when it could not be read, which is not remembered.
+// DefaultBranch is repo's ("owner/name") default branch: the one read
+// less than DefaultBranchTTL ago, or read now; "" when GitHub does not
+// know the repository (the write will fail on its own, and nothing is
+// kept), an error when it could not be read, which is not remembered.
 func (d *RepoBranches) DefaultBranch(ctx context.Context, repo string) (string, error) {
 	key := strings.ToLower(repo)
 	d.mu.Lock()
-	b, ok := d.known[key]
+	k, ok := d.known[key]
 	d.mu.Unlock()
-	if ok {
-		return b, nil
+	if ok && d.Now().Sub(k.read) < DefaultBranchTTL {
+		return k.name, nil
 	}
 	r, err := ghref.ParseRepo(repo)
 	if err != nil {
@@ -52,9 +69,9 @@ func (d *RepoBranches) DefaultBranch(ctx context.Context, repo string) (string, 
 	if err != nil {
 		return "", fmt.Errorf("read the default branch of %s: %w", repo, err)
 	}
-	b = got.GetDefaultBranch()
+	b := got.GetDefaultBranch()
 	d.mu.Lock()
-	d.known[key] = b
+	d.known[key] = knownBranch{name: b, read: d.Now()}
 	d.mu.Unlock()
 	return b, nil
 }
