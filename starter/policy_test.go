@@ -124,7 +124,7 @@ func TestPolicyExplain(t *testing.T) {
 			0, "decision: deny\nrule:     no-vendor\nlayer:    worker " + file + "@" + sum + "\nreason:   vendored code is updated by the dependency bot\n"},
 		{"the worker's override lifts its default", nil,
 			[]string{"--file", release, "--tool", "github_put_file", "--repo", "acme/payments", "--branch", "release/v2", "--path", "a.go",
-				"--task-repo", "acme/payments", "--base", "release/v2", "--allow-branch", "release/v2"},
+				"--task-repo", "acme/payments", "--base", "release/v2"},
 			0, "decision: allow\nrule:     release-fixes\nlayer:    worker " + release + "@" + releaseSum + "\nreason:   rule release-fixes (line 2) allows github_put_file\n"},
 		{"and no other", nil,
 			[]string{"--file", release, "--tool", "github_put_file", "--repo", "acme/other", "--branch", "release/v2", "--path", "a.go",

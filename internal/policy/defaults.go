@@ -79,7 +79,12 @@ func decideDefaults(c Call, t Task) Decision {
 				"files elsewhere are allowed")
 		}
 	}
-	if t.applies(RuleOwnBranch) && c.WritesOnto() && !t.allowsBranch(c.Branch) && (!t.created(c.Repository, c.Branch) || !strings.HasPrefix(c.Branch, t.prefix())) {
+	// A worker's override of default/base-branch lets the calls it matches
+	// write onto the base or the default branch, which no task creates: it
+	// lifts default/own-branch for those two branches too, and for no other.
+	ontoBase := c.Branch != "" && (c.Branch == t.Base || c.Branch == t.DefaultBranch)
+	ownBranch := t.applies(RuleOwnBranch) && (t.applies(RuleBaseBranch) || !ontoBase)
+	if ownBranch && c.WritesOnto() && !t.allowsBranch(c.Branch) && (!t.created(c.Repository, c.Branch) || !strings.HasPrefix(c.Branch, t.prefix())) {
 		return deny(RuleOwnBranch, c.Branch+" is not a branch this task created (github_create_branch, starting with "+t.prefix()+
 			"), and it writes only onto those"+allowedBranches(t)+": create one and write there")
 	}
