@@ -96,5 +96,7 @@ func TestNoSecretOfAnMCPFilesURLLeavesTheWorker(t *testing.T) {
 	}
 	if strings.Contains(op.Error, mcpURLToken) || strings.Contains(op.Error, mcpHeaderToken) {
 		t.Errorf("the ledger's error column holds an MCP token: %s", op.Error)
+	} else if !strings.Contains(op.Error, redact.Mask) {
+		t.Errorf("the ledger's error column = %q, want the failure recorded with the token's place masked", op.Error)
 	}
 }

@@ -33,6 +33,9 @@ func workerEnv(t *testing.T, over map[string]string) func(string) (string, bool)
 			env[k] = v
 		}
 	}
+	// The Temporal client reads its settings from the process's
+	// environment (config.DialTemporal), not from lookupEnv.
+	t.Setenv("TEMPORAL_ADDRESS", env["TEMPORAL_ADDRESS"])
 	return func(k string) (string, bool) {
 		v, ok := env[k]
 		return v, ok
