@@ -1,8 +1,10 @@
 package activities_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http/httptest"
 	"net/url"
@@ -79,9 +81,14 @@ func TestNoSecretInAToolsFailureOrTheLedger(t *testing.T) {
 }
 
 // OPENAI_BASE_URL holds a key (a gateway's, in its path) and nothing
-// listens there: the attempt's failure and the report in its details,
-// which the workflow's turn guard journals, are masked.
+// listens there: the attempt's failure, the report in its details (which
+// the workflow's turn guard journals) and the line the worker logs are
+// masked. The API key is
+// one of a real key's length: the provider masks its own key in what it
+// says, and a one-letter key masked a letter of the URL's secret, which
+// hid it from the redactor.
 func TestNoSecretInAModelAttemptsFailure(t *testing.T) {
+	const modelKey = "sk-model-test-key-91c0"
 	t.Parallel()
 	f := newFixture(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -91,9 +98,12 @@ func TestNoSecretInAModelAttemptsFailure(t *testing.T) {
 	addr := ln.Addr().String()
 	ln.Close() // nothing listens there now
 	r := redact.New(activitySecret)
+	var logs bytes.Buffer
 	acts, err := activities.New(activities.Deps{Ledger: f.ledger, Tools: f.acts.Tools, Identity: "w", Redactor: r,
+		// As workerapp.New wraps the worker's logger.
+		Logger: slog.New(r.Handler(slog.NewTextHandler(&logs, nil))),
 		Providers: map[string]model.Provider{"sandbox": openai.New(openai.Config{
-			BaseURL: "http://" + addr + "/" + activitySecret + "/v1", APIKey: "k", ConnectTimeout: 5 * time.Second})}})
+			BaseURL: "http://" + addr + "/" + activitySecret + "/v1", APIKey: modelKey, ConnectTimeout: 5 * time.Second})}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,4 +115,5 @@ func TestNoSecretInAModelAttemptsFailure(t *testing.T) {
 	}
 	noSecret(t, "the attempt's failure", err.Error())
 	noSecret(t, "the attempt's report", fmt.Sprintf("%+v", report))
+	noSecret(t, "the worker's log", logs.String())
 }

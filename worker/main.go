@@ -100,6 +100,7 @@ func run(args []string, lookupEnv func(string) (string, bool), stdout, stderr io
 	defer stop()
 	err = workerapp.Run(ctx, workerapp.Options{
 		Config:      cfg,
+		LookupEnv:   lookupEnv,
 		LiveStream:  live,
 		Logger:      logger,
 		Stdout:      stdout,

@@ -341,6 +341,9 @@ func (c Config) ValidateWorker() error {
 	} else if err := c.checkModelKey(); err != nil {
 		errs = append(errs, err)
 	}
+	if err := checkBaseURL(c.OpenAIBaseURL); err != nil {
+		errs = append(errs, fmt.Errorf("OPENAI_BASE_URL=%q %v (such as %s)", c.OpenAIBaseURL, err, DefaultOpenAIBaseURL))
+	}
 	if err := checkBaseURL(c.AnthropicBaseURL); err != nil {
 		errs = append(errs, fmt.Errorf("ANTHROPIC_BASE_URL=%q %v (such as %s)", c.AnthropicBaseURL, err, DefaultAnthropicBaseURL))
 	}

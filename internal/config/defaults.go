@@ -216,7 +216,7 @@ var Settings = []Setting{
 	{Name: "OPENAI_API_KEY", Default: none, Reader: "worker",
 		Meaning: "key for the OpenAI-compatible endpoint; the worker serves `openai:` models only when it is set (any value for a local server that needs none). A worker needs this key or `ANTHROPIC_API_KEY`, and the key of the provider an explicit `CAPSTAN_MODEL` names; the sandbox hands out one that is not a secret"},
 	{Name: "OPENAI_BASE_URL", Default: code(DefaultOpenAIBaseURL), Reader: "worker",
-		Meaning: "any OpenAI-compatible endpoint (vLLM, Ollama, DeepSeek, …)"},
+		Meaning: "any OpenAI-compatible endpoint (vLLM, Ollama, DeepSeek, …); an http or https URL, checked when the worker starts"},
 	{Name: "ANTHROPIC_API_KEY", Default: none, Reader: "worker",
 		Meaning: "Anthropic key; the worker serves `anthropic:<model>` (Messages streaming) only when it is set. A task naming a provider its worker has no key for fails `worker_misconfigured`"},
 	{Name: "ANTHROPIC_BASE_URL", Default: code(DefaultAnthropicBaseURL), Reader: "worker",

@@ -2,7 +2,6 @@ package workerapp
 
 import (
 	"fmt"
-	"os"
 	"strings"
 
 	"github.com/capstanhq/capstan/internal/codec"
@@ -30,12 +29,12 @@ type checked struct {
 // checkConfig runs every check of cfg that needs nothing outside this
 // process: the settings and credentials (ValidateWorker, the GitHub App's
 // key among them), the codec keys, the ledger DSN's form, the breakers'
-// thresholds, the policy file and the MCP file (read and ${VAR} expanded,
-// no server started). New runs it before it listens, registers or starts
+// thresholds, the policy file and the MCP file (read and ${VAR} expanded
+// through lookupEnv, no server started). New runs it before it listens, registers or starts
 // anything, so a bad configuration starts nothing. The redactor is built
 // even when a check fails, so that the sentence refusing a secret does not
 // quote it.
-func checkConfig(cfg config.Config) (c checked, err error) {
+func checkConfig(cfg config.Config, lookupEnv func(string) (string, bool)) (c checked, err error) {
 	secrets := cfg.Secrets()
 	defer func() { c.redactor = redact.New(secrets...) }()
 	if err := cfg.ValidateWorker(); err != nil {
@@ -57,7 +56,7 @@ func checkConfig(cfg config.Config) (c checked, err error) {
 	}
 	if cfg.MCPConfig != "" {
 		var held []string
-		c.mcp, held, err = LoadMCP(cfg.MCPConfig, os.LookupEnv)
+		c.mcp, held, err = LoadMCP(cfg.MCPConfig, lookupEnv)
 		secrets = append(secrets, held...)
 		if err != nil {
 			return c, fmt.Errorf("CAPSTAN_MCP_CONFIG: %w", err)

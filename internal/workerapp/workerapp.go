@@ -57,6 +57,9 @@ type Options struct {
 	// Config is the worker's configuration (config.FromLookupEnv). New
 	// checks it with ValidateWorker.
 	Config config.Config
+	// LookupEnv is the environment the MCP file's ${VAR} expand from
+	// (CAPSTAN_MCP_CONFIG); nil means os.LookupEnv.
+	LookupEnv func(string) (string, bool)
 	// LiveStream says where the live stream of model attempts is served
 	// (config.LiveStreamFromLookupEnv); an empty Addr serves none.
 	LiveStream config.LiveStream
@@ -144,7 +147,10 @@ func New(ctx context.Context, o Options) (_ *Worker, err error) {
 	if o.Stdout == nil {
 		o.Stdout = io.Discard
 	}
-	ok, err := checkConfig(cfg)
+	if o.LookupEnv == nil {
+		o.LookupEnv = os.LookupEnv
+	}
+	ok, err := checkConfig(cfg, o.LookupEnv)
 	if err != nil {
 		return nil, ok.redactor.Error(err)
 	}
