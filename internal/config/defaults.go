@@ -152,6 +152,10 @@ const (
 	// produce, and a turn that needs more ends with stop reason max_tokens
 	// (finish reason "length"), which the turn guard handles.
 	DefaultAnthropicMaxTokens = 8192
+	// DefaultBranchTTL is how long a repository's default branch read from
+	// GitHub is believed (github.RepoBranches): a repository whose default
+	// branch changed is guarded on its new one at most this long after.
+	DefaultBranchTTL = 10 * time.Minute
 	// DefaultStreamRetain is how long a worker's live-stream hub keeps an
 	// attempt that nobody reads after its last change: long enough for a
 	// follower that polls to find it.

@@ -11,19 +11,15 @@ import (
 
 	gogithub "github.com/google/go-github/v62/github"
 
+	"github.com/capstanhq/capstan/internal/config"
 	"github.com/capstanhq/capstan/internal/tools/ghref"
 )
 
-// DefaultBranchTTL is how long a default branch read from GitHub is
-// believed: a repository whose default branch changed is guarded on its
-// new one at most this long after the change.
-const DefaultBranchTTL = 10 * time.Minute
-
 // RepoBranches reads the default branch of a repository (go-github
-// Repositories.Get) and keeps it DefaultBranchTTL: the policy's
+// Repositories.Get) and keeps it config.DefaultBranchTTL: the policy's
 // default/base-branch rule refuses a write to it as to the task's base
 // (docs/design.md §5.8). A repository's default branch rarely changes; a
-// change is seen within DefaultBranchTTL, not only by a worker started
+// change is seen within config.DefaultBranchTTL, not only by a worker started
 // after it.
 type RepoBranches struct {
 	client *gogithub.Client
@@ -46,7 +42,7 @@ func NewRepoBranches(c *gogithub.Client) *RepoBranches {
 }
 
 // DefaultBranch is repo's ("owner/name") default branch: the one read
-// less than DefaultBranchTTL ago, or read now; "" when GitHub does not
+// less than config.DefaultBranchTTL ago, or read now; "" when GitHub does not
 // know the repository (the write will fail on its own, and nothing is
 // kept), an error when it could not be read, which is not remembered.
 func (d *RepoBranches) DefaultBranch(ctx context.Context, repo string) (string, error) {
@@ -54,7 +50,7 @@ func (d *RepoBranches) DefaultBranch(ctx context.Context, repo string) (string, 
 	d.mu.Lock()
 	k, ok := d.known[key]
 	d.mu.Unlock()
-	if ok && d.Now().Sub(k.read) < DefaultBranchTTL {
+	if ok && d.Now().Sub(k.read) < config.DefaultBranchTTL {
 		return k.name, nil
 	}
 	r, err := ghref.ParseRepo(repo)

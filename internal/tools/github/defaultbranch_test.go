@@ -13,7 +13,7 @@ import (
 
 // A default branch read from GitHub is believed for 10 minutes, then read
 // again: a repository whose default branch changed is guarded on the new
-// one within DefaultBranchTTL, in a worker that keeps running.
+// one within config.DefaultBranchTTL, in a worker that keeps running.
 func TestDefaultBranchIsReadAgainAfterTenMinutes(t *testing.T) {
 	t.Parallel()
 	g := sandbox.NewGitHub()
