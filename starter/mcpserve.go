@@ -19,6 +19,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 
+	"github.com/capstanhq/capstan/internal/config"
 	"github.com/capstanhq/capstan/workflows"
 )
 
@@ -131,7 +132,7 @@ func (s *mcpServer) startedBy(req *sdk.CallToolRequest) *workflows.MCPClient {
 // when allowApprove.
 func (a *app) newMCPServer(allowApprove bool, dial dialFunc) *mcpServer {
 	s := &mcpServer{a: a, dial: dial}
-	s.server = sdk.NewServer(&sdk.Implementation{Name: "capstan", Title: "capstan starter", Version: "1"}, &sdk.ServerOptions{
+	s.server = sdk.NewServer(&sdk.Implementation{Name: config.MCPServeName, Title: "capstan starter", Version: "1"}, &sdk.ServerOptions{
 		Instructions: "Capstan runs agent tasks durably: run_task starts one and answers at once; follow it with task_status until its status is completed, failed or cancelled.",
 	})
 	yes, no := true, false

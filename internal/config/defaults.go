@@ -123,6 +123,10 @@ const (
 	// reported progress for this long (capstan.idle_timeout); each
 	// progress notification starts it again.
 	DefaultMCPIdleTimeout = time.Minute
+	// MCPServeName is the serverInfo.name `starter mcp serve` announces. A
+	// worker refuses an MCP server that answers with it: through capstan's
+	// own server a task could start tasks, or approve its own operations.
+	MCPServeName = "capstan"
 	// DefaultMCPResultCap is the most bytes of an MCP tool's result the
 	// model is shown (CAPSTAN_MCP_RESULT_CAP); a larger result is kept
 	// whole in the ledger, by reference.

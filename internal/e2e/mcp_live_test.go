@@ -3,7 +3,6 @@ package e2e
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -12,6 +11,7 @@ import (
 	"github.com/capstanhq/capstan"
 	"github.com/capstanhq/capstan/internal/sandbox"
 	"github.com/capstanhq/capstan/internal/sandbox/mcpserver"
+	"github.com/capstanhq/capstan/internal/testenv"
 	"github.com/capstanhq/capstan/workflows"
 )
 
@@ -218,22 +218,14 @@ func TestMCPCancelledTaskCancelsTheCall(t *testing.T) {
 	}
 }
 
-// everythingVar names the mcp-server-everything binary.
-const everythingVar = "CAPSTAN_MCP_EVERYTHING"
-
 // A task calls the tools of an MCP server capstan did not write — the
 // reference server @modelcontextprotocol/server-everything over stdio,
 // trusted, so its annotations give echo its class — and completes with
-// their answers.
+// their answers. Under CI=true a missing server fails it (.ci/run installs
+// the pinned one).
 func TestMCPServerCapstanDidNotWrite(t *testing.T) {
 	t.Parallel()
-	bin := os.Getenv(everythingVar)
-	if bin == "" {
-		bin, _ = exec.LookPath("mcp-server-everything")
-	}
-	if bin == "" {
-		t.Skipf("no mcp-server-everything: install it (npm install @modelcontextprotocol/server-everything, which needs node) and set %s to node_modules/.bin/mcp-server-everything, or put it on PATH", everythingVar)
-	}
+	bin := testenv.EverythingServer(t) // skipped without it, failed under CI=true
 	sb := startSandbox(t)
 	cfgPath := filepath.Join(t.TempDir(), "mcp.json")
 	cfg := fmt.Sprintf(`{"mcpServers": {"everything": {"command": %q, "args": ["stdio"],

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -244,5 +246,30 @@ func TestMCPServeRunsFollowsAndApprovesTasks(t *testing.T) {
 	}
 	if n := sb.GitHub.Stats().PullRequestsCreated; n != 2 {
 		t.Errorf("pull requests = %d, want 2: one per task, the approved one once", n)
+	}
+}
+
+// TestWorkerRefusesCapstansOwnMCPServer: a worker whose CAPSTAN_MCP_CONFIG
+// names the real `starter mcp serve` stops with one sentence naming the
+// server before it polls: through capstan's own server a task could start
+// tasks, or approve its own operations.
+func TestWorkerRefusesCapstansOwnMCPServer(t *testing.T) {
+	t.Parallel()
+	env := endpointEnv(t, "e2e-mcp-own", startSandbox(t))
+	cfgPath := filepath.Join(t.TempDir(), "mcp.json")
+	cfg := fmt.Sprintf(`{"mcpServers": {"tasks": {"command": %q, "args": ["mcp", "serve", "--allow-approve"],
+	  "env": {"TEMPORAL_ADDRESS": %q, "CAPSTAN_TASK_QUEUE": "e2e-mcp-own"}}}}`, starterBin, devServerAddr)
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := runWorkerToExit(t, append(env, "CAPSTAN_MCP_CONFIG="+cfgPath))
+	last := strings.TrimSpace(lastLines(r.stderr))
+	want := `mcp server tasks (stdio: ` + starterBin + `): it answers as capstan's own MCP server`
+	if r.code != 1 || !strings.Contains(last, want) || strings.Count(last, "\n") != 0 {
+		t.Fatalf("exit %d, stderr %q; want exit 1 and one line with %q", r.code, r.stderr, want)
+	}
+	t.Logf("worker: %s", last)
+	if strings.Contains(r.stderr, "Started Worker") {
+		t.Errorf("the worker polled before it refused the server: %q", r.stderr)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/capstanhq/capstan/internal/backoff"
+	"github.com/capstanhq/capstan/internal/config"
 )
 
 // restartPolicy spaces the restarts of a stdio server that died: full
@@ -26,6 +27,22 @@ var restartPolicy = backoff.Policy{Base: 500 * time.Millisecond, Cap: 30 * time.
 // ErrNotConnected reports a call made while the server could not be
 // reached: nothing was sent.
 var ErrNotConnected = errors.New("the MCP server is not connected")
+
+// ErrCapstanServer refuses a server that answers initialize as capstan's
+// own (`starter mcp serve`, serverInfo.name config.MCPServeName): through
+// it a task could start tasks or approve its own operations. Nothing was
+// sent to it, so it is also ErrNotConnected: a call refused so (a
+// server that answers so only after a restart) is not_sent.
+var ErrCapstanServer error = refusedServer(fmt.Sprintf("it answers as capstan's own MCP server (serverInfo.name %q, starter mcp serve), through which a task could start tasks or approve its own operations; remove it from the file", config.MCPServeName))
+
+// refusedServer is the error of a server capstan will not use; it is
+// ErrNotConnected too.
+type refusedServer string
+
+func (e refusedServer) Error() string { return string(e) }
+
+// Is reports ErrNotConnected as well as the error itself.
+func (e refusedServer) Is(target error) bool { return target == ErrNotConnected }
 
 // Conn is the worker's connection to one server: it connects (starting a
 // stdio server's process), keeps the server's tool list, and, for a stdio
@@ -119,6 +136,10 @@ func (c *Conn) connect(ctx context.Context) (*sdk.ClientSession, error) {
 	session, err := c.client.Connect(cctx, c.transport(), nil)
 	if err != nil {
 		return nil, fmt.Errorf("%w: connect: %v", ErrNotConnected, err)
+	}
+	if init := session.InitializeResult(); init != nil && init.ServerInfo != nil && init.ServerInfo.Name == config.MCPServeName {
+		_ = session.Close()
+		return nil, ErrCapstanServer
 	}
 	list, err := listTools(cctx, session)
 	if err != nil {

@@ -1,8 +1,10 @@
 package mcp
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -12,16 +14,22 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/capstanhq/capstan/internal/config"
 	"github.com/capstanhq/capstan/internal/tools"
 )
 
 // environmentVar, set, makes the test binary an MCP server over stdio whose
-// one tool, environment, answers the process's environment.
-const environmentVar = "CAPSTAN_TEST_MCP_ENVIRONMENT"
+// one tool, environment, answers the process's environment; its
+// serverInfo.name is serverNameVar's value, else "environment".
+const (
+	environmentVar = "CAPSTAN_TEST_MCP_ENVIRONMENT"
+	serverNameVar  = "CAPSTAN_TEST_MCP_SERVER_NAME"
+)
 
 // serveEnvironment is that server.
 func serveEnvironment() error {
-	s := sdk.NewServer(&sdk.Implementation{Name: "environment", Version: "1"}, nil)
+	name := cmp.Or(os.Getenv(serverNameVar), "environment")
+	s := sdk.NewServer(&sdk.Implementation{Name: name, Version: "1"}, nil)
 	sdk.AddTool(s, &sdk.Tool{Name: "environment"}, func(context.Context, *sdk.CallToolRequest, struct{}) (*sdk.CallToolResult, map[string]string, error) {
 		vars := map[string]string{}
 		for _, kv := range os.Environ() {
@@ -138,4 +146,36 @@ func TestStdioServerGetsNoSecretItWasNotGiven(t *testing.T) {
 	if _, ok := wiki["NOT_SET_ANYWHERE"]; ok {
 		t.Error("server wiki: NOT_SET_ANYWHERE, not set in the worker, is set")
 	}
+}
+
+// A server that answers initialize as capstan's own (`starter mcp serve`'s
+// serverInfo.name) is refused in one sentence naming it, and its process
+// is stopped; the same program under another name is connected.
+func TestCapstansOwnServerIsRefused(t *testing.T) {
+	self, _ := os.Executable()
+	data := fmt.Sprintf(`{"mcpServers": {"tasks": {"command": %q, "env": {%q: "1", %q: %q}}}}`,
+		self, environmentVar, serverNameVar, config.MCPServeName)
+	cfg, err := Parse("test.json", []byte(data), env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	p, err := Open(ctx, cfg, nil)
+	if err == nil {
+		p.Close()
+		t.Fatal("a server announcing itself as capstan's own was connected")
+	}
+	if !errors.Is(err, ErrCapstanServer) || !errors.Is(err, ErrNotConnected) || !strings.HasPrefix(err.Error(), "mcp server tasks (stdio: ") || strings.Count(err.Error(), ". ") > 0 {
+		t.Errorf("error %q: want one sentence naming the server, wrapping ErrCapstanServer and ErrNotConnected (nothing was sent)", err)
+	}
+
+	data = strings.Replace(data, fmt.Sprintf("%q", config.MCPServeName), `"tasks-of-another-kind"`, 1)
+	if cfg, err = Parse("test.json", []byte(data), env(nil)); err != nil {
+		t.Fatal(err)
+	}
+	if p, err = Open(ctx, cfg, nil); err != nil {
+		t.Fatalf("the same server under another name: %v", err)
+	}
+	p.Close()
 }

@@ -5,33 +5,23 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/capstanhq/capstan"
+	"github.com/capstanhq/capstan/internal/testenv"
 	"github.com/capstanhq/capstan/internal/tools"
 )
-
-// everythingVar names the mcp-server-everything binary for
-// TestServerCapstanDidNotWrite.
-const everythingVar = "CAPSTAN_MCP_EVERYTHING"
 
 // An MCP server capstan did not write — the reference server
 // @modelcontextprotocol/server-everything, over stdio — listed, classed
 // and called through the same tools: its arguments checked against its
 // own schemas, its text and structured content given to the model, its
-// image described and not inlined.
+// image described and not inlined. Under CI=true a missing server fails it
+// (.ci/run installs the pinned one).
 func TestServerCapstanDidNotWrite(t *testing.T) {
-	bin := os.Getenv(everythingVar)
-	if bin == "" {
-		bin, _ = exec.LookPath("mcp-server-everything")
-	}
-	if bin == "" {
-		t.Skipf("no mcp-server-everything: set %s to its binary (npm install @modelcontextprotocol/server-everything; node_modules/.bin/mcp-server-everything) to run this test", everythingVar)
-	}
+	bin := testenv.EverythingServer(t) // skipped without it, failed under CI=true
 	cfg, err := Parse("everything.json", []byte(fmt.Sprintf(`{"mcpServers": {"everything": {"command": %q, "args": ["stdio"],
 	  "capstan": {"trusted": true, "connect_timeout": "60s", "tools": {"get-sum": {"class": "idempotent"}}}}}}`, bin)), env(nil))
 	if err != nil {
