@@ -5,9 +5,12 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -28,7 +31,8 @@ const (
 )
 
 // An MCP server reached at a URL whose query holds a ${VAR} token (and a
-// header holding another) goes away under a task: the call's failure,
+// header holding another) drops the connection of the task's call: the
+// call's failure,
 // which the HTTP client words with the URL it posted to, is masked in the
 // failure Temporal records, in the reason the workflow builds from it, in
 // the ledger's error column and in every line the activity logged. The
@@ -37,8 +41,26 @@ const (
 func TestNoSecretOfAnMCPFilesURLLeavesTheWorker(t *testing.T) {
 	t.Parallel()
 	store := mcpserver.NewStore()
-	srv := mcpserver.StartHTTP(store, mcpserver.Options{})
-	t.Cleanup(srv.Close)
+	stop := make(chan struct{})
+	t.Cleanup(func() { close(stop) })
+	mcpHandler := mcpserver.Handler(store, mcpserver.Options{Stop: stop})
+	// Once broken, every POST (a call) has its connection closed unanswered,
+	// while the session's standing GET stream stays up: the client's error
+	// is the HTTP client's, which names the URL it posted to, whatever the
+	// order in which the client notices. (Closing the whole server races
+	// the GET stream, whose end closes the client with an error that
+	// quotes no URL.)
+	var broken atomic.Bool
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if broken.Load() && r.Method == http.MethodPost {
+			if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+				_ = conn.Close()
+			}
+			return
+		}
+		mcpHandler.ServeHTTP(w, r)
+	}))
+	t.Cleanup(func() { srv.CloseClientConnections(); srv.Close() })
 	path := filepath.Join(t.TempDir(), "mcp.json")
 	file := fmt.Sprintf(`{"mcpServers": {"sb": {"url": "%s/mcp?token=${TICKETS_TOKEN}",
 	  "headers": {"Authorization": "Bearer ${TICKETS_HEADER_TOKEN}"},
@@ -68,7 +90,7 @@ func TestNoSecretOfAnMCPFilesURLLeavesTheWorker(t *testing.T) {
 		// As workerapp.New wraps the worker's logger.
 		d.Logger = slog.New(r.Handler(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	})
-	srv.Close() // the server goes away under the task
+	broken.Store(true) // the server drops the task's call
 	in := contract.ExecuteToolInput{Tenant: "d", TaskID: "T", TurnID: "T/t1", ToolCallID: "call_1",
 		OperationID: "d:T:t1:mcp__sb__upsert_ticket:1", Tool: "mcp__sb__upsert_ticket",
 		Arguments: f.args(t, `{"key":"disk","title":"disk full"}`)}
