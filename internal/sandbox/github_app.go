@@ -174,15 +174,24 @@ func (g *GitHub) getRepoInstallation(w http.ResponseWriter, r *http.Request) {
 // has: a token asked for none gets these.
 var installationPermissions = map[string]string{"contents": "write", "pull_requests": "write", "issues": "write", "metadata": "read"}
 
-// getInstallation answers GET /app/installations/{id}: the App's one
-// installation.
-func (g *GitHub) getInstallation(w http.ResponseWriter, r *http.Request) {
-	app, ok := g.checkJWT(w, r)
-	if !ok {
-		return
+// checkInstallation checks the App's JWT and that the path's {id} is its
+// installation, answering 401 or 404 as GitHub does when not.
+func (g *GitHub) checkInstallation(w http.ResponseWriter, r *http.Request) (app *GitHubApp, ok bool) {
+	if app, ok = g.checkJWT(w, r); !ok {
+		return app, false
 	}
 	if r.PathValue("id") != strconv.FormatInt(app.InstallationID, 10) {
 		ghError(w, http.StatusNotFound, "Not Found")
+		return app, false
+	}
+	return app, true
+}
+
+// getInstallation answers GET /app/installations/{id}: the App's one
+// installation.
+func (g *GitHub) getInstallation(w http.ResponseWriter, r *http.Request) {
+	app, ok := g.checkInstallation(w, r)
+	if !ok {
 		return
 	}
 	writeJSONBody(w, http.StatusOK, map[string]any{"id": app.InstallationID, "app_id": app.ID, "app_slug": app.Slug,
@@ -196,12 +205,8 @@ func (g *GitHub) getInstallation(w http.ResponseWriter, r *http.Request) {
 // the installation lacks, or a level above its, is refused with 422, as
 // GitHub does.
 func (g *GitHub) createInstallationToken(w http.ResponseWriter, r *http.Request) {
-	app, ok := g.checkJWT(w, r)
+	app, ok := g.checkInstallation(w, r)
 	if !ok {
-		return
-	}
-	if r.PathValue("id") != strconv.FormatInt(app.InstallationID, 10) {
-		ghError(w, http.StatusNotFound, "Not Found")
 		return
 	}
 	var body struct {

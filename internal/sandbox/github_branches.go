@@ -79,13 +79,9 @@ func (g *GitHub) listBranches(w http.ResponseWriter, r *http.Request) {
 // leaves one in the repository GitHub shares its objects with — and
 // returns its sha.
 func (g *GitHub) AddUnreachableCommit(repo string, files map[string]string) string {
-	owner, name, _ := strings.Cut(repo, "/")
-	r := &http.Request{}
-	r.SetPathValue("owner", owner)
-	r.SetPathValue("repo", name)
 	g.dataMu.Lock()
 	defer g.dataMu.Unlock()
-	rp := g.repoLocked(r)
+	rp := g.repoNamedLocked(repo)
 	head := rp.commits[rp.branches["main"]]
 	all := make(map[string][]byte, len(head.files)+len(files))
 	for k, v := range head.files {

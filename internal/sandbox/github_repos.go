@@ -18,15 +18,22 @@ func (rp *ghRepo) defaultBranch() string {
 // which GET /repos/{owner}/{repo} reports, creating the repository as any
 // request would and the branch, at main's commit, when missing.
 func (g *GitHub) SetDefaultBranch(repo, branch string) {
-	owner, name, _ := strings.Cut(repo, "/")
-	r := &http.Request{}
-	r.SetPathValue("owner", owner)
-	r.SetPathValue("repo", name)
 	g.dataMu.Lock()
 	defer g.dataMu.Unlock()
-	rp := g.repoLocked(r)
+	rp := g.repoNamedLocked(repo)
 	if _, ok := rp.branches[branch]; !ok {
 		rp.branches[branch] = rp.branches["main"]
 	}
 	rp.defaultBr = branch
+}
+
+// repoNamedLocked is repoLocked for a test's call that names the
+// repository ("owner/name") instead of a request's path. Callers hold
+// dataMu.
+func (g *GitHub) repoNamedLocked(repo string) *ghRepo {
+	owner, name, _ := strings.Cut(repo, "/")
+	r := &http.Request{}
+	r.SetPathValue("owner", owner)
+	r.SetPathValue("repo", name)
+	return g.repoLocked(r)
 }
