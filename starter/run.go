@@ -291,7 +291,7 @@ func (s startedTask) text() string {
 func (a *app) startTask(ctx context.Context, c client.Client, opts client.Options, queue string, in workflows.AgentTaskInput) (startedTask, error) {
 	wid := workflows.WorkflowID(in.TaskID)
 	startID := newStartID()
-	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+	sopts := client.StartWorkflowOptions{
 		ID:                                       wid,
 		TaskQueue:                                queue,
 		WorkflowExecutionErrorWhenAlreadyStarted: true,
@@ -309,13 +309,16 @@ func (a *app) startTask(ctx context.Context, c client.Client, opts client.Option
 		// (an activity that sets no priority of its own inherits it).
 		Priority:              a.taskPriority(in.Tenant, in.Priority),
 		TypedSearchAttributes: temporal.NewSearchAttributes(append(workflows.StartAttributes(in), workflows.AttrTenant.ValueSet(in.Tenant))...),
-	}, workflows.AgentTask, in)
+	}
+	// A start refused for attributes the namespace has registered but the
+	// server does not serve yet is retried: the id is fixed and the
+	// policies above make a retry return the run an earlier try made.
+	run, err := startWhileAttributesPropagate(ctx, c, opts.Namespace, attributePropagationWait, func() (client.WorkflowRun, error) {
+		return c.ExecuteWorkflow(ctx, sopts, workflows.AgentTask, in)
+	})
 	var started *serviceerror.WorkflowExecutionAlreadyStarted
 	if errors.As(err, &started) {
 		return startedTask{}, usagef("task %s already ran (workflow %s) and task ids are never reused; pick another --id", in.TaskID, wid)
-	}
-	if name, ok := missingSearchAttribute(err); ok {
-		return startedTask{}, fmt.Errorf("start task %s: %w", in.TaskID, undefinedAttributes(ctx, c, opts.Namespace, name))
 	}
 	if err != nil {
 		return startedTask{}, fmt.Errorf("start task %s: %w", in.TaskID, err)

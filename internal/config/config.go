@@ -147,6 +147,9 @@ type Config struct {
 	// ActivitySlots (CAPSTAN_ACTIVITY_SLOTS) is how many activities the
 	// worker runs at once; 0 for the SDK's default.
 	ActivitySlots int
+	// NamespaceWait (CAPSTAN_NAMESPACE_WAIT) bounds how long a starting
+	// worker waits for its namespace to be visible on the server.
+	NamespaceWait time.Duration
 
 	// modelSet records that CAPSTAN_MODEL was given, so a worker can refuse
 	// to serve a default model it has no key for (the built-in default
@@ -248,6 +251,7 @@ func FromLookupEnv(lookup func(string) (string, bool)) Config {
 	c.ReconcileWindow = duration("CAPSTAN_RECONCILE_WINDOW", DefaultReconcileWindow)
 	c.DependencyOutageLimit = duration("CAPSTAN_DEPENDENCY_OUTAGE_LIMIT", DefaultDependencyOutageLimit)
 	c.LedgerOutageLimit = duration("CAPSTAN_LEDGER_OUTAGE_LIMIT", DefaultLedgerOutageLimit)
+	c.NamespaceWait = duration("CAPSTAN_NAMESPACE_WAIT", DefaultNamespaceWait)
 	c.ApprovalTimeout = duration("CAPSTAN_APPROVAL_TIMEOUT", DefaultApprovalTimeout)
 	for name := range strings.SplitSeq(getenv("CAPSTAN_APPROVERS"), ",") {
 		if name = strings.TrimSpace(name); name != "" {

@@ -140,6 +140,13 @@ const (
 	// refuses before the task fails policy_violation
 	// (CAPSTAN_POLICY_REFUSALS).
 	DefaultPolicyRefusals = 3
+
+	// DefaultNamespaceWait bounds how long a starting worker waits for its
+	// namespace to be visible on the Temporal server
+	// (CAPSTAN_NAMESPACE_WAIT): a namespace created a moment before the
+	// worker starts is served within a second or two; one that does not
+	// exist stops the worker after this long.
+	DefaultNamespaceWait = 60 * time.Second
 )
 
 // Fixed values: defaults of the packages that use them, which no setting
@@ -216,6 +223,8 @@ var Settings = []Setting{
 	{Name: "TEMPORAL_API_KEY", Default: none,
 		Meaning: "API key of the Temporal server (Temporal Cloud), read by the SDK's envconfig; like every key and token here, masked in whatever the binaries log or print"},
 	{Name: "CAPSTAN_TASK_QUEUE", Default: code(DefaultTaskQueue), Meaning: "task queue of the worker pool"},
+	{Name: "CAPSTAN_NAMESPACE_WAIT", Default: code(DefaultNamespaceWait), Reader: "worker",
+		Meaning: "how long a starting worker waits for its namespace to be visible on the Temporal server (a namespace created a moment before is not served for a second or so); it says so once (`waiting for namespace NS to be visible…`), and past this exits 1 with one sentence"},
 	{Name: "CAPSTAN_LEDGER_DSN", Default: code(DefaultLedgerDSN),
 		Meaning: "ledger: `sqlite://relative/path.db`, `sqlite:///absolute/path.db` (workers on one machine; workers sharing a file each pay about half as much CPU again per write as one alone, so run one worker per machine), or `postgres://user:pass@host:5432/db` (a pool across machines; `postgresql://` too, with libpq settings such as `?sslmode=require`, `search_path=…`, `pool_max_conns=…`). The schema is created on first open."},
 	{Name: "CAPSTAN_MODEL", Default: code(DefaultModel),

@@ -176,6 +176,16 @@ func startWorker(t *testing.T, env []string, args ...string) *workerProcess {
 // startWorkerBin is startWorker with another build of the worker binary.
 func startWorkerBin(t *testing.T, bin string, env []string, args ...string) *workerProcess {
 	t.Helper()
+	w := launchWorker(t, bin, env, args...)
+	w.waitFor(t, "polling task queue", 60*time.Second)
+	return w
+}
+
+// launchWorker runs the worker binary bin and returns at once; waitFor
+// waits for what it prints. The worker is stopped with SIGTERM at the end
+// of the test.
+func launchWorker(t *testing.T, bin string, env []string, args ...string) *workerProcess {
+	t.Helper()
 	w := &workerProcess{lines: make(chan string, 64), exited: make(chan struct{})}
 	w.cmd = exec.Command(bin, args...)
 	w.cmd.Env = env
@@ -215,17 +225,24 @@ func startWorkerBin(t *testing.T, bin string, env []string, args ...string) *wor
 			t.Logf("worker stderr:\n%s", logs)
 		}
 	})
-	deadline := time.After(60 * time.Second)
+	return w
+}
+
+// waitFor waits until the worker prints a stdout line containing want,
+// failing the test if it exits first or within passes.
+func (w *workerProcess) waitFor(t *testing.T, want string, within time.Duration) {
+	t.Helper()
+	deadline := time.After(within)
 	for {
 		select {
 		case line := <-w.lines:
-			if strings.Contains(line, "polling task queue") {
-				return w
+			if strings.Contains(line, want) {
+				return
 			}
 		case <-w.exited:
-			t.Fatalf("worker exited before polling: %s", w.logs())
+			t.Fatalf("worker exited before printing %q: %s", want, w.logs())
 		case <-deadline:
-			t.Fatalf("worker did not start polling within 60 s: %s", w.logs())
+			t.Fatalf("worker did not print %q within %s: %s", want, within, w.logs())
 		}
 	}
 }

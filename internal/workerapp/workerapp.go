@@ -134,7 +134,8 @@ func Run(ctx context.Context, o Options) error {
 
 // New checks the configuration and connects everything, failing with one
 // sentence on the first problem: a missing key, a bad ledger DSN, a metrics
-// address it cannot listen on, an unreachable server. Every check that
+// address it cannot listen on, an unreachable server, a namespace the
+// server does not serve within CAPSTAN_NAMESPACE_WAIT (AwaitNamespace). Every check that
 // needs nothing outside the process (checkConfig) comes first, so a bad
 // configuration opens no listener, registers nothing and starts no MCP
 // server. On failure whatever it had opened is closed. No secret of the
@@ -206,6 +207,11 @@ func New(ctx context.Context, o Options) (_ *Worker, err error) {
 		return nil, err
 	}
 	w.client, w.namespace = c, copts.Namespace
+	// A namespace created a moment ago is not served yet: wait for it,
+	// bounded, rather than fail on its first call.
+	if err := AwaitNamespace(ctx, c, copts.Namespace, cfg.NamespaceWait, o.Stdout, w.logger); err != nil {
+		return nil, err
+	}
 	if err := EnsureSearchAttributes(ctx, c, copts.Namespace, w.logger); err != nil {
 		return nil, err
 	}
