@@ -3,6 +3,9 @@
 #               the sandbox program and a worker pointed at it, and run the
 #               sample task
 #   make down   stop what `make demo` started
+#   make cluster  build the pinned Temporal server and start a real cluster
+#               on PostgreSQL (four services; prints export TEMPORAL_ADDRESS=)
+#   make cluster-down  stop it (its databases stay)
 #   make test   go vet, staticcheck, the gofmt check and the race-enabled
 #               test suite, end to end against a real Temporal dev server
 #   make test-long  the long runs (load, game day, rolling deploy, fairness,
@@ -22,7 +25,7 @@ STATICCHECK := $(BIN)/staticcheck
 # Tests find the pinned CLI here (testsuite.DevServerOptions.ExistingPath).
 export CAPSTAN_TEMPORAL_BIN := $(TEMPORAL)
 
-.PHONY: demo down test test-long build vet lint fmt-check temporal clean record-history compose-config bench bench-certainty
+.PHONY: demo down cluster cluster-down test test-long build vet lint fmt-check temporal clean record-history compose-config bench bench-certainty
 
 $(TEMPORAL):
 	@echo "installing the Temporal CLI $(TEMPORAL_VERSION) into $(BIN) (a few minutes the first time)"
@@ -84,6 +87,18 @@ demo: $(TEMPORAL) build
 
 down:
 	@scripts/down.sh
+
+# A real Temporal cluster: the pinned server built from its Go module into
+# .bin/ (about 4 minutes the first time), on the PostgreSQL of
+# scripts/postgres.sh, frontend, history, matching and worker as four
+# processes, state in /tmp/capstan-cluster-$UID. `eval "$(make -s cluster)"`
+# points this shell at it. Not part of `make test` yet.
+cluster: $(TEMPORAL)
+	@scripts/temporal-cluster.sh install
+	@scripts/temporal-cluster.sh start
+
+cluster-down:
+	@scripts/temporal-cluster.sh stop
 
 clean: down
 	rm -rf .capstan
