@@ -79,12 +79,10 @@ func decideDefaults(c Call, t Task) Decision {
 				"files elsewhere are allowed")
 		}
 	}
-	// A worker's override of default/base-branch lets the calls it matches
-	// write onto the base or the default branch, which no task creates: it
-	// lifts default/own-branch for those two branches too, and for no other.
+	// The base and the default branch are default/base-branch's to refuse
+	// (and a worker's override of it to allow): no task creates them.
 	ontoBase := c.Branch != "" && (c.Branch == t.Base || c.Branch == t.DefaultBranch)
-	ownBranch := t.applies(RuleOwnBranch) && (t.applies(RuleBaseBranch) || !ontoBase)
-	if ownBranch && c.WritesOnto() && !t.allowsBranch(c.Branch) && (!t.created(c.Repository, c.Branch) || !strings.HasPrefix(c.Branch, t.prefix())) {
+	if t.applies(RuleOwnBranch) && !ontoBase && c.WritesOnto() && !t.allowsBranch(c.Branch) && (!t.created(c.Repository, c.Branch) || !strings.HasPrefix(c.Branch, t.prefix())) {
 		return deny(RuleOwnBranch, c.Branch+" is not a branch this task created (github_create_branch, starting with "+t.prefix()+
 			"), and it writes only onto those"+allowedBranches(t)+": create one and write there")
 	}

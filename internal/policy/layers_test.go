@@ -92,7 +92,7 @@ func TestLayersCombine(t *testing.T) {
 		layer  string
 	}{
 		{"the worker's override lifts its default", Stack{Floor: floor}, putFile("acme/payments", "release/v2", "a.go"), releaseTask, Allow, "release-fixes", worker},
-		{"lifting base-branch lifts own-branch for the base alone", Stack{Floor: floor}, putFile("acme/payments", "release/v3", "a.go"), releaseTask, Deny, RuleOwnBranch, LayerDefault},
+		{"lifting base-branch leaves own-branch on every other branch", Stack{Floor: floor}, putFile("acme/payments", "release/v3", "a.go"), releaseTask, Deny, RuleOwnBranch, LayerDefault},
 		{"the override lifts no other default", Stack{Floor: floor}, putFile("acme/other", "release/v2", "a.go"), releaseTask, Deny, RuleRepository, LayerDefault},
 		{"where the override does not match, the default refuses", Stack{Floor: floor}, putFile("acme/payments", "main", "a.go"), task, Deny, RuleBaseBranch, LayerDefault},
 		{"a task's override lifts nothing", Stack{Task: taskRules}, putFile("acme/payments", "release/v2", "a.go"), releaseTask, Deny, RuleBaseBranch, LayerDefault},
