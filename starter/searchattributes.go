@@ -15,6 +15,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/capstanhq/capstan/internal/backoff"
 	"github.com/capstanhq/capstan/workflows"
 )
 
@@ -102,12 +103,8 @@ func startWhileAttributesPropagate(ctx context.Context, c client.Client, ns stri
 				"it serves a newly registered attribute once its namespace cache refreshes, so run the command again in a moment",
 				errAttributesNotServed, ns, named, wait)
 		}
-		t := time.NewTimer(min(pause, left))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, ctx.Err()
-		case <-t.C:
+		if err := backoff.Sleep(ctx, min(pause, left)); err != nil {
+			return nil, err
 		}
 		pause *= 2
 	}

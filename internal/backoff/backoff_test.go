@@ -1,6 +1,8 @@
 package backoff_test
 
 import (
+	"context"
+	"errors"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -154,5 +156,18 @@ func TestDelayMatchesTheFormulasItReplaced(t *testing.T) {
 		if got, want := (backoff.Policy{Base: half, Cap: half}).Delay(1, half, r), equalJitterBefore(initial, maximum, coefficient, attempt, r); got != want {
 			t.Fatalf("equal jitter of %s×%g^%d (max %s), draw %v: %s, before %s", initial, coefficient, attempt-1, maximum, r, got, want)
 		}
+	}
+}
+
+// Sleep returns at once with the context's error when it ends first, and
+// nil after the wait otherwise.
+func TestSleep(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := backoff.Sleep(ctx, time.Hour); !errors.Is(err, context.Canceled) {
+		t.Errorf("Sleep on an ended context = %v, want context.Canceled", err)
+	}
+	if err := backoff.Sleep(context.Background(), time.Millisecond); err != nil {
+		t.Errorf("Sleep(1ms) = %v, want nil", err)
 	}
 }

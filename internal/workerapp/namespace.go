@@ -12,6 +12,8 @@ import (
 	"go.temporal.io/api/operatorservice/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
+
+	"github.com/capstanhq/capstan/internal/backoff"
 )
 
 // ErrNamespaceNotVisible is the error of a worker whose namespace the
@@ -63,12 +65,8 @@ func AwaitNamespace(ctx context.Context, c client.Client, ns string, wait time.D
 				"create it (`temporal operator namespace create --namespace %s`) or set TEMPORAL_NAMESPACE to one that exists",
 				ErrNamespaceNotVisible, ns, wait, ns)
 		}
-		t := time.NewTimer(min(pause, left))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return fmt.Errorf("waiting for namespace %s: %w", ns, ctx.Err())
-		case <-t.C:
+		if err := backoff.Sleep(ctx, min(pause, left)); err != nil {
+			return fmt.Errorf("waiting for namespace %s: %w", ns, err)
 		}
 		pause = min(2*pause, namespacePollMost)
 	}
