@@ -49,37 +49,17 @@ func (r *Redactor) value(v reflect.Value) (reflect.Value, bool) {
 			out.SetBytes([]byte(red))
 			return out, true
 		}
-		var out reflect.Value
-		for i := range v.Len() {
-			e, changed := r.value(v.Index(i))
-			if !changed {
-				continue
-			}
-			if !out.IsValid() {
-				out = reflect.MakeSlice(v.Type(), v.Len(), v.Len())
-				reflect.Copy(out, v)
-			}
-			out.Index(i).Set(e)
-		}
-		if out.IsValid() {
-			return out, true
-		}
+		return r.elements(v, func() reflect.Value {
+			out := reflect.MakeSlice(v.Type(), v.Len(), v.Len())
+			reflect.Copy(out, v)
+			return out
+		})
 	case reflect.Array:
-		var out reflect.Value
-		for i := range v.Len() {
-			e, changed := r.value(v.Index(i))
-			if !changed {
-				continue
-			}
-			if !out.IsValid() {
-				out = reflect.New(v.Type()).Elem()
-				out.Set(v)
-			}
-			out.Index(i).Set(e)
-		}
-		if out.IsValid() {
-			return out, true
-		}
+		return r.elements(v, func() reflect.Value {
+			out := reflect.New(v.Type()).Elem()
+			out.Set(v)
+			return out
+		})
 	case reflect.Map:
 		if v.IsNil() {
 			return v, false
@@ -135,4 +115,24 @@ func (r *Redactor) value(v reflect.Value) (reflect.Value, bool) {
 		}
 	}
 	return v, false
+}
+
+// elements masks each element of the slice or array v; at the first that
+// changes it copies v (clone), so v itself is never changed.
+func (r *Redactor) elements(v reflect.Value, clone func() reflect.Value) (reflect.Value, bool) {
+	var out reflect.Value
+	for i := range v.Len() {
+		e, changed := r.value(v.Index(i))
+		if !changed {
+			continue
+		}
+		if !out.IsValid() {
+			out = clone()
+		}
+		out.Index(i).Set(e)
+	}
+	if !out.IsValid() {
+		return v, false
+	}
+	return out, true
 }
