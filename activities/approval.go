@@ -103,16 +103,16 @@ func approvedOtherCall(in contract.ExecuteToolInput, args json.RawMessage) error
 // A succeeded operation is answered as replayed (stop, res): it is never
 // asked for again nor denied. One whose outcome is not known — claimed,
 // running, unknown, reconciling, needs_human — goes on to its claim
-// (through), which finds it there and has it reconciled; nobody is told
-// nothing was sent. One the ledger never claimed, or that provably sent
+// (held, its state; "" for the others), which finds it there and has it
+// reconciled; nobody is told nothing was sent. One the ledger never claimed, or that provably sent
 // nothing or was refused (absent, failed), is asked for as before.
-func (a *Activities) sentBefore(ctx context.Context, in contract.ExecuteToolInput, tool tools.Tool, args json.RawMessage, res contract.ExecuteToolResult) (_ contract.ExecuteToolResult, stop, through bool, err error) {
+func (a *Activities) sentBefore(ctx context.Context, in contract.ExecuteToolInput, tool tools.Tool, args json.RawMessage, res contract.ExecuteToolResult) (_ contract.ExecuteToolResult, stop bool, held capstan.Outcome, err error) {
 	op, err := a.Ledger.Get(ctx, in.OperationID)
 	switch {
 	case errors.Is(err, ledger.ErrNotFound):
-		return res, false, false, nil
+		return res, false, "", nil
 	case err != nil:
-		return res, true, false, fmt.Errorf("read operation %s before asking for its approval: %w", in.OperationID, err)
+		return res, true, "", fmt.Errorf("read operation %s before asking for its approval: %w", in.OperationID, err)
 	}
 	switch op.State {
 	case capstan.OutcomeSucceeded:
@@ -120,27 +120,23 @@ func (a *Activities) sentBefore(ctx context.Context, in contract.ExecuteToolInpu
 		if res, err = a.succeeded(ctx, in, res, op.ExternalID, op.Result); err == nil {
 			res.Preview = resultPreview(tool, args, op.Result, res.Preview)
 		}
-		return res, true, false, err
+		return res, true, "", err
 	case capstan.OutcomeDeclared, capstan.OutcomeAbsent, capstan.OutcomeFailed:
-		return res, false, false, nil
+		return res, false, "", nil
 	default:
-		return res, false, true, nil
+		return res, false, op.State, nil
 	}
 }
 
 // ledgerOnly answers ExecuteToolInput.LedgerOnly: what the ledger holds
 // of the operation, nothing decided, claimed or sent.
 func (a *Activities) ledgerOnly(ctx context.Context, in contract.ExecuteToolInput, tool tools.Tool, args json.RawMessage, res contract.ExecuteToolResult) (contract.ExecuteToolResult, error) {
-	res, stop, through, err := a.sentBefore(ctx, in, tool, args, res)
+	res, stop, held, err := a.sentBefore(ctx, in, tool, args, res)
 	switch {
 	case err != nil || stop:
 		return res, err
-	case through:
-		op, err := a.Ledger.Get(ctx, in.OperationID)
-		if err != nil {
-			return res, fmt.Errorf("read operation %s: %w", in.OperationID, err)
-		}
-		return res, unknownOperation(in.OperationID, op.State, nil)
+	case held != "":
+		return res, unknownOperation(in.OperationID, held, nil)
 	default:
 		res.State = capstan.OutcomeAbsent
 		return res, nil

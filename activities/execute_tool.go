@@ -182,8 +182,8 @@ func (a *Activities) screen(ctx context.Context, in contract.ExecuteToolInput, t
 		return id, nil, res, true, err
 	}
 	if in.Denial != nil {
-		res, stop, through, err := a.sentBefore(ctx, in, tool, args, res)
-		if through && err == nil {
+		res, stop, held, err := a.sentBefore(ctx, in, tool, args, res)
+		if held != "" && err == nil {
 			return id, nil, res, false, nil // settled by its claim, never denied
 		}
 		if !stop {

@@ -139,8 +139,8 @@ func (a *Activities) abide(ctx context.Context, in contract.ExecuteToolInput, to
 		return res, true, err
 	}
 	if awaits(d) {
-		res, stop, through, err := a.sentBefore(ctx, in, tool, args, res)
-		if stop || through || err != nil {
+		res, stop, held, err := a.sentBefore(ctx, in, tool, args, res)
+		if through := held != ""; stop || through || err != nil {
 			return res, !through || err != nil, err
 		}
 		res, err = awaiting(in, tool, args, id, res)
