@@ -208,7 +208,7 @@ func (a *Activities) offered(ctx context.Context, tp *contract.TaskPolicy, pendi
 // read that names HEAD, which stands for it. "" for another read, or when
 // the worker cannot read default branches.
 func (a *Activities) defaultBranch(ctx context.Context, c policy.Call, tp *contract.TaskPolicy) (string, error) {
-	if a.DefaultBranches == nil || !(c.Writes || namesHead(c, tp)) || c.Repository == "" {
+	if a.DefaultBranches == nil || !(c.Writes || policy.NamesHead(c, tp.Base)) || c.Repository == "" {
 		return "", nil
 	}
 	if len(a.Floor.Overrides()) == 0 && !slices.ContainsFunc(tp.Repositories, func(r string) bool {
@@ -217,14 +217,6 @@ func (a *Activities) defaultBranch(ctx context.Context, c policy.Call, tp *contr
 		return "", nil // refused by default/repository, which nothing lifts
 	}
 	return a.DefaultBranches.DefaultBranch(ctx, c.Repository)
-}
-
-// namesHead is whether the call or the task's base names HEAD, which the
-// policy reads as the repository's default branch (a read too).
-func namesHead(c policy.Call, tp *contract.TaskPolicy) bool {
-	return slices.ContainsFunc([]string{c.Branch, c.From, c.Into, tp.Base}, func(ref string) bool {
-		return strings.TrimPrefix(strings.TrimPrefix(ref, "refs/"), "heads/") == "HEAD"
-	})
 }
 
 // policyTask is what the policy knows of the task when it starts.

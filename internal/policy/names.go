@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"slices"
 	"strings"
 	"unicode"
 
@@ -22,6 +23,13 @@ func branchName(ref string) string {
 		return b
 	}
 	return ref
+}
+
+// NamesHead is whether c, or a task whose base is base, names HEAD (in
+// any form branchName reads), which the policy reads as the repository's
+// default branch: its caller must know that branch, even for a read.
+func NamesHead(c Call, base string) bool {
+	return slices.ContainsFunc([]string{c.Branch, c.From, c.Into, base}, func(ref string) bool { return branchName(ref) == "HEAD" })
 }
 
 // normalize folds what a rule sees of c and t into the one form rules
