@@ -9,5 +9,5 @@
 // use it without linking anything else. Strings an older release wrote
 // (ledger rows, recorded histories, task results) still decode: UnmarshalText
 // and ParseOutcome accept them as aliases of the word they meant; the
-// README's changelog lists them.
+// CHANGELOG.md lists them.
 package capstan

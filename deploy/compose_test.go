@@ -80,7 +80,7 @@ func publishedHost(n yaml.Node) (string, error) {
 // publishes on the host is bound to a loopback address. Temporal's
 // frontend and UI, Prometheus and Grafana have no authentication here;
 // published on every interface they hand the pool to anyone who can reach
-// the machine (README: "Exposing a pool").
+// the machine (docs/configuration.md: "Exposing a pool").
 func TestComposePublishesOnLoopbackOnly(t *testing.T) {
 	t.Parallel()
 	published := 0

@@ -21,7 +21,7 @@ export CAPSTAN_LEDGER_DSN=${CAPSTAN_LEDGER_DSN:-sqlite://$STATE/ledger.db}
 # refuses to hand out capstan, the queue of real tasks.
 QUEUE=${CAPSTAN_TASK_QUEUE:-capstan-sandbox}
 # The worker runs under Worker Versioning as this deployment version, made
-# current below (README: deploying a new version).
+# current below (docs/configuration.md: deploying a new version).
 export CAPSTAN_DEPLOYMENT_NAME=${CAPSTAN_DEPLOYMENT_NAME:-capstan-demo}
 export CAPSTAN_BUILD_ID=${CAPSTAN_BUILD_ID:-$(git rev-parse --short=12 HEAD 2>/dev/null || echo dev)}
 

@@ -10,7 +10,7 @@
 // their classes, and exits: 0 when every server answered, 1 with one
 // sentence naming the server and the field otherwise.
 //
-// Configuration is read from the environment (see the README); secrets stay
+// Configuration is read from the environment (docs/configuration.md); secrets stay
 // in this process and never enter workflow history. The worker reaches the
 // model providers, GitHub and Slack at the base URLs of its environment
 // (OPENAI_BASE_URL, ANTHROPIC_BASE_URL, GITHUB_API_URL, SLACK_API_URL), so

@@ -13,7 +13,7 @@ import (
 )
 
 // Timeouts, heartbeats and retry policies of every activity, per dependency:
-// activityTable is the one place they are chosen (the README's "Timeouts and
+// activityTable is the one place they are chosen (docs/configuration.md's "Timeouts and
 // retries" shows the same table). The options functions below only read it.
 //
 //	activity               dependency (breaker)       start-to-close          heartbeat  Temporal's retries                     when the breaker is open

@@ -9,7 +9,7 @@ import (
 )
 
 // Every default of capstan is in this file: the typed values code reads,
-// and Settings, the table people read (the README's configuration table is
+// and Settings, the table people read (docs/configuration.md's configuration table is
 // rendered from it, and a test fails when the two differ). No package
 // outside internal/config declares a Default… identifier (a test checks
 // the tree), so a default is changed here or nowhere.
@@ -215,7 +215,7 @@ type Setting struct {
 	Meaning string
 }
 
-// Settings are every setting, in the order the README lists them.
+// Settings are every setting, in the order docs/configuration.md lists them.
 var Settings = []Setting{
 	{Name: "TEMPORAL_ADDRESS", Default: code(client.DefaultHostPort),
 		Meaning: "Temporal frontend (the SDK's envconfig: `TEMPORAL_PROFILE`, `TEMPORAL_CONFIG_FILE`, TLS and API keys work too)"},

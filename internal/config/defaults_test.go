@@ -18,13 +18,13 @@ import (
 // moduleRoot is the repository's root, two levels above this package.
 const moduleRoot = "../.."
 
-// The README's configuration table sits between these comments.
+// The configuration table of docs/configuration.md sits between these comments.
 const (
 	tableBegin = "<!-- configuration table: generated from internal/config.Settings; CAPSTAN_UPDATE_README=1 go test ./internal/config -run README -->"
 	tableEnd   = "<!-- end of configuration table -->"
 )
 
-// markdownTable renders Settings as the README shows them.
+// markdownTable renders Settings as docs/configuration.md shows them.
 func markdownTable(settings []Setting) string {
 	var b strings.Builder
 	b.WriteString("| setting | default | meaning |\n|---|---|---|\n")
@@ -38,11 +38,11 @@ func markdownTable(settings []Setting) string {
 	return b.String()
 }
 
-// TestREADMEConfigurationTableIsSettings fails when the README's table is
+// TestREADMEConfigurationTableIsSettings fails when docs/configuration.md's table is
 // not Settings rendered, so the two cannot drift; with
 // CAPSTAN_UPDATE_README=1 it rewrites the table instead.
 func TestREADMEConfigurationTableIsSettings(t *testing.T) {
-	path := filepath.Join(moduleRoot, "README.md")
+	path := filepath.Join(moduleRoot, "docs", "configuration.md")
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -51,7 +51,7 @@ func TestREADMEConfigurationTableIsSettings(t *testing.T) {
 	begin := strings.Index(readme, tableBegin)
 	end := strings.Index(readme, tableEnd)
 	if begin < 0 || end < begin {
-		t.Fatalf("README.md has no configuration table between %q and %q", tableBegin, tableEnd)
+		t.Fatalf("docs/configuration.md has no configuration table between %q and %q", tableBegin, tableEnd)
 	}
 	body := begin + len(tableBegin) + 1
 	got, want := readme[body:end], markdownTable(Settings)
@@ -69,7 +69,7 @@ func TestREADMEConfigurationTableIsSettings(t *testing.T) {
 	for i := range max(len(gotRows), len(wantRows)) {
 		g, w := row(gotRows, i), row(wantRows, i)
 		if g != w {
-			t.Fatalf("README.md's configuration table differs from config.Settings at row %d:\nREADME:   %s\nSettings: %s\n"+
+			t.Fatalf("docs/configuration.md's configuration table differs from config.Settings at row %d:\ndocs:     %s\nSettings: %s\n"+
 				"(edit internal/config/defaults.go, then CAPSTAN_UPDATE_README=1 go test ./internal/config -run README)", i+1, g, w)
 		}
 	}

@@ -19,8 +19,8 @@ import (
 // of 2 in 2^rampTasks.
 const rampTasks = 16
 
-// TestLongReadmeRolloutSequence runs the README's rollout ("Deploying a new
-// version") as written, with the pinned Temporal CLI: every `temporal
+// TestLongReadmeRolloutSequence runs the documented rollout (docs/configuration.md,
+// "Deploying a new version") as written, with the pinned Temporal CLI: every `temporal
 // worker deployment` line of its block, the deployment's name aside. v1 is
 // current; v2's worker starts beside it; the ramp lines send 10 % and then
 // 50 % of new tasks to v2, and tasks started then run on both builds; the
@@ -44,14 +44,14 @@ func TestLongReadmeRolloutSequence(t *testing.T) {
 		args := step.args(deployment)
 		r := runToExit(t, cli, time.Minute, env, args...)
 		if r.code != 0 {
-			t.Fatalf("README: temporal %s: exit %d\n%s%s", strings.Join(args, " "), r.code, r.stdout, r.stderr)
+			t.Fatalf("rollout: temporal %s: exit %d\n%s%s", strings.Join(args, " "), r.code, r.stdout, r.stderr)
 		}
 		return r.stdout + r.stderr
 	}
 	// Step 1's describe of v2 succeeds once v2's worker has polled, which
 	// no event announces.
 	describeV2 := steps.find(t, "describe-version", "v2")
-	retryFor(t, "README step 1: describe v2", 2*time.Minute, time.Second, func() error {
+	retryFor(t, "rollout step 1: describe v2", 2*time.Minute, time.Second, func() error {
 		if r := runToExit(t, cli, time.Minute, env, describeV2.args(deployment)...); r.code != 0 {
 			return fmt.Errorf("exit %d: %s", r.code, r.stderr)
 		}
@@ -90,7 +90,7 @@ func TestLongReadmeRolloutSequence(t *testing.T) {
 
 	waitDrained(t, deployment, "v1")
 	if out := run(steps.find(t, "describe-version", "v1")); !strings.Contains(strings.ToLower(out), "drained") {
-		t.Errorf("README step 3: describe-version of drained v1 does not say drained:\n%s", out)
+		t.Errorf("rollout step 3: describe-version of drained v1 does not say drained:\n%s", out)
 	}
 }
 
@@ -129,7 +129,7 @@ func (ss rolloutSteps) find(t *testing.T, sub, with string) rolloutStep {
 // block that follows "Rolling out build" in the README, comments cut.
 func readmeRollout(t *testing.T) rolloutSteps {
 	t.Helper()
-	f, err := os.Open(filepath.Join(testenv.RepoRoot(), "README.md"))
+	f, err := os.Open(filepath.Join(testenv.RepoRoot(), "docs", "configuration.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +155,7 @@ func readmeRollout(t *testing.T) rolloutSteps {
 		t.Fatal(err)
 	}
 	if len(steps) == 0 {
-		t.Fatal("README.md: no `temporal worker deployment` line in the block after \"Rolling out build\"")
+		t.Fatal("docs/configuration.md: no `temporal worker deployment` line in the block after \"Rolling out build\"")
 	}
 	return steps
 }
