@@ -104,8 +104,8 @@ clean: down
 	rm -rf .capstan
 
 # Record the histories the replay test replays: every end-to-end test that
-# calls recordHistory writes workflows/testdata/<HistoryVersion>-<case>.json,
-# HistoryVersion being the label in workflows/version.go. Files are never
+# calls recordHistory writes internal/workflows/testdata/<HistoryVersion>-<case>.json,
+# HistoryVersion being the label in internal/workflows/version.go. Files are never
 # overwritten (a test fails rather than replace one): when workflow logic
 # changes behind workflow.GetVersion, bump HistoryVersion and run this to
 # record the new version's histories next to the old ones.

@@ -37,7 +37,7 @@ func TestWorkflowAndStarterLinkNoClientSDK(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the go command is not on PATH: %v", err)
 	}
-	for _, pkg := range []string{"./workflows", "./starter"} {
+	for _, pkg := range []string{"./internal/workflows", "./starter"} {
 		t.Run(strings.TrimPrefix(pkg, "./"), func(t *testing.T) {
 			imports := listDeps(t, goBin, pkg)
 			root := "github.com/capstanhq/capstan/" + strings.TrimPrefix(pkg, "./")

@@ -22,11 +22,11 @@ const maxFuncLines = 80
 const maxFileLines = 500
 
 // TestNoLongFunctionsInWorkflowsAndActivities fails on a function of
-// workflows/ or activities/ longer than maxFuncLines, counting from its
+// internal/workflows/ or internal/activities/ longer than maxFuncLines, counting from its
 // signature to its closing brace.
 func TestNoLongFunctionsInWorkflowsAndActivities(t *testing.T) {
 	t.Parallel()
-	for _, dir := range []string{"workflows", "activities"} {
+	for _, dir := range []string{"internal/workflows", "internal/activities"} {
 		fset := token.NewFileSet()
 		for _, path := range goFiles(t, dir) {
 			f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)

@@ -12,7 +12,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/capstanhq/capstan/internal/model"
-	"github.com/capstanhq/capstan/internal/tools"
+	"github.com/capstanhq/capstan/tool"
 )
 
 // The bare task: capstan's task shape written as a plain Temporal workflow,
@@ -123,7 +123,7 @@ func bareSystemPrompt(in BareInput) string {
 // capstan worker builds.
 type bareActivities struct {
 	providers map[string]model.Provider
-	tools     *tools.Registry
+	tools     *tool.Registry
 	slack     *slack.Client
 }
 
@@ -175,9 +175,9 @@ func (a *bareActivities) BareTool(ctx context.Context, in BareToolInput) (string
 	if err != nil {
 		return "", err
 	}
-	out, err := t.Execute(ctx, tools.Call{OperationID: in.OperationID, Arguments: in.Call.Arguments})
+	out, err := t.Execute(ctx, tool.Call{OperationID: in.OperationID, Arguments: in.Call.Arguments})
 	if err != nil {
-		if tools.Classify(err) == tools.VerdictFailed {
+		if tool.Classify(err) == tool.VerdictFailed {
 			b, _ := json.Marshal(map[string]string{"error": err.Error()})
 			return string(b), nil
 		}

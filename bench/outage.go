@@ -15,7 +15,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/capstanhq/capstan/internal/config"
-	"github.com/capstanhq/capstan/workflows"
+	"github.com/capstanhq/capstan/internal/workflows"
 )
 
 // The outage: the model provider answers every request with 503 for

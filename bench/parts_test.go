@@ -23,10 +23,10 @@ func TestPartOf(t *testing.T) {
 		{"a fsync under a turn's commit is the ledger's",
 			[]string{"internal/runtime/syscall/linux.Syscall6", "modernc.org/libc.Xfsync",
 				"github.com/capstanhq/capstan/internal/ledger/sqlite.(*Store).CommitTurn",
-				"github.com/capstanhq/capstan/activities.(*Activities).ModelTurn", "go.temporal.io/sdk/internal.(*activityTaskPoller).ProcessTask"},
+				"github.com/capstanhq/capstan/internal/activities.(*Activities).ModelTurn", "go.temporal.io/sdk/internal.(*activityTaskPoller).ProcessTask"},
 			ledger},
 		{"the rest of a turn is the turn's",
-			[]string{"encoding/json.Unmarshal", "github.com/capstanhq/capstan/activities.(*Activities).ModelTurn",
+			[]string{"encoding/json.Unmarshal", "github.com/capstanhq/capstan/internal/activities.(*Activities).ModelTurn",
 				"go.temporal.io/sdk/internal.(*activityTaskPoller).ProcessTask"},
 			modelTurn},
 		{"bare's turn shares the part's name",
@@ -52,7 +52,7 @@ func writeProfile(t *testing.T, path string) {
 	fn := func(id uint64, name string) *profile.Function { return &profile.Function{ID: id, Name: name} }
 	syscall := fn(1, "internal/runtime/syscall/linux.Syscall6")
 	commit := fn(2, "github.com/capstanhq/capstan/internal/ledger/sqlite.(*Store).CommitTurn")
-	turn := fn(3, "github.com/capstanhq/capstan/activities.(*Activities).ModelTurn")
+	turn := fn(3, "github.com/capstanhq/capstan/internal/activities.(*Activities).ModelTurn")
 	unmarshal := fn(4, "encoding/json.Unmarshal")
 	loc := func(id uint64, fns ...*profile.Function) *profile.Location {
 		l := &profile.Location{ID: id}

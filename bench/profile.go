@@ -27,7 +27,7 @@ var areas = []struct{ name, prefixes string }{
 	{"the profiler itself (runtime/pprof, its gzip)", "runtime/pprof. compress/flate.(*compressor) compress/flate.(*huffmanEncoder) compress/flate.(*huffmanBitWriter) compress/gzip.(*Writer)"},
 	{"SQLite (modernc.org/sqlite, its libc)", "modernc.org/"},
 	{"capstan ledger stores", "github.com/capstanhq/capstan/internal/ledger"},
-	{"capstan activities and workflow", "github.com/capstanhq/capstan/activities github.com/capstanhq/capstan/workflows"},
+	{"capstan activities and workflow", "github.com/capstanhq/capstan/internal/activities github.com/capstanhq/capstan/internal/workflows"},
 	{"sandbox fakes (not the worker)", "github.com/capstanhq/capstan/internal/sandbox"},
 	{"bench driver (not the worker)", "main."},
 	{"model client (openai-go)", "github.com/openai/"},

@@ -15,7 +15,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 
-	"github.com/capstanhq/capstan/workflows"
+	"github.com/capstanhq/capstan/internal/workflows"
 )
 
 // Memo fields starter run sets on a task's start (docs/design.md §9.2):

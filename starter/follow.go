@@ -15,7 +15,7 @@ import (
 
 	"github.com/capstanhq/capstan/internal/contract"
 	"github.com/capstanhq/capstan/internal/livestream"
-	"github.com/capstanhq/capstan/workflows"
+	"github.com/capstanhq/capstan/internal/workflows"
 )
 
 // How often the follower asks the workflow what it does. The text itself

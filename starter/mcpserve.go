@@ -20,7 +20,7 @@ import (
 	"go.temporal.io/sdk/converter"
 
 	"github.com/capstanhq/capstan/internal/config"
-	"github.com/capstanhq/capstan/workflows"
+	"github.com/capstanhq/capstan/internal/workflows"
 )
 
 // Capstan as an MCP server (docs/design.md §5.10): `starter mcp serve`

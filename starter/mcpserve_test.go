@@ -23,7 +23,7 @@ import (
 	"go.temporal.io/sdk/converter"
 
 	"github.com/capstanhq/capstan/internal/config"
-	"github.com/capstanhq/capstan/workflows"
+	"github.com/capstanhq/capstan/internal/workflows"
 )
 
 // fakeTemporal is the part of a Temporal client that run_task and the

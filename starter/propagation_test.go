@@ -16,7 +16,7 @@ import (
 	"github.com/capstanhq/capstan/internal/config"
 	"github.com/capstanhq/capstan/internal/testenv"
 	"github.com/capstanhq/capstan/internal/workerapp"
-	"github.com/capstanhq/capstan/workflows"
+	"github.com/capstanhq/capstan/internal/workflows"
 )
 
 // propagatingClient is a real client whose first refuse starts are

@@ -7,7 +7,7 @@ import (
 
 	"go.temporal.io/api/serviceerror"
 
-	"github.com/capstanhq/capstan/workflows"
+	"github.com/capstanhq/capstan/internal/workflows"
 )
 
 // Every attribute a task carries has a type name for the command the

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/capstanhq/capstan/workflows"
+	"github.com/capstanhq/capstan/internal/workflows"
 )
 
 func TestSummaryIsTheRepoAndTheFirstLineOfThePrompt(t *testing.T) {

@@ -8,7 +8,7 @@ import (
 
 	"github.com/capstanhq/capstan"
 	"github.com/capstanhq/capstan/internal/livestream"
-	"github.com/capstanhq/capstan/workflows"
+	"github.com/capstanhq/capstan/internal/workflows"
 )
 
 func TestCleanStripsEscapeSequencesAndControls(t *testing.T) {

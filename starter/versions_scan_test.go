@@ -21,7 +21,7 @@ import (
 	"go.temporal.io/sdk/converter"
 
 	"github.com/capstanhq/capstan/internal/testenv"
-	"github.com/capstanhq/capstan/workflows"
+	"github.com/capstanhq/capstan/internal/workflows"
 )
 
 // fakeHistories serves describes and histories of open tasks, each read

@@ -10,5 +10,5 @@
 // Everything here is in recorded histories: a JSON field name, an activity
 // name or an error type's string is never changed (docs/design.md,
 // "Replay"). Package activities names these types as its own (aliases in
-// activities/types.go).
+// internal/activities/types.go).
 package contract

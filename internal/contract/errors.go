@@ -51,7 +51,7 @@ const (
 	// its next-retry delay is the time left in the open period plus
 	// jitter, and its details a BreakerWait naming the breaker. The
 	// workflow waits that long itself rather than spend the activity's
-	// retry attempts (workflows/options.go).
+	// retry attempts (internal/workflows/options.go).
 	ErrTypeBreakerOpen = "BreakerOpen"
 	// ErrTypeInvalidResolution: a person's resolution that Reconcile
 	// cannot record (found without a URL, or a verdict other than found

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/capstanhq/capstan"
-	"github.com/capstanhq/capstan/workflows"
+	"github.com/capstanhq/capstan/internal/workflows"
 )
 
 const anthropicKey = "sk-ant-capstan-e2e-anthropic-5b1d"

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/capstanhq/capstan/internal/sandbox"
-	"github.com/capstanhq/capstan/workflows"
+	"github.com/capstanhq/capstan/internal/workflows"
 )
 
 // githubWrites are the GitHub fake's endpoints that change something.

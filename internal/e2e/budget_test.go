@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/capstanhq/capstan/workflows"
+	"github.com/capstanhq/capstan/internal/workflows"
 )
 
 // TestTokenBudgetStopsTheTask (issue 15, budgets): with the sandbox model

@@ -130,8 +130,8 @@ func writeCertainty(t *testing.T, rows []faultRow, reports []faultReport, failed
 func settledAt(t *testing.T, env []string, taskID string, row faultRow) time.Time {
 	t.Helper()
 	name := heldOperation[row.endpoint]
-	if tool, ok := toolOfEndpoint[row.endpoint]; ok {
-		name = ":" + tool + ":"
+	if impl, ok := toolOfEndpoint[row.endpoint]; ok {
+		name = ":" + impl + ":"
 	}
 	rows := ledgerRows(t, env, taskID)
 	i := slices.IndexFunc(rows, func(op ledgerRow) bool { return strings.Contains(op.ID, name) })

@@ -25,7 +25,7 @@ import (
 	"github.com/capstanhq/capstan/internal/config"
 	_ "github.com/capstanhq/capstan/internal/ledger/sqlite" // the sqlite driver
 	"github.com/capstanhq/capstan/internal/testenv"
-	"github.com/capstanhq/capstan/workflows"
+	"github.com/capstanhq/capstan/internal/workflows"
 )
 
 // demoContents are strings of the demo task's contents: the prompt, the

@@ -11,7 +11,7 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 
 	"github.com/capstanhq/capstan/internal/testenv"
-	"github.com/capstanhq/capstan/workflows"
+	"github.com/capstanhq/capstan/internal/workflows"
 )
 
 // TestContinueAsNewCarriesTheCheckpoint runs a long task on a server that

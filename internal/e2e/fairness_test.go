@@ -13,7 +13,7 @@ import (
 
 	"github.com/capstanhq/capstan/internal/config"
 	"github.com/capstanhq/capstan/internal/sandbox"
-	"github.com/capstanhq/capstan/workflows"
+	"github.com/capstanhq/capstan/internal/workflows"
 )
 
 // The fairness run's shape: tenant A's burst, tenant B's few, the worker's

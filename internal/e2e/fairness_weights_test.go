@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/capstanhq/capstan/internal/sandbox"
-	"github.com/capstanhq/capstan/workflows"
+	"github.com/capstanhq/capstan/internal/workflows"
 )
 
 // The weighted run's shape: each tenant's backlog, the weight of the

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/capstanhq/capstan/internal/sandbox"
-	"github.com/capstanhq/capstan/workflows"
+	"github.com/capstanhq/capstan/internal/workflows"
 )
 
 // checkSettlement checks that the faulted operation was settled the way the
@@ -43,9 +43,9 @@ func checkSettlement(t *testing.T, row faultRow, res workflows.TaskResult, journ
 	// The faulted operation: a tool call, or the delivery.
 	var opID, toolCallID string
 	var recovered bool
-	if tool, ok := toolOfEndpoint[row.endpoint]; ok {
+	if impl, ok := toolOfEndpoint[row.endpoint]; ok {
 		for _, op := range res.Operations {
-			if op.Tool == tool {
+			if op.Tool == impl {
 				opID, toolCallID, recovered = op.OperationID, op.ToolCallID, op.Recovered
 			}
 		}

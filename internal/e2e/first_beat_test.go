@@ -13,7 +13,7 @@ import (
 
 	"github.com/capstanhq/capstan/internal/contract"
 	"github.com/capstanhq/capstan/internal/model"
-	"github.com/capstanhq/capstan/workflows"
+	"github.com/capstanhq/capstan/internal/workflows"
 )
 
 // TestKilledWorkersLongTurnCountsItsLastBeat: a model attempt's first

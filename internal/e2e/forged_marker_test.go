@@ -13,7 +13,7 @@ import (
 	"github.com/capstanhq/capstan"
 	"github.com/capstanhq/capstan/internal/sandbox"
 	githubtools "github.com/capstanhq/capstan/internal/tools/github"
-	"github.com/capstanhq/capstan/workflows"
+	"github.com/capstanhq/capstan/internal/workflows"
 )
 
 // TestForgedCommentMarkerIsIgnored: before the task runs, someone else

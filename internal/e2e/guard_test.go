@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/capstanhq/capstan/workflows"
+	"github.com/capstanhq/capstan/internal/workflows"
 )
 
 // TestTurnGuardRetriesOverloadAndFailsOnRejection: an overloaded provider is

@@ -12,7 +12,7 @@ import (
 	"github.com/capstanhq/capstan/internal/sandbox"
 	"github.com/capstanhq/capstan/internal/sandbox/mcpserver"
 	"github.com/capstanhq/capstan/internal/testenv"
-	"github.com/capstanhq/capstan/workflows"
+	"github.com/capstanhq/capstan/internal/workflows"
 )
 
 // MCP calls end to end, continued (issue 16): a read-only tool's lost

@@ -13,7 +13,7 @@ import (
 	"github.com/capstanhq/capstan"
 	"github.com/capstanhq/capstan/internal/sandbox"
 	"github.com/capstanhq/capstan/internal/sandbox/mcpserver"
-	"github.com/capstanhq/capstan/workflows"
+	"github.com/capstanhq/capstan/internal/workflows"
 )
 
 // The tools of an MCP server, end to end (issue 16): a worker starts the
@@ -51,8 +51,8 @@ func mcpStore(t *testing.T, faults map[string][]string) (string, *mcpserver.Stor
 	if err != nil {
 		t.Fatal(err)
 	}
-	for tool, fs := range faults {
-		if err := store.Fault(tool, fs...); err != nil {
+	for impl, fs := range faults {
+		if err := store.Fault(impl, fs...); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -105,13 +105,13 @@ func runMCPTask(t *testing.T, env []string, name, script string) string {
 
 // oneOperation checks the task completed with one operation of tool in
 // state, and returns it.
-func oneOperation(t *testing.T, res workflows.TaskResult, tool string, state capstan.Outcome) workflows.OperationRecord {
+func oneOperation(t *testing.T, res workflows.TaskResult, impl string, state capstan.Outcome) workflows.OperationRecord {
 	t.Helper()
 	if res.Status != workflows.StatusCompleted {
 		t.Fatalf("task: %s %s %s", res.Status, res.FailureCode, res.Message)
 	}
-	if len(res.Operations) != 1 || res.Operations[0].Tool != tool || res.Operations[0].State != state {
-		t.Fatalf("operations %+v, want one %s %s", res.Operations, tool, state)
+	if len(res.Operations) != 1 || res.Operations[0].Tool != impl || res.Operations[0].State != state {
+		t.Fatalf("operations %+v, want one %s %s", res.Operations, impl, state)
 	}
 	return res.Operations[0]
 }

@@ -15,7 +15,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/capstanhq/capstan"
-	"github.com/capstanhq/capstan/workflows"
+	"github.com/capstanhq/capstan/internal/workflows"
 )
 
 // mcpClientName is the name the test's MCP client gives in its clientInfo:
@@ -50,29 +50,29 @@ func serveMCP(t *testing.T, env []string, args ...string) *sdk.ClientSession {
 
 // mcpCall calls the tool and decodes its structured content into out;
 // a tool error fails the test.
-func mcpCall(t *testing.T, cs *sdk.ClientSession, tool string, args map[string]any, out any) string {
+func mcpCall(t *testing.T, cs *sdk.ClientSession, impl string, args map[string]any, out any) string {
 	t.Helper()
-	res, text := mcpCallRaw(t, cs, tool, args)
+	res, text := mcpCallRaw(t, cs, impl, args)
 	if res.IsError {
-		t.Fatalf("%s %v: tool error %q", tool, args, text)
+		t.Fatalf("%s %v: tool error %q", impl, args, text)
 	}
 	b, err := json.Marshal(res.StructuredContent)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := json.Unmarshal(b, out); err != nil {
-		t.Fatalf("%s: structured content %s: %v", tool, b, err)
+		t.Fatalf("%s: structured content %s: %v", impl, b, err)
 	}
 	return text
 }
 
-func mcpCallRaw(t *testing.T, cs *sdk.ClientSession, tool string, args map[string]any) (*sdk.CallToolResult, string) {
+func mcpCallRaw(t *testing.T, cs *sdk.ClientSession, impl string, args map[string]any) (*sdk.CallToolResult, string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: tool, Arguments: args})
+	res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: impl, Arguments: args})
 	if err != nil {
-		t.Fatalf("%s %v: %v", tool, args, err)
+		t.Fatalf("%s %v: %v", impl, args, err)
 	}
 	var text []string
 	for _, c := range res.Content {
@@ -91,8 +91,8 @@ func mcpTools(t *testing.T, cs *sdk.ClientSession) []string {
 		t.Fatal(err)
 	}
 	var names []string
-	for _, tool := range res.Tools {
-		names = append(names, tool.Name)
+	for _, impl := range res.Tools {
+		names = append(names, impl.Name)
 	}
 	slices.Sort(names)
 	return names

@@ -11,7 +11,7 @@ import (
 
 	"github.com/capstanhq/capstan/internal/model"
 	"github.com/capstanhq/capstan/internal/sandbox"
-	"github.com/capstanhq/capstan/workflows"
+	"github.com/capstanhq/capstan/internal/workflows"
 )
 
 // The model fault table (issue 8): every fault the sandbox model offers,

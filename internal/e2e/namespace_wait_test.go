@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/capstanhq/capstan/internal/testenv"
-	"github.com/capstanhq/capstan/workflows"
+	"github.com/capstanhq/capstan/internal/workflows"
 )
 
 // inNamespace is env pointed at namespace ns instead of "default".

@@ -11,7 +11,7 @@ import (
 	"github.com/capstanhq/capstan"
 	"github.com/capstanhq/capstan/internal/testenv"
 	githubtools "github.com/capstanhq/capstan/internal/tools/github"
-	"github.com/capstanhq/capstan/workflows"
+	"github.com/capstanhq/capstan/internal/workflows"
 )
 
 // TestWritesOntoItsBranchAcrossContinueAsNew: a branch the task created in

@@ -12,7 +12,7 @@ import (
 
 	"github.com/capstanhq/capstan/internal/sandbox"
 	"github.com/capstanhq/capstan/internal/testenv"
-	"github.com/capstanhq/capstan/workflows"
+	"github.com/capstanhq/capstan/internal/workflows"
 )
 
 // TestLongPinnedTaskContinuesAsNewOnItsBuild: a pinned task that continues

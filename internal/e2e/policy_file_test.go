@@ -13,7 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/capstanhq/capstan/internal/ledger/sqlite"
-	"github.com/capstanhq/capstan/workflows"
+	"github.com/capstanhq/capstan/internal/workflows"
 )
 
 // prodFrozen is a policy file whose one rule's CEL condition reads the

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/capstanhq/capstan/internal/testenv"
-	"github.com/capstanhq/capstan/workflows"
+	"github.com/capstanhq/capstan/internal/workflows"
 )
 
 // githubLog records every request that reaches the sandbox's GitHub, as

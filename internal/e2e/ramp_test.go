@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/capstanhq/capstan/internal/testenv"
-	"github.com/capstanhq/capstan/workflows"
+	"github.com/capstanhq/capstan/internal/workflows"
 )
 
 // rampTasks is how many tasks start while half of new tasks go to v2: with

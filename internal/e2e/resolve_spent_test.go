@@ -11,7 +11,7 @@ import (
 
 	"github.com/capstanhq/capstan"
 	"github.com/capstanhq/capstan/internal/sandbox"
-	"github.com/capstanhq/capstan/workflows"
+	"github.com/capstanhq/capstan/internal/workflows"
 )
 
 // TestPersonFoundIsAppliedAfterReexecutionsAreSpent: a review comment's

@@ -18,7 +18,7 @@ import (
 
 	"github.com/capstanhq/capstan"
 	"github.com/capstanhq/capstan/internal/ledger/postgres/pgtest"
-	"github.com/capstanhq/capstan/workflows"
+	"github.com/capstanhq/capstan/internal/workflows"
 )
 
 // runHello runs the one-turn hello task under id in env's namespace with

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/capstanhq/capstan/internal/ledger/sqlite"
-	"github.com/capstanhq/capstan/workflows"
+	"github.com/capstanhq/capstan/internal/workflows"
 )
 
 // scheduleState is `starter schedule describe --json`.

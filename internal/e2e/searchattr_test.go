@@ -12,7 +12,7 @@ import (
 	"go.temporal.io/api/serviceerror"
 
 	"github.com/capstanhq/capstan/internal/testenv"
-	"github.com/capstanhq/capstan/workflows"
+	"github.com/capstanhq/capstan/internal/workflows"
 )
 
 // A starter run on a namespace that lacks capstan's search attributes — no

@@ -13,7 +13,7 @@ import (
 
 	"github.com/capstanhq/capstan"
 	"github.com/capstanhq/capstan/internal/sandbox"
-	"github.com/capstanhq/capstan/internal/tools"
+	"github.com/capstanhq/capstan/tool"
 )
 
 // TestSlackReconcilerWithinSlackLimits: Slack takes the final answer but its
@@ -91,7 +91,7 @@ func TestSlackReconcilerWithinSlackLimits(t *testing.T) {
 		channel, oldest, _ := strings.Cut(read, " oldest=")
 		sec, _, _ := strings.Cut(oldest, ".")
 		at, err := strconv.ParseInt(sec, 10, 64)
-		if from := started.Add(-tools.ClockMargin).Unix() - 1; channel != channelID || err != nil || at < from {
+		if from := started.Add(-tool.ClockMargin).Unix() - 1; channel != channelID || err != nil || at < from {
 			t.Errorf("conversations.history request %q: want channel %s and oldest from the send less the clock margin (%d) on", read, channelID, from)
 		}
 	}

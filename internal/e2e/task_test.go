@@ -25,7 +25,7 @@ import (
 	"github.com/capstanhq/capstan"
 	"github.com/capstanhq/capstan/internal/sandbox"
 	"github.com/capstanhq/capstan/internal/testenv"
-	"github.com/capstanhq/capstan/workflows"
+	"github.com/capstanhq/capstan/internal/workflows"
 )
 
 // Secrets given to the worker. They must reach the fakes and never the
@@ -203,7 +203,7 @@ func recordHistory(t *testing.T, name, workflowID string) {
 
 // recordRunHistory saves the history of one run for the replay test when
 // CAPSTAN_RECORD_HISTORY is set (`make record-history`), as
-// workflows/testdata/<workflows.HistoryVersion>-<name>.json. It never
+// internal/workflows/testdata/<workflows.HistoryVersion>-<name>.json. It never
 // overwrites a file: a recorded history is what a released version of the
 // workflow did, and replay_test.go must keep replaying it. New recordings
 // go under a new HistoryVersion.
@@ -216,7 +216,7 @@ func recordRunHistory(t *testing.T, c client.Client, name, workflowID, runID str
 	if err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(testenv.RepoRoot(), "workflows", "testdata", workflows.HistoryVersion+"-"+name+".json")
+	path := filepath.Join(testenv.RepoRoot(), "internal", "workflows", "testdata", workflows.HistoryVersion+"-"+name+".json")
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if errors.Is(err, fs.ErrExist) {
 		t.Fatalf("%s already exists and recorded histories are never overwritten: "+

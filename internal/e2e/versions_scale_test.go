@@ -17,7 +17,7 @@ import (
 
 	"github.com/capstanhq/capstan/internal/testenv"
 	"github.com/capstanhq/capstan/internal/workerapp"
-	"github.com/capstanhq/capstan/workflows"
+	"github.com/capstanhq/capstan/internal/workflows"
 )
 
 // openTasksAtScale is how many open tasks TestLongVersionsAtScale reports

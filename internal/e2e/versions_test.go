@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/capstanhq/capstan/workflows"
+	"github.com/capstanhq/capstan/internal/workflows"
 )
 
 // TestVersionsReportsUnpinnedTasks: a task of an unversioned worker, held

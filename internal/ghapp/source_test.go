@@ -17,8 +17,8 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
-	"github.com/capstanhq/capstan/internal/tools"
 	githubtools "github.com/capstanhq/capstan/internal/tools/github"
+	"github.com/capstanhq/capstan/tool"
 )
 
 // fakeClock is a clock tests move by hand.
@@ -216,7 +216,7 @@ func TestTransportPutsTheTokenOnRequests(t *testing.T) {
 		t.Fatalf("err = %v, want ErrExchange without a token in it", err)
 	}
 	// The exchange met a 401, but the request itself was never sent.
-	if v := githubtools.Classify(err); v != tools.VerdictNotSent {
+	if v := githubtools.Classify(err); v != tool.VerdictNotSent {
 		t.Errorf("Classify(%v) = %s, want not_sent", err, v)
 	}
 }

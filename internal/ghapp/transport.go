@@ -8,7 +8,7 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/capstanhq/capstan/internal/tools"
+	"github.com/capstanhq/capstan/tool"
 )
 
 // Transport returns an http.RoundTripper that sends each request through
@@ -72,7 +72,7 @@ func notSent(err error) error {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}
-	return tools.WithVerdict(err, tools.VerdictNotSent)
+	return tool.WithVerdict(err, tool.VerdictNotSent)
 }
 
 // repoOf finds "repos/{owner}/{repo}" in u's path, under whatever prefix

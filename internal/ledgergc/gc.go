@@ -29,7 +29,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/capstanhq/capstan/internal/ledger"
-	"github.com/capstanhq/capstan/workflows"
+	"github.com/capstanhq/capstan/internal/workflows"
 )
 
 // Temporal is the part of Temporal's workflow service gc asks

@@ -322,10 +322,10 @@ func parseSettings(sj *settingsJSON) (Settings, error) {
 		}
 		st.Breaker = &b
 	}
-	for _, tool := range sortedKeys((sj.Tools)) {
-		tj := sj.Tools[tool]
+	for _, impl := range sortedKeys((sj.Tools)) {
+		tj := sj.Tools[impl]
 		ts := ToolSettings{Class: capstan.Class(tj.Class), Lookup: tj.Lookup}
-		field := fmt.Sprintf("capstan.tools.%s", tool)
+		field := fmt.Sprintf("capstan.tools.%s", impl)
 		if ts.IdleTimeout, err = duration(field+".idle_timeout", tj.IdleTimeout, 0); err != nil {
 			return st, err
 		}
@@ -334,12 +334,12 @@ func parseSettings(sj *settingsJSON) (Settings, error) {
 			return st, fmt.Errorf("%s.class: conditional needs a business key capstan cannot know for an MCP tool; use unsafe with a lookup", field)
 		case tj.Class != "" && !slices.Contains(classes, ts.Class):
 			return st, fmt.Errorf("%s.class: %q is not read_only, idempotent or unsafe", field, tj.Class)
-		case tj.Lookup == tool:
+		case tj.Lookup == impl:
 			return st, fmt.Errorf("%s.lookup: a tool cannot be its own lookup", field)
 		case tj.Lookup != "" && ts.Class != capstan.ClassUnsafe:
 			return st, fmt.Errorf("%s.lookup: only an unsafe tool is looked up (its class is %q); set class to unsafe", field, classOrNone(tj.Class))
 		}
-		st.Tools[tool] = ts
+		st.Tools[impl] = ts
 	}
 	return st, nil
 }

@@ -12,7 +12,7 @@ import (
 
 	"github.com/capstanhq/capstan"
 	"github.com/capstanhq/capstan/internal/sandbox/mcpserver"
-	"github.com/capstanhq/capstan/internal/tools"
+	"github.com/capstanhq/capstan/tool"
 )
 
 // stateVar, set, makes the test binary the sandbox MCP server over stdio,
@@ -76,7 +76,7 @@ func httpServer(t *testing.T, callTimeout string) (*Server, *mcpserver.Store, *m
 	return c.Servers["sb"], store, ts
 }
 
-func openTools(t *testing.T, s *Server) (*Conn, map[string]tools.Tool) {
+func openTools(t *testing.T, s *Server) (*Conn, map[string]tool.Tool) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -89,9 +89,9 @@ func openTools(t *testing.T, s *Server) (*Conn, map[string]tools.Tool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	byName := map[string]tools.Tool{}
-	for _, tool := range ts {
-		byName[tool.Name()] = tool
+	byName := map[string]tool.Tool{}
+	for _, impl := range ts {
+		byName[impl.Name()] = impl
 	}
 	return c, byName
 }
@@ -112,7 +112,7 @@ func TestToolsOverHTTPCarryTheOperationIDAndTheirClasses(t *testing.T) {
 	if create == nil || create.Class() != capstan.ClassUnsafe {
 		t.Fatalf("create_ticket: %v", create)
 	}
-	if _, ok := create.(tools.Finder); !ok {
+	if _, ok := create.(tool.Finder); !ok {
 		t.Error("create_ticket has a look-up configured but is no Finder")
 	}
 	if c := ts["mcp__sb__upsert_ticket"].Class(); c != capstan.ClassIdempotent {
@@ -122,17 +122,17 @@ func TestToolsOverHTTPCarryTheOperationIDAndTheirClasses(t *testing.T) {
 	if c := ts["mcp__sb__find_ticket"].Class(); c != capstan.ClassUnsafe {
 		t.Errorf("find_ticket class %s, want unsafe (server not trusted)", c)
 	}
-	if _, ok := ts["mcp__sb__search_tickets"].(tools.Finder); ok {
+	if _, ok := ts["mcp__sb__search_tickets"].(tool.Finder); ok {
 		t.Error("search_tickets has no look-up but is a Finder")
 	}
 	args := json.RawMessage(`{"title":"first"}`)
 	if _, err := create.Identify(args); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := create.Identify(json.RawMessage(`{"title":1}`)); !errors.Is(err, tools.ErrInvalidArguments) {
+	if _, err := create.Identify(json.RawMessage(`{"title":1}`)); !errors.Is(err, tool.ErrInvalidArguments) {
 		t.Errorf("a schema violation: %v", err)
 	}
-	res, err := create.Execute(context.Background(), tools.Call{OperationID: "op-1", Arguments: args})
+	res, err := create.Execute(context.Background(), tool.Call{OperationID: "op-1", Arguments: args})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,20 +144,20 @@ func TestToolsOverHTTPCarryTheOperationIDAndTheirClasses(t *testing.T) {
 		t.Errorf("state %+v", st)
 	}
 	// The look-up finds it.
-	e, err := create.(tools.Finder).Effect(tools.Sent{Call: tools.Call{OperationID: "op-1"}})
+	e, err := create.(tool.Finder).Effect(tool.Sent{Call: tool.Call{OperationID: "op-1"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	obs, err := e.Find(context.Background())
-	if err != nil || obs.Outcome != tools.Found || obs.ExternalID != "T-1" {
+	if err != nil || obs.Outcome != tool.Found || obs.ExternalID != "T-1" {
 		t.Errorf("look-up: %+v, %v", obs, err)
 	}
-	e, _ = create.(tools.Finder).Effect(tools.Sent{Call: tools.Call{OperationID: "op-2"}})
-	if obs, err := e.Find(context.Background()); err != nil || obs.Outcome != tools.NotSeen {
+	e, _ = create.(tool.Finder).Effect(tool.Sent{Call: tool.Call{OperationID: "op-2"}})
+	if obs, err := e.Find(context.Background()); err != nil || obs.Outcome != tool.NotSeen {
 		t.Errorf("look-up of an operation never sent: %+v, %v", obs, err)
 	}
 	_ = store.Fault("find_ticket", mcpserver.FaultUnknown)
-	if obs, err := e.Find(context.Background()); err != nil || obs.Outcome != tools.Ambiguous {
+	if obs, err := e.Find(context.Background()); err != nil || obs.Outcome != tool.Ambiguous {
 		t.Errorf("look-up that cannot tell: %+v, %v", obs, err)
 	}
 }
@@ -167,24 +167,24 @@ func TestOutcomesOfFaults(t *testing.T) {
 	_, ts := openTools(t, s)
 	create := ts["mcp__sb__create_ticket"]
 	call := func(op string) error {
-		_, err := create.Execute(context.Background(), tools.Call{OperationID: op, Arguments: json.RawMessage(`{"title":"x"}`)})
+		_, err := create.Execute(context.Background(), tool.Call{OperationID: op, Arguments: json.RawMessage(`{"title":"x"}`)})
 		return err
 	}
 	cases := []struct {
 		fault   string
-		verdict tools.Verdict
+		verdict tool.Verdict
 		effects int
 	}{
-		{mcpserver.FaultError, tools.VerdictFailed, 0},
-		{mcpserver.FaultInvalid, tools.VerdictFailed, 0},
-		{mcpserver.FaultHang, tools.VerdictUnknown, 0},
-		{mcpserver.FaultDrop, tools.VerdictUnknown, 1},
+		{mcpserver.FaultError, tool.VerdictFailed, 0},
+		{mcpserver.FaultInvalid, tool.VerdictFailed, 0},
+		{mcpserver.FaultHang, tool.VerdictUnknown, 0},
+		{mcpserver.FaultDrop, tool.VerdictUnknown, 1},
 	}
 	for i, tc := range cases {
 		before := state(t, store).Effects("")
 		_ = store.Fault("create_ticket", tc.fault)
 		err := call(fmt.Sprintf("op-%d", i))
-		if got := tools.Classify(err); got != tc.verdict {
+		if got := tool.Classify(err); got != tc.verdict {
 			t.Errorf("%s: verdict %s (%v), want %s", tc.fault, got, err, tc.verdict)
 		}
 		if got := state(t, store).Effects("") - before; got != tc.effects {
@@ -196,8 +196,8 @@ func TestOutcomesOfFaults(t *testing.T) {
 	// (unknown: the client cannot tell whether the request left) or the
 	// server refusing the connection (not_sent); never failed.
 	for _, op := range []string{"op-down", "op-down-2"} {
-		if err := call(op); tools.Classify(err) != tools.VerdictNotSent && tools.Classify(err) != tools.VerdictUnknown {
-			t.Errorf("a server gone: %v (%s), want not_sent or unknown", err, tools.Classify(err))
+		if err := call(op); tool.Classify(err) != tool.VerdictNotSent && tool.Classify(err) != tool.VerdictUnknown {
+			t.Errorf("a server gone: %v (%s), want not_sent or unknown", err, tool.Classify(err))
 		}
 	}
 }
@@ -209,8 +209,8 @@ func TestStdioServerKilledMidCallIsRestarted(t *testing.T) {
 	args := json.RawMessage(`{"key":"k","title":"x"}`)
 	changed := c.Changed()
 	_ = store.Fault("upsert_ticket", mcpserver.FaultCrash)
-	_, err := upsert.Execute(context.Background(), tools.Call{OperationID: "op-1", Arguments: args})
-	if v := tools.Classify(err); v != tools.VerdictUnknown {
+	_, err := upsert.Execute(context.Background(), tool.Call{OperationID: "op-1", Arguments: args})
+	if v := tool.Classify(err); v != tool.VerdictUnknown {
 		t.Fatalf("a crash mid-call: verdict %s (%v), want unknown", v, err)
 	}
 	select { // the process is started again and lists its tools
@@ -219,7 +219,7 @@ func TestStdioServerKilledMidCallIsRestarted(t *testing.T) {
 		t.Fatal("the server was not started again")
 	}
 	// An idempotent tool's retry carries the same operation id: one effect.
-	res, err := upsert.Execute(context.Background(), tools.Call{OperationID: "op-1", Arguments: args})
+	res, err := upsert.Execute(context.Background(), tool.Call{OperationID: "op-1", Arguments: args})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -244,7 +244,7 @@ func TestStoppedSandboxEndsHeldCalls(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		_, err := ts["mcp__sb__create_ticket"].Execute(context.Background(),
-			tools.Call{OperationID: "op-held", Arguments: json.RawMessage(`{"title":"x"}`)})
+			tool.Call{OperationID: "op-held", Arguments: json.RawMessage(`{"title":"x"}`)})
 		done <- err
 	}()
 	waitCall(t, store, "create_ticket")

@@ -15,7 +15,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/capstanhq/capstan/internal/config"
-	"github.com/capstanhq/capstan/internal/tools"
+	"github.com/capstanhq/capstan/tool"
 )
 
 // environmentVar, set, makes the test binary an MCP server over stdio whose
@@ -83,13 +83,13 @@ func TestStdioServerGetsNoSecretItWasNotGiven(t *testing.T) {
 	defer p.Close()
 	seen := func(server string) map[string]string {
 		t.Helper()
-		var tool tools.Tool
+		var impl tool.Tool
 		for _, tt := range p.Tools() {
 			if tt.Name() == ToolName(server, "environment") {
-				tool = tt
+				impl = tt
 			}
 		}
-		res, err := tool.Execute(ctx, tools.Call{OperationID: "op-" + server, Arguments: json.RawMessage(`{}`)})
+		res, err := impl.Execute(ctx, tool.Call{OperationID: "op-" + server, Arguments: json.RawMessage(`{}`)})
 		if err != nil {
 			t.Fatalf("%s: %v", server, err)
 		}

@@ -11,7 +11,7 @@ import (
 
 	"github.com/capstanhq/capstan"
 	"github.com/capstanhq/capstan/internal/testenv"
-	"github.com/capstanhq/capstan/internal/tools"
+	"github.com/capstanhq/capstan/tool"
 )
 
 // An MCP server capstan did not write — the reference server
@@ -34,9 +34,9 @@ func TestServerCapstanDidNotWrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	byName := map[string]tools.Tool{}
-	for _, tool := range p.Tools() {
-		byName[tool.Name()] = tool
+	byName := map[string]tool.Tool{}
+	for _, impl := range p.Tools() {
+		byName[impl.Name()] = impl
 	}
 	echo, sum, image := byName["mcp__everything__echo"], byName["mcp__everything__get-sum"], byName["mcp__everything__get-tiny-image"]
 	if echo == nil || sum == nil || image == nil {
@@ -45,17 +45,17 @@ func TestServerCapstanDidNotWrite(t *testing.T) {
 	if echo.Class() != capstan.ClassReadOnly || sum.Class() != capstan.ClassIdempotent {
 		t.Errorf("classes: echo %s (the trusted server's readOnlyHint), get-sum %s (configured)", echo.Class(), sum.Class())
 	}
-	if _, err := echo.Identify(json.RawMessage(`{"message": 1}`)); !errors.Is(err, tools.ErrInvalidArguments) {
+	if _, err := echo.Identify(json.RawMessage(`{"message": 1}`)); !errors.Is(err, tool.ErrInvalidArguments) {
 		t.Errorf("echo with a number: %v, want its own schema to refuse it", err)
 	}
-	call := func(tool tools.Tool, args string) string {
+	call := func(impl tool.Tool, args string) string {
 		t.Helper()
-		if _, err := tool.Identify(json.RawMessage(args)); err != nil {
-			t.Fatalf("%s %s: %v", tool.Name(), args, err)
+		if _, err := impl.Identify(json.RawMessage(args)); err != nil {
+			t.Fatalf("%s %s: %v", impl.Name(), args, err)
 		}
-		res, err := tool.Execute(ctx, tools.Call{OperationID: "op-" + tool.Name(), Arguments: json.RawMessage(args)})
+		res, err := impl.Execute(ctx, tool.Call{OperationID: "op-" + impl.Name(), Arguments: json.RawMessage(args)})
 		if err != nil {
-			t.Fatalf("%s: %v", tool.Name(), err)
+			t.Fatalf("%s: %v", impl.Name(), err)
 		}
 		return string(res.Output)
 	}

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/capstanhq/capstan/internal/sandbox/mcpserver"
-	"github.com/capstanhq/capstan/internal/tools"
+	"github.com/capstanhq/capstan/tool"
 )
 
 // Liveness of a call, over both transports: every call carries a progress
@@ -61,7 +61,7 @@ func TestCallLiveness(t *testing.T) {
 				_, ts := openTools(t, s)
 				_ = store.Fault("upsert_ticket", mcpserver.FaultSlow)
 				res, err := ts["mcp__sb__upsert_ticket"].Execute(context.Background(),
-					tools.Call{OperationID: "op-slow", Arguments: json.RawMessage(`{"key":"k","title":"x"}`)})
+					tool.Call{OperationID: "op-slow", Arguments: json.RawMessage(`{"key":"k","title":"x"}`)})
 				if err != nil || res.ExternalID != "T-1" {
 					t.Fatalf("a slow call that reported progress: %+v, %v", res, err)
 				}
@@ -78,9 +78,9 @@ func TestCallLiveness(t *testing.T) {
 				_, ts := openTools(t, s)
 				_ = store.Fault("create_ticket", mcpserver.FaultHang)
 				_, err := ts["mcp__sb__create_ticket"].Execute(context.Background(),
-					tools.Call{OperationID: "op-hang", Arguments: json.RawMessage(`{"title":"x"}`)})
-				if !errors.Is(err, ErrIdle) || tools.Classify(err) != tools.VerdictUnknown {
-					t.Fatalf("a hung call: %v (%s), want ErrIdle, unknown", err, tools.Classify(err))
+					tool.Call{OperationID: "op-hang", Arguments: json.RawMessage(`{"title":"x"}`)})
+				if !errors.Is(err, ErrIdle) || tool.Classify(err) != tool.VerdictUnknown {
+					t.Fatalf("a hung call: %v (%s), want ErrIdle, unknown", err, tool.Classify(err))
 				}
 				if c := waitCancellations(t, store, 1); c[0].RequestID == "" {
 					t.Errorf("cancellation %+v names no request", c[0])
@@ -94,13 +94,13 @@ func TestCallLiveness(t *testing.T) {
 				done := make(chan error, 1)
 				go func() {
 					_, err := ts["mcp__sb__create_ticket"].Execute(ctx,
-						tools.Call{OperationID: "op-cancel", Arguments: json.RawMessage(`{"title":"x"}`)})
+						tool.Call{OperationID: "op-cancel", Arguments: json.RawMessage(`{"title":"x"}`)})
 					done <- err
 				}()
 				waitCall(t, store, "create_ticket")
 				cancel()
-				if err := <-done; tools.Classify(err) != tools.VerdictCancelled {
-					t.Errorf("a cancelled call: %v (%s), want cancelled", err, tools.Classify(err))
+				if err := <-done; tool.Classify(err) != tool.VerdictCancelled {
+					t.Errorf("a cancelled call: %v (%s), want cancelled", err, tool.Classify(err))
 				}
 				if c := waitCancellations(t, store, 1); !strings.Contains(c[0].Reason, "canceled") {
 					t.Errorf("cancellation %+v, want the reason context canceled", c[0])
@@ -111,16 +111,16 @@ func TestCallLiveness(t *testing.T) {
 }
 
 // waitCall waits until the server received a call of tool.
-func waitCall(t *testing.T, store *mcpserver.Store, tool string) {
+func waitCall(t *testing.T, store *mcpserver.Store, impl string) {
 	t.Helper()
 	poll := time.NewTicker(20 * time.Millisecond)
 	defer poll.Stop()
 	deadline := time.After(30 * time.Second)
-	for len(state(t, store).CallsOf(tool)) == 0 {
+	for len(state(t, store).CallsOf(impl)) == 0 {
 		select {
 		case <-poll.C:
 		case <-deadline:
-			t.Fatalf("the server never received a call of %s", tool)
+			t.Fatalf("the server never received a call of %s", impl)
 		}
 	}
 }

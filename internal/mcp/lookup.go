@@ -10,13 +10,13 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/capstanhq/capstan/internal/tools"
+	"github.com/capstanhq/capstan/tool"
 )
 
-// lookedUp is a tool whose operator named a look-up tool: a tools.Finder,
+// lookedUp is a tool whose operator named a look-up tool: a tool.Finder,
 // so an operation of it whose answer was lost is settled by asking the
 // look-up, never by sending it again blindly, and whose effect is a
-// tools.ReadBack, so a person's found is checked by asking it too. A tool
+// tool.ReadBack, so a person's found is checked by asking it too. A tool
 // without a look-up is no Finder: its unknown operations go to a person
 // (starter resolve), whose found is recorded as given.
 type lookedUp struct {
@@ -24,22 +24,22 @@ type lookedUp struct {
 }
 
 // Effect is the look-up of s's operation.
-func (t *lookedUp) Effect(s tools.Sent) (tools.Effect, error) {
+func (t *lookedUp) Effect(s tool.Sent) (tool.Effect, error) {
 	if s.OperationID == "" {
 		return nil, fmt.Errorf("no operation id to look up")
 	}
-	return lookup{tool: t.Tool, operationID: s.OperationID}, nil
+	return lookup{impl: t.Tool, operationID: s.OperationID}, nil
 }
 
 // lookup asks the look-up tool about one operation.
 type lookup struct {
-	tool        *Tool
+	impl        *Tool
 	operationID string
 }
 
 // Key says what is looked for.
 func (l lookup) Key() string {
-	return fmt.Sprintf("what %s/%s says of operation %s", l.tool.Server(), l.tool.lookup, l.operationID)
+	return fmt.Sprintf("what %s/%s says of operation %s", l.impl.Server(), l.impl.lookup, l.operationID)
 }
 
 // lookupAnswer is the look-up tool's structured content.
@@ -52,26 +52,26 @@ type lookupAnswer struct {
 // structured content's status found, absent or unknown is the observation
 // (found, not seen, ambiguous). An error answer, or a status it does not
 // know, means the question could not be asked.
-func (l lookup) Find(ctx context.Context) (tools.Observation, error) {
+func (l lookup) Find(ctx context.Context) (tool.Observation, error) {
 	args, _ := json.Marshal(map[string]string{"operation_id": l.operationID})
 	// The look-up carries no operation id of its own: it has no effect.
-	res, err := l.tool.conn.Call(ctx, l.tool.lookup, args, "")
+	res, err := l.impl.conn.Call(ctx, l.impl.lookup, args, "")
 	if err != nil {
-		return tools.Observation{}, bound(fmt.Errorf("look-up %s/%s: %w", l.tool.Server(), l.tool.lookup, err))
+		return tool.Observation{}, bound(fmt.Errorf("look-up %s/%s: %w", l.impl.Server(), l.impl.lookup, err))
 	}
 	ans, err := readAnswer(res)
 	if err != nil {
-		return tools.Observation{}, bound(fmt.Errorf("look-up %s/%s: %w", l.tool.Server(), l.tool.lookup, err))
+		return tool.Observation{}, bound(fmt.Errorf("look-up %s/%s: %w", l.impl.Server(), l.impl.lookup, err))
 	}
-	asked := fmt.Sprintf("asked %s/%s about operation %s", l.tool.Server(), l.tool.lookup, l.operationID)
+	asked := fmt.Sprintf("asked %s/%s about operation %s", l.impl.Server(), l.impl.lookup, l.operationID)
 	switch ans.Status {
 	case "found":
-		return tools.Observation{Outcome: tools.Found, ExternalID: ans.ExternalID,
+		return tool.Observation{Outcome: tool.Found, ExternalID: ans.ExternalID,
 			Detail: fmt.Sprintf("%s: found %s", asked, ans.ExternalID)}, nil
 	case "absent":
-		return tools.Observation{Outcome: tools.NotSeen, Detail: asked + ": absent"}, nil
+		return tool.Observation{Outcome: tool.NotSeen, Detail: asked + ": absent"}, nil
 	default: // unknown
-		return tools.Observation{Outcome: tools.Ambiguous, Detail: asked + ": the server cannot tell"}, nil
+		return tool.Observation{Outcome: tool.Ambiguous, Detail: asked + ": the server cannot tell"}, nil
 	}
 }
 
@@ -88,26 +88,26 @@ func (l lookup) Find(ctx context.Context) (tools.Observation, error) {
 //   - unknown (the server cannot tell): the person's word stands, recorded
 //     as given;
 //   - no answer: an error, and nothing is accepted.
-func (l lookup) ReadBack(ctx context.Context, given string) (tools.Observation, error) {
+func (l lookup) ReadBack(ctx context.Context, given string) (tool.Observation, error) {
 	obs, err := l.Find(ctx)
 	if err != nil {
-		return tools.Observation{}, err
+		return tool.Observation{}, err
 	}
 	switch obs.Outcome {
-	case tools.Found:
+	case tool.Found:
 		if obs.ExternalID == "" {
-			return tools.Observation{Outcome: tools.Found, ExternalID: given, Detail: obs.Detail + "; it names no id, so the person's is kept"}, nil
+			return tool.Observation{Outcome: tool.Found, ExternalID: given, Detail: obs.Detail + "; it names no id, so the person's is kept"}, nil
 		}
 		if names(given, obs.ExternalID) {
 			return obs, nil
 		}
-		return tools.Observation{Outcome: tools.NotSeen,
-			Detail: fmt.Sprintf("%s/%s found operation %s's effect as %s, which %s does not name", l.tool.Server(), l.tool.lookup, l.operationID, obs.ExternalID, given)}, nil
-	case tools.NotSeen:
-		return tools.Observation{Outcome: tools.NotSeen,
-			Detail: fmt.Sprintf("%s/%s says operation %s made nothing (if so, resolve --absent sends it again)", l.tool.Server(), l.tool.lookup, l.operationID)}, nil
+		return tool.Observation{Outcome: tool.NotSeen,
+			Detail: fmt.Sprintf("%s/%s found operation %s's effect as %s, which %s does not name", l.impl.Server(), l.impl.lookup, l.operationID, obs.ExternalID, given)}, nil
+	case tool.NotSeen:
+		return tool.Observation{Outcome: tool.NotSeen,
+			Detail: fmt.Sprintf("%s/%s says operation %s made nothing (if so, resolve --absent sends it again)", l.impl.Server(), l.impl.lookup, l.operationID)}, nil
 	default:
-		return tools.Observation{Outcome: tools.Found, ExternalID: given, Detail: obs.Detail + "; the person's word stands"}, nil
+		return tool.Observation{Outcome: tool.Found, ExternalID: given, Detail: obs.Detail + "; the person's word stands"}, nil
 	}
 }
 

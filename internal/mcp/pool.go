@@ -11,7 +11,7 @@ import (
 
 	"github.com/capstanhq/capstan"
 	"github.com/capstanhq/capstan/internal/config"
-	"github.com/capstanhq/capstan/internal/tools"
+	"github.com/capstanhq/capstan/tool"
 )
 
 // Pool is a worker's connections to the servers of its configuration and
@@ -19,7 +19,7 @@ import (
 type Pool struct {
 	Config *Config
 	conns  []*Conn
-	tools  []tools.Tool
+	tools  []tool.Tool
 }
 
 // Open connects to every server of cfg and builds its tools. A server that
@@ -58,7 +58,7 @@ func Open(ctx context.Context, cfg *Config, logger *slog.Logger) (_ *Pool, err e
 
 // Tools are the tools of every server, in the order of their servers and
 // names.
-func (p *Pool) Tools() []tools.Tool {
+func (p *Pool) Tools() []tool.Tool {
 	if p == nil {
 		return nil
 	}
@@ -101,7 +101,7 @@ func (p *Pool) Close() {
 // ServerTools builds the tools of c's server as it lists them now. A tool
 // setting naming a tool the server does not offer, or a look-up it does
 // not offer, is an error naming the server and the field.
-func ServerTools(c *Conn) ([]tools.Tool, error) {
+func ServerTools(c *Conn) ([]tool.Tool, error) {
 	s := c.server
 	listed := c.Tools()
 	var errs []error
@@ -118,7 +118,7 @@ func ServerTools(c *Conn) ([]tools.Tool, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
-	var out []tools.Tool
+	var out []tool.Tool
 	for _, name := range sortedKeys(listed) {
 		ts := s.Capstan.Tools[name]
 		t := &Tool{conn: c, remote: name, name: ToolName(s.Name, name), class: classOf(s, listed[name]), lookup: ts.Lookup}
@@ -164,7 +164,7 @@ func ClassSource(s *Server, t *sdk.Tool) string {
 
 // Unwrap returns the *Tool of an MCP tool (a *Tool, or one with a
 // look-up), nil for any other tool.
-func Unwrap(t tools.Tool) *Tool {
+func Unwrap(t tool.Tool) *Tool {
 	switch t := t.(type) {
 	case *Tool:
 		return t

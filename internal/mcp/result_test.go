@@ -14,7 +14,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/capstanhq/capstan/internal/sandbox/mcpserver"
-	"github.com/capstanhq/capstan/internal/tools"
+	"github.com/capstanhq/capstan/tool"
 )
 
 func TestCapCutsTheTextAndNamesTheItem(t *testing.T) {
@@ -98,26 +98,26 @@ func TestErrorTextIsBounded(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		fault   string
-		verdict tools.Verdict
-	}{{mcpserver.FaultBigError, tools.VerdictFailed}, {mcpserver.FaultBigInvalid, tools.VerdictFailed}} {
+		verdict tool.Verdict
+	}{{mcpserver.FaultBigError, tool.VerdictFailed}, {mcpserver.FaultBigInvalid, tool.VerdictFailed}} {
 		_ = store.Fault("create_ticket", tc.fault)
-		_, err := create.Execute(context.Background(), tools.Call{OperationID: "op-" + tc.fault, Arguments: json.RawMessage(`{"title":"x"}`)})
+		_, err := create.Execute(context.Background(), tool.Call{OperationID: "op-" + tc.fault, Arguments: json.RawMessage(`{"title":"x"}`)})
 		if err == nil {
 			t.Fatalf("%s: no error", tc.fault)
 		}
 		check(tc.fault, err, mcpserver.BigSize)
-		if got := tools.Classify(err); got != tc.verdict {
+		if got := tool.Classify(err); got != tc.verdict {
 			t.Errorf("%s: verdict %s, want %s", tc.fault, got, tc.verdict)
 		}
 	}
 	var wire *jsonrpc.Error
 	_ = store.Fault("create_ticket", mcpserver.FaultBigInvalid)
-	if _, err := create.Execute(context.Background(), tools.Call{OperationID: "op-wire", Arguments: json.RawMessage(`{"title":"x"}`)}); !errors.As(err, &wire) {
+	if _, err := create.Execute(context.Background(), tool.Call{OperationID: "op-wire", Arguments: json.RawMessage(`{"title":"x"}`)}); !errors.As(err, &wire) {
 		t.Errorf("the bounded error %T no longer unwraps to the JSON-RPC error", err)
 	}
 
 	_ = store.Fault("find_ticket", mcpserver.FaultBigError)
-	e, err := create.(tools.Finder).Effect(tools.Sent{Call: tools.Call{OperationID: "op-look"}})
+	e, err := create.(tool.Finder).Effect(tool.Sent{Call: tool.Call{OperationID: "op-look"}})
 	if err != nil {
 		t.Fatal(err)
 	}

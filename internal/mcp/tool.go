@@ -15,7 +15,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/capstanhq/capstan"
-	"github.com/capstanhq/capstan/internal/tools"
+	"github.com/capstanhq/capstan/tool"
 )
 
 // Prefix starts the name of every MCP tool: mcp__<server>__<tool>.
@@ -31,8 +31,8 @@ var invalidName = regexp.MustCompile(`[^A-Za-z0-9_-]`)
 // characters a provider refuses replaced by _, and a name over 64
 // characters cut and given a short hash of the whole, so two long names
 // stay apart.
-func ToolName(server, tool string) string {
-	full := Prefix + server + "__" + tool
+func ToolName(server, impl string) string {
+	full := Prefix + server + "__" + impl
 	name := invalidName.ReplaceAllString(full, "_")
 	if len(name) <= maxName {
 		return name
@@ -52,7 +52,7 @@ func SchemaHash(doc map[string]any) string {
 // ErrVanished reports a call to a tool its server no longer lists.
 var ErrVanished = errors.New("the MCP server no longer offers this tool")
 
-// Tool is one tool of an MCP server as capstan offers it: a tools.Tool.
+// Tool is one tool of an MCP server as capstan offers it: a tool.Tool.
 // Its schema is the server's, as last listed: when the server changes it,
 // the tool follows (and SchemaHash says so).
 type Tool struct {
@@ -64,7 +64,7 @@ type Tool struct {
 
 	mu     sync.Mutex
 	seen   *sdk.Tool // the listing schema was compiled from
-	schema *tools.Schema
+	schema *tool.Schema
 	hash   string
 	err    error // why the listing's schema did not compile
 }
@@ -103,7 +103,7 @@ func (t *Tool) current() *sdk.Tool { return t.conn.Tool(t.remote) }
 // compiled returns the schema of the current listing, compiling it when
 // the listing changed; the error says the tool vanished or its schema does
 // not compile.
-func (t *Tool) compiled() (*tools.Schema, string, error) {
+func (t *Tool) compiled() (*tool.Schema, string, error) {
 	cur := t.current()
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -114,8 +114,8 @@ func (t *Tool) compiled() (*tools.Schema, string, error) {
 		t.seen = cur
 		doc, err := schemaDoc(cur.InputSchema)
 		if err == nil {
-			var s *tools.Schema
-			if s, err = tools.NewSchema(doc); err == nil {
+			var s *tool.Schema
+			if s, err = tool.NewSchema(doc); err == nil {
 				t.schema, t.hash = s, SchemaHash(s.Doc())
 			}
 		}
@@ -137,10 +137,10 @@ func schemaDoc(v any) (map[string]any, error) {
 }
 
 // emptySchema stands for a tool whose schema was never read.
-var emptySchema = tools.MustSchema(map[string]any{"type": "object"})
+var emptySchema = tool.MustSchema(map[string]any{"type": "object"})
 
 // Schema is the server's input schema as last listed.
-func (t *Tool) Schema() *tools.Schema {
+func (t *Tool) Schema() *tool.Schema {
 	s, _, _ := t.compiled()
 	if s == nil {
 		return emptySchema
@@ -160,18 +160,18 @@ func (t *Tool) SchemaHash() string {
 
 // Identify validates args against the server's schema. The effect is the
 // canonical arguments: an MCP tool has no business key.
-func (t *Tool) Identify(args json.RawMessage) (tools.Identity, error) {
+func (t *Tool) Identify(args json.RawMessage) (tool.Identity, error) {
 	s, _, err := t.compiled()
 	if err != nil {
-		return tools.Identity{}, fmt.Errorf("%w: %w", tools.ErrRefused, err)
+		return tool.Identity{}, fmt.Errorf("%w: %w", tool.ErrRefused, err)
 	}
 	if err := s.Validate(args); err != nil {
-		return tools.Identity{}, err
+		return tool.Identity{}, err
 	}
 	var v any
 	_ = json.Unmarshal(args, &v) // Validate parsed it
 	canon, _ := json.Marshal(v)
-	return tools.Identity{Effect: canon}, nil
+	return tool.Identity{Effect: canon}, nil
 }
 
 // Summary is "<server>/<tool> <arguments>", cut short.
@@ -189,16 +189,16 @@ func (t *Tool) Summary(args json.RawMessage) string {
 // -32602 are failed; no connection is not_sent; every other error —
 // another JSON-RPC error, a timeout, a dropped connection, a crashed
 // process — came after the request may have been written, and is unknown.
-func (t *Tool) Execute(ctx context.Context, call tools.Call) (tools.Result, error) {
+func (t *Tool) Execute(ctx context.Context, call tool.Call) (tool.Result, error) {
 	res, err := t.conn.Call(ctx, t.remote, call.Arguments, call.OperationID)
 	if err != nil {
-		return tools.Result{}, bound(classify(err))
+		return tool.Result{}, bound(classify(err))
 	}
 	out := resultOutput(res)
 	if res.IsError {
-		return tools.Result{}, tools.WithVerdict(bound(fmt.Errorf("%s/%s answered an error: %s", t.Server(), t.remote, textOf(res))), tools.VerdictFailed)
+		return tool.Result{}, tool.WithVerdict(bound(fmt.Errorf("%s/%s answered an error: %s", t.Server(), t.remote, textOf(res))), tool.VerdictFailed)
 	}
-	return tools.Result{Output: out, ExternalID: externalID(res)}, nil
+	return tool.Result{Output: out, ExternalID: externalID(res)}, nil
 }
 
 // classify marks a call's error with its verdict.
@@ -206,15 +206,15 @@ func classify(err error) error {
 	var wire *jsonrpc.Error
 	switch {
 	case errors.Is(err, ErrNotConnected):
-		return tools.WithVerdict(err, tools.VerdictNotSent)
+		return tool.WithVerdict(err, tool.VerdictNotSent)
 	case errors.As(err, &wire) && (wire.Code == jsonrpc.CodeMethodNotFound || wire.Code == jsonrpc.CodeInvalidParams):
-		return tools.WithVerdict(err, tools.VerdictFailed)
+		return tool.WithVerdict(err, tool.VerdictFailed)
 	case errors.Is(err, context.Canceled):
 		return err // cancelled: Classify says so
-	case tools.Classify(err) == tools.VerdictNotSent:
+	case tool.Classify(err) == tool.VerdictNotSent:
 		return err // the dial, DNS or TLS failed (HTTP): nothing was written
 	}
-	return tools.WithVerdict(err, tools.VerdictUnknown)
+	return tool.WithVerdict(err, tool.VerdictUnknown)
 }
 
 func textOf(res *sdk.CallToolResult) string {

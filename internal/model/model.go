@@ -9,6 +9,8 @@ package model
 import (
 	"context"
 	"encoding/json"
+
+	"github.com/capstanhq/capstan/tool"
 )
 
 // Role of a transcript message.
@@ -40,12 +42,9 @@ type ToolCall struct {
 	Arguments json.RawMessage `json:"arguments"`
 }
 
-// ToolSpec describes a tool offered to the model.
-type ToolSpec struct {
-	Name        string         `json:"name"`
-	Description string         `json:"description"`
-	Parameters  map[string]any `json:"parameters"` // JSON Schema object
-}
+// ToolSpec describes a tool offered to the model: the public tool.Spec, so
+// that a registry's specs go into a request as they are.
+type ToolSpec = tool.Spec
 
 // Request is what one attempt sends.
 type Request struct {

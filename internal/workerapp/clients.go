@@ -17,8 +17,8 @@ import (
 	"github.com/capstanhq/capstan/internal/model"
 	"github.com/capstanhq/capstan/internal/model/anthropic"
 	"github.com/capstanhq/capstan/internal/model/openai"
-	"github.com/capstanhq/capstan/internal/tools"
 	githubtools "github.com/capstanhq/capstan/internal/tools/github"
+	"github.com/capstanhq/capstan/tool"
 )
 
 // Clients are a worker's clients of the outside world, built from its
@@ -29,7 +29,7 @@ type Clients struct {
 	// part of "provider:model".
 	Providers map[string]model.Provider
 	// Tools are the tools the model may call, over GitHub.
-	Tools *tools.Registry
+	Tools *tool.Registry
 	// DefaultBranches reads repositories' default branches, once each.
 	DefaultBranches *githubtools.RepoBranches
 	// Slack is nil when SLACK_BOT_TOKEN is not set.
@@ -104,7 +104,7 @@ func NewClients(cfg config.Config, logger *slog.Logger) (Clients, error) {
 	}
 	cl := Clients{
 		Providers: modelProviders(cfg, logger),
-		Tools:     tools.NewRegistry(githubtools.ToolsAs(gh, self)...),
+		Tools:     tool.NewRegistry(githubtools.ToolsAs(gh, self)...),
 		// The policy's default/base-branch rule guards each repository's
 		// default branch too (docs/design.md §5.8).
 		DefaultBranches: githubtools.NewRepoBranches(gh),

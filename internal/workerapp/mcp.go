@@ -6,7 +6,7 @@ import (
 
 	"github.com/capstanhq/capstan/internal/breaker"
 	"github.com/capstanhq/capstan/internal/mcp"
-	"github.com/capstanhq/capstan/internal/tools"
+	"github.com/capstanhq/capstan/tool"
 )
 
 // openMCP connects to the MCP servers of file, CAPSTAN_MCP_CONFIG as
@@ -23,7 +23,7 @@ func (w *Worker) openMCP(ctx context.Context, file *mcp.Config, cl Clients) (_ C
 	if err != nil {
 		return cl, fmt.Errorf("CAPSTAN_MCP_CONFIG: %w", err)
 	}
-	all := make([]tools.Tool, 0, len(cl.Tools.Names())+len(w.mcp.Tools()))
+	all := make([]tool.Tool, 0, len(cl.Tools.Names())+len(w.mcp.Tools()))
 	for _, name := range cl.Tools.Names() {
 		t, _ := cl.Tools.Get(name) // a name the registry lists
 		all = append(all, t)
@@ -33,7 +33,7 @@ func (w *Worker) openMCP(ctx context.Context, file *mcp.Config, cl Clients) (_ C
 		m := mcp.Unwrap(t)
 		w.logger.Info("mcp tool offered", "tool", t.Name(), "server", m.Server(), "class", string(t.Class()), "lookup", m.Lookup())
 	}
-	cl.Tools = tools.NewRegistry(all...)
+	cl.Tools = tool.NewRegistry(all...)
 	return cl, nil
 }
 

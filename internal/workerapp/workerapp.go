@@ -29,7 +29,7 @@ import (
 	tlog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
 
-	"github.com/capstanhq/capstan/activities"
+	"github.com/capstanhq/capstan/internal/activities"
 	"github.com/capstanhq/capstan/internal/breaker"
 	"github.com/capstanhq/capstan/internal/codec"
 	"github.com/capstanhq/capstan/internal/config"
@@ -42,10 +42,10 @@ import (
 	"github.com/capstanhq/capstan/internal/metrics"
 	"github.com/capstanhq/capstan/internal/model"
 	"github.com/capstanhq/capstan/internal/policy"
+	"github.com/capstanhq/capstan/internal/reconcilers"
 	"github.com/capstanhq/capstan/internal/redact"
 	"github.com/capstanhq/capstan/internal/tools/slackpost"
-	"github.com/capstanhq/capstan/reconcilers"
-	"github.com/capstanhq/capstan/workflows"
+	"github.com/capstanhq/capstan/internal/workflows"
 )
 
 // dialTimeout bounds reaching the Temporal server at start.

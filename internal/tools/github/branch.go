@@ -9,8 +9,8 @@ import (
 
 	gogithub "github.com/google/go-github/v62/github"
 
-	"github.com/capstanhq/capstan/internal/tools"
 	"github.com/capstanhq/capstan/internal/tools/ghref"
+	"github.com/capstanhq/capstan/tool"
 )
 
 // github_create_branch: a conditional tool. Its business key is the branch
@@ -27,7 +27,7 @@ type createBranchArgs struct {
 	at string
 }
 
-// branchTool is github_create_branch. It is a tools.Preparer: before the
+// branchTool is github_create_branch. It is a tool.Preparer: before the
 // branch is created it records the commit the "from" branch is at
 // (BranchFacts), creates the branch at that very commit, and its lookup
 // (branchEffect) compares with it — not with where "from" is by the time
@@ -50,7 +50,7 @@ type BranchFacts struct {
 // refusing a branch that does not exist, as before facts were recorded. Any
 // other failure to read is an error carrying its verdict, and the wait a
 // rate limit asked for.
-func (t branchTool) Prepare(ctx context.Context, call tools.Call) (json.RawMessage, error) {
+func (t branchTool) Prepare(ctx context.Context, call tool.Call) (json.RawMessage, error) {
 	a, err := t.args(call.Arguments)
 	if err != nil {
 		return nil, err
@@ -87,19 +87,19 @@ func withBranchFacts(a createBranchArgs, facts json.RawMessage) (createBranchArg
 const createBranchKey = "branch:create:"
 
 // CreatedBranch reads the repository and branch from the business key of
-// a github_create_branch operation (tools.BranchCreator). A repository's
+// a github_create_branch operation (tool.BranchCreator). A repository's
 // name holds no ":", so the first one after the prefix ends it; a branch's
 // name may not hold one either (git check-ref-format).
-func (t branchTool) CreatedBranch(businessKey string) (tools.Target, bool) {
+func (t branchTool) CreatedBranch(businessKey string) (tool.Target, bool) {
 	rest, ok := strings.CutPrefix(businessKey, createBranchKey)
 	if !ok {
-		return tools.Target{}, false
+		return tool.Target{}, false
 	}
 	repo, branch, ok := strings.Cut(rest, ":")
 	if !ok || repo == "" || branch == "" {
-		return tools.Target{}, false
+		return tool.Target{}, false
 	}
-	return tools.Target{Repository: repo, Branch: branch, CreatesBranch: true}, true
+	return tool.Target{Repository: repo, Branch: branch, CreatesBranch: true}, true
 }
 
 var createBranchSchema = objectSchema([]string{"repo", "branch", "from"}, map[string]any{
@@ -108,12 +108,12 @@ var createBranchSchema = objectSchema([]string{"repo", "branch", "from"}, map[st
 	"from":   stringProp(`Existing branch name (e.g. "main") or full 40-character commit SHA to start the branch at.`),
 })
 
-func createBranchTool(c *gogithub.Client) tools.Tool {
+func createBranchTool(c *gogithub.Client) tool.Tool {
 	return branchTool{findable[createBranchArgs]{&ghTool[createBranchArgs]{
 		c:           c,
 		name:        NameCreateBranch,
 		description: "Create a new branch in a GitHub repository, pointing at the head of another branch or at a commit. Fails if the branch already exists.",
-		class:       tools.Conditional,
+		class:       tool.Conditional,
 		schema:      createBranchSchema,
 		parse: func(v *validator, raw json.RawMessage) createBranchArgs {
 			var in struct {
@@ -128,11 +128,11 @@ func createBranchTool(c *gogithub.Client) tools.Tool {
 			}
 			return a
 		},
-		target: func(a createBranchArgs) tools.Target {
-			return tools.Target{Repository: a.repo.String(), Branch: a.branch, From: a.from, CreatesBranch: true}
+		target: func(a createBranchArgs) tool.Target {
+			return tool.Target{Repository: a.repo.String(), Branch: a.branch, From: a.from, CreatesBranch: true}
 		},
-		identify: func(a createBranchArgs) tools.Identity {
-			return tools.Identity{
+		identify: func(a createBranchArgs) tool.Identity {
+			return tool.Identity{
 				BusinessKey: createBranchKey + a.repo.Key() + ":" + a.branch,
 				Effect: canonical(struct {
 					Repo   string `json:"repo"`
@@ -142,7 +142,7 @@ func createBranchTool(c *gogithub.Client) tools.Tool {
 			}
 		},
 		recorded: withBranchFacts,
-		find: func(a createBranchArgs, s tools.Sent) (tools.Effect, error) {
+		find: func(a createBranchArgs, s tool.Sent) (tool.Effect, error) {
 			if len(s.Facts) > 0 {
 				var err error
 				if a, err = withBranchFacts(a, s.Facts); err != nil {
@@ -154,11 +154,11 @@ func createBranchTool(c *gogithub.Client) tools.Tool {
 		summary: func(name string, a createBranchArgs) string {
 			return fmt.Sprintf("%s %s %s from %s", name, a.repo, a.branch, a.from)
 		},
-		run: func(ctx context.Context, _ string, a createBranchArgs) (tools.Result, error) {
+		run: func(ctx context.Context, _ string, a createBranchArgs) (tool.Result, error) {
 			sha := a.from
 			if shaRE.MatchString(a.from) {
 				if err := onABranch(ctx, c, a.repo, a.from); err != nil {
-					return tools.Result{}, err
+					return tool.Result{}, err
 				}
 			}
 			if a.at != "" {
@@ -166,17 +166,17 @@ func createBranchTool(c *gogithub.Client) tools.Tool {
 			} else if !shaRE.MatchString(sha) {
 				ref, _, err := c.Git.GetRef(ctx, a.repo.Owner, a.repo.Name, "heads/"+a.from)
 				if HTTPStatus(err) == http.StatusNotFound {
-					return tools.Result{}, fmt.Errorf("github_create_branch: %w: branch %s does not exist in %s: start the branch from a branch, or from a commit of one", tools.ErrRefused, a.from, a.repo)
+					return tool.Result{}, fmt.Errorf("github_create_branch: %w: branch %s does not exist in %s: start the branch from a branch, or from a commit of one", tool.ErrRefused, a.from, a.repo)
 				}
 				if err != nil {
-					return tools.Result{}, fmt.Errorf("github_create_branch: resolve branch %q of %s: %w: %w", a.from, a.repo, errWriteNotSent, err)
+					return tool.Result{}, fmt.Errorf("github_create_branch: resolve branch %q of %s: %w: %w", a.from, a.repo, errWriteNotSent, err)
 				}
 				sha = ref.GetObject().GetSHA()
 			}
 			ref, _, err := c.Git.CreateRef(ctx, a.repo.Owner, a.repo.Name, &gogithub.Reference{
 				Ref: gogithub.String("refs/heads/" + a.branch), Object: &gogithub.GitObject{SHA: gogithub.String(sha)}})
 			if err != nil {
-				return tools.Result{}, fmt.Errorf("github_create_branch: create %s in %s at %s: %w", a.branch, a.repo, sha, err)
+				return tool.Result{}, fmt.Errorf("github_create_branch: create %s in %s at %s: %w", a.branch, a.repo, sha, err)
 			}
 			sha = ref.GetObject().GetSHA()
 			out := struct {
@@ -184,7 +184,7 @@ func createBranchTool(c *gogithub.Client) tools.Tool {
 				SHA  string `json:"sha"`
 				From string `json:"from"`
 			}{ref.GetRef(), sha, a.from}
-			return tools.Result{Output: output(out), ExternalID: ref.GetRef() + "@" + sha}, nil
+			return tool.Result{Output: output(out), ExternalID: ref.GetRef() + "@" + sha}, nil
 		},
 	}}}
 }
@@ -222,13 +222,13 @@ func (e branchEffect) Key() string {
 // Ambiguous: someone else created the branch, or it moved since; nothing
 // here can tell which. For an operation sent before that commit was
 // recorded, the from branch's commit now is all there is to compare with.
-func (e branchEffect) Find(ctx context.Context) (tools.Observation, error) {
+func (e branchEffect) Find(ctx context.Context) (tool.Observation, error) {
 	ref, err := e.getRef(ctx, e.branch)
 	switch {
 	case notFound(err):
-		return tools.Observation{Outcome: tools.NotSeen, Detail: fmt.Sprintf("branch %s does not exist in %s", e.branch, e.repo)}, nil
+		return tool.Observation{Outcome: tool.NotSeen, Detail: fmt.Sprintf("branch %s does not exist in %s", e.branch, e.repo)}, nil
 	case err != nil:
-		return tools.Observation{}, err
+		return tool.Observation{}, err
 	}
 	at := ref.GetObject().GetSHA()
 
@@ -239,20 +239,20 @@ func (e branchEffect) Find(ctx context.Context) (tools.Observation, error) {
 		fromRef, err := e.getRef(ctx, e.from)
 		switch {
 		case notFound(err):
-			return tools.Observation{Outcome: tools.Ambiguous, Detail: fmt.Sprintf(
+			return tool.Observation{Outcome: tool.Ambiguous, Detail: fmt.Sprintf(
 				"branch %s exists in %s at %s, but the branch %s it was to be created from no longer exists, so nothing tells whether this operation made it",
 				e.branch, e.repo, at, e.from)}, nil
 		case err != nil:
-			return tools.Observation{}, err
+			return tool.Observation{}, err
 		}
 		want, fromWhat = fromRef.GetObject().GetSHA(), "branch "+e.from+" (now at "+fromRef.GetObject().GetSHA()+")"
 	}
 	if at != want {
-		return tools.Observation{Outcome: tools.Ambiguous, Detail: fmt.Sprintf(
+		return tool.Observation{Outcome: tool.Ambiguous, Detail: fmt.Sprintf(
 			"branch %s exists in %s at %s, not at %s: someone else created it, or a branch moved after it was created",
 			e.branch, e.repo, at, fromWhat)}, nil
 	}
-	return tools.Observation{Outcome: tools.Found, ExternalID: "refs/heads/" + e.branch + "@" + at,
+	return tool.Observation{Outcome: tool.Found, ExternalID: "refs/heads/" + e.branch + "@" + at,
 		Detail: fmt.Sprintf("branch %s exists in %s at %s, as %s", e.branch, e.repo, at, fromWhat)}, nil
 }
 
@@ -268,7 +268,7 @@ func (e branchEffect) getRef(ctx context.Context, branch string) (*gogithub.Refe
 // the default branch.
 const maxCompared = 20
 
-// onABranch refuses (tools.ErrRefused, one sentence) a commit that no
+// onABranch refuses (tool.ErrRefused, one sentence) a commit that no
 // branch of repo reaches: GitHub serves a fork's pull request commits from
 // the repository it was opened against, so a branch created at one would
 // put code nobody with write access pushed where the repository's
@@ -285,7 +285,7 @@ func onABranch(ctx context.Context, c *gogithub.Client, repo ghref.Repo, sha str
 	heads, _, err := c.Repositories.ListBranchesHeadCommit(ctx, repo.Owner, repo.Name, sha)
 	switch st := HTTPStatus(err); {
 	case st == http.StatusNotFound || st == http.StatusUnprocessableEntity:
-		return fmt.Errorf("github_create_branch: %w: commit %s does not exist in %s: start the branch from a branch, or from a commit of one", tools.ErrRefused, sha, repo)
+		return fmt.Errorf("github_create_branch: %w: commit %s does not exist in %s: start the branch from a branch, or from a commit of one", tool.ErrRefused, sha, repo)
 	case err != nil:
 		return notSent("read the branches at commit "+sha, err)
 	case len(heads) > 0:
@@ -336,5 +336,5 @@ func onABranch(ctx context.Context, c *gogithub.Client, repo ghref.Repo, sha str
 		others = fmt.Sprintf("the first %d of its other branches", compared)
 	}
 	return fmt.Errorf("github_create_branch: %w: commit %s is not on a branch of %s (neither its default branch %s nor %s reaches it, as a fork's pull request commit is not): start the branch from a branch, or from a commit of one",
-		tools.ErrRefused, sha, repo, def, others)
+		tool.ErrRefused, sha, repo, def, others)
 }

@@ -7,7 +7,7 @@ import (
 
 	gogithub "github.com/google/go-github/v62/github"
 
-	"github.com/capstanhq/capstan/internal/tools"
+	"github.com/capstanhq/capstan/tool"
 )
 
 // errWriteNotSent marks an error from the read a mutating tool does before
@@ -15,41 +15,41 @@ import (
 // unknown verdict into VerdictNotSent for it.
 var errWriteNotSent = errors.New("the write was not sent")
 
-// Classify is tools.Classify (docs/design.md §5.4 step 4) for an error of a go-github
+// Classify is tool.Classify (docs/design.md §5.4 step 4) for an error of a go-github
 // call or of these tools, with what GitHub's answers mean: a rate limit
 // (RateLimitWait: a 403 or 429 with GitHub's rate-limit marks, or
 // go-github's refusal to send while a known limit is in force) did nothing
 // ("not_sent"), and so did a failed read before a write; any other 4xx but
 // 408 and 429 is a refusal ("failed"); a 5xx, 408, an unmarked 429 or a 202
 // "accepted, still working" may have acted ("unknown"). Cancellation, the
-// tools sentinels and transport errors keep tools.Classify's verdict.
-func Classify(err error) tools.Verdict {
+// tools sentinels and transport errors keep tool.Classify's verdict.
+func Classify(err error) tool.Verdict {
 	v := classify(err)
-	if v == tools.VerdictUnknown && errors.Is(err, errWriteNotSent) {
-		return tools.VerdictNotSent // only the read before the write was in doubt
+	if v == tool.VerdictUnknown && errors.Is(err, errWriteNotSent) {
+		return tool.VerdictNotSent // only the read before the write was in doubt
 	}
 	return v
 }
 
-func classify(err error) tools.Verdict {
-	if v := tools.Classify(err); v != tools.VerdictUnknown {
+func classify(err error) tool.Verdict {
+	if v := tool.Classify(err); v != tool.VerdictUnknown {
 		return v
 	}
 	switch {
 	case errors.Is(err, gogithub.ErrPathForbidden):
-		return tools.VerdictFailed // go-github refused a path with ".." before sending
+		return tool.VerdictFailed // go-github refused a path with ".." before sending
 	}
 	if _, limited := RateLimitWait(err); limited {
-		return tools.VerdictNotSent // GitHub refused it for a rate limit: it did nothing
+		return tool.VerdictNotSent // GitHub refused it for a rate limit: it did nothing
 	}
 	status := HTTPStatus(err)
 	switch {
 	case status == 0:
-		return tools.VerdictUnknown // no answer, and the transport proved nothing
+		return tool.VerdictUnknown // no answer, and the transport proved nothing
 	case status >= 400 && status < 500 && status != http.StatusRequestTimeout && status != http.StatusTooManyRequests:
-		return tools.VerdictFailed
+		return tool.VerdictFailed
 	default:
-		return tools.VerdictUnknown // 5xx, 408, 429, and 202 "accepted, still working"
+		return tool.VerdictUnknown // 5xx, 408, 429, and 202 "accepted, still working"
 	}
 }
 

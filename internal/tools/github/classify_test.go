@@ -13,9 +13,9 @@ import (
 
 	"github.com/google/go-github/v62/github"
 
-	"github.com/capstanhq/capstan/internal/tools"
 	githubtools "github.com/capstanhq/capstan/internal/tools/github"
-	"github.com/capstanhq/capstan/internal/tools/internal/transporttest"
+	"github.com/capstanhq/capstan/internal/transporttest"
+	"github.com/capstanhq/capstan/tool"
 )
 
 // listAgainst makes one read through go-github and returns its error.
@@ -54,21 +54,21 @@ func TestClassifyStatuses(t *testing.T) {
 	for _, tc := range []struct {
 		status int
 		header http.Header
-		want   tools.Verdict
+		want   tool.Verdict
 	}{
-		{http.StatusUnprocessableEntity, nil, tools.VerdictFailed},
-		{http.StatusNotFound, nil, tools.VerdictFailed},
-		{http.StatusConflict, nil, tools.VerdictFailed},
-		{http.StatusUnauthorized, nil, tools.VerdictFailed},
-		{http.StatusForbidden, nil, tools.VerdictFailed},
-		{http.StatusRequestTimeout, nil, tools.VerdictUnknown},
-		{http.StatusTooManyRequests, nil, tools.VerdictUnknown},
+		{http.StatusUnprocessableEntity, nil, tool.VerdictFailed},
+		{http.StatusNotFound, nil, tool.VerdictFailed},
+		{http.StatusConflict, nil, tool.VerdictFailed},
+		{http.StatusUnauthorized, nil, tool.VerdictFailed},
+		{http.StatusForbidden, nil, tool.VerdictFailed},
+		{http.StatusRequestTimeout, nil, tool.VerdictUnknown},
+		{http.StatusTooManyRequests, nil, tool.VerdictUnknown},
 		// A rate limit did nothing (see ratelimit_test.go for every form).
-		{http.StatusForbidden, http.Header{"X-Ratelimit-Remaining": {"0"}, "X-Ratelimit-Reset": {fmt.Sprint(time.Now().Add(time.Hour).Unix())}}, tools.VerdictNotSent},
-		{http.StatusTooManyRequests, http.Header{"Retry-After": {"30"}}, tools.VerdictNotSent},
-		{http.StatusInternalServerError, nil, tools.VerdictUnknown},
-		{http.StatusBadGateway, nil, tools.VerdictUnknown},
-		{http.StatusServiceUnavailable, nil, tools.VerdictUnknown},
+		{http.StatusForbidden, http.Header{"X-Ratelimit-Remaining": {"0"}, "X-Ratelimit-Reset": {fmt.Sprint(time.Now().Add(time.Hour).Unix())}}, tool.VerdictNotSent},
+		{http.StatusTooManyRequests, http.Header{"Retry-After": {"30"}}, tool.VerdictNotSent},
+		{http.StatusInternalServerError, nil, tool.VerdictUnknown},
+		{http.StatusBadGateway, nil, tool.VerdictUnknown},
+		{http.StatusServiceUnavailable, nil, tool.VerdictUnknown},
 	} {
 		err := listAgainst(ctx, t, clientFor(t, statusServer(t, tc.status, tc.header), nil))
 		if got := githubtools.Classify(err); got != tc.want {
@@ -83,19 +83,19 @@ func TestClassifyStatuses(t *testing.T) {
 func TestClassifyRateLimitGuardIsNotSent(t *testing.T) {
 	reset := fmt.Sprint(time.Now().Add(time.Hour).Unix())
 	c := clientFor(t, statusServer(t, http.StatusForbidden, http.Header{"X-Ratelimit-Remaining": {"0"}, "X-Ratelimit-Reset": {reset}}), nil)
-	if err := listAgainst(context.Background(), t, c); githubtools.Classify(err) != tools.VerdictNotSent || githubtools.HTTPStatus(err) != http.StatusForbidden {
+	if err := listAgainst(context.Background(), t, c); githubtools.Classify(err) != tool.VerdictNotSent || githubtools.HTTPStatus(err) != http.StatusForbidden {
 		t.Fatalf("first: %v", err)
 	}
 	// go-github now refuses locally without sending anything.
 	err := listAgainst(context.Background(), t, c)
-	if got := githubtools.Classify(err); got != tools.VerdictNotSent || githubtools.HTTPStatus(err) != 0 {
+	if got := githubtools.Classify(err); got != tool.VerdictNotSent || githubtools.HTTPStatus(err) != 0 {
 		t.Errorf("guarded: Classify(%v) = %q, status %d", err, got, githubtools.HTTPStatus(err))
 	}
 }
 
 // What go-github adds to a transport failure, and what GitHub's Classify
 // makes of it. How the transport's own errors classify is tested once, with
-// plain net/http, in internal/tools; here only go-github's handling matters:
+// plain net/http, in package tool; here only go-github's handling matters:
 // it returns the transport error with its URL sanitised (the proof must
 // survive that), it returns ctx.Err() in place of the transport error once
 // the caller's context has ended, and an error with no answer carries no
@@ -105,7 +105,7 @@ func TestClassifyTransportFailuresThroughGoGitHub(t *testing.T) {
 
 	t.Run("dial refused is not sent", func(t *testing.T) {
 		err := listAgainst(ctx, t, clientFor(t, "http://"+transporttest.RefusedAddr(t)+"/", nil))
-		if got := githubtools.Classify(err); got != tools.VerdictNotSent || githubtools.HTTPStatus(err) != 0 {
+		if got := githubtools.Classify(err); got != tool.VerdictNotSent || githubtools.HTTPStatus(err) != 0 {
 			t.Errorf("Classify(%v) = %q, status %d; want not_sent and no status", err, got, githubtools.HTTPStatus(err))
 		}
 	})
@@ -113,7 +113,7 @@ func TestClassifyTransportFailuresThroughGoGitHub(t *testing.T) {
 	t.Run("timeout after sending is unknown", func(t *testing.T) {
 		base, _ := transporttest.HangingServer(t)
 		err := listAgainst(ctx, t, clientFor(t, base, &http.Client{Timeout: 50 * time.Millisecond}))
-		if got := githubtools.Classify(err); got != tools.VerdictUnknown {
+		if got := githubtools.Classify(err); got != tool.VerdictUnknown {
 			t.Errorf("Classify(%v) = %q, want unknown: a timeout is never failed", err, got)
 		}
 	})
@@ -123,7 +123,7 @@ func TestClassifyTransportFailuresThroughGoGitHub(t *testing.T) {
 		dctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 		defer cancel()
 		err := listAgainst(dctx, t, clientFor(t, base, nil))
-		if got := githubtools.Classify(err); got != tools.VerdictUnknown {
+		if got := githubtools.Classify(err); got != tool.VerdictUnknown {
 			t.Errorf("Classify(%v) = %q", err, got)
 		}
 	})
@@ -135,7 +135,7 @@ func TestClassifyTransportFailuresThroughGoGitHub(t *testing.T) {
 		go func() { errc <- listAgainst(cctx, t, clientFor(t, base, nil)) }()
 		<-entered
 		cancel()
-		if err := <-errc; githubtools.Classify(err) != tools.VerdictCancelled {
+		if err := <-errc; githubtools.Classify(err) != tool.VerdictCancelled {
 			t.Errorf("Classify(%v) = %q", err, githubtools.Classify(err))
 		}
 	})
@@ -144,7 +144,7 @@ func TestClassifyTransportFailuresThroughGoGitHub(t *testing.T) {
 		cctx, cancel := context.WithCancel(ctx)
 		cancel()
 		base, _ := transporttest.HangingServer(t)
-		if err := listAgainst(cctx, t, clientFor(t, base, nil)); githubtools.Classify(err) != tools.VerdictCancelled {
+		if err := listAgainst(cctx, t, clientFor(t, base, nil)); githubtools.Classify(err) != tool.VerdictCancelled {
 			t.Errorf("Classify(%v) = %q", err, githubtools.Classify(err))
 		}
 	})
@@ -154,10 +154,10 @@ func TestClassifyTransportFailuresThroughGoGitHub(t *testing.T) {
 func TestClassifyGitHubErrors(t *testing.T) {
 	for _, tc := range []struct {
 		err  error
-		want tools.Verdict
+		want tool.Verdict
 	}{
-		{&github.AcceptedError{}, tools.VerdictUnknown},
-		{fmt.Errorf("get: %w", github.ErrPathForbidden), tools.VerdictFailed},
+		{&github.AcceptedError{}, tool.VerdictUnknown},
+		{fmt.Errorf("get: %w", github.ErrPathForbidden), tool.VerdictFailed},
 	} {
 		if got := githubtools.Classify(tc.err); got != tc.want {
 			t.Errorf("Classify(%v) = %q, want %q", tc.err, got, tc.want)
@@ -165,32 +165,32 @@ func TestClassifyGitHubErrors(t *testing.T) {
 	}
 }
 
-// Every error that is not GitHub's keeps the verdict tools.Classify gives it
+// Every error that is not GitHub's keeps the verdict tool.Classify gives it
 // (tested there); in particular an unknown one without an HTTP status stays
 // unknown. The errors below cover every verdict, so the comparison cannot
 // pass by comparing one verdict with itself.
 func TestClassifyKeepsToolsVerdicts(t *testing.T) {
 	dnsErr := &url.Error{Op: "Get", URL: "https://nowhere.invalid/", Err: &net.OpError{Op: "dial", Net: "tcp",
 		Err: &net.DNSError{Err: "no such host", Name: "nowhere.invalid", IsNotFound: true}}}
-	covered := map[tools.Verdict]bool{}
+	covered := map[tool.Verdict]bool{}
 	for _, err := range []error{
 		nil,
 		dnsErr,
 		fmt.Errorf("wrapped: %w", context.Canceled),
 		context.DeadlineExceeded,
-		fmt.Errorf("x: %w", tools.ErrInvalidArguments),
-		fmt.Errorf("x: %w", tools.ErrRefused),
+		fmt.Errorf("x: %w", tool.ErrInvalidArguments),
+		fmt.Errorf("x: %w", tool.ErrRefused),
 		errors.New("something odd"),
 	} {
-		want := tools.Classify(err)
+		want := tool.Classify(err)
 		covered[want] = true
 		if got := githubtools.Classify(err); got != want {
-			t.Errorf("Classify(%v) = %q, want tools.Classify's %q", err, got, want)
+			t.Errorf("Classify(%v) = %q, want tool.Classify's %q", err, got, want)
 		}
 	}
-	for _, v := range []tools.Verdict{"", tools.VerdictNotSent, tools.VerdictCancelled, tools.VerdictFailed, tools.VerdictUnknown} {
+	for _, v := range []tool.Verdict{"", tool.VerdictNotSent, tool.VerdictCancelled, tool.VerdictFailed, tool.VerdictUnknown} {
 		if !covered[v] {
-			t.Errorf("no case where tools.Classify says %q", v)
+			t.Errorf("no case where tool.Classify says %q", v)
 		}
 	}
 }

@@ -10,8 +10,8 @@ import (
 
 	gogithub "github.com/google/go-github/v62/github"
 
-	"github.com/capstanhq/capstan/internal/tools"
 	"github.com/capstanhq/capstan/internal/tools/ghref"
+	"github.com/capstanhq/capstan/tool"
 )
 
 // github_comment: an unsafe tool, with no business key; a task's final
@@ -31,12 +31,12 @@ var commentSchema = objectSchema([]string{"repo", "number", "body"}, map[string]
 	"body":   stringProp("Comment text (Markdown)."),
 })
 
-func commentTool(c *gogithub.Client, self Self) tools.Tool {
+func commentTool(c *gogithub.Client, self Self) tool.Tool {
 	return findable[commentArgs]{&ghTool[commentArgs]{
 		c:           c,
 		name:        NameComment,
 		description: "Post a comment on an issue or pull request of a GitHub repository. Each call posts a new comment.",
-		class:       tools.Unsafe,
+		class:       tool.Unsafe,
 		schema:      commentSchema,
 		parse: func(v *validator, raw json.RawMessage) commentArgs {
 			var in struct {
@@ -54,9 +54,9 @@ func commentTool(c *gogithub.Client, self Self) tools.Tool {
 			}
 			return a
 		},
-		target: func(a commentArgs) tools.Target { return tools.Target{Repository: a.repo.String()} },
-		identify: func(a commentArgs) tools.Identity {
-			return tools.Identity{Effect: canonical(struct {
+		target: func(a commentArgs) tool.Target { return tool.Target{Repository: a.repo.String()} },
+		identify: func(a commentArgs) tool.Identity {
+			return tool.Identity{Effect: canonical(struct {
 				Repo   string `json:"repo"`
 				Number int    `json:"number"`
 				Body   string `json:"body"`
@@ -65,23 +65,23 @@ func commentTool(c *gogithub.Client, self Self) tools.Tool {
 		summary: func(name string, a commentArgs) string {
 			return fmt.Sprintf("%s %s #%d", name, a.repo, a.number)
 		},
-		run: func(ctx context.Context, opID string, a commentArgs) (tools.Result, error) {
+		run: func(ctx context.Context, opID string, a commentArgs) (tool.Result, error) {
 			if err := requireOperationID(NameComment, opID); err != nil {
-				return tools.Result{}, err
+				return tool.Result{}, err
 			}
 			cm, _, err := c.Issues.CreateComment(ctx, a.repo.Owner, a.repo.Name, a.number,
 				&gogithub.IssueComment{Body: gogithub.String(withMarker(a.body, opID))})
 			if err != nil {
-				return tools.Result{}, fmt.Errorf("github_comment: comment on %s#%d: %w", a.repo, a.number, err)
+				return tool.Result{}, fmt.Errorf("github_comment: comment on %s#%d: %w", a.repo, a.number, err)
 			}
 			out := struct {
 				ID      int64  `json:"id"`
 				Number  int    `json:"number"`
 				HTMLURL string `json:"html_url"`
 			}{cm.GetID(), a.number, cm.GetHTMLURL()}
-			return tools.Result{Output: output(out), ExternalID: cm.GetHTMLURL()}, nil
+			return tool.Result{Output: output(out), ExternalID: cm.GetHTMLURL()}, nil
 		},
-		find: func(a commentArgs, s tools.Sent) (tools.Effect, error) {
+		find: func(a commentArgs, s tool.Sent) (tool.Effect, error) {
 			if err := requireOperationID(NameComment, s.OperationID); err != nil {
 				return nil, err
 			}
@@ -106,19 +106,19 @@ func (e commentEffect) Key() string {
 }
 
 // Find lists the comments of the issue updated since the claim, minus
-// tools.ClockMargin, and picks those written by capstan's account (Self)
+// tool.ClockMargin, and picks those written by capstan's account (Self)
 // whose body carries the operation's marker: one is Found (its URL),
 // several are Ambiguous, none is NotSeen. A comment by anyone else carrying
 // the marker is a copy, never the operation's: it is named in the detail
 // and otherwise ignored. Not knowing capstan's login means the question
 // was not asked.
-func (e commentEffect) Find(ctx context.Context) (tools.Observation, error) {
+func (e commentEffect) Find(ctx context.Context) (tool.Observation, error) {
 	self, err := e.self.Login(ctx)
 	if err != nil {
-		return tools.Observation{}, err
+		return tool.Observation{}, err
 	}
 	marker := Marker(e.opID)
-	since := e.since.Add(-tools.ClockMargin).UTC().Truncate(time.Second)
+	since := e.since.Add(-tool.ClockMargin).UTC().Truncate(time.Second)
 	opts := &gogithub.IssueListCommentsOptions{Since: &since, ListOptions: gogithub.ListOptions{PerPage: perPage}}
 	what := fmt.Sprintf("comments on %s since %s", e.issue, since.Format(time.RFC3339))
 	listed := 0
@@ -126,7 +126,7 @@ func (e commentEffect) Find(ctx context.Context) (tools.Observation, error) {
 	for page := 1; ; page++ {
 		cs, resp, err := e.c.Issues.ListComments(ctx, e.issue.Repo.Owner, e.issue.Repo.Name, e.issue.Number, opts)
 		if err != nil {
-			return tools.Observation{}, fmt.Errorf("list %s: %w", what, err)
+			return tool.Observation{}, fmt.Errorf("list %s: %w", what, err)
 		}
 		listed += len(cs)
 		for _, c := range cs {
@@ -142,19 +142,19 @@ func (e commentEffect) Find(ctx context.Context) (tools.Observation, error) {
 			break
 		}
 		if page == maxPages {
-			return tools.Observation{}, fmt.Errorf("list %s: more than %d pages", what, maxPages)
+			return tool.Observation{}, fmt.Errorf("list %s: more than %d pages", what, maxPages)
 		}
 		opts.Page = resp.NextPage
 	}
 	note := forgedNote(self, commentAuthors(forged))
 	switch len(matches) {
 	case 0:
-		return tools.Observation{Outcome: tools.NotSeen, Detail: fmt.Sprintf("none of the %d %s by %s carries the operation's marker%s", listed, what, self, note)}, nil
+		return tool.Observation{Outcome: tool.NotSeen, Detail: fmt.Sprintf("none of the %d %s by %s carries the operation's marker%s", listed, what, self, note)}, nil
 	case 1:
-		return tools.Observation{Outcome: tools.Found, ExternalID: matches[0].GetHTMLURL(),
+		return tool.Observation{Outcome: tool.Found, ExternalID: matches[0].GetHTMLURL(),
 			Detail: fmt.Sprintf("comment %d by %s of the %d %s carries the operation's marker%s", matches[0].GetID(), self, listed, what, note)}, nil
 	default:
-		return tools.Observation{Outcome: tools.Ambiguous,
+		return tool.Observation{Outcome: tool.Ambiguous,
 			Detail: fmt.Sprintf("%d %s by %s carry the operation's marker: %s%s", len(matches), what, self,
 				strings.Join(commentAuthors(matches), ", "), note)}, nil
 	}

@@ -11,8 +11,8 @@ import (
 
 	gogithub "github.com/google/go-github/v62/github"
 
-	"github.com/capstanhq/capstan/internal/tools"
 	"github.com/capstanhq/capstan/internal/tools/ghref"
+	"github.com/capstanhq/capstan/tool"
 )
 
 // github_put_file: an idempotent tool, with no business key (see its
@@ -33,18 +33,18 @@ var putFileSchema = objectSchema([]string{"repo", "branch", "path", "content", "
 })
 
 // putFileTool is github_put_file. Its write is idempotent, and it is a
-// tools.Verifier: reading the file back (fileEffect) tells whether a write
+// tool.Verifier: reading the file back (fileEffect) tells whether a write
 // whose answer was lost landed.
 type putFileTool struct {
 	findable[putFileArgs]
 }
 
-func newPutFileTool(c *gogithub.Client) tools.Tool {
+func newPutFileTool(c *gogithub.Client) tool.Tool {
 	return putFileTool{findable[putFileArgs]{&ghTool[putFileArgs]{
 		c:           c,
 		name:        NamePutFile,
 		description: "Create or replace one file on an existing branch of a GitHub repository with the given content, as one commit. Writing content the file already has changes nothing.",
-		class:       tools.Idempotent,
+		class:       tool.Idempotent,
 		schema:      putFileSchema,
 		parse: func(v *validator, raw json.RawMessage) putFileArgs {
 			var in struct {
@@ -58,10 +58,10 @@ func newPutFileTool(c *gogithub.Client) tools.Tool {
 			return putFileArgs{repo: v.repo(in.Repo), branch: v.branch("branch", in.Branch), path: v.path(in.Path),
 				content: in.Content, message: v.nonBlank("message", in.Message)}
 		},
-		target: func(a putFileArgs) tools.Target {
-			return tools.Target{Repository: a.repo.String(), Branch: a.branch, Path: a.path}
+		target: func(a putFileArgs) tool.Target {
+			return tool.Target{Repository: a.repo.String(), Branch: a.branch, Path: a.path}
 		},
-		identify: func(a putFileArgs) tools.Identity {
+		identify: func(a putFileArgs) tool.Identity {
 			// The content defines the effect (by its blob sha, to keep the
 			// effect small); the commit message does not. There is no
 			// business key: a write is safe to repeat (it reads first and
@@ -69,7 +69,7 @@ func newPutFileTool(c *gogithub.Client) tools.Tool {
 			// its own operation. A key would make a later write of the same
 			// content (a revert, say) replay an old success and send nothing.
 			sha := blobSHA([]byte(a.content))
-			return tools.Identity{
+			return tool.Identity{
 				Effect: canonical(struct {
 					Repo    string `json:"repo"`
 					Branch  string `json:"branch"`
@@ -81,10 +81,10 @@ func newPutFileTool(c *gogithub.Client) tools.Tool {
 		summary: func(name string, a putFileArgs) string {
 			return fmt.Sprintf("%s %s %s:%s", name, a.repo, a.branch, a.path)
 		},
-		run: func(ctx context.Context, opID string, a putFileArgs) (tools.Result, error) {
+		run: func(ctx context.Context, opID string, a putFileArgs) (tool.Result, error) {
 			return putFile(ctx, c, opID, a)
 		},
-		find: func(a putFileArgs, _ tools.Sent) (tools.Effect, error) { return newFileEffect(c, a), nil },
+		find: func(a putFileArgs, _ tool.Sent) (tool.Effect, error) { return newFileEffect(c, a), nil },
 	}}}
 }
 
@@ -101,30 +101,30 @@ type putFileOutput struct {
 // means the write landed, with the result a write would have given, less
 // the commit sha, which a read of the file does not tell; a missing file,
 // or another content, means it did not; a failed read cannot tell.
-func (t putFileTool) Verify(ctx context.Context, call tools.Call) (tools.Result, bool, error) {
+func (t putFileTool) Verify(ctx context.Context, call tool.Call) (tool.Result, bool, error) {
 	a, err := t.args(call.Arguments)
 	if err != nil {
-		return tools.Result{}, false, err
+		return tool.Result{}, false, err
 	}
 	if t.c == nil {
-		return tools.Result{}, false, fmt.Errorf("%s: %w: no GitHub client configured", t.name, tools.ErrRefused)
+		return tool.Result{}, false, fmt.Errorf("%s: %w: no GitHub client configured", t.name, tool.ErrRefused)
 	}
 	e := newFileEffect(t.c, a)
 	obs, err := e.Find(ctx)
 	switch {
 	case err != nil:
-		return tools.Result{}, false, fmt.Errorf("github_put_file: reading back: %w", err)
-	case obs.Outcome != tools.Found:
-		return tools.Result{}, false, nil
+		return tool.Result{}, false, fmt.Errorf("github_put_file: reading back: %w", err)
+	case obs.Outcome != tool.Found:
+		return tool.Result{}, false, nil
 	}
-	return tools.Result{Output: output(putFileOutput{a.path, a.branch, e.blob, "", true}), ExternalID: e.blob}, true, nil
+	return tool.Result{Output: output(putFileOutput{a.path, a.branch, e.blob, "", true}), ExternalID: e.blob}, true, nil
 }
 
 // putFile makes the file hold a.content with a compare-and-set on the blob
 // sha read first: identical content is a no-op (so a repeat after an unknown
 // outcome writes nothing), and a concurrent change in between makes GitHub
 // refuse the write (409) instead of silently overwriting it.
-func putFile(ctx context.Context, c *gogithub.Client, opID string, a putFileArgs) (tools.Result, error) {
+func putFile(ctx context.Context, c *gogithub.Client, opID string, a putFileArgs) (tool.Result, error) {
 	content := []byte(a.content)
 	want := blobSHA(content)
 	current := ""
@@ -134,14 +134,14 @@ func putFile(ctx context.Context, c *gogithub.Client, opID string, a putFileArgs
 	case HTTPStatus(err) == http.StatusNotFound:
 		// Absent; if the branch is what is missing, the write says so.
 	case err != nil:
-		return tools.Result{}, fmt.Errorf("github_put_file: read %s on %s of %s: %w: %w", a.path, a.branch, a.repo, errWriteNotSent, err)
+		return tool.Result{}, fmt.Errorf("github_put_file: read %s on %s of %s: %w: %w", a.path, a.branch, a.repo, errWriteNotSent, err)
 	case dir != nil || file.GetType() != "file":
-		return tools.Result{}, fmt.Errorf("github_put_file: %w: %s on %s of %s is not a regular file", tools.ErrRefused, a.path, a.branch, a.repo)
+		return tool.Result{}, fmt.Errorf("github_put_file: %w: %s on %s of %s is not a regular file", tool.ErrRefused, a.path, a.branch, a.repo)
 	default:
 		current = file.GetSHA()
 	}
 	if current == want {
-		return tools.Result{Output: output(putFileOutput{a.path, a.branch, want, "", false}), ExternalID: want}, nil
+		return tool.Result{Output: output(putFileOutput{a.path, a.branch, want, "", false}), ExternalID: want}, nil
 	}
 	msg := a.message
 	if opID != "" {
@@ -162,13 +162,13 @@ func putFile(ctx context.Context, c *gogithub.Client, opID string, a putFileArgs
 	}
 	resp, _, err := put(ctx, a.repo.Owner, a.repo.Name, strings.Join(segments, "/"), opts)
 	if changedSinceRead(err) {
-		return tools.Result{}, fmt.Errorf("github_put_file: write %s on %s of %s (expected blob %q): %w: %w", a.path, a.branch, a.repo, current, tools.ErrChangedSinceRead, err)
+		return tool.Result{}, fmt.Errorf("github_put_file: write %s on %s of %s (expected blob %q): %w: %w", a.path, a.branch, a.repo, current, tool.ErrChangedSinceRead, err)
 	}
 	if err != nil {
-		return tools.Result{}, fmt.Errorf("github_put_file: write %s on %s of %s (expected blob %q): %w", a.path, a.branch, a.repo, current, err)
+		return tool.Result{}, fmt.Errorf("github_put_file: write %s on %s of %s (expected blob %q): %w", a.path, a.branch, a.repo, current, err)
 	}
 	sha := resp.GetContent().GetSHA()
-	return tools.Result{Output: output(putFileOutput{a.path, a.branch, sha, resp.Commit.GetSHA(), true}), ExternalID: sha}, nil
+	return tool.Result{Output: output(putFileOutput{a.path, a.branch, sha, resp.Commit.GetSHA(), true}), ExternalID: sha}, nil
 }
 
 // changedSinceRead reports GitHub refusing a contents write because the file
@@ -211,19 +211,19 @@ func (e fileEffect) Key() string { return fmt.Sprintf("%s holding blob %s", e.wh
 // Find reads the file on the branch: holding exactly the content (its blob
 // SHA is the content's) is Found, with that SHA as Execute records it;
 // missing, or holding anything else, is NotSeen.
-func (e fileEffect) Find(ctx context.Context) (tools.Observation, error) {
+func (e fileEffect) Find(ctx context.Context) (tool.Observation, error) {
 	file, dir, _, err := e.c.Repositories.GetContents(ctx, e.repo.Owner, e.repo.Name, e.path,
 		&gogithub.RepositoryContentGetOptions{Ref: e.branch})
 	where := e.where()
 	switch {
 	case notFound(err):
-		return tools.Observation{Outcome: tools.NotSeen, Detail: where + " does not exist"}, nil
+		return tool.Observation{Outcome: tool.NotSeen, Detail: where + " does not exist"}, nil
 	case err != nil:
-		return tools.Observation{}, fmt.Errorf("read %s: %w", where, err)
+		return tool.Observation{}, fmt.Errorf("read %s: %w", where, err)
 	case dir != nil || file.GetType() != "file":
-		return tools.Observation{Outcome: tools.NotSeen, Detail: where + " is not a regular file"}, nil
+		return tool.Observation{Outcome: tool.NotSeen, Detail: where + " is not a regular file"}, nil
 	case file.GetSHA() != e.blob:
-		return tools.Observation{Outcome: tools.NotSeen, Detail: fmt.Sprintf("%s holds blob %s, not the content's %s", where, file.GetSHA(), e.blob)}, nil
+		return tool.Observation{Outcome: tool.NotSeen, Detail: fmt.Sprintf("%s holds blob %s, not the content's %s", where, file.GetSHA(), e.blob)}, nil
 	}
-	return tools.Observation{Outcome: tools.Found, ExternalID: e.blob, Detail: fmt.Sprintf("%s holds the content (blob %s)", where, e.blob)}, nil
+	return tool.Observation{Outcome: tool.Found, ExternalID: e.blob, Detail: fmt.Sprintf("%s holds the content (blob %s)", where, e.blob)}, nil
 }

@@ -10,8 +10,8 @@ import (
 	gogithub "github.com/google/go-github/v62/github"
 
 	"github.com/capstanhq/capstan/internal/sandbox"
-	"github.com/capstanhq/capstan/internal/tools"
 	githubtools "github.com/capstanhq/capstan/internal/tools/github"
+	"github.com/capstanhq/capstan/tool"
 )
 
 // github_create_branch starts a branch only from a branch of the
@@ -29,7 +29,7 @@ func TestCreateBranchStartsOnlyFromABranch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fixture{gh: gh, tools: tools.NewRegistry(githubtools.Tools(c)...)}
+	f := &fixture{gh: gh, tools: tool.NewRegistry(githubtools.Tools(c)...)}
 	ctx := context.Background()
 	head := func(branch string) string {
 		t.Helper()
@@ -92,7 +92,7 @@ func TestCreateBranchStartsOnlyFromABranch(t *testing.T) {
 		case err == nil:
 			t.Errorf("from %s: branch %s created, want refused", tc.what, branch)
 			continue
-		case !errors.Is(err, tools.ErrRefused) || githubtools.Classify(err) != tools.VerdictFailed:
+		case !errors.Is(err, tool.ErrRefused) || githubtools.Classify(err) != tool.VerdictFailed:
 			t.Errorf("from %s: %v (verdict %s), want refused, failed", tc.what, err, githubtools.Classify(err))
 		}
 		msg := err.Error()

@@ -8,37 +8,37 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/capstanhq/capstan/internal/tools"
 	githubtools "github.com/capstanhq/capstan/internal/tools/github"
+	"github.com/capstanhq/capstan/tool"
 )
 
 // offlineTools have no client, as in workflow code: Identify must not need one.
-func offlineTools(t *testing.T) *tools.Registry {
+func offlineTools(t *testing.T) *tool.Registry {
 	t.Helper()
-	return tools.NewRegistry(githubtools.Tools(nil)...)
+	return tool.NewRegistry(githubtools.Tools(nil)...)
 }
 
 func TestExecuteWithoutClientSendsNothing(t *testing.T) {
-	tool, _ := offlineTools(t).Get("github_get_file")
-	_, err := tool.Execute(context.Background(), tools.Call{OperationID: "op", Arguments: json.RawMessage(`{"repo":"a/b","path":"x"}`)})
-	if tools.Classify(err) != tools.VerdictFailed {
-		t.Errorf("Execute without a client: %v → %q", err, tools.Classify(err))
+	impl, _ := offlineTools(t).Get("github_get_file")
+	_, err := impl.Execute(context.Background(), tool.Call{OperationID: "op", Arguments: json.RawMessage(`{"repo":"a/b","path":"x"}`)})
+	if tool.Classify(err) != tool.VerdictFailed {
+		t.Errorf("Execute without a client: %v → %q", err, tool.Classify(err))
 	}
 }
 
-func identify(t *testing.T, r *tools.Registry, name, args string) (tools.Identity, error) {
+func identify(t *testing.T, r *tool.Registry, name, args string) (tool.Identity, error) {
 	t.Helper()
-	tool, err := r.Get(name)
+	impl, err := r.Get(name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return tool.Identify(json.RawMessage(args))
+	return impl.Identify(json.RawMessage(args))
 }
 
 func TestIdentifyRejectsBadArguments(t *testing.T) {
 	r := offlineTools(t)
 	for _, tc := range []struct {
-		tool, args, field string
+		impl, args, field string
 	}{
 		{"github_comment", `{"repo":"acme","number":1,"body":"x"}`, `"repo"`},
 		{"github_comment", `{"repo":"","number":1,"body":"x"}`, `"repo"`},
@@ -80,20 +80,20 @@ func TestIdentifyRejectsBadArguments(t *testing.T) {
 		{"github_list_pull_requests", `{"repo":"acme/app","head":"x y"}`, `"head"`},
 		{"github_list_pull_requests", `{}`, `"repo"`},
 	} {
-		_, err := identify(t, r, tc.tool, tc.args)
-		if !errors.Is(err, tools.ErrInvalidArguments) {
-			t.Errorf("%s %s: err = %v, want ErrInvalidArguments", tc.tool, tc.args, err)
+		_, err := identify(t, r, tc.impl, tc.args)
+		if !errors.Is(err, tool.ErrInvalidArguments) {
+			t.Errorf("%s %s: err = %v, want ErrInvalidArguments", tc.impl, tc.args, err)
 			continue
 		}
-		if msg := err.Error(); !strings.Contains(msg, tc.field) || !strings.HasPrefix(msg, tc.tool+": ") || strings.Contains(msg, "\n") {
-			t.Errorf("%s %s: message %q should name %s in one line", tc.tool, tc.args, msg, tc.field)
+		if msg := err.Error(); !strings.Contains(msg, tc.field) || !strings.HasPrefix(msg, tc.impl+": ") || strings.Contains(msg, "\n") {
+			t.Errorf("%s %s: message %q should name %s in one line", tc.impl, tc.args, msg, tc.field)
 		}
 	}
 }
 
 func TestIdentifyBusinessKeys(t *testing.T) {
 	r := offlineTools(t)
-	for _, tc := range []struct{ tool, args, key string }{
+	for _, tc := range []struct{ impl, args, key string }{
 		{"github_create_branch", `{"repo":"acme/app","branch":"agent/fix","from":"main"}`, "branch:create:acme/app:agent/fix"},
 		{"github_create_branch", `{"repo":"Acme/App","branch":"agent/fix","from":"0123456789abcdef0123456789abcdef01234567"}`, "branch:create:acme/app:agent/fix"},
 		{"github_put_file", `{"repo":"acme/app","branch":"agent/fix","path":"docs/a.md","content":"","message":"m"}`, ""}, // no business key: every declared write is its own operation
@@ -102,31 +102,31 @@ func TestIdentifyBusinessKeys(t *testing.T) {
 		{"github_get_file", `{"repo":"acme/app","path":"a"}`, ""},
 		{"github_list_pull_requests", `{"repo":"acme/app"}`, ""},
 	} {
-		id, err := identify(t, r, tc.tool, tc.args)
+		id, err := identify(t, r, tc.impl, tc.args)
 		if err != nil {
-			t.Errorf("%s %s: %v", tc.tool, tc.args, err)
+			t.Errorf("%s %s: %v", tc.impl, tc.args, err)
 			continue
 		}
 		if id.BusinessKey != tc.key {
-			t.Errorf("%s %s: business key %q, want %q", tc.tool, tc.args, id.BusinessKey, tc.key)
+			t.Errorf("%s %s: business key %q, want %q", tc.impl, tc.args, id.BusinessKey, tc.key)
 		}
 		if !json.Valid(id.Effect) {
-			t.Errorf("%s: effect %s is not JSON", tc.tool, id.Effect)
+			t.Errorf("%s: effect %s is not JSON", tc.impl, id.Effect)
 		}
 	}
 }
 
 func TestIdentifyEffects(t *testing.T) {
 	r := offlineTools(t)
-	effect := func(tool, args string) string {
+	effect := func(impl, args string) string {
 		t.Helper()
-		id, err := identify(t, r, tool, args)
+		id, err := identify(t, r, impl, args)
 		if err != nil {
-			t.Fatalf("%s %s: %v", tool, args, err)
+			t.Fatalf("%s %s: %v", impl, args, err)
 		}
-		again, _ := identify(t, r, tool, args)
+		again, _ := identify(t, r, impl, args)
 		if !bytes.Equal(id.Effect, again.Effect) || id.BusinessKey != again.BusinessKey {
-			t.Fatalf("%s: Identify is not deterministic", tool)
+			t.Fatalf("%s: Identify is not deterministic", impl)
 		}
 		return string(id.Effect)
 	}

@@ -5,8 +5,8 @@ import (
 	"testing"
 
 	"github.com/capstanhq/capstan/internal/policy"
-	"github.com/capstanhq/capstan/internal/tools"
 	githubtools "github.com/capstanhq/capstan/internal/tools/github"
+	"github.com/capstanhq/capstan/tool"
 )
 
 // TestPolicyKnowsTheBuiltinTools: policy.BuiltinTools, which the policy
@@ -15,15 +15,15 @@ import (
 func TestPolicyKnowsTheBuiltinTools(t *testing.T) {
 	t.Parallel()
 	all := githubtools.Tools(nil)
-	for _, tool := range all {
-		b, ok := policy.BuiltinTools[tool.Name()]
+	for _, impl := range all {
+		b, ok := policy.BuiltinTools[impl.Name()]
 		switch {
 		case !ok:
-			t.Errorf("policy.BuiltinTools lacks %s", tool.Name())
-		case b.Class != tool.Class():
-			t.Errorf("policy.BuiltinTools says %s is %s; the tool says %s", tool.Name(), b.Class, tool.Class())
-		case b.CreatesBranch != (tool.Name() == githubtools.NameCreateBranch):
-			t.Errorf("policy.BuiltinTools says %s creates a branch: %v", tool.Name(), b.CreatesBranch)
+			t.Errorf("policy.BuiltinTools lacks %s", impl.Name())
+		case b.Class != impl.Class():
+			t.Errorf("policy.BuiltinTools says %s is %s; the tool says %s", impl.Name(), b.Class, impl.Class())
+		case b.CreatesBranch != (impl.Name() == githubtools.NameCreateBranch):
+			t.Errorf("policy.BuiltinTools says %s creates a branch: %v", impl.Name(), b.CreatesBranch)
 		}
 	}
 	if len(policy.BuiltinTools) != len(all) {
@@ -44,7 +44,7 @@ func TestToolsNameTheirTarget(t *testing.T) {
 		githubtools.NameCreatePullRequest: `{"repo":"acme/app","head":"capstan/x","base":"main","title":"t","body":"b"}`,
 		githubtools.NameComment:           `{"repo":"acme/app","number":3,"body":"b"}`,
 	}
-	want := map[string]tools.Target{
+	want := map[string]tool.Target{
 		githubtools.NameGetFile:           {Repository: "Acme/App", Branch: "dev", Path: "a/b.go"},
 		githubtools.NameListPullRequests:  {Repository: "acme/app"},
 		githubtools.NameCreateBranch:      {Repository: "acme/app", Branch: "capstan/x", From: "main", CreatesBranch: true},
@@ -52,18 +52,18 @@ func TestToolsNameTheirTarget(t *testing.T) {
 		githubtools.NameCreatePullRequest: {Repository: "acme/app", Branch: "capstan/x", Into: "main"},
 		githubtools.NameComment:           {Repository: "acme/app"},
 	}
-	for _, tool := range githubtools.Tools(nil) {
-		tg, ok := tool.(tools.Targeted)
+	for _, impl := range githubtools.Tools(nil) {
+		tg, ok := impl.(tool.Targeted)
 		if !ok {
-			t.Errorf("%s is not tools.Targeted", tool.Name())
+			t.Errorf("%s is not tool.Targeted", impl.Name())
 			continue
 		}
-		got, err := tg.Target(json.RawMessage(args[tool.Name()]))
-		if err != nil || got != want[tool.Name()] {
-			t.Errorf("%s: Target = %+v, %v; want %+v", tool.Name(), got, err, want[tool.Name()])
+		got, err := tg.Target(json.RawMessage(args[impl.Name()]))
+		if err != nil || got != want[impl.Name()] {
+			t.Errorf("%s: Target = %+v, %v; want %+v", impl.Name(), got, err, want[impl.Name()])
 		}
 		if _, err := tg.Target(json.RawMessage(`{"repo":"not a repo"}`)); err == nil {
-			t.Errorf("%s: Target accepted bad arguments", tool.Name())
+			t.Errorf("%s: Target accepted bad arguments", impl.Name())
 		}
 	}
 }

@@ -9,21 +9,21 @@ import (
 	"time"
 
 	"github.com/capstanhq/capstan/internal/sandbox"
-	"github.com/capstanhq/capstan/internal/tools"
 	githubtools "github.com/capstanhq/capstan/internal/tools/github"
+	"github.com/capstanhq/capstan/tool"
 )
 
 // preparers are the GitHub tools that record facts before they send
 // anything, by name; every other tool records none.
-func preparers(t *testing.T, f *fixture) map[string]tools.Preparer {
+func preparers(t *testing.T, f *fixture) map[string]tool.Preparer {
 	t.Helper()
 	want := map[string]bool{"github_create_pull_request": true, "github_create_branch": true}
-	out := map[string]tools.Preparer{}
+	out := map[string]tool.Preparer{}
 	for _, name := range f.tools.Names() {
-		tool, _ := f.tools.Get(name)
-		p, ok := tool.(tools.Preparer)
+		impl, _ := f.tools.Get(name)
+		p, ok := impl.(tool.Preparer)
 		if ok != want[name] {
-			t.Errorf("%s is a tools.Preparer: %v", name, ok)
+			t.Errorf("%s is a tool.Preparer: %v", name, ok)
 		}
 		if ok {
 			out[name] = p
@@ -39,9 +39,9 @@ func TestPullRequestPrepareRecordsTheHeadSHA(t *testing.T) {
 	ctx := context.Background()
 	preparer := preparers(t, f)["github_create_pull_request"]
 	if preparer == nil {
-		t.Fatal("github_create_pull_request is not a tools.Preparer")
+		t.Fatal("github_create_pull_request is not a tool.Preparer")
 	}
-	call := tools.Call{OperationID: "op-pr", Arguments: json.RawMessage(
+	call := tool.Call{OperationID: "op-pr", Arguments: json.RawMessage(
 		`{"repo":"acme/app","head":"agent/fix","base":"main","title":"Fix","body":"Fixes."}`)}
 
 	// No head branch yet: nothing to record, and no error — the request
@@ -83,11 +83,11 @@ func TestPullRequestPrepareRecordsTheHeadSHA(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = preparer.Prepare(ctx, call)
-	if wait, ok := tools.RetryAfter(err); !ok || wait <= 0 || wait > 7*time.Second {
+	if wait, ok := tool.RetryAfter(err); !ok || wait <= 0 || wait > 7*time.Second {
 		t.Fatalf("Prepare rate limited: %v; want an error carrying a wait of up to 7s", err)
 	}
-	if tools.Classify(err) != tools.VerdictNotSent {
-		t.Errorf("Prepare rate limited: verdict %q, want %q", tools.Classify(err), tools.VerdictNotSent)
+	if tool.Classify(err) != tool.VerdictNotSent {
+		t.Errorf("Prepare rate limited: verdict %q, want %q", tool.Classify(err), tool.VerdictNotSent)
 	}
 }
 
@@ -100,17 +100,17 @@ func TestBranchPrepareRecordsTheFromSHA(t *testing.T) {
 	ctx := context.Background()
 	preparer := preparers(t, f)["github_create_branch"]
 	if preparer == nil {
-		t.Fatal("github_create_branch is not a tools.Preparer")
+		t.Fatal("github_create_branch is not a tool.Preparer")
 	}
 	args := json.RawMessage(`{"repo":"acme/app","branch":"agent/fix","from":"main"}`)
 
 	// A commit needs nothing recorded; a missing "from" branch gives no
 	// facts and no error (Execute refuses it).
-	if facts, err := preparer.Prepare(ctx, tools.Call{OperationID: "op-sha", Arguments: json.RawMessage(
+	if facts, err := preparer.Prepare(ctx, tool.Call{OperationID: "op-sha", Arguments: json.RawMessage(
 		`{"repo":"acme/app","branch":"agent/x","from":"` + strings.Repeat("a", 40) + `"}`)}); err != nil || facts != nil {
 		t.Errorf("Prepare from a commit: %s, %v; want no facts and no error", facts, err)
 	}
-	if facts, err := preparer.Prepare(ctx, tools.Call{OperationID: "op-gone", Arguments: json.RawMessage(
+	if facts, err := preparer.Prepare(ctx, tool.Call{OperationID: "op-gone", Arguments: json.RawMessage(
 		`{"repo":"acme/app","branch":"agent/x","from":"gone"}`)}); err != nil || facts != nil {
 		t.Errorf("Prepare from a missing branch: %s, %v; want no facts and no error", facts, err)
 	}
@@ -120,7 +120,7 @@ func TestBranchPrepareRecordsTheFromSHA(t *testing.T) {
 		`{"repo":"acme/app","branch":"main","path":"a.md","content":"a\n","message":"A"}`)
 	recorded, _ := out["commit_sha"].(string)
 	before := f.gh.Stats()
-	facts, err := preparer.Prepare(ctx, tools.Call{OperationID: "op-b", Arguments: args})
+	facts, err := preparer.Prepare(ctx, tool.Call{OperationID: "op-b", Arguments: args})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,16 +135,16 @@ func TestBranchPrepareRecordsTheFromSHA(t *testing.T) {
 	// main moves on before the request is sent: the branch is created at
 	// the commit recorded.
 	f.mustRun(t, "github_put_file", "op-f1", `{"repo":"acme/app","branch":"main","path":"b.md","content":"b\n","message":"B"}`)
-	tool, _ := f.tools.Get("github_create_branch")
-	res, err := tool.Execute(ctx, tools.Call{OperationID: "op-b", Arguments: args, Facts: facts})
+	impl, _ := f.tools.Get("github_create_branch")
+	res, err := impl.Execute(ctx, tool.Call{OperationID: "op-b", Arguments: args, Facts: facts})
 	if err != nil || res.ExternalID != "refs/heads/agent/fix@"+recorded {
 		t.Fatalf("Execute with facts: %+v, %v; want the branch at %s", res, err, recorded)
 	}
 
 	// Facts that do not decode refuse the call, sending nothing.
-	if _, err := tool.Execute(ctx, tools.Call{OperationID: "op-c", Arguments: json.RawMessage(
-		`{"repo":"acme/app","branch":"agent/c","from":"main"}`), Facts: json.RawMessage(`{"from_sha":1}`)}); !errors.Is(err, tools.ErrRefused) {
-		t.Errorf("Execute with bad facts: %v, want %v", err, tools.ErrRefused)
+	if _, err := impl.Execute(ctx, tool.Call{OperationID: "op-c", Arguments: json.RawMessage(
+		`{"repo":"acme/app","branch":"agent/c","from":"main"}`), Facts: json.RawMessage(`{"from_sha":1}`)}); !errors.Is(err, tool.ErrRefused) {
+		t.Errorf("Execute with bad facts: %v, want %v", err, tool.ErrRefused)
 	}
 	if n := f.gh.Stats().BranchesCreated; n != 1 {
 		t.Errorf("branches created = %d, want 1", n)

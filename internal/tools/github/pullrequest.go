@@ -10,8 +10,8 @@ import (
 
 	gogithub "github.com/google/go-github/v62/github"
 
-	"github.com/capstanhq/capstan/internal/tools"
 	"github.com/capstanhq/capstan/internal/tools/ghref"
+	"github.com/capstanhq/capstan/tool"
 )
 
 // github_create_pull_request: a conditional tool. Its business key is the
@@ -33,7 +33,7 @@ var createPullRequestSchema = objectSchema([]string{"repo", "head", "base", "tit
 	"body":  stringProp("Pull request description (Markdown)."),
 })
 
-// pullRequestTool is github_create_pull_request. It is a tools.Preparer:
+// pullRequestTool is github_create_pull_request. It is a tool.Preparer:
 // before the pull request is opened it records the commit the head branch
 // is at (PullRequestFacts), which its lookup (pullRequestEffect) matches.
 type pullRequestTool struct {
@@ -54,7 +54,7 @@ type PullRequestFacts struct {
 // (GitHub refuses a head it does not have), and a reconciler goes by the
 // marker alone. Any other failure to read is an error carrying its verdict,
 // and the wait a rate limit asked for.
-func (t pullRequestTool) Prepare(ctx context.Context, call tools.Call) (json.RawMessage, error) {
+func (t pullRequestTool) Prepare(ctx context.Context, call tool.Call) (json.RawMessage, error) {
 	a, err := t.args(call.Arguments)
 	if err != nil {
 		return nil, err
@@ -72,12 +72,12 @@ func (t pullRequestTool) Prepare(ctx context.Context, call tools.Call) (json.Raw
 	return output(PullRequestFacts{HeadSHA: ref.GetObject().GetSHA()}), nil
 }
 
-func createPullRequestTool(c *gogithub.Client, self Self) tools.Tool {
+func createPullRequestTool(c *gogithub.Client, self Self) tool.Tool {
 	return pullRequestTool{findable[createPullArgs]{&ghTool[createPullArgs]{
 		c:           c,
 		name:        NameCreatePullRequest,
 		description: "Open a pull request in a GitHub repository from a head branch into a base branch. At most one open pull request can exist per head and base.",
-		class:       tools.Conditional,
+		class:       tool.Conditional,
 		schema:      createPullRequestSchema,
 		parse: func(v *validator, raw json.RawMessage) createPullArgs {
 			var in struct {
@@ -95,13 +95,13 @@ func createPullRequestTool(c *gogithub.Client, self Self) tools.Tool {
 			}
 			return a
 		},
-		target: func(a createPullArgs) tools.Target {
-			return tools.Target{Repository: a.repo.String(), Branch: a.head, Into: a.base}
+		target: func(a createPullArgs) tool.Target {
+			return tool.Target{Repository: a.repo.String(), Branch: a.head, Into: a.base}
 		},
-		identify: func(a createPullArgs) tools.Identity {
+		identify: func(a createPullArgs) tool.Identity {
 			// Title and body do not define the effect: a retry that rewords
 			// them is still the same pull request.
-			return tools.Identity{
+			return tool.Identity{
 				BusinessKey: "pr:create:" + a.repo.Key() + ":" + a.head + ":" + a.base,
 				Effect: canonical(struct {
 					Repo string `json:"repo"`
@@ -113,14 +113,14 @@ func createPullRequestTool(c *gogithub.Client, self Self) tools.Tool {
 		summary: func(name string, a createPullArgs) string {
 			return fmt.Sprintf("%s %s %s → %s", name, a.repo, a.head, a.base)
 		},
-		run: func(ctx context.Context, opID string, a createPullArgs) (tools.Result, error) {
+		run: func(ctx context.Context, opID string, a createPullArgs) (tool.Result, error) {
 			if err := requireOperationID(NameCreatePullRequest, opID); err != nil {
-				return tools.Result{}, err
+				return tool.Result{}, err
 			}
 			pr, _, err := c.PullRequests.Create(ctx, a.repo.Owner, a.repo.Name, &gogithub.NewPullRequest{
 				Title: &a.title, Head: &a.head, Base: &a.base, Body: gogithub.String(withMarker(a.body, opID))})
 			if err != nil {
-				return tools.Result{}, fmt.Errorf("github_create_pull_request: open %s → %s in %s: %w", a.head, a.base, a.repo, err)
+				return tool.Result{}, fmt.Errorf("github_create_pull_request: open %s → %s in %s: %w", a.head, a.base, a.repo, err)
 			}
 			out := struct {
 				Number  int    `json:"number"`
@@ -130,9 +130,9 @@ func createPullRequestTool(c *gogithub.Client, self Self) tools.Tool {
 				HeadSHA string `json:"head_sha"`
 				State   string `json:"state"`
 			}{pr.GetNumber(), pr.GetHTMLURL(), pr.GetHead().GetRef(), pr.GetBase().GetRef(), pr.GetHead().GetSHA(), pr.GetState()}
-			return tools.Result{Output: output(out), ExternalID: pr.GetHTMLURL()}, nil
+			return tool.Result{Output: output(out), ExternalID: pr.GetHTMLURL()}, nil
 		},
-		find: func(a createPullArgs, s tools.Sent) (tools.Effect, error) {
+		find: func(a createPullArgs, s tool.Sent) (tool.Effect, error) {
 			if err := requireOperationID(NameCreatePullRequest, s.OperationID); err != nil {
 				return nil, err
 			}
@@ -163,7 +163,7 @@ type pullRequestEffect struct {
 	// only the marker counts.
 	headSHA string
 	// since is when the operation was first claimed; a pull request opened
-	// before it (minus tools.ClockMargin) is not the operation's. Zero:
+	// before it (minus tool.ClockMargin) is not the operation's. Zero:
 	// unknown.
 	since time.Time
 	// title and body are what the call sent (the body without its
@@ -206,10 +206,10 @@ func (e pullRequestEffect) Key() string {
 // the operation whose marker was edited out and whose branch then moved is
 // indistinguishable from those; should the retry that follows meet it still
 // open, GitHub refuses a second pull request for the same head and base.
-func (e pullRequestEffect) Find(ctx context.Context) (tools.Observation, error) {
+func (e pullRequestEffect) Find(ctx context.Context) (tool.Observation, error) {
 	self, err := e.self.Login(ctx)
 	if err != nil {
-		return tools.Observation{}, err
+		return tool.Observation{}, err
 	}
 	marker := Marker(e.opID)
 	opts := &gogithub.PullRequestListOptions{State: "all", Head: e.repo.Owner + ":" + e.head, Base: e.base,
@@ -220,7 +220,7 @@ func (e pullRequestEffect) Find(ctx context.Context) (tools.Observation, error) 
 	for page := 1; ; page++ {
 		prs, resp, err := e.c.PullRequests.List(ctx, e.repo.Owner, e.repo.Name, opts)
 		if err != nil {
-			return tools.Observation{}, fmt.Errorf("list %s: %w", what, err)
+			return tool.Observation{}, fmt.Errorf("list %s: %w", what, err)
 		}
 		listed += len(prs)
 		for _, pr := range prs {
@@ -240,7 +240,7 @@ func (e pullRequestEffect) Find(ctx context.Context) (tools.Observation, error) 
 			break
 		}
 		if page == maxPages {
-			return tools.Observation{}, fmt.Errorf("list %s: more than %d pages", what, maxPages)
+			return tool.Observation{}, fmt.Errorf("list %s: more than %d pages", what, maxPages)
 		}
 		opts.Page = resp.NextPage
 	}
@@ -251,26 +251,26 @@ func (e pullRequestEffect) Find(ctx context.Context) (tools.Observation, error) 
 	switch {
 	case len(marked) == 1:
 		pr := marked[0]
-		return tools.Observation{Outcome: tools.Found, ExternalID: pr.GetHTMLURL(),
+		return tool.Observation{Outcome: tool.Found, ExternalID: pr.GetHTMLURL(),
 			Detail: fmt.Sprintf("pull request #%d (%s) by %s of the %d %s carries the operation's marker%s%s",
 				pr.GetNumber(), pr.GetState(), self, listed, what, headNote(pr, e.headSHA), note)}, nil
 	case len(marked) > 1:
-		return tools.Observation{Outcome: tools.Ambiguous,
+		return tool.Observation{Outcome: tool.Ambiguous,
 			Detail: fmt.Sprintf("%d %s by %s carry the operation's marker: %s%s", len(marked), what, self, numbers(marked), note)}, nil
 	case len(atHead) > 0:
-		return tools.Observation{Outcome: tools.Ambiguous, Detail: fmt.Sprintf(
+		return tool.Observation{Outcome: tool.Ambiguous, Detail: fmt.Sprintf(
 			"none of the %d %s carries the operation's marker, but %s by %s %s at %s, the commit the head branch was at when the operation was sent, and opened since: the operation's with its marker removed, or another of capstan's%s",
 			listed, what, numbers(atHead), self, isOrAre(len(atHead)), e.headSHA, note)}, nil
 	default:
-		return tools.Observation{Outcome: tools.NotSeen,
+		return tool.Observation{Outcome: tool.NotSeen,
 			Detail: fmt.Sprintf("none of the %d %s opened by %s carries the operation's marker%s%s", listed, what, self, e.notAtHeadNote(), note)}, nil
 	}
 }
 
 // openedBefore reports whether pr was opened before since, less
-// tools.ClockMargin: before the operation was claimed, so not by it.
+// tool.ClockMargin: before the operation was claimed, so not by it.
 func openedBefore(pr *gogithub.PullRequest, since time.Time) bool {
-	return !since.IsZero() && pr.CreatedAt != nil && pr.GetCreatedAt().Before(since.Add(-tools.ClockMargin))
+	return !since.IsZero() && pr.CreatedAt != nil && pr.GetCreatedAt().Before(since.Add(-tool.ClockMargin))
 }
 
 // headNote says where a found pull request's head is against the commit

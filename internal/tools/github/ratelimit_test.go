@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/capstanhq/capstan/internal/tools"
 	githubtools "github.com/capstanhq/capstan/internal/tools/github"
+	"github.com/capstanhq/capstan/tool"
 )
 
 // A GitHub rate limit, in each form GitHub answers it, means GitHub did
@@ -32,18 +32,18 @@ func TestRateLimitedMutationIsNotSentWithTheWaitAsked(t *testing.T) {
 		docURL  string
 		limited bool
 		wait    time.Duration
-		verdict tools.Verdict
+		verdict tool.Verdict
 	}{
-		{"403 secondary with Retry-After", http.StatusForbidden, http.Header{"Retry-After": {"37"}}, secondary, docs, true, 37 * time.Second, tools.VerdictNotSent},
-		{"403 secondary message only", http.StatusForbidden, nil, secondary, "", true, time.Minute, tools.VerdictNotSent},
-		{"403 secondary, Retry-After as a date", http.StatusForbidden, http.Header{"Retry-After": {date.Add(90 * time.Second).Format(http.TimeFormat)}}, secondary, "", true, 90 * time.Second, tools.VerdictNotSent},
-		{"403 primary", http.StatusForbidden, http.Header{"X-Ratelimit-Remaining": {"0"}, "X-Ratelimit-Reset": {at(time.Hour)}}, "API rate limit exceeded", "", true, time.Hour, tools.VerdictNotSent},
-		{"429 primary", http.StatusTooManyRequests, http.Header{"X-Ratelimit-Remaining": {"0"}, "X-Ratelimit-Reset": {at(95 * time.Second)}}, "API rate limit exceeded", "", true, 95 * time.Second, tools.VerdictNotSent},
-		{"429 with Retry-After", http.StatusTooManyRequests, http.Header{"Retry-After": {"12"}, "X-Ratelimit-Remaining": {"0"}, "X-Ratelimit-Reset": {at(time.Hour)}}, secondary, "", true, 12 * time.Second, tools.VerdictNotSent},
-		{"429 primary whose reset has passed", http.StatusTooManyRequests, http.Header{"X-Ratelimit-Remaining": {"0"}, "X-Ratelimit-Reset": {at(-time.Minute)}}, "API rate limit exceeded", "", true, 0, tools.VerdictNotSent},
-		{"403 permission", http.StatusForbidden, http.Header{"X-Ratelimit-Remaining": {"4999"}, "X-Ratelimit-Reset": {at(time.Hour)}}, "Resource not accessible by integration", "", false, 0, tools.VerdictFailed},
-		{"429 without GitHub's marks", http.StatusTooManyRequests, nil, "Too Many Requests", "", false, 0, tools.VerdictUnknown},
-		{"503 with Retry-After", http.StatusServiceUnavailable, http.Header{"Retry-After": {"5"}}, "unavailable", "", false, 0, tools.VerdictUnknown},
+		{"403 secondary with Retry-After", http.StatusForbidden, http.Header{"Retry-After": {"37"}}, secondary, docs, true, 37 * time.Second, tool.VerdictNotSent},
+		{"403 secondary message only", http.StatusForbidden, nil, secondary, "", true, time.Minute, tool.VerdictNotSent},
+		{"403 secondary, Retry-After as a date", http.StatusForbidden, http.Header{"Retry-After": {date.Add(90 * time.Second).Format(http.TimeFormat)}}, secondary, "", true, 90 * time.Second, tool.VerdictNotSent},
+		{"403 primary", http.StatusForbidden, http.Header{"X-Ratelimit-Remaining": {"0"}, "X-Ratelimit-Reset": {at(time.Hour)}}, "API rate limit exceeded", "", true, time.Hour, tool.VerdictNotSent},
+		{"429 primary", http.StatusTooManyRequests, http.Header{"X-Ratelimit-Remaining": {"0"}, "X-Ratelimit-Reset": {at(95 * time.Second)}}, "API rate limit exceeded", "", true, 95 * time.Second, tool.VerdictNotSent},
+		{"429 with Retry-After", http.StatusTooManyRequests, http.Header{"Retry-After": {"12"}, "X-Ratelimit-Remaining": {"0"}, "X-Ratelimit-Reset": {at(time.Hour)}}, secondary, "", true, 12 * time.Second, tool.VerdictNotSent},
+		{"429 primary whose reset has passed", http.StatusTooManyRequests, http.Header{"X-Ratelimit-Remaining": {"0"}, "X-Ratelimit-Reset": {at(-time.Minute)}}, "API rate limit exceeded", "", true, 0, tool.VerdictNotSent},
+		{"403 permission", http.StatusForbidden, http.Header{"X-Ratelimit-Remaining": {"4999"}, "X-Ratelimit-Reset": {at(time.Hour)}}, "Resource not accessible by integration", "", false, 0, tool.VerdictFailed},
+		{"429 without GitHub's marks", http.StatusTooManyRequests, nil, "Too Many Requests", "", false, 0, tool.VerdictUnknown},
+		{"503 with Retry-After", http.StatusServiceUnavailable, http.Header{"Retry-After": {"5"}}, "unavailable", "", false, 0, tool.VerdictUnknown},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var posts atomic.Int32
@@ -59,25 +59,25 @@ func TestRateLimitedMutationIsNotSentWithTheWaitAsked(t *testing.T) {
 			}))
 			t.Cleanup(srv.Close)
 			c := clientFor(t, srv.URL, nil)
-			tool, err := tools.NewRegistry(githubtools.Tools(c)...).Get("github_create_pull_request")
+			impl, err := tool.NewRegistry(githubtools.Tools(c)...).Get("github_create_pull_request")
 			if err != nil {
 				t.Fatal(err)
 			}
-			_, err = tool.Execute(context.Background(), tools.Call{OperationID: "op-1",
+			_, err = impl.Execute(context.Background(), tool.Call{OperationID: "op-1",
 				Arguments: json.RawMessage(`{"repo":"acme/app","head":"feat","base":"main","title":"t","body":"b"}`)})
 			if err == nil || posts.Load() != 1 {
 				t.Fatalf("err = %v after %d requests, want one refused request", err, posts.Load())
 			}
-			if got := tools.Classify(err); got != tc.verdict {
+			if got := tool.Classify(err); got != tc.verdict {
 				t.Errorf("Classify(%v) = %q, want %q", err, got, tc.verdict)
 			}
 			wait, limited := githubtools.RateLimitWait(err)
 			if limited != tc.limited || wait != tc.wait {
 				t.Errorf("RateLimitWait = %s, %v; want %s, %v", wait, limited, tc.wait, tc.limited)
 			}
-			carried, ok := tools.RetryAfter(err)
+			carried, ok := tool.RetryAfter(err)
 			if ok != tc.limited || carried != tc.wait {
-				t.Errorf("tools.RetryAfter = %s, %v; want %s, %v", carried, ok, tc.wait, tc.limited)
+				t.Errorf("tool.RetryAfter = %s, %v; want %s, %v", carried, ok, tc.wait, tc.limited)
 			}
 		})
 	}
@@ -99,7 +99,7 @@ func TestRateLimitGuardCarriesTheTimeLeft(t *testing.T) {
 	}
 	err := listAgainst(context.Background(), t, c)
 	wait, limited := githubtools.RateLimitWait(err)
-	if !limited || wait <= 30*time.Second || wait > 40*time.Second || githubtools.Classify(err) != tools.VerdictNotSent || githubtools.HTTPStatus(err) != 0 {
+	if !limited || wait <= 30*time.Second || wait > 40*time.Second || githubtools.Classify(err) != tool.VerdictNotSent || githubtools.HTTPStatus(err) != 0 {
 		t.Errorf("guarded: %v → wait %s, limited %v, verdict %q; want not_sent with the time left", err, wait, limited, githubtools.Classify(err))
 	}
 }

@@ -9,8 +9,8 @@ import (
 
 	gogithub "github.com/google/go-github/v62/github"
 
-	"github.com/capstanhq/capstan/internal/tools"
 	"github.com/capstanhq/capstan/internal/tools/ghref"
+	"github.com/capstanhq/capstan/tool"
 )
 
 // maxFileContent bounds the file content given back to the model; the rest
@@ -31,12 +31,12 @@ var getFileSchema = objectSchema([]string{"repo", "path"}, map[string]any{
 	"ref":  stringProp("Branch, tag or commit SHA to read from. Defaults to the repository's default branch."),
 })
 
-func getFileTool(c *gogithub.Client) tools.Tool {
+func getFileTool(c *gogithub.Client) tool.Tool {
 	return &ghTool[getFileArgs]{
 		c:           c,
 		name:        NameGetFile,
 		description: "Read one file (or list one directory) of a GitHub repository at a branch, tag or commit.",
-		class:       tools.ReadOnly,
+		class:       tool.ReadOnly,
 		schema:      getFileSchema,
 		parse: func(v *validator, raw json.RawMessage) getFileArgs {
 			var in struct {
@@ -51,11 +51,11 @@ func getFileTool(c *gogithub.Client) tools.Tool {
 			}
 			return a
 		},
-		target: func(a getFileArgs) tools.Target {
-			return tools.Target{Repository: a.repo.String(), Branch: a.ref, Path: a.path}
+		target: func(a getFileArgs) tool.Target {
+			return tool.Target{Repository: a.repo.String(), Branch: a.ref, Path: a.path}
 		},
-		identify: func(a getFileArgs) tools.Identity {
-			return tools.Identity{Effect: canonical(struct {
+		identify: func(a getFileArgs) tool.Identity {
+			return tool.Identity{Effect: canonical(struct {
 				Repo string `json:"repo"`
 				Path string `json:"path"`
 				Ref  string `json:"ref"`
@@ -67,16 +67,16 @@ func getFileTool(c *gogithub.Client) tools.Tool {
 			}
 			return fmt.Sprintf("%s %s %s", name, a.repo, a.path)
 		},
-		run: func(ctx context.Context, _ string, a getFileArgs) (tools.Result, error) {
+		run: func(ctx context.Context, _ string, a getFileArgs) (tool.Result, error) {
 			file, dir, _, err := c.Repositories.GetContents(ctx, a.repo.Owner, a.repo.Name, a.path,
 				&gogithub.RepositoryContentGetOptions{Ref: a.ref})
 			if err != nil {
-				return tools.Result{}, fmt.Errorf("github_get_file: get %s from %s at %q: %w", a.path, a.repo, a.ref, err)
+				return tool.Result{}, fmt.Errorf("github_get_file: get %s from %s at %q: %w", a.path, a.repo, a.ref, err)
 			}
 			if dir != nil {
-				return tools.Result{Output: output(dirListing(a, dir))}, nil
+				return tool.Result{Output: output(dirListing(a, dir))}, nil
 			}
-			return tools.Result{Output: output(fileOutput(a, file))}, nil
+			return tool.Result{Output: output(fileOutput(a, file))}, nil
 		},
 	}
 }
@@ -146,12 +146,12 @@ var listPullRequestsSchema = objectSchema([]string{"repo"}, map[string]any{
 	"state": map[string]any{"type": "string", "enum": []string{"open", "closed", "all"}, "description": `Which pull requests to list; defaults to "open".`},
 })
 
-func listPullRequestsTool(c *gogithub.Client) tools.Tool {
+func listPullRequestsTool(c *gogithub.Client) tool.Tool {
 	return &ghTool[listPullsArgs]{
 		c:           c,
 		name:        NameListPullRequests,
 		description: fmt.Sprintf("List pull requests of a GitHub repository, newest first (at most %d), optionally filtered by head branch, base branch and state.", maxListedPulls),
-		class:       tools.ReadOnly,
+		class:       tool.ReadOnly,
 		schema:      listPullRequestsSchema,
 		parse: func(v *validator, raw json.RawMessage) listPullsArgs {
 			var in struct {
@@ -180,9 +180,9 @@ func listPullRequestsTool(c *gogithub.Client) tools.Tool {
 			}
 			return a
 		},
-		target: func(a listPullsArgs) tools.Target { return tools.Target{Repository: a.repo.String()} },
-		identify: func(a listPullsArgs) tools.Identity {
-			return tools.Identity{Effect: canonical(struct {
+		target: func(a listPullsArgs) tool.Target { return tool.Target{Repository: a.repo.String()} },
+		identify: func(a listPullsArgs) tool.Identity {
+			return tool.Identity{Effect: canonical(struct {
 				Repo  string `json:"repo"`
 				Head  string `json:"head"`
 				Base  string `json:"base"`
@@ -190,7 +190,7 @@ func listPullRequestsTool(c *gogithub.Client) tools.Tool {
 			}{a.repo.Key(), a.head, a.base, a.state})}
 		},
 		summary: func(name string, a listPullsArgs) string { return name + " " + a.repo.String() },
-		run: func(ctx context.Context, _ string, a listPullsArgs) (tools.Result, error) {
+		run: func(ctx context.Context, _ string, a listPullsArgs) (tool.Result, error) {
 			opts := &gogithub.PullRequestListOptions{State: a.state, Base: a.base,
 				ListOptions: gogithub.ListOptions{PerPage: maxListedPulls}}
 			if a.head != "" {
@@ -202,7 +202,7 @@ func listPullRequestsTool(c *gogithub.Client) tools.Tool {
 			}
 			prs, resp, err := c.PullRequests.List(ctx, a.repo.Owner, a.repo.Name, opts)
 			if err != nil {
-				return tools.Result{}, fmt.Errorf("github_list_pull_requests: list %s (head %q, base %q, state %s): %w", a.repo, a.head, a.base, a.state, err)
+				return tool.Result{}, fmt.Errorf("github_list_pull_requests: list %s (head %q, base %q, state %s): %w", a.repo, a.head, a.base, a.state, err)
 			}
 			type pr struct {
 				Number  int    `json:"number"`
@@ -224,7 +224,7 @@ func listPullRequestsTool(c *gogithub.Client) tools.Tool {
 				out.PullRequests = append(out.PullRequests, pr{p.GetNumber(), p.GetTitle(), state,
 					p.GetHead().GetRef(), p.GetBase().GetRef(), p.GetHTMLURL()})
 			}
-			return tools.Result{Output: output(out)}, nil
+			return tool.Result{Output: output(out)}, nil
 		},
 	}
 }

@@ -7,12 +7,12 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/capstanhq/capstan/internal/tools"
 	"github.com/capstanhq/capstan/internal/tools/ghref"
+	"github.com/capstanhq/capstan/tool"
 )
 
 // This file reads back the URL a person gives for an operation's effect
-// (`starter resolve --found URL`, tools.ReadBack): each effect accepts only
+// (`starter resolve --found URL`, tool.ReadBack): each effect accepts only
 // a web URL of its own kind, in its own repository, naming something that
 // exists now, and answers with the ExternalID Execute would have recorded.
 // The host is not compared: the API's and the web's differ (api.github.com,
@@ -46,13 +46,13 @@ func parseWebURL(raw string) (webURL, bool) {
 }
 
 // refused is the observation of a URL that does not name the effect.
-func refused(format string, args ...any) tools.Observation {
-	return tools.Observation{Outcome: tools.NotSeen, Detail: fmt.Sprintf(format, args...)}
+func refused(format string, args ...any) tool.Observation {
+	return tool.Observation{Outcome: tool.NotSeen, Detail: fmt.Sprintf(format, args...)}
 }
 
 // ReadBack accepts the URL of a pull request of the operation's
 // repository, from its head into its base: ".../OWNER/REPO/pull/N".
-func (e pullRequestEffect) ReadBack(ctx context.Context, raw string) (tools.Observation, error) {
+func (e pullRequestEffect) ReadBack(ctx context.Context, raw string) (tool.Observation, error) {
 	w, ok := parseWebURL(raw)
 	n := 0
 	if ok && len(w.rest) >= 2 && w.rest[0] == "pull" {
@@ -69,19 +69,19 @@ func (e pullRequestEffect) ReadBack(ctx context.Context, raw string) (tools.Obse
 	case notFound(err):
 		return refused("%s has no pull request #%d", e.repo, n), nil
 	case err != nil:
-		return tools.Observation{}, fmt.Errorf("get pull request %s#%d: %w", e.repo, n, err)
+		return tool.Observation{}, fmt.Errorf("get pull request %s#%d: %w", e.repo, n, err)
 	}
 	if pr.GetHead().GetRef() != e.head || pr.GetBase().GetRef() != e.base {
 		return refused("pull request %s#%d is from %s into %s, not from %s into %s as the operation asked",
 			e.repo, n, pr.GetHead().GetRef(), pr.GetBase().GetRef(), e.head, e.base), nil
 	}
-	return tools.Observation{Outcome: tools.Found, ExternalID: pr.GetHTMLURL(),
+	return tool.Observation{Outcome: tool.Found, ExternalID: pr.GetHTMLURL(),
 		Detail: fmt.Sprintf("pull request %s#%d (%s) from %s into %s exists", e.repo, n, pr.GetState(), e.head, e.base)}, nil
 }
 
 // ReadBack accepts the URL of a comment on the operation's issue or pull
 // request: ".../OWNER/REPO/issues/N#issuecomment-ID" (or pull/N).
-func (e commentEffect) ReadBack(ctx context.Context, raw string) (tools.Observation, error) {
+func (e commentEffect) ReadBack(ctx context.Context, raw string) (tool.Observation, error) {
 	w, ok := parseWebURL(raw)
 	var n int
 	var id int64
@@ -102,17 +102,17 @@ func (e commentEffect) ReadBack(ctx context.Context, raw string) (tools.Observat
 	case notFound(err):
 		return refused("%s has no comment %d", e.issue.Repo, id), nil
 	case err != nil:
-		return tools.Observation{}, fmt.Errorf("get comment %d of %s: %w", id, e.issue.Repo, err)
+		return tool.Observation{}, fmt.Errorf("get comment %d of %s: %w", id, e.issue.Repo, err)
 	case !strings.HasSuffix(c.GetIssueURL(), "/issues/"+strconv.Itoa(e.issue.Number)):
 		return refused("comment %d is not on %s, where the operation comments", id, e.issue), nil
 	}
-	return tools.Observation{Outcome: tools.Found, ExternalID: c.GetHTMLURL(),
+	return tool.Observation{Outcome: tool.Found, ExternalID: c.GetHTMLURL(),
 		Detail: fmt.Sprintf("comment %d on %s exists", id, e.issue)}, nil
 }
 
 // ReadBack accepts the URL of the operation's branch in its repository:
 // ".../OWNER/REPO/tree/BRANCH".
-func (e branchEffect) ReadBack(ctx context.Context, raw string) (tools.Observation, error) {
+func (e branchEffect) ReadBack(ctx context.Context, raw string) (tool.Observation, error) {
 	w, ok := parseWebURL(raw)
 	if !ok || len(w.rest) < 2 || w.rest[0] != "tree" {
 		return refused("%s is not a branch URL (…/OWNER/REPO/tree/BRANCH)", raw), nil
@@ -129,15 +129,15 @@ func (e branchEffect) ReadBack(ctx context.Context, raw string) (tools.Observati
 	case notFound(err):
 		return refused("branch %s does not exist in %s", e.branch, e.repo), nil
 	case err != nil:
-		return tools.Observation{}, err
+		return tool.Observation{}, err
 	}
 	at := ref.GetObject().GetSHA()
-	return tools.Observation{Outcome: tools.Found, ExternalID: "refs/heads/" + e.branch + "@" + at,
+	return tool.Observation{Outcome: tool.Found, ExternalID: "refs/heads/" + e.branch + "@" + at,
 		Detail: fmt.Sprintf("branch %s exists in %s at %s", e.branch, e.repo, at)}, nil
 }
 
 var (
-	_ tools.ReadBack = pullRequestEffect{}
-	_ tools.ReadBack = commentEffect{}
-	_ tools.ReadBack = branchEffect{}
+	_ tool.ReadBack = pullRequestEffect{}
+	_ tool.ReadBack = commentEffect{}
+	_ tool.ReadBack = branchEffect{}
 )

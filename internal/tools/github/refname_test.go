@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/capstanhq/capstan/internal/tools"
 	githubtools "github.com/capstanhq/capstan/internal/tools/github"
+	"github.com/capstanhq/capstan/tool"
 )
 
 // github_create_branch refuses a branch name that starts with refs/ or
@@ -21,7 +21,7 @@ func TestCreateBranchRefusesARefName(t *testing.T) {
 		{"heads/capstan/x", `give "capstan/x"`},
 	} {
 		_, err := identify(t, r, githubtools.NameCreateBranch, `{"repo":"acme/app","branch":"`+tc.branch+`","from":"main"}`)
-		if !errors.Is(err, tools.ErrInvalidArguments) || !strings.Contains(err.Error(), `field "branch"`) || !strings.Contains(err.Error(), tc.give) {
+		if !errors.Is(err, tool.ErrInvalidArguments) || !strings.Contains(err.Error(), `field "branch"`) || !strings.Contains(err.Error(), tc.give) {
 			t.Errorf("branch %s: %v, want ErrInvalidArguments naming the field and saying %s", tc.branch, err, tc.give)
 		}
 	}

@@ -12,7 +12,7 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
-	"github.com/capstanhq/capstan/internal/tools"
+	"github.com/capstanhq/capstan/tool"
 )
 
 // validArgs holds, for every tool, one arguments object it accepts. A tool
@@ -33,15 +33,15 @@ func TestSchemasAreStrictObjects(t *testing.T) {
 	if got := strings.Join(r.Names(), ","); got != strings.Join(want, ",") {
 		t.Fatalf("names = %s", got)
 	}
-	classes := map[string]tools.Class{
-		"github_get_file": tools.ReadOnly, "github_list_pull_requests": tools.ReadOnly,
-		"github_create_branch": tools.Conditional, "github_put_file": tools.Idempotent,
-		"github_create_pull_request": tools.Conditional, "github_comment": tools.Unsafe,
+	classes := map[string]tool.Class{
+		"github_get_file": tool.ReadOnly, "github_list_pull_requests": tool.ReadOnly,
+		"github_create_branch": tool.Conditional, "github_put_file": tool.Idempotent,
+		"github_create_pull_request": tool.Conditional, "github_comment": tool.Unsafe,
 	}
 	for _, spec := range r.Specs() {
-		tool, _ := r.Get(spec.Name)
-		if tool.Class() != classes[spec.Name] {
-			t.Errorf("%s: class %s, want %s", spec.Name, tool.Class(), classes[spec.Name])
+		impl, _ := r.Get(spec.Name)
+		if impl.Class() != classes[spec.Name] {
+			t.Errorf("%s: class %s, want %s", spec.Name, impl.Class(), classes[spec.Name])
 		}
 		s := spec.Parameters
 		props, _ := s["properties"].(map[string]any)
@@ -60,7 +60,7 @@ func TestSchemasAreStrictObjects(t *testing.T) {
 			}
 		}
 		s["type"] = "mutated"
-		if tool.Schema().Doc()["type"] != "object" {
+		if impl.Schema().Doc()["type"] != "object" {
 			t.Errorf("%s: the advertised schema is shared state", spec.Name)
 		}
 	}
@@ -76,7 +76,7 @@ func TestSchemasAreStrictObjects(t *testing.T) {
 func TestAdvertisedSchemaIsEnforced(t *testing.T) {
 	r := offlineTools(t)
 	for _, spec := range r.Specs() {
-		tool, _ := r.Get(spec.Name)
+		impl, _ := r.Get(spec.Name)
 		advertised := compileAdvertised(t, spec.Parameters)
 		valid, ok := validArgs[spec.Name]
 		if !ok {
@@ -90,14 +90,14 @@ func TestAdvertisedSchemaIsEnforced(t *testing.T) {
 				t.Fatalf("%s: variant %s: %v", spec.Name, args, err)
 			}
 			advertisedErr := advertised.Validate(inst)
-			compiledErr := tool.Schema().Validate(json.RawMessage(args))
+			compiledErr := impl.Schema().Validate(json.RawMessage(args))
 			if (advertisedErr == nil) != (compiledErr == nil) {
 				t.Errorf("%s %s: advertised schema says %v, compiled schema says %v", spec.Name, args, advertisedErr, compiledErr)
 			}
-			_, identifyErr := tool.Identify(json.RawMessage(args))
-			_, executeErr := tool.Execute(context.Background(), tools.Call{OperationID: "op", Arguments: json.RawMessage(args)})
+			_, identifyErr := impl.Identify(json.RawMessage(args))
+			_, executeErr := impl.Execute(context.Background(), tool.Call{OperationID: "op", Arguments: json.RawMessage(args)})
 			if advertisedErr != nil {
-				if !errors.Is(identifyErr, tools.ErrInvalidArguments) || !errors.Is(executeErr, tools.ErrInvalidArguments) {
+				if !errors.Is(identifyErr, tool.ErrInvalidArguments) || !errors.Is(executeErr, tool.ErrInvalidArguments) {
 					t.Errorf("%s %s: the advertised schema rejects it (%v), but Identify says %v and Execute says %v",
 						spec.Name, args, advertisedErr, identifyErr, executeErr)
 				}
@@ -172,7 +172,7 @@ func argumentVariants(t *testing.T, params map[string]any, valid string) []strin
 func TestIdentifyRejectsWhatTheSchemaRejects(t *testing.T) {
 	r := offlineTools(t)
 	for _, tc := range []struct {
-		tool, args, want string
+		impl, args, want string
 	}{
 		{"github_get_file", `{"repo":"acme/app","path":"a","refs":"main"}`,
 			`field "refs" is not allowed; the allowed fields are "path", "ref", "repo"`},
@@ -188,20 +188,20 @@ func TestIdentifyRejectsWhatTheSchemaRejects(t *testing.T) {
 		{"github_get_file", `{"repo":"acme","path":"a"}`, `field "repo" must match the pattern`},
 		{"github_get_file", `[]`, `the arguments must be a JSON object, not an array`},
 	} {
-		tool, err := r.Get(tc.tool)
+		impl, err := r.Get(tc.impl)
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = tool.Identify(json.RawMessage(tc.args))
-		if !errors.Is(err, tools.ErrInvalidArguments) || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%s %s: err = %v, want ErrInvalidArguments saying %q", tc.tool, tc.args, err, tc.want)
+		_, err = impl.Identify(json.RawMessage(tc.args))
+		if !errors.Is(err, tool.ErrInvalidArguments) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s %s: err = %v, want ErrInvalidArguments saying %q", tc.impl, tc.args, err, tc.want)
 		}
 	}
 }
 
 func TestSummaries(t *testing.T) {
 	r := offlineTools(t)
-	for _, tc := range []struct{ tool, args, want string }{
+	for _, tc := range []struct{ impl, args, want string }{
 		{"github_create_pull_request", validArgs["github_create_pull_request"], "create_pull_request acme/app agent/fix → main"},
 		{"github_create_branch", validArgs["github_create_branch"], "create_branch acme/app agent/fix from main"},
 		{"github_put_file", validArgs["github_put_file"], "put_file acme/app agent/fix:docs/a.md"},
@@ -211,12 +211,12 @@ func TestSummaries(t *testing.T) {
 		{"github_list_pull_requests", validArgs["github_list_pull_requests"], "list_pull_requests acme/app"},
 		{"github_comment", `{"repo":"acme/app"}`, "comment"}, // rejected arguments: the name alone
 	} {
-		tool, err := r.Get(tc.tool)
+		impl, err := r.Get(tc.impl)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := tool.Summary(json.RawMessage(tc.args)); got != tc.want {
-			t.Errorf("%s %s: Summary = %q, want %q", tc.tool, tc.args, got, tc.want)
+		if got := impl.Summary(json.RawMessage(tc.args)); got != tc.want {
+			t.Errorf("%s %s: Summary = %q, want %q", tc.impl, tc.args, got, tc.want)
 		}
 	}
 }

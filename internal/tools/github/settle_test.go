@@ -8,25 +8,25 @@ import (
 	"time"
 
 	"github.com/capstanhq/capstan/internal/sandbox"
-	"github.com/capstanhq/capstan/internal/tools"
 	githubtools "github.com/capstanhq/capstan/internal/tools/github"
+	"github.com/capstanhq/capstan/tool"
 )
 
 // settle forms the effect of a call of the tool name and settles it by
 // sending it again, as a reconciler does after a lookup saw nothing.
-func (f *lookupFixture) settle(t *testing.T, name string, s tools.Sent) (tools.Observation, error) {
+func (f *lookupFixture) settle(t *testing.T, name string, s tool.Sent) (tool.Observation, error) {
 	t.Helper()
-	tool, err := tools.NewRegistry(githubtools.Tools(newClient(t, f.url))...).Get(name)
+	impl, err := tool.NewRegistry(githubtools.Tools(newClient(t, f.url))...).Get(name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	effect, err := tool.(tools.Finder).Effect(s)
+	effect, err := impl.(tool.Finder).Effect(s)
 	if err != nil {
 		t.Fatal(err)
 	}
-	settler, ok := effect.(tools.Settler)
+	settler, ok := effect.(tool.Settler)
 	if !ok {
-		t.Fatalf("the effect of %s is not a tools.Settler", name)
+		t.Fatalf("the effect of %s is not a tool.Settler", name)
 	}
 	return settler.Settle(context.Background())
 }
@@ -43,7 +43,7 @@ func TestPullRequestSettle(t *testing.T) {
 	if len(prs) != 1 {
 		t.Fatalf("pull requests after the re-send = %d, want 1", len(prs))
 	}
-	expect(t, "re-sent, absent before", obs, err, tools.Found, obs.ExternalID)
+	expect(t, "re-sent, absent before", obs, err, tool.Found, obs.ExternalID)
 	if !strings.HasSuffix(obs.ExternalID, "/pull/1") || !strings.Contains(prs[0].Body, githubtools.Marker("op-1")) {
 		t.Errorf("found %q, body %q; want pull 1 carrying op-1's marker", obs.ExternalID, prs[0].Body)
 	}
@@ -52,7 +52,7 @@ func TestPullRequestSettle(t *testing.T) {
 	f.branchAhead(t, "lagged")
 	ours := f.openPR(t, "lagged", withMarker("b", "op-2"))
 	obs, err = f.settle(t, githubtools.NameCreatePullRequest, sent("op-2", prArgs("lagged")))
-	expect(t, "refused, ours", obs, err, tools.Found, ours.GetHTMLURL())
+	expect(t, "refused, ours", obs, err, tool.Found, ours.GetHTMLURL())
 	if !strings.Contains(obs.Detail, "422") {
 		t.Errorf("detail %q does not say the re-send was refused", obs.Detail)
 	}
@@ -86,25 +86,25 @@ func TestBranchSettle(t *testing.T) {
 	ctx := context.Background()
 	main := f.headOf(t, "main")
 	facts, _ := json.Marshal(githubtools.BranchFacts{FromSHA: main})
-	withFacts := func(opID, branch string) tools.Sent {
+	withFacts := func(opID, branch string) tool.Sent {
 		s := sent(opID, `{"repo":"acme/app","branch":"`+branch+`","from":"main"}`)
 		s.Facts = facts
 		return s
 	}
 	obs, err := f.settle(t, githubtools.NameCreateBranch, withFacts("op-1", "feat"))
-	expect(t, "created again", obs, err, tools.Found, "refs/heads/feat@"+main)
+	expect(t, "created again", obs, err, tool.Found, "refs/heads/feat@"+main)
 	if got := f.headOf(t, "feat"); got != main {
 		t.Errorf("feat at %s, want %s", got, main)
 	}
 	obs, err = f.settle(t, githubtools.NameCreateBranch, withFacts("op-1", "feat"))
-	expect(t, "refused, at the recorded commit", obs, err, tools.Found, "refs/heads/feat@"+main)
+	expect(t, "refused, at the recorded commit", obs, err, tool.Found, "refs/heads/feat@"+main)
 	if !strings.Contains(obs.Detail, "Reference already exists") {
 		t.Errorf("detail %q does not say the re-send was refused", obs.Detail)
 	}
 
 	f.branchAhead(t, "moved") // at a commit past main
 	obs, err = f.settle(t, githubtools.NameCreateBranch, withFacts("op-2", "moved"))
-	expect(t, "refused, at another commit", obs, err, tools.Ambiguous, "")
+	expect(t, "refused, at another commit", obs, err, tool.Ambiguous, "")
 
 	obs, err = f.settle(t, githubtools.NameCreateBranch, sent("op-3", `{"repo":"acme/app","branch":"bare","from":"main"}`))
 	expectCouldNotAsk(t, "no commit recorded", obs, err)

@@ -4,14 +4,14 @@
 //
 // Each tool is one file that parses its arguments, names its effect, runs
 // its call and — for a tool whose unknown outcome must be reconciled — says
-// how its effect is found again (a tools.Finder): nothing outside the file
+// how its effect is found again (a tool.Finder): nothing outside the file
 // reads its arguments. The arguments are validated in Identify (pure,
 // deterministic, no I/O) and again in Execute and Effect — first against
 // the very schema the tool advertises, then against the rules of GitHub and
 // git a schema cannot state (package ghref). A tool performs at most one
 // mutating request per Execute and names what it changed in
 // Result.ExternalID, in the form its lookup reports. Two record, before they
-// send anything, a commit their lookup goes by (they are tools.Preparers):
+// send anything, a commit their lookup goes by (they are tool.Preparers):
 // github_create_pull_request the commit its head branch is at
 // (PullRequestFacts), github_create_branch the commit its "from" branch is
 // at, which it then creates the branch at (BranchFacts):
@@ -44,7 +44,7 @@ import (
 
 	gogithub "github.com/google/go-github/v62/github"
 
-	"github.com/capstanhq/capstan/internal/tools"
+	"github.com/capstanhq/capstan/tool"
 )
 
 // The names the tools are registered under, which the ledger records as
@@ -62,14 +62,14 @@ const (
 // user of c's token (AuthenticatedUser, asked once). A nil c gives tools
 // whose Name, Schema, Class, Identify and Summary work (workflow code needs
 // only those) and whose Execute fails without sending anything.
-func Tools(c *gogithub.Client) []tools.Tool {
+func Tools(c *gogithub.Client) []tool.Tool {
 	return ToolsAs(c, AuthenticatedUser(c))
 }
 
 // ToolsAs is Tools with the account capstan writes as given: the lookups
 // believe a marker only in a pull request or comment self wrote.
-func ToolsAs(c *gogithub.Client, self Self) []tools.Tool {
-	return []tools.Tool{
+func ToolsAs(c *gogithub.Client, self Self) []tool.Tool {
+	return []tool.Tool{
 		getFileTool(c),
 		listPullRequestsTool(c),
 		createBranchTool(c),
@@ -83,42 +83,42 @@ func ToolsAs(c *gogithub.Client, self Self) []tools.Tool {
 type ghTool[A any] struct {
 	c                 *gogithub.Client // nil when only Identify and Schema are needed
 	name, description string
-	class             tools.Class
-	schema            *tools.Schema
+	class             tool.Class
+	schema            *tool.Schema
 	parse             func(v *validator, raw json.RawMessage) A // reports problems the schema cannot state to v
-	identify          func(a A) tools.Identity
-	target            func(a A) tools.Target        // what the call acts on, for the task's policy
+	identify          func(a A) tool.Identity
+	target            func(a A) tool.Target         // what the call acts on, for the task's policy
 	summary           func(name string, a A) string // name is the tool's name without "github_"
-	run               func(ctx context.Context, opID string, a A) (tools.Result, error)
+	run               func(ctx context.Context, opID string, a A) (tool.Result, error)
 	// recorded, for a tool that records facts before sending (a
-	// tools.Preparer), reads them (tools.Call.Facts, never empty here) into
+	// tool.Preparer), reads them (tool.Call.Facts, never empty here) into
 	// the arguments run acts on. Nil: the tool records none.
 	recorded func(a A, facts json.RawMessage) (A, error)
 	// find, for a tool whose effect can be found again (findable), names
 	// the effect a sent call would leave. It does no I/O.
-	find func(a A, s tools.Sent) (tools.Effect, error)
+	find func(a A, s tool.Sent) (tool.Effect, error)
 }
 
-func (t *ghTool[A]) Name() string          { return t.name }
-func (t *ghTool[A]) Description() string   { return t.description }
-func (t *ghTool[A]) Class() tools.Class    { return t.class }
-func (t *ghTool[A]) Schema() *tools.Schema { return t.schema }
+func (t *ghTool[A]) Name() string         { return t.name }
+func (t *ghTool[A]) Description() string  { return t.description }
+func (t *ghTool[A]) Class() tool.Class    { return t.class }
+func (t *ghTool[A]) Schema() *tool.Schema { return t.schema }
 
 // Identify validates args and names their effect. It does no I/O.
-func (t *ghTool[A]) Identify(args json.RawMessage) (tools.Identity, error) {
+func (t *ghTool[A]) Identify(args json.RawMessage) (tool.Identity, error) {
 	a, err := t.args(args)
 	if err != nil {
-		return tools.Identity{}, err
+		return tool.Identity{}, err
 	}
 	return t.identify(a), nil
 }
 
-// Target names what a call acts on (tools.Targeted), for the task's
+// Target names what a call acts on (tool.Targeted), for the task's
 // policy. It does no I/O.
-func (t *ghTool[A]) Target(args json.RawMessage) (tools.Target, error) {
+func (t *ghTool[A]) Target(args json.RawMessage) (tool.Target, error) {
 	a, err := t.args(args)
 	if err != nil {
-		return tools.Target{}, err
+		return tool.Target{}, err
 	}
 	return t.target(a), nil
 }
@@ -135,25 +135,25 @@ func (t *ghTool[A]) Summary(args json.RawMessage) string {
 }
 
 // Execute validates call.Arguments and performs the call once. Its errors
-// carry their verdict (Classify), so tools.Classify knows what GitHub's
+// carry their verdict (Classify), so tool.Classify knows what GitHub's
 // answer meant, and a rate limit carries the wait GitHub asked for as a
-// *tools.RetryAfterError.
-func (t *ghTool[A]) Execute(ctx context.Context, call tools.Call) (tools.Result, error) {
+// *tool.RetryAfterError.
+func (t *ghTool[A]) Execute(ctx context.Context, call tool.Call) (tool.Result, error) {
 	a, err := t.args(call.Arguments)
 	if err != nil {
-		return tools.Result{}, err
+		return tool.Result{}, err
 	}
 	if t.c == nil {
-		return tools.Result{}, fmt.Errorf("%s: %w: no GitHub client configured", t.name, tools.ErrRefused)
+		return tool.Result{}, fmt.Errorf("%s: %w: no GitHub client configured", t.name, tool.ErrRefused)
 	}
 	if t.recorded != nil && len(call.Facts) > 0 {
 		if a, err = t.recorded(a, call.Facts); err != nil {
-			return tools.Result{}, fmt.Errorf("%s: %w: %w", t.name, tools.ErrRefused, err)
+			return tool.Result{}, fmt.Errorf("%s: %w: %w", t.name, tool.ErrRefused, err)
 		}
 	}
 	res, err := t.run(ctx, call.OperationID, a)
 	if err != nil {
-		return tools.Result{}, marked(err)
+		return tool.Result{}, marked(err)
 	}
 	return res, nil
 }
@@ -161,23 +161,23 @@ func (t *ghTool[A]) Execute(ctx context.Context, call tools.Call) (tools.Result,
 // marked gives err its verdict and, for a rate limit, the wait.
 func marked(err error) error {
 	v := Classify(err)
-	err = tools.WithVerdict(err, v)
-	if wait, limited := RateLimitWait(err); limited && v == tools.VerdictNotSent {
-		err = &tools.RetryAfterError{Wait: wait, Err: err}
+	err = tool.WithVerdict(err, v)
+	if wait, limited := RateLimitWait(err); limited && v == tool.VerdictNotSent {
+		err = &tool.RetryAfterError{Wait: wait, Err: err}
 	}
 	return err
 }
 
 // findable is a GitHub tool whose effect can be found again after the
-// answer to its call was lost: a tools.Finder. Its lookup is the tool's
+// answer to its call was lost: a tool.Finder. Its lookup is the tool's
 // find, over the arguments its own parser reads.
 type findable[A any] struct{ *ghTool[A] }
 
 // Effect parses s.Arguments as Execute does and returns the effect the call
 // would leave. It does no I/O.
-func (t findable[A]) Effect(s tools.Sent) (tools.Effect, error) {
+func (t findable[A]) Effect(s tool.Sent) (tool.Effect, error) {
 	if t.c == nil {
-		return nil, fmt.Errorf("%s: %w: no GitHub client", t.name, tools.ErrNotConfigured)
+		return nil, fmt.Errorf("%s: %w: no GitHub client", t.name, tool.ErrNotConfigured)
 	}
 	a, err := t.args(s.Arguments)
 	if err != nil {
@@ -188,9 +188,9 @@ func (t findable[A]) Effect(s tools.Sent) (tools.Effect, error) {
 
 // requireOperationID refuses a conditional or unsafe call without an
 // operation id: its marker could never be reconciled.
-func requireOperationID(tool, opID string) error {
+func requireOperationID(impl, opID string) error {
 	if opID == "" {
-		return fmt.Errorf("%s: %w: no operation id, so the effect could not be reconciled", tool, tools.ErrRefused)
+		return fmt.Errorf("%s: %w: no operation id, so the effect could not be reconciled", impl, tool.ErrRefused)
 	}
 	return nil
 }
@@ -231,7 +231,7 @@ func (t *ghTool[A]) args(raw json.RawMessage) (A, error) {
 		var zero A
 		return zero, fmt.Errorf("%s: %w", t.name, err)
 	}
-	v := &validator{tool: t.name}
+	v := &validator{impl: t.name}
 	a := t.parse(v, raw)
 	return a, v.err
 }
@@ -269,8 +269,8 @@ func blobSHA(content []byte) string {
 // ignored, so a misspelt optional field cannot silently fall back to its
 // default.
 
-func objectSchema(required []string, props map[string]any) *tools.Schema {
-	return tools.MustSchema(map[string]any{"type": "object", "properties": props, "required": required, "additionalProperties": false})
+func objectSchema(required []string, props map[string]any) *tool.Schema {
+	return tool.MustSchema(map[string]any{"type": "object", "properties": props, "required": required, "additionalProperties": false})
 }
 
 func stringProp(description string) map[string]any {

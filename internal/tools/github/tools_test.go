@@ -10,8 +10,8 @@ import (
 	"testing"
 
 	"github.com/capstanhq/capstan/internal/sandbox"
-	"github.com/capstanhq/capstan/internal/tools"
 	githubtools "github.com/capstanhq/capstan/internal/tools/github"
+	"github.com/capstanhq/capstan/tool"
 )
 
 // Every tool runs against the real sandbox fake through NewClient, the way a
@@ -19,7 +19,7 @@ import (
 
 type fixture struct {
 	gh    *sandbox.GitHub
-	tools *tools.Registry
+	tools *tool.Registry
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -31,17 +31,17 @@ func newFixture(t *testing.T) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &fixture{gh: gh, tools: tools.NewRegistry(githubtools.Tools(c)...)}
+	return &fixture{gh: gh, tools: tool.NewRegistry(githubtools.Tools(c)...)}
 }
 
 // run executes one call and decodes its output into a map.
-func (f *fixture) run(t *testing.T, name, opID, args string) (tools.Result, map[string]any, error) {
+func (f *fixture) run(t *testing.T, name, opID, args string) (tool.Result, map[string]any, error) {
 	t.Helper()
-	tool, err := f.tools.Get(name)
+	impl, err := f.tools.Get(name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := tool.Execute(context.Background(), tools.Call{OperationID: opID, Arguments: json.RawMessage(args)})
+	res, err := impl.Execute(context.Background(), tool.Call{OperationID: opID, Arguments: json.RawMessage(args)})
 	if err != nil {
 		return res, nil, err
 	}
@@ -52,7 +52,7 @@ func (f *fixture) run(t *testing.T, name, opID, args string) (tools.Result, map[
 	return res, out, nil
 }
 
-func (f *fixture) mustRun(t *testing.T, name, opID, args string) (tools.Result, map[string]any) {
+func (f *fixture) mustRun(t *testing.T, name, opID, args string) (tool.Result, map[string]any) {
 	t.Helper()
 	res, out, err := f.run(t, name, opID, args)
 	if err != nil {
@@ -100,11 +100,11 @@ func TestBranchFilePullRequestFlow(t *testing.T) {
 
 	// A duplicate is refused by GitHub, definitely.
 	_, _, err := f.run(t, "github_create_pull_request", "op-2", `{"repo":"acme/app","head":"agent/fix","base":"main","title":"again","body":""}`)
-	if v := tools.Classify(err); v != tools.VerdictFailed || githubtools.HTTPStatus(err) != http.StatusUnprocessableEntity {
+	if v := tool.Classify(err); v != tool.VerdictFailed || githubtools.HTTPStatus(err) != http.StatusUnprocessableEntity {
 		t.Errorf("duplicate PR: %v → %q", err, v)
 	}
 	_, _, err = f.run(t, "github_create_branch", "op-b2", `{"repo":"acme/app","branch":"agent/fix","from":"main"}`)
-	if v := tools.Classify(err); v != tools.VerdictFailed || !strings.Contains(err.Error(), "Reference already exists") {
+	if v := tool.Classify(err); v != tool.VerdictFailed || !strings.Contains(err.Error(), "Reference already exists") {
 		t.Errorf("existing branch: %v → %q", err, v)
 	}
 }
@@ -130,7 +130,7 @@ func TestPutFileUpdatesWithExpectedSHA(t *testing.T) {
 		t.Errorf("directory listing %v", out)
 	}
 	_, _, err := f.run(t, "github_put_file", "p2", `{"repo":"acme/app","branch":"gone","path":"x.md","content":"","message":"m"}`)
-	if v := tools.Classify(err); v != tools.VerdictFailed || githubtools.HTTPStatus(err) != http.StatusNotFound {
+	if v := tool.Classify(err); v != tool.VerdictFailed || githubtools.HTTPStatus(err) != http.StatusNotFound {
 		t.Errorf("missing branch: %v → %q", err, v)
 	}
 	_, _, err = f.run(t, "github_put_file", "p3", `{"repo":"acme/app","branch":"dev","path":"docs","content":"x","message":"m"}`)
@@ -208,7 +208,7 @@ func TestCommentCarriesMarker(t *testing.T) {
 		t.Errorf("stored comments %+v", cs)
 	}
 	_, _, err := f.run(t, "github_comment", "c2", `{"repo":"acme/app","number":42,"body":"hi"}`)
-	if v := tools.Classify(err); v != tools.VerdictFailed {
+	if v := tool.Classify(err); v != tool.VerdictFailed {
 		t.Errorf("comment on a missing issue: %v → %q", err, v)
 	}
 	if s := f.gh.Stats(); s.CommentsCreated != 1 {
@@ -223,7 +223,7 @@ func TestMutationsWithoutOperationIDSendNothing(t *testing.T) {
 		"github_create_pull_request": `{"repo":"acme/app","head":"x","base":"main","title":"t","body":""}`,
 		"github_comment":             `{"repo":"acme/app","number":1,"body":"hi"}`,
 	} {
-		if _, _, err := f.run(t, name, "", args); tools.Classify(err) != tools.VerdictFailed {
+		if _, _, err := f.run(t, name, "", args); tool.Classify(err) != tool.VerdictFailed {
 			t.Errorf("%s without operation id: %v", name, err)
 		}
 	}
@@ -244,8 +244,8 @@ func TestPutFileClassifiesReadAndWriteFailures(t *testing.T) {
 		w.WriteHeader(http.StatusBadGateway)
 		return true
 	})
-	if _, _, err := f.run(t, "github_put_file", "p", put); tools.Classify(err) != tools.VerdictNotSent {
-		t.Errorf("read failed: %v → %q, want not_sent", err, tools.Classify(err))
+	if _, _, err := f.run(t, "github_put_file", "p", put); tool.Classify(err) != tool.VerdictNotSent {
+		t.Errorf("read failed: %v → %q, want not_sent", err, tool.Classify(err))
 	}
 	f.gh.SetFault(func(w http.ResponseWriter, r *http.Request, next http.Handler) bool {
 		if r.Method != http.MethodPut {
@@ -255,8 +255,8 @@ func TestPutFileClassifiesReadAndWriteFailures(t *testing.T) {
 		w.WriteHeader(http.StatusBadGateway)
 		return true
 	})
-	if _, _, err := f.run(t, "github_put_file", "p", put); tools.Classify(err) != tools.VerdictUnknown {
-		t.Errorf("answer lost: %v → %q, want unknown", err, tools.Classify(err))
+	if _, _, err := f.run(t, "github_put_file", "p", put); tool.Classify(err) != tool.VerdictUnknown {
+		t.Errorf("answer lost: %v → %q, want unknown", err, tool.Classify(err))
 	}
 	f.gh.SetFault(nil)
 	// The retry the idempotent class allows finds the content in place.
@@ -272,23 +272,23 @@ func TestPutFileClassifiesReadAndWriteFailures(t *testing.T) {
 // branch and path, counts as in place.
 func TestPutFileVerifyReadsTheWriteBack(t *testing.T) {
 	f := newFixture(t)
-	tool, err := f.tools.Get("github_put_file")
+	impl, err := f.tools.Get("github_put_file")
 	if err != nil {
 		t.Fatal(err)
 	}
-	verifier, ok := tool.(tools.Verifier)
+	verifier, ok := impl.(tool.Verifier)
 	if !ok {
-		t.Fatal("github_put_file is not a tools.Verifier")
+		t.Fatal("github_put_file is not a tool.Verifier")
 	}
 	for _, name := range []string{"github_create_branch", "github_create_pull_request", "github_comment"} {
 		if other, _ := f.tools.Get(name); other != nil {
-			if _, ok := other.(tools.Verifier); ok {
+			if _, ok := other.(tool.Verifier); ok {
 				t.Errorf("%s claims to verify: only an idempotent write can be settled by reading", name)
 			}
 		}
 	}
-	call := tools.Call{OperationID: "op-v", Arguments: json.RawMessage(`{"repo":"acme/app","branch":"main","path":"docs/a.md","content":"v2\n","message":"m"}`)}
-	verify := func(when string, wantLanded bool) tools.Result {
+	call := tool.Call{OperationID: "op-v", Arguments: json.RawMessage(`{"repo":"acme/app","branch":"main","path":"docs/a.md","content":"v2\n","message":"m"}`)}
+	verify := func(when string, wantLanded bool) tool.Result {
 		t.Helper()
 		res, landed, err := verifier.Verify(context.Background(), call)
 		if err != nil || landed != wantLanded {
@@ -345,8 +345,8 @@ func TestPutFileMarksAWriteOverAChangedFile(t *testing.T) {
 			return true
 		})
 		_, _, err := f.run(t, "github_put_file", "op-3", `{"repo":"acme/app","branch":"main","path":"a.md","content":"v3","message":"m"}`)
-		if !errors.Is(err, tools.ErrChangedSinceRead) || tools.Classify(err) != tools.VerdictFailed {
-			t.Errorf("read showed %d: err = %v (%q), want ErrChangedSinceRead, failed", stale.Code, err, tools.Classify(err))
+		if !errors.Is(err, tool.ErrChangedSinceRead) || tool.Classify(err) != tool.VerdictFailed {
+			t.Errorf("read showed %d: err = %v (%q), want ErrChangedSinceRead, failed", stale.Code, err, tool.Classify(err))
 		}
 	}
 	if s := f.gh.Stats(); s.FilesWritten != 2 {

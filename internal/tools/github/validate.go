@@ -7,21 +7,21 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/capstanhq/capstan/internal/tools"
 	"github.com/capstanhq/capstan/internal/tools/ghref"
+	"github.com/capstanhq/capstan/tool"
 )
 
 // validator collects the first argument problem the schema cannot state as
-// an error wrapping tools.ErrInvalidArguments that names the field and says
+// an error wrapping tool.ErrInvalidArguments that names the field and says
 // why, in one sentence.
 type validator struct {
-	tool string
+	impl string
 	err  error
 }
 
 func (v *validator) fail(format string, args ...any) {
 	if v.err == nil {
-		v.err = fmt.Errorf("%s: %w: %s", v.tool, tools.ErrInvalidArguments, fmt.Sprintf(format, args...))
+		v.err = fmt.Errorf("%s: %w: %s", v.impl, tool.ErrInvalidArguments, fmt.Sprintf(format, args...))
 	}
 }
 

@@ -2,7 +2,7 @@
 // delivered as, seen as an effect: the mark the delivery leaves on the
 // message (metadata naming the operation, Metadata) and the lookup that
 // finds the message again when Slack's answer to the post was lost
-// (Messages, a tools.Finder). The mark counts only on a message capstan
+// (Messages, a tool.Finder). The mark counts only on a message capstan
 // posted (auth.test's identity): anyone can copy metadata. The lookup
 // works within Slack's limits on conversations.history — a channel id,
 // not a name; about one request a minute and 15 messages a page for apps
@@ -25,7 +25,7 @@ import (
 
 	"github.com/slack-go/slack"
 
-	"github.com/capstanhq/capstan/internal/tools"
+	"github.com/capstanhq/capstan/tool"
 )
 
 // Kind is the kind the ledger records for a Slack delivery's operation.
@@ -69,7 +69,7 @@ type History interface {
 	GetConversationHistoryContext(ctx context.Context, params *slack.GetConversationHistoryParameters) (*slack.GetConversationHistoryResponse, error)
 }
 
-// Messages finds delivered messages again: the tools.Finder of the
+// Messages finds delivered messages again: the tool.Finder of the
 // operations of Kind. It keeps, for the life of the value (one per worker),
 // who capstan is on Slack and the ids of the channels it looked up, and
 // it shares each channel's history reads among the questions pending
@@ -88,7 +88,7 @@ type Messages struct {
 type slackSelf struct{ userID, botID string }
 
 // NewMessages returns the lookup of delivered messages over c. A nil c
-// makes every lookup fail with tools.ErrNotConfigured.
+// makes every lookup fail with tool.ErrNotConfigured.
 func NewMessages(c History) *Messages {
 	return &Messages{c: c, channels: map[string]string{}, reads: historyReads{now: time.Now}}
 }
@@ -97,9 +97,9 @@ func NewMessages(c History) *Messages {
 func (m *Messages) Name() string { return Kind }
 
 // Effect reads the channel from s.Arguments (see Arguments).
-func (m *Messages) Effect(s tools.Sent) (tools.Effect, error) {
+func (m *Messages) Effect(s tool.Sent) (tool.Effect, error) {
 	if m.c == nil {
-		return nil, fmt.Errorf("%s: %w: no Slack client (set SLACK_BOT_TOKEN)", Kind, tools.ErrNotConfigured)
+		return nil, fmt.Errorf("%s: %w: no Slack client (set SLACK_BOT_TOKEN)", Kind, tool.ErrNotConfigured)
 	}
 	var a arguments
 	if err := json.Unmarshal(s.Arguments, &a); err != nil {
@@ -138,7 +138,7 @@ func (e messageEffect) Key() string {
 	return fmt.Sprintf("a message in %s posted by capstan whose %s metadata names operation %s", e.channel, EventType, e.opID)
 }
 
-// Find reads the channel's history from the claim, minus tools.ClockMargin,
+// Find reads the channel's history from the claim, minus tool.ClockMargin,
 // with all metadata, following cursors, and picks the messages capstan
 // posted (auth.test's bot id, or user id for a user token) whose metadata
 // has EventType and the operation id: one is Found ("<channel id>/<ts>", as
@@ -147,14 +147,14 @@ func (e messageEffect) Key() string {
 // in the detail as ignored. A channel name is resolved to its id first
 // (conversations.history takes only ids). When Slack rate-limits a request
 // Find waits the Retry-After it asked for, saying so through
-// tools.NoticeWait, and asks again; a failure to ask anything else — who
+// tool.NoticeWait, and asks again; a failure to ask anything else — who
 // capstan is, the channel's id, a page — is an error: not asked. A name no
 // channel visible to capstan has is NotSeen: capstan cannot have posted
 // there, and a post sent again is refused, not doubled.
-func (e messageEffect) Find(ctx context.Context) (tools.Observation, error) {
+func (e messageEffect) Find(ctx context.Context) (tool.Observation, error) {
 	self, err := e.m.whoAmI(ctx)
 	if err != nil {
-		return tools.Observation{}, err
+		return tool.Observation{}, err
 	}
 	id, err := e.m.channelID(ctx, e.channel)
 	switch {
@@ -162,11 +162,11 @@ func (e messageEffect) Find(ctx context.Context) (tools.Observation, error) {
 		// capstan cannot have posted where it sees no channel; and a post
 		// sent again to that name is refused (channel_not_found), never
 		// doubled.
-		return tools.Observation{Outcome: tools.NotSeen, Detail: fmt.Sprintf("no channel named %s is visible to capstan", e.channel)}, nil
+		return tool.Observation{Outcome: tool.NotSeen, Detail: fmt.Sprintf("no channel named %s is visible to capstan", e.channel)}, nil
 	case err != nil:
-		return tools.Observation{}, err
+		return tool.Observation{}, err
 	}
-	oldest := e.since.Add(-tools.ClockMargin)
+	oldest := e.since.Add(-tool.ClockMargin)
 	what := fmt.Sprintf("messages in %s since %s", e.channel, oldest.UTC().Format(time.RFC3339))
 	ours := func(msgs []slack.Message) bool {
 		return slices.ContainsFunc(msgs, func(m slack.Message) bool {
@@ -177,7 +177,7 @@ func (e messageEffect) Find(ctx context.Context) (tools.Observation, error) {
 		return e.m.history(ctx, e.channel, id, from)
 	})
 	if err != nil {
-		return tools.Observation{}, fmt.Errorf("read %s: %w", what, err)
+		return tool.Observation{}, fmt.Errorf("read %s: %w", what, err)
 	}
 	var matches, forged []string
 	listed := 0
@@ -200,12 +200,12 @@ func (e messageEffect) Find(ctx context.Context) (tools.Observation, error) {
 	}
 	switch len(matches) {
 	case 0:
-		return tools.Observation{Outcome: tools.NotSeen, Detail: fmt.Sprintf("none of the %d %s posted by capstan carries the operation's id%s", listed, what, note)}, nil
+		return tool.Observation{Outcome: tool.NotSeen, Detail: fmt.Sprintf("none of the %d %s posted by capstan carries the operation's id%s", listed, what, note)}, nil
 	case 1:
-		return tools.Observation{Outcome: tools.Found, ExternalID: id + "/" + matches[0],
+		return tool.Observation{Outcome: tool.Found, ExternalID: id + "/" + matches[0],
 			Detail: fmt.Sprintf("message %s of the %d %s carries the operation's id%s", matches[0], listed, what, note)}, nil
 	default:
-		return tools.Observation{Outcome: tools.Ambiguous,
+		return tool.Observation{Outcome: tool.Ambiguous,
 			Detail: fmt.Sprintf("%d %s posted by capstan carry the operation's id: %s%s", len(matches), what, strings.Join(matches, ", "), note)}, nil
 	}
 }
@@ -340,7 +340,7 @@ type waited struct {
 }
 
 // retryLimited runs ask; while Slack answers it 429 (*slack.RateLimitedError)
-// it tells tools.NoticeWait, waits the Retry-After Slack asked for, and asks
+// it tells tool.NoticeWait, waits the Retry-After Slack asked for, and asks
 // again, up to maxRateLimitWaits times. Other errors are returned as they
 // are.
 func (w *waited) retryLimited(ctx context.Context, what string, ask func() error) error {
@@ -351,7 +351,7 @@ func (w *waited) retryLimited(ctx context.Context, what string, ask func() error
 			return err
 		}
 		wait := max(limited.RetryAfter, time.Second)
-		tools.NoticeWait(ctx, fmt.Sprintf("Slack rate-limited %s; waiting %s, as its Retry-After asked", what, wait))
+		tool.NoticeWait(ctx, fmt.Sprintf("Slack rate-limited %s; waiting %s, as its Retry-After asked", what, wait))
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():

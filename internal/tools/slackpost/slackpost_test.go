@@ -14,8 +14,8 @@ import (
 	"github.com/slack-go/slack"
 
 	"github.com/capstanhq/capstan/internal/sandbox"
-	"github.com/capstanhq/capstan/internal/tools"
 	"github.com/capstanhq/capstan/internal/tools/slackpost"
+	"github.com/capstanhq/capstan/tool"
 )
 
 // The lookup runs against the sandbox's Slack on loopback, with the real
@@ -29,10 +29,10 @@ func TestMessagesLookup(t *testing.T) {
 	sc := slack.New("xoxb-test", slack.OptionAPIURL(srv.URL+"/api/"))
 	ctx := context.Background()
 	claimed := time.Now()
-	find := func(channel, opID string, since time.Time) (tools.Observation, error) {
+	find := func(channel, opID string, since time.Time) (tool.Observation, error) {
 		t.Helper()
-		effect, err := slackpost.NewMessages(sc).Effect(tools.Sent{
-			Call: tools.Call{OperationID: opID, Arguments: slackpost.Arguments(channel)}, Since: since})
+		effect, err := slackpost.NewMessages(sc).Effect(tool.Sent{
+			Call: tool.Call{OperationID: opID, Arguments: slackpost.Arguments(channel)}, Since: since})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -47,7 +47,7 @@ func TestMessagesLookup(t *testing.T) {
 		return ts
 	}
 	post := func(opt slack.MsgOption) string { t.Helper(); return postAs(sc, "#ops", opt) }
-	expect := func(what string, obs tools.Observation, err error, want tools.Outcome, externalID string) {
+	expect := func(what string, obs tool.Observation, err error, want tool.Outcome, externalID string) {
 		t.Helper()
 		if err != nil || obs.Outcome != want || obs.ExternalID != externalID || obs.Detail == "" {
 			t.Fatalf("%s: %+v, %v; want %s with external id %q and a detail", what, obs, err, want, externalID)
@@ -55,21 +55,21 @@ func TestMessagesLookup(t *testing.T) {
 	}
 
 	obs, err := find("#ops", "op-s", claimed)
-	expect("no such channel", obs, err, tools.NotSeen, "")
+	expect("no such channel", obs, err, tool.NotSeen, "")
 	post(slack.MsgOptionAsUser(false))
 	obs, err = find("#ops", "op-s", claimed)
-	expect("no message", obs, err, tools.NotSeen, "")
+	expect("no message", obs, err, tool.NotSeen, "")
 	post(slack.MsgOptionMetadata(slackpost.Metadata("op-other", "T")))
 	post(slack.MsgOptionMetadata(slack.SlackMetadata{EventType: "someone_elses_event",
 		EventPayload: map[string]any{"operation_id": "op-s"}}))
 	obs, err = find("#ops", "op-s", claimed)
-	expect("messages that are not ours", obs, err, tools.NotSeen, "")
+	expect("messages that are not ours", obs, err, tool.NotSeen, "")
 
 	// Someone else copies our metadata: not ours, and named as ignored.
 	alice := slack.New(sandbox.SandboxUserToken("alice"), slack.OptionAPIURL(srv.URL+"/api/"))
 	forged := postAs(alice, "#ops", slack.MsgOptionMetadata(slackpost.Metadata("op-s", "T")))
 	obs, err = find("#ops", "op-s", claimed)
-	expect("our metadata on alice's message", obs, err, tools.NotSeen, "")
+	expect("our metadata on alice's message", obs, err, tool.NotSeen, "")
 	if !strings.Contains(obs.Detail, forged+" by UALICE") {
 		t.Errorf("detail %q should name alice's message as ignored", obs.Detail)
 	}
@@ -80,23 +80,23 @@ func TestMessagesLookup(t *testing.T) {
 	id := sb.ChannelID("#ops")
 	for _, channel := range []string{"#ops", "ops", id} {
 		obs, err = find(channel, "op-s", claimed)
-		expect("our message in "+channel, obs, err, tools.Found, id+"/"+ts)
+		expect("our message in "+channel, obs, err, tool.Found, id+"/"+ts)
 	}
 	postAs(sc, "#elsewhere", slack.MsgOptionAsUser(false))
 	obs, err = find("#elsewhere", "op-s", claimed)
-	expect("another channel", obs, err, tools.NotSeen, "")
+	expect("another channel", obs, err, tool.NotSeen, "")
 	obs, err = find("#ops", "op-s", claimed.Add(time.Hour))
-	expect("a claim after the message", obs, err, tools.NotSeen, "")
+	expect("a claim after the message", obs, err, tool.NotSeen, "")
 
 	if err := sb.AddFault(sandbox.FaultRule{Endpoint: "conversations.history", Kind: sandbox.FaultLag, Lag: time.Hour, Times: 1}); err != nil {
 		t.Fatal(err)
 	}
 	obs, err = find("#ops", "op-s", claimed)
-	expect("a lagging history", obs, err, tools.NotSeen, "")
+	expect("a lagging history", obs, err, tool.NotSeen, "")
 
 	post(slack.MsgOptionMetadata(slackpost.Metadata("op-s", "T")))
 	obs, err = find("#ops", "op-s", claimed)
-	expect("two messages with our id", obs, err, tools.Ambiguous, "")
+	expect("two messages with our id", obs, err, tool.Ambiguous, "")
 
 	for _, rule := range []sandbox.FaultRule{
 		{Endpoint: "conversations.history", Kind: sandbox.FaultFail, Times: 1},
@@ -106,7 +106,7 @@ func TestMessagesLookup(t *testing.T) {
 		if err := sb.AddFault(rule); err != nil {
 			t.Fatal(err)
 		}
-		if obs, err := find("#ops", "op-s", claimed); err == nil || obs != (tools.Observation{}) {
+		if obs, err := find("#ops", "op-s", claimed); err == nil || obs != (tool.Observation{}) {
 			t.Fatalf("%s %s: %+v, %v; want an error and no observation", rule.Endpoint, rule.Kind, obs, err)
 		}
 	}
@@ -145,15 +145,15 @@ func TestMessagesLookupWithinSlackLimits(t *testing.T) {
 	sb.LimitHistory(sandbox.HistoryLimit{Every: time.Second, PageMax: 15})
 	var notices []string
 	var mu sync.Mutex
-	wctx := tools.WithWaitNotice(ctx, func(why string) { mu.Lock(); notices = append(notices, why); mu.Unlock() })
+	wctx := tool.WithWaitNotice(ctx, func(why string) { mu.Lock(); notices = append(notices, why); mu.Unlock() })
 	m := slackpost.NewMessages(sc)
-	effect, err := m.Effect(tools.Sent{Call: tools.Call{OperationID: "op-limits", Arguments: slackpost.Arguments("#room-249")}, Since: claimed})
+	effect, err := m.Effect(tool.Sent{Call: tool.Call{OperationID: "op-limits", Arguments: slackpost.Arguments("#room-249")}, Since: claimed})
 	if err != nil {
 		t.Fatal(err)
 	}
 	obs, err := effect.Find(wctx)
 	id := sb.ChannelID("#room-249")
-	if err != nil || obs.Outcome != tools.Found || obs.ExternalID != id+"/"+ts {
+	if err != nil || obs.Outcome != tool.Found || obs.ExternalID != id+"/"+ts {
 		t.Fatalf("Find = %+v, %v; want found at %s/%s", obs, err, id, ts)
 	}
 	if len(notices) == 0 || !strings.Contains(notices[0], "Retry-After") || !strings.Contains(obs.Detail, "rate-limited") {
@@ -168,23 +168,23 @@ func TestMessagesLookupWithinSlackLimits(t *testing.T) {
 		}
 	}
 	sb.LimitHistory(sandbox.HistoryLimit{})
-	if obs, err := effect.Find(ctx); err != nil || obs.Outcome != tools.Found {
+	if obs, err := effect.Find(ctx); err != nil || obs.Outcome != tool.Found {
 		t.Errorf("second Find = %+v, %v; want found without asking who or where again", obs, err)
 	}
 }
 
 func TestMessagesEffectRefuses(t *testing.T) {
 	sc := slack.New("xoxb-test", slack.OptionAPIURL("http://127.0.0.1:1/api/"))
-	if _, err := slackpost.NewMessages(nil).Effect(tools.Sent{Call: tools.Call{OperationID: "op", Arguments: slackpost.Arguments("C1")}}); !errors.Is(err, tools.ErrNotConfigured) {
-		t.Errorf("without a client: %v, want tools.ErrNotConfigured", err)
+	if _, err := slackpost.NewMessages(nil).Effect(tool.Sent{Call: tool.Call{OperationID: "op", Arguments: slackpost.Arguments("C1")}}); !errors.Is(err, tool.ErrNotConfigured) {
+		t.Errorf("without a client: %v, want tool.ErrNotConfigured", err)
 	}
-	for name, s := range map[string]tools.Sent{
-		"no channel":      {Call: tools.Call{OperationID: "op", Arguments: slackpost.Arguments("")}},
-		"no arguments":    {Call: tools.Call{OperationID: "op"}},
-		"bad arguments":   {Call: tools.Call{OperationID: "op", Arguments: json.RawMessage(`{"channel":1}`)}},
-		"no operation id": {Call: tools.Call{Arguments: slackpost.Arguments("C1")}},
+	for name, s := range map[string]tool.Sent{
+		"no channel":      {Call: tool.Call{OperationID: "op", Arguments: slackpost.Arguments("")}},
+		"no arguments":    {Call: tool.Call{OperationID: "op"}},
+		"bad arguments":   {Call: tool.Call{OperationID: "op", Arguments: json.RawMessage(`{"channel":1}`)}},
+		"no operation id": {Call: tool.Call{Arguments: slackpost.Arguments("C1")}},
 	} {
-		if e, err := slackpost.NewMessages(sc).Effect(s); err == nil || errors.Is(err, tools.ErrNotConfigured) {
+		if e, err := slackpost.NewMessages(sc).Effect(s); err == nil || errors.Is(err, tool.ErrNotConfigured) {
 			t.Errorf("%s: %v, %v; want an error that is not ErrNotConfigured", name, e, err)
 		}
 	}
@@ -226,8 +226,8 @@ func TestMessagesChecksInOneChannelShareARead(t *testing.T) {
 	}
 	hist := &countingHistory{History: sc}
 	m := slackpost.NewMessages(hist)
-	find := func(opID string) (tools.Observation, error) {
-		effect, err := m.Effect(tools.Sent{Call: tools.Call{OperationID: opID, Arguments: slackpost.Arguments("#shared")}, Since: claimed})
+	find := func(opID string) (tool.Observation, error) {
+		effect, err := m.Effect(tool.Sent{Call: tool.Call{OperationID: opID, Arguments: slackpost.Arguments("#shared")}, Since: claimed})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -236,7 +236,7 @@ func TestMessagesChecksInOneChannelShareARead(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
-			if obs, err := find(fmt.Sprintf("op-%d", i)); err != nil || obs.Outcome != tools.Found {
+			if obs, err := find(fmt.Sprintf("op-%d", i)); err != nil || obs.Outcome != tool.Found {
 				t.Errorf("check %d: %+v, %v; want found", i, obs, err)
 			}
 		})
@@ -252,10 +252,10 @@ func TestMessagesChecksInOneChannelShareARead(t *testing.T) {
 		slack.MsgOptionMetadata(slackpost.Metadata("op-late", "T"))); err != nil {
 		t.Fatal(err)
 	}
-	if obs, err := find("op-late"); err != nil || obs.Outcome != tools.Found || hist.count() != 2 {
+	if obs, err := find("op-late"); err != nil || obs.Outcome != tool.Found || hist.count() != 2 {
 		t.Errorf("a message posted after the shared read: %+v, %v after %d reads; want found by a second read", obs, err, hist.count())
 	}
-	if obs, err := find("op-never"); err != nil || obs.Outcome != tools.NotSeen || hist.count() != 3 {
+	if obs, err := find("op-never"); err != nil || obs.Outcome != tool.NotSeen || hist.count() != 3 {
 		t.Errorf("a message never posted: %+v, %v after %d reads; want not seen by a read of its own", obs, err, hist.count())
 	}
 }

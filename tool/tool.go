@@ -1,0 +1,129 @@
+// Package tools defines what every tool an agent may call has in common,
+// whatever system it acts on: the Tool interface, the safety class of each
+// tool (docs/design.md §5.1), the registry, the compiled schema of a tool's
+// arguments, and the verdict of a failed call (Classify). It depends on no
+// external system; the tools themselves live in subpackages, such as the
+// GitHub tools in internal/tools/github.
+//
+// A tool knows how to validate its arguments, how to name the effect it would
+// have (business key and the fields that define it), how to describe a call
+// in one line, and how to perform it once; a tool whose unknown outcome must
+// be reconciled also knows how its effect is found again (Finder, effect.go).
+// All of that is the tool's: its arguments are parsed by its own parser and
+// nothing else reads them. Identify must be a pure function of the
+// arguments: its result derives operation ids, so it must be deterministic
+// and do no I/O.
+package tool
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+
+	"github.com/capstanhq/capstan"
+)
+
+// Class is a tool's safety class: what may be done after a timeout or an
+// ambiguous failure. It is capstan's vocabulary (capstan.Class), which the
+// workflow reads without importing the tools.
+type Class = capstan.Class
+
+// The safety classes (capstan.ClassReadOnly, …).
+const (
+	ReadOnly    = capstan.ClassReadOnly
+	Idempotent  = capstan.ClassIdempotent
+	Conditional = capstan.ClassConditional
+	Unsafe      = capstan.ClassUnsafe
+)
+
+// Identity names the effect a call would have.
+type Identity struct {
+	// BusinessKey identifies the effect in the external system, e.g.
+	// "pr:create:acme/payments:agent/fix:main". Empty when the tool has none.
+	BusinessKey string
+	// Effect is a canonical encoding of the arguments that define the effect
+	// (for a pull request: repo, head, base — not the title). The ledger
+	// stores its hash; the same operation id with another hash is a conflict.
+	Effect []byte
+}
+
+// Call is one execution request.
+type Call struct {
+	OperationID string
+	Arguments   json.RawMessage
+	// Facts are what the tool's Prepare recorded for this attempt just
+	// before the request was sent (ledger.Operation.Facts): Execute acts on
+	// them — a branch is created at the commit recorded, not at one read
+	// again — so the effect is the one a lookup given the same facts looks
+	// for. Nil when none were recorded (the tool is no Preparer, recorded
+	// nothing, or the operation was sent before it recorded facts).
+	Facts json.RawMessage
+}
+
+// Result is what a successful call produced.
+type Result struct {
+	// Output is the JSON document given back to the model.
+	Output json.RawMessage
+	// ExternalID names what was created or changed (a ref, a PR URL, a blob
+	// sha); empty for read-only tools.
+	ExternalID string
+}
+
+// Tool is one callable tool.
+type Tool interface {
+	Name() string
+	Description() string
+	// Schema is the compiled JSON Schema of the arguments object. Identify
+	// and Execute reject every arguments object it rejects, so the schema a
+	// model is shown is the one its calls are held to.
+	Schema() *Schema
+	Class() Class
+	// Identify validates the arguments and names their effect. It returns an
+	// error wrapping ErrInvalidArguments for bad arguments.
+	Identify(args json.RawMessage) (Identity, error)
+	// Summary describes a call in one short line for people, e.g. the
+	// Temporal UI's activity summary "create_pull_request acme/payments
+	// agent/fix → main". It is meant for arguments Identify accepts; for
+	// others it still returns something short, never an error.
+	Summary(args json.RawMessage) string
+	// Execute performs the call once. Errors are classified with Classify;
+	// a tool that knows what its service's answers mean marks its errors
+	// with WithVerdict.
+	Execute(ctx context.Context, call Call) (Result, error)
+}
+
+// Preparer is implemented by a tool whose lookup (Finder) needs facts about
+// the world as they stood just before the request was sent — the commit a
+// pull request's head branch was at, say — because the effect itself does
+// not keep them. ExecuteTool calls Prepare once per attempt, after the claim
+// and before the operation is marked RUNNING, and the ledger keeps the facts
+// with the operation (ledger.Operation.Facts); they reach Execute as
+// Call.Facts, and the lookup as Sent.Facts if the answer to the request is
+// lost.
+type Preparer interface {
+	// Prepare reads, and never changes, what call's lookup will need,
+	// and returns it as a JSON document; nil when there is nothing worth
+	// recording. An error means the facts could not be read: nothing has
+	// been sent, the claim is released, and the call is retried.
+	Prepare(ctx context.Context, call Call) (json.RawMessage, error)
+}
+
+// ErrInvalidArguments reports arguments that do not satisfy a tool's schema.
+var ErrInvalidArguments = errors.New("invalid tool arguments")
+
+// ErrUnknownTool reports a call to a tool that is not registered.
+var ErrUnknownTool = errors.New("unknown tool")
+
+// ErrRefused reports a call a tool refused on its own before sending its
+// effect: no client configured, no operation id to reconcile by, a write the
+// target cannot take. Nothing happened, and repeating the call fails again.
+var ErrRefused = errors.New("refused")
+
+// Guarded is implemented by a tool whose calls go through a breaker it
+// names itself — an MCP tool's is its server's, "mcp/<server>" — rather
+// than the one its name and class give ("<service>/read", "<service>/write").
+type Guarded interface {
+	// Breaker is the key of the breaker every call of the tool goes
+	// through.
+	Breaker() string
+}
