@@ -1,18 +1,3 @@
-// Package tools defines what every tool an agent may call has in common,
-// whatever system it acts on: the Tool interface, the safety class of each
-// tool (docs/design.md §5.1), the registry, the compiled schema of a tool's
-// arguments, and the verdict of a failed call (Classify). It depends on no
-// external system; the tools themselves live in subpackages, such as the
-// GitHub tools in internal/tools/github.
-//
-// A tool knows how to validate its arguments, how to name the effect it would
-// have (business key and the fields that define it), how to describe a call
-// in one line, and how to perform it once; a tool whose unknown outcome must
-// be reconciled also knows how its effect is found again (Finder, effect.go).
-// All of that is the tool's: its arguments are parsed by its own parser and
-// nothing else reads them. Identify must be a pure function of the
-// arguments: its result derives operation ids, so it must be deterministic
-// and do no I/O.
 package tool
 
 import (
