@@ -20,6 +20,13 @@ type Target struct {
 	Into string
 	// CreatesBranch says the call creates Branch.
 	CreatesBranch bool
+	// Attributes are what else the call acts on, in the tool's own words:
+	// a project, an amount, an environment. A policy rule's condition
+	// reads them as the map `attributes` (`attributes["project"] ==
+	// "OPS"`); like Repository they come from the call's arguments, and
+	// compare exactly. A rule that reads a key the map lacks fails, which
+	// refuses the call (`attributes[?"k"].orValue("")` does not).
+	Attributes map[string]string
 }
 
 // Targeted is a tool that can say what a call acts on. A tool that is not

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/capstanhq/capstan"
 	"github.com/capstanhq/capstan/internal/contract"
@@ -158,10 +159,16 @@ func (a *Activities) denied(ctx context.Context, in contract.ExecuteToolInput, r
 }
 
 // approvalSummary is one line saying what the call would do, and where,
-// for the person asked to approve it: "pull request capstan/x → main in
-// acme/payments". A tool that does not say what it targets is named by
+// for the person asked to approve it: the tool's own words when it gives
+// them (tool.ApprovalTexter), else "pull request capstan/x → main in
+// acme/payments" from its target. A tool that does neither is named by
 // its own summary.
 func approvalSummary(impl tool.Tool, args json.RawMessage) string {
+	if at, ok := impl.(tool.ApprovalTexter); ok {
+		if text := strings.TrimSpace(at.ApprovalText(args)); text != "" {
+			return text
+		}
+	}
 	tg, ok := impl.(tool.Targeted)
 	if !ok {
 		return impl.Summary(args)

@@ -55,6 +55,7 @@ func (a *Activities) decide(ctx context.Context, in contract.ExecuteToolInput, i
 			return nil, err
 		}
 		c.Repository, c.Branch, c.Path, c.From, c.Into, c.CreatesBranch = t.Repository, t.Branch, t.Path, t.From, t.Into, t.CreatesBranch
+		c.Attributes = t.Attributes
 	}
 	task := policyTask(in.Policy)
 	if task.DefaultBranch, err = a.defaultBranch(ctx, c, in.Policy); err != nil {

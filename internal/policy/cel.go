@@ -28,6 +28,7 @@ var celVariables = []struct {
 	{"from", cel.StringType, true},
 	{"into", cel.StringType, true},
 	{"creates_branch", cel.BoolType, true},
+	{"attributes", cel.MapType(cel.StringType, cel.StringType), true},
 	{"tenant", cel.StringType, false},
 	{"labels", cel.MapType(cel.StringType, cel.StringType), false},
 	{"task.repositories", cel.ListType(cel.StringType), false},
@@ -132,6 +133,11 @@ func (a *activation) ResolveName(name string) (any, bool) {
 		return a.c.Into, true
 	case "creates_branch":
 		return a.c.CreatesBranch, true
+	case "attributes":
+		if a.c.Attributes == nil {
+			return map[string]string{}, true
+		}
+		return a.c.Attributes, true
 	case "tenant":
 		return a.t.Tenant, true
 	case "labels":

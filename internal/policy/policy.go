@@ -69,6 +69,10 @@ type Call struct {
 	// Writes says the call has an effect. A call whose Class is anything
 	// but read_only counts as writing whatever Writes says.
 	Writes bool
+	// Attributes are the tool's own attributes of the call
+	// (tool.Target.Attributes), read from its arguments, which a rule's
+	// condition reads as `attributes`; nil for a tool that gives none.
+	Attributes map[string]string
 }
 
 // writes is whether the call counts as a write: Writes, or any class but

@@ -92,7 +92,8 @@ func (r *rule) field(key, value string) bool {
 
 // dependsOnArguments is whether the rule matches a call of a tool
 // can depend on the call's arguments: it has a repository, branch or path
-// field, or its condition reads one of them.
+// field, or its condition reads one of them or another variable that comes
+// from the arguments (from, into, creates_branch, attributes).
 func (r *rule) dependsOnArguments() bool {
 	for _, k := range []string{"repository", "branch", "path"} {
 		if _, ok := r.match[k]; ok {
