@@ -165,10 +165,16 @@ var sideOptions = []tool.Option{
 	tool.Lookup(func(context.Context, tool.Sent, ticketIn) (tool.Observation, error) {
 		return tool.Observation{Outcome: tool.NotSeen}, nil
 	}),
-	tool.Verify(func(context.Context, tool.Call, ticketIn) (ticketOut, bool, error) { return ticketOut{ID: "X-1"}, true, nil }),
+	tool.Verify(func(context.Context, tool.Call, ticketIn) (ticketOut, bool, error) {
+		return ticketOut{ID: "X-1"}, true, nil
+	}),
 	tool.Breaker("tickets/write"),
-	tool.Targets(func(in ticketIn) tool.Target { return tool.Target{Attributes: map[string]string{"project": in.Project}} }),
-	tool.Prepare(func(context.Context, tool.Call, ticketIn) (json.RawMessage, error) { return json.RawMessage(`{"seq":7}`), nil }),
+	tool.Targets(func(in ticketIn) tool.Target {
+		return tool.Target{Attributes: map[string]string{"project": in.Project}}
+	}),
+	tool.Prepare(func(context.Context, tool.Call, ticketIn) (json.RawMessage, error) {
+		return json.RawMessage(`{"seq":7}`), nil
+	}),
 	tool.ApprovalText(func(in ticketIn) string { return "open a ticket in " + in.Project }),
 }
 
@@ -320,10 +326,14 @@ func TestNewRefusesWhatCannotWork(t *testing.T) {
 		{"an option given twice", func() (tool.Tool, error) {
 			return tool.New("tickets_create", tool.Unsafe, createTicket, tool.Breaker("a/b"), tool.Breaker("c/d"))
 		}, "Breaker is given twice"},
-		{"a nil function", func() (tool.Tool, error) { return tool.New("tickets_create", tool.Unsafe, createTicket, tool.BusinessKey(nilKey)) },
+		{"a nil function", func() (tool.Tool, error) {
+			return tool.New("tickets_create", tool.Unsafe, createTicket, tool.BusinessKey(nilKey))
+		},
 			"BusinessKey was given a nil function"},
 		{"a zero option", func() (tool.Tool, error) { return tool.New("tickets_create", tool.Unsafe, createTicket, tool.Option{}) }, "zero value"},
-		{"an empty breaker", func() (tool.Tool, error) { return tool.New("tickets_create", tool.Unsafe, createTicket, tool.Breaker("")) }, "one word"},
+		{"an empty breaker", func() (tool.Tool, error) {
+			return tool.New("tickets_create", tool.Unsafe, createTicket, tool.Breaker(""))
+		}, "one word"},
 		{"Verify on an unsafe tool", func() (tool.Tool, error) {
 			return tool.New("tickets_create", tool.Unsafe, createTicket, tool.Verify(func(context.Context, tool.Call, ticketIn) (ticketOut, bool, error) {
 				return ticketOut{}, false, nil
