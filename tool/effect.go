@@ -34,6 +34,7 @@ const (
 
 // Observation is the answer to one lookup.
 type Observation struct {
+	// Outcome is what the lookup saw: Found, NotSeen or Ambiguous.
 	Outcome Outcome
 	// ExternalID names the effect when Found, in the form Execute records
 	// it on success (Result.ExternalID): a pull request or comment URL,

@@ -44,9 +44,12 @@ func (r *Registry) Names() []string {
 // Spec is how a model is shown one tool: its name, what it does, and the
 // JSON Schema of its arguments object.
 type Spec struct {
-	Name        string         `json:"name"`
-	Description string         `json:"description"`
-	Parameters  map[string]any `json:"parameters"` // JSON Schema object
+	// Name is the tool's name (Tool.Name).
+	Name string `json:"name"`
+	// Description is what the tool does (Tool.Description).
+	Description string `json:"description"`
+	// Parameters is the JSON Schema of the arguments object (Schema.Doc).
+	Parameters map[string]any `json:"parameters"`
 }
 
 // Specs describes the tools for a model request, sorted by name so the

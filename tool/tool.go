@@ -13,12 +13,24 @@ import (
 // workflow reads without importing the tools.
 type Class = capstan.Class
 
-// The safety classes (capstan.ClassReadOnly, …).
+// The safety classes (capstan.ClassReadOnly, …). Their words are stable.
 const (
-	ReadOnly    = capstan.ClassReadOnly
-	Idempotent  = capstan.ClassIdempotent
+	// ReadOnly: the tool has no effect. A call whose answer was lost is
+	// retried, bounded.
+	ReadOnly = capstan.ClassReadOnly
+	// Idempotent: a call may be repeated with the same operation id to
+	// the same effect. After an ambiguous failure it is read back when
+	// the tool is a Verifier, else sent again.
+	Idempotent = capstan.ClassIdempotent
+	// Conditional: the service keeps one effect per business key. A call
+	// whose answer was lost is unknown until its lookup (Finder) finds
+	// the effect or sees none through the consistency window.
 	Conditional = capstan.ClassConditional
-	Unsafe      = capstan.ClassUnsafe
+	// Unsafe: a call repeated makes a second effect. A call whose answer
+	// was lost is unknown until its lookup finds the operation's mark;
+	// when nothing can tell, a person decides. It is never sent again on
+	// a guess.
+	Unsafe = capstan.ClassUnsafe
 )
 
 // Identity names the effect a call would have.
@@ -34,8 +46,15 @@ type Identity struct {
 
 // Call is one execution request.
 type Call struct {
+	// OperationID names the call's effect: the same id for every attempt
+	// of the same call, recorded in the ledger before anything is sent. A
+	// tool that can lose an answer puts it in its request — a field, a
+	// header, a marker in a body, an idempotency key — so that its lookup
+	// (Finder) can find the effect by it.
 	OperationID string
-	Arguments   json.RawMessage
+	// Arguments is the arguments object as the model gave it, which
+	// Identify accepted.
+	Arguments json.RawMessage
 	// Facts are what the tool's Prepare recorded for this attempt just
 	// before the request was sent (ledger.Operation.Facts): Execute acts on
 	// them — a branch is created at the commit recorded, not at one read
@@ -56,12 +75,17 @@ type Result struct {
 
 // Tool is one callable tool.
 type Tool interface {
+	// Name is what the model calls the tool, and the kind the ledger
+	// records its operations under. It never changes.
 	Name() string
+	// Description is what the model is told the tool does.
 	Description() string
 	// Schema is the compiled JSON Schema of the arguments object. Identify
 	// and Execute reject every arguments object it rejects, so the schema a
 	// model is shown is the one its calls are held to.
 	Schema() *Schema
+	// Class is the tool's safety class: what may be done after a call's
+	// answer was lost.
 	Class() Class
 	// Identify validates the arguments and names their effect. It returns an
 	// error wrapping ErrInvalidArguments for bad arguments.

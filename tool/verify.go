@@ -35,14 +35,18 @@ var ErrChangedSinceRead = errors.New("the target changed since it was read")
 // VerdictNotSent; the activity boundary turns Wait into Temporal's
 // next-retry delay.
 type RetryAfterError struct {
+	// Wait is how long the service asked not to be asked again.
 	Wait time.Duration
-	Err  error
+	// Err is the service's refusal.
+	Err error
 }
 
+// Error is Err's message, with the wait asked.
 func (e *RetryAfterError) Error() string {
 	return fmt.Sprintf("%v (rate limited: retry after %s)", e.Err, e.Wait)
 }
 
+// Unwrap returns Err.
 func (e *RetryAfterError) Unwrap() error { return e.Err }
 
 // RetryAfter returns the wait asked by the rate limit err carries, if any.
