@@ -57,7 +57,7 @@ func (a *app) policyCheckCommand() *cobra.Command {
 type explainFlags struct {
 	file, tool, class, server           string
 	repo, branch, path, from, into      string
-	taskRepos, labels                   []string
+	taskRepos, labels, attributes       []string
 	allowBranches, createdBranches      []string
 	base, defaultBranch, prefix, tenant string
 }
@@ -69,7 +69,7 @@ type explainFlags struct {
 func (a *app) policyExplainCommand() *cobra.Command {
 	var f explainFlags
 	cmd := &cobra.Command{
-		Use:   "explain --tool NAME [--repo R --branch B --path P --from F --into I] [--task-repo R]... [--base B] [--tenant T] [--label K=V]... [--allow-branch B]... [--created-branch B]...",
+		Use:   "explain --tool NAME [--repo R --branch B --path P --from F --into I] [--task-repo R]... [--base B] [--tenant T] [--label K=V]... [--attribute K=V]... [--allow-branch B]... [--created-branch B]...",
 		Short: "Show which rule decides a tool call, and why",
 		Args:  usageArgs(cobra.NoArgs),
 		RunE: func(*cobra.Command, []string) error {
@@ -98,6 +98,7 @@ func (a *app) policyExplainCommand() *cobra.Command {
 	fl.StringVar(&f.prefix, "branch-prefix", a.cfg.BranchPrefix, "what branches the task creates start with (default $CAPSTAN_BRANCH_PREFIX)")
 	fl.StringVar(&f.tenant, "tenant", config.DefaultTenant, "the task's tenant")
 	fl.StringArrayVar(&f.labels, "label", nil, "one of the task's labels, KEY=VALUE (repeatable)")
+	fl.StringArrayVar(&f.attributes, "attribute", nil, "one of the call's attributes its tool gives (tool.Target.Attributes), KEY=VALUE (repeatable): a rule reads it as attributes[\"KEY\"]")
 	fl.StringArrayVar(&f.allowBranches, "allow-branch", nil, "a branch the task was started with --allow-branch (repeatable)")
 	fl.StringArrayVar(&f.createdBranches, "created-branch", nil, "a branch the task has created in --repo, as its ledger records it (repeatable): a write onto another is refused")
 	return cmd
@@ -131,22 +132,34 @@ func (f explainFlags) resolve() (*policy.Policy, policy.Call, policy.Task, error
 	for _, b := range f.createdBranches {
 		t.CreatedBranches = append(t.CreatedBranches, policy.Branch{Repository: f.repo, Name: b})
 	}
-	for _, kv := range f.labels {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok || k == "" {
-			return nil, none, policy.Task{}, usagef("--label %q is not KEY=VALUE", kv)
-		}
-		if t.Labels == nil {
-			t.Labels = map[string]string{}
-		}
-		t.Labels[k] = v
+	var err error
+	if t.Labels, err = keyValues("--label", f.labels); err != nil {
+		return nil, none, policy.Task{}, err
+	}
+	if c.Attributes, err = keyValues("--attribute", f.attributes); err != nil {
+		return nil, none, policy.Task{}, err
 	}
 	p := policy.Builtin()
 	if f.file != "" {
-		var err error
 		if p, err = policy.Load(f.file); err != nil {
 			return nil, none, policy.Task{}, &usageError{msg: err.Error()}
 		}
 	}
 	return p, c, t, nil
+}
+
+// keyValues is the KEY=VALUE flags of flag as a map; nil for none.
+func keyValues(flag string, kvs []string) (map[string]string, error) {
+	var m map[string]string
+	for _, kv := range kvs {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, usagef("%s %q is not KEY=VALUE", flag, kv)
+		}
+		if m == nil {
+			m = map[string]string{}
+		}
+		m[k] = v
+	}
+	return m, nil
 }

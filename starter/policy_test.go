@@ -98,6 +98,10 @@ func TestPolicyExplain(t *testing.T) {
 	release := writeFile(t, releasePolicy)
 	text = sha256.Sum256([]byte(releasePolicy))
 	releaseSum := hex.EncodeToString(text[:6])
+	const attrsPolicy = "rules:\n  - name: no-ops-tickets\n    tool: tickets_create\n    when: attributes[\"project\"] == \"OPS\"\n    effect: deny\n    reason: OPS takes no tickets from tasks\n"
+	attrs := writeFile(t, attrsPolicy)
+	text = sha256.Sum256([]byte(attrsPolicy))
+	attrsSum := hex.EncodeToString(text[:6])
 	for _, tc := range []struct {
 		name string
 		env  map[string]string
@@ -147,6 +151,11 @@ func TestPolicyExplain(t *testing.T) {
 		{"an MCP tool without its class", nil, []string{"--tool", "search", "--server", "docs"}, 2, ""},
 		{"no tool", nil, []string{"--repo", "acme/payments"}, 2, ""},
 		{"a bad label", nil, []string{"--tool", "github_comment", "--label", "env"}, 2, ""},
+		{"a rule on a tool's attributes", nil, []string{"--file", attrs, "--tool", "tickets_create", "--class", "unsafe", "--attribute", "project=OPS"},
+			0, "decision: deny\nrule:     no-ops-tickets\nlayer:    worker " + attrs + "@" + attrsSum + "\nreason:   OPS takes no tickets from tasks\n"},
+		{"another attribute", nil, []string{"--file", attrs, "--tool", "tickets_create", "--class", "unsafe", "--attribute", "project=DEV"},
+			0, "decision: allow\nrule:     default/allow\nlayer:    default\nreason:   no rule refuses it: this task writes to none (it was sent to no repository) except its base branch main, onto branches it created starting with capstan/, and not under .github/ nor to a root action.yml\n"},
+		{"a bad attribute", nil, []string{"--tool", "github_comment", "--attribute", "project"}, 2, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, out, errOut := starter(t, tc.env, append([]string{"policy", "explain"}, tc.args...)...)
