@@ -273,7 +273,7 @@ func TestMCPRunTaskRefusesAsStarterRunDoes(t *testing.T) {
 		{map[string]any{"prompt": "p", "repo": "not a repo"}, []string{"--prompt", "p", "--repo", "not a repo"}},
 		{map[string]any{"prompt": "p", "human_timeout": "soon"}, []string{"--prompt", "p", "--human-timeout", "soon"}},
 		{map[string]any{"prompt": "p", "human_timeout": "10s"}, []string{"--prompt", "p", "--human-timeout", "10s"}},
-		{map[string]any{"prompt": "p", "require_approval": []string{"launch_missiles"}}, []string{"--prompt", "p", "--require-approval", "launch_missiles"}},
+		{map[string]any{"prompt": "p", "require_approval": []string{"github_launch_missiles"}}, []string{"--prompt", "p", "--require-approval", "github_launch_missiles"}},
 		{map[string]any{"prompt": "p", "comment": []string{"a/b#1", "a/b#1"}}, []string{"--prompt", "p", "--comment", "a/b#1", "--comment", "a/b#1"}},
 		{map[string]any{"prompt": "p", "id": "no spaces"}, []string{"--prompt", "p", "--id", "no spaces"}},
 		{map[string]any{"prompt": "p", "label": []string{"team"}}, []string{"--prompt", "p", "--label", "team"}},

@@ -154,7 +154,8 @@ func TestStatusShowsTheSpendAgainstTheBudget(t *testing.T) {
 	}
 }
 
-// --require-approval takes a built-in tool's name or a class, each once, into
+// --require-approval takes a built-in tool's name, an MCP tool's, one a
+// worker's own tool may have (outside github_) or a class, each once, into
 // the task's policy context; any other name is one sentence, nothing
 // started. --approval-timeout goes into the task's input, else
 // CAPSTAN_APPROVAL_TIMEOUT.
@@ -164,13 +165,13 @@ func TestRunRequireApproval(t *testing.T) {
 		return map[string]string{"CAPSTAN_APPROVAL_TIMEOUT": "48h"}[k]
 	})}
 	f := runFlags{prompt: "p", repo: "acme/app", base: "main", tenant: "default", maxTurns: 3, humanTimeout: config.DefaultHumanTimeout,
-		requireApproval: []string{"github_create_pull_request", "unsafe", "github_create_pull_request", "mcp__tickets__create_ticket"}}
+		requireApproval: []string{"github_create_pull_request", "unsafe", "github_create_pull_request", "mcp__tickets__create_ticket", "tickets_create"}}
 	in, err := a.taskInput(f)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := in.Policy.RequireApproval; !reflect.DeepEqual(got, []string{"github_create_pull_request", "unsafe", "mcp__tickets__create_ticket"}) || in.ApprovalTimeout != 48*time.Hour {
-		t.Errorf("require approval %v, timeout %s; want the tool, the class and the MCP tool once each, 48h", got, in.ApprovalTimeout)
+	if got := in.Policy.RequireApproval; !reflect.DeepEqual(got, []string{"github_create_pull_request", "unsafe", "mcp__tickets__create_ticket", "tickets_create"}) || in.ApprovalTimeout != 48*time.Hour {
+		t.Errorf("require approval %v, timeout %s; want the tool, the class, the MCP tool and the worker's own tool once each, 48h", got, in.ApprovalTimeout)
 	}
 	f.approvalTimeout = 3 * time.Second
 	if in, err = a.taskInput(f); err != nil || in.ApprovalTimeout != 3*time.Second {
@@ -179,6 +180,10 @@ func TestRunRequireApproval(t *testing.T) {
 	f.requireApproval = []string{"mcp__no-tool"}
 	if _, err := a.taskInput(f); err == nil {
 		t.Error("--require-approval mcp__no-tool (no tool after the server) was accepted")
+	}
+	f.requireApproval = []string{"launch missiles"}
+	if _, err := a.taskInput(f); err == nil {
+		t.Error("--require-approval \"launch missiles\" (no tool's name) was accepted")
 	}
 	f.requireApproval = []string{"github_merge"}
 	_, err = a.taskInput(f)

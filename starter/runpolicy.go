@@ -90,11 +90,20 @@ func (a *app) taskPolicy(f runFlags, comments []contract.CommentTarget) (*contra
 // the starter's, so the starter checks the form alone.
 var mcpToolName = regexp.MustCompile(`^mcp__[A-Za-z0-9_-]+__[A-Za-z0-9_-]+$`)
 
+// workerToolName is the form of the name of a worker's own Go tool
+// (tool.New): which ones a worker has is the worker's to know.
+var workerToolName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
 // approvable refuses a --require-approval that names neither a built-in
-// tool, an MCP tool (mcp__<server>__<tool>) nor a safety class, with one
-// sentence saying which names are.
+// tool, an MCP tool (mcp__<server>__<tool>), a name a worker's own tool
+// may have (outside policy.BuiltinPrefix) nor a safety class, with one
+// sentence saying which names are. The worker checks the names it is left
+// against its tools (policy.CheckApprovalNames).
 func approvable(name string) error {
 	if _, ok := policy.BuiltinTools[name]; ok || mcpToolName.MatchString(name) {
+		return nil
+	}
+	if workerToolName.MatchString(name) && !strings.HasPrefix(name, policy.BuiltinPrefix) && !strings.HasPrefix(name, "mcp__") {
 		return nil
 	}
 	classes := []string{string(capstan.ClassReadOnly), string(capstan.ClassIdempotent), string(capstan.ClassConditional), string(capstan.ClassUnsafe)}
@@ -106,5 +115,6 @@ func approvable(name string) error {
 		tools = append(tools, n)
 	}
 	sort.Strings(tools)
-	return usagef("--require-approval %q is neither a tool (%s, or an MCP tool's mcp__<server>__<tool>) nor a class (%s)", name, strings.Join(tools, ", "), strings.Join(classes, ", "))
+	return usagef("--require-approval %q is neither a tool (%s, an MCP tool's mcp__<server>__<tool>, or a worker's own tool, named by letters, digits, _ and - outside %s) nor a class (%s)",
+		name, strings.Join(tools, ", "), policy.BuiltinPrefix, strings.Join(classes, ", "))
 }

@@ -30,7 +30,8 @@ import (
 // ReadBack on the effects) is implemented only when its option is given.
 //
 // name is what the model calls the tool: 1 to 64 letters, digits, _ and -,
-// not starting with "mcp__" (the names of MCP tools). Its first word, up to
+// not starting with "mcp__" (the names of MCP tools) nor "github_" (the
+// built-in tools'). Its first word, up to
 // the first _, names the breaker its calls go through unless Breaker says
 // otherwise. New's error is one sentence naming what is wrong.
 func New[In, Out any](name string, class Class, fn func(ctx context.Context, call Call, in In) (Out, error), opts ...Option) (Tool, error) {
@@ -54,8 +55,13 @@ func MustNew[In, Out any](name string, class Class, fn func(ctx context.Context,
 // validName is a tool name every model provider takes.
 var validName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
-// mcpPrefix starts the name of every MCP tool (internal/mcp).
-const mcpPrefix = "mcp__"
+// mcpPrefix starts the name of every MCP tool (internal/mcp), and
+// builtinPrefix that of every built-in tool (internal/policy.BuiltinPrefix,
+// which the starter checks names under against the built-in tools).
+const (
+	mcpPrefix     = "mcp__"
+	builtinPrefix = "github_"
+)
 
 // core is a tool made by New, without its optional sides: withSides wraps
 // it in the type that has exactly the sides its options asked for.
@@ -86,6 +92,8 @@ func newCore[In, Out any](name string, class Class, fn func(context.Context, Cal
 		return nil, fmt.Errorf("tool %q: a tool's name must be 1 to 64 letters, digits, _ or -, as every model provider takes it", name)
 	case strings.HasPrefix(name, mcpPrefix):
 		return nil, fmt.Errorf("tool %q: names starting with %q are those of MCP tools; name the tool otherwise", name, mcpPrefix)
+	case strings.HasPrefix(name, builtinPrefix):
+		return nil, fmt.Errorf("tool %q: names starting with %q are those of capstan's built-in GitHub tools; name the tool otherwise", name, builtinPrefix)
 	}
 	switch class {
 	case ReadOnly, Idempotent, Conditional, Unsafe:

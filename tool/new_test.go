@@ -308,6 +308,7 @@ func TestNewRefusesWhatCannotWork(t *testing.T) {
 		{"an empty name", func() (tool.Tool, error) { return tool.New("", tool.Unsafe, createTicket) }, `tool "": a tool's name must be`},
 		{"a name too long", func() (tool.Tool, error) { return tool.New(strings.Repeat("t", 65), tool.Unsafe, createTicket) }, "1 to 64"},
 		{"an MCP name", func() (tool.Tool, error) { return tool.New("mcp__tickets__create", tool.Unsafe, createTicket) }, "are those of MCP tools"},
+		{"a built-in tool's name", func() (tool.Tool, error) { return tool.New("github_merge", tool.Unsafe, createTicket) }, "built-in GitHub tools"},
 		{"a class that is none", func() (tool.Tool, error) { return tool.New("tickets_create", tool.Class("safe"), createTicket) },
 			`tool tickets_create: class "safe" is none of read_only, idempotent, conditional, unsafe`},
 		{"no function", func() (tool.Tool, error) { return tool.New[ticketIn, ticketOut]("tickets_create", tool.Unsafe, nil) }, "its function is nil"},

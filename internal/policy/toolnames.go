@@ -23,11 +23,18 @@ func (p *Policy) CheckTools(tools []string) error {
 }
 
 // CheckBuiltinTools is CheckTools for a starter, which knows the built-in
-// tools (BuiltinTools) and no MCP tool: a glob that could match an MCP
-// tool's name (mcp__SERVER__TOOL) is left for the worker to check.
+// tools (BuiltinTools) and neither a worker's MCP tools nor its own Go
+// tools (tool.New): a glob is checked only when every name it could match
+// starts with BuiltinPrefix; any other — an MCP tool's name
+// (mcp__SERVER__TOOL), a worker's own tool's — is left for the worker to
+// check.
 func (p *Policy) CheckBuiltinTools() error {
-	return p.checkTools(builtinNames(), couldBeMCP)
+	return p.checkTools(builtinNames(), couldBeWorkers)
 }
+
+// BuiltinPrefix starts the name of every built-in tool, and of no other:
+// tool.New refuses it.
+const BuiltinPrefix = "github_"
 
 func (p *Policy) checkTools(tools []string, later func(glob string) bool) error {
 	if p == nil {
@@ -78,14 +85,15 @@ func matchesAny(glob string, names []string) bool {
 	return false
 }
 
-// couldBeMCP is whether glob could match an MCP tool's name: its part
-// before the first wildcard starts with mcp__, or is a start of it.
-func couldBeMCP(glob string) bool {
+// couldBeWorkers is whether glob could match a tool only a worker knows
+// (an MCP tool, a Go tool of its own): its part before the first wildcard
+// does not start with BuiltinPrefix.
+func couldBeWorkers(glob string) bool {
 	lit := glob
 	if i := strings.IndexAny(glob, "*?"); i >= 0 {
 		lit = glob[:i]
 	}
-	return strings.HasPrefix(lit, "mcp__") || (lit != glob && strings.HasPrefix("mcp__", lit))
+	return !strings.HasPrefix(lit, BuiltinPrefix)
 }
 
 func builtinNames() []string {

@@ -9,7 +9,7 @@ import (
 // A rule's tool glob that matches none of the worker's tools is refused
 // with one sentence naming the file, the line of the field and the rule;
 // the starter, knowing only the built-in tools, leaves what could be an
-// MCP tool's name to the worker.
+// MCP tool's name, or a worker's own Go tool's, to the worker.
 func TestToolNamesAreChecked(t *testing.T) {
 	t.Parallel()
 	worker := []string{"github_comment", "github_put_file", "mcp__docs__search", "mcp__long_8f3a2c1d"}
@@ -25,7 +25,9 @@ func TestToolNamesAreChecked(t *testing.T) {
 		{"a glob over MCP tools", "mcp__docs__*", true, true},
 		{"a misspelt built-in tool", "github_put_flie", false, false},
 		{"an MCP tool the worker lacks", "mcp__tickets__create", false, true},
-		{"a glob matching no tool", "gitlab_*", false, false},
+		{"a glob matching no tool, which a worker might have", "gitlab_*", false, true},
+		{"a worker's own Go tool", "tickets_create", false, true},
+		{"a glob under the built-ins' prefix matching none", "github_merge_*", false, false},
 		{"a glob that may match an MCP tool", "*search", true, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
