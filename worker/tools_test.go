@@ -16,6 +16,10 @@ type ticketTool struct {
 	name   string
 	schema *tool.Schema
 
+	// fail, when set, is what every call returns after it reached the
+	// (pretend) service: a service that is down.
+	fail error
+
 	mu    sync.Mutex
 	calls []ticketCall
 }
@@ -74,6 +78,9 @@ func (t *ticketTool) Execute(_ context.Context, call tool.Call) (tool.Result, er
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.calls = append(t.calls, ticketCall{OperationID: call.OperationID, Title: a.Title})
+	if t.fail != nil {
+		return tool.Result{}, t.fail
+	}
 	id := fmt.Sprintf("T-%d", len(t.calls))
 	out, _ := json.Marshal(map[string]string{"id": id})
 	return tool.Result{Output: out, ExternalID: id}, nil

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -289,4 +290,60 @@ func (c *countingInterceptor) activities() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.n
+}
+
+// TestProgramsToolTripsItsBreaker: a program's tool whose service is down
+// trips its own breaker (tickets/write, from its name) after
+// CAPSTAN_BREAKER_FAILURES failed calls, as a built-in tool trips
+// github/write: the metrics show it open, the task says it waits for it,
+// and no further call is sent while it is open.
+func TestProgramsToolTripsItsBreaker(t *testing.T) {
+	srv := devServer(t)
+	sb := startSandbox(t)
+	const queue, id = "worker-breaker", "worker-breaker-1"
+	tickets := newTicketTool("tickets_create")
+	tickets.fail = tool.WithVerdict(errors.New("the tickets service answered 503"), tool.VerdictNotSent)
+	w, err := worker.New(context.Background(), worker.Options{Client: srv.Client(), TaskQueue: queue, LedgerDSN: ledgerDSN(t),
+		Tools: []tool.Tool{tickets}, LookupEnv: sandboxEnv(sb, map[string]string{"CAPSTAN_BREAKER_FAILURES": "2", "CAPSTAN_BREAKER_OPEN": "10m"})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	startTask(t, srv.Client(), queue, id, "tickets-create")
+	defer func() { _ = srv.Client().TerminateWorkflow(context.Background(), workflows.WorkflowID(id), "", "test over") }()
+
+	open := map[string]string{"key": "tickets/write", "state": "open"}
+	deadline := time.Now().Add(time.Minute)
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if v, _ := testenv.ScrapeMetrics(t, w.MetricsURL()).Value("capstan_breaker_state", open); v == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("breaker tickets/write not open after a minute; the tool ran %d times", len(tickets.Calls()))
+		}
+		<-tick.C
+	}
+	var res workflows.TaskResult
+	for res.Waiting == "" && time.Now().Before(deadline) {
+		q, err := srv.Client().QueryWorkflow(context.Background(), workflows.WorkflowID(id), "", workflows.QueryStatus)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := q.Get(&res); err != nil {
+			t.Fatal(err)
+		}
+		<-tick.C
+	}
+	if !strings.Contains(res.Waiting, "breaker tickets/write") {
+		t.Errorf("task waiting %q; want it waiting for breaker tickets/write", res.Waiting)
+	}
+	if n := len(tickets.Calls()); n != 2 {
+		t.Errorf("the tool was called %d times; want 2, the breaker's threshold, and none while it is open", n)
+	}
 }
