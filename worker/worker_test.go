@@ -18,6 +18,7 @@ import (
 
 	"github.com/capstanhq/capstan"
 	"github.com/capstanhq/capstan/internal/config"
+	"github.com/capstanhq/capstan/internal/contract"
 	"github.com/capstanhq/capstan/internal/sandbox"
 	"github.com/capstanhq/capstan/internal/testenv"
 	"github.com/capstanhq/capstan/internal/workflows"
@@ -96,7 +97,14 @@ func ledgerDSN(t *testing.T) string {
 // run --model openai:SCRIPT` would.
 func startTask(t *testing.T, c client.Client, queue, id, script string) {
 	t.Helper()
-	in := workflows.AgentTaskInput{TaskID: id, Tenant: config.DefaultTenant, Logic: workflows.CurrentLogic,
+	startTaskWith(t, c, queue, id, script, nil)
+}
+
+// startTaskWith is startTask with the task's policy context (the starter's
+// --require-approval, --label…); nil: the workflow derives the defaults'.
+func startTaskWith(t *testing.T, c client.Client, queue, id, script string, tp *contract.TaskPolicy) {
+	t.Helper()
+	in := workflows.AgentTaskInput{Policy: tp,TaskID: id, Tenant: config.DefaultTenant, Logic: workflows.CurrentLogic,
 		Prompt: "The disk is full: file a ticket.", Model: "openai:" + script, MaxTurns: 5,
 		HumanTimeout: config.DefaultHumanTimeout, ReconcileWindow: config.DefaultReconcileWindow,
 		DependencyOutageLimit: config.DefaultDependencyOutageLimit, ApprovalTimeout: config.DefaultApprovalTimeout}
@@ -345,5 +353,66 @@ func TestProgramsToolTripsItsBreaker(t *testing.T) {
 	}
 	if n := len(tickets.Calls()); n != 2 {
 		t.Errorf("the tool was called %d times; want 2, the breaker's threshold, and none while it is open", n)
+	}
+}
+
+// TestProgramsToolWaitsForApproval: a task that requires a person's
+// approval for the program's tool by its name (--require-approval
+// tickets_create) holds the call, sending nothing, until a person
+// approves it; then the tool runs once.
+func TestProgramsToolWaitsForApproval(t *testing.T) {
+	srv := devServer(t)
+	sb := startSandbox(t)
+	const queue, id = "worker-approval", "worker-approval-1"
+	c := srv.Client()
+	tickets := newTicketTool("tickets_create")
+	w, err := worker.New(context.Background(), worker.Options{Client: c, TaskQueue: queue, LedgerDSN: ledgerDSN(t),
+		Tools: []tool.Tool{tickets}, LookupEnv: sandboxEnv(sb, nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	startTaskWith(t, c, queue, id, "tickets-create", &contract.TaskPolicy{Tenant: config.DefaultTenant,
+		MaxRefusals: config.DefaultPolicyRefusals, RequireApproval: []string{"tickets_create"}})
+
+	var res workflows.TaskResult
+	deadline := time.Now().Add(time.Minute)
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	for len(res.Operations) == 0 || res.Operations[0].State != capstan.OutcomeAwaitingApproval {
+		if time.Now().After(deadline) {
+			t.Fatalf("no operation awaiting approval after a minute: %+v", res.Operations)
+		}
+		<-tick.C
+		q, err := c.QueryWorkflow(context.Background(), workflows.WorkflowID(id), "", workflows.QueryStatus)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := q.Get(&res); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := len(tickets.Calls()); n != 0 {
+		t.Fatalf("the tool ran %d times before anyone approved", n)
+	}
+	op := res.Operations[0]
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: workflows.WorkflowID(id), UpdateName: workflows.UpdateApprove,
+		WaitForStage: client.WorkflowUpdateStageCompleted,
+		Args:         []any{workflows.ApprovalRequest{OperationID: op.OperationID, By: "ada", Hash: op.CallHash}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Get(ctx, nil); err != nil {
+		t.Fatalf("approve: %v", err)
+	}
+	done := oneTicket(t, waitResult(t, c, id), tickets, capstan.OutcomeSucceeded, 1)
+	if done.Approval == nil || done.Approval.By != "ada" {
+		t.Errorf("approval %+v; want ada's", done.Approval)
 	}
 }
