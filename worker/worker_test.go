@@ -104,7 +104,7 @@ func startTask(t *testing.T, c client.Client, queue, id, script string) {
 // --require-approval, --label…); nil: the workflow derives the defaults'.
 func startTaskWith(t *testing.T, c client.Client, queue, id, script string, tp *contract.TaskPolicy) {
 	t.Helper()
-	in := workflows.AgentTaskInput{Policy: tp,TaskID: id, Tenant: config.DefaultTenant, Logic: workflows.CurrentLogic,
+	in := workflows.AgentTaskInput{Policy: tp, TaskID: id, Tenant: config.DefaultTenant, Logic: workflows.CurrentLogic,
 		Prompt: "The disk is full: file a ticket.", Model: "openai:" + script, MaxTurns: 5,
 		HumanTimeout: config.DefaultHumanTimeout, ReconcileWindow: config.DefaultReconcileWindow,
 		DependencyOutageLimit: config.DefaultDependencyOutageLimit, ApprovalTimeout: config.DefaultApprovalTimeout}
@@ -322,7 +322,9 @@ func TestProgramsToolTripsItsBreaker(t *testing.T) {
 	}
 	defer w.Stop()
 	startTask(t, srv.Client(), queue, id, "tickets-create")
-	defer func() { _ = srv.Client().TerminateWorkflow(context.Background(), workflows.WorkflowID(id), "", "test over") }()
+	defer func() {
+		_ = srv.Client().TerminateWorkflow(context.Background(), workflows.WorkflowID(id), "", "test over")
+	}()
 
 	open := map[string]string{"key": "tickets/write", "state": "open"}
 	deadline := time.Now().Add(time.Minute)
