@@ -16,16 +16,9 @@ import (
 // addTestScript makes a script playable on m alone.
 func addTestScript(t *testing.T, m *Model, data string) {
 	t.Helper()
-	sc, err := parseScript([]byte(data))
-	if err != nil {
+	if err := m.AddScript([]byte(data)); err != nil {
 		t.Fatal(err)
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.scripts == nil {
-		m.scripts = map[string]*script{}
-	}
-	m.scripts[sc.Name] = sc
 }
 
 // TestModelStepFaults: a step's fault strikes the requests that play that
