@@ -30,17 +30,23 @@ const (
 
 // TaskResult is a task's result, as `starter status --json` shows it.
 type TaskResult struct {
+	// TaskID and WorkflowID name the task.
 	TaskID, WorkflowID string
-	Status             Status
+	// Status is running (or needs_human) while it runs, then completed,
+	// failed or cancelled.
+	Status Status
 	// FailureCode says why a failed task failed (budget_exhausted,
-	// policy_violation, max_turns, …); Message says it in words.
+	// policy_violation, max_turns, …).
 	FailureCode string
-	Message     string
+	// Message says in words how the task ended.
+	Message string
 	// Answer is the model's final text.
 	Answer string
 	// Model is the provider:model the task ended on.
-	Model      string
+	Model string
+	// Operations are the task's tool calls' operations, oldest first.
 	Operations []Operation
+	// Deliveries are the deliveries of the final answer.
 	Deliveries []Delivery
 	// Spend is what the task's model requests spent.
 	Spend Spend
@@ -49,7 +55,8 @@ type TaskResult struct {
 // Operation is one tool call's operation.
 type Operation struct {
 	// ID is the operation's id, what Approve and Resolve take.
-	ID   string
+	ID string
+	// Tool is the tool's name.
 	Tool string
 	// Outcome is what is known of its effect: succeeded, failed,
 	// unknown, needs_human, awaiting_approval, denied, …
@@ -78,19 +85,29 @@ type Operation struct {
 
 // Delivery is one delivery of the final answer (Slack or a comment).
 type Delivery struct {
+	// OperationID is the delivery's operation id.
 	OperationID string
-	Target      string
-	Outcome     capstan.Outcome
-	ExternalID  string
+	// Target is where it goes: a Slack channel or OWNER/NAME#N.
+	Target string
+	// Outcome is what is known of it, as of an operation.
+	Outcome capstan.Outcome
+	// ExternalID names the message or comment posted.
+	ExternalID string
 }
 
 // Spend is what a task's model requests spent, against its budget.
 type Spend struct {
+	// Tokens are the input plus output tokens spent; EstimatedTokens
+	// the part of them estimated for requests that reported no usage.
 	Tokens, EstimatedTokens int64
-	CostUSD                 float64
-	Requests                int
-	MaxTokens               int64
-	MaxCostUSD              float64
+	// CostUSD prices Tokens by the worker's price table.
+	CostUSD float64
+	// Requests counts the model requests that spent something.
+	Requests int
+	// MaxTokens is the task's token budget.
+	MaxTokens int64
+	// MaxCostUSD is the task's cost budget; 0 for none.
+	MaxCostUSD float64
 }
 
 func resultOf(r workflows.TaskResult) TaskResult {

@@ -39,7 +39,9 @@ func StartSandbox(t testing.TB) *Sandbox {
 // and in the calls' arguments, {{task_id}} stands for the id of the task
 // asking (as the task's system prompt gives it).
 type Step struct {
-	Text  string
+	// Text is the answer's text.
+	Text string
+	// Calls are the tool calls the answer asks for.
 	Calls []Call
 }
 
@@ -47,7 +49,9 @@ type Step struct {
 // arguments, a value that encodes as a JSON object (a struct or a
 // map[string]any).
 type Call struct {
-	Tool      string
+	// Tool is the tool's name ("github_comment", or a tool of the user's).
+	Tool string
+	// Arguments are the call's arguments.
 	Arguments any
 }
 
@@ -159,6 +163,7 @@ const (
 
 // Fault strikes requests to one endpoint of one fake.
 type Fault struct {
+	// Service is the fake it strikes.
 	Service Service
 	// Endpoint names the endpoint: for GitHub the operation id of GitHub's
 	// REST description ("pulls/create", "issues/create-comment",
@@ -166,7 +171,8 @@ type Fault struct {
 	// the method ("chat.postMessage"); for the model "chat/completions"
 	// (OpenAI) or "messages" (Anthropic).
 	Endpoint string
-	Kind     FaultKind
+	// Kind is what it does.
+	Kind FaultKind
 	// Times is how many matching requests it strikes; 0 means all of them
 	// until ClearFaults.
 	Times int
@@ -257,9 +263,12 @@ func (s *Sandbox) CreateIssue(repo, title string) int {
 
 // Comment is a comment the GitHub fake holds.
 type Comment struct {
-	ID     int64
+	// ID is the comment's id, the end of its external id.
+	ID int64
+	// Author is the login of who wrote it.
 	Author string
-	Body   string
+	// Body is its text, capstan's operation marker included.
+	Body string
 }
 
 // Comments returns the comments on issue or pull request number of repo,
@@ -274,10 +283,14 @@ func (s *Sandbox) Comments(repo string, number int) []Comment {
 
 // PullRequest is a pull request the GitHub fake holds.
 type PullRequest struct {
-	Number      int
-	Head, Base  string
+	// Number is the pull request's number.
+	Number int
+	// Head and Base are its branches.
+	Head, Base string
+	// Title and Body are its text.
 	Title, Body string
-	State       string
+	// State is "open" or "closed".
+	State string
 }
 
 // PullRequests returns the pull requests of repo, by number.

@@ -64,7 +64,8 @@ type TaskOptions struct {
 	// against, as CAPSTAN_POLICY does for the starter; Rules is a policy
 	// file's text given directly. At most one of them.
 	PolicyFile string
-	Rules      string
+	// Rules is a policy file's text (see PolicyFile).
+	Rules string
 	// RequireApproval are tool names or classes whose calls wait for a
 	// person's approval (--require-approval): see [Task.Approve].
 	RequireApproval []string
@@ -73,9 +74,11 @@ type TaskOptions struct {
 	MaxRefusals int
 	// MaxTurns bounds the model turns (default 20).
 	MaxTurns int
-	// MaxTokens and MaxCostUSD are the task's budget (default the
-	// worker's).
-	MaxTokens  int64
+	// MaxTokens is the task's token budget (default the worker's
+	// CAPSTAN_MAX_TOKENS_PER_TASK, or 2000000).
+	MaxTokens int64
+	// MaxCostUSD is the task's cost budget in US dollars, priced by the
+	// worker's CAPSTAN_MODEL_PRICES (default none).
 	MaxCostUSD float64
 	// HumanTimeout bounds the wait for a person to resolve an operation
 	// (default 24h); ApprovalTimeout the wait for an approval (default
