@@ -2,7 +2,6 @@ package capstantest
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -10,9 +9,9 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/temporal"
 
 	"github.com/capstanhq/capstan"
+	"github.com/capstanhq/capstan/internal/taskstart"
 	"github.com/capstanhq/capstan/internal/workflows"
 )
 
@@ -141,28 +140,11 @@ func operationsOf(ops []workflows.OperationRecord) []Operation {
 // completed, failed or was cancelled; the error is for a result it could
 // not get (ctx ended, the server is gone).
 func (k *Task) Wait(ctx context.Context) (TaskResult, error) {
-	var res workflows.TaskResult
-	err := k.c.GetWorkflow(ctx, k.wid, "").Get(ctx, &res)
-	if err == nil {
-		return resultOf(res), nil
+	res, err := taskstart.AwaitResult(ctx, k.c, k.wid, "")
+	if err != nil {
+		return TaskResult{}, fmt.Errorf("task %s: %w", k.id, err)
 	}
-	if ctx.Err() != nil {
-		return TaskResult{}, fmt.Errorf("task %s: %w", k.id, ctx.Err())
-	}
-	// Failures and cancellations carry the result as their details.
-	var appErr *temporal.ApplicationError
-	if errors.As(err, &appErr) && appErr.HasDetails() && appErr.Details(&res) == nil {
-		return resultOf(res), nil
-	}
-	var canErr *temporal.CanceledError
-	if errors.As(err, &canErr) && canErr.HasDetails() && canErr.Details(&res) == nil {
-		return resultOf(res), nil
-	}
-	status := StatusFailed
-	if canErr != nil {
-		status = StatusCancelled
-	}
-	return TaskResult{TaskID: k.id, WorkflowID: k.wid, Status: status, Message: err.Error()}, nil
+	return resultOf(res), nil
 }
 
 // Result is the task's result so far: asked of the running task (its

@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
@@ -22,6 +21,7 @@ import (
 	"github.com/capstanhq/capstan/internal/contract"
 	"github.com/capstanhq/capstan/internal/model"
 	"github.com/capstanhq/capstan/internal/policy"
+	"github.com/capstanhq/capstan/internal/taskstart"
 	"github.com/capstanhq/capstan/internal/tools/ghref"
 	"github.com/capstanhq/capstan/internal/workflows"
 )
@@ -109,15 +109,7 @@ func StartTask(t testing.TB, c client.Client, o TaskOptions) *Task {
 		t.Fatalf("capstantest: StartTask: TaskOptions.TaskQueue is empty: give the queue the worker polls")
 	}
 	wid := workflows.WorkflowID(in.TaskID)
-	opts := client.StartWorkflowOptions{
-		ID:                                       wid,
-		TaskQueue:                                o.TaskQueue,
-		WorkflowExecutionErrorWhenAlreadyStarted: true,
-		WorkflowIDReusePolicy:                    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
-		StaticSummary:                            summary(in),
-		Priority:                                 temporal.Priority{FairnessKey: in.Tenant},
-		TypedSearchAttributes:                    temporal.NewSearchAttributes(append(workflows.StartAttributes(in), workflows.AttrTenant.ValueSet(in.Tenant))...),
-	}
+	opts := taskstart.Options(in, o.TaskQueue, temporal.Priority{FairnessKey: in.Tenant}, taskstart.NewStartID())
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var run client.WorkflowRun
@@ -262,27 +254,6 @@ func newTaskID(name string) string {
 	rnd := make([]byte, 4)
 	_, _ = rand.Read(rnd)
 	return strings.Trim(b.String(), "-") + "-" + hex.EncodeToString(rnd)
-}
-
-// summary is the task's static summary, as the starter writes it: the
-// repository and the prompt's first line.
-func summary(in workflows.AgentTaskInput) string {
-	p := ""
-	for line := range strings.Lines(in.Prompt) {
-		if p = strings.TrimSpace(line); p != "" {
-			break
-		}
-	}
-	if r := []rune(p); len(r) > 80 {
-		p = string(r[:80]) + "…"
-	}
-	switch {
-	case in.Repo == "":
-		return p
-	case p == "":
-		return in.Repo
-	}
-	return in.Repo + " · " + p
 }
 
 // ID is the task's id.
