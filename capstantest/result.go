@@ -151,11 +151,11 @@ func (k *Task) Wait(ctx context.Context) (TaskResult, error) {
 // status query, which needs a worker), or its result once it ended, as
 // `starter status` reads it.
 func (k *Task) Result(ctx context.Context) (TaskResult, error) {
-	desc, err := k.c.DescribeWorkflowExecution(ctx, k.wid, "")
+	desc, err := k.c.DescribeWorkflow(ctx, k.wid, "")
 	if err != nil {
 		return TaskResult{}, fmt.Errorf("task %s: %w", k.id, err)
 	}
-	if desc.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+	if desc.RawResponse.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 		return k.Wait(ctx)
 	}
 	v, err := k.c.QueryWorkflow(ctx, k.wid, "", workflows.QueryStatus)

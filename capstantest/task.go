@@ -144,12 +144,12 @@ func taskInput(t testing.TB, o TaskOptions) (workflows.AgentTaskInput, error) {
 	}
 	if o.Repository != "" {
 		if _, err := ghref.ParseRepo(o.Repository); err != nil {
-			return in, fmt.Errorf("Repository %q is not of the form OWNER/NAME", o.Repository)
+			return in, fmt.Errorf("TaskOptions: Repository %q is not of the form OWNER/NAME", o.Repository)
 		}
 	}
 	base := cmpOr(o.Base, config.DefaultBaseBranch)
 	if !ghref.ValidBranch(base) {
-		return in, fmt.Errorf("Base %q is not a valid branch name", base)
+		return in, fmt.Errorf("TaskOptions: Base %q is not a valid branch name", base)
 	}
 	m := cmpOr(o.Model, config.DefaultModel)
 	for _, ref := range append([]string{m}, o.Fallbacks...) {
@@ -161,7 +161,7 @@ func taskInput(t testing.TB, o TaskOptions) (workflows.AgentTaskInput, error) {
 	for _, s := range o.Comments {
 		issue, err := ghref.ParseIssue(s)
 		if err != nil {
-			return in, fmt.Errorf("Comments: %q is not of the form OWNER/NAME#N", s)
+			return in, fmt.Errorf("TaskOptions: Comments: %q is not of the form OWNER/NAME#N", s)
 		}
 		comments = append(comments, contract.CommentTarget{Repo: issue.Repo.String(), Number: issue.Number})
 	}
@@ -185,7 +185,7 @@ func taskInput(t testing.TB, o TaskOptions) (workflows.AgentTaskInput, error) {
 	for _, r := range o.Repositories {
 		repo, err := ghref.ParseRepo(r)
 		if err != nil {
-			return in, fmt.Errorf("Repositories: %q is not of the form OWNER/NAME", r)
+			return in, fmt.Errorf("TaskOptions: Repositories: %q is not of the form OWNER/NAME", r)
 		}
 		add(repo.String())
 	}
@@ -201,7 +201,7 @@ func taskInput(t testing.TB, o TaskOptions) (workflows.AgentTaskInput, error) {
 	}
 	switch {
 	case o.PolicyFile != "" && o.Rules != "":
-		return in, errors.New("give PolicyFile or Rules, not both")
+		return in, errors.New("TaskOptions: give PolicyFile or Rules, not both")
 	case o.PolicyFile != "":
 		data, err := os.ReadFile(o.PolicyFile)
 		if err != nil {
@@ -217,7 +217,7 @@ func taskInput(t testing.TB, o TaskOptions) (workflows.AgentTaskInput, error) {
 		}
 	}
 	if o.MaxTokens < 0 || o.MaxCostUSD < 0 {
-		return in, errors.New("MaxTokens and MaxCostUSD must not be negative")
+		return in, errors.New("TaskOptions: MaxTokens and MaxCostUSD must not be negative")
 	}
 	return workflows.AgentTaskInput{
 		TaskID: id, Tenant: tenant, Logic: workflows.CurrentLogic, Prompt: o.Prompt, Repo: o.Repository, Base: base,
