@@ -167,4 +167,30 @@ func TestTasks(t *testing.T) {
 			t.Fatalf("result %+v, comments %d: want completed, one comment, approved", res, len(sb.Comments(repo, issue)))
 		}
 	})
+
+	// A denied operation sends nothing; the model reads the reason and
+	// the task goes on to its answer.
+	t.Run("deny", func(t *testing.T) {
+		issue := sb.CreateIssue(repo, "Deny me")
+		commentScript(sb, "comment-denied", repo, issue)
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		task := capstantest.StartTask(t, c, capstantest.TaskOptions{Prompt: "Comment on the issue.", Model: "openai:comment-denied",
+			TaskQueue: queue, Repository: repo, RequireApproval: []string{"unsafe", "conditional", "idempotent"}})
+		op, err := task.WaitForOutcome(ctx, capstan.OutcomeAwaitingApproval)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := task.Deny(ctx, op.ID, "not today"); err != nil {
+			t.Fatal(err)
+		}
+		res, err := task.Wait(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Status != capstantest.StatusCompleted || len(sb.Comments(repo, issue)) != 0 ||
+			res.Operations[0].Outcome != capstan.OutcomeDenied || res.Operations[0].Approval != "denied" {
+			t.Fatalf("result %+v, comments %d: want completed, no comment, the operation denied", res, len(sb.Comments(repo, issue)))
+		}
+	})
 }
