@@ -2,6 +2,7 @@ package capstantest_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"maps"
 	"os"
@@ -191,6 +192,47 @@ func TestTasks(t *testing.T) {
 		if res.Status != capstantest.StatusCompleted || len(sb.Comments(repo, issue)) != 0 ||
 			res.Operations[0].Outcome != capstan.OutcomeDenied || res.Operations[0].Approval != "denied" {
 			t.Fatalf("result %+v, comments %d: want completed, no comment, the operation denied", res, len(sb.Comments(repo, issue)))
+		}
+	})
+
+	// GitHub loses the comment's answer and its listings fail, so nobody
+	// can tell whether the comment exists: the operation needs a person,
+	// who says it was found.
+	t.Run("resolve", func(t *testing.T) {
+		if testing.Short() {
+			t.Skip("the reconciler's attempts take about a minute before it asks a person")
+		}
+		issue := sb.CreateIssue(repo, "Nobody can tell")
+		commentScript(sb, "comment-resolved", repo, issue)
+		sb.InjectFault(capstantest.Fault{Service: capstantest.GitHub, Endpoint: "issues/create-comment", Kind: capstantest.FaultDrop, Times: 1})
+		for _, e := range []string{"issues/list-comments", "issues/list-comments-for-repo", "issues/get-comment"} {
+			sb.InjectFault(capstantest.Fault{Service: capstantest.GitHub, Endpoint: e, Kind: capstantest.FaultFail})
+		}
+		defer sb.ClearFaults()
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		task := capstantest.StartTask(t, c, capstantest.TaskOptions{Prompt: "Comment on the issue.", Model: "openai:comment-resolved",
+			TaskQueue: queue, Repository: repo})
+		op, err := task.WaitForOutcome(ctx, capstan.OutcomeNeedsHuman)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sb.ClearFaults()
+		comments := sb.Comments(repo, issue)
+		if len(comments) != 1 {
+			t.Fatalf("%d comments, want the one whose answer was lost", len(comments))
+		}
+		url := fmt.Sprintf("%s%s/issues/%d#issuecomment-%d", strings.TrimSuffix(sb.GitHubURL(), "/")+"/", repo, issue, comments[0].ID)
+		if err := task.ResolveFound(ctx, op.ID, url); err != nil {
+			t.Fatal(err)
+		}
+		res, err := task.Wait(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Status != capstantest.StatusCompleted || len(sb.Comments(repo, issue)) != 1 ||
+			res.Operations[0].Outcome != capstan.OutcomeSucceeded || res.Operations[0].ResolvedBy == "" {
+			t.Fatalf("result %+v: want completed, one comment, the operation succeeded as resolved", res)
 		}
 	})
 }
