@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -51,9 +50,11 @@ type TaskResult struct {
 	Spend Spend
 }
 
-// Operation is one tool call's operation.
+// Operation is one tool call's operation, as the task records it (its
+// status query, what `starter status` shows). The task's record holds no
+// safety class nor attempt count: those live in the worker's ledger.
 type Operation struct {
-	// ID is the operation's id, what Approve and Resolve take.
+	// ID is the operation's id, what Approve, Deny and ResolveFound take.
 	ID string
 	// Tool is the tool's name.
 	Tool string
@@ -216,7 +217,8 @@ func (k *Task) WaitForOutcome(ctx context.Context, outcome capstan.Outcome) (Ope
 // approver is who capstantest's answers are recorded as given by.
 const approver = "capstantest"
 
-// Approve approves the operation opID that awaits approval, bound to the
+// Approve approves the operation opID (its id, or an ending of it at a
+// ":", as the starter takes it) that awaits approval, bound to the
 // call it awaits with (its CallHash, as `starter approve --hash` sends
 // it): that call is sent, exactly once. The error is the task's refusal.
 func (k *Task) Approve(ctx context.Context, opID string) error {
@@ -224,13 +226,16 @@ func (k *Task) Approve(ctx context.Context, opID string) error {
 	if err != nil {
 		return err
 	}
-	hash := ""
-	for _, o := range ops {
-		if o.ID == opID || strings.HasSuffix(o.ID, ":"+opID) {
-			hash = o.CallHash
-		}
+	ids := make([]string, len(ops))
+	for i, o := range ops {
+		ids[i] = o.ID
 	}
-	req := workflows.ApprovalRequest{OperationID: opID, By: approver, Hash: hash, Client: approver}
+	id, err := workflows.MatchOperation(ids, opID)
+	if err != nil {
+		return fmt.Errorf("task %s has %w", k.id, err)
+	}
+	hash := ops[slices.Index(ids, id)].CallHash
+	req := workflows.ApprovalRequest{OperationID: id, By: approver, Hash: hash, Client: approver}
 	var res workflows.ApprovalResult
 	return k.update(ctx, workflows.UpdateApprove, req, &res)
 }
