@@ -30,7 +30,7 @@ RUN go mod download
 
 COPY . .
 RUN GOOS="${TARGETOS}" GOARCH="${TARGETARCH}" \
-    go build -trimpath -ldflags="-s -w" -o /out/bin/ ./worker ./starter ./internal/sandbox/cmd/sandbox \
+    go build -trimpath -ldflags="-s -w" -o /out/bin/ ./cmd/worker ./starter ./internal/sandbox/cmd/sandbox \
  && mkdir -p /out/data
 
 # ---- sandbox --------------------------------------------------------------

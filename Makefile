@@ -40,7 +40,7 @@ $(STATICCHECK):
 # The worker, the starter and the sandbox program (offline fakes of the
 # model provider, GitHub and Slack, which the worker does not contain).
 build:
-	go build -o $(BIN)/ ./worker ./starter ./internal/sandbox/cmd/sandbox
+	go build -o $(BIN)/ ./cmd/worker ./starter ./internal/sandbox/cmd/sandbox
 
 vet:
 	go vet ./...

@@ -61,25 +61,29 @@ func TestWorkflowAndStarterLinkNoClientSDK(t *testing.T) {
 	}
 }
 
-// TestWorkerLinksNoSandbox: the production worker binary does not contain
-// the offline fakes; the demo and the tests point an ordinary worker at the
+// TestWorkerLinksNoSandbox: the production worker binary (cmd/worker), and
+// the public worker package a program embeds it through, do not contain the
+// offline fakes; the demo and the tests point an ordinary worker at the
 // sandbox program over HTTP instead (docs/design.md, the sandbox).
 func TestWorkerLinksNoSandbox(t *testing.T) {
 	goBin, err := exec.LookPath("go")
 	if err != nil {
 		t.Fatalf("the go command is not on PATH: %v", err)
 	}
-	const root, sandbox = "github.com/capstanhq/capstan/worker", "github.com/capstanhq/capstan/internal/sandbox"
-	imports := listDeps(t, goBin, "./worker")
-	if _, ok := imports[root]; !ok {
-		t.Fatalf("go list -deps ./worker did not list %s itself", root)
-	}
-	if _, ok := imports["github.com/capstanhq/capstan/internal/workerapp"]; !ok {
-		t.Fatalf("go list -deps ./worker does not list the worker's wiring (internal/workerapp): %d packages", len(imports))
-	}
-	for p := range imports {
-		if p == sandbox || strings.HasPrefix(p, sandbox+"/") {
-			t.Errorf("./worker links %s: %s", p, strings.Join(chain(imports, root, p), " → "))
+	const sandbox = "github.com/capstanhq/capstan/internal/sandbox"
+	for _, pkg := range []string{"./cmd/worker", "./worker"} {
+		root := "github.com/capstanhq/capstan/" + strings.TrimPrefix(pkg, "./")
+		imports := listDeps(t, goBin, pkg)
+		if _, ok := imports[root]; !ok {
+			t.Fatalf("go list -deps %s did not list %s itself", pkg, root)
+		}
+		if _, ok := imports["github.com/capstanhq/capstan/internal/workerapp"]; !ok {
+			t.Fatalf("go list -deps %s does not list the worker's wiring (internal/workerapp): %d packages", pkg, len(imports))
+		}
+		for p := range imports {
+			if p == sandbox || strings.HasPrefix(p, sandbox+"/") {
+				t.Errorf("%s links %s: %s", pkg, p, strings.Join(chain(imports, root, p), " → "))
+			}
 		}
 	}
 }

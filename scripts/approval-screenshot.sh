@@ -20,7 +20,7 @@ pids=()
 cleanup() { for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$STATE"; }
 trap cleanup EXIT
 mkdir -p "$STATE/bin"
-go build -o "$STATE/bin/worker" ./worker && go build -o "$STATE/bin/starter" ./starter && go build -o "$STATE/bin/sandbox" ./internal/sandbox/cmd/sandbox
+go build -o "$STATE/bin/worker" ./cmd/worker && go build -o "$STATE/bin/starter" ./starter && go build -o "$STATE/bin/sandbox" ./internal/sandbox/cmd/sandbox
 
 export TEMPORAL_ADDRESS=127.0.0.1:$PORT CAPSTAN_UI_URL=http://127.0.0.1:$UI_PORT
 export CAPSTAN_LEDGER_DSN=sqlite://$STATE/ledger.db CAPSTAN_METRICS_ADDR= CAPSTAN_STREAM_ADDR=

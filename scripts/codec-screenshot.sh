@@ -16,7 +16,7 @@ STATE=$(mktemp -d)
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$STATE"; }
 trap cleanup EXIT
-go build -o "$BIN/worker" ./worker && go build -o "$BIN/starter" ./starter && go build -o "$BIN/sandbox" ./internal/sandbox/cmd/sandbox
+go build -o "$BIN/worker" ./cmd/worker && go build -o "$BIN/starter" ./starter && go build -o "$BIN/sandbox" ./internal/sandbox/cmd/sandbox
 
 export CAPSTAN_CODEC_KEYS="ui-demo:$(head -c 32 /dev/urandom | base64)"
 export CAPSTAN_CODEC_AUTH=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')

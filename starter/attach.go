@@ -2,9 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -15,38 +12,9 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 
+	"github.com/capstanhq/capstan/internal/taskstart"
 	"github.com/capstanhq/capstan/internal/workflows"
 )
-
-// Memo fields starter run sets on a task's start (docs/design.md §9.2):
-// the hash of its start input, against which a later `starter run` with
-// the same --id is compared, and a random id of this start, by which the
-// starter tells a start it made from a task it found running.
-const (
-	memoInputHash = "capstan_input_sha256"
-	memoStartID   = "capstan_start_id"
-)
-
-// inputHash is the sha256 of the task's start input in its JSON encoding:
-// the same flags and settings give the same hash. The logic stamp is left
-// out: it says which code started the task, not what the task is, so a
-// newer starter attaches to a task an older one started.
-func inputHash(in workflows.AgentTaskInput) string {
-	in.Logic = 0
-	b, err := json.Marshal(in)
-	if err != nil {
-		// AgentTaskInput holds only JSON-encodable fields.
-		panic(fmt.Sprintf("encode task input: %v", err))
-	}
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:])
-}
-
-func newStartID() string {
-	b := make([]byte, 12)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
-}
 
 // attached tells, once StartWorkflow (WorkflowIDConflictPolicy
 // USE_EXISTING) returned run, whether this start made the task (false)
@@ -62,16 +30,16 @@ func attached(ctx context.Context, c client.Client, dc converter.DataConverter, 
 	desc := d.RawResponse
 	fields := desc.GetWorkflowExecutionInfo().GetMemo().GetFields()
 	var gotStart, gotHash string
-	if p := fields[memoStartID]; p != nil {
+	if p := fields[taskstart.MemoStartID]; p != nil {
 		_ = dc.FromPayload(p, &gotStart)
 	}
 	if gotStart == startID {
 		return false, nil
 	}
-	if p := fields[memoInputHash]; p != nil {
+	if p := fields[taskstart.MemoInputHash]; p != nil {
 		_ = dc.FromPayload(p, &gotHash)
 	}
-	if gotHash == inputHash(in) {
+	if gotHash == taskstart.InputHash(in) {
 		return true, nil
 	}
 	// Another input, or a task started before the memo: say what differs,

@@ -15,6 +15,7 @@ import (
 
 	"github.com/capstanhq/capstan/internal/contract"
 	"github.com/capstanhq/capstan/internal/livestream"
+	"github.com/capstanhq/capstan/internal/taskstart"
 	"github.com/capstanhq/capstan/internal/workflows"
 )
 
@@ -156,7 +157,7 @@ func (f *follower) run(ctx context.Context) (workflows.TaskResult, error) {
 // finish settles the view from the closed task's result, letting streams
 // still open deliver their last text (within settleGrace).
 func (f *follower) finish(ctx context.Context, deltas <-chan delta) (workflows.TaskResult, error) {
-	res, err := awaitResult(ctx, f.c, f.wid, "")
+	res, err := taskstart.AwaitResult(ctx, f.c, f.wid, "")
 	if err != nil {
 		return res, err
 	}

@@ -13,7 +13,6 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
-	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
@@ -24,6 +23,7 @@ import (
 	"github.com/capstanhq/capstan/internal/config"
 	"github.com/capstanhq/capstan/internal/contract"
 	"github.com/capstanhq/capstan/internal/model"
+	"github.com/capstanhq/capstan/internal/taskstart"
 	"github.com/capstanhq/capstan/internal/tools/ghref"
 	"github.com/capstanhq/capstan/internal/workflows"
 )
@@ -290,29 +290,11 @@ func (s startedTask) text() string {
 // tasks through it.
 func (a *app) startTask(ctx context.Context, c client.Client, opts client.Options, queue string, in workflows.AgentTaskInput) (startedTask, error) {
 	wid := workflows.WorkflowID(in.TaskID)
-	startID := newStartID()
-	sopts := client.StartWorkflowOptions{
-		ID:                                       wid,
-		TaskQueue:                                queue,
-		WorkflowExecutionErrorWhenAlreadyStarted: true,
-		// A running task with this id is not started again: the start
-		// returns it, and attached says whether it runs with this input.
-		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-		// A task id names its operations in the ledger; a second task under
-		// the same id would replay the first one's effects, so ids are
-		// never reused.
-		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
-		StaticSummary:         summary(in),
-		Memo:                  map[string]any{memoInputHash: inputHash(in), memoStartID: startID},
-		// The task's fairness key, weight and priority; the server gives
-		// them to every workflow and activity task of the workflow
-		// (an activity that sets no priority of its own inherits it).
-		Priority:              a.taskPriority(in.Tenant, in.Priority),
-		TypedSearchAttributes: temporal.NewSearchAttributes(append(workflows.StartAttributes(in), workflows.AttrTenant.ValueSet(in.Tenant))...),
-	}
+	startID := taskstart.NewStartID()
+	sopts := taskstart.Options(in, queue, a.taskPriority(in.Tenant, in.Priority), startID)
 	// A start refused for attributes the namespace has registered but the
 	// server does not serve yet is retried: the id is fixed and the
-	// policies above make a retry return the run an earlier try made.
+	// policies of taskstart.Options make a retry return the run an earlier try made.
 	run, err := startWhileAttributesPropagate(ctx, c, opts.Namespace, attributePropagationWait, func() (client.WorkflowRun, error) {
 		return c.ExecuteWorkflow(ctx, sopts, workflows.AgentTask, in)
 	})
@@ -367,45 +349,13 @@ func (a *app) start(ctx context.Context, queue string, in workflows.AgentTaskInp
 	if !asJSON {
 		stopJournal = a.follow(ctx, c, wid)
 	}
-	res, err := awaitResult(ctx, c, wid, st.RunID)
+	res, err := taskstart.AwaitResult(ctx, c, wid, st.RunID)
 	stopJournal()
 	stopTalking()
 	if err != nil {
 		return err
 	}
 	return a.report(res, ui, asJSON)
-}
-
-// summary is the task's static summary, what the Temporal UI's workflow
-// list shows for it: the repository and the first line of the prompt (its
-// first non-blank line, cut at summaryRunes), never text from the lines
-// after it.
-func summary(in workflows.AgentTaskInput) string {
-	p := firstLine(in.Prompt)
-	if r := []rune(p); len(r) > summaryRunes {
-		p = string(r[:summaryRunes]) + "…"
-	}
-	switch {
-	case in.Repo == "":
-		return p
-	case p == "":
-		return in.Repo
-	default:
-		return fmt.Sprintf("%s · %s", in.Repo, p)
-	}
-}
-
-// summaryRunes bounds the prompt's line in a task's summary.
-const summaryRunes = 80
-
-// firstLine is the first line of s that is not blank, trimmed.
-func firstLine(s string) string {
-	for line := range strings.Lines(s) {
-		if t := strings.TrimSpace(line); t != "" {
-			return t
-		}
-	}
-	return ""
 }
 
 // commentTargets parses the --comment flags: OWNER/NAME#N, each once.

@@ -15,6 +15,7 @@ import (
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/capstanhq/capstan/internal/taskstart"
 	"github.com/capstanhq/capstan/internal/workflows"
 )
 
@@ -129,7 +130,7 @@ func (a *app) scheduleOptions(f runFlags, cron string, every time.Duration, over
 		// workflows.ScheduledTaskID of the schedule id and that time.
 		Action: &client.ScheduleWorkflowAction{
 			ID: workflows.WorkflowID(in.TaskID), Workflow: workflows.AgentTask, Args: []any{in},
-			TaskQueue: a.cfg.TaskQueue, StaticSummary: summary(in),
+			TaskQueue: a.cfg.TaskQueue, StaticSummary: taskstart.Summary(in),
 		},
 	}, nil
 }

@@ -9,6 +9,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 
 	"github.com/capstanhq/capstan/internal/config"
+	"github.com/capstanhq/capstan/internal/taskstart"
 	"github.com/capstanhq/capstan/internal/workflows"
 )
 
@@ -79,14 +80,14 @@ func TestInputDiffNamesWhatDiffers(t *testing.T) {
 			t.Error("the prompt was printed")
 		}
 	}
-	if inputHash(was) == inputHash(workflows.AgentTaskInput{TaskID: "x", Prompt: "secret two", Repo: "a/b", Model: "openai:m", MaxTurns: 20}) {
+	if taskstart.InputHash(was) == taskstart.InputHash(workflows.AgentTaskInput{TaskID: "x", Prompt: "secret two", Repo: "a/b", Model: "openai:m", MaxTurns: 20}) {
 		t.Error("two inputs have one hash")
 	}
 	// A task an older starter started (no logic stamp) is the same task to
 	// this one, which stamps its own.
 	stamped := was
 	stamped.Logic = workflows.CurrentLogic
-	if inputHash(stamped) != inputHash(was) || inputDiff(was, stamped) != "" {
+	if taskstart.InputHash(stamped) != taskstart.InputHash(was) || inputDiff(was, stamped) != "" {
 		t.Errorf("the logic stamp changes the input's hash or diff (%q)", inputDiff(was, stamped))
 	}
 }

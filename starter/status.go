@@ -15,10 +15,9 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/temporal"
 
 	"github.com/capstanhq/capstan"
-	"github.com/capstanhq/capstan/internal/codec"
+	"github.com/capstanhq/capstan/internal/taskstart"
 	"github.com/capstanhq/capstan/internal/workflows"
 )
 
@@ -88,7 +87,7 @@ func taskStatus(ctx context.Context, c client.Client, taskID string) (workflows.
 		return workflows.TaskResult{}, nil, notFound(err, taskID)
 	}
 	if desc.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
-		res, err := awaitResult(ctx, c, wid, "")
+		res, err := taskstart.AwaitResult(ctx, c, wid, "")
 		return res, desc, err
 	}
 	var res workflows.TaskResult
@@ -207,45 +206,6 @@ func notFound(err error, taskID string) error {
 		return fmt.Errorf("no task %s (workflow %s)", taskID, workflows.WorkflowID(taskID))
 	}
 	return fmt.Errorf("task %s: %w", taskID, err)
-}
-
-// awaitResult waits for the task's workflow to close and returns its result,
-// whether it completed, failed or was cancelled: failures and cancellations
-// carry the result as error details.
-func awaitResult(ctx context.Context, c client.Client, wid, runID string) (workflows.TaskResult, error) {
-	var res workflows.TaskResult
-	err := c.GetWorkflow(ctx, wid, runID).Get(ctx, &res)
-	if err == nil {
-		return res, nil
-	}
-	if ctx.Err() != nil {
-		return res, fmt.Errorf("stopped waiting for %s; the task goes on (starter status %s)", wid, workflows.TaskIDOf(wid))
-	}
-	if errors.Is(err, codec.ErrUnknownKey) || errors.Is(err, codec.ErrCorrupt) {
-		return res, err // the keys are wrong, not the task
-	}
-	var appErr *temporal.ApplicationError
-	if errors.As(err, &appErr) && appErr.HasDetails() && appErr.Details(&res) == nil {
-		return res, nil
-	}
-	var canErr *temporal.CanceledError
-	if errors.As(err, &canErr) && canErr.HasDetails() && canErr.Details(&res) == nil {
-		return res, nil
-	}
-	res = workflows.TaskResult{TaskID: workflows.TaskIDOf(wid), WorkflowID: wid, Status: workflows.StatusFailed, Message: err.Error()}
-	var term *temporal.TerminatedError
-	var timeout *temporal.TimeoutError
-	switch {
-	case errors.As(err, &canErr):
-		res.Status = workflows.StatusCancelled
-	case errors.As(err, &term):
-		res.FailureCode = workflows.FailTerminated
-	case errors.As(err, &timeout):
-		res.FailureCode = workflows.FailWorkflowTimeout
-	default:
-		res.FailureCode = workflows.FailInternalError
-	}
-	return res, nil
 }
 
 // follow prints the task's journal as it grows, until the returned stop is

@@ -15,7 +15,9 @@
 // fakes never need real credentials and never reach the network.
 //
 // The model fake plays scripts: data files embedded from scripts/*.json (see
-// [ScriptNames]) plus the generated family turns-N. The request's model field
+// [ScriptNames]) plus the generated family turns-N, and those a test adds to
+// one Model at run time with [Model.AddScript] (what package capstantest's
+// Script does). The request's model field
 // names the script; the step played is the number of assistant messages in the
 // request, so the fake is stateless and a retried request replays its step.
 // It answers POST /v1/chat/completions with chat.completion.chunk events and

@@ -307,6 +307,29 @@ func (m *Model) noteFault(rec *ModelRequest, kind FaultKind) {
 	rec.Fault = kind
 }
 
+// AddScript makes the script data describes playable on m alone, beside
+// the embedded ones: data is a script in the embedded scripts' JSON form
+// ({"name": ..., "steps": [{"text": ..., "tool_calls": [{"name": ...,
+// "arguments": {...}}]}]}), checked as they are, {{task_id}} included.
+// A script of the same name added before is replaced; an embedded
+// script's name, or a turns-N one, cannot be taken.
+func (m *Model) AddScript(data []byte) error {
+	sc, err := parseScript(data)
+	if err != nil {
+		return fmt.Errorf("sandbox: script: %w", err)
+	}
+	if _, ok := scriptsByName[sc.Name]; ok {
+		return fmt.Errorf("sandbox: script %q: an embedded script has that name", sc.Name)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.scripts == nil {
+		m.scripts = map[string]*script{}
+	}
+	m.scripts[sc.Name] = sc
+	return nil
+}
+
 // lookupScript resolves a model name: a script added for a test, an embedded
 // one, or a generated turns-N.
 func (m *Model) lookupScript(name string) (*script, bool) {

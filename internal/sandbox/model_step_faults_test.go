@@ -16,16 +16,9 @@ import (
 // addTestScript makes a script playable on m alone.
 func addTestScript(t *testing.T, m *Model, data string) {
 	t.Helper()
-	sc, err := parseScript([]byte(data))
-	if err != nil {
+	if err := m.AddScript([]byte(data)); err != nil {
 		t.Fatal(err)
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.scripts == nil {
-		m.scripts = map[string]*script{}
-	}
-	m.scripts[sc.Name] = sc
 }
 
 // TestModelStepFaults: a step's fault strikes the requests that play that
@@ -174,4 +167,28 @@ func TestModelHeldRequestsEndWithTheSandbox(t *testing.T) {
 		}
 	}
 	waitHeldDone(t, sb.Model)
+}
+
+// TestAddScriptKeepsTheEmbeddedOnes: a script added at run time plays on
+// its Model alone, and cannot take an embedded script's name.
+func TestAddScriptKeepsTheEmbeddedOnes(t *testing.T) {
+	m, other := NewModel(), NewModel()
+	if err := m.AddScript([]byte(`{"name": "demo", "steps": [{"text": "mine"}]}`)); err == nil {
+		t.Fatal("AddScript took the embedded script demo's name")
+	}
+	if err := m.AddScript([]byte(`{"name": "mine", "steps": [{}]}`)); err == nil {
+		t.Fatal("AddScript took an empty step")
+	}
+	if err := m.AddScript([]byte(`{"name": "mine", "steps": [{"text": "hello"}]}`)); err != nil {
+		t.Fatal(err)
+	}
+	if sc, ok := m.lookupScript("mine"); !ok || sc.Steps[0].Text != "hello" {
+		t.Fatalf("lookupScript(mine) = %v, %v", sc, ok)
+	}
+	if _, ok := other.lookupScript("mine"); ok {
+		t.Fatal("a script added to one Model plays on another")
+	}
+	if _, ok := m.lookupScript("demo"); !ok {
+		t.Fatal("the embedded script demo is gone")
+	}
 }

@@ -74,7 +74,7 @@ type Binaries struct {
 	SandboxMCP string
 }
 
-// BuildBinaries builds ./worker, ./starter, the sandbox program
+// BuildBinaries builds ./cmd/worker, ./starter, the sandbox program
 // (internal/sandbox/cmd/sandbox) and its MCP server (cmd/sandbox-mcp) into dir and returns their paths. Under
 // `go test -race` they are built with -race as well, so the stream
 // goroutine, the watchdogs and the parallel reads are race-checked where
@@ -87,7 +87,7 @@ func BuildBinaries(dir string) (Binaries, error) {
 	if RaceEnabled {
 		args = append(args, "-race")
 	}
-	args = append(args, "-o", dir+string(filepath.Separator), "./worker", "./starter", "./internal/sandbox/cmd/sandbox", "./internal/sandbox/cmd/sandbox-mcp")
+	args = append(args, "-o", dir+string(filepath.Separator), "./cmd/worker", "./starter", "./internal/sandbox/cmd/sandbox", "./internal/sandbox/cmd/sandbox-mcp")
 	cmd := exec.Command("go", args...)
 	cmd.Dir = RepoRoot()
 	out, err := cmd.CombinedOutput()
@@ -161,7 +161,7 @@ func DevServerFlags() ([]string, error) {
 	return append(s, drainageFlags...), nil
 }
 
-// BuildWorker builds ./worker with the build tags into dir/name (-race as
+// BuildWorker builds ./cmd/worker with the build tags into dir/name (-race as
 // BuildBinaries does) and returns its path: a second build of the worker
 // whose code differs, for a rolling deploy.
 func BuildWorker(dir, name string, tags ...string) (string, error) {
@@ -173,7 +173,7 @@ func BuildWorker(dir, name string, tags ...string) (string, error) {
 	if len(tags) > 0 {
 		args = append(args, "-tags", strings.Join(tags, ","))
 	}
-	args = append(args, "-o", out, "./worker")
+	args = append(args, "-o", out, "./cmd/worker")
 	cmd := exec.Command("go", args...)
 	cmd.Dir = RepoRoot()
 	if b, err := cmd.CombinedOutput(); err != nil {

@@ -15,7 +15,7 @@ import (
 // registerBuildExtras registers workflows.ActivityBuildProbe, which only
 // the second build of TestLongRollingDeploy (`-tags capstan_rolling_v2`)
 // has: it answers with the worker's CAPSTAN_BUILD_ID.
-func registerBuildExtras(w worker.Worker) {
+func registerBuildExtras(w worker.Registry) {
 	w.RegisterActivityWithOptions(func(context.Context, workflows.BuildProbeInput) (workflows.BuildProbeResult, error) {
 		return workflows.BuildProbeResult{Build: os.Getenv("CAPSTAN_BUILD_ID")}, nil
 	}, activity.RegisterOptions{Name: workflows.ActivityBuildProbe})

@@ -8,6 +8,19 @@ import (
 	"github.com/capstanhq/capstan/internal/ledgergc"
 )
 
+// startLedgerGC runs runLedgerGC until ctx ends or the returned stop is
+// called; stop returns once a pass under way has ended, so the ledger can
+// be closed after it.
+func (w *Worker) startLedgerGC(ctx context.Context) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		w.runLedgerGC(ctx)
+	}()
+	return func() { cancel(); <-done }
+}
+
 // runLedgerGC runs the ledger's retention every w.gc.Every until ctx ends
 // (CAPSTAN_LEDGER_GC_EVERY; nothing when it is zero). Every worker of a
 // pool may run it: a pass deletes only chains Temporal no longer has, and

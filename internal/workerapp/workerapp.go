@@ -21,6 +21,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"sync"
 	"time"
 
 	"go.temporal.io/sdk/client"
@@ -33,19 +34,15 @@ import (
 	"github.com/capstanhq/capstan/internal/breaker"
 	"github.com/capstanhq/capstan/internal/codec"
 	"github.com/capstanhq/capstan/internal/config"
-	"github.com/capstanhq/capstan/internal/contract"
 	"github.com/capstanhq/capstan/internal/ledger"
 	"github.com/capstanhq/capstan/internal/ledger/ledgerdsn"
 	"github.com/capstanhq/capstan/internal/livestream"
 	"github.com/capstanhq/capstan/internal/logids"
 	"github.com/capstanhq/capstan/internal/mcp"
 	"github.com/capstanhq/capstan/internal/metrics"
-	"github.com/capstanhq/capstan/internal/model"
 	"github.com/capstanhq/capstan/internal/policy"
-	"github.com/capstanhq/capstan/internal/reconcilers"
 	"github.com/capstanhq/capstan/internal/redact"
-	"github.com/capstanhq/capstan/internal/tools/slackpost"
-	"github.com/capstanhq/capstan/internal/workflows"
+	"github.com/capstanhq/capstan/tool"
 )
 
 // dialTimeout bounds reaching the Temporal server at start.
@@ -85,6 +82,18 @@ type Options struct {
 	// times every call through it). The worker still closes the store it
 	// opened.
 	WrapLedger func(activities.Ledger) activities.Ledger
+	// Client, when set, is the Temporal client the worker uses instead of
+	// dialling one (Dial is then unused), on the namespace Namespace
+	// (empty: client.DefaultNamespace). The worker never closes it. Its
+	// data converter is its owner's: a configuration with
+	// CAPSTAN_CODEC_KEYS is refused (ErrCodecWithClient), since the worker
+	// could not put its payload codec on a client it did not dial.
+	Client    client.Client
+	Namespace string
+	// Tools are tools of the program that embeds the worker, offered to
+	// the model beside the built-in and MCP ones, each under its name
+	// (AddTool says what is refused).
+	Tools []tool.Tool
 }
 
 // DialFunc connects a Temporal client; it returns the options it dialled
@@ -112,6 +121,23 @@ type Worker struct {
 	redactor      *redact.Redactor // the worker's secrets, masked where they would leave it (checks.go)
 	handOff       *activities.HandOff
 	floor         *policy.Policy // CAPSTAN_POLICY, decided beside each task's rules; nil for none
+	ownsClient    bool           // the worker dialled client, so Close closes it
+
+	// What registering needs and Open leaves for it (register.go): the
+	// registry of tools is final only then, once the embedding program
+	// has added its own (AddTool).
+	cfg         config.Config
+	clients     Clients
+	userTools   []tool.Tool
+	breakers    *breaker.Set
+	wrapLedger  func(activities.Ledger) activities.Ledger
+	stopTimeout time.Duration
+	stdout      io.Writer
+	// mu guards acts and registered: set once, by the first Register.
+	mu         sync.Mutex
+	acts       *activities.Activities
+	registered bool
+	stopGC     func() // ends the ledger gc of a registration (Register); nil otherwise
 }
 
 // handOffWait bounds how long a stopped worker waits, once its stop
@@ -140,7 +166,26 @@ func Run(ctx context.Context, o Options) error {
 // configuration opens no listener, registers nothing and starts no MCP
 // server. On failure whatever it had opened is closed. No secret of the
 // configuration appears in the error, nor in a line the worker logs.
-func New(ctx context.Context, o Options) (_ *Worker, err error) {
+//
+// New is Open followed by the worker's own Temporal worker, with the
+// workflow and the activities registered on it.
+func New(ctx context.Context, o Options) (*Worker, error) {
+	w, err := Open(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	if err := w.build(); err != nil {
+		w.Close()
+		return nil, err
+	}
+	return w, nil
+}
+
+// Open is New but for the Temporal worker: everything is checked,
+// connected and served, and nothing is registered yet, so that tools may
+// still be added (AddTool) before Run or Start register them on a worker
+// of its own, or Register on a worker of the caller's.
+func Open(ctx context.Context, o Options) (_ *Worker, err error) {
 	cfg := o.Config
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -152,6 +197,12 @@ func New(ctx context.Context, o Options) (_ *Worker, err error) {
 		o.LookupEnv = os.LookupEnv
 	}
 	ok, err := checkConfig(cfg, o.LookupEnv)
+	if err == nil && o.Client != nil && len(cfg.CodecKeys) > 0 {
+		err = ErrCodecWithClient
+	}
+	if err == nil {
+		err = checkTools(o.Tools)
+	}
 	if err != nil {
 		return nil, ok.redactor.Error(err)
 	}
@@ -159,7 +210,8 @@ func New(ctx context.Context, o Options) (_ *Worker, err error) {
 		o.Dial = dialFromEnvironment(codec.PayloadCodec(ok.keys))
 	}
 	w := &Worker{identity: o.Identity, taskQueue: cfg.TaskQueue, gc: cfg.LedgerGC, redactor: ok.redactor, floor: ok.floor,
-		logger: logids.Logger(slog.New(ok.redactor.Handler(o.Logger.Handler())))}
+		logger: logids.Logger(slog.New(ok.redactor.Handler(o.Logger.Handler()))),
+		cfg:    cfg, userTools: o.Tools, wrapLedger: o.WrapLedger, stopTimeout: o.StopTimeout, stdout: o.Stdout}
 	if w.identity == "" {
 		w.identity = newIdentity()
 	}
@@ -190,135 +242,76 @@ func New(ctx context.Context, o Options) (_ *Worker, err error) {
 	if clients, err = w.openMCP(ctx, ok.mcp, clients); err != nil {
 		return nil, err
 	}
-	breakers, err := w.newBreakers(cfg, clients)
-	if err != nil {
+	// A tool of the program's own may take no name the worker's tools
+	// have: the built-in ones, or an MCP server's.
+	for _, t := range o.Tools {
+		if err := collides(t.Name(), clients.Tools.Names(), nil); err != nil {
+			return nil, err
+		}
+	}
+	w.clients = clients
+	if w.breakers, err = w.newBreakers(cfg); err != nil {
 		return nil, err
 	}
-	if err := w.configureMCPBreakers(breakers); err != nil {
+	if err := w.configureMCPBreakers(w.breakers); err != nil {
 		return nil, err
 	}
 
-	var sdkMetrics client.MetricsHandler
-	if w.metrics != nil {
-		sdkMetrics = w.metrics.TemporalHandler()
+	if o.Client != nil {
+		w.client, w.namespace = o.Client, o.Namespace
+		if w.namespace == "" {
+			w.namespace = client.DefaultNamespace
+		}
+	} else {
+		var sdkMetrics client.MetricsHandler
+		if w.metrics != nil {
+			sdkMetrics = w.metrics.TemporalHandler()
+		}
+		c, copts, err := o.Dial(ctx, w.identity, tlog.NewStructuredLogger(w.logger), sdkMetrics)
+		if err != nil {
+			return nil, err
+		}
+		w.client, w.namespace, w.ownsClient = c, copts.Namespace, true
 	}
-	c, copts, err := o.Dial(ctx, w.identity, tlog.NewStructuredLogger(w.logger), sdkMetrics)
-	if err != nil {
-		return nil, err
-	}
-	w.client, w.namespace = c, copts.Namespace
 	// A namespace created a moment ago is not served yet: wait for it,
 	// bounded, rather than fail on its first call.
-	if err := AwaitNamespace(ctx, c, copts.Namespace, cfg.NamespaceWait, o.Stdout, w.logger); err != nil {
+	if err := AwaitNamespace(ctx, w.client, w.namespace, cfg.NamespaceWait, o.Stdout, w.logger); err != nil {
 		return nil, err
 	}
-	if err := EnsureSearchAttributes(ctx, c, copts.Namespace, w.logger); err != nil {
-		return nil, err
-	}
-
-	acts, err := w.newActivities(cfg, clients, breakers, o.WrapLedger)
-	if err != nil {
+	if err := EnsureSearchAttributes(ctx, w.client, w.namespace, w.logger); err != nil {
 		return nil, err
 	}
 	// Once asked to stop, the worker stops polling and gives running
 	// activities StopTimeout to finish before their contexts are
 	// cancelled; those then hand their operations on (activities.HandOff).
-	w.handOff = activities.NewHandOff(c, w.logger, w.redactor)
-	w.worker = worker.New(c, cfg.TaskQueue, worker.Options{Identity: w.identity, WorkerStopTimeout: o.StopTimeout,
-		Interceptors: []interceptor.WorkerInterceptor{w.handOff.Interceptor()}, DeploymentOptions: deploymentOptions(cfg.Deployment),
-		MaxConcurrentActivityExecutionSize: cfg.ActivitySlots})
-	w.worker.RegisterWorkflow(workflows.AgentTask)
-	w.worker.RegisterActivity(acts)
-	registerBuildExtras(w.worker)
-	w.logger.Info("worker ready", "identity", w.identity, "task_queue", cfg.TaskQueue, "ledger", ledgerdsn.Redact(cfg.LedgerDSN),
-		"deployment", cfg.Deployment.Name, "build_id", cfg.Deployment.BuildID)
-	fmt.Fprintf(o.Stdout, "worker %s polling task queue %q%s\n", w.identity, cfg.TaskQueue, versionNote(cfg.Deployment))
+	w.handOff = activities.NewHandOff(w.client, w.logger, w.redactor)
 	return w, nil
 }
 
-// newActivities builds the activities over the worker's ledger, clients and
-// breakers, reporting to its metrics and live stream when it has them.
-func (w *Worker) newActivities(cfg config.Config, cl Clients, breakers *breaker.Set, wrap func(activities.Ledger) activities.Ledger) (*activities.Activities, error) {
-	var led activities.Ledger = w.ledger
-	if wrap != nil {
-		led = wrap(led)
+// build gives the worker a Temporal worker of its own on its task queue,
+// with the hand-off interceptor, and registers the workflow and the
+// activities on it; once (Run and Start call it for a worker from Open).
+func (w *Worker) build() error {
+	w.mu.Lock()
+	built := w.worker != nil
+	w.mu.Unlock()
+	if built {
+		return nil
 	}
-	deps := activities.Deps{
-		Ledger:    led,
-		Providers: cl.Providers,
-		Tools:     cl.Tools,
-		// Read before a write is decided, once per repository.
-		DefaultBranches: cl.DefaultBranches,
-		// This worker's own policy: a floor no task's rules loosen.
-		Floor:    w.floor,
-		Identity: w.identity,
-		Breakers: breakers,
-		Lease:    cfg.Lease,
-		// How long a task waits for this worker's ledger in one outage.
-		LedgerOutageLimit: cfg.LedgerOutageLimit,
-		// The limits a task leaves unset: see activities.WorkerLimits.
-		ModelLimits: model.Limits(cfg.ModelLimits),
-		Budget:      contract.Budget{MaxTokens: cfg.MaxTokensPerTask, MaxCostUSD: cfg.MaxCostPerTask},
-		Prices:      cfg.ModelPrices,
-		// The most of an MCP result the model is shown.
-		MCPResultCap: cfg.MCPResultCap,
-		// Transcript items kept in memory; CAPSTAN_ITEM_CACHE_BYTES=0 keeps none.
-		ItemCacheBytes: itemCacheBytes(cfg.ItemCacheBytes),
-		Now:            time.Now,
-		Logger:         w.logger,
-		Redactor:       w.redactor,
+	cfg := w.cfg
+	tw := worker.New(w.client, cfg.TaskQueue, worker.Options{Identity: w.identity, WorkerStopTimeout: w.stopTimeout,
+		Interceptors: []interceptor.WorkerInterceptor{w.handOff.Interceptor()}, DeploymentOptions: deploymentOptions(cfg.Deployment),
+		MaxConcurrentActivityExecutionSize: cfg.ActivitySlots})
+	if err := w.register(tw); err != nil {
+		return w.redactor.Error(err)
 	}
-	// Interfaces, not a *slack.Client, so that "no token" stays a nil
-	// interface the activities and reconcilers can test for.
-	var slackHistory slackpost.History
-	if cl.Slack != nil {
-		deps.Slack, slackHistory = cl.Slack, cl.Slack
-	}
-	// Each tool's own lookup finds its effects again, and the deliveries'
-	// finds posted messages.
-	deps.Reconcilers = reconcilers.NewSet(cl.Tools, slackpost.NewMessages(slackHistory))
-	if w.metrics != nil {
-		deps.Metrics = w.metrics
-	}
-	if w.liveHub != nil {
-		deps.Live = w.liveHub
-	}
-	return activities.New(deps)
-}
-
-// newBreakers returns one breaker per dependency and operation class, for
-// this worker (docs/design.md §7), logging and counting their transitions;
-// nil when CAPSTAN_BREAKERS=off.
-func (w *Worker) newBreakers(cfg config.Config, cl Clients) (*breaker.Set, error) {
-	if cfg.BreakersOff {
-		w.logger.Warn("CAPSTAN_BREAKERS=off: every call is sent, whatever the state of its dependency")
-		return nil, nil
-	}
-	opts := breaker.Options{Logger: w.logger}
-	if w.metrics != nil {
-		opts.OnStateChange = func(t breaker.Transition) {
-			w.metrics.BreakerTransition(string(t.Key), string(t.From), string(t.To))
-		}
-	}
-	set, err := breaker.NewSet(cfg.Breakers, opts)
-	if err != nil {
-		return nil, fmt.Errorf("CAPSTAN_BREAKER_*: %w", err)
-	}
-	if w.metrics != nil {
-		// Every breaker this worker can use shows its state from the start,
-		// not from its first transition.
-		known := []breaker.Key{breaker.GitHubRead, breaker.GitHubWrite, breaker.SlackPost, breaker.Ledger}
-		for _, name := range sortedKeys(cl.Providers) {
-			known = append(known, breaker.Model(name))
-		}
-		for _, name := range w.mcp.Servers() {
-			known = append(known, breaker.Key("mcp/"+name))
-		}
-		for _, k := range known {
-			w.metrics.BreakerTransition(string(k), "", string(set.State(k)))
-		}
-	}
-	return set, nil
+	w.mu.Lock()
+	w.worker = tw
+	w.mu.Unlock()
+	w.logger.Info("worker ready", "identity", w.identity, "task_queue", cfg.TaskQueue, "ledger", ledgerdsn.Redact(cfg.LedgerDSN),
+		"deployment", cfg.Deployment.Name, "build_id", cfg.Deployment.BuildID)
+	fmt.Fprintf(w.stdout, "worker %s polling task queue %q%s\n", w.identity, cfg.TaskQueue, versionNote(cfg.Deployment))
+	return nil
 }
 
 // Identity is the name the worker polls and leases under.
@@ -331,18 +324,15 @@ func (w *Worker) TaskQueue() string { return w.taskQueue }
 // with the error that stopped the worker if it cannot go on (the namespace
 // is gone, say).
 func (w *Worker) Run(ctx context.Context) error {
+	if err := w.build(); err != nil {
+		return err
+	}
 	stopped := make(chan any)
 	go func() {
 		<-ctx.Done()
 		close(stopped)
 	}()
-	gcCtx, stopGC := context.WithCancel(ctx)
-	gcDone := make(chan struct{})
-	go func() {
-		defer close(gcDone)
-		w.runLedgerGC(gcCtx)
-	}()
-	defer func() { stopGC(); <-gcDone }() // a pass ends before the ledger closes
+	defer w.startLedgerGC(ctx)() // a pass ends before the ledger closes
 	err := w.worker.Run(stopped)
 	w.awaitHandOff()
 	if err != nil {
@@ -364,22 +354,46 @@ func (w *Worker) awaitHandOff() {
 // Start starts polling and returns; Stop stops it. For a process that runs
 // several workers side by side (the bench); a worker process uses Run.
 func (w *Worker) Start() error {
+	if err := w.build(); err != nil {
+		return err
+	}
 	if err := w.worker.Start(); err != nil {
 		return fmt.Errorf("start worker %s: %w", w.identity, err)
 	}
 	return nil
 }
 
-// Stop stops polling gracefully, as Run does when its context ends.
+// Stop stops polling gracefully, as Run does when its context ends. A
+// worker that never started has nothing to stop.
 func (w *Worker) Stop() {
-	w.worker.Stop()
+	w.mu.Lock()
+	tw := w.worker
+	w.mu.Unlock()
+	if tw == nil {
+		return
+	}
+	tw.Stop()
 	w.awaitHandOff()
 }
 
-// Close releases what New opened: the Temporal client, the metrics and
-// live stream endpoints and the ledger. Stop the worker first.
+// Close releases what New opened: the Temporal client (when the worker
+// dialled it), the metrics and live stream endpoints, the MCP servers and
+// the ledger. Stop the worker first; for activities registered on a
+// worker of the caller's (Register), stop that one first: Close then
+// waits for the hand-off of what its stop cut short.
 func (w *Worker) Close() {
-	if w.client != nil {
+	w.mu.Lock()
+	registeredElsewhere := w.registered && w.worker == nil
+	stopGC := w.stopGC
+	w.stopGC = nil
+	w.mu.Unlock()
+	if registeredElsewhere {
+		w.awaitHandOff()
+	}
+	if stopGC != nil {
+		stopGC()
+	}
+	if w.client != nil && w.ownsClient {
 		w.client.Close()
 	}
 	if w.metricsServer != nil {

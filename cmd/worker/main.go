@@ -21,7 +21,8 @@
 // operation ids of the activity that wrote them. SIGINT or SIGTERM stops the
 // worker gracefully: it finishes or hands back its running tasks.
 //
-// The wiring lives in internal/workerapp; this is its main.
+// The wiring lives in internal/workerapp, which the public package
+// github.com/capstanhq/capstan/worker also builds on; this is its main.
 package main
 
 import (

@@ -1,4 +1,4 @@
-package main
+package taskstart
 
 import (
 	"strings"
@@ -9,7 +9,7 @@ import (
 
 func TestSummaryIsTheRepoAndTheFirstLineOfThePrompt(t *testing.T) {
 	t.Parallel()
-	long := strings.Repeat("é", summaryRunes+5)
+	long := strings.Repeat("é", SummaryRunes+5)
 	cases := []struct {
 		repo, prompt, want string
 	}{
@@ -17,13 +17,13 @@ func TestSummaryIsTheRepoAndTheFirstLineOfThePrompt(t *testing.T) {
 		{"acme/payments", "\n  \r\n  Bump the Go toolchain  \r\nthen run the tests", "acme/payments · Bump the Go toolchain"},
 		{"", "Summarise yesterday's incidents\nfor #ops", "Summarise yesterday's incidents"},
 		{"acme/web", "short", "acme/web · short"},
-		{"acme/web", long + "\nsecond line", "acme/web · " + strings.Repeat("é", summaryRunes) + "…"},
+		{"acme/web", long + "\nsecond line", "acme/web · " + strings.Repeat("é", SummaryRunes) + "…"},
 		{"acme/web", " \n", "acme/web"},
 	}
 	for _, tc := range cases {
-		got := summary(workflows.AgentTaskInput{Repo: tc.repo, Prompt: tc.prompt})
+		got := Summary(workflows.AgentTaskInput{Repo: tc.repo, Prompt: tc.prompt})
 		if got != tc.want {
-			t.Errorf("summary(%q, %q) = %q, want %q", tc.repo, tc.prompt, got, tc.want)
+			t.Errorf("Summary(%q, %q) = %q, want %q", tc.repo, tc.prompt, got, tc.want)
 		}
 	}
 }
