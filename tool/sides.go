@@ -25,7 +25,7 @@ type ApprovalTexter interface {
 	ApprovalText(args json.RawMessage) string
 }
 
-// side is one optional side; sides is a set of them.
+// sides is a set of optional sides, one bit each.
 type sides uint8
 
 const (

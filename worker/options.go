@@ -78,22 +78,50 @@ const defaultStopTimeout = 30 * time.Second
 var (
 	// ErrDuplicateTool: a tool's name is one another tool of the worker
 	// has (built-in, an MCP server's, or another of the program's).
-	ErrDuplicateTool = workerapp.ErrDuplicateTool
+	ErrDuplicateTool = errors.New("duplicate tool name")
 	// ErrInvalidTool: a tool the worker cannot offer a model (nil, a name
 	// the model APIs refuse or starting with mcp__, no schema, an unknown
 	// class).
-	ErrInvalidTool = workerapp.ErrBadTool
+	ErrInvalidTool = errors.New("unusable tool")
 	// ErrAlreadyRegistered: the workflow and activities are registered
 	// already (Run, Start or Register ran), so no tool can be added and
 	// they cannot be registered again.
-	ErrAlreadyRegistered = workerapp.ErrRegistered
+	ErrAlreadyRegistered = errors.New("the worker's workflow and activities are registered already")
 	// ErrCodecWithClient: CAPSTAN_CODEC_KEYS is set for a worker given a
 	// Temporal client, whose payloads it could not encode.
-	ErrCodecWithClient = workerapp.ErrCodecWithClient
+	ErrCodecWithClient = errors.New("CAPSTAN_CODEC_KEYS is set with a given Temporal client")
 	// ErrNamespaceWithoutClient: Options.Namespace names the namespace of
 	// a given client, and there is none.
 	ErrNamespaceWithoutClient = errors.New("Options.Namespace is set without Options.Client: a worker that dials reads TEMPORAL_NAMESPACE")
 )
+
+// refusals pairs the wiring's sentinels with this package's.
+var refusals = []struct{ inner, outer error }{
+	{workerapp.ErrDuplicateTool, ErrDuplicateTool},
+	{workerapp.ErrBadTool, ErrInvalidTool},
+	{workerapp.ErrRegistered, ErrAlreadyRegistered},
+	{workerapp.ErrCodecWithClient, ErrCodecWithClient},
+}
+
+// refusal is an error of the wiring that also is one of this package's
+// sentinels, its sentence unchanged.
+type refusal struct {
+	err, sentinel error
+}
+
+func (r *refusal) Error() string   { return r.err.Error() }
+func (r *refusal) Unwrap() []error { return []error{r.err, r.sentinel} }
+
+// public makes err, from the wiring, match this package's sentinel of it
+// under errors.Is.
+func public(err error) error {
+	for _, p := range refusals {
+		if errors.Is(err, p.inner) {
+			return &refusal{err: err, sentinel: p.outer}
+		}
+	}
+	return err
+}
 
 // overrides are the environment variables the fields of Options stand for.
 func (o Options) overrides() map[string]string {

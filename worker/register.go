@@ -58,7 +58,7 @@ func NewRegistration(ctx context.Context, c client.Client, o Options) (*Registra
 	}
 	w, err := workerapp.Open(ctx, ao)
 	if err != nil {
-		return nil, err
+		return nil, public(err)
 	}
 	return &Registration{app: w}, nil
 }
@@ -78,7 +78,7 @@ func (r *Registration) Interceptor() interceptor.WorkerInterceptor {
 // per Registration ([ErrAlreadyRegistered]). The ledger's retention
 // (CAPSTAN_LEDGER_GC_EVERY) runs from now until Close.
 func (r *Registration) Register(w sdkworker.Registry) error {
-	return r.app.Register(w)
+	return public(r.app.Register(w))
 }
 
 // Close, once the program's worker has stopped, waits (bounded) for the

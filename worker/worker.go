@@ -31,7 +31,7 @@ func New(ctx context.Context, o Options) (*Worker, error) {
 	}
 	w, err := workerapp.Open(ctx, ao)
 	if err != nil {
-		return nil, err
+		return nil, public(err)
 	}
 	return &Worker{app: w}, nil
 }
@@ -54,7 +54,7 @@ func Run(ctx context.Context, o Options) error {
 // tool once Run or Start has registered the worker's activities
 // ([ErrAlreadyRegistered]); each refusal is one sentence naming the tool.
 func (w *Worker) RegisterTool(t tool.Tool) error {
-	return w.app.AddTool(t)
+	return public(w.app.AddTool(t))
 }
 
 // Run registers capstan's workflow and activities, with every tool added,
@@ -64,14 +64,14 @@ func (w *Worker) RegisterTool(t tool.Tool) error {
 // returns early with the error that stopped the worker if it cannot go
 // on (the namespace is gone, say). Run does not Close the worker.
 func (w *Worker) Run(ctx context.Context) error {
-	return w.app.Run(ctx)
+	return public(w.app.Run(ctx))
 }
 
 // Start registers, as Run does, and starts polling in the background; Stop
 // stops it. For a program that runs the worker beside other work rather
 // than as its main loop.
 func (w *Worker) Start() error {
-	return w.app.Start()
+	return public(w.app.Start())
 }
 
 // Stop stops polling gracefully, as Run does when its context ends; it

@@ -34,7 +34,7 @@ func (r *rule) decide(act *activation) (Decision, bool) {
 		if err != nil {
 			// Fail closed: a condition that cannot be evaluated refuses.
 			return deny(r.name, "the condition of rule "+r.name+" could not be evaluated for this call ("+oneLine(err.Error())+
-				"), so it is refused; a missing label reads as labels[?\"KEY\"].orValue(\"\")"), true
+				"), so it is refused; a missing label reads as labels[?\"KEY\"].orValue(\"\"), a missing attribute as attributes[?\"KEY\"].orValue(\"\")"), true
 		}
 		if !ok {
 			return Decision{}, false

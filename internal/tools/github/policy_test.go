@@ -2,6 +2,7 @@ package github_test
 
 import (
 	"encoding/json"
+	"reflect"
 	"testing"
 
 	"github.com/capstanhq/capstan/internal/policy"
@@ -59,7 +60,7 @@ func TestToolsNameTheirTarget(t *testing.T) {
 			continue
 		}
 		got, err := tg.Target(json.RawMessage(args[impl.Name()]))
-		if err != nil || got != want[impl.Name()] {
+		if err != nil || !reflect.DeepEqual(got, want[impl.Name()]) {
 			t.Errorf("%s: Target = %+v, %v; want %+v", impl.Name(), got, err, want[impl.Name()])
 		}
 		if _, err := tg.Target(json.RawMessage(`{"repo":"not a repo"}`)); err == nil {
