@@ -84,6 +84,11 @@ type TaskOptions struct {
 	// (default 24h); ApprovalTimeout the wait for an approval (default
 	// 168h).
 	HumanTimeout, ApprovalTimeout time.Duration
+	// ReconcileWindow is how long a reconciler keeps looking for an effect
+	// it does not see yet before calling it absent (default 60s, as
+	// CAPSTAN_RECONCILE_WINDOW): a test of a service that never lags may
+	// shorten it.
+	ReconcileWindow time.Duration
 }
 
 // Task is a task a test started.
@@ -224,7 +229,8 @@ func taskInput(t testing.TB, o TaskOptions) (workflows.AgentTaskInput, error) {
 		SlackChannel: o.SlackChannel, Comments: comments, Model: m, Fallbacks: o.Fallbacks,
 		MaxTurns: cmpOr(o.MaxTurns, config.DefaultMaxTurns), HumanTimeout: cmpOr(o.HumanTimeout, config.DefaultHumanTimeout),
 		ApprovalTimeout: cmpOr(o.ApprovalTimeout, config.DefaultApprovalTimeout), Policy: tp,
-		Budget: contract.Budget{MaxTokens: o.MaxTokens, MaxCostUSD: o.MaxCostUSD},
+		ReconcileWindow: cmpOr(o.ReconcileWindow, config.DefaultReconcileWindow),
+		Budget:          contract.Budget{MaxTokens: o.MaxTokens, MaxCostUSD: o.MaxCostUSD},
 	}, nil
 }
 
