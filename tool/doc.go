@@ -11,7 +11,7 @@
 // A tool knows how to validate its arguments, how to name the effect it would
 // have (business key and the fields that define it), how to describe a call
 // in one line, and how to perform it once; a tool whose unknown outcome must
-// be reconciled also knows how its effect is found again (Finder, effect.go).
+// be reconciled also knows how its effect is found again (Finder).
 // All of that is the tool's: its arguments are parsed by its own parser and
 // nothing else reads them. Identify must be a pure function of the
 // arguments: its result derives operation ids, so it must be deterministic

@@ -135,7 +135,33 @@ func schemaFor[In any]() (*Schema, error) {
 	if err := json.Unmarshal(raw, &doc); err != nil {
 		return nil, fmt.Errorf("decode the schema of %s: %v", goTypeName[In](), err)
 	}
+	openSchemas(doc)
 	return NewSchema(doc)
+}
+
+// openSchemas writes the schema of a value of any type (an interface
+// field), which jsonschema-go encodes as true, as {}: the same schema, in
+// the form every model provider takes.
+func openSchemas(node map[string]any) {
+	open := func(v any) any {
+		if v == true {
+			return map[string]any{}
+		}
+		if m, ok := v.(map[string]any); ok {
+			openSchemas(m)
+		}
+		return v
+	}
+	if props, ok := node["properties"].(map[string]any); ok {
+		for k, v := range props {
+			props[k] = open(v)
+		}
+	}
+	for _, k := range []string{"items", "additionalProperties"} {
+		if v, ok := node[k]; ok {
+			node[k] = open(v)
+		}
+	}
 }
 
 // apply sets the options on c, each checked against In and Out.
@@ -236,7 +262,11 @@ func (c *core[In, Out]) parse(args json.RawMessage) (In, error) {
 	dec := json.NewDecoder(bytes.NewReader(args))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&in); err != nil {
-		return in, fmt.Errorf("%w: %v", ErrInvalidArguments, err)
+		var typeErr *json.UnmarshalTypeError
+		if errors.As(err, &typeErr) && typeErr.Field != "" {
+			return in, fmt.Errorf("%w: field %q cannot be read as %s", ErrInvalidArguments, typeErr.Field, typeErr.Type)
+		}
+		return in, fmt.Errorf("%w: the arguments cannot be read: %v", ErrInvalidArguments, err)
 	}
 	return in, nil
 }

@@ -54,6 +54,16 @@ func TestNewDerivesTheSchemaFromTheArgumentsType(t *testing.T) {
 	if tk.Name() != "tickets_create" || tk.Class() != tool.Unsafe || tk.Description() != "Open a ticket." {
 		t.Errorf("name %q class %q description %q", tk.Name(), tk.Class(), tk.Description())
 	}
+	// A field of any type takes any value, written {} as every provider
+	// takes it.
+	open := tool.MustNew("notes_post", tool.Unsafe, func(context.Context, tool.Call, struct {
+		Meta any `json:"meta"`
+	}) (string, error) {
+		return "", nil
+	})
+	if meta := open.Schema().Doc()["properties"].(map[string]any)["meta"]; !reflect.DeepEqual(meta, map[string]any{}) {
+		t.Errorf("properties.meta = %#v, want {}", meta)
+	}
 	// The model is shown exactly what calls are held to.
 	spec := tool.NewRegistry(tk).Specs()[0]
 	if !reflect.DeepEqual(spec.Parameters, doc) {
@@ -71,6 +81,7 @@ func TestNewRefusesInvalidArgumentsNamingTheField(t *testing.T) {
 		{`{"project":"OPS","title":"t","priority":"high"}`, `field "priority" must be an integer, not a string`},
 		{`{"project":"OPS","title":"t","priority":1.5}`, `field "priority" must be an integer`},
 		{`{"project":"OPS","title":"t","labels":[1]}`, `field "labels.0" must be a string`},
+		{`{"project":"OPS","title":"t","priority":2.0}`, `field "priority" cannot be read as int`}, // an integer to the schema, not to Go
 		{`[]`, `the arguments must be a JSON object`},
 		{``, `there are none`},
 	} {

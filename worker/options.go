@@ -25,7 +25,9 @@ type Options struct {
 	// and the rest, read from os.Getenv, not LookupEnv), with capstan's
 	// payload codec when CAPSTAN_CODEC_KEYS is set, and closes it. A given
 	// client keeps its own data converter, so CAPSTAN_CODEC_KEYS is then
-	// refused ([ErrCodecWithClient]).
+	// refused ([ErrCodecWithClient]), and its own metrics handler: the
+	// worker's metrics endpoint then serves capstan's metrics without the
+	// Temporal SDK's.
 	Client client.Client
 	// Namespace is the namespace Client was dialled for; empty means
 	// TEMPORAL_NAMESPACE, else "default". Only with Client.
