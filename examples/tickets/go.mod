@@ -2,7 +2,11 @@ module example.com/tickets
 
 go 1.26.8
 
-require github.com/capstanhq/capstan v0.0.0-00010101000000-000000000000
+require (
+	github.com/capstanhq/capstan v0.0.0-00010101000000-000000000000
+	github.com/prometheus/common v0.72.0
+	go.temporal.io/sdk v1.51.0
+)
 
 require (
 	cel.dev/expr v0.25.2 // indirect
@@ -44,7 +48,6 @@ require (
 	github.com/pb33f/ordered-map/v2 v2.3.1 // indirect
 	github.com/prometheus/client_golang v1.24.1 // indirect
 	github.com/prometheus/client_model v0.6.3 // indirect
-	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/otlptranslator v1.0.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
 	github.com/remyoudompheng/bigfft v0.0.0-20230129092748-24d4a6f8daec // indirect
@@ -71,7 +74,6 @@ require (
 	go.opentelemetry.io/otel/sdk/metric v1.47.0 // indirect
 	go.opentelemetry.io/otel/trace v1.47.0 // indirect
 	go.temporal.io/api v1.64.3 // indirect
-	go.temporal.io/sdk v1.51.0 // indirect
 	go.temporal.io/sdk/contrib/envconfig v1.0.2 // indirect
 	go.temporal.io/sdk/contrib/opentelemetry v0.8.1 // indirect
 	go.yaml.in/yaml/v3 v3.0.6 // indirect

@@ -40,7 +40,9 @@ func NewCreateTool(baseURL string, hc *http.Client) (tool.Tool, error) {
 		tool.Description("Open a ticket in a project of the team's tracker."),
 		tool.Summary(func(in CreateArgs) string { return "ticket in " + in.Project + ": " + in.Title }),
 		tool.ExternalID(func(t Ticket) string { return api.url(t.ID) }),
-		tool.Targets(func(in CreateArgs) tool.Target { return tool.Target{Attributes: map[string]string{"project": in.Project}} }),
+		tool.Targets(func(in CreateArgs) tool.Target {
+			return tool.Target{Attributes: map[string]string{"project": in.Project}}
+		}),
 		tool.Lookup(api.find),
 		tool.ReadBackURL(api.readBack),
 	)
