@@ -2,6 +2,7 @@ package capstantest
 
 import (
 	"context"
+	"log/slog"
 	"os"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/operatorservice/v1"
 	"go.temporal.io/sdk/client"
+	tlog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/capstanhq/capstan/internal/workflows"
@@ -100,10 +102,13 @@ func (d *DevServer) Address() string { return d.srv.FrontendHostPort() }
 func (d *DevServer) Namespace() string { return d.namespace }
 
 // Client dials a new client of the server's namespace, closed with
-// t.Cleanup.
+// t.Cleanup. Its log lines (and those of a worker using it) at warning
+// level and above go to standard error; the SDK's debug and info lines,
+// one per workflow command, are dropped.
 func (d *DevServer) Client(t testing.TB) client.Client {
 	t.Helper()
-	c, err := client.Dial(client.Options{HostPort: d.Address(), Namespace: d.namespace})
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	c, err := client.Dial(client.Options{HostPort: d.Address(), Namespace: d.namespace, Logger: tlog.NewStructuredLogger(logger)})
 	if err != nil {
 		t.Fatalf("capstantest: dial the dev server at %s: %v", d.Address(), err)
 	}
