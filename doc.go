@@ -10,4 +10,15 @@
 // (ledger rows, recorded histories, task results) still decode: UnmarshalText
 // and ParseOutcome accept them as aliases of the word they meant; the
 // CHANGELOG.md lists them.
+//
+// # As a library
+//
+// Capstan's public API is this package and three others: package tool (a
+// tool of your own, with an operation id, a lookup and the policy's view
+// of it), package worker (a worker running your tools, or capstan's
+// workflow and activities on a Temporal worker of yours) and package
+// capstantest (what your tests need). Everything else is internal. The API
+// is v0: names may change in any release until 1.0, and CHANGELOG.md says
+// how; the words of this package — outcomes, verdicts, classes — and what
+// an operation id means will not. docs/library.md is the guide.
 package capstan
