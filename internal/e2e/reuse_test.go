@@ -57,10 +57,13 @@ func deleteExecution(t *testing.T, c client.Client, namespace, workflowID string
 }
 
 // deleteRun deletes one run of a workflow (its current run when runID is
-// empty) and waits until the server no longer knows it.
+// empty) and waits until the server no longer knows it. The server deletes
+// in a task of its own, which a busy machine can hold back for over a
+// minute (seen once in CI with other builds running), so the wait is
+// three.
 func deleteRun(t *testing.T, c client.Client, namespace, workflowID, runID string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	if _, err := c.WorkflowService().DeleteWorkflowExecution(ctx, &workflowservice.DeleteWorkflowExecutionRequest{
 		Namespace: namespace, WorkflowExecution: &commonpb.WorkflowExecution{WorkflowId: workflowID, RunId: runID},
@@ -78,7 +81,7 @@ func deleteRun(t *testing.T, c client.Client, namespace, workflowID, runID strin
 		}
 		select {
 		case <-ctx.Done():
-			t.Fatalf("workflow %s still described a minute after its deletion (last answer: %v)", workflowID, err)
+			t.Fatalf("workflow %s still described three minutes after its deletion (last answer: %v)", workflowID, err)
 		case <-poll.C: // deletion is asynchronous and announces nothing: poll it
 		}
 	}
