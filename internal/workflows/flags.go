@@ -89,7 +89,8 @@ func (t *task) flagsOnList(ctx workflow.Context) bool {
 
 // flagUpdate is the search-attribute update that turns f on or off,
 // recording it in the run's flags: AttrFlags with every flag the run now
-// holds (an empty list when none), or f's Bool for a run on the Bools. Only a run
+// holds (an empty list when none, which the SDK sends as null and the
+// server stores as no attribute), or f's Bool for a run on the Bools. Only a run
 // that has set a flag may clear one (the mode is decided by then).
 func (t *task) flagUpdate(ctx workflow.Context, f Flag, on bool) temporal.SearchAttributeUpdate {
 	if !t.flagsOnList(ctx) {
