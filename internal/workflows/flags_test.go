@@ -246,3 +246,34 @@ func TestFlagQuery(t *testing.T) {
 		}
 	}
 }
+
+// A delivery given up says dead_letter in CapstanFlags, which stays as
+// the task ends; before changeSearchFlags, CapstanDeadLetter = true.
+func TestDeadLetterIsAFlag(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name    string
+		version workflow.Version
+		want    []string
+	}{
+		{"since search-flags", 1, []string{"CapstanFlags=[dead_letter]"}},
+		{"before search-flags", workflow.DefaultVersion, []string{"CapstanDeadLetter=true"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			var suite testsuite.WorkflowTestSuite
+			env := suite.NewTestWorkflowEnvironment()
+			env.RegisterActivity(&activities.Activities{})
+			deliveryFails(temporal.NewNonRetryableApplicationError("refused", contract.ErrTypeDeliveryFailed, nil))(env)
+			env.OnGetVersion("search-flags", workflow.DefaultVersion, 1).Return(c.version)
+			got := upserts(env)
+			env.ExecuteWorkflow(workflows.AgentTask, workflows.AgentTaskInput{TaskID: "T", Tenant: "default", Prompt: "p", Model: "openai:m", SlackChannel: "#eng"})
+			if res := taskResult(t, env.GetWorkflowError()); res.FailureCode != workflows.FailDeliveryFailed {
+				t.Fatalf("result %+v; want delivery_failed", res)
+			}
+			if flags := named(got(), flagNames...); !slices.Equal(flags, c.want) {
+				t.Errorf("flag upserts = %q, want %q (all %q)", flags, c.want, got())
+			}
+		})
+	}
+}
