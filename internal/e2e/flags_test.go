@@ -11,14 +11,75 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/operatorservice/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/interceptor"
 	sdktemporal "go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
+	sdkworker "go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/capstanhq/capstan/internal/sandbox"
 	"github.com/capstanhq/capstan/internal/testenv"
 	"github.com/capstanhq/capstan/internal/workerapp"
 	"github.com/capstanhq/capstan/internal/workflows"
+	"github.com/capstanhq/capstan/worker"
 )
+
+// beforeSearchFlags is a worker interceptor under which AgentTask takes
+// the branch of a run that started before changeSearchFlags: GetVersion of
+// "search-flags" answers DefaultVersion and records no marker, as a v15
+// worker's run has none. The rest of the logic is this version's.
+type beforeSearchFlags struct{ interceptor.WorkerInterceptorBase }
+
+func (*beforeSearchFlags) InterceptWorkflow(_ workflow.Context, next interceptor.WorkflowInboundInterceptor) interceptor.WorkflowInboundInterceptor {
+	return &beforeSearchFlagsIn{WorkflowInboundInterceptorBase: interceptor.WorkflowInboundInterceptorBase{Next: next}}
+}
+
+type beforeSearchFlagsIn struct {
+	interceptor.WorkflowInboundInterceptorBase
+}
+
+func (i *beforeSearchFlagsIn) Init(out interceptor.WorkflowOutboundInterceptor) error {
+	return i.Next.Init(&beforeSearchFlagsOut{WorkflowOutboundInterceptorBase: interceptor.WorkflowOutboundInterceptorBase{Next: out}})
+}
+
+type beforeSearchFlagsOut struct {
+	interceptor.WorkflowOutboundInterceptorBase
+}
+
+func (o *beforeSearchFlagsOut) GetVersion(ctx workflow.Context, changeID string, minSupported, maxSupported workflow.Version) workflow.Version {
+	if changeID == "search-flags" {
+		return workflow.DefaultVersion
+	}
+	return o.Next.GetVersion(ctx, changeID, minSupported, maxSupported)
+}
+
+// startOldLogicWorker runs, in the test's process, a capstan worker on c
+// polling env's queue (CAPSTAN_TASK_QUEUE), configured from env, whose
+// tasks run the logic from before changeSearchFlags (beforeSearchFlags).
+func startOldLogicWorker(t *testing.T, c client.Client, env []string) {
+	t.Helper()
+	lookup := func(key string) (string, bool) {
+		for i := len(env) - 1; i >= 0; i-- {
+			if v, ok := strings.CutPrefix(env[i], key+"="); ok {
+				return v, true
+			}
+		}
+		return "", false
+	}
+	queue, _ := lookup("CAPSTAN_TASK_QUEUE")
+	reg, err := worker.NewRegistration(context.Background(), c, worker.Options{Namespace: "default", LookupEnv: lookup})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := sdkworker.New(c, queue, sdkworker.Options{Interceptors: []interceptor.WorkerInterceptor{&beforeSearchFlags{}, reg.Interceptor()}})
+	if err := reg.Register(w); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Stop(); reg.Close() })
+}
 
 // ownDevServer starts a dev server of the test's own, as the shared one is
 // started, stopped at the end of the test.
@@ -112,12 +173,12 @@ func waitListed(t *testing.T, env []string, want, not []string, args ...string) 
 
 // TestListFindsFlaggedTasksOldAndNew: on a namespace that ran capstan
 // before changeSearchFlags — it has the Bools CapstanNeedsHuman,
-// CapstanAwaitingApproval and CapstanDeadLetter, and tasks that set them —
-// `starter list --needs-human` and `--awaiting-approval` find both the old
-// tasks (their Bool set, as the old logic left it) and tasks of this
-// version, which wait for a person or an approval on CapstanFlags, and
-// nothing else; a worker of this version registers CapstanFlags there and
-// no Bool.
+// CapstanAwaitingApproval and CapstanDeadLetter — `starter list
+// --needs-human` and `--awaiting-approval` find both tasks that run the
+// logic from before (a worker pinned to it, beforeSearchFlags: they wait
+// on the Bools) and tasks of this version (they wait on CapstanFlags), and
+// no running task that waits for nothing; a worker of this version
+// registers CapstanFlags there and no Bool.
 func TestListFindsFlaggedTasksOldAndNew(t *testing.T) {
 	t.Parallel()
 	srv := ownDevServer(t)
@@ -126,48 +187,53 @@ func TestListFindsFlaggedTasksOldAndNew(t *testing.T) {
 
 	sb := startSandbox(t)
 	for _, rule := range []sandbox.FaultRule{
-		{Endpoint: "pulls/create", Kind: sandbox.FaultDrop, Times: 1},
-		{Endpoint: "pulls/list", Kind: sandbox.FaultFail}, // the reconciler cannot ask: a person is
+		{Endpoint: "pulls/create", Kind: sandbox.FaultDrop, Times: 2}, // one pull request of each logic
+		{Endpoint: "pulls/list", Kind: sandbox.FaultFail},             // the reconciler cannot ask: a person is
 	} {
 		if err := sb.GitHub.AddFault(rule); err != nil {
 			t.Fatal(err)
 		}
 	}
-	env := onServer(append(endpointEnv(t, "e2e-flags-old-new", sb), "CAPSTAN_RECONCILE_WINDOW=2s"), srv.FrontendHostPort())
+	env := onServer(append(endpointEnv(t, "e2e-flags-new-logic", sb), "CAPSTAN_RECONCILE_WINDOW=2s"), srv.FrontendHostPort())
 	startWorker(t, env)
 	attrs := customAttributes(t, c)
 	if typ, ok := attrs[workflows.AttrFlags.GetName()]; !ok || typ != enumspb.INDEXED_VALUE_TYPE_KEYWORD_LIST {
 		t.Fatalf("the worker did not register CapstanFlags as a KeywordList: %v", attrs)
 	}
+	oldEnv := onServer(append(endpointEnv(t, "e2e-flags-old-logic", sb), "CAPSTAN_RECONCILE_WINDOW=2s"), srv.FrontendHostPort())
+	startOldLogicWorker(t, c, oldEnv)
 
 	stamp := time.Now().UnixNano()
-	oldHuman, oldApproval, oldNeither := fmt.Sprintf("old-human-%d", stamp), fmt.Sprintf("old-approval-%d", stamp), fmt.Sprintf("old-neither-%d", stamp)
-	startParked(t, c, oldHuman, workflows.AttrNeedsHuman.ValueSet(true), workflows.AttrAwaitingApproval.ValueSet(false))
-	startParked(t, c, oldApproval, workflows.AttrNeedsHuman.ValueSet(false), workflows.AttrAwaitingApproval.ValueSet(true))
-	startParked(t, c, oldNeither, workflows.AttrNeedsHuman.ValueSet(false))
-
-	newHuman := fmt.Sprintf("new-human-%d", stamp)
-	if r := runStarter(t, env, "run", "--prompt", prPrompt, "--repo", "capstan-sandbox/demo", "--model", "openai:demo", "--id", newHuman); r.code != 0 {
-		t.Fatalf("start %s: exit %d, stderr %s", newHuman, r.code, r.stderr)
+	start := func(env []string, name string, args ...string) string {
+		id := fmt.Sprintf("%s-%d", name, stamp)
+		args = append([]string{"run", "--prompt", prPrompt, "--repo", branchRepo, "--model", "openai:demo", "--id", id}, args...)
+		if r := runStarter(t, env, args...); r.code != 0 {
+			t.Fatalf("start %s: exit %d, stderr %s", id, r.code, r.stderr)
+		}
+		return id
 	}
-	newApproval := fmt.Sprintf("new-approval-%d", stamp)
-	if r := runStarter(t, env, "run", "--prompt", prPrompt, "--repo", branchRepo, "--model", "openai:demo", "--id", newApproval,
-		"--require-approval", "github_create_pull_request"); r.code != 0 {
-		t.Fatalf("start %s: exit %d, stderr %s", newApproval, r.code, r.stderr)
-	}
+	oldHuman, newHuman := start(oldEnv, "old-human"), start(env, "new-human")
+	oldApproval := start(oldEnv, "old-approval", "--require-approval", "github_create_pull_request")
+	newApproval := start(env, "new-approval", "--require-approval", "github_create_pull_request")
+	waiting := fmt.Sprintf("waits-for-nothing-%d", stamp)
+	startParked(t, c, waiting, workflows.AttrNeedsHuman.ValueSet(false))
 
-	waitListed(t, env, []string{oldHuman, newHuman}, []string{oldApproval, oldNeither, newApproval}, "--needs-human")
-	waitListed(t, env, []string{oldApproval, newApproval}, []string{oldHuman, oldNeither, newHuman}, "--awaiting-approval")
-	for _, id := range []string{newHuman, newApproval} {
-		set := askedAnyone(t, c, workflows.WorkflowID(id))
+	waitListed(t, env, []string{oldHuman, newHuman}, []string{oldApproval, newApproval, waiting}, "--needs-human")
+	waitListed(t, env, []string{oldApproval, newApproval}, []string{oldHuman, newHuman, waiting}, "--awaiting-approval")
+	for _, c := range []struct {
+		id        string
+		wantFlags bool // else the Bools
+	}{{oldHuman, false}, {oldApproval, false}, {newHuman, true}, {newApproval, true}} {
+		set := askedAnyone(t, srv.Client(), workflows.WorkflowID(c.id))
 		if len(set) == 0 {
-			t.Errorf("task %s never set a flag", id)
+			t.Errorf("task %s never said it waits", c.id)
 		}
 		for _, s := range set {
-			if !strings.HasPrefix(s, "CapstanFlags ") {
-				t.Errorf("task %s of this version set a Bool: %s", id, s)
+			if onFlags := strings.HasPrefix(s, "CapstanFlags "); onFlags != c.wantFlags {
+				t.Errorf("task %s said %s; want it on CapstanFlags: %v", c.id, s, c.wantFlags)
 			}
 		}
+		t.Logf("%s: %v", c.id, set)
 	}
 }
 
