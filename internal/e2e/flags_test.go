@@ -5,18 +5,22 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/operatorservice/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/interceptor"
+	tlog "go.temporal.io/sdk/log"
 	sdktemporal "go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 	sdkworker "go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/capstanhq/capstan"
 	"github.com/capstanhq/capstan/internal/sandbox"
 	"github.com/capstanhq/capstan/internal/testenv"
 	"github.com/capstanhq/capstan/internal/workerapp"
@@ -28,7 +32,9 @@ import (
 // the branch of a run that started before changeSearchFlags: GetVersion of
 // "search-flags" answers DefaultVersion and records no marker, as a v15
 // worker's run has none. The rest of the logic is this version's.
-type beforeSearchFlags struct{ interceptor.WorkerInterceptorBase }
+type beforeSearchFlags struct {
+	interceptor.WorkerInterceptorBase
+}
 
 func (*beforeSearchFlags) InterceptWorkflow(_ workflow.Context, next interceptor.WorkflowInboundInterceptor) interceptor.WorkflowInboundInterceptor {
 	return &beforeSearchFlagsIn{WorkflowInboundInterceptorBase: interceptor.WorkflowInboundInterceptorBase{Next: next}}
@@ -53,10 +59,11 @@ func (o *beforeSearchFlagsOut) GetVersion(ctx workflow.Context, changeID string,
 	return o.Next.GetVersion(ctx, changeID, minSupported, maxSupported)
 }
 
-// startOldLogicWorker runs, in the test's process, a capstan worker on c
-// polling env's queue (CAPSTAN_TASK_QUEUE), configured from env, whose
-// tasks run the logic from before changeSearchFlags (beforeSearchFlags).
-func startOldLogicWorker(t *testing.T, c client.Client, env []string) {
+// startInProcessWorker runs, in the test's process, a capstan worker on
+// the server at addr polling env's queue (CAPSTAN_TASK_QUEUE), configured
+// from env; with beforeFlags its tasks run the logic from before
+// changeSearchFlags (beforeSearchFlags). It returns what stops it.
+func startInProcessWorker(t *testing.T, addr string, env []string, beforeFlags bool) (stop func()) {
 	t.Helper()
 	lookup := func(key string) (string, bool) {
 		for i := len(env) - 1; i >= 0; i-- {
@@ -67,18 +74,29 @@ func startOldLogicWorker(t *testing.T, c client.Client, env []string) {
 		return "", false
 	}
 	queue, _ := lookup("CAPSTAN_TASK_QUEUE")
+	c, err := client.Dial(client.Options{HostPort: addr, Namespace: "default", Logger: tlog.NewStructuredLogger(slog.New(slog.DiscardHandler))})
+	if err != nil {
+		t.Fatal(err)
+	}
 	reg, err := worker.NewRegistration(context.Background(), c, worker.Options{Namespace: "default", LookupEnv: lookup})
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := sdkworker.New(c, queue, sdkworker.Options{Interceptors: []interceptor.WorkerInterceptor{&beforeSearchFlags{}, reg.Interceptor()}})
+	var icpt []interceptor.WorkerInterceptor
+	if beforeFlags {
+		icpt = append(icpt, &beforeSearchFlags{})
+	}
+	w := sdkworker.New(c, queue, sdkworker.Options{Interceptors: append(icpt, reg.Interceptor())})
 	if err := reg.Register(w); err != nil {
 		t.Fatal(err)
 	}
 	if err := w.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { w.Stop(); reg.Close() })
+	var once sync.Once
+	stop = func() { once.Do(func() { w.Stop(); reg.Close(); c.Close() }) }
+	t.Cleanup(stop)
+	return stop
 }
 
 // ownDevServer starts a dev server of the test's own, as the shared one is
@@ -201,7 +219,7 @@ func TestListFindsFlaggedTasksOldAndNew(t *testing.T) {
 		t.Fatalf("the worker did not register CapstanFlags as a KeywordList: %v", attrs)
 	}
 	oldEnv := onServer(append(endpointEnv(t, "e2e-flags-old-logic", sb), "CAPSTAN_RECONCILE_WINDOW=2s"), srv.FrontendHostPort())
-	startOldLogicWorker(t, c, oldEnv)
+	stopOld := startInProcessWorker(t, srv.FrontendHostPort(), oldEnv, true)
 
 	stamp := time.Now().UnixNano()
 	start := func(env []string, name string, args ...string) string {
@@ -220,20 +238,60 @@ func TestListFindsFlaggedTasksOldAndNew(t *testing.T) {
 
 	waitListed(t, env, []string{oldHuman, newHuman}, []string{oldApproval, newApproval, waiting}, "--needs-human")
 	waitListed(t, env, []string{oldApproval, newApproval}, []string{oldHuman, newHuman, waiting}, "--awaiting-approval")
-	for _, c := range []struct {
+	for _, tc := range []struct {
 		id        string
 		wantFlags bool // else the Bools
 	}{{oldHuman, false}, {oldApproval, false}, {newHuman, true}, {newApproval, true}} {
-		set := askedAnyone(t, srv.Client(), workflows.WorkflowID(c.id))
+		set := askedAnyone(t, srv.Client(), workflows.WorkflowID(tc.id))
 		if len(set) == 0 {
-			t.Errorf("task %s never said it waits", c.id)
+			t.Errorf("task %s never said it waits", tc.id)
 		}
 		for _, s := range set {
-			if onFlags := strings.HasPrefix(s, "CapstanFlags "); onFlags != c.wantFlags {
-				t.Errorf("task %s said %s; want it on CapstanFlags: %v", c.id, s, c.wantFlags)
+			if onFlags := strings.HasPrefix(s, "CapstanFlags "); onFlags != tc.wantFlags {
+				t.Errorf("task %s said %s; want it on CapstanFlags: %v", tc.id, s, tc.wantFlags)
 			}
 		}
-		t.Logf("%s: %v", c.id, set)
+		t.Logf("%s: %v", tc.id, set)
+	}
+
+	// The pool upgrades: the old tasks' worker gives way to one of this
+	// version, which replays them (no search-flags marker: the Bools) and
+	// clears the Bool the old logic set once the approval comes.
+	stopOld()
+	startInProcessWorker(t, srv.FrontendHostPort(), oldEnv, false)
+	var op workflows.OperationRecord
+	for _, o := range decodeResult(t, runStarter(t, env, "status", oldApproval, "--json")).Operations {
+		if o.State == capstan.OutcomeAwaitingApproval {
+			op = o
+		}
+	}
+	if r := runStarter(t, env, "approve", oldApproval, op.OperationID, "--hash", op.CallHash, "--as", "alice"); r.code != 0 {
+		t.Fatalf("approve %s: exit %d, stderr %s", oldApproval, r.code, r.stderr)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var res workflows.TaskResult
+	if err := c.GetWorkflow(ctx, workflows.WorkflowID(oldApproval), "").Get(ctx, &res); err != nil || res.Status != workflows.StatusCompleted {
+		t.Fatalf("task %s after the upgrade: %+v, %v; want completed", oldApproval, res, err)
+	}
+	var cleared bool
+	it := c.GetWorkflowHistory(ctx, workflows.WorkflowID(oldApproval), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		fields := ev.GetUpsertWorkflowSearchAttributesEventAttributes().GetSearchAttributes().GetIndexedFields()
+		if _, ok := fields[workflows.AttrFlags.GetName()]; ok {
+			t.Errorf("task %s set CapstanFlags after the upgrade (event %d); want it on its Bools to its end", oldApproval, ev.GetEventId())
+		}
+		var v bool
+		if p, ok := fields[workflows.AttrAwaitingApproval.GetName()]; ok && converter.GetDefaultDataConverter().FromPayload(p, &v) == nil && !v {
+			cleared = true
+		}
+	}
+	if !cleared {
+		t.Errorf("task %s never cleared CapstanAwaitingApproval after its approval", oldApproval)
 	}
 }
 
