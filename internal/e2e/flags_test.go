@@ -115,8 +115,8 @@ func ownDevServer(t *testing.T) *testsuite.DevServer {
 	return srv
 }
 
-// addBools registers Bool search attributes names in ns of c, and waits
-// until the namespace lists them.
+// addBools registers Bool search attributes names in namespace default
+// of c.
 func addBools(t *testing.T, c client.Client, names ...string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
