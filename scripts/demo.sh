@@ -56,11 +56,9 @@ else
     --ip 127.0.0.1 --port "$PORT" --ui-port "$UI_PORT" \
     --db-filename "$STATE/temporal.db" --log-level warn \
     --search-attribute CapstanStatus=Keyword \
-    --search-attribute CapstanNeedsHuman=Bool \
     --search-attribute CapstanUnknownOps=Int \
     --search-attribute CapstanRepo=Keyword \
-    --search-attribute CapstanDeadLetter=Bool \
-    --search-attribute CapstanAwaitingApproval=Bool \
+    --search-attribute CapstanFlags=KeywordList \
     --search-attribute CapstanTenant=Keyword \
     "${server_settings[@]}" \
     >"$STATE/temporal.log" 2>&1 &

@@ -49,10 +49,11 @@ func missingSearchAttribute(err error) (string, bool) {
 // attributeTypes are the CLI's names of the value types capstan's
 // attributes use; TestEveryAttributeHasACLIType keeps it complete.
 var attributeTypes = map[enumspb.IndexedValueType]string{
-	enumspb.INDEXED_VALUE_TYPE_KEYWORD: "Keyword",
-	enumspb.INDEXED_VALUE_TYPE_BOOL:    "Bool",
-	enumspb.INDEXED_VALUE_TYPE_INT:     "Int",
-	enumspb.INDEXED_VALUE_TYPE_TEXT:    "Text",
+	enumspb.INDEXED_VALUE_TYPE_KEYWORD:      "Keyword",
+	enumspb.INDEXED_VALUE_TYPE_BOOL:         "Bool",
+	enumspb.INDEXED_VALUE_TYPE_INT:          "Int",
+	enumspb.INDEXED_VALUE_TYPE_TEXT:         "Text",
+	enumspb.INDEXED_VALUE_TYPE_KEYWORD_LIST: "KeywordList",
 }
 
 // attributePropagationWait bounds how long `starter run` retries a start

@@ -40,3 +40,26 @@ func TestMissingSearchAttributeReadsTheServersRefusal(t *testing.T) {
 		}
 	}
 }
+
+// `starter list`'s filters read CapstanFlags, and a flag's Bool only where
+// the namespace defines it: a filter naming an undefined attribute is
+// refused by the server.
+func TestFlagFilterNamesTheBoolOnlyWhereDefined(t *testing.T) {
+	for _, c := range []struct {
+		flags  []workflows.Flag
+		legacy map[workflows.Flag]bool
+		want   string
+	}{
+		{nil, nil, "WorkflowType = 'AgentTask'"},
+		{[]workflows.Flag{workflows.FlagNeedsHuman}, nil,
+			"WorkflowType = 'AgentTask' AND CapstanFlags = 'needs_human' AND ExecutionStatus = 'Running'"},
+		{[]workflows.Flag{workflows.FlagNeedsHuman}, map[workflows.Flag]bool{workflows.FlagNeedsHuman: true},
+			"WorkflowType = 'AgentTask' AND (CapstanFlags = 'needs_human' OR CapstanNeedsHuman = true) AND ExecutionStatus = 'Running'"},
+		{[]workflows.Flag{workflows.FlagNeedsHuman, workflows.FlagAwaitingApproval}, map[workflows.Flag]bool{workflows.FlagAwaitingApproval: true},
+			"WorkflowType = 'AgentTask' AND CapstanFlags = 'needs_human' AND (CapstanFlags = 'awaiting_approval' OR CapstanAwaitingApproval = true) AND ExecutionStatus = 'Running'"},
+	} {
+		if got := flagFilter(c.flags, c.legacy); got != c.want {
+			t.Errorf("flagFilter(%v, %v) = %q, want %q", c.flags, c.legacy, got, c.want)
+		}
+	}
+}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/operatorservice/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
@@ -122,17 +123,34 @@ type listedTask struct {
 // and awaitingApproval keep only the running ones that wait for a person's
 // resolve, or for an approval. Every field of a row comes from the one list
 // call: no row costs a call of its own.
+//
+// A task says both on CapstanFlags; one started before changeSearchFlags
+// on a Bool (CapstanNeedsHuman, CapstanAwaitingApproval), which the filter
+// reads too where the namespace defines it (flagFilter).
 func listTasks(ctx context.Context, c client.Client, namespace string, needsHuman, awaitingApproval bool) ([]listedTask, error) {
-	query := "WorkflowType = 'AgentTask'"
+	var flags []workflows.Flag
 	if needsHuman {
-		query += fmt.Sprintf(" AND %s = true AND ExecutionStatus = 'Running'", workflows.AttrNeedsHuman.GetName())
+		flags = append(flags, workflows.FlagNeedsHuman)
 	}
 	if awaitingApproval {
-		query += fmt.Sprintf(" AND %s = true AND ExecutionStatus = 'Running'", workflows.AttrAwaitingApproval.GetName())
+		flags = append(flags, workflows.FlagAwaitingApproval)
+	}
+	legacy, known := map[workflows.Flag]bool{}, true
+	if len(flags) > 0 {
+		legacy, known = legacyFlags(ctx, c, namespace)
 	}
 	resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
-		Namespace: namespace, PageSize: 50, Query: query,
+		Namespace: namespace, PageSize: 50, Query: flagFilter(flags, legacy),
 	})
+	var invalid *serviceerror.InvalidArgument
+	if errors.As(err, &invalid) && !known {
+		// The namespace's attributes could not be read, and the server
+		// refused the filter: it may lack a Bool the filter named, which
+		// no task there then ever set.
+		resp, err = c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
+			Namespace: namespace, PageSize: 50, Query: flagFilter(flags, nil),
+		})
+	}
 	if err != nil {
 		return nil, fmt.Errorf("list tasks: %w", err)
 	}
@@ -429,4 +447,32 @@ func approvalLines(res workflows.TaskResult) []string {
 			"      --reason TEXT")
 	}
 	return lines
+}
+
+// flagFilter is `starter list`'s visibility query: capstan's tasks and,
+// for each of flags, only the running ones that carry it — on CapstanFlags,
+// or on its Bool where legacy holds the flag (the namespace defines that
+// Bool, so a task started before changeSearchFlags may set it).
+func flagFilter(flags []workflows.Flag, legacy map[workflows.Flag]bool) string {
+	query := "WorkflowType = 'AgentTask'"
+	for _, f := range flags {
+		query += " AND " + workflows.FlagQuery(f, legacy[f])
+	}
+	if len(flags) > 0 {
+		query += " AND ExecutionStatus = 'Running'"
+	}
+	return query
+}
+
+// legacyFlags reports which flags' Bools namespace ns defines; known is
+// false when its attributes cannot be read, and then every flag counts as
+// defined (listTasks asks again without them if the server refuses).
+func legacyFlags(ctx context.Context, c client.Client, ns string) (legacy map[workflows.Flag]bool, known bool) {
+	legacy = map[workflows.Flag]bool{}
+	list, err := c.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: ns})
+	for _, f := range workflows.Flags {
+		_, defined := list.GetCustomAttributes()[workflows.LegacyFlagAttribute(f).GetName()]
+		legacy[f] = err != nil || defined
+	}
+	return legacy, err == nil
 }

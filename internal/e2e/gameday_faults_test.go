@@ -15,6 +15,7 @@ import (
 	"go.temporal.io/sdk/converter"
 
 	"github.com/capstanhq/capstan/internal/sandbox"
+	"github.com/capstanhq/capstan/internal/workflows"
 )
 
 // periodicFaults makes the sandbox's GitHub and Slack drop or refuse every
@@ -150,8 +151,9 @@ func (p *periodicFaults) summary(rules ...[]sandbox.FaultState) (string, int) {
 }
 
 // askedAnyone reads the workflow's history and returns the search
-// attributes it ever set true that mean a person was asked or an effect
-// given up: CapstanNeedsHuman, CapstanAwaitingApproval, CapstanDeadLetter.
+// attributes it ever set that mean a person was asked or an effect given
+// up: a flag in CapstanFlags, or (a task before changeSearchFlags)
+// CapstanNeedsHuman, CapstanAwaitingApproval, CapstanDeadLetter true.
 func askedAnyone(t *testing.T, c client.Client, workflowID string) []string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -165,6 +167,10 @@ func askedAnyone(t *testing.T, c client.Client, workflowID string) []string {
 			return set
 		}
 		attrs := ev.GetUpsertWorkflowSearchAttributesEventAttributes().GetSearchAttributes().GetIndexedFields()
+		var flags []string
+		if p, ok := attrs[workflows.AttrFlags.GetName()]; ok && converter.GetDefaultDataConverter().FromPayload(p, &flags) == nil && len(flags) > 0 {
+			set = append(set, fmt.Sprintf("CapstanFlags %v at event %d", flags, ev.GetEventId()))
+		}
 		for _, name := range []string{"CapstanNeedsHuman", "CapstanAwaitingApproval", "CapstanDeadLetter"} {
 			p, ok := attrs[name]
 			var v bool

@@ -218,7 +218,7 @@ func (c *gameDayChaos) noPersonAsked(prefix string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	resp, err := c.srv.Client().ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
-		Query: "CapstanNeedsHuman = true OR CapstanAwaitingApproval = true",
+		Query: workflows.FlagQuery(workflows.FlagNeedsHuman, false) + " OR " + workflows.FlagQuery(workflows.FlagAwaitingApproval, false),
 	})
 	if err != nil {
 		return // visibility may lag or the server be starting: the histories are checked at the end

@@ -22,10 +22,10 @@ import (
 // resolve update comes; and a task `starter run` stamps with
 // workflows.CurrentLogic records not even that marker (LogicUnmarked), nor
 // the TemporalChangeVersion update the SDK adds to one, yet blocks none.
-// The one marker it records is approvals-bound's, where its operation first
-// waits for approval (a change after LogicUnmarked, read on its own marker
-// by stamped tasks too), and the update that comes with it names that
-// change alone. `starter status` says it is unversioned.
+// The markers it records are approvals-bound's and search-flags', where
+// its operation first waits for approval (changes after LogicUnmarked, read
+// on their own markers by stamped tasks too), each once, and the updates
+// that come with them name those changes alone. `starter status` says it is unversioned.
 func TestVersionsReportsUnpinnedTasks(t *testing.T) {
 	t.Parallel()
 	sb := startSandbox(t)
@@ -43,7 +43,7 @@ func TestVersionsReportsUnpinnedTasks(t *testing.T) {
 		t.Errorf("no unversioned build with an open task: %+v", rep.Builds)
 	}
 	want := map[string]bool{"resolve-once-found-read-back": false, "approvals": false, "all-changes-v7": false, "worker-limits": false,
-		"scheduled-task-ids": false, "all-changes-v13": false, "approvals-bound": false}
+		"scheduled-task-ids": false, "all-changes-v13": false, "approvals-bound": false, "search-flags": false}
 	for _, ch := range rep.Changes {
 		w, ok := want[ch.ID]
 		if !ok {
@@ -60,24 +60,26 @@ func TestVersionsReportsUnpinnedTasks(t *testing.T) {
 	if len(want) != 0 {
 		t.Errorf("starter versions does not report changes %v", want)
 	}
-	// The change a stamped task still reads on its own marker, where its
-	// operation first waits for approval.
-	const ownMarker = "approvals-bound"
-	markers := 0
+	// The changes a stamped task still reads on their own markers, where
+	// its operation first waits for approval: each once.
+	ownMarkers := map[string]int{"approvals-bound": 0, "search-flags": 0}
 	for _, ev := range fetchHistory(t, workflows.WorkflowID(taskID)).GetEvents() {
 		if m := ev.GetMarkerRecordedEventAttributes(); m.GetMarkerName() == "Version" {
-			markers++
-			if id := string(m.GetDetails()["change-id"].GetPayloads()[0].GetData()); id != `"`+ownMarker+`"` {
-				t.Errorf("event %d: GetVersion marker %s in the history of a task started unmarked; want %s's alone", ev.GetEventId(), id, ownMarker)
+			id := strings.Trim(string(m.GetDetails()["change-id"].GetPayloads()[0].GetData()), `"`)
+			if _, ok := ownMarkers[id]; !ok {
+				t.Errorf("event %d: GetVersion marker %q in the history of a task started unmarked; want only %v", ev.GetEventId(), id, ownMarkers)
 			}
+			ownMarkers[id]++
 		}
 		if v, ok := ev.GetUpsertWorkflowSearchAttributesEventAttributes().GetSearchAttributes().GetIndexedFields()["TemporalChangeVersion"]; ok &&
-			!regexp.MustCompile(`^\["`+ownMarker+`-1"\]$`).Match(v.GetData()) {
-			t.Errorf("event %d: a TemporalChangeVersion update %s in the history of a task started unmarked; want only %s-1", ev.GetEventId(), v.GetData(), ownMarker)
+			!regexp.MustCompile(`^\[("(approvals-bound|search-flags)-1",?)+\]$`).Match(v.GetData()) {
+			t.Errorf("event %d: a TemporalChangeVersion update %s in the history of a task started unmarked; want only approvals-bound-1 and search-flags-1", ev.GetEventId(), v.GetData())
 		}
 	}
-	if markers != 1 {
-		t.Errorf("%d GetVersion markers in the held task's history, want 1 (%s, as its operation began to wait)", markers, ownMarker)
+	for id, n := range ownMarkers {
+		if n != 1 {
+			t.Errorf("%d GetVersion markers %s in the held task's history, want 1 (as its operation began to wait)", n, id)
+		}
 	}
 	assertUnversioned := runStarter(t, env, "status", taskID)
 	if !json.Valid([]byte(runStarter(t, env, "status", taskID, "--json").stdout)) || !slices.Contains(strings.Split(assertUnversioned.stdout, "\n"), "build: unversioned") {

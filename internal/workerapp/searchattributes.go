@@ -18,7 +18,10 @@ import (
 // namespace lacks, so a task never fails on an unknown attribute. Workers of
 // a pool start together: an attribute a peer registered first is success.
 // Every worker runs it at start; a test server shared by tests that start
-// tasks before any worker runs it there too.
+// tasks before any worker runs it there too. It registers no Bool: the
+// Bools tasks set before changeSearchFlags (workflows.LegacySearchAttributes)
+// are left as the namespace has them, so a fresh namespace keeps all three
+// Bools SQL visibility allows for its own (docs/design.md §9.2).
 func EnsureSearchAttributes(ctx context.Context, c client.Client, ns string, logger *slog.Logger) error {
 	list, err := c.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: ns})
 	if err != nil {

@@ -20,14 +20,19 @@ const (
 // Search attributes capstan sets on every task (docs/design.md §9.2).
 var (
 	AttrStatus     = temporal.NewSearchAttributeKeyKeyword("CapstanStatus")
-	AttrNeedsHuman = temporal.NewSearchAttributeKeyBool("CapstanNeedsHuman")
 	AttrUnknownOps = temporal.NewSearchAttributeKeyInt64("CapstanUnknownOps")
 	AttrRepo       = temporal.NewSearchAttributeKeyKeyword("CapstanRepo")
-	// AttrDeadLetter is set when a delivery was given up (docs/design.md §6).
+	// AttrNeedsHuman is true while the task waits for a person to resolve
+	// an operation. Since changeSearchFlags, FlagNeedsHuman in AttrFlags
+	// says it instead; a task started before still sets this Bool.
+	AttrNeedsHuman = temporal.NewSearchAttributeKeyBool("CapstanNeedsHuman")
+	// AttrDeadLetter is set when a delivery was given up (docs/design.md
+	// §6). Since changeSearchFlags, FlagDeadLetter says it instead.
 	AttrDeadLetter = temporal.NewSearchAttributeKeyBool("CapstanDeadLetter")
 	// AttrAwaitingApproval is true while an operation of the task waits
 	// for a person's approval (docs/design.md §5.9; starter list
-	// --awaiting-approval).
+	// --awaiting-approval). Since changeSearchFlags, FlagAwaitingApproval
+	// says it instead.
 	AttrAwaitingApproval = temporal.NewSearchAttributeKeyBool("CapstanAwaitingApproval")
 	// AttrTenant is the task's tenant (AgentTaskInput.Tenant), set by the
 	// starter in the task's start options, never by the workflow.
@@ -36,7 +41,12 @@ var (
 
 // SearchAttributes are every attribute a task has, set by AgentTask or at
 // its start; a namespace must have them registered before a task starts.
-var SearchAttributes = []temporal.SearchAttributeKey{AttrStatus, AttrNeedsHuman, AttrUnknownOps, AttrRepo, AttrDeadLetter, AttrAwaitingApproval, AttrTenant}
+// They fit SQL visibility's per-namespace limits with room to spare
+// (docs/design.md §9.2): three Keywords of ten, one Int of three, one
+// KeywordList of three, no Bool (TestSearchAttributesLeaveRoom). The Bools
+// tasks set before changeSearchFlags (LegacySearchAttributes) are not
+// among them.
+var SearchAttributes = []temporal.SearchAttributeKey{AttrStatus, AttrUnknownOps, AttrRepo, AttrFlags, AttrTenant}
 
 // MissingSearchAttributes returns those of SearchAttributes that defined —
 // a namespace's custom attributes by name, as ListSearchAttributes answers
@@ -72,7 +82,8 @@ type task struct {
 	waiting     map[string]bool
 	resolutions map[string]ResolveRequest
 	answered    resolveBook // who resolved what, and the worker's answer to a found (resolve.go)
-	askedPerson bool        // the task set CapstanNeedsHuman at least once
+	askedPerson bool        // the task asked a person to resolve an operation at least once
+	flags       flagBook    // how this run says its flags, and which it holds (flags.go)
 	// allThroughWorkerLimits: this run read changeAllThroughWorkerLimits
 	// as it started, so every change through changeLimitsFromWorker holds
 	// at its newest version (inEffect).
@@ -168,12 +179,14 @@ func AgentTask(ctx workflow.Context, in AgentTaskInput) (TaskResult, error) {
 }
 
 // StartAttributes are the search attributes a task has as it starts:
-// running, no person needed, no unknown operation, its repository. The
-// starter sets them in the start's options; a run that finds them there
-// (changeAllThroughV13, startAttributesHold) does not upsert them again,
-// which saves an event and a visibility write per task.
+// running, no unknown operation, its repository (and no flag: AttrFlags
+// unset). The starter sets them in the start's options; a run that finds
+// them there (changeAllThroughV13, startAttributesHold) does not upsert
+// them again, which saves an event and a visibility write per task.
+// Before changeSearchFlags they held CapstanNeedsHuman = false too, which
+// a namespace need no longer define.
 func StartAttributes(in AgentTaskInput) []temporal.SearchAttributeUpdate {
-	attrs := []temporal.SearchAttributeUpdate{AttrStatus.ValueSet(string(StatusRunning)), AttrNeedsHuman.ValueSet(false), AttrUnknownOps.ValueSet(0)}
+	attrs := []temporal.SearchAttributeUpdate{AttrStatus.ValueSet(string(StatusRunning)), AttrUnknownOps.ValueSet(0)}
 	if in.Repo != "" {
 		attrs = append(attrs, AttrRepo.ValueSet(in.Repo))
 	}
@@ -182,12 +195,20 @@ func StartAttributes(in AgentTaskInput) []temporal.SearchAttributeUpdate {
 
 // startAttributesHold reports whether the run started with the values
 // StartAttributes gives it (read from its start, so the same on replay).
+// CapstanNeedsHuman, which a starter before changeSearchFlags set false,
+// may be absent or false; a start that set it true does not hold.
+//
+// A start without it (this code's starter) that a worker before
+// changeSearchFlags ran first was upserted there (that code required it)
+// and is not here: a pool that runs such workers beside this code's
+// starter upgrades its workers first, or runs under Worker Versioning
+// (docs/design.md §9.2).
 func startAttributesHold(ctx workflow.Context, in AgentTaskInput) bool {
 	sa := workflow.GetTypedSearchAttributes(ctx)
 	status, okStatus := sa.GetKeyword(AttrStatus)
-	needs, okNeeds := sa.GetBool(AttrNeedsHuman)
+	needs, _ := sa.GetBool(AttrNeedsHuman)
 	unknown, okUnknown := sa.GetInt64(AttrUnknownOps)
-	if !okStatus || status != string(StatusRunning) || !okNeeds || needs || !okUnknown || unknown != 0 {
+	if !okStatus || status != string(StatusRunning) || needs || !okUnknown || unknown != 0 {
 		return false
 	}
 	if in.Repo == "" {

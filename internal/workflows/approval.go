@@ -367,7 +367,7 @@ func (t *task) askApproval(ctx workflow.Context, op declared, rec *OperationReco
 		approve += " --hash " + call.Hash
 	}
 	t.result.Waiting = "waiting for approval of: " + rec.Summary + " — " + approve
-	if err := workflow.UpsertTypedSearchAttributes(ctx, AttrAwaitingApproval.ValueSet(true)); err != nil {
+	if err := workflow.UpsertTypedSearchAttributes(ctx, t.flagUpdate(ctx, FlagAwaitingApproval, true)); err != nil {
 		return ApprovalRecord{}, err
 	}
 	details := fmt.Sprintf("**Waiting for approval of:** %s\n\n`%s` sends it; `starter deny %s %s --reason TEXT` refuses it. "+
@@ -395,7 +395,7 @@ func (t *task) askApproval(ctx workflow.Context, op declared, rec *OperationReco
 	t.result.Waiting = ""
 	if len(t.approval.waiting) <= 1 {
 		workflow.SetCurrentDetails(ctx, "")
-		if err := workflow.UpsertTypedSearchAttributes(ctx, AttrAwaitingApproval.ValueSet(false)); err != nil {
+		if err := workflow.UpsertTypedSearchAttributes(ctx, t.flagUpdate(ctx, FlagAwaitingApproval, false)); err != nil {
 			return a, err
 		}
 	}

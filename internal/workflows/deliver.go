@@ -149,11 +149,12 @@ func (t *task) post(ctx workflow.Context, rec *DeliveryRecord, d target, text st
 
 // deadLetter gives up on a delivery: it failed. Tasks that reconcile also mark it in
 // their search attributes, so dead letters can be found
-// (CapstanDeadLetter = true).
+// (CapstanFlags holds dead_letter; CapstanDeadLetter = true before
+// changeSearchFlags).
 func (t *task) deadLetter(ctx workflow.Context, rec *DeliveryRecord) {
 	rec.State = capstan.OutcomeFailed
 	if t.reconciles(ctx) {
-		_ = workflow.UpsertTypedSearchAttributes(ctx, AttrDeadLetter.ValueSet(true))
+		_ = workflow.UpsertTypedSearchAttributes(ctx, t.flagUpdate(ctx, FlagDeadLetter, true))
 	}
 }
 

@@ -37,12 +37,7 @@ func (t *task) finish(ctx workflow.Context, err error) (TaskResult, error) {
 		t.note(ctx, "task %s", t.result.Status)
 	}
 	attrs := []temporal.SearchAttributeUpdate{AttrStatus.ValueSet(string(t.result.Status)), AttrUnknownOps.ValueSet(int64(t.unknownOps()))}
-	if t.askedPerson {
-		attrs = append(attrs, AttrNeedsHuman.ValueSet(false))
-	}
-	if t.approval.asked {
-		attrs = append(attrs, AttrAwaitingApproval.ValueSet(false))
-	}
+	attrs = append(attrs, t.finalFlags(ctx)...)
 	if uerr := workflow.UpsertTypedSearchAttributes(dctx, attrs...); uerr != nil {
 		workflow.GetLogger(ctx).Warn("could not update search attributes", "Error", uerr)
 	}

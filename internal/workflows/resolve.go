@@ -248,7 +248,7 @@ func (t *task) askPerson(ctx workflow.Context, opID, reason string) (ResolveRequ
 	t.askedPerson = true
 	defer delete(t.waiting, opID)
 	t.result.Status = StatusNeedsHuman
-	if err := workflow.UpsertTypedSearchAttributes(ctx, AttrStatus.ValueSet(string(StatusNeedsHuman)), AttrNeedsHuman.ValueSet(true)); err != nil {
+	if err := workflow.UpsertTypedSearchAttributes(ctx, AttrStatus.ValueSet(string(StatusNeedsHuman)), t.flagUpdate(ctx, FlagNeedsHuman, true)); err != nil {
 		return ResolveRequest{}, err
 	}
 	workflow.SetCurrentDetails(ctx, fmt.Sprintf("**Needs a person.** Operation `%s` could not be settled: %s\n\n"+
@@ -272,7 +272,7 @@ func (t *task) askPerson(ctx workflow.Context, opID, reason string) (ResolveRequ
 	t.setResolvedBy(opID, req.ResolvedBy)
 	t.result.Status = StatusRunning
 	workflow.SetCurrentDetails(ctx, "")
-	if err := workflow.UpsertTypedSearchAttributes(ctx, AttrStatus.ValueSet(string(StatusRunning)), AttrNeedsHuman.ValueSet(len(t.waiting) > 1)); err != nil {
+	if err := workflow.UpsertTypedSearchAttributes(ctx, AttrStatus.ValueSet(string(StatusRunning)), t.flagUpdate(ctx, FlagNeedsHuman, len(t.waiting) > 1)); err != nil {
 		return req, err
 	}
 	if req.ResolvedBy == "" {

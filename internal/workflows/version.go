@@ -32,7 +32,9 @@ import "go.temporal.io/sdk/workflow"
 //	v14 LogicUnmarked (no marker at all where the starter stamps the input)
 //	v15 changeApprovalsBound (read on its own marker where an operation
 //	    first waits for approval; CurrentLogic stays LogicUnmarked)
-const HistoryVersion = "v15"
+//	v16 changeSearchFlags (read on its own marker where a run first sets
+//	    a flag: CapstanFlags instead of three Bools; CurrentLogic stays)
+const HistoryVersion = "v16"
 
 // Logic levels a starter stamps on a task's input (AgentTaskInput.Logic).
 const (
@@ -315,6 +317,19 @@ const (
 	// records no marker either, so CurrentLogic stays LogicUnmarked and
 	// only a task that asks records it.
 	changeApprovalsBound = "approvals-bound"
+
+	// changeSearchFlags: a task says that it needs a person, awaits an
+	// approval or dead-lettered a delivery in one KeywordList search
+	// attribute, CapstanFlags (FlagNeedsHuman, FlagAwaitingApproval,
+	// FlagDeadLetter), instead of the Bools CapstanNeedsHuman,
+	// CapstanAwaitingApproval and CapstanDeadLetter, all three Bools SQL
+	// visibility allows a namespace (docs/design.md §9.2); its start no
+	// longer sets CapstanNeedsHuman = false (StartAttributes). Read on its
+	// own marker where a run first sets a flag (task.flagsOnList), by
+	// stamped tasks too, as changeApprovalsBound is: only a task that
+	// asks or dead-letters records it. A run that set a Bool before the
+	// change keeps setting and clearing the Bools to its end.
+	changeSearchFlags = "search-flags"
 )
 
 // inEffect reports whether change, one of those through
@@ -373,4 +388,5 @@ var Changes = []Change{
 	{ID: changeAbsentDeliveriesRetried, CoveredBy: changeAllThroughV13},
 	{ID: changeAllThroughV13},
 	{ID: changeApprovalsBound, OwnMarkerOnly: true},
+	{ID: changeSearchFlags, OwnMarkerOnly: true},
 }
