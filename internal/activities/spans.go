@@ -140,6 +140,9 @@ func (a *Activities) endToolSpan(span oteltrace.Span, in contract.ExecuteToolInp
 	if res.State != "" {
 		span.SetAttributes(captrace.KeyOutcome.String(string(res.State)))
 	}
+	if in.LedgerOnly {
+		span.SetAttributes(attribute.Bool("capstan.ledger_only", true))
+	}
 	if res.Replayed {
 		span.SetAttributes(captrace.KeyReplayed.Bool(true))
 	}

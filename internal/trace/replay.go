@@ -24,11 +24,13 @@ import (
 // activities scheduled before the eviction hanging from the first.
 //
 // So here the workflow's span has an id derived from the run (the SDK's
-// idempotency key: namespace, workflow id, run id), the same on every
-// replay, and it is exported once, by the execution in which the workflow
-// function returns outside replay: the run's real end. Spans the
-// interceptor starts for activities, signals and updates are started only
-// outside replay already. Nothing here changes a workflow's commands or
+// idempotency key: namespace, workflow id, run id and a counter), the same
+// on every replay, and it is exported once, by the execution in which the
+// workflow function returns outside replay: the run's real end. An
+// update's handler span (HandleUpdate), which the SDK also starts again on
+// replay with an idempotency key, is treated the same. Spans the
+// interceptor starts for activities and signals are started only outside
+// replay already. Nothing here changes a workflow's commands or
 // history.
 
 // replaySafeTracer is the SDK's OpenTelemetry tracer but for the workflow
@@ -97,14 +99,31 @@ type completionInbound struct {
 
 func (i *completionInbound) ExecuteWorkflow(ctx workflow.Context, in *interceptor.ExecuteWorkflowInput) (any, error) {
 	ret, err := i.Next.ExecuteWorkflow(ctx, in)
-	if !workflow.IsReplaying(ctx) {
-		if span, ok := temporalotel.SpanFromWorkflowContext(ctx); ok {
-			if ws, ok := span.(*workflowSpan); ok {
-				ws.completed.Store(true)
-			}
+	completed(ctx)
+	return ret, err
+}
+
+// ExecuteUpdate is the same for an update's handler, which the SDK runs
+// again on replay (HandleUpdate:NAME, whose span has an idempotency key
+// too): its span is exported by the execution that returns outside
+// replay.
+func (i *completionInbound) ExecuteUpdate(ctx workflow.Context, in *interceptor.UpdateInput) (any, error) {
+	ret, err := i.Next.ExecuteUpdate(ctx, in)
+	completed(ctx)
+	return ret, err
+}
+
+// completed marks the span of ctx (the workflow's, an update's) as ending
+// outside replay: End exports it.
+func completed(ctx workflow.Context) {
+	if workflow.IsReplaying(ctx) {
+		return
+	}
+	if span, ok := temporalotel.SpanFromWorkflowContext(ctx); ok {
+		if ws, ok := span.(*workflowSpan); ok {
+			ws.completed.Store(true)
 		}
 	}
-	return ret, err
 }
 
 // seedKey carries, in the context a span starts with, the key its ids are

@@ -22,6 +22,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/google/uuid"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace"
@@ -105,8 +106,10 @@ func Setup(ctx context.Context, lookupEnv func(string) (string, bool), service s
 	if err != nil {
 		return nil, fmt.Errorf("OTLP trace exporter (OTEL_EXPORTER_OTLP_ENDPOINT): %w", err)
 	}
+	// Each process is an instance of its own (service.instance.id), so a
+	// trace tells the workers that ran a task apart.
 	res, err := resource.Merge(resource.Default(),
-		resource.NewSchemaless(semconv.ServiceName(service)))
+		resource.NewSchemaless(semconv.ServiceName(service), semconv.ServiceInstanceID(uuid.NewString())))
 	if err == nil {
 		var env *resource.Resource
 		// OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES win over the default name.
@@ -195,6 +198,9 @@ func (p *Provider) tracing() (interceptor.Interceptor, error) {
 			Tracer:            p.tp.Tracer("temporal-sdk-go"),
 			TextMapPropagator: Propagator,
 			SpanStarter:       rt.spanStarter,
+			// `starter status` and `follow` query a task every fraction
+			// of a second: a trace each would bury the task's own.
+			DisableQueryTracing: true,
 		})
 		if err != nil {
 			return nil, err
