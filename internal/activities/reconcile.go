@@ -5,9 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	captrace "github.com/capstanhq/capstan/internal/trace"
-	"go.opentelemetry.io/otel/attribute"
-	oteltrace "go.opentelemetry.io/otel/trace"
 	"strings"
 	"sync"
 	"time"
@@ -88,15 +85,10 @@ const (
 // jittered delay.
 func (a *Activities) Reconcile(ctx context.Context, in contract.ReconcileInput) (contract.ReconcileResult, error) {
 	ctx = scoped(logids.With(ctx, logids.IDs{TaskID: in.TaskID, OperationID: in.OperationID}), in.Scope, in.TaskID)
-	ctx, span := captrace.Start(ctx, captrace.SpanReconcile, oteltrace.WithAttributes(
-		captrace.KeyTaskID.String(in.TaskID), captrace.KeyOperationID.String(in.OperationID)))
+	ctx, span := startReconcileSpan(ctx, in)
 	res, err := a.reconcile(ctx, in)
 	err = a.retryable(ctx, err)
-	if span.IsRecording() {
-		span.SetAttributes(captrace.KeyVerdict.String(string(res.Verdict)), captrace.KeyOutcome.String(string(res.State)),
-			attribute.Int("capstan.reconcile.asked", res.Asked))
-	}
-	captrace.End(span, a.masked(err), errorType(err))
+	a.endReconcileSpan(span, res, err)
 	a.countRetry(ctx, "Reconcile", err)
 	return res, err
 }

@@ -148,3 +148,19 @@ func (a *Activities) endToolSpan(span oteltrace.Span, in contract.ExecuteToolInp
 	}
 	captrace.End(span, a.masked(err), errorType(err))
 }
+
+// startReconcileSpan starts a reconcile's span.
+func startReconcileSpan(ctx context.Context, in contract.ReconcileInput) (context.Context, oteltrace.Span) {
+	return captrace.Start(ctx, captrace.SpanReconcile, oteltrace.WithAttributes(
+		captrace.KeyTaskID.String(in.TaskID), captrace.KeyOperationID.String(in.OperationID)))
+}
+
+// endReconcileSpan ends it with the verdict, the outcome and how many
+// times the external system was asked.
+func (a *Activities) endReconcileSpan(span oteltrace.Span, res contract.ReconcileResult, err error) {
+	if span.IsRecording() {
+		span.SetAttributes(captrace.KeyVerdict.String(string(res.Verdict)), captrace.KeyOutcome.String(string(res.State)),
+			attribute.Int("capstan.reconcile.asked", res.Asked))
+	}
+	captrace.End(span, a.masked(err), errorType(err))
+}

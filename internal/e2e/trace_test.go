@@ -282,7 +282,9 @@ func TestLongTraceInJaeger(t *testing.T) {
 
 	// One trace holds the task: every span the worker made for this
 	// workflow is in it.
+	// Jaeger has it all once two reads a second apart find the same spans.
 	var tr jaegerTrace
+	last := -1
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		found := j.traces(t, "capstan-worker", map[string]string{"temporalWorkflowID": wid})
@@ -302,14 +304,15 @@ func TestLongTraceInJaeger(t *testing.T) {
 			for id := range ids {
 				tr = j.trace(t, id)
 			}
-			if hasSpan(tr, "RunWorkflow:"+agentTaskType) {
+			if hasSpan(tr, "RunWorkflow:"+agentTaskType) && len(tr.Spans) == last {
 				break
 			}
+			last = len(tr.Spans)
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("Jaeger has no trace with the task's workflow span within 30 s (found %d traces)", len(found))
 		}
-		time.Sleep(500 * time.Millisecond)
+		time.Sleep(time.Second)
 	}
 	logSpanTree(t, tr)
 
@@ -525,7 +528,7 @@ func logSpanTree(t *testing.T, tr jaegerTrace) {
 				attrs = append(attrs, strings.TrimPrefix(strings.TrimPrefix(k, "gen_ai."), "capstan.")+"="+v)
 			}
 		}
-		fmt.Fprintf(&b, "%s%s [%s %s] %s\n", strings.Repeat("  ", depth), s.OperationName, tr.Processes[s.ProcessID].ServiceName,
+		fmt.Fprintf(&b, "%s%s [%s/%s %s] %s\n", strings.Repeat("  ", depth), s.OperationName, tr.Processes[s.ProcessID].ServiceName, s.ProcessID,
 			(time.Duration(s.Duration) * time.Microsecond).Round(time.Millisecond), strings.Join(attrs, " "))
 		kids := children[s.SpanID]
 		sort.Slice(kids, func(i, j int) bool { return kids[i].StartTime < kids[j].StartTime })
