@@ -450,6 +450,14 @@ func TestLongTraceInJaeger(t *testing.T) {
 			t.Errorf("%s tool spans' outcomes %v, want %v", tool, got, w)
 		}
 	}
+	// The wait for a person: one span under the workflow's, from the pull
+	// request's first call to the approved one, across the replay.
+	waits := named("approval_wait")
+	if len(waits) != 1 || waits[0].parent() != wf[0].SpanID || waits[0].tag("capstan.approval") != "approved" ||
+		waits[0].tag("capstan.approval.by") != "alice" || waits[0].tag("gen_ai.tool.name") != "github_create_pull_request" || waits[0].Duration <= 0 {
+		t.Errorf("approval_wait spans = %+v, want one under the workflow span, approved by alice, for the pull request", waits)
+	}
+
 	// The outbound HTTP calls are traced (otelhttp), under the attempt or
 	// the tool call that made them.
 	if n := count(func(s jaegerSpan) bool {
@@ -518,7 +526,7 @@ func logSpanTree(t *testing.T, tr jaegerTrace) {
 	}
 	keys := []string{"gen_ai.provider.name", "gen_ai.request.model", "gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens",
 		"gen_ai.response.finish_reasons", "gen_ai.tool.name", "capstan.tool.class", "capstan.policy.decision", "capstan.outcome",
-		"capstan.approval", "capstan.ledger_only", "capstan.replayed", "error.type", "http.request.method", "http.response.status_code", "url.path"}
+		"capstan.approval", "capstan.approval.by", "capstan.ledger_only", "capstan.replayed", "error.type", "http.request.method", "http.response.status_code", "url.path"}
 	var b strings.Builder
 	var walk func(s jaegerSpan, depth int)
 	walk = func(s jaegerSpan, depth int) {

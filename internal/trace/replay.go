@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	oteltrace "go.opentelemetry.io/otel/trace"
 	temporalotel "go.temporal.io/sdk/contrib/opentelemetry"
@@ -82,19 +83,27 @@ func (s *workflowSpan) End(opts ...oteltrace.SpanEndOption) {
 
 // completion is the worker interceptor, inside the tracing one, that
 // marks the workflow's span completed when the workflow function returns
-// outside replay.
+// outside replay, and traces the approval waits (approvalWaits).
 type completion struct {
 	interceptor.WorkerInterceptorBase
+	tracer oteltrace.Tracer
 }
 
-func (*completion) InterceptWorkflow(_ workflow.Context, next interceptor.WorkflowInboundInterceptor) interceptor.WorkflowInboundInterceptor {
-	i := &completionInbound{}
+func (c *completion) InterceptWorkflow(_ workflow.Context, next interceptor.WorkflowInboundInterceptor) interceptor.WorkflowInboundInterceptor {
+	i := &completionInbound{tracer: c.tracer}
 	i.Next = next
 	return i
 }
 
 type completionInbound struct {
 	interceptor.WorkflowInboundInterceptorBase
+	tracer oteltrace.Tracer
+}
+
+func (i *completionInbound) Init(outbound interceptor.WorkflowOutboundInterceptor) error {
+	o := &approvalWaits{tracer: i.tracer, asked: map[string]time.Time{}}
+	o.Next = outbound
+	return i.Next.Init(o)
 }
 
 func (i *completionInbound) ExecuteWorkflow(ctx workflow.Context, in *interceptor.ExecuteWorkflowInput) (any, error) {

@@ -173,7 +173,7 @@ func (p *Provider) WorkerInterceptors() ([]interceptor.WorkerInterceptor, error)
 	if t == nil || err != nil {
 		return nil, err
 	}
-	return []interceptor.WorkerInterceptor{t, &completion{}}, nil
+	return []interceptor.WorkerInterceptor{t, &completion{tracer: p.tp.Tracer(ScopeName)}}, nil
 }
 
 // ClientInterceptors are the interceptors that trace a client's starts,
