@@ -41,6 +41,7 @@ import (
 
 	"github.com/capstanhq/capstan/internal/config"
 	"github.com/capstanhq/capstan/internal/redact"
+	captrace "github.com/capstanhq/capstan/internal/trace"
 	"github.com/capstanhq/capstan/internal/workflows"
 )
 
@@ -62,6 +63,10 @@ type app struct {
 	cfg    config.Config
 	stdout io.Writer
 	stderr io.Writer
+	getenv func(string) string
+	// tracing is the starter's traces (OTEL_EXPORTER_OTLP_ENDPOINT), set
+	// up by the first dial; nil before.
+	tracing *captrace.Provider
 }
 
 func main() {
@@ -72,7 +77,8 @@ func main() {
 }
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
-	a := &app{cfg: config.FromEnv(getenv), stdout: stdout, stderr: stderr}
+	a := &app{cfg: config.FromEnv(getenv), stdout: stdout, stderr: stderr, getenv: getenv}
+	defer a.flushTraces()
 	root := &cobra.Command{
 		Use:           "starter",
 		Short:         "Start and watch capstan agent tasks",

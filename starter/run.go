@@ -16,6 +16,7 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/interceptor"
 	tlog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 
@@ -25,6 +26,7 @@ import (
 	"github.com/capstanhq/capstan/internal/model"
 	"github.com/capstanhq/capstan/internal/taskstart"
 	"github.com/capstanhq/capstan/internal/tools/ghref"
+	captrace "github.com/capstanhq/capstan/internal/trace"
 	"github.com/capstanhq/capstan/internal/workflows"
 )
 
@@ -256,7 +258,40 @@ func (a *app) dial(ctx context.Context) (client.Client, client.Options, error) {
 	if err != nil {
 		return nil, client.Options{}, err
 	}
-	return config.DialTemporal(ctx, "capstan-starter@"+config.Hostname(), tlog.NewStructuredLogger(quiet), nil, codec.PayloadCodec(keys), 10*time.Second)
+	interceptors, err := a.traceInterceptors(ctx)
+	if err != nil {
+		return nil, client.Options{}, err
+	}
+	return config.DialTemporal(ctx, "capstan-starter@"+config.Hostname(), tlog.NewStructuredLogger(quiet), nil, codec.PayloadCodec(keys), 10*time.Second,
+		interceptors...)
+}
+
+// traceInterceptors are the client interceptors that start a task's trace
+// where the starter starts it (OTEL_EXPORTER_OTLP_ENDPOINT); none when
+// traces are off.
+func (a *app) traceInterceptors(ctx context.Context) ([]interceptor.ClientInterceptor, error) {
+	if a.tracing == nil {
+		getenv := a.getenv
+		if getenv == nil {
+			getenv = func(string) string { return "" }
+		}
+		p, err := captrace.Setup(ctx, func(k string) (string, bool) { v := getenv(k); return v, v != "" }, "capstan-starter")
+		if err != nil {
+			return nil, err
+		}
+		a.tracing = p
+	}
+	return a.tracing.ClientInterceptors()
+}
+
+// flushTraces sends the starter's buffered spans before it exits.
+func (a *app) flushTraces() {
+	if a.tracing == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = a.tracing.Shutdown(ctx)
 }
 
 // startedTask is a task just started: `starter run --json`'s answer, and

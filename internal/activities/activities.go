@@ -128,6 +128,10 @@ type Deps struct {
 	// the ledger's error column (redact.go); the boundary masks what they
 	// hand Temporal (RedactingInterceptor, NewHandOff). Nil masks nothing.
 	Redactor *redact.Redactor
+	// TraceContent (CAPSTAN_TRACE_CONTENT) lets the activities' spans
+	// carry content, masked by Redactor (spans.go); false keeps them to
+	// ids, names, counts and outcomes.
+	TraceContent bool
 
 	// Live receives each model attempt's text as it streams, for
 	// followers (livestream.go); nil publishes nothing.

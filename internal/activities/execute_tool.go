@@ -64,8 +64,10 @@ const verifyTimeout = 15 * time.Second
 // contract.ErrTypeBreakerOpen. Every retryable failure carries a jittered delay.
 func (a *Activities) ExecuteTool(ctx context.Context, in contract.ExecuteToolInput) (contract.ExecuteToolResult, error) {
 	ctx = scoped(logids.With(ctx, logids.IDs{TaskID: in.TaskID, TurnID: in.TurnID, OperationID: in.OperationID}), in.Scope, in.TaskID)
+	ctx, span := a.startToolSpan(ctx, in)
 	res, err := a.executeTool(ctx, in)
 	err = a.retryable(ctx, err)
+	a.endToolSpan(span, in, res, err)
 	a.countRetry(ctx, "ExecuteTool", err)
 	return res, err
 }

@@ -21,7 +21,12 @@ import (
 // live stream, and what the breaker is told. It returns the complete output
 // and how far the attempt got, or the contract.ErrTypeModelAttempt application error
 // carrying report, completed with how the attempt ended.
-func (a *Activities) attempt(ctx context.Context, in contract.ModelTurnInput, provider model.Provider, req model.Request, report contract.AttemptReport) (model.Output, model.Progress, error) {
+func (a *Activities) attempt(ctx context.Context, in contract.ModelTurnInput, provider model.Provider, req model.Request, report contract.AttemptReport) (out model.Output, progress model.Progress, err error) {
+	// The attempt's span, "chat MODEL": the provider's HTTP exchange is
+	// its child (otelhttp), and it ends with the usage, the finish reason
+	// or how the attempt failed (spans.go).
+	ctx, span := a.startAttemptSpan(ctx, in, provider, req)
+	defer func() { a.endAttemptSpan(span, out, progress, err) }()
 	// The provider's breaker: while it is open nothing is sent, and the
 	// guard waits out the time left without spending a retry budget. It is
 	// keyed by the provider itself, so aliases of one endpoint ("sandbox"
@@ -75,7 +80,7 @@ func (a *Activities) attempt(ctx context.Context, in contract.ModelTurnInput, pr
 		Heartbeat:      beat,
 		FirstHeartbeat: firstBeatAfter,
 	}
-	out, progress, err := run.Run(ctx)
+	out, progress, err = run.Run(ctx)
 	if err != nil {
 		err = attemptFailure(ctx, reportAt(report, progress), err)
 		if rep, ok := contract.AttemptReportOf(err); ok {

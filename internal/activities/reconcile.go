@@ -85,8 +85,10 @@ const (
 // jittered delay.
 func (a *Activities) Reconcile(ctx context.Context, in contract.ReconcileInput) (contract.ReconcileResult, error) {
 	ctx = scoped(logids.With(ctx, logids.IDs{TaskID: in.TaskID, OperationID: in.OperationID}), in.Scope, in.TaskID)
+	ctx, span := startReconcileSpan(ctx, in)
 	res, err := a.reconcile(ctx, in)
 	err = a.retryable(ctx, err)
+	a.endReconcileSpan(span, res, err)
 	a.countRetry(ctx, "Reconcile", err)
 	return res, err
 }

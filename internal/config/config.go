@@ -127,6 +127,11 @@ type Config struct {
 	// every call is sent, whatever the dependency's state. For
 	// measurements; never the default.
 	BreakersOff bool
+	// TraceContent (CAPSTAN_TRACE_CONTENT=true) lets the worker's spans
+	// carry content: a model attempt's text and a tool call's arguments,
+	// through the worker's redactor. Off, no attribute holds a prompt,
+	// content or secret.
+	TraceContent bool
 	// LedgerGC is the worker's periodic ledger retention
 	// (CAPSTAN_LEDGER_GC_EVERY, CAPSTAN_LEDGER_GC_OLDER_THAN).
 	LedgerGC LedgerGC
@@ -279,6 +284,13 @@ func FromLookupEnv(lookup func(string) (string, bool)) Config {
 	c.LedgerGC = LedgerGC{
 		Every:     c.nonNegativeDuration(getenv, "CAPSTAN_LEDGER_GC_EVERY", DefaultLedgerGCEvery),
 		OlderThan: c.nonNegativeDuration(getenv, "CAPSTAN_LEDGER_GC_OLDER_THAN", DefaultLedgerGCOlderThan),
+	}
+	switch v := strings.ToLower(strings.TrimSpace(getenv("CAPSTAN_TRACE_CONTENT"))); v {
+	case "", "false", "0":
+	case "true", "1":
+		c.TraceContent = true
+	default:
+		c.problems = append(c.problems, fmt.Errorf("CAPSTAN_TRACE_CONTENT=%q is neither true nor false", v))
 	}
 	switch v := strings.ToLower(strings.TrimSpace(getenv("CAPSTAN_BREAKERS"))); v {
 	case "", "on":

@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/contrib/envconfig"
 	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 )
@@ -20,8 +21,10 @@ import (
 // the SDK's own metrics (the worker's Prometheus endpoint). codec, when not
 // nil, encodes every payload the client and its workers write, and the
 // messages and stack traces of failures (CAPSTAN_CODEC_KEYS,
-// internal/codec); nil leaves them plain.
-func DialTemporal(ctx context.Context, identity string, logger log.Logger, metrics client.MetricsHandler, codec converter.PayloadCodec, timeout time.Duration) (client.Client, client.Options, error) {
+// internal/codec); nil leaves them plain. interceptors are added to the
+// client's (the starter's tracing: internal/trace).
+func DialTemporal(ctx context.Context, identity string, logger log.Logger, metrics client.MetricsHandler, codec converter.PayloadCodec, timeout time.Duration,
+	interceptors ...interceptor.ClientInterceptor) (client.Client, client.Options, error) {
 	opts, err := envconfig.LoadDefaultClientOptions()
 	if err != nil {
 		return nil, opts, fmt.Errorf("read Temporal client configuration: %w", err)
@@ -44,6 +47,7 @@ func DialTemporal(ctx context.Context, identity string, logger log.Logger, metri
 		opts.FailureConverter = temporal.NewDefaultFailureConverter(temporal.DefaultFailureConverterOptions{
 			DataConverter: opts.DataConverter, EncodeCommonAttributes: true})
 	}
+	opts.Interceptors = append(opts.Interceptors, interceptors...)
 	dctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	c, err := client.DialContext(dctx, opts)

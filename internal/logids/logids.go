@@ -1,6 +1,7 @@
 // Package logids carries capstan's identifiers — task_id, turn_id,
 // attempt_id and operation_id — in a context, and adds them to every log
-// record written with that context.
+// record written with that context, with the trace_id and span_id of the
+// OpenTelemetry span the context carries, when it carries one.
 //
 // An activity puts the ids of its input into its context once, with With;
 // every line logged through a Handler-wrapped logger with that context (or a
@@ -12,6 +13,8 @@ package logids
 import (
 	"context"
 	"log/slog"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Attribute keys, as they appear in the logs.
@@ -20,6 +23,11 @@ const (
 	KeyTurnID      = "turn_id"
 	KeyAttemptID   = "attempt_id"
 	KeyOperationID = "operation_id"
+	// KeyTraceID and KeySpanID are the OpenTelemetry trace and span of
+	// the context a line is logged with, when it has one (internal/trace:
+	// only while traces are exported).
+	KeyTraceID = "trace_id"
+	KeySpanID  = "span_id"
 )
 
 // IDs are the identifiers a log line can carry; an empty field is left out.
@@ -101,13 +109,18 @@ func (h *handler) Enabled(ctx context.Context, level slog.Level) bool {
 
 func (h *handler) Handle(ctx context.Context, r slog.Record) error {
 	attrs := From(ctx).Attrs()
+	if ctx != nil {
+		if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+			attrs = append(attrs, slog.String(KeyTraceID, sc.TraceID().String()), slog.String(KeySpanID, sc.SpanID().String()))
+		}
+	}
 	if len(attrs) == 0 {
 		return h.next.Handle(ctx, r)
 	}
 	present := map[string]bool{}
 	r.Attrs(func(a slog.Attr) bool {
 		switch a.Key {
-		case KeyTaskID, KeyTurnID, KeyAttemptID, KeyOperationID:
+		case KeyTaskID, KeyTurnID, KeyAttemptID, KeyOperationID, KeyTraceID, KeySpanID:
 			present[a.Key] = true
 		}
 		return true

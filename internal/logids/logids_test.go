@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/capstanhq/capstan/internal/logids"
 )
 
@@ -79,5 +81,25 @@ func TestLoggerWrapsOnceAndKeepsLevelAndAttrs(t *testing.T) {
 	}
 	if logids.Logger(nil) != nil {
 		t.Error("Logger(nil) is not nil")
+	}
+}
+
+func TestTraceIDsInLines(t *testing.T) {
+	var buf bytes.Buffer
+	l := logids.Logger(slog.New(slog.NewTextHandler(&buf, nil)))
+	tid, _ := trace.TraceIDFromHex("0af7651916cd43dd8448eb211c80319c")
+	sid, _ := trace.SpanIDFromHex("b7ad6b7169203331")
+	ctx := trace.ContextWithSpanContext(context.Background(), trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid, TraceFlags: trace.FlagsSampled}))
+	l.InfoContext(logids.With(ctx, logids.IDs{TaskID: "t1"}), "hello")
+	line := buf.String()
+	for _, want := range []string{"task_id=t1", "trace_id=0af7651916cd43dd8448eb211c80319c", "span_id=b7ad6b7169203331"} {
+		if !strings.Contains(line, want) {
+			t.Errorf("line %q lacks %s", line, want)
+		}
+	}
+	buf.Reset()
+	l.InfoContext(context.Background(), "plain")
+	if strings.Contains(buf.String(), "trace_id") {
+		t.Errorf("a context without a span logs a trace id: %q", buf.String())
 	}
 }

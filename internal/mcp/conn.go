@@ -15,9 +15,13 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/propagation"
+	oteltrace "go.opentelemetry.io/otel/trace"
 
 	"github.com/capstanhq/capstan/internal/backoff"
 	"github.com/capstanhq/capstan/internal/config"
+	captrace "github.com/capstanhq/capstan/internal/trace"
 )
 
 // restartPolicy spaces the restarts of a stdio server that died: full
@@ -285,7 +289,13 @@ var (
 // notifications/cancelled. When no session could be opened the error wraps
 // ErrNotConnected: nothing was sent. Any other error came after the request
 // may have been written.
-func (c *Conn) Call(ctx context.Context, name string, args json.RawMessage, operationID string) (*sdk.CallToolResult, error) {
+func (c *Conn) Call(ctx context.Context, name string, args json.RawMessage, operationID string) (_ *sdk.CallToolResult, err error) {
+	// The call's client span, whose context the request carries in its
+	// _meta (traceparent), as the MCP servers that trace read it.
+	ctx, span := captrace.Start(ctx, "tools/call "+name, oteltrace.WithSpanKind(oteltrace.SpanKindClient),
+		oteltrace.WithAttributes(attribute.String("mcp.method.name", "tools/call"), attribute.String("gen_ai.tool.name", name),
+			attribute.String("capstan.mcp.server", c.server.Name)))
+	defer func() { captrace.End(span, err, "") }()
 	session, err := c.connect(ctx)
 	if err != nil {
 		return nil, err
@@ -306,6 +316,7 @@ func (c *Conn) Call(ctx context.Context, name string, args json.RawMessage, oper
 	if operationID != "" {
 		params.Meta = sdk.Meta{MetaOperationID: operationID}
 	}
+	params.Meta = withTraceContext(ctx, params.Meta)
 	params.SetProgressToken(token)
 	res, err := session.CallTool(cctx, params)
 	var wire *jsonrpc.Error
@@ -325,6 +336,27 @@ func (c *Conn) Call(ctx context.Context, name string, args json.RawMessage, oper
 		}
 	}
 	return res, err
+}
+
+// withTraceContext is meta with the trace context of ctx (traceparent,
+// and tracestate and baggage when there are any), as the MCP
+// specification's _meta carries it; meta itself when ctx has no span.
+func withTraceContext(ctx context.Context, meta sdk.Meta) sdk.Meta {
+	if !oteltrace.SpanContextFromContext(ctx).IsValid() {
+		return meta
+	}
+	carrier := propagation.MapCarrier{}
+	captrace.Propagator.Inject(ctx, carrier)
+	if len(carrier) == 0 {
+		return meta
+	}
+	if meta == nil {
+		meta = sdk.Meta{}
+	}
+	for k, v := range carrier {
+		meta[k] = v
+	}
+	return meta
 }
 
 // forget drops and closes session, whose transport failed, so the next

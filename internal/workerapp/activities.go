@@ -43,6 +43,7 @@ func (w *Worker) newActivities(cfg config.Config, cl Clients, breakers *breaker.
 		Now:            time.Now,
 		Logger:         w.logger,
 		Redactor:       w.redactor,
+		TraceContent:   cfg.TraceContent,
 	}
 	// Interfaces, not a *slack.Client, so that "no token" stays a nil
 	// interface the activities and reconcilers can test for.

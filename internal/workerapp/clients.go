@@ -18,6 +18,7 @@ import (
 	"github.com/capstanhq/capstan/internal/model/anthropic"
 	"github.com/capstanhq/capstan/internal/model/openai"
 	githubtools "github.com/capstanhq/capstan/internal/tools/github"
+	captrace "github.com/capstanhq/capstan/internal/trace"
 	"github.com/capstanhq/capstan/tool"
 )
 
@@ -46,7 +47,7 @@ type Clients struct {
 // being the account whose markers lookups believe.
 func githubClient(cfg config.Config, timeouts *calltimeout.Transport) (*gogithub.Client, githubtools.Self, *ghapp.Source, error) {
 	if !cfg.GitHubApp.Set() {
-		gh, err := githubtools.NewClient(cfg.GitHubAPIURL, cfg.GitHubToken, &http.Client{Transport: timeouts})
+		gh, err := githubtools.NewClient(cfg.GitHubAPIURL, cfg.GitHubToken, &http.Client{Transport: captrace.HTTPTransport(timeouts)})
 		if err != nil {
 			return nil, nil, nil, fmt.Errorf("GITHUB_API_URL: %w", err)
 		}
@@ -61,7 +62,7 @@ func githubClient(cfg config.Config, timeouts *calltimeout.Transport) (*gogithub
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("GITHUB_API_URL: %w", err)
 	}
-	gh, err := githubtools.NewClient(cfg.GitHubAPIURL, "", &http.Client{Transport: src.Transport(timeouts)})
+	gh, err := githubtools.NewClient(cfg.GitHubAPIURL, "", &http.Client{Transport: captrace.HTTPTransport(src.Transport(timeouts))})
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("GITHUB_API_URL: %w", err)
 	}
@@ -111,8 +112,8 @@ func NewClients(cfg config.Config, logger *slog.Logger) (Clients, error) {
 		GitHubApp:       app,
 	}
 	if cfg.SlackBotToken != "" {
-		cl.Slack = slack.New(cfg.SlackBotToken, slack.OptionHTTPClient(&http.Client{Transport: &calltimeout.Transport{
-			Read: cfg.SlackTimeouts.Read, Write: cfg.SlackTimeouts.Write, IsWrite: calltimeout.SlackWrites}}), slack.OptionAPIURL(cfg.SlackAPIURL))
+		cl.Slack = slack.New(cfg.SlackBotToken, slack.OptionHTTPClient(&http.Client{Transport: captrace.HTTPTransport(&calltimeout.Transport{
+			Read: cfg.SlackTimeouts.Read, Write: cfg.SlackTimeouts.Write, IsWrite: calltimeout.SlackWrites})}), slack.OptionAPIURL(cfg.SlackAPIURL))
 	} else {
 		logger.Warn("SLACK_BOT_TOKEN is not set: tasks with a Slack channel will fail at delivery")
 	}
@@ -130,11 +131,11 @@ func modelProviders(cfg config.Config, logger *slog.Logger) map[string]model.Pro
 	providers := make(map[string]model.Provider)
 	if cfg.OpenAIAPIKey != "" {
 		providers["openai"] = openai.New(openai.Config{BaseURL: cfg.OpenAIBaseURL, APIKey: cfg.OpenAIAPIKey,
-			ConnectTimeout: cfg.ModelConnectTimeout, Logger: logger})
+			ConnectTimeout: cfg.ModelConnectTimeout, Logger: logger, HTTPClient: tracedModelClient(cfg)})
 	}
 	if cfg.AnthropicAPIKey != "" {
 		providers["anthropic"] = anthropic.New(anthropic.Config{BaseURL: cfg.AnthropicBaseURL, APIKey: cfg.AnthropicAPIKey,
-			ConnectTimeout: cfg.ModelConnectTimeout, Logger: logger})
+			ConnectTimeout: cfg.ModelConnectTimeout, Logger: logger, HTTPClient: tracedModelClient(cfg)})
 	}
 	for _, name := range sortedKeys(config.ProviderKeys) {
 		if _, ok := providers[name]; !ok {
@@ -143,6 +144,18 @@ func modelProviders(cfg config.Config, logger *slog.Logger) map[string]model.Pro
 		}
 	}
 	return providers
+}
+
+// tracedModelClient is the HTTP client a model provider would build for
+// itself (model.NewHTTPClient), traced, when this process exports traces;
+// nil otherwise, for the provider to build its own.
+func tracedModelClient(cfg config.Config) *http.Client {
+	if !captrace.Active() {
+		return nil
+	}
+	hc := model.NewHTTPClient(cfg.ModelConnectTimeout)
+	hc.Transport = captrace.HTTPTransport(hc.Transport)
+	return hc
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -26,7 +26,6 @@ import (
 
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
-	"go.temporal.io/sdk/interceptor"
 	tlog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
 
@@ -42,6 +41,7 @@ import (
 	"github.com/capstanhq/capstan/internal/metrics"
 	"github.com/capstanhq/capstan/internal/policy"
 	"github.com/capstanhq/capstan/internal/redact"
+	captrace "github.com/capstanhq/capstan/internal/trace"
 	"github.com/capstanhq/capstan/tool"
 )
 
@@ -120,8 +120,9 @@ type Worker struct {
 	mcp           *mcp.Pool        // the MCP servers of CAPSTAN_MCP_CONFIG; nil for none (mcp.go)
 	redactor      *redact.Redactor // the worker's secrets, masked where they would leave it (checks.go)
 	handOff       *activities.HandOff
-	floor         *policy.Policy // CAPSTAN_POLICY, decided beside each task's rules; nil for none
-	ownsClient    bool           // the worker dialled client, so Close closes it
+	tracing       *captrace.Provider // OTEL_EXPORTER_OTLP_ENDPOINT's; off (no-op) when unset
+	floor         *policy.Policy     // CAPSTAN_POLICY, decided beside each task's rules; nil for none
+	ownsClient    bool               // the worker dialled client, so Close closes it
 
 	// What registering needs and Open leaves for it (register.go): the
 	// registry of tools is final only then, once the embedding program
@@ -222,6 +223,14 @@ func Open(ctx context.Context, o Options) (_ *Worker, err error) {
 		}
 	}()
 
+	// Traces first: the clients built next trace their HTTP calls when
+	// they are on.
+	if w.tracing, err = captrace.Setup(ctx, o.LookupEnv, "capstan-worker"); err != nil {
+		return nil, err
+	}
+	if w.tracing.On() {
+		fmt.Fprintf(o.Stdout, "traces: OTLP to %s\n", w.tracing.Endpoint)
+	}
 	clients, err := NewClients(cfg, w.logger)
 	if err != nil {
 		return nil, err
@@ -299,8 +308,15 @@ func (w *Worker) build() error {
 		return nil
 	}
 	cfg := w.cfg
+	// The tracing interceptor outermost: its spans end with the errors
+	// the hand-off boundary masked.
+	interceptors, err := w.tracing.WorkerInterceptors()
+	if err != nil {
+		return err
+	}
+	interceptors = append(interceptors, w.handOff.Interceptor())
 	tw := worker.New(w.client, cfg.TaskQueue, worker.Options{Identity: w.identity, WorkerStopTimeout: w.stopTimeout,
-		Interceptors: []interceptor.WorkerInterceptor{w.handOff.Interceptor()}, DeploymentOptions: deploymentOptions(cfg.Deployment),
+		Interceptors: interceptors, DeploymentOptions: deploymentOptions(cfg.Deployment),
 		MaxConcurrentActivityExecutionSize: cfg.ActivitySlots})
 	if err := w.register(tw); err != nil {
 		return w.redactor.Error(err)
@@ -415,6 +431,12 @@ func (w *Worker) Close() {
 		_ = w.ledger.Close()
 	}
 	w.mcp.Close()
+	if w.tracing != nil {
+		// The spans still buffered go out, within a bound.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = w.tracing.Shutdown(ctx)
+		cancel()
+	}
 }
 
 // dialFromEnvironment is config.DialTemporal, bounded by dialTimeout,
