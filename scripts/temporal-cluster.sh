@@ -8,6 +8,7 @@
 #   eval "$(scripts/temporal-cluster.sh start)"   # prints: export TEMPORAL_ADDRESS=...
 #   scripts/temporal-cluster.sh status
 #   scripts/temporal-cluster.sh stop
+#   scripts/temporal-cluster.sh prepare          # databases, ports and config only
 #
 # (`make cluster` and `make cluster-down` run install+start and stop.)
 #
@@ -288,6 +289,33 @@ listening() {
   port_taken "${!port_var}"
 }
 
+# prepare_files: the databases and their schemas, the ports and the config.
+prepare_files() {
+  local mod t0=$SECONDS
+  mod=$(module_dir)
+  schema "$DB" "$mod/schema/postgresql/v12/temporal"
+  schema "$VIS_DB" "$mod/schema/postgresql/v12/visibility"
+  say "schemas of $DB and $VIS_DB are current ($((SECONDS - t0)) s)"
+  pick_ports
+  write_config
+}
+
+# prepare: what start does before it starts a process — databases, schemas,
+# free ports ($DIR/ports), $DIR/config.yaml — and nothing after, for a
+# caller that runs and supervises the four processes itself (the tests:
+# internal/testenv's StartCluster). Each service is then
+#   CAPSTAN_CLUSTER_METRICS_PORT=<its *_METRICS_PORT> temporal-server \
+#     --config-file $DIR/config.yaml --allow-no-auth start --service <name>
+# It needs CAPSTAN_TEST_POSTGRES_DSN and prints the frontend's address.
+prepare() {
+  installed || die "temporal-server $SERVER_VERSION is not in $BIN; run: scripts/temporal-cluster.sh install (or make cluster)"
+  [ -n "${CAPSTAN_TEST_POSTGRES_DSN:-}" ] || die "prepare needs CAPSTAN_TEST_POSTGRES_DSN"
+  mkdir -p "$DIR"
+  parse_dsn "$CAPSTAN_TEST_POSTGRES_DSN"
+  prepare_files
+  address
+}
+
 start() {
   installed || die "temporal-server $SERVER_VERSION is not in $BIN; run: scripts/temporal-cluster.sh install (or make cluster)"
   [ -x "$TEMPORAL" ] || die "the Temporal CLI is not at $TEMPORAL; run: make temporal"
@@ -302,13 +330,7 @@ start() {
   if any_alive && [ -f "$DIR/ports" ] && [ -f "$DIR/config.yaml" ]; then
     say "reusing the running cluster's config and ports ($DIR/config.yaml)"
   else
-    local mod
-    mod=$(module_dir)
-    schema "$DB" "$mod/schema/postgresql/v12/temporal"
-    schema "$VIS_DB" "$mod/schema/postgresql/v12/visibility"
-    say "schemas of $DB and $VIS_DB are current ($((SECONDS - t0)) s)"
-    pick_ports
-    write_config
+    prepare_files
   fi
 
   for s in $SERVICES; do
@@ -404,8 +426,9 @@ status() {
 
 case "${1:-}" in
   install) install ;;
+  prepare) prepare ;;
   start) start ;;
   stop) stop ;;
   status) status ;;
-  *) die "usage: scripts/temporal-cluster.sh install|start|stop|status" ;;
+  *) die "usage: scripts/temporal-cluster.sh install|prepare|start|stop|status" ;;
 esac
