@@ -57,6 +57,8 @@ type Cluster struct {
 	DSN, DB string
 	// Dir holds the config, the ports and one log per service.
 	Dir string
+	// StartedIn is how long StartCluster took, schemas included.
+	StartedIn time.Duration
 
 	bin, script string
 	ports       map[string]string // NAME_PORT (the script's ports file) → port
@@ -153,6 +155,7 @@ func StartCluster(t testing.TB, opts ClusterOptions) *Cluster {
 		c.StartService(t, s)
 	}
 	c.waitServing(t)
+	c.StartedIn = time.Since(began)
 	t.Logf("cluster at %s (databases %s and %s_visibility) serving namespace %s %s after the start (schemas included)",
 		c.Addr, c.DB, c.DB, c.Namespace, time.Since(began).Round(10*time.Millisecond))
 	return c
