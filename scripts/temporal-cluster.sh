@@ -52,7 +52,9 @@ LOG_LEVEL=${CAPSTAN_CLUSTER_LOG_LEVEL:-info}
 NAMESPACE=default
 # Start order: history owns the shards the others wait for.
 SERVICES="history matching frontend worker"
-DYNAMIC_CONFIG=$ROOT/deploy/temporal/dynamicconfig.yaml
+# CAPSTAN_CLUSTER_DYNAMIC_CONFIG: another file, for the tests (the same
+# settings and a few of their own).
+DYNAMIC_CONFIG=${CAPSTAN_CLUSTER_DYNAMIC_CONFIG:-$ROOT/deploy/temporal/dynamicconfig.yaml}
 
 say() { echo "temporal-cluster.sh: $*" >&2; }
 die() { say "$*"; exit 1; }
@@ -121,6 +123,10 @@ pick_ports() {
       port=$((port + 1))
       [ "$port" -lt $((FIRST_PORT + 500)) ] || die "no free ports between $FIRST_PORT and $((FIRST_PORT + 500))"
     done
+    # SQL persistence keeps each service's membership port as a smallint:
+    # a service on a port above 32767 dies at start ("unable to initialize
+    # membership heartbeats").
+    [ "$port" -le 32767 ] || die "port $port is above 32767, which SQL persistence cannot record; start lower (CAPSTAN_CLUSTER_PORT)"
     out+="${name}_PORT=$port"$'\n'
     port=$((port + 1))
   done

@@ -163,3 +163,15 @@ func clusterResult(t *testing.T, c client.Client, taskID string) workflows.TaskR
 	}
 	return res
 }
+
+// TestLongClusterRollingDeploy is TestLongRollingDeploy on a real cluster
+// (Worker Versioning's deployment versions, on by default at the pinned
+// server — system.enableDeploymentVersions — over PostgreSQL): tasks held on
+// build v1 finish on v1 after v2 is made current, new tasks run on v2, and
+// v1 drains (the cluster has the tests' 2 s drainage refresh, as their dev
+// servers do) and its worker stops gracefully.
+func TestLongClusterRollingDeploy(t *testing.T) {
+	requireLong(t)
+	c := testenv.StartCluster(t, testenv.ClusterOptions{})
+	rollingDeploy(t, c.Client(t), c.Addr)
+}

@@ -129,6 +129,10 @@ func StartCluster(t testing.TB, opts ClusterOptions) *Cluster {
 	}
 	t.Cleanup(func() { c.stop(t) })
 
+	dc, err := clusterDynamicConfig(c.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
 	began := time.Now()
 	cmd := exec.Command(c.script, "prepare")
 	cmd.Env = append(os.Environ(),
@@ -137,9 +141,14 @@ func StartCluster(t testing.TB, opts ClusterOptions) *Cluster {
 		"CAPSTAN_CLUSTER_DIR="+c.Dir,
 		"CAPSTAN_CLUSTER_DB="+c.DB,
 		"CAPSTAN_CLUSTER_LOG_LEVEL=warn",
+		"CAPSTAN_CLUSTER_DYNAMIC_CONFIG="+dc,
 		// Ports from a random base, so clusters of tests running side by
-		// side do not race for the same ones.
-		fmt.Sprintf("CAPSTAN_CLUSTER_PORT=%d", 20000+randN(20000)),
+		// side do not race for the same ones, and below 32768: SQL
+		// persistence keeps a service's membership port as a smallint (a
+		// service on a higher port dies at start, "unable to initialize
+		// membership heartbeats": value out of range for type smallint),
+		// and Linux hands out ephemeral ports from 32768 up.
+		fmt.Sprintf("CAPSTAN_CLUSTER_PORT=%d", 18000+randN(14000)),
 	)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
@@ -379,6 +388,25 @@ func (c *Cluster) stop(t testing.TB) {
 			t.Logf("cluster: drop database %s: %v", db, err)
 		}
 	}
+}
+
+// clusterDynamicConfig writes the test cluster's dynamic config into dir
+// and returns its path: ServerSettingsFile — what every capstan server
+// runs with — and the test-only settings every test's dev server has too
+// (drainageFlags: a version's drainage seen within seconds).
+func clusterDynamicConfig(dir string) (string, error) {
+	base, err := os.ReadFile(filepath.Join(RepoRoot(), ServerSettingsFile))
+	if err != nil {
+		return "", err
+	}
+	var extra strings.Builder
+	extra.WriteString("\n# Tests only (internal/testenv: drainageFlags).\n")
+	for i := 1; i < len(drainageFlags); i += 2 {
+		k, v, _ := strings.Cut(drainageFlags[i], "=")
+		fmt.Fprintf(&extra, "%s:\n  - value: %s\n", k, v)
+	}
+	path := filepath.Join(dir, "dynamicconfig.yaml")
+	return path, os.WriteFile(path, append(base, extra.String()...), 0o644)
 }
 
 // adminDatabase is dsn pointed at the maintenance database "postgres" (a
