@@ -175,3 +175,36 @@ func TestLongClusterRollingDeploy(t *testing.T) {
 	c := testenv.StartCluster(t, testenv.ClusterOptions{})
 	rollingDeploy(t, c.Client(t), c.Addr)
 }
+
+// TestLongClusterFairness is TestLongFairness's measured rounds on a real
+// cluster, whose matching service runs the fair matcher over PostgreSQL's
+// tasks_v2 (matching.enableFairness and one partition per queue, from
+// deploy/temporal/dynamicconfig.yaml): on a worker with two activity slots
+// tenant A starts fairnessBurst tasks, then tenant B fairnessFew with
+// `starter run --tenant B`; B's tasks must complete while most of A's still
+// wait, within 3× their latency on an idle pool. (The round without keys,
+// which TestLongFairness logs beside, is not repeated here.)
+func TestLongClusterFairness(t *testing.T) {
+	requireLong(t)
+	c := testenv.StartCluster(t, testenv.ClusterOptions{})
+	sb := startSandbox(t)
+	if err := sb.GitHub.AddFault(sandbox.FaultRule{Endpoint: "repos/get-content", Kind: sandbox.FaultDelay, Delay: fairnessReadDelay}); err != nil {
+		t.Fatal(err)
+	}
+	queue := fmt.Sprintf("e2e-cluster-fair-%d", time.Now().UnixNano())
+	env := append(onServer(endpointEnv(t, queue, sb), c.Addr), fmt.Sprintf("CAPSTAN_ACTIVITY_SLOTS=%d", fairnessSlots))
+	startWorker(t, env)
+
+	idle := fairnessRound(t, c.Client(t), sb, env, queue, "idle", 0, true)
+	fair := fairnessRound(t, c.Client(t), sb, env, queue, "fair", fairnessBurst, true)
+	for _, r := range []roundFigures{idle, fair} {
+		t.Logf("%-6s B's %d: max latency %s (each %v); A's %d: %d still open when B's last completed, all done %s after the burst began",
+			r.name, fairnessFew, r.bMax.Round(time.Millisecond), r.bEach, r.burst, r.aOpenAtB, r.aAll.Round(time.Second))
+	}
+	if fair.bMax > 3*idle.bMax {
+		t.Errorf("with fairness keys B's max latency %s exceeds 3× its idle latency %s", fair.bMax, idle.bMax)
+	}
+	if fair.aOpenAtB*2 < fairnessBurst {
+		t.Errorf("with fairness keys only %d of A's %d tasks were still open when B's last completed; want most", fair.aOpenAtB, fairnessBurst)
+	}
+}

@@ -74,7 +74,8 @@ func rollingDeploy(t *testing.T, c client.Client, addr string) {
 		}
 		assertBuild(t, env, id, deployment+"/v1")
 		if probes, wft := historyCountsOn(t, c, id); probes != 0 || wft != 0 {
-			t.Errorf("held task %s: %d build probes (want 0: it ran v1's code) and %d failed workflow tasks (want 0: no nondeterminism)", id, probes, wft)
+			t.Errorf("held task %s: %d build probes (want 0: it ran v1's code) and %d failed workflow tasks (want 0: no nondeterminism): %q",
+				id, probes, wft, workflowTaskFailures(t, c, id))
 		}
 	}
 
@@ -85,7 +86,8 @@ func rollingDeploy(t *testing.T, c client.Client, addr string) {
 		}
 		assertBuild(t, env, id, deployment+"/v2")
 		if probes, wft := historyCountsOn(t, c, id); probes != 1 || wft != 0 {
-			t.Errorf("new task %s: %d build probes (want 1: it ran v2's code) and %d failed workflow tasks (want 0)", id, probes, wft)
+			t.Errorf("new task %s: %d build probes (want 1: it ran v2's code) and %d failed workflow tasks (want 0): %q",
+				id, probes, wft, workflowTaskFailures(t, c, id))
 		}
 	}
 
@@ -192,6 +194,24 @@ func historyCountsOn(t *testing.T, c client.Client, taskID string) (probes, fail
 		}
 	}
 	return probes, failedWorkflowTasks
+}
+
+// workflowTaskFailures are the cause, identity and message of each failed
+// workflow task in a task's history: what failed it.
+func workflowTaskFailures(t *testing.T, c client.Client, taskID string) []string {
+	t.Helper()
+	var out []string
+	it := c.GetWorkflowHistory(context.Background(), workflows.WorkflowID(taskID), "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			t.Fatalf("history of %s: %v", taskID, err)
+		}
+		if a := ev.GetWorkflowTaskFailedEventAttributes(); a != nil {
+			out = append(out, fmt.Sprintf("event %d: %s by %s: %s", ev.GetEventId(), a.GetCause(), a.GetIdentity(), a.GetFailure().GetMessage()))
+		}
+	}
+	return out
 }
 
 // waitDrained waits until the server reports deployment/build drained: not
