@@ -55,7 +55,7 @@ func TestLongClusterGameDay(t *testing.T) {
 	requireLong(t)
 	began := time.Now()
 	pg := startPrivatePostgres(t)
-	c := testenv.StartCluster(t, testenv.ClusterOptions{DSN: pg.dsn})
+	c := startCapstanCluster(t, testenv.ClusterOptions{DSN: pg.dsn})
 	src := clusterSource{t: t, c: c}
 	sb := startSandbox(t)
 	faults := newPeriodicFaults()

@@ -172,7 +172,7 @@ func clusterResult(t *testing.T, c client.Client, taskID string) workflows.TaskR
 // servers do) and its worker stops gracefully.
 func TestLongClusterRollingDeploy(t *testing.T) {
 	requireLong(t)
-	c := testenv.StartCluster(t, testenv.ClusterOptions{})
+	c := startCapstanCluster(t, testenv.ClusterOptions{})
 	rollingDeploy(t, c.Client(t), c.Addr)
 }
 
@@ -186,7 +186,7 @@ func TestLongClusterRollingDeploy(t *testing.T) {
 // which TestLongFairness logs beside, is not repeated here.)
 func TestLongClusterFairness(t *testing.T) {
 	requireLong(t)
-	c := testenv.StartCluster(t, testenv.ClusterOptions{})
+	c := startCapstanCluster(t, testenv.ClusterOptions{})
 	sb := startSandbox(t)
 	if err := sb.GitHub.AddFault(sandbox.FaultRule{Endpoint: "repos/get-content", Kind: sandbox.FaultDelay, Delay: fairnessReadDelay}); err != nil {
 		t.Fatal(err)
