@@ -53,6 +53,7 @@ const (
 // (CAPSTAN_CLUSTER_BUILD_SECONDS).
 func TestLongClusterGameDay(t *testing.T) {
 	requireLong(t)
+	testenv.ClusterBin(t) // before a PostgreSQL is started for nothing
 	began := time.Now()
 	pg := startPrivatePostgres(t)
 	c := startCapstanCluster(t, testenv.ClusterOptions{DSN: pg.dsn})
