@@ -170,14 +170,9 @@ func waitLongOn(t *testing.T, c client.Client, taskID string) workflows.TaskResu
 	return res
 }
 
-// historyCounts counts a task's scheduled build probes and its failed
-// workflow tasks (a nondeterminism error fails a workflow task).
-func historyCounts(t *testing.T, taskID string) (probes, failedWorkflowTasks int) {
-	t.Helper()
-	return historyCountsOn(t, temporal, taskID)
-}
-
-// historyCountsOn is historyCounts on the server c talks to.
+// historyCountsOn counts a task's scheduled build probes and its failed
+// workflow tasks (a nondeterminism error fails a workflow task), on the
+// server c talks to.
 func historyCountsOn(t *testing.T, c client.Client, taskID string) (probes, failedWorkflowTasks int) {
 	t.Helper()
 	it := c.GetWorkflowHistory(context.Background(), workflows.WorkflowID(taskID), "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
