@@ -25,7 +25,7 @@ STATICCHECK := $(BIN)/staticcheck
 # Tests find the pinned CLI here (testsuite.DevServerOptions.ExistingPath).
 export CAPSTAN_TEMPORAL_BIN := $(TEMPORAL)
 
-.PHONY: demo down cluster cluster-down test test-long build vet lint fmt-check temporal clean record-history compose-config bench bench-certainty
+.PHONY: demo down cluster cluster-down cluster-server test test-long build vet lint fmt-check temporal clean record-history compose-config bench bench-certainty
 
 $(TEMPORAL):
 	@echo "installing the Temporal CLI $(TEMPORAL_VERSION) into $(BIN) (a few minutes the first time)"
@@ -70,9 +70,13 @@ test: $(TEMPORAL) vet lint
 # The long runs — a game day, a rolling deploy, fairness under a burst, load,
 # time to certainty, a branch absent five times, GitHub App tokens outliving
 # their task — are the e2e tests named TestLong…; `make test` compiles them
-# and skips them. They run one at a time.
-test-long: $(TEMPORAL)
-	CAPSTAN_LONG=1 go test -count=1 -timeout 30m -run '^TestLong' -v ./internal/e2e/
+# and skips them. They run one at a time. The TestLongCluster… rows run on a
+# real Temporal cluster (internal/testenv.StartCluster: the pinned server,
+# which this target builds into .bin/ the first time, about 5 minutes, over
+# the PostgreSQL of CAPSTAN_TEST_POSTGRES_DSN, `eval "$$(scripts/postgres.sh
+# start)"`); without that variable they are skipped, except under CI=true.
+test-long: $(TEMPORAL) cluster-server
+	CAPSTAN_LONG=1 go test -count=1 -timeout 45m -run '^TestLong' -v ./internal/e2e/
 
 # The benchmark (bench/, a program, not a test): about ten minutes on two
 # idle cores. It measures capstan beside a bare Temporal workflow doing the
@@ -100,10 +104,15 @@ down:
 # .bin/ (about 4 minutes the first time), on the PostgreSQL of
 # scripts/postgres.sh, frontend, history, matching and worker as four
 # processes, state in /tmp/capstan-cluster-$UID. `eval "$(make -s cluster)"`
-# points this shell at it. Not part of `make test` yet.
-cluster: $(TEMPORAL)
-	@scripts/temporal-cluster.sh install
+# points this shell at it. The tests start clusters of their own
+# (TestLongCluster…, in `make test-long`).
+cluster: $(TEMPORAL) cluster-server
 	@scripts/temporal-cluster.sh start
+
+# The pinned Temporal server and its SQL schema tool, built into .bin/ (a
+# no-op when they are there at the pinned version).
+cluster-server:
+	@scripts/temporal-cluster.sh install
 
 cluster-down:
 	@scripts/temporal-cluster.sh stop

@@ -8,6 +8,7 @@
 #   eval "$(scripts/temporal-cluster.sh start)"   # prints: export TEMPORAL_ADDRESS=...
 #   scripts/temporal-cluster.sh status
 #   scripts/temporal-cluster.sh stop
+#   scripts/temporal-cluster.sh prepare          # databases, ports and config only
 #
 # (`make cluster` and `make cluster-down` run install+start and stop.)
 #
@@ -51,7 +52,9 @@ LOG_LEVEL=${CAPSTAN_CLUSTER_LOG_LEVEL:-info}
 NAMESPACE=default
 # Start order: history owns the shards the others wait for.
 SERVICES="history matching frontend worker"
-DYNAMIC_CONFIG=$ROOT/deploy/temporal/dynamicconfig.yaml
+# CAPSTAN_CLUSTER_DYNAMIC_CONFIG: another file, for the tests (the same
+# settings and a few of their own).
+DYNAMIC_CONFIG=${CAPSTAN_CLUSTER_DYNAMIC_CONFIG:-$ROOT/deploy/temporal/dynamicconfig.yaml}
 
 say() { echo "temporal-cluster.sh: $*" >&2; }
 die() { say "$*"; exit 1; }
@@ -120,6 +123,10 @@ pick_ports() {
       port=$((port + 1))
       [ "$port" -lt $((FIRST_PORT + 500)) ] || die "no free ports between $FIRST_PORT and $((FIRST_PORT + 500))"
     done
+    # SQL persistence keeps each service's membership port as a smallint:
+    # a service on a port above 32767 dies at start ("unable to initialize
+    # membership heartbeats").
+    [ "$port" -le 32767 ] || die "port $port is above 32767, which SQL persistence cannot record; start lower (CAPSTAN_CLUSTER_PORT)"
     out+="${name}_PORT=$port"$'\n'
     port=$((port + 1))
   done
@@ -288,6 +295,33 @@ listening() {
   port_taken "${!port_var}"
 }
 
+# prepare_files: the databases and their schemas, the ports and the config.
+prepare_files() {
+  local mod t0=$SECONDS
+  mod=$(module_dir)
+  schema "$DB" "$mod/schema/postgresql/v12/temporal"
+  schema "$VIS_DB" "$mod/schema/postgresql/v12/visibility"
+  say "schemas of $DB and $VIS_DB are current ($((SECONDS - t0)) s)"
+  pick_ports
+  write_config
+}
+
+# prepare: what start does before it starts a process — databases, schemas,
+# free ports ($DIR/ports), $DIR/config.yaml — and nothing after, for a
+# caller that runs and supervises the four processes itself (the tests:
+# internal/testenv's StartCluster). Each service is then
+#   CAPSTAN_CLUSTER_METRICS_PORT=<its *_METRICS_PORT> temporal-server \
+#     --config-file $DIR/config.yaml --allow-no-auth start --service <name>
+# It needs CAPSTAN_TEST_POSTGRES_DSN and prints the frontend's address.
+prepare() {
+  installed || die "temporal-server $SERVER_VERSION is not in $BIN; run: scripts/temporal-cluster.sh install (or make cluster)"
+  [ -n "${CAPSTAN_TEST_POSTGRES_DSN:-}" ] || die "prepare needs CAPSTAN_TEST_POSTGRES_DSN"
+  mkdir -p "$DIR"
+  parse_dsn "$CAPSTAN_TEST_POSTGRES_DSN"
+  prepare_files
+  address
+}
+
 start() {
   installed || die "temporal-server $SERVER_VERSION is not in $BIN; run: scripts/temporal-cluster.sh install (or make cluster)"
   [ -x "$TEMPORAL" ] || die "the Temporal CLI is not at $TEMPORAL; run: make temporal"
@@ -302,13 +336,7 @@ start() {
   if any_alive && [ -f "$DIR/ports" ] && [ -f "$DIR/config.yaml" ]; then
     say "reusing the running cluster's config and ports ($DIR/config.yaml)"
   else
-    local mod
-    mod=$(module_dir)
-    schema "$DB" "$mod/schema/postgresql/v12/temporal"
-    schema "$VIS_DB" "$mod/schema/postgresql/v12/visibility"
-    say "schemas of $DB and $VIS_DB are current ($((SECONDS - t0)) s)"
-    pick_ports
-    write_config
+    prepare_files
   fi
 
   for s in $SERVICES; do
@@ -404,8 +432,9 @@ status() {
 
 case "${1:-}" in
   install) install ;;
+  prepare) prepare ;;
   start) start ;;
   stop) stop ;;
   status) status ;;
-  *) die "usage: scripts/temporal-cluster.sh install|start|stop|status" ;;
+  *) die "usage: scripts/temporal-cluster.sh install|prepare|start|stop|status" ;;
 esac

@@ -45,9 +45,9 @@ func TestLongFairness(t *testing.T) {
 	env := append(endpointEnv(t, queue, sb), fmt.Sprintf("CAPSTAN_ACTIVITY_SLOTS=%d", fairnessSlots))
 	startWorker(t, env)
 
-	idle := fairnessRound(t, sb, env, queue, "idle", 0, true)
-	fair := fairnessRound(t, sb, env, queue, "fair", fairnessBurst, true)
-	unfair := fairnessRound(t, sb, env, queue, "unfair", fairnessBurst, false)
+	idle := fairnessRound(t, temporal, sb, env, queue, "idle", 0, true)
+	fair := fairnessRound(t, temporal, sb, env, queue, "fair", fairnessBurst, true)
+	unfair := fairnessRound(t, temporal, sb, env, queue, "unfair", fairnessBurst, false)
 	for _, r := range []roundFigures{idle, fair, unfair} {
 		t.Logf("%-6s B's %d: max latency %s (each %v); A's %d: %d still open when B's last completed, all done %s after the burst began",
 			r.name, fairnessFew, r.bMax.Round(time.Millisecond), r.bEach, r.burst, r.aOpenAtB, r.aAll.Round(time.Second))
@@ -73,15 +73,16 @@ type roundFigures struct {
 // B, waits for all, and measures them from the server's start and close
 // times. With keys, B's are started by `starter run --tenant B` (which sets
 // the fairness key) and A's with the same priority the starter gives; without,
-// both are started with no priority at all.
-func fairnessRound(t *testing.T, sb *sandbox.Sandbox, env []string, queue, name string, burst int, keys bool) roundFigures {
+// both are started with no priority at all. c is a client of the server
+// env's processes talk to.
+func fairnessRound(t *testing.T, c client.Client, sb *sandbox.Sandbox, env []string, queue, name string, burst int, keys bool) roundFigures {
 	t.Helper()
 	readsBefore := sb.GitHub.Stats().Requests
 	stamp := time.Now().UnixNano()
 	var aIDs, bIDs []string
 	for i := range burst {
 		id := fmt.Sprintf("e2e-fair-%s-a%d-%d", name, i, stamp)
-		startDirect(t, queue, id, "A", keys)
+		startDirect(t, c, queue, id, "A", keys)
 		aIDs = append(aIDs, id)
 	}
 	var wg sync.WaitGroup
@@ -89,7 +90,7 @@ func fairnessRound(t *testing.T, sb *sandbox.Sandbox, env []string, queue, name 
 		id := fmt.Sprintf("e2e-fair-%s-b%d-%d", name, i, stamp)
 		bIDs = append(bIDs, id)
 		if !keys {
-			startDirect(t, queue, id, "B", false)
+			startDirect(t, c, queue, id, "B", false)
 			continue
 		}
 		wg.Add(1)
@@ -104,7 +105,7 @@ func fairnessRound(t *testing.T, sb *sandbox.Sandbox, env []string, queue, name 
 	f := roundFigures{name: name, burst: burst}
 	var bLast time.Time
 	for _, id := range bIDs {
-		start, end := waitClosed(t, id)
+		start, end := waitClosedOn(t, c, id)
 		f.bEach = append(f.bEach, end.Sub(start))
 		if end.After(bLast) {
 			bLast = end
@@ -114,7 +115,7 @@ func fairnessRound(t *testing.T, sb *sandbox.Sandbox, env []string, queue, name 
 	f.bMax = f.bEach[len(f.bEach)-1]
 	var aFirst, aLast time.Time
 	for _, id := range aIDs {
-		start, end := waitClosed(t, id)
+		start, end := waitClosedOn(t, c, id)
 		if end.After(bLast) {
 			f.aOpenAtB++
 		}
@@ -137,7 +138,7 @@ func fairnessRound(t *testing.T, sb *sandbox.Sandbox, env []string, queue, name 
 // input the starter builds for it); keys gives it the starter's priority,
 // else none. Starting two hundred tasks through the starter binary would
 // take longer than the slots take to run them, and there would be no burst.
-func startDirect(t *testing.T, queue, id, tenant string, keys bool) {
+func startDirect(t *testing.T, c client.Client, queue, id, tenant string, keys bool) {
 	t.Helper()
 	in := workflows.AgentTaskInput{TaskID: id, Tenant: tenant, Prompt: "Read the README.", Repo: branchRepo, Model: fairnessModel, MaxTurns: config.DefaultMaxTurns,
 		HumanTimeout: config.DefaultHumanTimeout, ReconcileWindow: config.DefaultReconcileWindow,
@@ -149,7 +150,7 @@ func startDirect(t *testing.T, queue, id, tenant string, keys bool) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if _, err := temporal.ExecuteWorkflow(ctx, opts, workflows.AgentTask, in); err != nil {
+	if _, err := c.ExecuteWorkflow(ctx, opts, workflows.AgentTask, in); err != nil {
 		t.Fatalf("start %s: %v", id, err)
 	}
 }
@@ -158,10 +159,16 @@ func startDirect(t *testing.T, queue, id, tenant string, keys bool) {
 // and close times of its workflow.
 func waitClosed(t *testing.T, taskID string) (start, end time.Time) {
 	t.Helper()
-	if res := waitLong(t, taskID); res.Status != workflows.StatusCompleted {
+	return waitClosedOn(t, temporal, taskID)
+}
+
+// waitClosedOn is waitClosed on the server c talks to.
+func waitClosedOn(t *testing.T, c client.Client, taskID string) (start, end time.Time) {
+	t.Helper()
+	if res := waitLongOn(t, c, taskID); res.Status != workflows.StatusCompleted {
 		t.Fatalf("task %s ended %s (%s): %s", taskID, res.Status, res.FailureCode, res.Message)
 	}
-	d, err := temporal.DescribeWorkflow(context.Background(), workflows.WorkflowID(taskID), "")
+	d, err := c.DescribeWorkflow(context.Background(), workflows.WorkflowID(taskID), "")
 	if err != nil {
 		t.Fatal(err)
 	}

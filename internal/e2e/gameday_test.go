@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
 	sdktemporal "go.temporal.io/sdk/temporal"
 
 	"github.com/capstanhq/capstan"
@@ -154,7 +155,7 @@ func startGameDayTasks(env []string, ids []string) error {
 // awaitTask waits for the task's workflow to close and returns its result.
 // An error reaching the server (it may be down) is retried with the
 // server's current client until ctx ends; a failed workflow is returned.
-func awaitTask(ctx context.Context, srv *killableServer, taskID string) (workflows.TaskResult, error) {
+func awaitTask(ctx context.Context, srv clientSource, taskID string) (workflows.TaskResult, error) {
 	var res workflows.TaskResult
 	for {
 		gctx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -175,6 +176,10 @@ func awaitTask(ctx context.Context, srv *killableServer, taskID string) (workflo
 		}
 	}
 }
+
+// clientSource hands out a client of a server that may be restarted: the
+// dev server's current run (killableServer) or a cluster's frontend.
+type clientSource interface{ Client() client.Client }
 
 // gameDayChaos kills what the game day kills.
 type gameDayChaos struct {
@@ -241,7 +246,7 @@ func (c *gameDayChaos) noPersonAsked(prefix string) {
 // checkGameDayResults: every task completed, every operation and delivery
 // succeeded, nothing resolved by a person, and no history ever set the
 // search attributes of a person asked.
-func checkGameDayResults(t *testing.T, srv *killableServer, ids []string, results []workflows.TaskResult, errs []error) {
+func checkGameDayResults(t *testing.T, srv clientSource, ids []string, results []workflows.TaskResult, errs []error) {
 	t.Helper()
 	ok := 0
 	for i, id := range ids {

@@ -30,6 +30,13 @@ const rollingHeld = 5
 // stops gracefully.
 func TestLongRollingDeploy(t *testing.T) {
 	requireLong(t)
+	rollingDeploy(t, temporal, "")
+}
+
+// rollingDeploy is TestLongRollingDeploy on the server c talks to, at addr
+// ("": the package's dev server).
+func rollingDeploy(t *testing.T, c client.Client, addr string) {
+	t.Helper()
 	v2Bin, err := testenv.BuildWorker(t.TempDir(), "worker-v2", "capstan_rolling_v2")
 	if err != nil {
 		t.Fatal(err)
@@ -37,8 +44,11 @@ func TestLongRollingDeploy(t *testing.T) {
 	sb := startSandbox(t)
 	deployment := fmt.Sprintf("e2e-rolling-%d", time.Now().UnixNano())
 	env := endpointEnv(t, deployment, sb)
+	if addr != "" {
+		env = onServer(env, addr)
+	}
 	v1 := startWorker(t, asBuild(env, deployment, "v1"))
-	setCurrent(t, deployment, "v1")
+	setCurrentOn(t, c, deployment, "v1")
 
 	held := make([]string, rollingHeld)
 	ops := make([]workflows.OperationRecord, rollingHeld)
@@ -49,7 +59,7 @@ func TestLongRollingDeploy(t *testing.T) {
 	}
 
 	startWorkerBin(t, v2Bin, asBuild(env, deployment, "v2"))
-	setCurrent(t, deployment, "v2")
+	setCurrentOn(t, c, deployment, "v2")
 	t.Logf("v2 current; starter versions:\n%s", runStarter(t, env, "versions").stdout)
 
 	for i, id := range held {
@@ -58,28 +68,30 @@ func TestLongRollingDeploy(t *testing.T) {
 		}
 	}
 	for _, id := range held {
-		res := waitLong(t, id)
+		res := waitLongOn(t, c, id)
 		if res.Status != workflows.StatusCompleted {
 			t.Errorf("held task %s ended %s (%s): %s", id, res.Status, res.FailureCode, res.Message)
 		}
 		assertBuild(t, env, id, deployment+"/v1")
-		if probes, wft := historyCounts(t, id); probes != 0 || wft != 0 {
-			t.Errorf("held task %s: %d build probes (want 0: it ran v1's code) and %d failed workflow tasks (want 0: no nondeterminism)", id, probes, wft)
+		if probes, wft := historyCountsOn(t, c, id); probes != 0 || wft != 0 {
+			t.Errorf("held task %s: %d build probes (want 0: it ran v1's code) and %d failed workflow tasks (want 0: no nondeterminism): %q",
+				id, probes, wft, workflowTaskFailures(t, c, id))
 		}
 	}
 
 	for i := range 3 {
 		id := startPlainTask(t, env, fmt.Sprintf("rolling-new-%d", i))
-		if res := waitLong(t, id); res.Status != workflows.StatusCompleted {
+		if res := waitLongOn(t, c, id); res.Status != workflows.StatusCompleted {
 			t.Errorf("new task %s ended %s (%s): %s", id, res.Status, res.FailureCode, res.Message)
 		}
 		assertBuild(t, env, id, deployment+"/v2")
-		if probes, wft := historyCounts(t, id); probes != 1 || wft != 0 {
-			t.Errorf("new task %s: %d build probes (want 1: it ran v2's code) and %d failed workflow tasks (want 0)", id, probes, wft)
+		if probes, wft := historyCountsOn(t, c, id); probes != 1 || wft != 0 {
+			t.Errorf("new task %s: %d build probes (want 1: it ran v2's code) and %d failed workflow tasks (want 0): %q",
+				id, probes, wft, workflowTaskFailures(t, c, id))
 		}
 	}
 
-	waitDrained(t, deployment, "v1")
+	waitDrainedOn(t, c, deployment, "v1")
 	if st := v1.stop(t, syscall.SIGTERM, time.Minute); !st.Success() {
 		t.Errorf("v1's worker exited %v after draining, want 0:\n%s", st, v1.logs())
 	}
@@ -143,20 +155,27 @@ func assertBuild(t *testing.T, env []string, taskID, want string) {
 // waitLong waits for a task's result for as long as a loaded machine needs.
 func waitLong(t *testing.T, taskID string) workflows.TaskResult {
 	t.Helper()
+	return waitLongOn(t, temporal, taskID)
+}
+
+// waitLongOn is waitLong on the server c talks to.
+func waitLongOn(t *testing.T, c client.Client, taskID string) workflows.TaskResult {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	var res workflows.TaskResult
-	if err := temporal.GetWorkflow(ctx, workflows.WorkflowID(taskID), "").Get(ctx, &res); err != nil {
+	if err := c.GetWorkflow(ctx, workflows.WorkflowID(taskID), "").Get(ctx, &res); err != nil {
 		t.Fatalf("task %s: %v", taskID, err)
 	}
 	return res
 }
 
-// historyCounts counts a task's scheduled build probes and its failed
-// workflow tasks (a nondeterminism error fails a workflow task).
-func historyCounts(t *testing.T, taskID string) (probes, failedWorkflowTasks int) {
+// historyCountsOn counts a task's scheduled build probes and its failed
+// workflow tasks (a nondeterminism error fails a workflow task), on the
+// server c talks to.
+func historyCountsOn(t *testing.T, c client.Client, taskID string) (probes, failedWorkflowTasks int) {
 	t.Helper()
-	it := temporal.GetWorkflowHistory(context.Background(), workflows.WorkflowID(taskID), "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	it := c.GetWorkflowHistory(context.Background(), workflows.WorkflowID(taskID), "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	for it.HasNext() {
 		ev, err := it.Next()
 		if err != nil {
@@ -172,11 +191,35 @@ func historyCounts(t *testing.T, taskID string) (probes, failedWorkflowTasks int
 	return probes, failedWorkflowTasks
 }
 
+// workflowTaskFailures are the cause, identity and message of each failed
+// workflow task in a task's history: what failed it.
+func workflowTaskFailures(t *testing.T, c client.Client, taskID string) []string {
+	t.Helper()
+	var out []string
+	it := c.GetWorkflowHistory(context.Background(), workflows.WorkflowID(taskID), "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			t.Fatalf("history of %s: %v", taskID, err)
+		}
+		if a := ev.GetWorkflowTaskFailedEventAttributes(); a != nil {
+			out = append(out, fmt.Sprintf("event %d: %s by %s: %s", ev.GetEventId(), a.GetCause(), a.GetIdentity(), a.GetFailure().GetMessage()))
+		}
+	}
+	return out
+}
+
 // waitDrained waits until the server reports deployment/build drained: not
 // current, and no open pinned task of it left.
 func waitDrained(t *testing.T, deployment, build string) {
 	t.Helper()
-	h := temporal.WorkerDeploymentClient().GetHandle(deployment)
+	waitDrainedOn(t, temporal, deployment, build)
+}
+
+// waitDrainedOn is waitDrained on the server c talks to.
+func waitDrainedOn(t *testing.T, c client.Client, deployment, build string) {
+	t.Helper()
+	h := c.WorkerDeploymentClient().GetHandle(deployment)
 	// Drainage is refreshed on the server's interval; there is no event to wait on.
 	retryFor(t, fmt.Sprintf("%s/%s drained", deployment, build), 5*time.Minute, 2*time.Second, func() error {
 		d, err := h.DescribeVersion(context.Background(), client.WorkerDeploymentDescribeVersionOptions{BuildID: build})
