@@ -1,12 +1,11 @@
 package capstantest
 
 import (
-	"bytes"
-	"cmp"
-	"maps"
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/capstanhq/capstan/internal/httpfault"
 )
 
 // Faults is an [http.Handler] middleware that makes the user's own
@@ -136,61 +135,20 @@ func (f *Faults) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case failBefore:
 		http.Error(w, http.StatusText(rule.status), rule.status)
 	case dropAfter:
-		f.next.ServeHTTP(newHeldResponse(), r)
-		dropConnection(w)
+		f.next.ServeHTTP(httpfault.NewHeldResponse(), r)
+		httpfault.DropConnection(w)
 	case delayAnswer:
-		held := newHeldResponse()
+		held := httpfault.NewHeldResponse()
 		f.next.ServeHTTP(held, r)
 		t := time.NewTimer(rule.delay)
 		defer t.Stop()
 		select {
 		case <-t.C:
-			held.writeTo(w)
+			held.WriteTo(w)
 		case <-r.Context().Done():
-			dropConnection(w)
+			httpfault.DropConnection(w)
 		case <-f.stop:
-			dropConnection(w)
+			httpfault.DropConnection(w)
 		}
 	}
-}
-
-// dropConnection closes the client's connection without an answer, as
-// the sandbox's fakes do for their "drop" fault.
-func dropConnection(w http.ResponseWriter) {
-	conn, _, err := http.NewResponseController(w).Hijack()
-	if err != nil {
-		// HTTP/2, or a writer that cannot hijack: abort the response,
-		// which resets the stream or closes the connection.
-		panic(http.ErrAbortHandler)
-	}
-	_ = conn.Close()
-}
-
-// heldResponse records a response a fault holds back or throws away.
-type heldResponse struct {
-	header http.Header
-	status int
-	body   bytes.Buffer
-}
-
-func newHeldResponse() *heldResponse { return &heldResponse{header: http.Header{}} }
-
-func (h *heldResponse) Header() http.Header { return h.header }
-
-func (h *heldResponse) WriteHeader(status int) {
-	if h.status == 0 {
-		h.status = status
-	}
-}
-
-func (h *heldResponse) Write(p []byte) (int, error) {
-	h.WriteHeader(http.StatusOK)
-	return h.body.Write(p)
-}
-
-// writeTo sends the held response to w.
-func (h *heldResponse) writeTo(w http.ResponseWriter) {
-	maps.Copy(w.Header(), h.header)
-	w.WriteHeader(cmp.Or(h.status, http.StatusOK))
-	_, _ = w.Write(h.body.Bytes())
 }

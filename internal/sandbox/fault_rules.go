@@ -1,18 +1,17 @@
 package sandbox
 
 import (
-	"bytes"
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"net/http"
 	"slices"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/capstanhq/capstan/internal/httpfault"
 )
 
 // FaultKind says what a [FaultRule] does to a request it applies to.
@@ -283,10 +282,10 @@ func (f *faultRules) serveEndpoint(endpoint string, w http.ResponseWriter, r *ht
 	}
 	switch rule.Kind {
 	case FaultDrop:
-		act.ServeHTTP(newHeldResponse(), r)
-		dropConnection(w)
+		act.ServeHTTP(httpfault.NewHeldResponse(), r)
+		httpfault.DropConnection(w)
 	case FaultDelay:
-		held := newHeldResponse()
+		held := httpfault.NewHeldResponse()
 		act.ServeHTTP(held, r)
 		f.answerLate(w, r, held, rule.Delay)
 	case FaultLag:
@@ -298,12 +297,12 @@ func (f *faultRules) serveEndpoint(endpoint string, w http.ResponseWriter, r *ht
 
 // answerLate writes held after delay, unless the client leaves, the request
 // context ends or the fake shuts down first; then it drops the connection.
-func (f *faultRules) answerLate(w http.ResponseWriter, r *http.Request, held *heldResponse, delay time.Duration) {
+func (f *faultRules) answerLate(w http.ResponseWriter, r *http.Request, held *httpfault.HeldResponse, delay time.Duration) {
 	// Reading the body to its end lets the server watch the connection,
 	// so a client that hangs up ends r.Context().
 	_, _ = io.Copy(io.Discard, r.Body)
 	if !f.startHold() {
-		dropConnection(w)
+		httpfault.DropConnection(w)
 		return
 	}
 	defer f.held.Done()
@@ -312,11 +311,11 @@ func (f *faultRules) answerLate(w http.ResponseWriter, r *http.Request, held *he
 	defer t.Stop()
 	select {
 	case <-t.C:
-		held.writeTo(w)
+		held.WriteTo(w)
 	case <-r.Context().Done():
-		dropConnection(w)
+		httpfault.DropConnection(w)
 	case <-f.stop:
-		dropConnection(w)
+		httpfault.DropConnection(w)
 	}
 }
 
@@ -347,7 +346,7 @@ func (f *faultRules) startHold() bool {
 // that hangs up ends r.Context().
 func (f *faultRules) holdUntilGone(w http.ResponseWriter, r *http.Request) {
 	if !f.startHold() {
-		dropConnection(w)
+		httpfault.DropConnection(w)
 		return
 	}
 	defer f.held.Done()
@@ -355,7 +354,7 @@ func (f *faultRules) holdUntilGone(w http.ResponseWriter, r *http.Request) {
 	case <-r.Context().Done():
 	case <-f.stop:
 	}
-	dropConnection(w)
+	httpfault.DropConnection(w)
 }
 
 // shutdown releases every held answer and waits until their handlers have
@@ -381,46 +380,6 @@ func lagCutoff(r *http.Request, now time.Time) (time.Time, bool) {
 		return time.Time{}, false
 	}
 	return now.Add(-lag), true
-}
-
-// dropConnection closes the client's connection without an answer.
-func dropConnection(w http.ResponseWriter) {
-	conn, _, err := http.NewResponseController(w).Hijack()
-	if err != nil {
-		// HTTP/2 and writers that cannot hijack: abort the response,
-		// which resets the stream or closes the connection.
-		panic(http.ErrAbortHandler)
-	}
-	_ = conn.Close()
-}
-
-// heldResponse records a response a fault holds back or throws away.
-type heldResponse struct {
-	header http.Header
-	status int
-	body   bytes.Buffer
-}
-
-func newHeldResponse() *heldResponse { return &heldResponse{header: http.Header{}} }
-
-func (h *heldResponse) Header() http.Header { return h.header }
-
-func (h *heldResponse) WriteHeader(status int) {
-	if h.status == 0 {
-		h.status = status
-	}
-}
-
-func (h *heldResponse) Write(p []byte) (int, error) {
-	h.WriteHeader(http.StatusOK)
-	return h.body.Write(p)
-}
-
-// writeTo sends the held response to w.
-func (h *heldResponse) writeTo(w http.ResponseWriter) {
-	maps.Copy(w.Header(), h.header)
-	w.WriteHeader(cmp.Or(h.status, http.StatusOK))
-	_, _ = w.Write(h.body.Bytes())
 }
 
 // retryAfterSeconds is d in whole seconds, rounded up, as Retry-After wants.

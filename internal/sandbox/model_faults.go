@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/capstanhq/capstan/internal/httpfault"
 )
 
 // The model fake's faults: what a provider does to a streamed answer when it
@@ -177,7 +179,7 @@ func beforeClosing(frames []frame, n int) []frame {
 // the deltas; nothing polls.
 func (m *Model) endless(w http.ResponseWriter, r *http.Request, enc streamEncoder) {
 	if !m.startHold() {
-		dropConnection(w)
+		httpfault.DropConnection(w)
 		return
 	}
 	defer m.held.Done()
@@ -190,10 +192,10 @@ func (m *Model) endless(w http.ResponseWriter, r *http.Request, enc streamEncode
 	for {
 		select {
 		case <-r.Context().Done():
-			dropConnection(w)
+			httpfault.DropConnection(w)
 			return
 		case <-m.stop:
-			dropConnection(w)
+			httpfault.DropConnection(w)
 			return
 		case <-t.C:
 			if !m.playOn(out, []frame{enc.endlessText(endlessWord)}) {
