@@ -176,24 +176,11 @@ func taskInput(t testing.TB, o TaskOptions) (workflows.AgentTaskInput, error) {
 	}
 	tenant := cmpOr(o.Tenant, config.DefaultTenant)
 	tp := &contract.TaskPolicy{Base: base, Tenant: tenant, MaxRefusals: o.MaxRefusals, Labels: o.Labels}
-	seen := map[string]bool{}
-	add := func(repo string) {
-		if repo != "" && !seen[strings.ToLower(repo)] {
-			seen[strings.ToLower(repo)] = true
-			tp.Repositories = append(tp.Repositories, repo)
-		}
+	repos, err := taskstart.Repositories(o.Repository, comments, o.Repositories)
+	if err != nil {
+		return in, fmt.Errorf("TaskOptions: Repositories: %w", err)
 	}
-	add(o.Repository)
-	for _, c := range comments {
-		add(c.Repo)
-	}
-	for _, r := range o.Repositories {
-		repo, err := ghref.ParseRepo(r)
-		if err != nil {
-			return in, fmt.Errorf("TaskOptions: Repositories: %q is not of the form OWNER/NAME", r)
-		}
-		add(repo.String())
-	}
+	tp.Repositories = repos
 	for _, b := range o.AllowBranches {
 		if !slices.Contains(tp.AllowBranches, b) {
 			tp.AllowBranches = append(tp.AllowBranches, b)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"regexp"
 	"slices"
 	"sort"
@@ -9,6 +10,7 @@ import (
 	"github.com/capstanhq/capstan"
 	"github.com/capstanhq/capstan/internal/contract"
 	"github.com/capstanhq/capstan/internal/policy"
+	"github.com/capstanhq/capstan/internal/taskstart"
 	"github.com/capstanhq/capstan/internal/tools/ghref"
 )
 
@@ -22,24 +24,12 @@ import (
 // usage error: nothing is started.
 func (a *app) taskPolicy(f runFlags, comments []contract.CommentTarget) (*contract.TaskPolicy, error) {
 	tp := &contract.TaskPolicy{Base: f.base, BranchPrefix: a.cfg.BranchPrefix, Tenant: f.tenant, MaxRefusals: a.cfg.PolicyRefusals}
-	seen := map[string]bool{}
-	add := func(repo string) {
-		if repo != "" && !seen[strings.ToLower(repo)] {
-			seen[strings.ToLower(repo)] = true
-			tp.Repositories = append(tp.Repositories, repo)
-		}
+	repos, err := taskstart.Repositories(f.repo, comments, f.allowRepos)
+	var bad *taskstart.BadRepositoryError
+	if errors.As(err, &bad) {
+		return nil, usagef("--allow-repo %q is not of the form OWNER/NAME", bad.Repo)
 	}
-	add(f.repo)
-	for _, c := range comments {
-		add(c.Repo)
-	}
-	for _, r := range f.allowRepos {
-		repo, err := ghref.ParseRepo(r)
-		if err != nil {
-			return nil, usagef("--allow-repo %q is not of the form OWNER/NAME", r)
-		}
-		add(repo.String())
-	}
+	tp.Repositories = repos
 	for _, b := range f.allowBranches {
 		if !ghref.ValidBranch(b) || strings.HasPrefix(b, "refs/") {
 			return nil, usagef("--allow-branch %q is not a branch name (without refs/heads/)", b)

@@ -20,6 +20,8 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/capstanhq/capstan/internal/codec"
+	"github.com/capstanhq/capstan/internal/contract"
+	"github.com/capstanhq/capstan/internal/tools/ghref"
 	"github.com/capstanhq/capstan/internal/workflows"
 )
 
@@ -147,4 +149,39 @@ func AwaitResult(ctx context.Context, c client.Client, wid, runID string) (workf
 		res.FailureCode = workflows.FailInternalError
 	}
 	return res, nil
+}
+
+// Repositories are a task's repositories, each once whatever its case, in
+// order: the task's own (repo, "" for none), each comment target's, then
+// each of extra, which must be OWNER/NAME. A malformed extra is a
+// *BadRepositoryError naming it; `starter run` (--allow-repo) and
+// capstantest (TaskOptions.Repositories) word it for their callers.
+func Repositories(repo string, comments []contract.CommentTarget, extra []string) ([]string, error) {
+	var repos []string
+	seen := map[string]bool{}
+	add := func(r string) {
+		if r != "" && !seen[strings.ToLower(r)] {
+			seen[strings.ToLower(r)] = true
+			repos = append(repos, r)
+		}
+	}
+	add(repo)
+	for _, c := range comments {
+		add(c.Repo)
+	}
+	for _, r := range extra {
+		parsed, err := ghref.ParseRepo(r)
+		if err != nil {
+			return nil, &BadRepositoryError{Repo: r}
+		}
+		add(parsed.String())
+	}
+	return repos, nil
+}
+
+// BadRepositoryError is a repository that is not of the form OWNER/NAME.
+type BadRepositoryError struct{ Repo string }
+
+func (e *BadRepositoryError) Error() string {
+	return fmt.Sprintf("%q is not of the form OWNER/NAME", e.Repo)
 }
